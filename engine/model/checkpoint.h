@@ -1,0 +1,44 @@
+// A loaded checkpoint in canonical form: the ModelConfig plus tensors under their HF names
+// ("model.layers.0.self_attn.q_proj.weight", shapes as in transformers, [out, in] for linears),
+// whatever the source format. GGUF names are mapped and llama.cpp's q/k row permutation is undone
+// so that every later stage sees one layout.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/tensor.h"
+#include "engine/model/config.h"
+
+namespace llmctl {
+
+class GgufFile;
+
+struct Checkpoint {
+  ModelConfig config;
+  std::map<std::string, Tensor> tensors;  // HF names; host tensors (views into mappings or owned)
+  std::string source_path;                // the directory or .gguf file it came from
+  std::string source_format;              // "hf" | "gguf"
+  // Tokenizer sources, whichever the checkpoint has:
+  std::string hf_dir;                      // for "hf": tokenizer.json, tokenizer_config.json, ...
+  std::shared_ptr<const GgufFile> gguf;   // for "gguf": tokenizer.ggml.* metadata
+  nlohmann::json generation_config;        // may be null
+
+  const Tensor& get(const std::string& name) const;  // throws InputError naming a missing tensor
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+};
+
+struct LoadOptions {
+  // Dtype the floating weights are given in. nullopt: keep the stored dtype (f32/f16/bf16 stay as
+  // they are; GGUF quantized blocks are dequantized to f32).
+  std::optional<DType> dtype;
+};
+
+// Loads an HF directory (config.json + *.safetensors [+ index]) or a .gguf file.
+// Pickled .bin checkpoints are refused with a message that says why. Throws InputError.
+Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts = {});
+
+}  // namespace llmctl

@@ -1,0 +1,48 @@
+// ModelConfig: the hyper-parameters of a Llama-family decoder, read from an HF config.json or
+// from GGUF metadata. Unknown architectures are refused by name.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace llmctl {
+
+struct RopeScaling {
+  std::string type = "none";  // none | linear | llama3
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;              // llama3
+  float high_freq_factor = 4.0f;             // llama3
+  int original_max_position_embeddings = 0;  // llama3
+};
+
+struct ModelConfig {
+  std::string architecture = "LlamaForCausalLM";  // HF class name
+  std::string model_type = "llama";
+  int hidden_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int intermediate_size = 0;
+  int vocab_size = 0;
+  int max_position_embeddings = 2048;
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  std::vector<int> bos_token_ids;
+  std::vector<int> eos_token_ids;
+  std::string torch_dtype = "float32";
+
+  // Checks consistency (heads divide hidden size, GQA ratio, ...); throws InputError.
+  void validate() const;
+  nlohmann::json to_hf_json() const;  // config.json as transformers writes it
+};
+
+// Parses an HF config.json object. Throws InputError for unknown architectures or missing fields.
+ModelConfig parse_hf_config(const nlohmann::json& j);
+
+}  // namespace llmctl
