@@ -1,0 +1,74 @@
+// Backend: the only door to kernels. The decoder forward (engine/model/llama_forward) is written
+// once against this interface; cpu/ and cuda/ implement it. Tensors passed to ops live on the
+// backend's device. Activations are f32 on CPU; on CUDA they are the model's compute dtype
+// (bf16/f16) with f32 accumulation. Weights keep their stored dtype.
+//
+// Shapes: T = tokens in the step, H = hidden size, Hq/Hkv = query/kv heads, D = head dim,
+// I = intermediate size, V = vocab size, B = block size, NB = blocks in the pool.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/batch_plan.h"
+#include "engine/core/tensor.h"
+
+namespace llmctl {
+
+// Rotary embedding frequencies (HF rotate-half layout), computed once per model.
+struct RopeParams {
+  int head_dim = 0;
+  std::vector<float> inv_freq;  // [D/2], scaling (linear, llama3) already applied
+};
+
+// One layer's paged KV cache: k and v are [NB, B, Hkv, D].
+struct KvLayer {
+  Tensor k, v;
+};
+
+// A step's BatchPlan in the backend's memory (device copies of the index arrays).
+struct DeviceBatch {
+  const BatchPlan* plan = nullptr;
+  Tensor token_ids, positions, slot_mapping, query_start, context_len, block_table, logits_rows;  // i32
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType activation_dtype() const = 0;
+
+  // Memory. upload copies a host tensor (e.g. a weight) to the device, converting to `dtype`
+  // when given (F32/F16/BF16 only).
+  virtual Tensor alloc(DType dtype, std::vector<int64_t> shape) = 0;
+  virtual Tensor upload(const Tensor& host, std::optional<DType> dtype = std::nullopt) = 0;
+  virtual Tensor to_host_f32(const Tensor& t) = 0;  // copy back, converted to f32
+  virtual DeviceBatch prepare_batch(const BatchPlan& plan) = 0;
+  virtual void synchronize() {}
+
+  // out[T,H] = table[ids[t], :]                             table [V,H] any float dtype
+  virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) = 0;
+  // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;
+  // out[T,N] = x[T,K] @ w[N,K]^T (+ bias[N])                w f32/f16/bf16
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
+  // The attention ops take the fused projection qkv[T, (Hq + 2*Hkv) * D]: q, then k, then v.
+  // In place: rotates the q and k parts at b.positions.
+  virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;
+  // cache.k/v[slot_mapping[t]] = the k/v parts of qkv[t]
+  virtual void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) = 0;
+  // out[T, Hq*D]: causal attention of each new token's q over its sequence's cache (positions <= its
+  // own), GQA: query head h reads kv head h / (Hq / Hkv).
+  virtual void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
+                         int num_kv_heads, float scale, Tensor& out) = 0;
+  // out[T,I] = silu(gate_up[:, :I]) * gate_up[:, I:]        gate_up [T, 2I]
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[R, C] = x[rows[r], :]
+  virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+
+}  // namespace llmctl

@@ -1,0 +1,34 @@
+// BatchPlan: everything one forward step needs to know about its batch, built by the scheduler.
+// Prefill chunks and decodes share a step. T = new tokens in the step, S = sequences.
+//
+//   token_ids     [T]        flattened new tokens of all sequences
+//   positions     [T]        their absolute positions
+//   slot_mapping  [T]        cache slot of each new token: block_table[s][pos / B] * B + pos % B
+//   query_start   [S+1]      prefix sums of new tokens per sequence
+//   context_len   [S]        tokens in the cache after this step (what attention reads)
+//   block_table   [S, Mb]    physical block ids per sequence (row-major, -1 padded)
+//   logits_rows   [S']       rows of the step (token indices) that produce logits
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace llmctl {
+
+struct BatchPlan {
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> slot_mapping;
+  std::vector<int32_t> query_start{0};
+  std::vector<int32_t> context_len;
+  std::vector<int32_t> block_table;
+  int32_t max_blocks_per_seq = 0;
+  std::vector<int32_t> logits_rows;
+
+  int num_tokens() const { return int(token_ids.size()); }
+  int num_seqs() const { return int(context_len.size()); }
+  int max_context_len() const;
+  // Throws Error when the arrays disagree (sizes, monotonic query_start, slots in range, ...).
+  void validate(int block_size, int num_blocks) const;
+};
+
+}  // namespace llmctl
