@@ -1,0 +1,16 @@
+// Each subcommand registers its flags on the app and returns the exit code when it runs.
+#pragma once
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace llmctl::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_generate(CLI::App& app);
+Runner add_convert(CLI::App& app);
+// Subcommands whose issue has not landed: they say so and exit 2.
+Runner add_not_landed(CLI::App& app, const char* name, const char* description, const char* what);
+
+}  // namespace llmctl::cli

@@ -1,0 +1,108 @@
+// llmctl generate: one prompt (argument or stdin), plain or as a chat, streamed to stdout.
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/core/error.h"
+#include "engine/generator.h"
+#include "engine/runtime.h"
+#include "engine/sample/detokenizer.h"
+#include "engine/tokenizer/prompt.h"
+
+namespace llmctl::cli {
+
+namespace {
+struct GenerateArgs {
+  std::string prompt, model, system, dtype;
+  bool chat = false, json = false;
+  int threads = 0;
+  SamplingParams sp;
+  uint64_t seed = 0;
+};
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  a->sp.temperature = 0.8f;  // llama.cpp's defaults; --temperature 0 is greedy
+  a->sp.top_k = 40;
+  a->sp.top_p = 0.95f;
+  a->sp.min_p = 0.05f;
+  auto* s = app.add_subcommand("generate", "generate text from a prompt (argument or stdin), streamed to stdout");
+  s->add_option("prompt", a->prompt, "the prompt; read from stdin when absent");
+  s->add_option("-m,--model", a->model, "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
+  s->add_flag("--chat", a->chat, "wrap the prompt as a user message in the model's chat template");
+  s->add_option("--system", a->system, "system message (with --chat)");
+  s->add_option("-n,--max-tokens", a->sp.max_tokens, "tokens to generate at most")->capture_default_str();
+  s->add_option("--temperature", a->sp.temperature, "0 = greedy")->capture_default_str();
+  s->add_option("--top-k", a->sp.top_k, "0 = off")->capture_default_str();
+  s->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]")->capture_default_str();
+  s->add_option("--min-p", a->sp.min_p, "drop tokens below min-p times the top probability")->capture_default_str();
+  s->add_option("--repetition-penalty", a->sp.repetition_penalty, "1 = off")->capture_default_str();
+  s->add_option("--seed", a->seed, "random seed (same seed, same output); random when absent");
+  s->add_option("--stop", a->sp.stop, "stop string (repeatable); never printed");
+  s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-sequence token");
+  s->add_option("--dtype", a->dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
+  s->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
+  s->add_flag("--json", a->json, "print one JSON object with the result instead of streaming text");
+  return [a, s]() -> int {
+    if (s->count("--seed")) a->sp.seed = a->seed;
+    if (!a->sp.seed) a->sp.seed = std::random_device{}();
+    a->sp.validate();
+    if (a->prompt.empty()) {
+      a->prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt read from stdin is not valid UTF-8";
+    }
+    LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument or on stdin)";
+    LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
+
+    RuntimeOptions ro;
+    ro.model = a->model;
+    ro.threads = a->threads;
+    if (!a->dtype.empty()) ro.dtype = parse_dtype(a->dtype);
+    Runtime rt = load_runtime(ro);
+    std::vector<int> ids;
+    if (a->chat) {
+      nlohmann::json messages = nlohmann::json::array();
+      if (!a->system.empty()) messages.push_back({{"role", "system"}, {"content", a->system}});
+      messages.push_back({{"role", "user"}, {"content", a->prompt}});
+      ids = encode_chat(*rt.tokenizer, messages);
+    } else {
+      ids = encode_prompt(*rt.tokenizer, a->prompt);
+    }
+    Generator gen(*rt.model, *rt.tokenizer);
+    auto on_text = [&](std::string_view piece) {
+      if (a->json) return;
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+    GenerationResult r = gen.generate(ids, a->sp, on_text);
+    const double pp = r.prefill_seconds > 0 ? r.prompt_ids.size() / r.prefill_seconds : 0;
+    const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
+    if (a->json) {
+      nlohmann::json j = {{"text", r.text},
+                          {"finish_reason", r.finish_reason},
+                          {"prompt_tokens", r.prompt_ids.size()},
+                          {"completion_tokens", r.output_ids.size()},
+                          {"token_ids", r.output_ids},
+                          {"seed", *a->sp.seed},
+                          {"load_seconds", rt.load_seconds},
+                          {"prefill_tokens_per_second", pp},
+                          {"decode_tokens_per_second", tg}};
+      std::cout << j.dump() << "\n";
+    } else {
+      std::cout << "\n";
+    }
+    std::fprintf(stderr,
+                 "llmctl: %s | %s | load %.2f s | prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | "
+                 "finish %s | seed %llu\n",
+                 rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, r.prompt_ids.size(), pp,
+                 r.output_ids.size(), tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
+    return 0;
+  };
+}
+
+}  // namespace llmctl::cli

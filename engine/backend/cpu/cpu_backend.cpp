@@ -1,0 +1,165 @@
+// CPU backend: f32 activations, weights in their stored dtype (f32/f16/bf16), rows split across
+// the thread pool. The reference the CUDA backend is checked against.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/core/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/linear.h"
+
+namespace llmctl {
+
+namespace {
+
+kernels::WeightType weight_type(DType t) {
+  switch (t) {
+    case DType::F32: return kernels::WeightType::F32;
+    case DType::F16: return kernels::WeightType::F16;
+    case DType::BF16: return kernels::WeightType::BF16;
+    default: LLM_CHECK(false) << "linear: unsupported weight dtype " << dtype_name(t);
+  }
+  return kernels::WeightType::F32;
+}
+
+void check_f32(const Tensor& t, const char* what) {
+  LLM_CHECK(t.dtype == DType::F32 && t.device == Device::CPU) << what << " must be a host f32 tensor";
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  Device device() const override { return Device::CPU; }
+  std::string name() const override {
+    return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") + ")";
+  }
+  DType activation_dtype() const override { return DType::F32; }
+
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return Tensor::empty_host(dtype, std::move(shape)); }
+
+  Tensor upload(const Tensor& host, std::optional<DType> dtype) override {
+    if (!dtype || *dtype == host.dtype) return host;  // already in host memory: share it
+    return convert_host(host, *dtype);
+  }
+
+  Tensor to_host_f32(const Tensor& t) override { return t.dtype == DType::F32 ? t : convert_host(t, DType::F32); }
+
+  DeviceBatch prepare_batch(const BatchPlan& plan) override {
+    DeviceBatch b;
+    b.plan = &plan;
+    return b;  // the CPU kernels read the plan's host arrays directly
+  }
+
+  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override {
+    check_f32(out, "embed output");
+    const auto& ids = b.plan->token_ids;
+    const int64_t H = table.dim(1), V = table.dim(0);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      LLM_CHECK(ids[t] >= 0 && ids[t] < V) << "token id " << ids[t] << " outside the vocabulary of " << V;
+      float* o = out.ptr<float>() + t * H;
+      const size_t off = size_t(ids[t]) * H;
+      switch (table.dtype) {
+        case DType::F32: std::memcpy(o, table.ptr<float>() + off, H * 4); break;
+        case DType::BF16:
+          for (int64_t i = 0; i < H; ++i) o[i] = bf16_to_f32(table.ptr<uint16_t>()[off + i]);
+          break;
+        case DType::F16:
+          for (int64_t i = 0; i < H; ++i) o[i] = f16_to_f32(table.ptr<uint16_t>()[off + i]);
+          break;
+        default: LLM_CHECK(false) << "embed: unsupported dtype " << dtype_name(table.dtype);
+      }
+    }
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override {
+    check_f32(x, "rms_norm input");
+    check_f32(w, "rms_norm weight");
+    const int64_t H = x.dim(-1), R = x.numel() / H;
+    float* res = residual ? residual->ptr<float>() : nullptr;
+    pool_.parallel_for(R, [&](int64_t r0, int64_t r1) {
+      kernels::rms_norm_rows(x.ptr<float>(), w.ptr<float>(), eps, H, r0, r1, out.ptr<float>(), res);
+    });
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
+    check_f32(x, "linear input");
+    const int64_t T = x.dim(0), K = x.dim(1), N = w.dim(0);
+    LLM_CHECK(w.dim(1) == K && out.dim(0) == T && out.dim(1) == N)
+        << "linear shapes: x " << x.shape_str() << " w " << w.shape_str() << " out " << out.shape_str();
+    const float* b = bias ? bias->ptr<float>() : nullptr;
+    const auto wt = weight_type(w.dtype);
+    // Chunks of 16 output rows keep per-thread work even and the split independent of T.
+    const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
+    pool_.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      kernels::linear_rows(x.ptr<float>(), T, K, w.data, wt, b, c0 * chunk, std::min(N, c1 * chunk), out.ptr<float>(), N);
+    });
+  }
+
+  void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int hq, int hkv) override {
+    const int64_t D = p.head_dim, T = qkv.dim(0), W = qkv.dim(1);
+    const auto& pos = b.plan->positions;
+    pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int h = 0; h < hq + hkv; ++h)
+          kernels::rope_head(qkv.ptr<float>() + t * W + h * D, D, pos[t], p.inv_freq.data());
+    });
+  }
+
+  void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
+    const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = hkv * D;
+    const auto& slots = b.plan->slot_mapping;
+    for (size_t t = 0; t < slots.size(); ++t) {
+      const float* src = qkv.ptr<float>() + t * W + hq * D;
+      std::memcpy(cache.k.ptr<float>() + int64_t(slots[t]) * row, src, row * 4);
+      std::memcpy(cache.v.ptr<float>() + int64_t(slots[t]) * row, src + row, row * 4);
+    }
+  }
+
+  void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
+                 Tensor& out) override {
+    const BatchPlan& plan = *b.plan;
+    const int64_t D = cache.k.dim(3), W = qkv.dim(1), T = plan.num_tokens();
+    kernels::PagedKvView view{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.dim(1), hkv, D};
+    std::vector<int32_t> seq_of(T);
+    for (int s = 0; s < plan.num_seqs(); ++s)
+      for (int t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) seq_of[t] = s;
+    const int group = hq / hkv;
+    const int64_t max_ctx = plan.max_context_len();
+    pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
+      std::vector<float> scratch(max_ctx + 1);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / hq, h = i % hq;
+        const int32_t* table = plan.block_table.data() + int64_t(seq_of[t]) * plan.max_blocks_per_seq;
+        kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, table, plan.positions[t], h / group,
+                                      scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+      }
+    });
+  }
+
+  void silu_mul(const Tensor& gate_up, Tensor& out) override {
+    const int64_t I = out.dim(-1), R = out.numel() / I;
+    pool_.parallel_for(R, [&](int64_t r0, int64_t r1) {
+      kernels::silu_mul_rows(gate_up.ptr<float>(), I, r0, r1, out.ptr<float>());
+    });
+  }
+
+  void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override {
+    const int64_t C = x.dim(-1);
+    const auto& rows = b.plan->logits_rows;
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(out.ptr<float>() + r * C, x.ptr<float>() + int64_t(rows[r]) * C, C * 4);
+  }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+
+}  // namespace llmctl

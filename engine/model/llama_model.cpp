@@ -1,0 +1,187 @@
+#include "engine/model/llama_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+namespace {
+
+// Concatenates host tensors along dim 0 (same dtype, same trailing dims).
+Tensor concat_rows(const std::vector<const Tensor*>& parts) {
+  int64_t rows = 0;
+  for (auto* p : parts) {
+    LLM_CHECK(p->dtype == parts[0]->dtype && p->numel() / p->dim(0) == parts[0]->numel() / parts[0]->dim(0))
+        << "cannot fuse tensors of different dtype or width";
+    rows += p->dim(0);
+  }
+  std::vector<int64_t> shape = parts[0]->shape;
+  shape[0] = rows;
+  Tensor out = Tensor::empty_host(parts[0]->dtype, shape);
+  size_t off = 0;
+  for (auto* p : parts) {
+    std::memcpy(static_cast<char*>(out.data) + off, p->data, p->nbytes());
+    off += p->nbytes();
+  }
+  return out;
+}
+
+std::string layer_name(int i, const char* rest) { return "model.layers." + std::to_string(i) + "." + rest; }
+
+}  // namespace
+
+RopeParams make_rope_params(const ModelConfig& c) {
+  RopeParams p;
+  p.head_dim = c.head_dim;
+  const int half = c.head_dim / 2;
+  p.inv_freq.resize(half);
+  for (int i = 0; i < half; ++i) {
+    // As the reference: base ** (2i / dim) in f32, then its reciprocal.
+    float expo = float(2 * i) / float(c.head_dim);
+    p.inv_freq[i] = 1.0f / std::pow(c.rope_theta, expo);
+  }
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == "linear") {
+    for (float& f : p.inv_freq) f /= s.factor;
+  } else if (s.type == "llama3") {
+    const float old_len = float(s.original_max_position_embeddings);
+    const float low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+    for (float& f : p.inv_freq) {
+      const float wavelen = 2.0f * float(M_PI) / f;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const float smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0f - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  return p;
+}
+
+LlamaModel::LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype)
+    : config_(ckpt.config), backend_(backend) {
+  config_.validate();
+  const ModelConfig& c = config_;
+  const Tensor& embed_host = ckpt.get("model.embed_tokens.weight");
+  weight_dtype_ = weight_dtype.value_or(embed_host.dtype);
+  auto up = [&](const Tensor& t) { return backend_.upload(t, weight_dtype_); };
+  auto up_f32 = [&](const Tensor& t) { return backend_.upload(t, DType::F32); };  // norms, biases
+
+  LLM_REQUIRE(embed_host.rank() == 2 && embed_host.dim(0) == c.vocab_size && embed_host.dim(1) == c.hidden_size)
+      << "model.embed_tokens.weight has shape " << embed_host.shape_str() << ", expected [" << c.vocab_size << ", "
+      << c.hidden_size << "]";
+  embed_ = up(embed_host);
+  final_norm_ = up_f32(ckpt.get("model.norm.weight"));
+  lm_head_ = (c.tie_word_embeddings || !ckpt.has("lm_head.weight")) ? embed_ : up(ckpt.get("lm_head.weight"));
+
+  const int64_t qkv_rows = int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  for (int i = 0; i < c.num_layers; ++i) {
+    Layer L;
+    L.input_norm = up_f32(ckpt.get(layer_name(i, "input_layernorm.weight")));
+    L.post_norm = up_f32(ckpt.get(layer_name(i, "post_attention_layernorm.weight")));
+    const Tensor& q = ckpt.get(layer_name(i, "self_attn.q_proj.weight"));
+    const Tensor& k = ckpt.get(layer_name(i, "self_attn.k_proj.weight"));
+    const Tensor& v = ckpt.get(layer_name(i, "self_attn.v_proj.weight"));
+    Tensor qkv = concat_rows({&q, &k, &v});
+    LLM_REQUIRE(qkv.dim(0) == qkv_rows && qkv.dim(1) == c.hidden_size)
+        << "layer " << i << ": q/k/v projections do not match the config (fused shape " << qkv.shape_str() << ")";
+    L.qkv = up(qkv);
+    if (c.attention_bias) {
+      Tensor qb = convert_host(ckpt.get(layer_name(i, "self_attn.q_proj.bias")), DType::F32);
+      Tensor kb = convert_host(ckpt.get(layer_name(i, "self_attn.k_proj.bias")), DType::F32);
+      Tensor vb = convert_host(ckpt.get(layer_name(i, "self_attn.v_proj.bias")), DType::F32);
+      L.qkv_bias = up_f32(concat_rows({&qb, &kb, &vb}));
+    }
+    L.o_proj = up(ckpt.get(layer_name(i, "self_attn.o_proj.weight")));
+    const Tensor& g = ckpt.get(layer_name(i, "mlp.gate_proj.weight"));
+    const Tensor& u = ckpt.get(layer_name(i, "mlp.up_proj.weight"));
+    L.gate_up = up(concat_rows({&g, &u}));
+    LLM_REQUIRE(L.gate_up.dim(0) == 2 * int64_t(c.intermediate_size)) << "layer " << i << ": mlp shape mismatch";
+    L.down = up(ckpt.get(layer_name(i, "mlp.down_proj.weight")));
+    layers_.push_back(std::move(L));
+  }
+  rope_ = make_rope_params(c);
+}
+
+size_t LlamaModel::kv_bytes_per_block(int block_size) const {
+  return size_t(2) * config_.num_layers * block_size * config_.num_kv_heads * config_.head_dim *
+         dtype_size(backend_.activation_dtype());
+}
+
+std::vector<KvLayer> LlamaModel::alloc_kv_cache(int num_blocks, int block_size) {
+  std::vector<KvLayer> kv(config_.num_layers);
+  const DType dt = backend_.activation_dtype();
+  for (auto& l : kv) {
+    l.k = backend_.alloc(dt, {num_blocks, block_size, config_.num_kv_heads, config_.head_dim});
+    l.v = backend_.alloc(dt, {num_blocks, block_size, config_.num_kv_heads, config_.head_dim});
+  }
+  return kv;
+}
+
+void LlamaModel::ensure_workspace(int64_t T) {
+  if (ws_.tokens >= T) return;
+  const ModelConfig& c = config_;
+  const DType dt = backend_.activation_dtype();
+  ws_.tokens = T;
+  ws_.hidden = backend_.alloc(dt, {T, c.hidden_size});
+  ws_.residual = backend_.alloc(dt, {T, c.hidden_size});
+  ws_.normed = backend_.alloc(dt, {T, c.hidden_size});
+  ws_.qkv = backend_.alloc(dt, {T, int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim});
+  ws_.attn = backend_.alloc(dt, {T, int64_t(c.num_heads) * c.head_dim});
+  ws_.gate_up = backend_.alloc(dt, {T, 2 * int64_t(c.intermediate_size)});
+  ws_.act = backend_.alloc(dt, {T, c.intermediate_size});
+}
+
+// A view of the first T rows of a workspace buffer.
+static Tensor rows(const Tensor& t, int64_t T) {
+  Tensor v = t;
+  v.shape[0] = T;
+  return v;
+}
+
+Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
+  const ModelConfig& c = config_;
+  const int64_t T = plan.num_tokens();
+  LLM_CHECK(T > 0) << "empty batch";
+  LLM_CHECK(int(kv.size()) == c.num_layers) << "KV cache has " << kv.size() << " layers";
+  plan.validate(int(kv[0].k.dim(1)), int(kv[0].k.dim(0)));
+  ensure_workspace(T);
+  DeviceBatch b = backend_.prepare_batch(plan);
+  Tensor hidden = rows(ws_.hidden, T), residual = rows(ws_.residual, T), normed = rows(ws_.normed, T);
+  Tensor qkv = rows(ws_.qkv, T), attn = rows(ws_.attn, T), gate_up = rows(ws_.gate_up, T), act = rows(ws_.act, T);
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+
+  backend_.embed(embed_, b, residual);
+  for (int i = 0; i < c.num_layers; ++i) {
+    Layer& L = layers_[i];
+    if (i == 0)
+      backend_.rms_norm(residual, L.input_norm, c.rms_norm_eps, normed, nullptr);
+    else
+      backend_.rms_norm(hidden, L.input_norm, c.rms_norm_eps, normed, &residual);  // residual += mlp out
+    backend_.linear(normed, L.qkv, L.qkv_bias.empty() ? nullptr : &L.qkv_bias, qkv);
+    backend_.rope(qkv, b, rope_, c.num_heads, c.num_kv_heads);
+    backend_.write_kv(qkv, b, c.num_heads, c.num_kv_heads, kv[i]);
+    backend_.attention(qkv, kv[i], b, c.num_heads, c.num_kv_heads, scale, attn);
+    backend_.linear(attn, L.o_proj, nullptr, hidden);
+    backend_.rms_norm(hidden, L.post_norm, c.rms_norm_eps, normed, &residual);  // residual += attn out
+    backend_.linear(normed, L.gate_up, nullptr, gate_up);
+    backend_.silu_mul(gate_up, act);
+    backend_.linear(act, L.down, nullptr, hidden);
+  }
+  backend_.rms_norm(hidden, final_norm_, c.rms_norm_eps, normed, &residual);
+  const int64_t R = int64_t(plan.logits_rows.size());
+  if (R == 0) return Tensor::empty_host(DType::F32, {0, c.vocab_size});
+  Tensor last = backend_.alloc(backend_.activation_dtype(), {R, c.hidden_size});
+  backend_.gather_rows(normed, b, last);
+  Tensor logits = backend_.alloc(backend_.activation_dtype(), {R, c.vocab_size});
+  backend_.linear(last, lm_head_, nullptr, logits);
+  Tensor host = backend_.to_host_f32(logits);
+  backend_.synchronize();
+  return host;
+}
+
+}  // namespace llmctl

@@ -1,0 +1,51 @@
+// The Llama-family decoder forward, written once against the Backend interface.
+// Weights are uploaded once (q/k/v fused into one [(Hq+2Hkv)*D, H] matrix, gate/up into [2I, H]);
+// forward() runs one BatchPlan step and returns logits for plan.logits_rows.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+
+namespace llmctl {
+
+RopeParams make_rope_params(const ModelConfig& c);
+
+class LlamaModel {
+ public:
+  // weight_dtype: dtype the linear weights are kept in on the backend (nullopt: as stored).
+  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype = std::nullopt);
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() { return backend_; }
+  DType weight_dtype() const { return weight_dtype_; }
+
+  // KV cache for num_blocks blocks of block_size tokens, one KvLayer per layer.
+  std::vector<KvLayer> alloc_kv_cache(int num_blocks, int block_size);
+  size_t kv_bytes_per_block(int block_size) const;
+
+  // One step. Returns host f32 logits [plan.logits_rows.size(), vocab].
+  Tensor forward(const BatchPlan& plan, std::vector<KvLayer>& kv);
+
+ private:
+  struct Layer {
+    Tensor input_norm, qkv, qkv_bias, o_proj, post_norm, gate_up, down;
+  };
+  struct Workspace {
+    int64_t tokens = 0;
+    Tensor hidden, residual, normed, qkv, attn, gate_up, act;
+  };
+  void ensure_workspace(int64_t T);
+
+  ModelConfig config_;
+  Backend& backend_;
+  DType weight_dtype_;
+  RopeParams rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  Workspace ws_;
+};
+
+}  // namespace llmctl

@@ -1,0 +1,31 @@
+// Runtime: a model ready to run — tokenizer, backend and weights — loaded from a path.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace llmctl {
+
+struct RuntimeOptions {
+  std::string model;               // path; empty = the default model
+  std::optional<DType> dtype;      // weight dtype (nullopt: as stored; GGUF blocks become f32)
+  int threads = 0;                 // CPU threads, 0 = all cores
+};
+
+struct Runtime {
+  std::string model_path;
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<LlamaModel> model;
+  double load_seconds = 0;
+};
+
+Runtime load_runtime(const RuntimeOptions& opts);
+
+}  // namespace llmctl

@@ -1,0 +1,20 @@
+// Row-wise CPU kernels over plain pointers (f32 activations). Each works on a range of rows so the
+// caller can split rows across threads; per-row results never depend on the split.
+#pragma once
+#include <cstdint>
+
+namespace llmctl::kernels {
+
+// Rows [r0, r1) of x[R, H]: with residual, residual += x first and the norm reads residual.
+// out = x / sqrt(mean(x^2) + eps) * w, sum of squares accumulated in double.
+void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1, float* out,
+                   float* residual);
+
+// Rows [r0, r1) of gate_up[R, 2I] -> out[R, I] = silu(gate) * up.
+void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
+
+// Rotate-half RoPE (HF layout) on one head vector x[D] at `position`: pairs (i, i + D/2) rotated by
+// angle = float(position) * inv_freq[i], computed in f32 like the reference implementation.
+void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq);
+
+}  // namespace llmctl::kernels

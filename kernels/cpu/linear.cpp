@@ -1,0 +1,35 @@
+#include "kernels/cpu/linear.h"
+
+#include <cstring>
+
+#include "kernels/cpu/linear_impl.h"
+
+namespace llmctl::kernels {
+
+namespace {
+bool detect_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+const bool g_avx2 = detect_avx2();
+}  // namespace
+
+bool cpu_has_avx2() { return g_avx2; }
+
+void linear_rows(const float* x, int64_t T, int64_t K, const void* w, WeightType wt, const float* bias, int64_t n0,
+                 int64_t n1, float* out, int64_t ldo) {
+  if (g_avx2)
+    detail::linear_rows_avx2(x, T, K, w, wt, bias, n0, n1, out, ldo);
+  else
+    detail::linear_rows_scalar(x, T, K, w, wt, bias, n0, n1, out, ldo);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return g_avx2 ? detail::dot_f32_avx2(a, b, n) : detail::dot_f32_scalar(a, b, n);
+}
+
+}  // namespace llmctl::kernels

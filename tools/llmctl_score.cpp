@@ -1,0 +1,64 @@
+// llmctl_score: runs the golden cases of tests/golden/*.json through llmctl and prints, per case,
+// our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
+// continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
+// Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16]
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/generator.h"
+#include "engine/runtime.h"
+
+using namespace llmctl;
+
+int main(int argc, char** argv) try {
+  LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16]";
+  RuntimeOptions ro;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--model") ro.model = argv[i + 1];
+    else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
+    else LLM_THROW() << "unknown option " << k;
+  }
+  std::ifstream in(argv[1]);
+  LLM_REQUIRE(in) << "cannot read " << argv[1];
+  nlohmann::json golden = nlohmann::json::parse(in);
+  Runtime rt = load_runtime(ro);
+  Generator gen(*rt.model, *rt.tokenizer);
+  const int topk = golden.value("top_k", 20);
+  nlohmann::json out = {{"model", rt.model_path}, {"backend", rt.backend->name()}, {"cases", nlohmann::json::array()}};
+  for (const auto& c : golden["cases"]) {
+    nlohmann::json r = {{"name", c["name"]}};
+    if (c.contains("input_ids")) {
+      auto rows = gen.score(c["input_ids"].get<std::vector<int>>());
+      nlohmann::json at_ref = nlohmann::json::array(), own_top = nlohmann::json::array();
+      for (size_t p = 0; p < rows.size(); ++p) {
+        std::vector<float> vals;
+        for (int id : c["top_ids"][p]) vals.push_back(rows[p][id]);
+        at_ref.push_back(vals);
+        std::vector<int> idx(rows[p].size());
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(),
+                          [&](int a, int b) { return rows[p][a] > rows[p][b]; });
+        own_top.push_back(std::vector<int>(idx.begin(), idx.begin() + topk));
+      }
+      r["logprobs_at_ref_ids"] = at_ref;
+      r["top_ids"] = own_top;
+    }
+    SamplingParams sp;
+    sp.temperature = 0;
+    sp.ignore_eos = true;
+    sp.max_tokens = int(c["greedy_ids"].size());
+    r["greedy_ids"] = gen.generate(c["greedy_prompt_ids"].get<std::vector<int>>(), sp).output_ids;
+    out["cases"].push_back(r);
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "llmctl_score: error: " << e.what() << "\n";
+  return 1;
+}
