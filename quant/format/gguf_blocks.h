@@ -1,0 +1,40 @@
+// GGML block formats as stored in GGUF files: the size table and dequantization to f32.
+// No engine dependency: types are the raw GGML type ids (numbering as in the GGUF spec).
+// Results are bit-exact with the Python `gguf` package (gguf.quants.dequantize).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace llmctl::quant {
+
+// Elements per block and bytes per block of a GGML type.
+struct GgmlBlockLayout {
+  int64_t block_size = 0;  // elements
+  size_t type_size = 0;    // bytes
+};
+
+// False for a type id this table does not know (the reader then refuses the file).
+bool ggml_block_layout(uint32_t type, GgmlBlockLayout* out);
+// Name of a type id ("Q4_K"), or "unknown".
+const char* ggml_type_label(uint32_t type);
+// True for the block formats dequantize_row handles (not the plain float types).
+bool ggml_can_dequantize(uint32_t type);
+
+// Dequantizes n elements (a multiple of the block size) stored as blocks of `type` at src.
+// Returns false when the type is not supported (see ggml_can_dequantize) or n is not a multiple
+// of the block size; dst is untouched then.
+bool dequantize_row(uint32_t type, const void* src, float* dst, int64_t n);
+
+// One function per format; nb = number of blocks.
+void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q4_1(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_1(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q8_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q2_k(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q3_k(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q4_k(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_k(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q6_k(const uint8_t* src, float* dst, int64_t nb);
+
+}  // namespace llmctl::quant
