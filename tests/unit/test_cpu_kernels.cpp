@@ -1,0 +1,167 @@
+// CPU kernels against naive double-precision references on random inputs.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/linear.h"
+
+using namespace llmctl;
+
+namespace {
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("linear_rows matches a double reference for f32, bf16 and f16 weights") {
+  for (int64_t K : {1, 15, 16, 17, 64, 576, 1000}) {
+    const int64_t T = 7, N = 23;
+    auto x = randn(T * K, 1 + K), w = randn(N * K, 2 + K, 0.5f), bias = randn(N, 3);
+    std::vector<uint16_t> wb(N * K), wh(N * K);
+    for (int64_t i = 0; i < N * K; ++i) {
+      wb[i] = f32_to_bf16(w[i]);
+      wh[i] = f32_to_f16(w[i]);
+    }
+    struct Case {
+      kernels::WeightType wt;
+      const void* data;
+      float (*load)(const void*, int64_t);
+    } cases[] = {
+        {kernels::WeightType::F32, w.data(), [](const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }},
+        {kernels::WeightType::BF16, wb.data(),
+         [](const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }},
+        {kernels::WeightType::F16, wh.data(),
+         [](const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); }},
+    };
+    for (const auto& c : cases) {
+      std::vector<float> out(T * N, NAN);
+      kernels::linear_rows(x.data(), T, K, c.data, c.wt, bias.data(), 0, N, out.data(), N);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+          double ref = bias[n], mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            ref += double(x[t * K + k]) * c.load(c.data, n * K + k);
+            mag += std::fabs(double(x[t * K + k]) * c.load(c.data, n * K + k));
+          }
+          CHECK(std::fabs(out[t * N + n] - ref) <= 1e-5 * (mag + 1));
+        }
+    }
+  }
+}
+
+TEST_CASE("linear_rows gives bit-identical rows whatever the batch size or row split") {
+  const int64_t K = 577, N = 40, T = 9;
+  auto x = randn(T * K, 11), w = randn(N * K, 12);
+  std::vector<float> all(T * N), solo(N);
+  kernels::linear_rows(x.data(), T, K, w.data(), kernels::WeightType::F32, nullptr, 0, N, all.data(), N);
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::linear_rows(x.data() + t * K, 1, K, w.data(), kernels::WeightType::F32, nullptr, 0, 17, solo.data(), N);
+    kernels::linear_rows(x.data() + t * K, 1, K, w.data(), kernels::WeightType::F32, nullptr, 17, N, solo.data(), N);
+    for (int64_t n = 0; n < N; ++n) CHECK(solo[n] == all[t * N + n]);
+  }
+}
+
+TEST_CASE("rms_norm with and without the fused residual add") {
+  const int64_t H = 300, R = 5;
+  auto x = randn(R * H, 21), w = randn(H, 22), res = randn(R * H, 23);
+  auto res_before = res;
+  std::vector<float> out(R * H), out2(R * H);
+  kernels::rms_norm_rows(x.data(), w.data(), 1e-5f, H, 0, R, out.data(), nullptr);
+  kernels::rms_norm_rows(x.data(), w.data(), 1e-5f, H, 0, R, out2.data(), res.data());
+  for (int64_t r = 0; r < R; ++r) {
+    double ss = 0, ss2 = 0;
+    for (int64_t i = 0; i < H; ++i) {
+      ss += double(x[r * H + i]) * x[r * H + i];
+      double s = double(x[r * H + i]) + res_before[r * H + i];
+      ss2 += s * s;
+      CHECK(res[r * H + i] == doctest::Approx(s).epsilon(1e-6));
+    }
+    for (int64_t i = 0; i < H; ++i) {
+      CHECK(out[r * H + i] == doctest::Approx(x[r * H + i] / std::sqrt(ss / H + 1e-5) * w[i]).epsilon(1e-5));
+      double s = double(x[r * H + i]) + res_before[r * H + i];
+      CHECK(out2[r * H + i] == doctest::Approx(s / std::sqrt(ss2 / H + 1e-5) * w[i]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("silu_mul and rope against their definitions") {
+  const int64_t I = 33;
+  auto gu = randn(2 * 2 * I, 31, 3.0f);
+  std::vector<float> out(2 * I);
+  kernels::silu_mul_rows(gu.data(), I, 0, 2, out.data());
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < I; ++i) {
+      double g = gu[r * 2 * I + i], u = gu[r * 2 * I + I + i];
+      CHECK(out[r * I + i] == doctest::Approx(g / (1 + std::exp(-g)) * u).epsilon(1e-5));
+    }
+  const int64_t D = 64;
+  auto head = randn(D, 32);
+  std::vector<float> inv(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv[i] = 1.0f / std::pow(10000.0f, 2.0f * i / D);
+  auto rotated = head;
+  kernels::rope_head(rotated.data(), D, 1234, inv.data());
+  double n0 = 0, n1 = 0;
+  for (int64_t i = 0; i < D / 2; ++i) {
+    double a = double(1234.0f * inv[i]);
+    CHECK(rotated[i] == doctest::Approx(head[i] * std::cos(a) - head[i + D / 2] * std::sin(a)).epsilon(1e-4));
+    n0 += head[i] * head[i] + head[i + D / 2] * head[i + D / 2];
+    n1 += rotated[i] * rotated[i] + rotated[i + D / 2] * rotated[i + D / 2];
+  }
+  CHECK(n1 == doctest::Approx(n0).epsilon(1e-5));  // a rotation keeps the norm
+}
+
+TEST_CASE("paged attention equals contiguous softmax attention over scattered blocks") {
+  const int64_t B = 16, Hkv = 2, D = 64, NB = 12;
+  for (int32_t ctx : {1, 16, 17, 100, 150}) {
+    auto k = randn(NB * B * Hkv * D, 41 + ctx), v = randn(NB * B * Hkv * D, 42 + ctx), q = randn(D, 43 + ctx);
+    std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10};  // scattered physical blocks
+    kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
+    std::vector<float> scratch(ctx), out(D, NAN);
+    const float scale = 0.125f;
+    const int64_t kvh = 1;
+    kernels::paged_attention_head(q.data(), view, table.data(), ctx - 1, kvh, scale, scratch.data(), out.data());
+    std::vector<double> s(ctx);
+    double m = -1e300, den = 0;
+    auto row = [&](const std::vector<float>& c, int j) { return &c[((table[j / B] * B + j % B) * Hkv + kvh) * D]; };
+    for (int j = 0; j < ctx; ++j) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d) dot += double(q[d]) * row(k, j)[d];
+      s[j] = dot * scale;
+      m = std::max(m, s[j]);
+    }
+    for (int j = 0; j < ctx; ++j) den += s[j] = std::exp(s[j] - m);
+    for (int d = 0; d < D; ++d) {
+      double ref = 0;
+      for (int j = 0; j < ctx; ++j) ref += s[j] / den * row(v, j)[d];
+      CHECK(out[d] == doctest::Approx(ref).epsilon(1e-4).scale(1));
+    }
+  }
+}
+
+TEST_CASE("f16 and bf16 conversions round to nearest even and keep specials") {
+  CHECK(f16_to_f32(f32_to_f16(1.0f)) == 1.0f);
+  CHECK(f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(f32_to_f16(65520.0f) == 0x7c00);            // rounds up to inf
+  CHECK(f32_to_f16(5.9604645e-08f) == 0x0001);      // smallest subnormal
+  CHECK(f16_to_f32(0x0001) == 5.9604645e-08f);
+  CHECK(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+  CHECK(f32_to_bf16(1.00390625f) == 0x3f80);        // tie -> even
+  CHECK(f32_to_bf16(1.01171875f) == 0x3f82);        // tie -> even (up)
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-70000.0f, 70000.0f);
+  for (int i = 0; i < 10000; ++i) {
+    float f = d(rng);
+    float h = f16_to_f32(f32_to_f16(f));
+    if (std::fabs(f) < 65504.0f) CHECK(std::fabs(h - f) <= std::fabs(f) * 4.9e-4f + 6e-8f);
+    CHECK(std::fabs(bf16_to_f32(f32_to_bf16(f)) - f) <= std::fabs(f) * 3.91e-3f);
+  }
+}
