@@ -46,9 +46,9 @@ inline Bytes read_bytes(const std::string& path) {
 
 template <class T>
 void put(Bytes& b, T v) {
-  uint8_t tmp[sizeof(T)];
-  std::memcpy(tmp, &v, sizeof(T));
-  b.insert(b.end(), tmp, tmp + sizeof(T));
+  size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &v, sizeof(T));
 }
 
 inline void put_str(Bytes& b, const std::string& s) {
