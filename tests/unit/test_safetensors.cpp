@@ -29,10 +29,11 @@ Tensor iota(DType dt, std::vector<int64_t> shape, float start) {
 
 // A file from a header text and data bytes (header length computed, no padding).
 Bytes st_file(const std::string& header, const Bytes& data) {
-  Bytes b;
-  put<uint64_t>(b, header.size());
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
+  Bytes b(8 + header.size() + data.size());
+  uint64_t n = header.size();
+  std::memcpy(b.data(), &n, 8);
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(b.data() + 8 + n, data.data(), data.size());
   return b;
 }
 
