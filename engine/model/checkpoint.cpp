@@ -1,0 +1,93 @@
+// load_checkpoint: dispatch on what the path is (HF directory, .gguf file, pickle) and bring the
+// result to canonical form (see checkpoint.h).
+#include "engine/model/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+#include "engine/model/gguf.h"
+#include "engine/model/gguf_llama.h"
+#include "engine/model/safetensors.h"
+
+namespace llmctl {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const Tensor& Checkpoint::get(const std::string& name) const {
+  auto it = tensors.find(name);
+  LLM_REQUIRE(it != tensors.end()) << "checkpoint '" << source_path << "' has no tensor '" << name << "'";
+  return it->second;
+}
+
+namespace {
+
+bool is_pickle_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  return ext == ".bin" || ext == ".pt" || ext == ".pth" || ext == ".ckpt";
+}
+
+// head: what was found, e.g. "'x.bin' is a pickled PyTorch checkpoint".
+[[noreturn]] void refuse_pickle(const std::string& head) {
+  LLM_THROW() << head << "; llmctl does not load pickle files because loading "
+              << "them can execute arbitrary code. Convert it to safetensors first, e.g. in Python: "
+              << "AutoModelForCausalLM.from_pretrained(dir).save_pretrained(out_dir, safe_serialization=True)";
+}
+
+json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  LLM_REQUIRE(in) << "cannot read '" << p.string() << "'";
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    LLM_THROW() << "'" << p.string() << "' is not valid JSON: " << e.what();
+  }
+}
+
+Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
+  bool has_safetensors = false, has_pickle = false;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".safetensors" || e.path().filename() == "model.safetensors.index.json")
+      has_safetensors = true;
+    else if (is_pickle_name(e.path()))
+      has_pickle = true;
+  }
+  LLM_REQUIRE(!ec) << "cannot list '" << dir.string() << "': " << ec.message();
+  if (!has_safetensors && has_pickle) 
+    refuse_pickle("'" + dir.string() + "' holds only pickled PyTorch checkpoints (pytorch_model.bin / *.bin / *.pt)");
+  LLM_REQUIRE(fs::exists(dir / "config.json")) << "'" << dir.string() << "' has no config.json (not an HF model directory)";
+
+  Checkpoint ck;
+  ck.config = parse_hf_config(read_json_file(dir / "config.json"));
+  ck.source_path = dir.string();
+  ck.source_format = "hf";
+  ck.hf_dir = dir.string();
+  if (fs::exists(dir / "generation_config.json")) ck.generation_config = read_json_file(dir / "generation_config.json");
+  ck.tensors = load_safetensors_dir(dir.string());
+  if (opts.dtype) {
+    for (auto& [name, t] : ck.tensors) {
+      bool floating = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+      if (floating && t.dtype != *opts.dtype) t = convert_host(t, *opts.dtype);
+    }
+  }
+  LLM_REQUIRE(ck.has("model.embed_tokens.weight")) << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
+  LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))
+      << "'" << dir.string() << "' has no lm_head.weight and config.json does not tie word embeddings";
+  return ck;
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts) {
+  fs::path p(path);
+  std::error_code ec;
+  LLM_REQUIRE(fs::exists(p, ec)) << "checkpoint '" << path << "' does not exist";
+  if (fs::is_directory(p, ec)) return load_hf_dir(p, opts);
+  if (is_pickle_name(p)) refuse_pickle("'" + path + "' is a pickled PyTorch checkpoint");
+  if (p.extension() == ".gguf") return load_gguf_checkpoint(GgufFile::open(path), opts);
+  LLM_THROW() << "'" << path << "' is neither an HF model directory nor a .gguf file";
+}
+
+}  // namespace llmctl

@@ -1,0 +1,210 @@
+#include "engine/model/config.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+using nlohmann::json;
+
+namespace {
+
+struct ArchInfo {
+  const char* architecture;
+  const char* model_type;
+  bool attention_bias;
+};
+constexpr ArchInfo kArchs[] = {
+    {"LlamaForCausalLM", "llama", false},
+    {"MistralForCausalLM", "mistral", false},
+    {"Qwen2ForCausalLM", "qwen2", true},
+};
+
+int get_int(const json& j, const char* key) {
+  LLM_REQUIRE(j.contains(key) && !j[key].is_null()) << "config.json: missing field '" << key << "'";
+  const json& v = j[key];
+  LLM_REQUIRE(v.is_number_integer()) << "config.json: field '" << key << "' must be an integer, got " << v.dump();
+  int64_t x = v.get<int64_t>();
+  LLM_REQUIRE(x >= INT32_MIN && x <= INT32_MAX) << "config.json: field '" << key << "' = " << x << " is out of range";
+  return int(x);
+}
+
+int get_int_or(const json& j, const char* key, int def) {
+  return j.contains(key) && !j[key].is_null() ? get_int(j, key) : def;
+}
+
+float get_float_or(const json& j, const char* key, float def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  LLM_REQUIRE(j[key].is_number()) << "config.json: field '" << key << "' must be a number, got " << j[key].dump();
+  return j[key].get<float>();
+}
+
+bool get_bool_or(const json& j, const char* key, bool def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  LLM_REQUIRE(j[key].is_boolean()) << "config.json: field '" << key << "' must be true or false";
+  return j[key].get<bool>();
+}
+
+// bos_token_id / eos_token_id: an int, a list of ints, or null.
+std::vector<int> get_ids(const json& j, const char* key) {
+  std::vector<int> out;
+  if (!j.contains(key) || j[key].is_null()) return out;
+  const json& v = j[key];
+  auto one = [&](const json& x) {
+    LLM_REQUIRE(x.is_number_integer()) << "config.json: '" << key << "' must be an integer or a list of integers";
+    out.push_back(x.get<int>());
+  };
+  if (v.is_array())
+    for (const json& x : v) one(x);
+  else
+    one(v);
+  return out;
+}
+
+RopeScaling parse_rope_scaling(const json& j) {
+  RopeScaling r;
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
+  const json& s = j["rope_scaling"];
+  LLM_REQUIRE(s.is_object()) << "config.json: rope_scaling must be an object";
+  std::string type;
+  if (s.contains("rope_type") && s["rope_type"].is_string()) type = s["rope_type"].get<std::string>();
+  else if (s.contains("type") && s["type"].is_string()) type = s["type"].get<std::string>();
+  if (type == "default") return r;  // transformers writes this for plain rope
+  LLM_REQUIRE(type == "linear" || type == "llama3")
+      << "config.json: rope_scaling type '" << type << "' is not supported (linear, llama3)";
+  r.type = type;
+  r.factor = get_float_or(s, "factor", 1.0f);
+  if (type == "llama3") {
+    r.low_freq_factor = get_float_or(s, "low_freq_factor", 1.0f);
+    r.high_freq_factor = get_float_or(s, "high_freq_factor", 4.0f);
+    r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings");
+  }
+  return r;
+}
+
+// The double with the shortest decimal form that rounds to f: 1e-5f is written as 1e-05, not as
+// 9.999999747378752e-06.
+double shortest(float f) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
+}  // namespace
+
+ModelConfig parse_hf_config(const json& j) {
+  LLM_REQUIRE(j.is_object()) << "config.json is not a JSON object";
+  ModelConfig c;
+  std::string arch;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string())
+    arch = j["architectures"][0].get<std::string>();
+  LLM_REQUIRE(!arch.empty()) << "config.json: no 'architectures' entry";
+  const ArchInfo* info = nullptr;
+  for (const ArchInfo& a : kArchs)
+    if (arch == a.architecture) info = &a;
+  LLM_REQUIRE(info) << "architecture '" << arch
+                    << "' is not supported (llmctl runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)";
+  c.architecture = info->architecture;
+  c.model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
+                                                                        : std::string(info->model_type);
+  c.hidden_size = get_int(j, "hidden_size");
+  c.num_layers = get_int(j, "num_hidden_layers");
+  c.num_heads = get_int(j, "num_attention_heads");
+  c.num_kv_heads = get_int_or(j, "num_key_value_heads", c.num_heads);
+  c.head_dim = get_int_or(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.intermediate_size = get_int(j, "intermediate_size");
+  c.vocab_size = get_int(j, "vocab_size");
+  c.max_position_embeddings = get_int_or(j, "max_position_embeddings", c.max_position_embeddings);
+  c.rms_norm_eps = get_float_or(j, "rms_norm_eps", c.rms_norm_eps);
+  c.rope_theta = get_float_or(j, "rope_theta", c.rope_theta);
+  c.rope_scaling = parse_rope_scaling(j);
+  c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
+  c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
+  c.bos_token_ids = get_ids(j, "bos_token_id");
+  c.eos_token_ids = get_ids(j, "eos_token_id");
+  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
+  else if (j.contains("dtype") && j["dtype"].is_string()) c.torch_dtype = j["dtype"].get<std::string>();  // newer transformers
+  c.validate();
+  return c;
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](int v, const char* name) { LLM_REQUIRE(v > 0) << "model config: " << name << " must be positive, got " << v; };
+  positive(hidden_size, "hidden_size");
+  positive(num_layers, "num_hidden_layers");
+  positive(num_heads, "num_attention_heads");
+  positive(num_kv_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(intermediate_size, "intermediate_size");
+  positive(vocab_size, "vocab_size");
+  positive(max_position_embeddings, "max_position_embeddings");
+  LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
+                                             << ") is not a multiple of num_key_value_heads (" << num_kv_heads << ")";
+  LLM_REQUIRE(head_dim % 2 == 0) << "model config: head_dim " << head_dim << " must be even for rotary embeddings";
+  LLM_REQUIRE(std::isfinite(rms_norm_eps) && rms_norm_eps > 0) << "model config: rms_norm_eps must be positive";
+  LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive";
+  LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3")
+      << "model config: unknown rope scaling '" << rope_scaling.type << "'";
+  if (rope_scaling.type != "none") {
+    LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0) << "model config: rope scaling factor must be positive";
+  }
+  if (rope_scaling.type == "llama3") {
+    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0)
+        << "model config: llama3 rope scaling needs original_max_position_embeddings";
+    LLM_REQUIRE(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
+        << "model config: llama3 rope scaling needs high_freq_factor > low_freq_factor";
+  }
+  for (int id : bos_token_ids) LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary";
+  for (int id : eos_token_ids) LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary";
+}
+
+json ModelConfig::to_hf_json() const {
+  json j;
+  j["architectures"] = {architecture};
+  j["model_type"] = model_type;
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_layers;
+  j["num_attention_heads"] = num_heads;
+  j["num_key_value_heads"] = num_kv_heads;
+  j["head_dim"] = head_dim;
+  j["intermediate_size"] = intermediate_size;
+  j["vocab_size"] = vocab_size;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = shortest(rms_norm_eps);
+  j["rope_theta"] = shortest(rope_theta);
+  if (rope_scaling.type == "none") {
+    j["rope_scaling"] = nullptr;
+  } else {
+    json s = {{"rope_type", rope_scaling.type}, {"factor", shortest(rope_scaling.factor)}};
+    if (rope_scaling.type == "llama3") {
+      s["low_freq_factor"] = shortest(rope_scaling.low_freq_factor);
+      s["high_freq_factor"] = shortest(rope_scaling.high_freq_factor);
+      s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    }
+    j["rope_scaling"] = s;
+  }
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["attention_bias"] = attention_bias;
+  j["hidden_act"] = "silu";
+  j["mlp_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  auto ids = [](const std::vector<int>& v) -> json {
+    if (v.empty()) return nullptr;
+    if (v.size() == 1) return v[0];
+    return v;
+  };
+  j["bos_token_id"] = ids(bos_token_ids);
+  j["eos_token_id"] = ids(eos_token_ids);
+  j["torch_dtype"] = torch_dtype;
+  j["use_cache"] = true;
+  j["initializer_range"] = 0.02;
+  j["pretraining_tp"] = 1;
+  return j;
+}
+
+}  // namespace llmctl

@@ -1,0 +1,192 @@
+#include "engine/model/gguf_llama.h"
+
+#include <cmath>
+#include <cstring>
+#include <regex>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+namespace {
+
+int meta_int(const GgufFile& g, const std::string& key) {
+  const GgufValue& v = g.at(key);
+  int64_t x;
+  try {
+    x = v.as_int();
+  } catch (const InputError&) {
+    LLM_THROW() << g.path() << ": metadata '" << key << "' is not an integer";
+  }
+  LLM_REQUIRE(x >= 0 && x <= INT32_MAX) << g.path() << ": metadata '" << key << "' = " << x << " is out of range";
+  return int(x);
+}
+
+int meta_int_or(const GgufFile& g, const std::string& key, int def) { return g.find(key) ? meta_int(g, key) : def; }
+
+float meta_float_or(const GgufFile& g, const std::string& key, float def) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  try {
+    return float(v->as_float());
+  } catch (const InputError&) {
+    LLM_THROW() << g.path() << ": metadata '" << key << "' is not a number";
+  }
+}
+
+// Llama 3.1+ GGUFs carry no rope scaling metadata but a rope_freqs.weight tensor of per-frequency
+// divisors, computed by llama.cpp's converter from (factor, low_freq_factor, high_freq_factor,
+// original_max_position_embeddings). We recover those by checking the tensor against the standard
+// Llama 3 parameters with factor = the largest divisor.
+RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, float theta, int head_dim) {
+  Tensor f = g.load(t);
+  int64_t n = f.numel();
+  LLM_REQUIRE(n == head_dim / 2) << g.path() << ": rope_freqs.weight has " << n << " entries, expected " << head_dim / 2;
+  const float* v = f.ptr<float>();
+  RopeScaling r;
+  r.type = "llama3";
+  r.factor = v[n - 1];
+  r.low_freq_factor = 1.0f;
+  r.high_freq_factor = 4.0f;
+  r.original_max_position_embeddings = 8192;
+  const double kPi = 3.14159265358979323846;
+  double low_wavelen = r.original_max_position_embeddings / r.low_freq_factor;
+  double high_wavelen = r.original_max_position_embeddings / r.high_freq_factor;
+  for (int64_t i = 0; i < n; ++i) {
+    double freq = 1.0 / std::pow(double(theta), double(2 * i) / head_dim);
+    double wavelen = 2 * kPi / freq;
+    double expect;
+    if (wavelen < high_wavelen) {
+      expect = 1.0;
+    } else if (wavelen > low_wavelen) {
+      expect = r.factor;
+    } else {
+      double smooth = (r.original_max_position_embeddings / wavelen - r.low_freq_factor) /
+                      (r.high_freq_factor - r.low_freq_factor);
+      expect = 1.0 / ((1 - smooth) / r.factor + smooth);
+    }
+    LLM_REQUIRE(std::fabs(expect - v[i]) <= 1e-3 * std::fabs(expect))
+        << g.path() << ": rope_freqs.weight does not match llama3 rope scaling with factor " << r.factor
+        << ", low_freq_factor 1, high_freq_factor 4, original context 8192; llmctl cannot run this rope scaling";
+  }
+  return r;
+}
+
+}  // namespace
+
+ModelConfig gguf_llama_config(const GgufFile& g) {
+  const GgufValue* arch_v = g.find("general.architecture");
+  LLM_REQUIRE(arch_v && arch_v->is_string()) << g.path() << ": no general.architecture in the GGUF metadata";
+  const std::string& arch = arch_v->as_string();
+  LLM_REQUIRE(arch == "llama") << g.path() << ": GGUF architecture '" << arch
+                               << "' is not supported (llmctl reads GGUF files of architecture 'llama')";
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.model_type = "llama";
+  c.hidden_size = meta_int(g, "llama.embedding_length");
+  c.num_layers = meta_int(g, "llama.block_count");
+  c.num_heads = meta_int(g, "llama.attention.head_count");
+  LLM_REQUIRE(c.num_heads > 0) << g.path() << ": llama.attention.head_count is 0";
+  c.num_kv_heads = meta_int_or(g, "llama.attention.head_count_kv", c.num_heads);
+  c.intermediate_size = meta_int(g, "llama.feed_forward_length");
+  c.max_position_embeddings = meta_int_or(g, "llama.context_length", c.max_position_embeddings);
+  c.rope_theta = meta_float_or(g, "llama.rope.freq_base", 10000.0f);
+  c.rms_norm_eps = meta_float_or(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  c.head_dim = meta_int_or(g, "llama.attention.key_length",
+                           meta_int_or(g, "llama.rope.dimension_count", c.hidden_size / c.num_heads));
+  if (g.find("llama.vocab_size")) {
+    c.vocab_size = meta_int(g, "llama.vocab_size");
+  } else {
+    const GgufValue* toks = g.find("tokenizer.ggml.tokens");
+    LLM_REQUIRE(toks && toks->is_array()) << g.path() << ": neither llama.vocab_size nor tokenizer.ggml.tokens is present";
+    c.vocab_size = int(toks->as_array().size());
+  }
+
+  // Rope scaling: explicit metadata (linear), or llama3 encoded as a rope_freqs tensor.
+  const GgufValue* st = g.find("llama.rope.scaling.type");
+  std::string stype = st && st->is_string() ? st->as_string() : "none";
+  if (stype == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = meta_float_or(g, "llama.rope.scaling.factor", 1.0f);
+  } else if (stype != "none") {
+    LLM_THROW() << g.path() << ": rope scaling '" << stype << "' is not supported (linear, llama3)";
+  } else if (!g.find("llama.rope.scaling.factor") && g.find_tensor("rope_freqs.weight")) {
+    c.rope_scaling = llama3_from_rope_freqs(g, *g.find_tensor("rope_freqs.weight"), c.rope_theta, c.head_dim);
+  }
+
+  if (g.find("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {meta_int(g, "tokenizer.ggml.bos_token_id")};
+  if (g.find("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {meta_int(g, "tokenizer.ggml.eos_token_id")};
+  c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+  c.validate();
+  return c;
+}
+
+std::string gguf_to_hf_name(const std::string& name) {
+  static const std::pair<const char*, const char*> top[] = {
+      {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+  static const std::pair<const char*, const char*> layer[] = {
+      {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
+      {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"}};
+  static const std::regex blk(R"(blk\.(\d{1,6})\.([a-z_]+)\.(weight|bias))");
+  static const std::regex plain(R"(([a-z_]+)\.(weight|bias))");
+  std::smatch m;
+  if (std::regex_match(name, m, blk)) {
+    for (auto& [from, to] : layer)
+      if (m[2] == from) return "model.layers." + m[1].str() + "." + to + "." + m[3].str();
+  } else if (std::regex_match(name, m, plain)) {
+    for (auto& [from, to] : top)
+      if (m[1] == from) return std::string(to) + "." + m[2].str();
+  }
+  return "";
+}
+
+Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
+  LLM_CHECK(t.rank() >= 1 && n_head > 0) << "unpermute " << t.shape_str();
+  int64_t rows = t.dim(0);
+  LLM_REQUIRE(rows % (2 * n_head) == 0) << "q/k tensor with " << rows << " rows does not split into " << n_head
+                                        << " heads of even size";
+  int64_t half = rows / n_head / 2;
+  size_t row_bytes = t.nbytes() / size_t(rows);
+  Tensor out = Tensor::empty_host(t.dtype, t.shape);
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  auto* dst = static_cast<uint8_t*>(out.data);
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t pair = 0; pair < 2; ++pair)
+      for (int64_t i = 0; i < half; ++i) {
+        int64_t to = (h * 2 + pair) * half + i;  // HF: first halves then second halves of each head
+        int64_t from = h * 2 * half + i * 2 + pair;  // llama.cpp: interleaved pairs
+        std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
+      }
+  return out;
+}
+
+Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOptions& opts) {
+  Checkpoint ck;
+  ck.config = gguf_llama_config(*g);
+  ck.source_path = g->path();
+  ck.source_format = "gguf";
+  for (const GgufTensorInfo& info : g->tensors()) {
+    if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
+    std::string name = gguf_to_hf_name(info.name);
+    LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
+    Tensor t = g->load(info, /*keep_float=*/true);
+    if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
+    if (info.name.ends_with("attn_q.weight") || info.name.ends_with("attn_q.bias"))
+      t = gguf_unpermute_qk(t, ck.config.num_heads);
+    else if (info.name.ends_with("attn_k.weight") || info.name.ends_with("attn_k.bias"))
+      t = gguf_unpermute_qk(t, ck.config.num_kv_heads);
+    ck.tensors.emplace(std::move(name), std::move(t));
+  }
+  LLM_REQUIRE(ck.has("model.embed_tokens.weight")) << g->path() << ": no token_embd.weight tensor";
+  const Tensor& emb = ck.get("model.embed_tokens.weight");
+  LLM_REQUIRE(emb.rank() == 2 && emb.dim(0) == ck.config.vocab_size && emb.dim(1) == ck.config.hidden_size)
+      << g->path() << ": token_embd.weight has shape " << emb.shape_str() << ", expected [" << ck.config.vocab_size
+      << ", " << ck.config.hidden_size << "]";
+  ck.config.torch_dtype = emb.dtype == DType::F16 ? "float16" : emb.dtype == DType::BF16 ? "bfloat16" : "float32";
+  ck.gguf = std::move(g);
+  return ck;
+}
+
+}  // namespace llmctl

@@ -1,0 +1,25 @@
+// GGUF files of architecture "llama" in canonical (HF) form: ModelConfig from llama.* metadata,
+// tensor names mapped to transformers' names, llama.cpp's q/k row permutation undone.
+#pragma once
+#include <string>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/gguf.h"
+
+namespace llmctl {
+
+// Throws InputError for other architectures (named) or missing/inconsistent metadata.
+ModelConfig gguf_llama_config(const GgufFile& g);
+
+// "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"; empty when not a known name.
+std::string gguf_to_hf_name(const std::string& gguf_name);
+
+// Undoes llama.cpp's rope permutation of q/k rows for n_head heads (n_head = num_kv_heads for k),
+// as transformers does when it loads GGUF: rows (head, i, pair) -> (head, pair, i). Works on the
+// first dimension of a host tensor of any dtype (weights [out, in] and biases [out]); returns a copy.
+Tensor gguf_unpermute_qk(const Tensor& t, int n_head);
+
+// The whole checkpoint from an open GGUF file (see load_checkpoint).
+Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOptions& opts);
+
+}  // namespace llmctl

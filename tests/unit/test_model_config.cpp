@@ -1,0 +1,125 @@
+// parse_hf_config / validate / to_hf_json.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/model/config.h"
+
+using namespace llmctl;
+using nlohmann::json;
+
+namespace {
+
+json smollm2_json() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
+    "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+    "intermediate_size": 1536, "vocab_size": 49152, "max_position_embeddings": 8192,
+    "rms_norm_eps": 1e-05, "rope_theta": 100000, "rope_scaling": null, "tie_word_embeddings": true,
+    "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"})");
+}
+
+}  // namespace
+
+TEST_CASE("config: Llama fields and defaults") {
+  ModelConfig c = parse_hf_config(smollm2_json());
+  CHECK(c.architecture == "LlamaForCausalLM");
+  CHECK(c.hidden_size == 576);
+  CHECK(c.num_layers == 30);
+  CHECK(c.num_heads == 9);
+  CHECK(c.num_kv_heads == 3);
+  CHECK(c.head_dim == 64);  // hidden / heads when absent
+  CHECK(c.intermediate_size == 1536);
+  CHECK(c.vocab_size == 49152);
+  CHECK(c.max_position_embeddings == 8192);
+  CHECK(c.rms_norm_eps == 1e-5f);
+  CHECK(c.rope_theta == 100000.0f);
+  CHECK(c.rope_scaling.type == "none");
+  CHECK(c.tie_word_embeddings);
+  CHECK_FALSE(c.attention_bias);
+  CHECK(c.bos_token_ids == std::vector<int>{1});
+  CHECK(c.eos_token_ids == std::vector<int>{2});
+  CHECK(c.torch_dtype == "bfloat16");
+
+  json j = smollm2_json();
+  j.erase("num_key_value_heads");
+  j["head_dim"] = 128;
+  j["eos_token_id"] = {2, 0};
+  ModelConfig d = parse_hf_config(j);
+  CHECK(d.num_kv_heads == 9);
+  CHECK(d.head_dim == 128);
+  CHECK(d.eos_token_ids == std::vector<int>{2, 0});
+}
+
+TEST_CASE("config: Mistral and Qwen2") {
+  json j = smollm2_json();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["model_type"] = "mistral";
+  CHECK(parse_hf_config(j).architecture == "MistralForCausalLM");
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["model_type"] = "qwen2";
+  ModelConfig q = parse_hf_config(j);
+  CHECK(q.attention_bias);
+  CHECK(q.model_type == "qwen2");
+}
+
+TEST_CASE("config: rope scaling") {
+  json j = smollm2_json();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse_hf_config(j);
+  CHECK(c.rope_scaling.type == "llama3");
+  CHECK(c.rope_scaling.factor == 8.0f);
+  CHECK(c.rope_scaling.original_max_position_embeddings == 8192);
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  CHECK(parse_hf_config(j).rope_scaling.type == "linear");
+  CHECK(parse_hf_config(j).rope_scaling.factor == 2.0f);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("yarn"), InputError);
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
+}
+
+TEST_CASE("config: refusals") {
+  json j = smollm2_json();
+  j["architectures"] = {"GPT2LMHeadModel"};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("GPT2LMHeadModel"), InputError);
+  j = smollm2_json();
+  j.erase("architectures");
+  CHECK_THROWS_AS(parse_hf_config(j), InputError);
+  j = smollm2_json();
+  j.erase("hidden_size");
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("hidden_size"), InputError);
+  j = smollm2_json();
+  j["num_key_value_heads"] = 4;  // 9 heads are not a multiple of 4
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("num_key_value_heads"), InputError);
+  j = smollm2_json();
+  j["vocab_size"] = "many";
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("vocab_size"), InputError);
+  j = smollm2_json();
+  j["eos_token_id"] = 50000;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("eos_token_id"), InputError);
+  CHECK_THROWS_AS(parse_hf_config(json::array()), InputError);
+}
+
+TEST_CASE("config: to_hf_json round trip") {
+  for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM"}) {
+    json j = smollm2_json();
+    j["architectures"] = {arch};
+    j.erase("model_type");
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    ModelConfig a = parse_hf_config(j);
+    json out = a.to_hf_json();
+    CHECK(out["rms_norm_eps"].get<double>() == 1e-5);  // written as the short decimal
+    CHECK(out["architectures"][0] == arch);
+    CHECK(out["rope_scaling"]["rope_type"] == "llama3");
+    ModelConfig b = parse_hf_config(out);
+    CHECK(b.to_hf_json() == out);
+    CHECK(b.model_type == a.model_type);
+    CHECK(b.head_dim == a.head_dim);
+    CHECK(b.attention_bias == a.attention_bias);
+    CHECK(b.rope_scaling.factor == 32.0f);
+  }
+}
