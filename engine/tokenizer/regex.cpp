@@ -48,8 +48,8 @@ pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
 
 Regex::Regex(const std::string& pattern, bool literal) : pattern_(pattern), literal_(literal) {
   std::string src = literal ? pattern : adjust_pattern(pattern);
-  uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
-  if (literal) opts |= PCRE2_LITERAL;
+  uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF;
+  opts |= literal ? PCRE2_LITERAL : PCRE2_UCP;  // UCP is not allowed with LITERAL (nor needed)
   int err = 0;
   PCRE2_SIZE err_off = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(src.data()), src.size(), opts, &err,
