@@ -7,6 +7,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/sentencepiece_proto.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 
 namespace llmctl {
@@ -58,17 +59,33 @@ int int_or(const GgufFile& g, const std::string& key, int dflt) {
 
 std::unique_ptr<Tokenizer> from_gguf(const GgufFile& g) {
   std::string model = g.at("tokenizer.ggml.model").as_string();
-  if (model != "gpt2")
-    LLM_THROW() << g.path() << ": GGUF tokenizer model '" << model
-                << "' is not supported yet (only byte-level BPE, 'gpt2'); use the HF checkpoint";
   std::vector<std::string> tokens = string_array(g, "tokenizer.ggml.tokens");
-  std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
   std::vector<int> types;
   if (const GgufValue* v = g.find("tokenizer.ggml.token_type"))
     for (const auto& e : v->as_array()) types.push_back(int(e.as_int()));
-  const GgufValue* pre = g.find("tokenizer.ggml.pre");
   const GgufValue* add_bos = g.find("tokenizer.ggml.add_bos_token");
   const GgufValue* tmpl = g.find("tokenizer.chat_template");
+  if (model == "llama") {  // SentencePiece BPE (Llama 2, TinyLlama, Mistral)
+    SentencePieceVocab v;
+    v.tokens = std::move(tokens);
+    v.types = std::move(types);
+    if (const GgufValue* s = g.find("tokenizer.ggml.scores"))
+      for (const auto& e : s->as_array()) v.scores.push_back(float(e.as_float()));
+    v.unk = int_or(g, "tokenizer.ggml.unknown_token_id", 0);
+    v.bos = int_or(g, "tokenizer.ggml.bos_token_id", 1);
+    v.eos = int_or(g, "tokenizer.ggml.eos_token_id", 2);
+    v.pad = int_or(g, "tokenizer.ggml.padding_token_id", -1);
+    if (const GgufValue* sp = g.find("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = sp->as_bool();
+    json cfg = json::object();
+    if (add_bos) cfg["add_bos_token"] = add_bos->as_bool();
+    if (tmpl) cfg["chat_template"] = tmpl->as_string();
+    return SentencePieceTokenizer::from_serialized(sentencepiece_model_proto(v), cfg);
+  }
+  if (model != "gpt2")
+    LLM_THROW() << g.path() << ": GGUF tokenizer model '" << model
+                << "' is not supported (byte-level BPE 'gpt2' and SentencePiece 'llama' are)";
+  std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
+  const GgufValue* pre = g.find("tokenizer.ggml.pre");
   return BpeTokenizer::from_gguf_vocab(tokens, types, merges, pre ? pre->as_string() : "default",
                                        int_or(g, "tokenizer.ggml.bos_token_id", -1),
                                        int_or(g, "tokenizer.ggml.eos_token_id", -1),

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "engine/core/error.h"
+#include "engine/tokenizer/sentencepiece_proto.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 
 using namespace llmctl;
@@ -29,6 +30,7 @@ std::string train_tiny_model() {
   auto st = sentencepiece::SentencePieceTrainer::Train(
       "--input=" + input.string() +
           " --vocab_size=400 --model_type=bpe --byte_fallback=true --minloglevel=2"
+          " --normalization_rule_name=identity --remove_extra_whitespaces=false"  // as Llama's model
           " --user_defined_symbols=<tool> --control_symbols=<ctl>",
       nullptr, &proto);
   std::filesystem::remove_all(dir);
@@ -70,4 +72,26 @@ TEST_CASE("SentencePiece: encode/decode match libsentencepiece, control tokens c
   CHECK(joined == " hello world");  // the dummy prefix space is part of the first piece
   CHECK_THROWS_AS(tok->to_hf_tokenizer_json(), InputError);
   CHECK_THROWS_AS(SentencePieceTokenizer::from_file("/nonexistent/tokenizer.model"), InputError);
+}
+
+TEST_CASE("SentencePiece model rebuilt from GGUF-style vocabulary data encodes the same") {
+  std::string proto = train_tiny_model();
+  sentencepiece::SentencePieceProcessor sp;
+  REQUIRE(sp.LoadFromSerializedProto(proto).ok());
+  // What a GGUF "llama" tokenizer stores: pieces, scores, types (SentencePiece numbering).
+  SentencePieceVocab v;
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    v.tokens.push_back(sp.IdToPiece(id));
+    v.scores.push_back(sp.GetScore(id));
+    v.types.push_back(sp.IsUnknown(id) ? 2 : sp.IsControl(id) ? 3 : sp.IdToPiece(id) == "<tool>" ? 4 : sp.IsByte(id) ? 6 : 1);
+  }
+  v.unk = sp.unk_id();
+  v.bos = sp.bos_id();
+  v.eos = sp.eos_id();
+  auto tok = SentencePieceTokenizer::from_serialized(sentencepiece_model_proto(v));
+  for (std::string text : {"hello quick dog 42, é 日本", "  two  spaces<tool>x", "the lazy fox\njumps"}) {
+    CHECK(tok->encode(text, false) == sp.EncodeAsIds(text));
+    CHECK(tok->decode(tok->encode(text)) == text);
+  }
+  CHECK(tok->bos_id() == sp.bos_id());
 }
