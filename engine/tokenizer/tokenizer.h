@@ -1,6 +1,7 @@
 // Tokenizer interface: byte-level BPE (tokenizer.json or GGUF vocab/merges) and SentencePiece
 // (.model) behind one API. encode() never adds BOS by itself: callers ask with add_bos().
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,9 @@ class Tokenizer {
 
   // tokenizer.json (HF tokenizers format) equivalent to this tokenizer, for `convert`.
   virtual nlohmann::json to_hf_tokenizer_json() const = 0;
+  // tokenizer_config.json content to go with it: chat_template, bos/eos/pad tokens, add_bos_token,
+  // added_tokens_decoder, tokenizer_class; model_max_length when > 0.
+  virtual nlohmann::json to_hf_tokenizer_config(int64_t model_max_length = 0) const;
 
  protected:
   int bos_id_ = -1, eos_id_ = -1, pad_id_ = -1;
