@@ -1,6 +1,7 @@
 // Chat templates: a small Jinja interpreter covering what HF chat templates use, rendering
 // exactly as Python jinja2 does for the same context.
 #pragma once
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,5 +12,24 @@ namespace llmctl {
 // "bos_token": "<s>", "eos_token": "</s>"}. Throws InputError on syntax errors (with line) and on
 // raise_exception() called by the template.
 std::string render_chat_template(const std::string& source, const nlohmann::json& context);
+
+// Same, keeping the key order of the context's objects (nlohmann::json sorts keys), which shows
+// wherever the template prints a dict, e.g. `tools | tojson`. Python keeps insertion order.
+std::string render_chat_template_ordered(const std::string& source, const nlohmann::ordered_json& context);
+
+namespace jinja {
+struct Template;
+}
+
+// A template parsed once and rendered many times (the server renders one per request).
+// Construction throws InputError on syntax errors; render() is const and thread-safe.
+class ChatTemplate {
+ public:
+  explicit ChatTemplate(const std::string& source);
+  std::string render(const nlohmann::ordered_json& context) const;
+
+ private:
+  std::shared_ptr<const jinja::Template> tmpl_;
+};
 
 }  // namespace llmctl

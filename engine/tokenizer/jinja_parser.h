@@ -1,0 +1,16 @@
+// Jinja parser: tokens to syntax tree, following the grammar and operator precedence of
+// jinja2's parser (condexpr < or < and < not < compare < +,- < ~ < *,/,//,% < ** < unary <
+// postfix/filters/tests).
+#pragma once
+#include <memory>
+#include <string_view>
+
+#include "engine/tokenizer/jinja_ast.h"
+#include "engine/tokenizer/jinja_lexer.h"
+
+namespace llmctl::jinja {
+
+// Throws InputError with the line number on syntax errors.
+std::shared_ptr<const Template> parse_template(std::string_view source, const LexOptions& opt = {});
+
+}  // namespace llmctl::jinja
