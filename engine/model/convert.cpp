@@ -59,26 +59,6 @@ int64_t count_f16_overflow(const Tensor& t) {
   return n;
 }
 
-nlohmann::json tokenizer_config(const Tokenizer& tok) {
-  nlohmann::json added = nlohmann::json::object();
-  for (int id = 0; id < tok.vocab_size(); ++id)
-    if (tok.is_special(id))
-      added[std::to_string(id)] = {{"content", tok.token_text(id)}, {"lstrip", false},  {"normalized", false},
-                                   {"rstrip", false},               {"single_word", false}, {"special", true}};
-  auto text = [&](int id) -> nlohmann::json { return id >= 0 ? nlohmann::json(tok.token_text(id)) : nlohmann::json(); };
-  nlohmann::json j = {{"add_bos_token", tok.add_bos()},
-                      {"add_prefix_space", false},
-                      {"added_tokens_decoder", added},
-                      {"bos_token", text(tok.bos_id())},
-                      {"eos_token", text(tok.eos_id())},
-                      {"pad_token", text(tok.pad_id())},
-                      {"clean_up_tokenization_spaces", false},
-                      {"model_max_length", 1000000000000000019884624838656.0},
-                      {"tokenizer_class", "GPT2Tokenizer"}};
-  if (!tok.chat_template().empty()) j["chat_template"] = tok.chat_template();
-  return j;
-}
-
 }  // namespace
 
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn) {
@@ -157,7 +137,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function
   }
   if (!copied) {
     write_json(out / "tokenizer.json", tok->to_hf_tokenizer_json());
-    write_json(out / "tokenizer_config.json", tokenizer_config(*tok));
+    write_json(out / "tokenizer_config.json", tok->to_hf_tokenizer_config(cfg.max_position_embeddings));
   }
   nlohmann::json gen = ck.generation_config.is_object() ? ck.generation_config : nlohmann::json::object();
   if (!gen.contains("bos_token_id") && tok->bos_id() >= 0) gen["bos_token_id"] = tok->bos_id();
