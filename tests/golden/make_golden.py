@@ -6,8 +6,13 @@ dequantizes the Q4_1/Q8_0 blocks to fp32).
 For each case: the first 64 tokens of a text (teacher-forced) with the top-20 log-probabilities at
 every position, and a 64-token greedy continuation of a prompt (argmax at every step, no EOS stop).
 
+It also proves that `llmctl convert` output loads in transformers: when the converted directory
+exists (default: $LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf, made by scripts/fetch-model.sh), it
+is loaded with AutoModelForCausalLM / AutoTokenizer and must give the same logits and token ids
+as the GGUF; the result is recorded in the JSON ("converted_check").
+
 Needs: torch, transformers, accelerate, gguf (PyPI). Usage:
-  python3 tests/golden/make_golden.py [PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf]
+  python3 tests/golden/make_golden.py [PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf [CONVERTED_DIR]]
 """
 import json
 import os
@@ -19,6 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 GGUF = sys.argv[1] if len(sys.argv) > 1 else f"{HOME}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+CONVERTED = sys.argv[2] if len(sys.argv) > 2 else f"{HOME}/models/SmolLM2-135M-Instruct/hf"
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2_golden.json")
 SEQ, TOPK, NEW = 64, 20, 64
 
@@ -78,10 +84,28 @@ def main():
             case["greedy_margins"] = margins
         out["cases"].append(case)
         print(name, len(ids), "tokens;", repr(tok.decode(case["greedy_ids"])[:80]), file=sys.stderr)
+    if os.path.exists(os.path.join(CONVERTED, "config.json")):
+        out["converted_check"] = check_converted(model, tok)
+        print("converted:", out["converted_check"], file=sys.stderr)
     with open(OUT, "w") as fh:
         json.dump(out, fh, indent=None, separators=(",", ":"))
         fh.write("\n")
     print("wrote", OUT, file=sys.stderr)
+
+
+def check_converted(ref_model, ref_tok):
+    """Loads llmctl's converted directory in transformers; compares logits and tokenization."""
+    model = AutoModelForCausalLM.from_pretrained(CONVERTED, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(CONVERTED)
+    text = "The quick brown fox, 2 cats and <|im_start|>user\nhello<|im_end|> 東京 🙂"
+    ids = ref_tok(text, add_special_tokens=False)["input_ids"]
+    same_ids = tok(text, add_special_tokens=False)["input_ids"] == ids
+    with torch.no_grad():
+        x = torch.tensor([ids])
+        diff = float((model(x).logits - ref_model(x).logits).abs().max())
+    assert diff < 1e-4, diff
+    return {"class": type(model).__name__, "max_abs_logit_diff": diff, "tokenizer_ids_equal": same_ids,
+            "chat_template_equal": tok.chat_template == ref_tok.chat_template}
 
 
 if __name__ == "__main__":
