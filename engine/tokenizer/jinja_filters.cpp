@@ -308,6 +308,69 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
   }
   if (name == "attr") return get_attr(v, to_str(a.get_or(0, "name", Value::string(""))));
   if (name == "escape" || name == "e") return Value::string(escape_html(to_str(v)));
+  if (name == "format") {
+    Value args = a.pos.size() == 1 ? a.pos[0] : Value::make_list(a.pos, true);
+    if (!a.kw.empty()) {
+      args = Value::make_dict();
+      for (const auto& [k, x] : a.kw) args.dict->set(Value::string(k), x);
+    }
+    return Value::string(percent_format(to_str(v), a.pos.empty() && a.kw.empty() ? Value::make_list({}, true) : args));
+  }
+  if (name == "dictsort") {
+    if (!v.is_dict()) JINJA_FAIL() << "You can only sort by either \"key\" or \"value\"";
+    bool cs = truthy(a.get_or(0, "case_sensitive", Value::boolean(false)));
+    bool by_value = to_str(a.get_or(1, "by", Value::string("key"))) == "value";
+    bool rev = truthy(a.get_or(2, "reverse", Value::boolean(false)));
+    std::vector<Value> items;
+    for (const auto& [k, x] : v.dict->items) items.push_back(Value::make_list({k, x}, true));
+    std::stable_sort(items.begin(), items.end(), [&](const Value& p, const Value& q) {
+      int c = compare(sort_key(p.list->items[by_value], cs), sort_key(q.list->items[by_value], cs));
+      return rev ? c > 0 : c < 0;
+    });
+    return Value::make_list(std::move(items));
+  }
+  if (name == "center") {
+    std::u32string u = utf8_decode(to_str(v));
+    int64_t width = a.get_or(0, "width", Value::integer(80)).as_int();
+    if (width <= static_cast<int64_t>(u.size())) return Value::string(to_str(v));
+    // Python's str.center puts the extra space on the right when the margin is odd and the width even.
+    int64_t margin = width - static_cast<int64_t>(u.size());
+    int64_t left = margin / 2 + (margin & width & 1);
+    return Value::string(std::string(left, ' ') + to_str(v) + std::string(margin - left, ' '));
+  }
+  if (name == "batch") {
+    int64_t size = a.get_or(0, "linecount", Value::integer(1)).as_int();
+    if (size <= 0) JINJA_FAIL() << "batch size must be positive";
+    const Value* fill = a.get(1, "fill_with");
+    std::vector<Value> out, cur;
+    for (const Value& x : iterate(v)) {
+      cur.push_back(x);
+      if (static_cast<int64_t>(cur.size()) == size) {
+        out.push_back(Value::make_list(std::move(cur)));
+        cur.clear();
+      }
+    }
+    if (!cur.empty()) {
+      while (fill && static_cast<int64_t>(cur.size()) < size) cur.push_back(*fill);
+      out.push_back(Value::make_list(std::move(cur)));
+    }
+    return Value::make_list(std::move(out));
+  }
+  if (name == "truncate") {
+    std::u32string u = utf8_decode(to_str(v));
+    int64_t len = a.get_or(0, "length", Value::integer(255)).as_int();
+    bool killwords = truthy(a.get_or(1, "killwords", Value::boolean(false)));
+    std::string end = to_str(a.get_or(2, "end", Value::string("...")));
+    int64_t leeway = a.get_or(3, "leeway", Value::integer(5)).as_int();
+    if (static_cast<int64_t>(u.size()) <= len + leeway) return Value::string(to_str(v));
+    int64_t keep = std::max<int64_t>(0, len - static_cast<int64_t>(utf8_decode(end).size()));
+    std::string head = utf8_encode(std::u32string_view(u).substr(0, keep));
+    if (!killwords) {
+      size_t sp = head.rfind(' ');
+      if (sp != std::string::npos) head.resize(sp);
+    }
+    return Value::string(head + end);
+  }
   if (name == "wordcount") return Value::integer(static_cast<int64_t>(py_split(to_str(v), nullptr, -1).size()));
   JINJA_FAIL() << "No filter named '" << name << "'.";
 }

@@ -66,6 +66,7 @@ std::string unescape(std::string_view s, int line) {
       case 'x': hex(2); break;
       case 'u': hex(4); break;
       case 'U': hex(8); break;
+      case 'N': syntax_error(line, "\\N{...} escapes are not supported");
       default:
         if (c >= '0' && c <= '7') {
           int v = c - '0', n = 1;

@@ -1,6 +1,7 @@
 // Arithmetic with Python's rules: int op int stays int (except '/'), floor division and modulo
 // round toward negative infinity, str and list support + and * like Python sequences.
 #include <cmath>
+#include <cstdio>
 
 #include "engine/tokenizer/jinja_value.h"
 
@@ -39,6 +40,68 @@ int64_t int_pow(int64_t base, int64_t exp) {
 
 }  // namespace
 
+// printf-style `fmt % args`: %s %r %d %i %f %e %g %x %o %c %%, flags, width, precision and
+// %(key)s with a dict.
+std::string percent_format(const std::string& fmt, const Value& args) {
+  std::vector<Value> pos;
+  if (args.is_list() && args.list->is_tuple) pos = args.list->items;
+  else pos.push_back(args);
+  size_t next = 0;
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    if (++i >= fmt.size()) JINJA_FAIL() << "incomplete format";
+    if (fmt[i] == '%') {
+      out += '%';
+      continue;
+    }
+    const Value* arg = nullptr;
+    if (fmt[i] == '(') {
+      size_t close = fmt.find(')', i);
+      if (close == std::string::npos || !args.is_dict()) JINJA_FAIL() << "format requires a mapping";
+      arg = args.dict->find(std::string_view(fmt).substr(i + 1, close - i - 1));
+      if (!arg) JINJA_FAIL() << "KeyError: '" << fmt.substr(i + 1, close - i - 1) << "'";
+      i = close + 1;
+    }
+    std::string spec = "%";
+    while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos) spec += fmt[i++];
+    while (i < fmt.size() && ((fmt[i] >= '0' && fmt[i] <= '9') || fmt[i] == '.')) spec += fmt[i++];
+    if (i >= fmt.size()) JINJA_FAIL() << "incomplete format";
+    char conv = fmt[i];
+    if (!arg) {
+      if (next >= pos.size()) JINJA_FAIL() << "not enough arguments for format string";
+      arg = &pos[next++];
+    }
+    char buf[512];
+    switch (conv) {
+      case 's':
+      case 'r': {
+        std::string v = conv == 's' ? to_str(*arg) : repr(*arg);
+        std::snprintf(buf, sizeof(buf), (spec + "s").c_str(), v.c_str());
+        out += spec == "%" ? v : std::string(buf);
+        break;
+      }
+      case 'd': case 'i': case 'x': case 'X': case 'o': case 'c':
+        if (!arg->is_number()) JINJA_FAIL() << "%" << conv << " format: a real number is required, not " << type_name(*arg);
+        std::snprintf(buf, sizeof(buf), (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(),
+                      static_cast<long long>(arg->is_int() ? arg->as_int() : static_cast<int64_t>(arg->f)));
+        out += buf;
+        break;
+      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
+        if (!arg->is_number()) JINJA_FAIL() << "must be real number, not " << type_name(*arg);
+        std::snprintf(buf, sizeof(buf), (spec + conv).c_str(), arg->as_double());
+        out += buf;
+        break;
+      default: JINJA_FAIL() << "unsupported format character '" << conv << "'";
+    }
+  }
+  if (next < pos.size() && !args.is_dict()) JINJA_FAIL() << "not all arguments converted during string formatting";
+  return out;
+}
+
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
@@ -76,6 +139,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (b.as_double() == 0.0) JINJA_FAIL() << "division by zero";
     return Value::number(a.as_double() / b.as_double());
   }
+  if (op == "%" && a.is_string()) return Value::string(percent_format(a.s, b));
   if (op == "//" || op == "%") {
     if (!nums) unsupported(op, a, b);
     if (b.as_double() == 0.0)

@@ -560,7 +560,8 @@ class Parser {
     std::string n = expect_name();
     while (is_op(".")) {
       next();
-      n += "." + expect_name();
+      n += '.';  // not `"." + name`: GCC 12 warns falsely (-Wrestrict) on that form
+      n += expect_name();
     }
     return n;
   }

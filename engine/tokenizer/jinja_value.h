@@ -112,6 +112,7 @@ bool contains(const Value& container, const Value& item);
 // Operators (jinja_ops.cpp).
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 Value unary_op(const std::string& op, const Value& a);
+std::string percent_format(const std::string& fmt, const Value& args);  // Python's str % args
 
 // JSON (jinja_json.cpp): context in, tojson out (json.dumps with ensure_ascii=False by default).
 Value from_json(const nlohmann::ordered_json& j);

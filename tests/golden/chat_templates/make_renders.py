@@ -198,6 +198,10 @@ EXPRESSIONS = [
     "A {% if true %}  \nB{% endif %}",
     "{% for i in x %}{{ i }},\n{%- endfor %}",
     "{% if true %}\r\nwin{% endif %}",
+    "{%- for i in [1, 2] +%}\n  {{- 'v' }} \n{%+ endfor -%} x",
+    " \n {#+ c -#} \n{% if true -%}\t{%+ else %}{% endif +%}\n\n",
+    "{% for i in x %}\n    {% if loop.first %}\n    first\n    {% else %}\n    other\n    {% endif %}\n{% endfor %}",
+
     # loops
     "{% for i in x %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}{{ loop.revindex0 }};{% endfor %}",
     "{% for i in x %}{% for j in 'ab' %}{{ loop.index }}{{ j }}{% endfor %}{{ loop.index }}|{% endfor %}",
@@ -248,6 +252,9 @@ EXPRESSIONS = [
     "{{ [3, 1, 2]|sort }} {{ ['b', 'A', 'c']|sort }} {{ [3, 1, 2]|sort(reverse=true) }} {{ [1, 1, 2, 1]|unique|list }} {{ ['a', 'A', 'b']|unique|list }}",
     "{{ x|reverse|list }} {{ s|reverse }} {{ x|min }} {{ x|max }} {{ ['b', 'A', 'c']|max }} {{ x|sum }} {{ msgs|map(attribute='role')|list }}",
     "{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent('> ', blank=true) }}",
+    "{{ {'b': 1, 'A': 2, 'c': 0}|dictsort }} {{ {'b': 1, 'A': 2}|dictsort(true) }} {{ {'b': 1, 'a': 2}|dictsort(by='value', reverse=true) }}",
+    "{{ '%s-%d'|format('a', 3) }} {{ '%(a)s!'|format(a=1) }} {{ '%5.1f|%-4d|%04d|%x|%r|%s' % (3.14159, 7, 42, 255, 'q', none) }} {{ '%s' % x }} {{ '%d%%' % 5 }}",
+    "{{ 'abc'|center(9) }}|{{ 'abc'|center(8) }}|{{ 'ab'|center(7) }}|{{ s|truncate(5) }}|{{ 'aaa bbb ccc ddd eee'|truncate(10) }}|{{ x|batch(2)|list }}",
     "{{ '<a href=\"x\">'|e }} {{ '<b>'|safe }} {{ d|items|list }} {{ 'one two  three'|wordcount }}",
     # string and dict methods
     "[{{ text.strip() }}] [{{ text.lstrip() }}] [{{ text.rstrip() }}] [{{ 'xxhixx'.strip('x') }}] [{{ '\\n\\nhi\\n'.lstrip('\\n') }}]",
