@@ -22,7 +22,7 @@ inline CudaBackend& backend(DType dt) {
   static std::map<DType, std::unique_ptr<CudaBackend>> cache;
   auto& b = cache[dt];
   if (!b) b = std::make_unique<CudaBackend>(dt, 0);
-  return b;
+  return *b;
 }
 
 // A host tensor of `dt` filled with uniform values in [lo, hi) (no exact zeros), and the same values

@@ -1,4 +1,5 @@
 // CudaBackend ops (everything but attention) against naive references in double, bf16 and f16.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 

@@ -197,7 +197,12 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   const int64_t H = x.dim(-1);
   LLM_CHECK(w.numel() == H && out.shape == x.shape && out.dtype == x.dtype)
       << "rms_norm: x " << x.shape_str() << ", w " << w.shape_str() << ", out " << out.shape_str();
-  cuda::RmsNormParams p{x.data, out.data, x.dtype, w.data, w.dtype};
+  cuda::RmsNormParams p{};
+  p.x = x.data;
+  p.out = out.data;
+  p.dtype = x.dtype;
+  p.w = w.data;
+  p.w_dtype = w.dtype;
   if (residual) {
     check_device(*residual, "rms_norm residual");
     LLM_CHECK(residual->shape == x.shape) << "rms_norm: residual " << residual->shape_str() << " vs " << x.shape_str();
