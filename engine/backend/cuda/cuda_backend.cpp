@@ -1,0 +1,391 @@
+#include "engine/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/norm.cuh"
+#include "kernels/cuda/rope.cuh"
+
+namespace llmctl {
+namespace {
+
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / std::max<int64_t>(t.dim(-1), 1); }
+
+}  // namespace
+
+bool cuda_device_available() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the (non-sticky) error
+    return false;
+  }
+  return n > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype, int device_index) {
+  return std::make_unique<CudaBackend>(compute_dtype, device_index);
+}
+
+CudaBackend::CudaBackend(DType compute_dtype, int device_index) : dtype_(compute_dtype), device_(device_index) {
+  LLM_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16) << "CUDA compute dtype must be bf16 or f16, got "
+                                                           << dtype_name(dtype_);
+  LLM_CHECK(cuda_device_available()) << "no CUDA device";
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  num_sms_ = prop.multiProcessorCount;
+  name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ", " + dtype_name(dtype_) + ")";
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
+  CUBLAS_CHECK(cublasCreate(&cublas_));
+  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  CUDA_CHECK(cudaMalloc(&cublas_ws_, kCublasWorkspace));
+  CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
+}
+
+CudaBackend::~CudaBackend() {
+  // No throwing from a destructor: errors here are ignored.
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_ws_) cudaFree(cublas_ws_);
+  if (attn_ws_) cudaFree(attn_ws_);
+  if (pinned_) cudaFreeHost(pinned_);
+  if (pinned_free_) cudaEventDestroy(pinned_free_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::check_device(const Tensor& t, const char* what) const {
+  LLM_CHECK(t.device == Device::CUDA && (t.data || t.numel() == 0))
+      << what << ": expected a CUDA tensor, got " << (t.device == Device::CUDA ? "an empty one" : "a host tensor");
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+Tensor CudaBackend::alloc(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.device = Device::CUDA;
+  for (int64_t d : t.shape) LLM_CHECK(d >= 0) << "negative dimension in " << t.shape_str();
+  const size_t bytes = std::max<size_t>(t.nbytes(), 16);
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    LLM_CHECK(false) << "cudaMalloc of " << bytes << " bytes for " << dtype_name(dtype) << t.shape_str()
+                     << " failed: " << cudaGetErrorString(err);
+  }
+  t.data = p;
+  t.owner = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  return t;
+}
+
+Tensor CudaBackend::upload(const Tensor& host, std::optional<DType> dtype) {
+  LLM_CHECK(host.device == Device::CPU) << "upload: source must be a host tensor";
+  const DType to = dtype ? *dtype : (is_float(host.dtype) ? dtype_ : host.dtype);
+  Tensor out = alloc(to, host.shape);
+  if (host.numel() == 0) return out;
+  if (to == host.dtype) {
+    CUDA_CHECK(cudaMemcpyAsync(out.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream_));
+  } else {
+    LLM_CHECK(is_float(host.dtype) && is_float(to))
+        << "upload: cannot convert " << dtype_name(host.dtype) << " to " << dtype_name(to);
+    Tensor raw = alloc(host.dtype, host.shape);  // copy as stored, convert on the device
+    CUDA_CHECK(cudaMemcpyAsync(raw.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    cuda::launch_convert(raw.data, host.dtype, out.data, to, host.numel(), stream_);
+    synchronize();
+  }
+  synchronize();
+  return out;
+}
+
+Tensor CudaBackend::to_host_f32(const Tensor& t) {
+  if (t.device == Device::CPU) return convert_host(t, DType::F32);
+  Tensor h = Tensor::empty_host(DType::F32, t.shape);
+  if (t.numel() == 0) return h;
+  if (t.dtype == DType::F32) {
+    CUDA_CHECK(cudaMemcpyAsync(h.data, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  } else if (is_float(t.dtype)) {
+    Tensor tmp = alloc(DType::F32, t.shape);
+    cuda::launch_convert(t.data, t.dtype, tmp.data, DType::F32, t.numel(), stream_);
+    CUDA_CHECK(cudaMemcpyAsync(h.data, tmp.data, tmp.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  } else if (t.dtype == DType::I32) {
+    Tensor hi = Tensor::empty_host(DType::I32, t.shape);
+    CUDA_CHECK(cudaMemcpyAsync(hi.data, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    for (int64_t i = 0; i < t.numel(); ++i) h.ptr<float>()[i] = float(hi.ptr<int32_t>()[i]);
+  } else {
+    LLM_CHECK(false) << "to_host_f32: unsupported dtype " << dtype_name(t.dtype);
+  }
+  return h;
+}
+
+DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
+  const int64_t T = plan.num_tokens(), S = plan.num_seqs();
+  LLM_CHECK(int64_t(plan.positions.size()) == T && int64_t(plan.slot_mapping.size()) == T &&
+            int64_t(plan.query_start.size()) == S + 1 &&
+            int64_t(plan.block_table.size()) == S * plan.max_blocks_per_seq)
+      << "prepare_batch: inconsistent BatchPlan sizes";
+  const std::vector<int32_t>* arrays[] = {&plan.token_ids,   &plan.positions,   &plan.slot_mapping, &plan.query_start,
+                                          &plan.context_len, &plan.block_table, &plan.logits_rows};
+  size_t total = 0;
+  for (auto* a : arrays) total += a->size();
+  const size_t bytes = std::max<size_t>(total, 1) * sizeof(int32_t);
+
+  // The previous batch's copy must have left the staging buffer before it is overwritten.
+  CUDA_CHECK(cudaEventSynchronize(pinned_free_));
+  if (pinned_bytes_ < bytes) {
+    if (pinned_) CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    const size_t cap = std::max<size_t>(bytes * 2, 64 << 10);
+    CUDA_CHECK(cudaHostAlloc(&pinned_, cap, cudaHostAllocDefault));
+    pinned_bytes_ = cap;
+  }
+  Tensor buf = alloc(DType::I32, {int64_t(std::max<size_t>(total, 1))});
+  auto* staging = static_cast<int32_t*>(pinned_);
+  size_t off = 0;
+  for (auto* a : arrays) {
+    if (!a->empty()) std::memcpy(staging + off, a->data(), a->size() * sizeof(int32_t));
+    off += a->size();
+  }
+  CUDA_CHECK(cudaMemcpyAsync(buf.data, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
+
+  DeviceBatch db;
+  db.plan = &plan;
+  Tensor* outs[] = {&db.token_ids, &db.positions, &db.slot_mapping, &db.query_start,
+                    &db.context_len, &db.block_table, &db.logits_rows};
+  off = 0;
+  for (int i = 0; i < 7; ++i) {
+    const int64_t n = int64_t(arrays[i]->size());
+    *outs[i] = Tensor::view(buf.ptr<int32_t>() + off, DType::I32, {n}, buf.owner);
+    outs[i]->device = Device::CUDA;
+    off += size_t(n);
+  }
+  db.block_table.shape = {S, plan.max_blocks_per_seq};
+  return db;
+}
+
+void CudaBackend::embed(const Tensor& table, const DeviceBatch& b, Tensor& out) {
+  check_device(table, "embed table");
+  check_device(out, "embed out");
+  const int64_t T = b.token_ids.numel();
+  LLM_CHECK(table.rank() == 2 && out.numel() == T * table.dim(1))
+      << "embed: table " << table.shape_str() << ", out " << out.shape_str() << ", " << T << " tokens";
+  cuda::launch_embed({table.data, table.dtype, b.token_ids.ptr<int32_t>(), out.data, out.dtype, T, table.dim(1),
+                      table.dim(0)},
+                     stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) {
+  check_device(x, "rms_norm x");
+  check_device(w, "rms_norm w");
+  check_device(out, "rms_norm out");
+  const int64_t H = x.dim(-1);
+  LLM_CHECK(w.numel() == H && out.shape == x.shape && out.dtype == x.dtype)
+      << "rms_norm: x " << x.shape_str() << ", w " << w.shape_str() << ", out " << out.shape_str();
+  cuda::RmsNormParams p{};
+  p.x = x.data;
+  p.out = out.data;
+  p.dtype = x.dtype;
+  p.w = w.data;
+  p.w_dtype = w.dtype;
+  if (residual) {
+    check_device(*residual, "rms_norm residual");
+    LLM_CHECK(residual->shape == x.shape) << "rms_norm: residual " << residual->shape_str() << " vs " << x.shape_str();
+    p.residual = residual->data;
+    p.residual_dtype = residual->dtype;
+  }
+  p.rows = rows_of(x);
+  p.hidden = H;
+  p.eps = eps;
+  cuda::launch_rms_norm(p, stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  check_device(x, "linear x");
+  check_device(w, "linear w");
+  check_device(out, "linear out");
+  const int64_t K = x.dim(-1), T = rows_of(x);
+  LLM_CHECK(w.rank() == 2 && w.dim(1) == K) << "linear: x " << x.shape_str() << " vs w " << w.shape_str();
+  const int64_t N = w.dim(0);
+  LLM_CHECK(out.numel() == T * N && out.dim(-1) == N) << "linear: out " << out.shape_str() << ", want [" << T << ", "
+                                                      << N << "]";
+  LLM_CHECK(is_float(x.dtype) && is_float(w.dtype)) << "linear: float inputs only (quantized linear: not yet)";
+  Tensor wconv;
+  const void* wp = w.data;
+  if (w.dtype != x.dtype) {  // slow path: weights should be uploaded in the compute dtype
+    wconv = alloc(x.dtype, w.shape);
+    cuda::launch_convert(w.data, w.dtype, wconv.data, x.dtype, w.numel(), stream_);
+    wp = wconv.data;
+  }
+  cuda::gemm(cublas_, {x.data, wp, out.data, x.dtype, out.dtype, T, N, K});
+  if (bias) {
+    check_device(*bias, "linear bias");
+    LLM_CHECK(bias->numel() == N) << "linear: bias " << bias->shape_str() << " for N=" << N;
+    cuda::launch_bias_add({out.data, out.dtype, bias->data, bias->dtype, T, N}, stream_);
+  }
+}
+
+namespace {
+cuda::RopeKvParams rope_params(Tensor& qkv, const DeviceBatch& b, int hq, int hkv, int head_dim) {
+  LLM_CHECK(hq > 0 && hkv > 0 && head_dim > 0) << "rope/write_kv: bad head counts";
+  LLM_CHECK(qkv.dim(-1) == int64_t(hq + 2 * hkv) * head_dim)
+      << "qkv " << qkv.shape_str() << " is not [T, (" << hq << " + 2*" << hkv << ") * " << head_dim << "]";
+  LLM_CHECK(rows_of(qkv) == b.positions.numel()) << "qkv rows " << rows_of(qkv) << " vs " << b.positions.numel()
+                                                 << " tokens";
+  cuda::RopeKvParams p{};
+  p.qkv = qkv.data;
+  p.dtype = qkv.dtype;
+  p.positions = b.positions.ptr<int32_t>();
+  p.slot_mapping = b.slot_mapping.ptr<int32_t>();
+  p.num_tokens = rows_of(qkv);
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = head_dim;
+  return p;
+}
+
+void set_inv_freq(cuda::RopeKvParams& p, const RopeParams& rp) {
+  LLM_CHECK(rp.head_dim == p.head_dim && int(rp.inv_freq.size()) == rp.head_dim / 2)
+      << "rope: inv_freq has " << rp.inv_freq.size() << " entries for head_dim " << p.head_dim;
+  LLM_CHECK(rp.head_dim / 2 <= cuda::kMaxRopeHalf) << "rope: head_dim too large";
+  std::copy(rp.inv_freq.begin(), rp.inv_freq.end(), p.inv_freq);
+}
+
+void set_cache(cuda::RopeKvParams& p, const Tensor& qkv, KvLayer& cache, int hkv, int head_dim) {
+  LLM_CHECK(cache.k.rank() == 4 && cache.k.shape == cache.v.shape && cache.k.dim(2) == hkv &&
+            cache.k.dim(3) == head_dim)
+      << "kv cache " << cache.k.shape_str() << " is not [NB, B, " << hkv << ", " << head_dim << "]";
+  LLM_CHECK(cache.k.dtype == qkv.dtype && cache.v.dtype == qkv.dtype)
+      << "kv cache dtype " << dtype_name(cache.k.dtype) << " must equal qkv's " << dtype_name(qkv.dtype);
+  p.k_cache = cache.k.data;
+  p.v_cache = cache.v.data;
+}
+}  // namespace
+
+void CudaBackend::rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& rp, int hq, int hkv) {
+  check_device(qkv, "rope qkv");
+  cuda::RopeKvParams p = rope_params(qkv, b, hq, hkv, rp.head_dim);
+  set_inv_freq(p, rp);
+  p.do_write = false;
+  cuda::launch_rope_write_kv(p, stream_);
+}
+
+void CudaBackend::write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) {
+  check_device(qkv, "write_kv qkv");
+  check_device(cache.k, "write_kv cache");
+  const int D = cache.k.rank() == 4 ? int(cache.k.dim(3)) : 0;
+  // qkv is only read when do_rope is false.
+  cuda::RopeKvParams p = rope_params(const_cast<Tensor&>(qkv), b, hq, hkv, D);
+  set_cache(p, qkv, cache, hkv, D);
+  p.do_rope = false;
+  cuda::launch_rope_write_kv(p, stream_);
+}
+
+void CudaBackend::rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& rp, int hq, int hkv,
+                                KvLayer& cache) {
+  check_device(qkv, "rope_write_kv qkv");
+  check_device(cache.k, "rope_write_kv cache");
+  cuda::RopeKvParams p = rope_params(qkv, b, hq, hkv, rp.head_dim);
+  set_inv_freq(p, rp);
+  set_cache(p, qkv, cache, hkv, rp.head_dim);
+  cuda::launch_rope_write_kv(p, stream_);
+}
+
+float* CudaBackend::attention_workspace(size_t bytes) {
+  if (bytes > attn_ws_bytes_) {
+    if (attn_ws_) CUDA_CHECK(cudaFree(attn_ws_));  // waits for kernels still using it
+    attn_ws_ = nullptr;
+    attn_ws_bytes_ = 0;
+    const size_t cap = bytes + bytes / 2;
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&attn_ws_), cap));
+    attn_ws_bytes_ = cap;
+  }
+  return attn_ws_;
+}
+
+void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
+                            float scale, Tensor& out) {
+  check_device(qkv, "attention qkv");
+  check_device(cache.k, "attention k cache");
+  check_device(cache.v, "attention v cache");
+  check_device(out, "attention out");
+  LLM_CHECK(b.plan) << "attention: DeviceBatch without its BatchPlan";
+  const BatchPlan& plan = *b.plan;
+  LLM_CHECK(cache.k.rank() == 4 && cache.k.shape == cache.v.shape && cache.k.dim(2) == hkv)
+      << "attention: kv cache " << cache.k.shape_str() << " with " << hkv << " kv heads";
+  const int D = int(cache.k.dim(3));
+  const int64_t T = plan.num_tokens();
+  LLM_CHECK(rows_of(qkv) == T && qkv.dim(-1) == int64_t(hq + 2 * hkv) * D)
+      << "attention: qkv " << qkv.shape_str() << " for " << T << " tokens, heads " << hq << "/" << hkv << "x" << D;
+  LLM_CHECK(out.numel() == T * hq * D && out.dtype == qkv.dtype && cache.k.dtype == qkv.dtype &&
+            cache.v.dtype == qkv.dtype)
+      << "attention: out " << out.shape_str() << " " << dtype_name(out.dtype) << ", qkv " << dtype_name(qkv.dtype)
+      << ", cache " << dtype_name(cache.k.dtype);
+
+  cuda::AttentionParams p;
+  p.dtype = qkv.dtype;
+  p.qkv = qkv.data;
+  p.k_cache = cache.k.data;
+  p.v_cache = cache.v.data;
+  p.out = out.data;
+  p.positions = b.positions.ptr<int32_t>();
+  p.query_start = b.query_start.ptr<int32_t>();
+  p.block_table = b.block_table.ptr<int32_t>();
+  p.num_seqs = plan.num_seqs();
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = D;
+  p.block_size = int(cache.k.dim(1));
+  p.max_blocks_per_seq = plan.max_blocks_per_seq;
+  p.scale = scale;
+  p.num_sms = num_sms_;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    const int q = plan.query_start[s + 1] - plan.query_start[s];
+    p.max_query_len = std::max(p.max_query_len, q);
+    p.any_decode |= q == 1;
+    p.any_prefill |= q > 1;
+  }
+  for (int32_t pos : plan.positions) p.max_context_len = std::max(p.max_context_len, int(pos) + 1);
+  if (T == 0) return;
+  const size_t ws = cuda::attention_workspace_bytes(p);
+  if (ws) {
+    p.workspace = attention_workspace(ws);
+    p.workspace_bytes = attn_ws_bytes_;
+  }
+  cuda::launch_attention(p, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
+  check_device(gate_up, "silu_mul gate_up");
+  check_device(out, "silu_mul out");
+  const int64_t I = out.dim(-1), T = rows_of(out);
+  LLM_CHECK(gate_up.dim(-1) == 2 * I && rows_of(gate_up) == T && gate_up.dtype == out.dtype)
+      << "silu_mul: gate_up " << gate_up.shape_str() << ", out " << out.shape_str();
+  cuda::launch_silu_mul({gate_up.data, out.data, out.dtype, T, I}, stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) {
+  check_device(x, "gather_rows x");
+  check_device(out, "gather_rows out");
+  const int64_t R = b.logits_rows.numel(), C = x.dim(-1);
+  LLM_CHECK(out.numel() == R * C && out.dim(-1) == C) << "gather_rows: x " << x.shape_str() << ", out "
+                                                      << out.shape_str() << ", " << R << " rows";
+  cuda::launch_gather_rows({x.data, x.dtype, b.logits_rows.ptr<int32_t>(), out.data, out.dtype, R, C}, stream_);
+}
+
+}  // namespace llmctl

@@ -1,0 +1,81 @@
+// CudaBackend: the Backend interface on one CUDA device, with its own non-blocking stream, cuBLAS
+// handle and workspaces. Activations are the compute dtype (bf16 or f16), accumulation f32.
+//
+// Lifetimes and ordering:
+//   - every op is enqueued on stream(); to_host_f32, upload and synchronize() wait for it.
+//   - device tensors own their memory (Tensor::owner frees with cudaFree, which waits for the device).
+//   - prepare_batch keeps a pointer to the BatchPlan in DeviceBatch::plan (attention sizes its grids
+//     from it): the plan must outlive the DeviceBatch.
+//   - the caller picks the current device: the constructor calls cudaSetDevice(device_index) once.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace llmctl {
+
+bool cuda_device_available();
+std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype = DType::BF16, int device_index = 0);
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(DType compute_dtype, int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return name_; }
+  DType activation_dtype() const override { return dtype_; }
+
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override;
+  // Without `dtype`, float tensors become the compute dtype and integer tensors keep theirs.
+  Tensor upload(const Tensor& host, std::optional<DType> dtype = std::nullopt) override;
+  Tensor to_host_f32(const Tensor& t) override;
+  DeviceBatch prepare_batch(const BatchPlan& plan) override;
+  void synchronize() override;
+
+  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override;
+  // residual may be the compute dtype or f32.
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override;
+  // w in another float dtype than x is converted per call into a temporary (slow path: upload
+  // weights in the compute dtype).
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
+  void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
+  void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
+                 float scale, Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
+
+  // CUDA extras: rope and write_kv in one pass (same result as rope then write_kv).
+  void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads,
+                     KvLayer& cache);
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  int device_index() const { return device_; }
+  int num_sms() const { return num_sms_; }
+
+ private:
+  void check_device(const Tensor& t, const char* what) const;
+  float* attention_workspace(size_t bytes);
+
+  DType dtype_;
+  int device_ = 0;
+  int num_sms_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_ws_ = nullptr;
+  float* attn_ws_ = nullptr;
+  size_t attn_ws_bytes_ = 0;
+  void* pinned_ = nullptr;  // staging for prepare_batch
+  size_t pinned_bytes_ = 0;
+  cudaEvent_t pinned_free_ = nullptr;  // recorded after the copy out of pinned_
+};
+
+}  // namespace llmctl

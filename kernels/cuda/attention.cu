@@ -1,0 +1,25 @@
+// Entry point: validates the parameters and runs the decode and/or prefill kernels.
+#include <cstdint>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_internal.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace llmctl::cuda {
+
+void launch_attention(const AttentionParams& p, cudaStream_t stream) {
+  LLM_CHECK(p.dtype == DType::F16 || p.dtype == DType::BF16) << "attention: dtype must be f16 or bf16, got "
+                                                             << dtype_name(p.dtype);
+  LLM_CHECK(p.head_dim == 64 || p.head_dim == 128) << "attention: head_dim " << p.head_dim << " (64 or 128)";
+  LLM_CHECK(p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0) << "attention: Hq % Hkv != 0";
+  LLM_CHECK(p.block_size > 0 && p.max_blocks_per_seq > 0) << "attention: block table";
+  LLM_CHECK(p.num_seqs < 65536 && p.num_q_heads < 65536) << "attention: grid too large";
+  const void* ptrs[] = {p.qkv, p.k_cache, p.v_cache, p.out};
+  for (const void* ptr : ptrs)
+    LLM_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
+  if (p.num_seqs == 0) return;
+  if (p.any_decode) launch_attention_decode(p, stream);
+  if (p.any_prefill) launch_attention_prefill(p, stream);
+}
+
+}  // namespace llmctl::cuda

@@ -1,0 +1,55 @@
+// Paged attention over the KV cache, varlen and causal by position, GQA-aware.
+//
+// Inputs: qkv [T, (Hq + 2*Hkv) * D] (only the q part is read: the cache already holds this step's k
+// and v), k_cache / v_cache [NB, B, Hkv, D], out [T, Hq*D], all in `dtype` (f16 or bf16; f32
+// accumulation). Sequence s owns tokens [query_start[s], query_start[s+1]); token t at position p
+// attends to cache positions 0..p of its sequence, located through block_table[s, p / B] * B + p % B.
+// Query head h reads kv head h / (Hq / Hkv). Head dims 64 and 128; any block size.
+//
+// Two kernels share a step, chosen per sequence by how many new tokens it has:
+//   decode  (exactly 1): one block per (sequence, kv head, context partition) handles all q heads of
+//           the kv head; long contexts are split into partitions (flash-decoding) and a reduce
+//           kernel merges the partial softmaxes (workspace in f32).
+//   prefill (2 or more): a 64-query x 64-key tiled kernel with online softmax; Q K^T and P V on
+//           tensor cores (wmma 16x16x16), softmax statistics in f32.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+
+namespace llmctl::cuda {
+
+struct AttentionParams {
+  DType dtype = DType::BF16;
+  const void* qkv = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;
+  const int32_t* positions = nullptr;    // [T]
+  const int32_t* query_start = nullptr;  // [S+1]
+  const int32_t* block_table = nullptr;  // [S, max_blocks_per_seq]
+  int num_seqs = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16, max_blocks_per_seq = 0;
+  float scale = 1.f;
+  // Host-side facts about the batch (from the BatchPlan) that size the grids:
+  int max_query_len = 0;    // most new tokens of one sequence
+  int max_context_len = 0;  // >= max position + 1 over all tokens
+  bool any_decode = false;  // some sequence has exactly one new token
+  bool any_prefill = false; // some sequence has two or more
+  int num_sms = 132;        // of the device, to decide how finely to split decode contexts
+  float* workspace = nullptr;  // attention_workspace_bytes(p) bytes, for split decode
+  size_t workspace_bytes = 0;
+};
+
+// How a decode context is split: partitions of partition_len tokens (a multiple of 128).
+struct DecodeSplit {
+  int partition_len = 0, num_partitions = 0;
+};
+DecodeSplit plan_decode_split(const AttentionParams& p);
+size_t attention_workspace_bytes(const AttentionParams& p);
+
+void launch_attention(const AttentionParams& p, cudaStream_t stream);
+
+}  // namespace llmctl::cuda

@@ -1,0 +1,236 @@
+// Split-context decode attention (one query token per sequence) and its reduce pass.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_internal.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace llmctl::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kTile = 128;      // partition lengths are multiples of this
+constexpr int kMaxPart = 1024;  // longest partition: bounds the scores buffer in shared memory
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Block (partition, kv head x head chunk, sequence). NG = q heads handled per block (compile time;
+// a chunk may use fewer, ng). Scores of the whole partition live in shared memory, so the softmax
+// inside a partition is exact; partitions are merged by decode_reduce_kernel (log2 domain).
+// Shared memory (dynamic, floats): scores [NG][part_len], later partial sums [R][NG][D].
+template <class T, int D, int NG>
+__global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int part_len, int num_parts) {
+  extern __shared__ float smem[];
+  __shared__ float q_s[NG][D];
+  __shared__ float m_s[NG], l_s[NG];
+  const int tid = threadIdx.x;
+  const int s = blockIdx.z;
+  const int q0 = p.query_start[s];
+  if (p.query_start[s + 1] - q0 != 1) return;  // prefill sequences use the prefill kernel
+  const int kv_len = p.positions[q0] + 1;
+  const int start = blockIdx.x * part_len;
+  if (start >= kv_len) return;
+  const int n = min(part_len, kv_len - start);
+
+  const int Hq = p.num_q_heads, Hkv = p.num_kv_heads, G = Hq / Hkv;
+  const int gchunks = (G + NG - 1) / NG;
+  const int kvh = blockIdx.y / gchunks, gc = blockIdx.y % gchunks;
+  const int h0 = kvh * G + gc * NG;
+  const int ng = min(NG, G - gc * NG);
+  const int64_t ld = int64_t(Hq + 2 * Hkv) * D;
+
+  const T* q = static_cast<const T*>(p.qkv) + int64_t(q0) * ld + int64_t(h0) * D;
+  const float qscale = p.scale * kLog2e;  // scores in log2 units: exp2 later
+  for (int k = tid; k < NG * D; k += kThreads) {
+    const int g = k / D;
+    q_s[g][k % D] = g < ng ? to_f32(q[k]) * qscale : 0.f;
+  }
+  __syncthreads();
+
+  const int32_t* bt = p.block_table + int64_t(s) * p.max_blocks_per_seq;
+  const int B = p.block_size;
+  const int64_t slot_stride = int64_t(Hkv) * D;
+  float* scores = smem;
+
+  // Phase 1: one thread per key: dot products with the NG query heads.
+  const T* kbase = static_cast<const T*>(p.k_cache) + int64_t(kvh) * D;
+  for (int j = tid; j < n; j += kThreads) {
+    const int pos = start + j;
+    const T* kp = kbase + (int64_t(bt[pos / B]) * B + pos % B) * slot_stride;
+    float acc[NG];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) acc[g] = 0.f;
+#pragma unroll 4
+    for (int d0 = 0; d0 < D; d0 += 8) {
+      float kf[8];
+      load8_f32(kp + d0, kf);
+#pragma unroll
+      for (int g = 0; g < NG; ++g)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g] = fmaf(q_s[g][d0 + e], kf[e], acc[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < NG; ++g)
+      if (g < ng) scores[g * part_len + j] = acc[g];
+  }
+  __syncthreads();
+
+  // Phase 2: softmax inside the partition, one warp per head.
+  const int warp = tid >> 5, lane = tid & 31;
+  for (int g = warp; g < ng; g += kThreads / 32) {
+    float* sc = scores + g * part_len;
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+    m = warp_max(m);
+    float l = 0.f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = exp2f(sc[j] - m);
+      sc[j] = e;
+      l += e;
+    }
+    l = warp_sum(l);
+    if (lane == 0) {
+      m_s[g] = m;
+      l_s[g] = l;
+    }
+  }
+  __syncthreads();
+
+  // Phase 3: P V. TPR threads cover one value row (8 elements each), R rows in flight.
+  constexpr int TPR = D / 8, R = kThreads / TPR;
+  const int r = tid / TPR, c = (tid % TPR) * 8;
+  float acc[NG][8];
+#pragma unroll
+  for (int g = 0; g < NG; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
+  const T* vbase = static_cast<const T*>(p.v_cache) + int64_t(kvh) * D + c;
+  for (int j = r; j < n; j += R) {
+    const int pos = start + j;
+    float vf[8];
+    load8_f32(vbase + (int64_t(bt[pos / B]) * B + pos % B) * slot_stride, vf);
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+      const float pg = g < ng ? scores[g * part_len + j] : 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(pg, vf[e], acc[g][e]);
+    }
+  }
+  __syncthreads();  // scores are dead: reuse the buffer for the cross-row sum
+  float* red = smem;
+#pragma unroll
+  for (int g = 0; g < NG; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) red[(r * NG + g) * D + c + e] = acc[g][e];
+  __syncthreads();
+
+  for (int k = tid; k < ng * D; k += kThreads) {
+    const int g = k / D, d = k % D;
+    float sum = 0.f;
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) sum += red[(rr * NG + g) * D + d];
+    const float o = sum / l_s[g];
+    if (num_parts == 1) {
+      static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h0 + g) * D + d] = from_f32<T>(o);
+    } else {
+      p.workspace[((int64_t(s) * Hq + h0 + g) * num_parts + blockIdx.x) * D + d] = o;
+    }
+  }
+  if (num_parts > 1 && tid < ng) {
+    float* ws_m = p.workspace + int64_t(p.num_seqs) * Hq * num_parts * D;
+    float* ws_l = ws_m + int64_t(p.num_seqs) * Hq * num_parts;
+    const int64_t i = (int64_t(s) * Hq + h0 + tid) * num_parts + blockIdx.x;
+    ws_m[i] = m_s[tid];
+    ws_l[i] = l_s[tid];
+  }
+}
+
+// Block (sequence, q head), D threads: merges the partitions' normalized outputs, weighting each by
+// l_i * 2^(m_i - max m).
+template <class T>
+__global__ void decode_reduce_kernel(AttentionParams p, int part_len, int num_parts) {
+  const int s = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  const int q0 = p.query_start[s];
+  if (p.query_start[s + 1] - q0 != 1) return;
+  const int Hq = p.num_q_heads, D = p.head_dim;
+  const int np = (p.positions[q0] + 1 + part_len - 1) / part_len;
+  const int64_t base = (int64_t(s) * Hq + h) * num_parts;
+  const float* ws_o = p.workspace;
+  const float* ws_m = p.workspace + int64_t(p.num_seqs) * Hq * num_parts * D;
+  const float* ws_l = ws_m + int64_t(p.num_seqs) * Hq * num_parts;
+  float M = -INFINITY;
+  for (int i = 0; i < np; ++i) M = fmaxf(M, ws_m[base + i]);
+  float num = 0.f, den = 0.f;
+  for (int i = 0; i < np; ++i) {
+    const float w = ws_l[base + i] * exp2f(ws_m[base + i] - M);
+    den += w;
+    num += w * ws_o[(base + i) * D + d];
+  }
+  static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h) * D + d] = from_f32<T>(num / den);
+}
+
+template <class T, int D, int NG>
+void launch_decode_ng(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int gchunks = (G + NG - 1) / NG;
+  const dim3 grid(unsigned(sp.num_partitions), unsigned(p.num_kv_heads * gchunks), unsigned(p.num_seqs));
+  const size_t smem = size_t(NG) * size_t(std::max(sp.partition_len, kThreads * 8)) * sizeof(float);
+  decode_kernel<T, D, NG><<<grid, kThreads, smem, stream>>>(p, sp.partition_len, sp.num_partitions);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T, int D>
+void launch_decode_d(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
+  const int G = p.num_q_heads / p.num_kv_heads;
+  if (G == 1)
+    launch_decode_ng<T, D, 1>(p, sp, stream);
+  else if (G <= 4)
+    launch_decode_ng<T, D, 4>(p, sp, stream);
+  else
+    launch_decode_ng<T, D, 8>(p, sp, stream);
+}
+
+}  // namespace
+
+DecodeSplit plan_decode_split(const AttentionParams& p) {
+  DecodeSplit sp;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int ng = G == 1 ? 1 : G <= 4 ? 4 : 8;
+  const int64_t blocks = int64_t(p.num_seqs) * p.num_kv_heads * ((G + ng - 1) / ng);
+  const int64_t want = 2 * int64_t(p.num_sms);  // aim for two waves' worth of blocks
+  const int64_t splits = std::max<int64_t>(1, (want + blocks - 1) / std::max<int64_t>(blocks, 1));
+  const int ctx = std::max(p.max_context_len, 1);
+  int64_t len = (ctx + splits - 1) / splits;
+  len = (len + kTile - 1) / kTile * kTile;
+  sp.partition_len = int(std::clamp<int64_t>(len, kTile, kMaxPart));
+  sp.num_partitions = (ctx + sp.partition_len - 1) / sp.partition_len;
+  return sp;
+}
+
+size_t attention_workspace_bytes(const AttentionParams& p) {
+  if (!p.any_decode) return 0;
+  const DecodeSplit sp = plan_decode_split(p);
+  if (sp.num_partitions <= 1) return 0;
+  return size_t(p.num_seqs) * p.num_q_heads * sp.num_partitions * (p.head_dim + 2) * sizeof(float);
+}
+
+void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
+  const DecodeSplit sp = plan_decode_split(p);
+  if (sp.num_partitions > 1) {
+    LLM_CHECK(p.workspace && p.workspace_bytes >= attention_workspace_bytes(p))
+        << "attention: workspace too small (" << p.workspace_bytes << " < " << attention_workspace_bytes(p) << ")";
+  }
+  LLMCTL_DISPATCH_HALF(p.dtype, T, {
+    if (p.head_dim == 64)
+      launch_decode_d<T, 64>(p, sp, stream);
+    else
+      launch_decode_d<T, 128>(p, sp, stream);
+    if (sp.num_partitions > 1) {
+      decode_reduce_kernel<T><<<dim3(unsigned(p.num_seqs), unsigned(p.num_q_heads)), unsigned(p.head_dim), 0,
+                                stream>>>(p, sp.partition_len, sp.num_partitions);
+      CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace llmctl::cuda

@@ -1,0 +1,26 @@
+// CUDA_CHECK / CUBLAS_CHECK: turn a failed CUDA runtime or cuBLAS call into llmctl::Error with the
+// call's file, line and the library's error string. Plain C++ (no device code): usable from .cpp.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "engine/core/error.h"
+
+#define CUDA_CHECK(call)                                                                          \
+  do {                                                                                            \
+    cudaError_t err_ = (call);                                                                    \
+    if (err_ != cudaSuccess)                                                                      \
+      ::llmctl::detail::Thrower<::llmctl::Error>(nullptr)                                         \
+          << __FILE__ << ":" << __LINE__ << ": " #call ": " << cudaGetErrorString(err_);          \
+  } while (0)
+
+#define CUBLAS_CHECK(call)                                                                        \
+  do {                                                                                            \
+    cublasStatus_t st_ = (call);                                                                  \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      ::llmctl::detail::Thrower<::llmctl::Error>(nullptr)                                         \
+          << __FILE__ << ":" << __LINE__ << ": " #call ": " << cublasGetStatusString(st_);        \
+  } while (0)
+
+// After every kernel launch: catches bad launch configurations (and, asynchronously, earlier faults).
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

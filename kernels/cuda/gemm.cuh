@@ -1,0 +1,24 @@
+// Dense linear layer through cuBLAS: out[T,N] = x[T,K] @ w[N,K]^T, row-major, f16/bf16 inputs of
+// one dtype, f32 compute (tensor cores). Row-major out^T is column-major [N,T], so this is the
+// column-major product out = op(w) * x with w transposed: GEMM(T, N; m=N, n=T, k=K).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+
+namespace llmctl::cuda {
+
+struct GemmParams {
+  const void* x; const void* w; void* out;
+  DType in_dtype;   // x and w (f32, f16 or bf16)
+  DType out_dtype;  // out (f32, f16 or bf16; f32 allowed with 16-bit inputs)
+  int64_t T, N, K;
+  float alpha = 1.f, beta = 0.f;
+};
+// Uses the stream already set on the handle.
+void gemm(cublasHandle_t handle, const GemmParams& p);
+
+}  // namespace llmctl::cuda

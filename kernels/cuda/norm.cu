@@ -1,0 +1,52 @@
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/norm.cuh"
+
+namespace llmctl::cuda {
+namespace {
+
+// One block per row. Pass 1 (optionally) updates the residual and sums squares; pass 2 scales.
+// Each thread touches the same indices in both passes, so out may alias x.
+template <class T, class R>
+__global__ void rms_norm_kernel(RmsNormParams p) {
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(p.x) + row * p.hidden;
+  T* out = static_cast<T*>(p.out) + row * p.hidden;
+  R* res = p.residual ? static_cast<R*>(p.residual) + row * p.hidden : nullptr;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+    float v = to_f32(x[i]);
+    if (res) {
+      const R r = from_f32<R>(to_f32(res[i]) + v);
+      res[i] = r;
+      v = to_f32(r);
+    }
+    ss += v * v;
+  }
+  const float rstd = rsqrtf(block_sum(ss) / float(p.hidden) + p.eps);
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+    const float v = res ? to_f32(res[i]) : to_f32(x[i]);
+    out[i] = from_f32<T>(v * rstd * load_dt(p.w, int(p.w_dtype), i));
+  }
+}
+
+}  // namespace
+
+void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+  LLM_CHECK(p.w_dtype == DType::F32 || p.w_dtype == DType::F16 || p.w_dtype == DType::BF16)
+      << "rms_norm: unsupported weight dtype " << dtype_name(p.w_dtype);
+  if (p.rows == 0) return;
+  LLM_CHECK(p.rows < (int64_t(1) << 31) && p.hidden > 0) << "rms_norm: bad shape";
+  const int threads = p.hidden >= 4096 ? 1024 : p.hidden >= 1024 ? 512 : 128;
+  const bool f32_res = p.residual && p.residual_dtype == DType::F32;
+  LLM_CHECK(!p.residual || f32_res || p.residual_dtype == p.dtype)
+      << "rms_norm: residual must be f32 or the activation dtype";
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T, {
+    if (f32_res)
+      rms_norm_kernel<T, float><<<unsigned(p.rows), threads, 0, stream>>>(p);
+    else
+      rms_norm_kernel<T, T><<<unsigned(p.rows), threads, 0, stream>>>(p);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace llmctl::cuda

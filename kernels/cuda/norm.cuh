@@ -1,0 +1,26 @@
+// RMSNorm with an optional fused residual add.
+//   without residual: out[t,:] = x[t,:] * rsqrt(mean(x[t,:]^2) + eps) * w
+//   with residual:    residual[t,:] += x[t,:]; out = rmsnorm(residual[t,:]) * w
+// x, out: [T,H] in `dtype` (f32/f16/bf16); w: [H] in w_dtype; residual: [T,H] in residual_dtype, which
+// is either `dtype` or F32 (an f32 residual stream avoids re-rounding the sum every layer). With a
+// residual, the norm reads the residual as stored (rounded), so it matches a reference that keeps
+// the residual in that dtype. out may alias x.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+
+namespace llmctl::cuda {
+
+struct RmsNormParams {
+  const void* x; void* out; DType dtype;
+  const void* w; DType w_dtype;
+  void* residual = nullptr; DType residual_dtype = DType::F32;
+  int64_t rows, hidden;
+  float eps;
+};
+void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
+
+}  // namespace llmctl::cuda

@@ -1,0 +1,60 @@
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/rope.cuh"
+
+namespace llmctl::cuda {
+namespace {
+
+// One block per token; threads loop over (head, i) pairs of the q and k heads. A thread owning a
+// k pair also copies the matching v pair, so every cache element of the token is written once.
+template <class T>
+__global__ void rope_write_kv_kernel(RopeKvParams p) {
+  const int64_t t = blockIdx.x;
+  const int D = p.head_dim, half = D / 2, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
+  T* row = static_cast<T*>(p.qkv) + t * int64_t(Hq + 2 * Hkv) * D;
+  const float pos = p.do_rope ? float(p.positions[t]) : 0.f;
+  const int64_t slot = p.do_write ? p.slot_mapping[t] : -1;
+  const int npairs = (Hq + Hkv) * half;
+  for (int k = threadIdx.x; k < npairs; k += blockDim.x) {
+    const int h = k / half, i = k % half;
+    T* a = row + h * D;
+    float x1 = to_f32(a[i]), x2 = to_f32(a[i + half]);
+    if (p.do_rope) {
+      float s, c;
+      sincosf(pos * p.inv_freq[i], &s, &c);
+      const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+      const T r1 = from_f32<T>(y1), r2 = from_f32<T>(y2);
+      a[i] = r1;
+      a[i + half] = r2;
+      if (h >= Hq && slot >= 0) {  // k head: the cache gets the rotated (rounded) values
+        T* kc = static_cast<T*>(p.k_cache) + (slot * Hkv + (h - Hq)) * D;
+        kc[i] = r1;
+        kc[i + half] = r2;
+      }
+    } else if (h >= Hq && slot >= 0) {
+      T* kc = static_cast<T*>(p.k_cache) + (slot * Hkv + (h - Hq)) * D;
+      kc[i] = a[i];
+      kc[i + half] = a[i + half];
+    }
+    if (h >= Hq && slot >= 0) {
+      const T* v = row + (Hkv + h) * D;  // v head (h - Hq) sits Hkv heads after k head (h - Hq)
+      T* vc = static_cast<T*>(p.v_cache) + (slot * Hkv + (h - Hq)) * D;
+      vc[i] = v[i];
+      vc[i + half] = v[i + half];
+    }
+  }
+}
+
+}  // namespace
+
+void launch_rope_write_kv(const RopeKvParams& p, cudaStream_t stream) {
+  LLM_CHECK(p.head_dim % 2 == 0 && p.head_dim / 2 <= kMaxRopeHalf) << "rope: head_dim " << p.head_dim;
+  LLM_CHECK(p.num_q_heads > 0 && p.num_kv_heads > 0) << "rope: head counts";
+  LLM_CHECK(!p.do_rope || p.positions) << "rope: positions missing";
+  LLM_CHECK(!p.do_write || (p.slot_mapping && p.k_cache && p.v_cache)) << "write_kv: cache or slots missing";
+  if (p.num_tokens == 0 || (!p.do_rope && !p.do_write)) return;
+  LLM_CHECK(p.num_tokens < (int64_t(1) << 31)) << "rope: too many tokens";
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T, rope_write_kv_kernel<T><<<unsigned(p.num_tokens), 256, 0, stream>>>(p));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace llmctl::cuda

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# gpu-check: run the GPU tests and the GPU micro-benchmark on a machine with a CUDA device, from the
+# repository root, against an ALREADY BUILT build directory (this script never builds).
+#
+#   scripts/gpu-check.sh [BUILD_DIR]        (default: build-gpu)
+#
+# Build elsewhere with:  cmake -S . -B build-gpu -G Ninja -DLLMCTL_CUDA=ON -DLLMCTL_CUDA_ARCHITECTURES=90a
+#                        cmake --build build-gpu -j2
+# and carry the build dir plus any shared libraries the GPU machine lacks (libpcre2-8,
+# libsentencepiece): point LD_LIBRARY_PATH at them before calling; it is passed through untouched.
+# Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log.
+# Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
+# Exit status: the tests' (ctest) status; a failed benchmark is reported but does not hide it.
+set -uo pipefail
+
+BUILD=${1:-build-gpu}
+RESULTS=${OUT:-bench/results}
+mkdir -p "$RESULTS"
+
+if [[ ! -x "$BUILD/tests/llmctl_gpu_tests" ]]; then
+  echo "gpu-check: $BUILD/tests/llmctl_gpu_tests not found: build with -DLLMCTL_CUDA=ON first" >&2
+  exit 2
+fi
+echo "gpu-check: build=$BUILD results=$RESULTS LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+
+echo "== nvidia-smi"
+nvidia-smi 2>&1 | tee "$RESULTS/nvidia-smi.txt" || echo "(nvidia-smi failed)"
+
+echo "== GPU tests (ctest -L gpu)"
+# ctest's files hold the absolute build path of the machine that built it; when the build dir was
+# carried to another path, run the test binary directly (same exit codes: 77 = skipped).
+built_in=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [[ -n "$built_in" && "$(cd "$built_in" 2>/dev/null && pwd -P)" == "$(cd "$BUILD" && pwd -P)" ]]; then
+  # -V keeps the per-case error table (relative / max abs error) in the log even when all pass.
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -V 2>&1 | tee "$RESULTS/gpu-tests.log"
+  test_rc=${PIPESTATUS[0]}
+else
+  echo "gpu-check: $BUILD was built in '$built_in': running $BUILD/tests/llmctl_gpu_tests directly"
+  "$BUILD/tests/llmctl_gpu_tests" 2>&1 | tee "$RESULTS/gpu-tests.log"
+  test_rc=${PIPESTATUS[0]}
+  [[ $test_rc == 77 ]] && echo "gpu-check: GPU tests SKIPPED (exit 77)" | tee -a "$RESULTS/gpu-tests.log"
+fi
+# ctest shows a skip (exit 77) as "Not Run"/"Skipped", never as a pass: say so plainly.
+if grep -q -i "skipped\|not run" "$RESULTS/gpu-tests.log"; then
+  echo "gpu-check: GPU tests were SKIPPED (no device visible?)" | tee -a "$RESULTS/gpu-tests.log"
+fi
+
+echo "== GPU benchmark"
+BENCH="$BUILD/llmctl_gpu_bench"
+bench_rc=0
+if [[ -x "$BENCH" ]]; then
+  # shellcheck disable=SC2086
+  "$BENCH" ${GPU_BENCH_ARGS:-} >"$RESULTS/gpu-bench.json" 2> >(tee "$RESULTS/gpu-bench.log" >&2)
+  bench_rc=$?
+  cat "$RESULTS/gpu-bench.json"
+else
+  echo "gpu-check: $BENCH not built" >&2
+  bench_rc=2
+fi
+
+echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc; results in $RESULTS"
+exit "$test_rc"
