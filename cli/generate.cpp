@@ -17,7 +17,7 @@ namespace llmctl::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string prompt, model, system, dtype;
+  std::string prompt, model, system, dtype, device = "auto";
   bool chat = false, json = false;
   int threads = 0;
   SamplingParams sp;
@@ -47,6 +47,7 @@ Runner add_generate(CLI::App& app) {
   s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-sequence token");
   s->add_option("--dtype", a->dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
   s->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
+  s->add_option("--device", a->device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
   s->add_flag("--json", a->json, "print one JSON object with the result instead of streaming text");
   return [a, s]() -> int {
     if (s->count("--seed")) a->sp.seed = a->seed;
@@ -62,6 +63,7 @@ Runner add_generate(CLI::App& app) {
     RuntimeOptions ro;
     ro.model = a->model;
     ro.threads = a->threads;
+    ro.device = a->device;
     if (!a->dtype.empty()) ro.dtype = parse_dtype(a->dtype);
     Runtime rt = load_runtime(ro);
     std::vector<int> ids;

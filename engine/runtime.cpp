@@ -2,7 +2,11 @@
 
 #include <chrono>
 
+#include "engine/core/error.h"
 #include "engine/model/default_model.h"
+#ifdef LLMCTL_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 namespace llmctl {
 
@@ -15,8 +19,22 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);
-  rt.backend = make_cpu_backend(opts.threads);
-  rt.model = std::make_unique<LlamaModel>(ckpt, *rt.backend, opts.dtype);
+  LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
+      << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
+  std::optional<DType> weight_dtype = opts.dtype;
+#ifdef LLMCTL_HAVE_CUDA
+  if (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available())) {
+    LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
+    // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
+    const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
+    rt.backend = make_cuda_backend(compute, 0);
+    weight_dtype = compute;
+  }
+#else
+  LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
+#endif
+  if (!rt.backend) rt.backend = make_cpu_backend(opts.threads);
+  rt.model = std::make_unique<LlamaModel>(ckpt, *rt.backend, weight_dtype);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rt;
 }

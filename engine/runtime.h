@@ -15,6 +15,7 @@ struct RuntimeOptions {
   std::string model;               // path; empty = the default model
   std::optional<DType> dtype;      // weight dtype (nullopt: as stored; GGUF blocks become f32)
   int threads = 0;                 // CPU threads, 0 = all cores
+  std::string device = "auto";     // auto | cpu | cuda (auto: the GPU when one is present)
 };
 
 struct Runtime {

@@ -1,7 +1,7 @@
 // llmctl_score: runs the golden cases of tests/golden/*.json through llmctl and prints, per case,
 // our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
-// Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16]
+// Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -16,12 +16,13 @@
 using namespace llmctl;
 
 int main(int argc, char** argv) try {
-  LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16]";
+  LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]";
   RuntimeOptions ro;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--model") ro.model = argv[i + 1];
     else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
+    else if (k == "--device") ro.device = argv[i + 1];
     else LLM_THROW() << "unknown option " << k;
   }
   std::ifstream in(argv[1]);

@@ -4,7 +4,7 @@ model (tests/golden/smollm2_golden.json, made by tests/golden/make_golden.py).
 
 Passes when, for every teacher-forced case, the log-probabilities of the reference's top-20 tokens
 at every position differ by at most 2e-3, and every 64-token greedy continuation is identical.
-Usage: test_golden.py BUILD_DIR [--dtype bf16 --tol 5e-2 --allow-near-tie]
+Usage: test_golden.py BUILD_DIR [--device cuda --dtype bf16 --tol 5e-2]
 """
 import argparse
 import json
@@ -17,6 +17,7 @@ ap.add_argument("build")
 ap.add_argument("--dtype", default="f32")
 ap.add_argument("--tol", type=float, default=2e-3)
 ap.add_argument("--model", default="")
+ap.add_argument("--device", default="cpu")
 args = ap.parse_args()
 
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
@@ -27,7 +28,7 @@ if not os.path.exists(model):
     print(f"SKIP: default model not found at {model} (run scripts/fetch-model.sh)")
     sys.exit(77)
 
-cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype]
+cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype, "--device", args.device]
 res = subprocess.run(cmd, capture_output=True, text=True)
 if res.returncode != 0:
     print(res.stderr)
