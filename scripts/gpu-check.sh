@@ -8,7 +8,9 @@
 #                        cmake --build build-gpu -j2
 # and carry the build dir plus any shared libraries the GPU machine lacks (libpcre2-8,
 # libsentencepiece): point LD_LIBRARY_PATH at them before calling; it is passed through untouched.
-# Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log.
+# Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log,
+# gpu-golden.log (the golden test in bf16 on the GPU, when the default model's GGUF is present:
+# GOLDEN_MODEL=path overrides where it is looked for).
 # Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
 # Exit status: the tests' (ctest) status; a failed benchmark is reported but does not hide it.
 set -uo pipefail
@@ -58,5 +60,16 @@ else
   bench_rc=2
 fi
 
-echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc; results in $RESULTS"
+echo "== golden test on the GPU (bf16): greedy continuation and top-20 log-probabilities vs transformers fp32"
+GOLDEN_MODEL=${GOLDEN_MODEL:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
+golden_rc=0
+if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" ]]; then
+  LLMCTL_SOURCE_DIR=$PWD python3 tests/e2e/test_golden.py "$BUILD" --device cuda --dtype bf16 --tol 5e-2 \
+    --model "$GOLDEN_MODEL" 2>&1 | tee "$RESULTS/gpu-golden.log"
+  golden_rc=${PIPESTATUS[0]}
+else
+  echo "gpu-check: golden test skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee "$RESULTS/gpu-golden.log"
+fi
+
+echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc; results in $RESULTS"
 exit "$test_rc"
