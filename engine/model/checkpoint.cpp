@@ -55,9 +55,10 @@ Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
       has_pickle = true;
   }
   LLM_REQUIRE(!ec) << "cannot list '" << dir.string() << "': " << ec.message();
-  if (!has_safetensors && has_pickle) 
+  if (!has_safetensors && has_pickle)
     refuse_pickle("'" + dir.string() + "' holds only pickled PyTorch checkpoints (pytorch_model.bin / *.bin / *.pt)");
-  LLM_REQUIRE(fs::exists(dir / "config.json")) << "'" << dir.string() << "' has no config.json (not an HF model directory)";
+  LLM_REQUIRE(fs::exists(dir / "config.json"))
+      << "'" << dir.string() << "' has no config.json (not an HF model directory)";
 
   Checkpoint ck;
   ck.config = parse_hf_config(read_json_file(dir / "config.json"));
@@ -72,7 +73,8 @@ Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
       if (floating && t.dtype != *opts.dtype) t = convert_host(t, *opts.dtype);
     }
   }
-  LLM_REQUIRE(ck.has("model.embed_tokens.weight")) << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
+  LLM_REQUIRE(ck.has("model.embed_tokens.weight"))
+      << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
   LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))
       << "'" << dir.string() << "' has no lm_head.weight and config.json does not tie word embeddings";
   return ck;

@@ -71,8 +71,10 @@ RopeScaling parse_rope_scaling(const json& j) {
   const json& s = j["rope_scaling"];
   LLM_REQUIRE(s.is_object()) << "config.json: rope_scaling must be an object";
   std::string type;
-  if (s.contains("rope_type") && s["rope_type"].is_string()) type = s["rope_type"].get<std::string>();
-  else if (s.contains("type") && s["type"].is_string()) type = s["type"].get<std::string>();
+  if (s.contains("rope_type") && s["rope_type"].is_string())
+    type = s["rope_type"].get<std::string>();
+  else if (s.contains("type") && s["type"].is_string())
+    type = s["type"].get<std::string>();
   if (type == "default") return r;  // transformers writes this for plain rope
   LLM_REQUIRE(type == "linear" || type == "llama3")
       << "config.json: rope_scaling type '" << type << "' is not supported (linear, llama3)";
@@ -111,7 +113,7 @@ ModelConfig parse_hf_config(const json& j) {
                     << "' is not supported (llmctl runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)";
   c.architecture = info->architecture;
   c.model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
-                                                                        : std::string(info->model_type);
+                                                                         : std::string(info->model_type);
   c.hidden_size = get_int(j, "hidden_size");
   c.num_layers = get_int(j, "num_hidden_layers");
   c.num_heads = get_int(j, "num_attention_heads");
@@ -127,14 +129,18 @@ ModelConfig parse_hf_config(const json& j) {
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
-  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
-  else if (j.contains("dtype") && j["dtype"].is_string()) c.torch_dtype = j["dtype"].get<std::string>();  // newer transformers
+  if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
+    c.torch_dtype = j["torch_dtype"].get<std::string>();
+  else if (j.contains("dtype") && j["dtype"].is_string())
+    c.torch_dtype = j["dtype"].get<std::string>();  // newer transformers
   c.validate();
   return c;
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](int v, const char* name) { LLM_REQUIRE(v > 0) << "model config: " << name << " must be positive, got " << v; };
+  auto positive = [](int v, const char* name) {
+    LLM_REQUIRE(v > 0) << "model config: " << name << " must be positive, got " << v;
+  };
   positive(hidden_size, "hidden_size");
   positive(num_layers, "num_hidden_layers");
   positive(num_heads, "num_attention_heads");
@@ -151,7 +157,8 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
   if (rope_scaling.type != "none") {
-    LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0) << "model config: rope scaling factor must be positive";
+    LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0)
+        << "model config: rope scaling factor must be positive";
   }
   if (rope_scaling.type == "llama3") {
     LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0)
@@ -159,8 +166,10 @@ void ModelConfig::validate() const {
     LLM_REQUIRE(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
         << "model config: llama3 rope scaling needs high_freq_factor > low_freq_factor";
   }
-  for (int id : bos_token_ids) LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary";
-  for (int id : eos_token_ids) LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary";
+  for (int id : bos_token_ids)
+    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary";
+  for (int id : eos_token_ids)
+    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary";
 }
 
 json ModelConfig::to_hf_json() const {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/thread_pool.h"
 #include "engine/model/utf8.h"
 #include "quant/format/gguf_blocks.h"
 
@@ -54,20 +55,38 @@ const GgufValue::Array& GgufValue::as_array() const {
 namespace {
 
 enum ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
-constexpr int kMaxArrayDepth = 4;   // arrays of arrays are legal; deeper nesting is not plausible
-constexpr uint32_t kMaxDims = 4;     // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 4;  // arrays of arrays are legal; deeper nesting is not plausible
+constexpr uint32_t kMaxDims = 4;   // GGML_MAX_DIMS
 
 // Smallest encoded size of one value of a type: used to reject counts the file cannot hold
 // before allocating anything for them.
 uint64_t min_encoded_size(uint32_t type) {
   switch (type) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: return 8;
+    case kU8:
+    case kI8:
+    case kBool: return 1;
+    case kU16:
+    case kI16: return 2;
+    case kU32:
+    case kI32:
+    case kF32: return 4;
+    case kU64:
+    case kI64:
+    case kF64: return 8;
     case kString: return 8;
     case kArray: return 12;
   }
@@ -83,8 +102,8 @@ class Cursor {
   size_t remaining() const { return size_ - pos_; }
 
   void need(uint64_t n, const char* what) {
-    LLM_REQUIRE(n <= remaining()) << path_ << ": truncated GGUF file: " << what << " at offset " << pos_
-                                  << " needs " << n << " bytes, " << remaining() << " left";
+    LLM_REQUIRE(n <= remaining()) << path_ << ": truncated GGUF file: " << what << " at offset " << pos_ << " needs "
+                                  << n << " bytes, " << remaining() << " left";
   }
   template <class T>
   T read(const char* what) {
@@ -107,8 +126,8 @@ class Cursor {
   // A count of items each at least min_size bytes long must fit in what is left of the file.
   void check_count(uint64_t count, uint64_t min_size, const char* what) {
     LLM_REQUIRE(min_size == 0 || count <= remaining() / min_size)
-        << path_ << ": " << what << " count " << count << " at offset " << pos_
-        << " cannot fit in the " << remaining() << " bytes left in the file";
+        << path_ << ": " << what << " count " << count << " at offset " << pos_ << " cannot fit in the " << remaining()
+        << " bytes left in the file";
   }
   [[noreturn]] void fail(const std::string& msg) { LLM_THROW() << path_ << ": " << msg; }
 
@@ -134,7 +153,8 @@ GgufValue read_value(Cursor& c, uint32_t type, int depth) {
     case kF64: out.v = c.read<double>("f64 value"); break;
     case kBool: {
       uint8_t b = c.read<uint8_t>("bool value");
-      if (b > 1) c.fail("bool value " + std::to_string(b) + " at offset " + std::to_string(c.pos() - 1) + " is not 0 or 1");
+      if (b > 1)
+        c.fail("bool value " + std::to_string(b) + " at offset " + std::to_string(c.pos() - 1) + " is not 0 or 1");
       out.v = b == 1;
       break;
     }
@@ -151,7 +171,8 @@ GgufValue read_value(Cursor& c, uint32_t type, int depth) {
       out.v = std::move(arr);
       break;
     }
-    default: c.fail("unknown metadata value type " + std::to_string(type) + " at offset " + std::to_string(c.pos() - 4));
+    default:
+      c.fail("unknown metadata value type " + std::to_string(type) + " at offset " + std::to_string(c.pos() - 4));
   }
   return out;
 }
@@ -281,34 +302,48 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 
 Tensor GgufFile::load(const GgufTensorInfo& t, bool keep_float) const {
   std::vector<int64_t> shape = t.shape();
-  uint32_t type = uint32_t(t.type);
-  if (keep_float && (t.type == GgmlType::F16 || t.type == GgmlType::BF16 || t.type == GgmlType::F32)) {
+  const uint32_t type = uint32_t(t.type);
+  const bool is_float = t.type == GgmlType::F16 || t.type == GgmlType::BF16 || t.type == GgmlType::F32;
+  if (keep_float && is_float) {
     DType dt = t.type == GgmlType::F32 ? DType::F32 : t.type == GgmlType::F16 ? DType::F16 : DType::BF16;
-    // The mapping is read-only; callers treat checkpoint tensors as const.
-    return Tensor::view(const_cast<uint8_t*>(t.data), dt, std::move(shape), std::shared_ptr<void>(file_, nullptr));
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(dt) == 0)  // the mapping is read-only; views are const
+      return Tensor::view(const_cast<uint8_t*>(t.data), dt, std::move(shape), std::shared_ptr<void>(file_, nullptr));
+    Tensor copy = Tensor::empty_host(dt, std::move(shape));  // general.alignment below the element size
+    std::memcpy(copy.data, t.data, t.nbytes);
+    return copy;
   }
+  LLM_REQUIRE(is_float || quant::ggml_can_dequantize(type))
+      << path() << ": tensor '" << t.name << "' has type " << quant::ggml_type_label(type)
+      << ", which llmctl cannot dequantize (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+         "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
   Tensor out = Tensor::empty_host(DType::F32, shape);
-  int64_t n = out.numel();
   float* dst = out.ptr<float>();
-  switch (t.type) {
-    case GgmlType::F32: std::memcpy(dst, t.data, size_t(n) * 4); break;
-    case GgmlType::F16:
-    case GgmlType::BF16: {
-      bool f16 = t.type == GgmlType::F16;
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        dst[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
-      }
-      break;
+  quant::GgmlBlockLayout l;
+  LLM_CHECK(quant::ggml_block_layout(type, &l));
+  const int64_t nblocks = out.numel() / l.block_size;
+  // Converts blocks [b0, b1); each block is handled the same way whatever the split. Runs on pool
+  // threads, so it must not throw.
+  auto convert = [&](int64_t b0, int64_t b1) {
+    const uint8_t* src = t.data + size_t(b0) * l.type_size;
+    float* d = dst + b0 * l.block_size;
+    int64_t n = (b1 - b0) * l.block_size;
+    switch (t.type) {
+      case GgmlType::F32: std::memcpy(d, src, size_t(n) * 4); break;
+      case GgmlType::F16:
+      case GgmlType::BF16:
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, src + 2 * i, 2);
+          d[i] = t.type == GgmlType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+        break;
+      default: quant::dequantize_row(type, src, d, n);  // cannot fail: type checked above, whole blocks
     }
-    default:
-      LLM_REQUIRE(quant::ggml_can_dequantize(type))
-          << path() << ": tensor '" << t.name << "' has type " << quant::ggml_type_label(type)
-          << ", which llmctl cannot dequantize (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-             "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
-      LLM_CHECK(quant::dequantize_row(type, t.data, dst, n)) << "dequantize " << t.name;
-  }
+  };
+  if (out.numel() >= (int64_t(1) << 20))
+    ThreadPool::global().parallel_for(nblocks, convert);
+  else
+    convert(0, nblocks);
   return out;
 }
 

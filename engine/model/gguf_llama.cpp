@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <regex>
 
 #include "engine/core/error.h"
 
@@ -41,7 +40,8 @@ float meta_float_or(const GgufFile& g, const std::string& key, float def) {
 RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, float theta, int head_dim) {
   Tensor f = g.load(t);
   int64_t n = f.numel();
-  LLM_REQUIRE(n == head_dim / 2) << g.path() << ": rope_freqs.weight has " << n << " entries, expected " << head_dim / 2;
+  LLM_REQUIRE(n == head_dim / 2) << g.path() << ": rope_freqs.weight has " << n << " entries, expected "
+                                 << head_dim / 2;
   const float* v = f.ptr<float>();
   RopeScaling r;
   r.type = "llama3";
@@ -61,8 +61,8 @@ RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, f
     } else if (wavelen > low_wavelen) {
       expect = r.factor;
     } else {
-      double smooth = (r.original_max_position_embeddings / wavelen - r.low_freq_factor) /
-                      (r.high_freq_factor - r.low_freq_factor);
+      double smooth =
+          (r.original_max_position_embeddings / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
       expect = 1.0 / ((1 - smooth) / r.factor + smooth);
     }
     LLM_REQUIRE(std::fabs(expect - v[i]) <= 1e-3 * std::fabs(expect))
@@ -98,7 +98,8 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
     c.vocab_size = meta_int(g, "llama.vocab_size");
   } else {
     const GgufValue* toks = g.find("tokenizer.ggml.tokens");
-    LLM_REQUIRE(toks && toks->is_array()) << g.path() << ": neither llama.vocab_size nor tokenizer.ggml.tokens is present";
+    LLM_REQUIRE(toks && toks->is_array())
+        << g.path() << ": neither llama.vocab_size nor tokenizer.ggml.tokens is present";
     c.vocab_size = int(toks->as_array().size());
   }
 
@@ -125,20 +126,27 @@ std::string gguf_to_hf_name(const std::string& name) {
   static const std::pair<const char*, const char*> top[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   static const std::pair<const char*, const char*> layer[] = {
-      {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
-      {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+      {"attn_norm", "input_layernorm"},         {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},           {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"},      {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},            {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"}};
-  static const std::regex blk(R"(blk\.(\d{1,6})\.([a-z_]+)\.(weight|bias))");
-  static const std::regex plain(R"(([a-z_]+)\.(weight|bias))");
-  std::smatch m;
-  if (std::regex_match(name, m, blk)) {
+  // Split "<stem>.weight" / "<stem>.bias".
+  size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return "";
+  std::string stem = name.substr(0, dot), suffix = name.substr(dot + 1);
+  if (suffix != "weight" && suffix != "bias") return "";
+  if (stem.starts_with("blk.")) {  // "blk.<N>.<part>"
+    size_t dot2 = stem.find('.', 4);
+    if (dot2 == std::string::npos) return "";
+    std::string index = stem.substr(4, dot2 - 4), part = stem.substr(dot2 + 1);
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) return "";
     for (auto& [from, to] : layer)
-      if (m[2] == from) return "model.layers." + m[1].str() + "." + to + "." + m[3].str();
-  } else if (std::regex_match(name, m, plain)) {
-    for (auto& [from, to] : top)
-      if (m[1] == from) return std::string(to) + "." + m[2].str();
+      if (part == from) return "model.layers." + index + "." + to + "." + suffix;
+    return "";
   }
+  for (auto& [from, to] : top)
+    if (stem == from) return std::string(to) + "." + suffix;
   return "";
 }
 
@@ -155,7 +163,7 @@ Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
   for (int64_t h = 0; h < n_head; ++h)
     for (int64_t pair = 0; pair < 2; ++pair)
       for (int64_t i = 0; i < half; ++i) {
-        int64_t to = (h * 2 + pair) * half + i;  // HF: first halves then second halves of each head
+        int64_t to = (h * 2 + pair) * half + i;      // HF: first halves then second halves of each head
         int64_t from = h * 2 * half + i * 2 + pair;  // llama.cpp: interleaved pairs
         std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
       }

@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "engine/core/error.h"
 
@@ -60,10 +59,12 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   const uint8_t* base = st->file_->data();
   const uint64_t size = st->file_->size();
 
-  LLM_REQUIRE(size >= 8) << path << ": not a safetensors file (" << size << " bytes, shorter than the 8-byte header length)";
+  LLM_REQUIRE(size >= 8) << path << ": not a safetensors file (" << size
+                         << " bytes, shorter than the 8-byte header length)";
   uint64_t n;
   std::memcpy(&n, base, 8);
-  LLM_REQUIRE(n <= size - 8) << path << ": header length " << n << " runs past the end of the file (" << size << " bytes)";
+  LLM_REQUIRE(n <= size - 8) << path << ": header length " << n << " runs past the end of the file (" << size
+                             << " bytes)";
   LLM_REQUIRE(n <= kMaxHeader) << path << ": header length " << n << " is larger than the 100 MB limit";
   LLM_REQUIRE(n >= 2 && base[8] == '{') << path << ": header is not a JSON object";
 
@@ -78,7 +79,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   const uint8_t* data = base + 8 + n;
   const uint64_t data_size = size - 8 - n;
   std::shared_ptr<void> owner(st->file_, nullptr);  // aliasing: keeps the mapping alive
-  struct Range { uint64_t begin, end; const std::string* name; };
+  struct Range {
+    uint64_t begin, end;
+    const std::string* name;
+  };
   std::vector<Range> ranges;
 
   for (auto& [name, entry] : header.items()) {
@@ -105,7 +109,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     bool overflow = false;
     for (const json& d : entry["shape"]) {
       uint64_t v = json_uint(d, path, where + " shape dimension");
-      overflow = overflow || v > uint64_t(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, v, &numel);
+      overflow =
+          overflow || v > uint64_t(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, v, &numel);
       shape.push_back(int64_t(std::min<uint64_t>(v, uint64_t(std::numeric_limits<int64_t>::max()))));
     }
     uint64_t nbytes = 0;
@@ -113,9 +118,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     LLM_REQUIRE(!overflow) << path << ": " << where << " shape overflows (its element count is too large)";
     uint64_t begin = json_uint(entry["data_offsets"][0], path, where + " data_offsets");
     uint64_t end = json_uint(entry["data_offsets"][1], path, where + " data_offsets");
-    LLM_REQUIRE(begin <= end && end <= data_size)
-        << path << ": " << where << " data_offsets [" << begin << ", " << end << "] lie outside the data section ("
-        << data_size << " bytes)";
+    LLM_REQUIRE(begin <= end && end <= data_size) << path << ": " << where << " data_offsets [" << begin << ", " << end
+                                                  << "] lie outside the data section (" << data_size << " bytes)";
     LLM_REQUIRE(end - begin == nbytes) << path << ": " << where << " has shape and dtype " << dts << " needing "
                                        << nbytes << " bytes, but data_offsets span " << end - begin;
     const uint8_t* p = data + begin;
@@ -158,7 +162,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     LLM_REQUIRE(t.device == Device::CPU) << "write_safetensors: tensor '" << name << "' is not on the host";
     LLM_REQUIRE(t.data || t.numel() == 0) << "write_safetensors: tensor '" << name << "' has no data";
     uint64_t nbytes = t.nbytes();
-    header[name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {
+        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = header.dump();

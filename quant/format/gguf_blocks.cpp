@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 // Bit-exactness with the numpy reference needs each multiply and add rounded on its own: no FMA.
 #if defined(__clang__)
@@ -133,9 +134,8 @@ const char* ggml_type_label(uint32_t type) {
 }
 
 bool ggml_can_dequantize(uint32_t type) {
-  switch (type) {
-    case 2: case 3: case 6: case 7: case 8: case 10: case 11: case 12: case 13: case 14: return true;
-  }
+  for (uint32_t t : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u})
+    if (t == type) return true;
   return false;
 }
 
@@ -278,8 +278,7 @@ void dequantize_q6_k(const uint8_t* src, float* dst, int64_t nb) {
 
 bool dequantize_row(uint32_t type, const void* src, float* dst, int64_t n) {
   GgmlBlockLayout l;
-  if (!ggml_can_dequantize(type) || !ggml_block_layout(type, &l) || n < 0 || n % l.block_size != 0)
-    return false;
+  if (!ggml_can_dequantize(type) || !ggml_block_layout(type, &l) || n < 0 || n % l.block_size != 0) return false;
   const auto* s = static_cast<const uint8_t*>(src);
   int64_t nb = n / l.block_size;
   switch (type) {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
@@ -30,9 +29,16 @@ Tensor filled(std::vector<int64_t> shape, float scale) {
 }
 
 json tiny_config() {
-  return {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", H}, {"num_hidden_layers", 1},
-          {"num_attention_heads", NH}, {"num_key_value_heads", NKV}, {"intermediate_size", FF},
-          {"vocab_size", V}, {"tie_word_embeddings", true}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"hidden_size", H},
+          {"num_hidden_layers", 1},
+          {"num_attention_heads", NH},
+          {"num_key_value_heads", NKV},
+          {"intermediate_size", FF},
+          {"vocab_size", V},
+          {"tie_word_embeddings", true},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2}};
 }
 
 std::vector<std::pair<std::string, Tensor>> tiny_weights() {
@@ -62,7 +68,9 @@ Bytes tiny_gguf(const std::string& arch = "llama", bool with_output = false) {
                       w.ptr<float>() + ((h * 2 + p) * half + i) * cols, size_t(cols) * 4);
     return out;
   };
-  auto bytes = [](const Tensor& t) { return Bytes(static_cast<uint8_t*>(t.data), static_cast<uint8_t*>(t.data) + t.nbytes()); };
+  auto bytes = [](const Tensor& t) {
+    return Bytes(static_cast<uint8_t*>(t.data), static_cast<uint8_t*>(t.data) + t.nbytes());
+  };
   auto ne = [](const Tensor& t) { return std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()); };
   GgufBuilder g;
   g.kv_str("general.architecture", arch);
@@ -213,6 +221,10 @@ TEST_CASE("checkpoint: GGUF names and un-permutation helpers") {
   CHECK(gguf_to_hf_name("blk.3.attn_q.bias") == "model.layers.3.self_attn.q_proj.bias");
   CHECK(gguf_to_hf_name("blk.3.ffn_gate_exps.weight") == "");
   CHECK(gguf_to_hf_name("mystery") == "");
+  CHECK(gguf_to_hf_name("blk.x.attn_q.weight") == "");
+  CHECK(gguf_to_hf_name("blk..attn_q.weight") == "");
+  CHECK(gguf_to_hf_name("blk.1.attn_q.scale") == "");
+  CHECK(gguf_to_hf_name("token_embd") == "");
   // One head of 8 rows: llama.cpp order (pairs interleaved) -> HF order (halves).
   Tensor rows = Tensor::empty_host(DType::F32, {8});
   for (int i = 0; i < 8; ++i) rows.ptr<float>()[i] = float(i);
@@ -249,7 +261,12 @@ TEST_CASE("checkpoint: the default model, SmolLM2-135M-Instruct Q4_1 GGUF") {
 
   // Pinned by tests/unit/data/smollm2_gguf_pins.py (gguf + numpy, transformers' reverse permutation;
   // checked once against the q_proj / k_proj transformers itself loads from this file).
-  struct Pin { const char* tensor; int row; double sum; float first; };
+  struct Pin {
+    const char* tensor;
+    int row;
+    double sum;
+    float first;
+  };
   const Pin pins[] = {
       {"model.layers.0.self_attn.q_proj.weight", 0, 1.00726318, -0.0963134766f},
       {"model.layers.0.self_attn.q_proj.weight", 1, 4.2230835, -0.159179688f},

@@ -100,6 +100,19 @@ TEST_CASE("gguf: honours general.alignment") {
   CHECK(f->find_tensor("b")->offset == 64);
   CHECK(f->load(*f->find_tensor("b")).ptr<float>()[0] == 5.0f);
 
+  // An alignment below the element size: keep_float views become aligned copies.
+  GgufBuilder small;
+  small.alignment = 2;
+  small.kv_u32("general.alignment", 2);
+  small.tensor("h", 1, {1}, Bytes{0x00, 0x3c});
+  small.tensor("f", 0, {2}, f32_bytes({3.5f, -1.0f}));
+  REQUIRE(open_error(dir, small.build()) == "");
+  auto s = GgufFile::open(dir.file("x.gguf"));
+  Tensor tf = s->load(*s->find_tensor("f"), /*keep_float=*/true);
+  CHECK(reinterpret_cast<uintptr_t>(tf.data) % 4 == 0);
+  CHECK(tf.ptr<float>()[0] == 3.5f);
+  CHECK(tf.ptr<float>()[1] == -1.0f);
+
   GgufBuilder bad;
   bad.kv_u32("general.alignment", 24);
   CHECK(open_error(dir, bad.build()).find("alignment") != std::string::npos);
@@ -190,7 +203,7 @@ TEST_CASE("gguf: malformed files raise InputError naming the problem") {
     expect(d.build(), "duplicate metadata key");
     GgufBuilder n;
     Bytes nest;
-    put<uint32_t>(nest, 9);  // value type: array
+    put<uint32_t>(nest, 9);                                                       // value type: array
     for (int i = 0; i < 10; ++i) put<uint32_t>(nest, 9), put<uint64_t>(nest, 1);  // of one array ...
     put<uint32_t>(nest, 4), put<uint64_t>(nest, 0);
     n.kv.clear();

@@ -66,8 +66,11 @@ TEST_CASE("config: Mistral and Qwen2") {
 
 TEST_CASE("config: rope scaling") {
   json j = smollm2_json();
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   ModelConfig c = parse_hf_config(j);
   CHECK(c.rope_scaling.type == "llama3");
   CHECK(c.rope_scaling.factor == 8.0f);
@@ -108,8 +111,11 @@ TEST_CASE("config: to_hf_json round trip") {
     json j = smollm2_json();
     j["architectures"] = {arch};
     j.erase("model_type");
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
     ModelConfig a = parse_hf_config(j);
     json out = a.to_hf_json();
     CHECK(out["rms_norm_eps"].get<double>() == 1e-5);  // written as the short decimal

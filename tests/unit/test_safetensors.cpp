@@ -2,10 +2,9 @@
 // problem), and a fixed-seed mutation fuzz loop.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
 #include "engine/model/safetensors.h"
@@ -60,10 +59,13 @@ TEST_CASE("safetensors: write then read round trip") {
   Tensor u8 = Tensor::empty_host(DType::U8, {5});
   for (int i = 0; i < 5; ++i) u8.ptr<uint8_t>()[i] = uint8_t(250 + i);
   std::vector<std::pair<std::string, Tensor>> in = {
-      {"z.weight", iota(DType::F32, {2, 3}, 1.0f)}, {"a.weight", iota(DType::BF16, {4}, -1.0f)},
-      {"m.f16", iota(DType::F16, {3, 1, 2}, 0.5f)}, {"ids", i64},
+      {"z.weight", iota(DType::F32, {2, 3}, 1.0f)},
+      {"a.weight", iota(DType::BF16, {4}, -1.0f)},
+      {"m.f16", iota(DType::F16, {3, 1, 2}, 0.5f)},
+      {"ids", i64},
       {"bytes", u8},  // 5 bytes: the following tensor starts unaligned
-      {"after", iota(DType::I32, {2}, 0.0f)},           {"scalar", iota(DType::F32, {}, 7.0f)},
+      {"after", iota(DType::I32, {2}, 0.0f)},
+      {"scalar", iota(DType::F32, {}, 7.0f)},
       {"empty", Tensor::empty_host(DType::F32, {0, 4})},
   };
   write_safetensors(dir.file("m.safetensors"), in, {{"format", "pt"}, {"note", "llmctl test"}});
@@ -105,8 +107,9 @@ TEST_CASE("safetensors: directories, single and sharded") {
   write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", iota(DType::F16, {3}, 2)}});
   CHECK_THROWS_WITH_AS(load_safetensors_dir(dir.path.string()), doctest::Contains("several"), InputError);
 
-  nlohmann::json index = {{"metadata", {{"total_size", 14}}},
-                          {"weight_map", {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}}};
+  nlohmann::json index = {
+      {"metadata", {{"total_size", 14}}},
+      {"weight_map", {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}}};
   write_text(dir.file("model.safetensors.index.json"), index.dump());
   auto all = load_safetensors_dir(dir.path.string());
   REQUIRE(all.size() == 2);
@@ -161,8 +164,10 @@ TEST_CASE("safetensors: malformed files raise InputError naming the problem") {
   expect(header(R"({"t":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})"), "outside the data section");
   expect(header(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[12,8]}})"), "outside the data section");
   expect(header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551615,7]}})"), "outside");
-  expect(header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})"),
-         "overlap");
+  expect(
+      header(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})"),
+      "overlap");
   expect(header(R"({"t":{"dtype":"U8","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,0]}})"), "overflow");
   expect(header(R"({"t":{"dtype":"U8","shape":[9223372036854775808,2],"data_offsets":[0,0]}})"), "overflow");
   expect(header(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})"), "non-negative");
@@ -181,9 +186,9 @@ TEST_CASE("safetensors: malformed files raise InputError naming the problem") {
 
 TEST_CASE("safetensors: random mutations give success or InputError, never a crash") {
   ScratchDir dir("st_fuzz");
-  write_safetensors(dir.file("v.safetensors"), {{"a", iota(DType::F32, {2, 3}, 1)},
-                                                {"b", iota(DType::BF16, {5}, 2)},
-                                                {"c", iota(DType::I32, {4}, 0)}});
+  write_safetensors(
+      dir.file("v.safetensors"),
+      {{"a", iota(DType::F32, {2, 3}, 1)}, {"b", iota(DType::BF16, {5}, 2)}, {"c", iota(DType::I32, {4}, 0)}});
   const Bytes valid = read_bytes(dir.file("v.safetensors"));
   const std::string digits = "0123456789-[]{},\":e.";
   std::mt19937_64 rng(7);
