@@ -42,8 +42,8 @@ else
   test_rc=${PIPESTATUS[0]}
   [[ $test_rc == 77 ]] && echo "gpu-check: GPU tests SKIPPED (exit 77)" | tee -a "$RESULTS/gpu-tests.log"
 fi
-# ctest shows a skip (exit 77) as "Not Run"/"Skipped", never as a pass: say so plainly.
-if grep -q -i "skipped\|not run" "$RESULTS/gpu-tests.log"; then
+# A skip (exit 77, "no CUDA device") is never a pass: say so plainly.
+if [[ $test_rc == 77 ]] || grep -q "no CUDA device" "$RESULTS/gpu-tests.log"; then
   echo "gpu-check: GPU tests were SKIPPED (no device visible?)" | tee -a "$RESULTS/gpu-tests.log"
 fi
 
