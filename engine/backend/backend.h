@@ -51,6 +51,7 @@ class Backend {
   // out[T,H] = table[ids[t], :]                             table [V,H] any float dtype
   virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) = 0;
   // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
+  // The residual stream is f32 on every backend; x may be f32 while out is the activation dtype.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;
   // out[T,N] = x[T,K] @ w[N,K]^T (+ bias[N])                w f32/f16/bf16
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;

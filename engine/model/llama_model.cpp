@@ -128,7 +128,7 @@ void LlamaModel::ensure_workspace(int64_t T) {
   const DType dt = backend_.activation_dtype();
   ws_.tokens = T;
   ws_.hidden = backend_.alloc(dt, {T, c.hidden_size});
-  ws_.residual = backend_.alloc(dt, {T, c.hidden_size});
+  ws_.residual = backend_.alloc(DType::F32, {T, c.hidden_size});  // f32: no re-rounding per layer
   ws_.normed = backend_.alloc(dt, {T, c.hidden_size});
   ws_.qkv = backend_.alloc(dt, {T, int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim});
   ws_.attn = backend_.alloc(dt, {T, int64_t(c.num_heads) * c.head_dim});
@@ -177,7 +177,7 @@ Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
   if (R == 0) return Tensor::empty_host(DType::F32, {0, c.vocab_size});
   Tensor last = backend_.alloc(backend_.activation_dtype(), {R, c.hidden_size});
   backend_.gather_rows(normed, b, last);
-  Tensor logits = backend_.alloc(backend_.activation_dtype(), {R, c.vocab_size});
+  Tensor logits = backend_.alloc(DType::F32, {R, c.vocab_size});  // f32: logprobs need the precision
   backend_.linear(last, lm_head_, nullptr, logits);
   Tensor host = backend_.to_host_f32(logits);
   backend_.synchronize();

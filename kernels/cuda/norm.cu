@@ -6,10 +6,10 @@ namespace {
 
 // One block per row. Pass 1 (optionally) updates the residual and sums squares; pass 2 scales.
 // Each thread touches the same indices in both passes, so out may alias x.
-template <class T, class R>
+template <class TX, class T, class R>
 __global__ void rms_norm_kernel(RmsNormParams p) {
   const int64_t row = blockIdx.x;
-  const T* x = static_cast<const T*>(p.x) + row * p.hidden;
+  const TX* x = static_cast<const TX*>(p.x) + row * p.hidden;
   T* out = static_cast<T*>(p.out) + row * p.hidden;
   R* res = p.residual ? static_cast<R*>(p.residual) + row * p.hidden : nullptr;
   float ss = 0.f;
@@ -40,11 +40,14 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   const bool f32_res = p.residual && p.residual_dtype == DType::F32;
   LLM_CHECK(!p.residual || f32_res || p.residual_dtype == p.dtype)
       << "rms_norm: residual must be f32 or the activation dtype";
+  LLM_CHECK(!p.x_f32 || !p.residual || f32_res) << "rms_norm: an f32 input needs an f32 residual";
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, {
-    if (f32_res)
-      rms_norm_kernel<T, float><<<unsigned(p.rows), threads, 0, stream>>>(p);
+    if (p.x_f32)
+      rms_norm_kernel<float, T, float><<<unsigned(p.rows), threads, 0, stream>>>(p);
+    else if (f32_res)
+      rms_norm_kernel<T, T, float><<<unsigned(p.rows), threads, 0, stream>>>(p);
     else
-      rms_norm_kernel<T, T><<<unsigned(p.rows), threads, 0, stream>>>(p);
+      rms_norm_kernel<T, T, T><<<unsigned(p.rows), threads, 0, stream>>>(p);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -4,7 +4,8 @@
 // x, out: [T,H] in `dtype` (f32/f16/bf16); w: [H] in w_dtype; residual: [T,H] in residual_dtype, which
 // is either `dtype` or F32 (an f32 residual stream avoids re-rounding the sum every layer). With a
 // residual, the norm reads the residual as stored (rounded), so it matches a reference that keeps
-// the residual in that dtype. out may alias x.
+// the residual in that dtype. out may alias x. x may also be f32 while out is f16/bf16 (x_f32:
+// the first layer normalizes the f32 residual stream itself).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,6 +21,7 @@ struct RmsNormParams {
   void* residual = nullptr; DType residual_dtype = DType::F32;
   int64_t rows, hidden;
   float eps;
+  bool x_f32 = false;  // x is f32 whatever `dtype` (the output dtype) is
 };
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
 

@@ -195,12 +195,13 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   check_device(w, "rms_norm w");
   check_device(out, "rms_norm out");
   const int64_t H = x.dim(-1);
-  LLM_CHECK(w.numel() == H && out.shape == x.shape && out.dtype == x.dtype)
+  LLM_CHECK(w.numel() == H && out.shape == x.shape && (out.dtype == x.dtype || x.dtype == DType::F32))
       << "rms_norm: x " << x.shape_str() << ", w " << w.shape_str() << ", out " << out.shape_str();
   cuda::RmsNormParams p{};
   p.x = x.data;
   p.out = out.data;
-  p.dtype = x.dtype;
+  p.dtype = out.dtype;
+  p.x_f32 = x.dtype == DType::F32 && out.dtype != DType::F32;
   p.w = w.data;
   p.w_dtype = w.dtype;
   if (residual) {
