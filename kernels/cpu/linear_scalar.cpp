@@ -2,40 +2,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/core/dtype.h"  // header-only f16/bf16 conversions, shared with the engine
 #include "kernels/cpu/linear_impl.h"
 
 namespace llmctl::kernels::detail {
 
 namespace {
-inline float bf16(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float f16(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while ((man & 0x400u) == 0);
-      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | man << 13;
-  } else {
-    u = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 template <class Load>
 float dot_generic(const float* a, int64_t n, Load load) {
   float acc[16] = {};
@@ -66,9 +38,9 @@ void linear_rows_scalar(const float* x, int64_t T, int64_t K, const void* w, Wei
       } else {
         const uint16_t* wr = static_cast<const uint16_t*>(w) + n * K;
         if (wt == WeightType::BF16)
-          s = dot_generic(xr, K, [wr](int64_t i) { return bf16(wr[i]); });
+          s = dot_generic(xr, K, [wr](int64_t i) { return bf16_to_f32(wr[i]); });
         else
-          s = dot_generic(xr, K, [wr](int64_t i) { return f16(wr[i]); });
+          s = dot_generic(xr, K, [wr](int64_t i) { return f16_to_f32(wr[i]); });
       }
       out[t * ldo + n] = bias ? s + bias[n] : s;
     }
