@@ -2,7 +2,12 @@
 """How far HF transformers itself lands from its own fp32 golden outputs when run in bf16 and
 f16 (CPU): the yardstick for llmctl's half-precision GPU golden results. Needs torch, transformers,
 accelerate, gguf. Usage: python3 tests/golden/hf_half_precision_gap.py (from the repository root)."""
+import json
+import os
+
+import torch
 from transformers import AutoModelForCausalLM
+
 G = os.path.join(os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl")), "models/SmolLM2-135M-Instruct")
 golden = json.load(open("tests/golden/smollm2_golden.json"))
 for dt in (torch.bfloat16, torch.float16):
