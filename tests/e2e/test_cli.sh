@@ -70,5 +70,9 @@ case "$cut" in *"$stop"*) fail "stop string leaked ($cut)";; *) pass "stop strin
   && pass "convert to bf16 shards" || fail "convert: $(cat "$TMP/err")"
 "$LLMCTL" generate --model "$TMP/conv" --temperature 0 -n 8 "The capital of France is" >/dev/null 2>"$TMP/err" \
   && pass "generate from converted bf16 shards" || fail "generate bf16: $(cat "$TMP/err")"
+"$LLMCTL" convert "$TMP/conv" "$TMP/conv16" --dtype f16 2>"$TMP/err" && grep -q -i "overflow" "$TMP/err" \
+  && pass "bf16 -> f16 warns about overflow" || fail "bf16 -> f16 warning: $(cat "$TMP/err")"
+python3 -c "import json,sys; c=json.load(open('$TMP/conv/config.json')); assert c['torch_dtype']=='bfloat16' and c['tie_word_embeddings'], c" \
+  && pass "config.json: bf16, tied embeddings" || fail "config.json of the bf16 conversion"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

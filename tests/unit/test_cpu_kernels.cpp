@@ -9,6 +9,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_impl.h"
 
 using namespace llmctl;
 
@@ -68,6 +69,21 @@ TEST_CASE("linear_rows gives bit-identical rows whatever the batch size or row s
     kernels::linear_rows(x.data() + t * K, 1, K, w.data(), kernels::WeightType::F32, nullptr, 17, N, solo.data(), N);
     for (int64_t n = 0; n < N; ++n) CHECK(solo[n] == all[t * N + n]);
   }
+}
+
+TEST_CASE("the scalar fallback agrees with the dispatched (SIMD) kernel") {
+  const int64_t K = 579, N = 19, T = 6;
+  auto x = randn(T * K, 51), w = randn(N * K, 52);
+  std::vector<uint16_t> wb(N * K);
+  for (int64_t i = 0; i < N * K; ++i) wb[i] = f32_to_bf16(w[i]);
+  std::vector<float> a(T * N), b(T * N);
+  for (auto [wt, data] : {std::pair{kernels::WeightType::F32, (const void*)w.data()},
+                          std::pair{kernels::WeightType::BF16, (const void*)wb.data()}}) {
+    kernels::linear_rows(x.data(), T, K, data, wt, nullptr, 0, N, a.data(), N);
+    kernels::detail::linear_rows_scalar(x.data(), T, K, data, wt, nullptr, 0, N, b.data(), N);
+    for (int64_t i = 0; i < T * N; ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
+  }
+  CHECK(kernels::detail::dot_f32_scalar(x.data(), w.data(), K) == doctest::Approx(kernels::dot_f32(x.data(), w.data(), K)).epsilon(1e-5));
 }
 
 TEST_CASE("rms_norm with and without the fused residual add") {
