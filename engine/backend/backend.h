@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/batch_plan.h"
@@ -68,6 +69,9 @@ class Backend {
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
+  // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v
+  // becomes a copy of block src.
+  virtual void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);

@@ -154,6 +154,19 @@ class CpuBackend final : public Backend {
       std::memcpy(out.ptr<float>() + r * C, x.ptr<float>() + int64_t(rows[r]) * C, C * 4);
   }
 
+  void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override {
+    for (KvLayer& l : cache) {
+      const size_t block_bytes = l.k.nbytes() / size_t(l.k.dim(0));
+      for (auto [src, dst] : pairs) {
+        LLM_CHECK(src >= 0 && dst >= 0 && src < l.k.dim(0) && dst < l.k.dim(0)) << "copy_blocks: bad block id";
+        for (Tensor* t : {&l.k, &l.v}) {
+          char* base = static_cast<char*>(t->data);
+          std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
+        }
+      }
+    }
+  }
+
  private:
   ThreadPool pool_;
 };

@@ -389,4 +389,18 @@ void CudaBackend::gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out
   cuda::launch_gather_rows({x.data, x.dtype, b.logits_rows.ptr<int32_t>(), out.data, out.dtype, R, C}, stream_);
 }
 
+void CudaBackend::copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) {
+  for (KvLayer& l : cache) {
+    check_device(l.k, "copy_blocks k");
+    const size_t block_bytes = l.k.nbytes() / size_t(l.k.dim(0));
+    for (auto [src, dst] : pairs) {
+      LLM_CHECK(src >= 0 && dst >= 0 && src < l.k.dim(0) && dst < l.k.dim(0)) << "copy_blocks: bad block id";
+      for (Tensor* t : {&l.k, &l.v})
+        CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(t->data) + dst * block_bytes,
+                                   static_cast<const char*>(t->data) + src * block_bytes, block_bytes,
+                                   cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+}
+
 }  // namespace llmctl

@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
                  float scale, Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
+  void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;
 
   // CUDA extras: rope and write_kv in one pass (same result as rope then write_kv).
   void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads,
