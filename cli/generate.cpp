@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include <fstream>
+
+#include "engine/batch_generate.h"
 #include "engine/core/error.h"
 #include "engine/generator.h"
 #include "engine/runtime.h"
@@ -17,13 +20,40 @@ namespace llmctl::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string prompt, model, system, dtype, device = "auto";
+  std::string prompt, model, system, dtype, device = "auto", prompts_file;
+  int max_num_seqs = 64, max_num_batched_tokens = 512;
+  double kv_cache_gb = 1.0;
   bool chat = false, json = false;
   int threads = 0;
   SamplingParams sp;
   uint64_t seed = 0;
 };
 }  // namespace
+
+static int run_prompts(GenerateArgs& a) {
+  std::ifstream in(a.prompts_file);
+  LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
+  RuntimeOptions ro;
+  ro.model = a.model;
+  ro.threads = a.threads;
+  ro.device = a.device;
+  if (!a.dtype.empty()) ro.dtype = parse_dtype(a.dtype);
+  Runtime rt = load_runtime(ro);
+  EngineConfig ec;
+  ec.sched.max_num_seqs = a.max_num_seqs;
+  ec.sched.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.kv_cache_bytes = a.kv_cache_gb * 1e9;
+  Engine engine(*rt.model, *rt.tokenizer, ec);
+  BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
+  EngineStats st = engine.stats();
+  std::fprintf(stderr,
+               "llmctl: %d requests (%d rejected) in %.2f s: %.2f req/s, %.1f generated tok/s, %.1f total tok/s | "
+               "%lld steps, %lld preemptions, prefix hit rate %.1f%%\n",
+               s.requests, s.errors, s.seconds, (s.requests - s.errors) / s.seconds, s.generated_tokens / s.seconds,
+               (s.prompt_tokens + s.generated_tokens) / s.seconds, (long long)st.steps, (long long)st.preemptions,
+               100.0 * st.kv.prefix_hit_rate);
+  return 0;
+}
 
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
@@ -49,10 +79,18 @@ Runner add_generate(CLI::App& app) {
   s->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
   s->add_option("--device", a->device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
   s->add_flag("--json", a->json, "print one JSON object with the result instead of streaming text");
+  s->add_option("--prompts", a->prompts_file,
+                "JSONL file, one request per line ({\"prompt\"} or {\"messages\"} plus sampling fields): "
+                "runs them all through the batching engine, one JSON line per result, in input order");
+  s->add_option("--max-num-seqs", a->max_num_seqs, "with --prompts: sequences per step")->capture_default_str();
+  s->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "with --prompts: new tokens per step")
+      ->capture_default_str();
+  s->add_option("--kv-cache-gb", a->kv_cache_gb, "with --prompts: KV cache size")->capture_default_str();
   return [a, s]() -> int {
     if (s->count("--seed")) a->sp.seed = a->seed;
     if (!a->sp.seed) a->sp.seed = std::random_device{}();
     a->sp.validate();
+    if (!a->prompts_file.empty()) return run_prompts(*a);
     if (a->prompt.empty()) {
       a->prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt read from stdin is not valid UTF-8";

@@ -1,0 +1,261 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "engine/core/error.h"
+#include "engine/sched/batch_builder.h"
+
+namespace llmctl {
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct Engine::Sequence {
+  int64_t seq_id = -1;  // -1 until forked
+  SequenceState state;
+  StreamingText text;
+  SequenceOutput out;
+  bool done = false;
+};
+
+struct Engine::Request {
+  int64_t id = 0;
+  SamplingParams params;
+  uint64_t seed = 0;
+  std::vector<int> prompt;
+  std::vector<Sequence> seqs;  // params.num_generated_sequences() of them; seqs[0] runs the prompt
+  bool forked = false;
+  StreamFn on_text;
+  RequestResult result;
+};
+
+Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config)
+    : model_(model), tok_(tokenizer), cfg_(config) {
+  const ModelConfig& mc = model_.config();
+  max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
+                                      : mc.max_position_embeddings;
+  const int B = cfg_.sched.block_size;
+  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(cfg_.kv_cache_bytes / double(model_.kv_bytes_per_block(B)));
+  LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
+  sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
+  kv_ = model_.alloc_kv_cache(num_blocks_, B);
+  eos_ids_ = mc.eos_token_ids;
+  if (tok_.eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_.eos_id()) == eos_ids_.end())
+    eos_ids_.push_back(tok_.eos_id());
+}
+
+Engine::~Engine() = default;
+
+int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text) {
+  const int vocab = model_.config().vocab_size;
+  params.validate(vocab);
+  LLM_REQUIRE(!prompt.empty()) << "the prompt is empty";
+  for (int id : prompt) LLM_REQUIRE(id >= 0 && id < vocab) << "prompt token id " << id << " outside the vocabulary";
+  LLM_REQUIRE(int64_t(prompt.size()) + params.max_tokens <= max_context_)
+      << "the prompt has " << prompt.size() << " tokens and max_tokens is " << params.max_tokens << ": together over the "
+      << max_context_ << "-token context";
+  LLM_REQUIRE(!params.prompt_logprobs) << "prompt_logprobs is not supported yet";
+  LLM_REQUIRE(params.num_generated_sequences() <= 128) << "n and best_of must be at most 128";
+  const int64_t blocks_needed = (int64_t(prompt.size()) + params.max_tokens + cfg_.sched.block_size - 1) / cfg_.sched.block_size;
+  LLM_REQUIRE(blocks_needed <= num_blocks_) << "the request needs " << blocks_needed << " KV blocks but the cache holds "
+                                            << num_blocks_;
+
+  auto r = std::make_unique<Request>();
+  r->id = next_id_++;
+  r->params = params;
+  r->seed = params.seed ? *params.seed : std::random_device{}();
+  r->prompt = std::move(prompt);
+  r->on_text = std::move(on_text);
+  const int gen = params.num_generated_sequences();
+  r->seqs.resize(gen);
+  for (int i = 0; i < gen; ++i) {
+    r->seqs[i].state = SequenceState(params, r->prompt, r->seed, i, eos_ids_);
+    r->seqs[i].text = StreamingText(params.stop);
+    r->seqs[i].out.index = i;
+  }
+  r->result.id = r->id;
+  r->result.prompt_ids = r->prompt;
+  r->result.submit_seconds = now_seconds();
+  const int64_t seq0 = r->id << 8;  // children use r->id << 8 | index (best_of <= 255, checked by validate)
+  r->seqs[0].seq_id = seq0;
+  sched_->add(seq0, std::vector<int32_t>(r->prompt.begin(), r->prompt.end()),
+              int(r->prompt.size()) + params.max_tokens);
+  seq_owner_[seq0] = {r->id, 0};
+  stats_.prompt_tokens += int64_t(r->prompt.size());
+  const int64_t id = r->id;
+  requests_[id] = std::move(r);
+  return id;
+}
+
+void Engine::finish_sequence(Request& r, int child, const std::string& reason) {
+  Sequence& s = r.seqs[child];
+  if (s.done) return;
+  s.done = true;
+  s.out.finish_reason = reason;
+  std::string tail = s.text.finish();
+  s.out.text = s.text.text();
+  if (r.on_text && child < r.params.n && !r.params.best_of) r.on_text(r.id, child, tail, true);
+}
+
+// Samples sequence `child` from its logits row, appends the token, and decides whether it ends.
+// Returns through the scheduler's on_step_done in step().
+void Engine::sample_sequence(Request& r, int child, const float* logits, bool) {
+  Sequence& s = r.seqs[child];
+  const int vocab = model_.config().vocab_size;
+  SampleResult res = sample(logits, vocab, r.params, s.state, uint64_t(s.state.num_generated()));
+  if (r.result.first_token_seconds == 0) r.result.first_token_seconds = now_seconds();
+  ++stats_.generated_tokens;
+  if (is_stop_token(res.token, r.params, eos_ids_)) {
+    finish_sequence(r, child, "stop");
+    return;
+  }
+  s.out.token_ids.push_back(res.token);
+  s.out.cumulative_logprob = s.state.cumulative_logprob;
+  if (r.params.logprobs) s.out.logprobs.push_back(res);
+  std::string piece = s.text.push(tok_.token_bytes(res.token));
+  const bool streams = r.on_text && child < r.params.n && !r.params.best_of;
+  if (s.text.stopped()) {
+    if (streams && !piece.empty()) r.on_text(r.id, child, piece, false);
+    finish_sequence(r, child, "stop");
+    return;
+  }
+  if (streams && !piece.empty()) r.on_text(r.id, child, piece, false);
+  const int total = int(r.prompt.size()) + int(s.out.token_ids.size());
+  if (int(s.out.token_ids.size()) >= r.params.max_tokens || total >= max_context_) finish_sequence(r, child, "length");
+}
+
+bool Engine::step() {
+  SchedulerOutput out = sched_->schedule();
+  if (out.empty()) return false;
+  if (!out.block_copies.empty()) model_.backend().copy_blocks(kv_, out.block_copies);
+  BatchPlan plan = build_batch_plan(out, *sched_);
+  const double t0 = now_seconds();
+  Tensor logits = model_.forward(plan, kv_);
+  stats_.forward_seconds += now_seconds() - t0;
+  ++stats_.steps;
+  stats_.preemptions += int64_t(out.preempted.size());
+  const int vocab = model_.config().vocab_size;
+
+  int row = 0;
+  std::vector<int64_t> touched;
+  for (const ScheduledSeq& ss : out.seqs) {
+    auto owner = seq_owner_.find(ss.seq_id);
+    if (owner == seq_owner_.end()) {  // aborted while in flight
+      if (ss.samples) ++row;
+      continue;
+    }
+    Request& r = *requests_.at(owner->second.first);
+    const int child = owner->second.second;
+    if (!ss.samples) {
+      sched_->on_step_done(ss.seq_id, std::nullopt, false);
+      continue;
+    }
+    const float* lg = logits.ptr<float>() + int64_t(row++) * vocab;
+    const bool first = !r.forked && child == 0 && r.seqs.size() > 1;
+    sample_sequence(r, child, lg, first);
+    Sequence& s = r.seqs[child];
+    std::optional<int32_t> tok;
+    if (!s.done) tok = s.out.token_ids.back();
+    if (sched_->on_step_done(ss.seq_id, tok, s.done)) seq_owner_.erase(ss.seq_id);
+    if (first) fork_children(r, lg);
+    touched.push_back(r.id);
+  }
+  for (int64_t id : touched) complete_if_done(id);
+  return true;
+}
+
+// After the prompt step of a request with several sequences: children 1.. sample their first token
+// from the prompt's logits and share the prompt's blocks through fork.
+void Engine::fork_children(Request& r, const float* logits) {
+  r.forked = true;
+  const bool parent_alive = sched_->has(r.seqs[0].seq_id);
+  for (int i = 1; i < int(r.seqs.size()); ++i) {
+    sample_sequence(r, i, logits, true);
+    Sequence& s = r.seqs[i];
+    if (s.done) continue;
+    const int64_t child_id = (r.id << 8) | i;
+    s.seq_id = child_id;
+    if (parent_alive) {
+      sched_->fork(r.seqs[0].seq_id, child_id, s.out.token_ids.back());
+    } else {  // the parent ended on its first token: the child runs on its own (prefix cache shares blocks)
+      std::vector<int32_t> toks(r.prompt.begin(), r.prompt.end());
+      toks.push_back(s.out.token_ids.back());
+      sched_->add(child_id, toks, int(r.prompt.size()) + r.params.max_tokens);
+    }
+    seq_owner_[child_id] = {r.id, i};
+  }
+}
+
+void Engine::complete_if_done(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request& r = *it->second;
+  for (auto& s : r.seqs)
+    if (!s.done) return;
+  // The n best of best_of by cumulative logprob; otherwise all n in order.
+  std::vector<int> order;
+  if (r.params.best_of) {
+    std::vector<double> cum;
+    for (auto& s : r.seqs) cum.push_back(s.out.cumulative_logprob);
+    order = best_of_ranking(cum, r.params.n);
+  } else {
+    for (int i = 0; i < int(r.seqs.size()); ++i) order.push_back(i);
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    SequenceOutput o = r.seqs[order[k]].out;
+    o.index = int(k);
+    r.result.outputs.push_back(std::move(o));
+  }
+  r.result.finished = true;
+  r.result.finish_seconds = now_seconds();
+  if (r.on_text && r.params.best_of)  // best_of results are only known at the end
+    for (auto& o : r.result.outputs) r.on_text(r.id, o.index, o.text, true);
+  for (auto& s : r.seqs)
+    if (s.seq_id >= 0 && sched_->has(s.seq_id)) {
+      sched_->abort(s.seq_id);
+      seq_owner_.erase(s.seq_id);
+    }
+  finished_[request_id] = std::move(r.result);
+  requests_.erase(it);
+}
+
+void Engine::abort(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request& r = *it->second;
+  for (int i = 0; i < int(r.seqs.size()); ++i) {
+    Sequence& s = r.seqs[i];
+    if (s.seq_id >= 0) {
+      sched_->abort(s.seq_id);
+      seq_owner_.erase(s.seq_id);
+    }
+    finish_sequence(r, i, "abort");
+  }
+  complete_if_done(request_id);
+}
+
+void Engine::drain() {
+  while (has_unfinished())
+    if (!step()) LLM_CHECK(!has_unfinished()) << "engine stalled with unfinished requests";
+}
+
+std::optional<RequestResult> Engine::take_result(int64_t request_id) {
+  auto it = finished_.find(request_id);
+  if (it == finished_.end()) return std::nullopt;
+  RequestResult r = std::move(it->second);
+  finished_.erase(it);
+  return r;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = stats_;
+  s.kv = sched_->kv().stats();
+  return s;
+}
+
+}  // namespace llmctl

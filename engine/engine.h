@@ -1,0 +1,107 @@
+// Engine: continuous batching over the paged KV cache. Requests are submitted with their sampling
+// parameters; each step() asks the Scheduler who runs, builds one BatchPlan, runs the model once,
+// samples every sequence that produced logits and reports text as it becomes safe to emit.
+//
+// A request with n > 1 (or best_of) runs its prompt once: after the prompt step, each child samples
+// its first token from the same logits (with its own seed) and is forked from the parent, sharing
+// the prompt's KV blocks. Outputs do not depend on what else is in the batch: the kernels reduce
+// in a batch-independent order and every draw is keyed by (sequence seed, step).
+//
+// Request states: queued (in the scheduler) -> running -> finished (all children done) | aborted.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/model/llama_model.h"
+#include "engine/sample/detokenizer.h"
+#include "engine/sample/sampler.h"
+#include "engine/sched/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace llmctl {
+
+struct EngineConfig {
+  SchedulerConfig sched;
+  int num_blocks = 0;                  // KV blocks; 0 = from kv_cache_bytes
+  double kv_cache_bytes = 1.0 * (1 << 30);
+  int max_context = 0;                 // 0 = the model's max_position_embeddings
+};
+
+struct SequenceOutput {
+  int index = 0;
+  std::vector<int> token_ids;          // generated tokens (a final EOS / stop token is not included)
+  std::string text;
+  std::string finish_reason;           // "stop" | "length" | "abort"
+  std::vector<TokenLogprobs> logprobs;  // per generated token, when params.logprobs is set
+  double cumulative_logprob = 0;
+};
+
+struct RequestResult {
+  int64_t id = 0;
+  std::vector<int> prompt_ids;
+  std::vector<SequenceOutput> outputs;  // n of them (the n best of best_of), by index
+  bool finished = false;
+  double submit_seconds = 0, first_token_seconds = 0, finish_seconds = 0;  // steady clock
+};
+
+struct EngineStats {
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
+  double forward_seconds = 0;
+  KvCacheStats kv;
+};
+
+class Engine {
+ public:
+  // Called with each piece of text that is safe to emit for sequence `index` of a request; `done`
+  // marks that sequence's last call.
+  using StreamFn = std::function<void(int64_t request_id, int index, std::string_view text, bool done)>;
+
+  Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config = {});
+  ~Engine();
+
+  // Validates and queues a request; throws InputError naming the problem (nothing is queued then).
+  int64_t submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text = {});
+  // One iteration. false when there was nothing to run.
+  bool step();
+  // Any state: the request ends with finish_reason "abort" and its blocks are freed at once.
+  void abort(int64_t request_id);
+  void drain();  // step until every request has finished
+  bool has_unfinished() const { return !requests_.empty(); }
+  // The result of a finished request (removed from the engine); nullopt while it runs.
+  std::optional<RequestResult> take_result(int64_t request_id);
+
+  int max_context() const { return max_context_; }
+  int num_blocks() const { return num_blocks_; }
+  EngineStats stats() const;
+  const Scheduler& scheduler() const { return *sched_; }
+
+ private:
+  struct Sequence;
+  struct Request;
+  void sample_sequence(Request& r, int child, const float* logits, bool prompt_step);
+  void finish_sequence(Request& r, int child, const std::string& reason);
+  void fork_children(Request& r, const float* logits);
+  void complete_if_done(int64_t request_id);
+
+  LlamaModel& model_;
+  const Tokenizer& tok_;
+  EngineConfig cfg_;
+  int max_context_ = 0;
+  int num_blocks_ = 0;
+  std::unique_ptr<Scheduler> sched_;
+  std::vector<KvLayer> kv_;
+  std::vector<int> eos_ids_;
+  int64_t next_id_ = 1;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<int64_t, std::pair<int64_t, int>> seq_owner_;  // scheduler seq id -> (request, child)
+  std::unordered_map<int64_t, RequestResult> finished_;
+  EngineStats stats_;
+};
+
+}  // namespace llmctl
