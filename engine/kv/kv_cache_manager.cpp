@@ -1,0 +1,215 @@
+#include "engine/kv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <span>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching)
+    : pool_(num_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+  LLM_CHECK(block_size > 0) << "block size must be positive, got " << block_size;
+}
+
+const KvCacheManager::Seq& KvCacheManager::get(int64_t seq) const {
+  auto it = seqs_.find(seq);
+  LLM_CHECK(it != seqs_.end()) << "unknown sequence " << seq;
+  return it->second;
+}
+
+KvCacheManager::Seq& KvCacheManager::get(int64_t seq) {
+  auto it = seqs_.find(seq);
+  LLM_CHECK(it != seqs_.end()) << "unknown sequence " << seq;
+  return it->second;
+}
+
+void KvCacheManager::drop(int id) {
+  pool_.release(id);
+  if (pool_.ref_count(id) == 0)  // nobody will read a copy into a block that is gone
+    std::erase_if(pending_copies_, [id](const std::pair<int, int>& c) { return c.second == id; });
+}
+
+int KvCacheManager::copy_on_write(Seq& s, int index) {
+  const int src = s.table[index];
+  LLM_CHECK(pool_.ref_count(src) > 1) << "copy-on-write of unshared block " << src;
+  const int dst = pool_.allocate();
+  LLM_CHECK(dst >= 0) << "copy-on-write without a block (capacity was checked)";
+  pending_copies_.emplace_back(src, dst);
+  s.table[index] = dst;
+  drop(src);
+  ++cow_copies_;
+  return dst;
+}
+
+std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens) {
+  LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
+  LLM_CHECK(!tokens.empty()) << "sequence " << seq << " has no tokens";
+  const int n = int(tokens.size()), B = block_size_;
+  const int nb = blocks_for(n);
+
+  // Longest chain of cached full blocks matching the prefix.
+  std::vector<int> hits;
+  std::vector<uint64_t> hashes;
+  if (prefix_caching_) {
+    uint64_t parent = BlockPool::kRootHash;
+    for (int i = 0; (i + 1) * B <= n; ++i) {
+      std::span<const int32_t> blk(tokens.data() + size_t(i) * B, B);
+      const uint64_t h = BlockPool::hash_block(parent, blk);
+      const int id = pool_.find(h, parent, blk);
+      if (id < 0) break;
+      hits.push_back(id);
+      hashes.push_back(h);
+      parent = h;
+    }
+  }
+  int computed = int(hits.size()) * B;
+  bool cow_last = false;
+  if (computed == n) {  // everything cached: compute the last token again for its logits
+    computed = n - 1;
+    cow_last = pool_.ref_count(hits.back()) > 0;  // shared with a live table: write into a private copy
+  }
+  const int revived = int(std::count_if(hits.begin(), hits.end(), [&](int id) { return pool_.ref_count(id) == 0; }));
+  const int fresh = nb - int(hits.size()) + (cow_last ? 1 : 0);
+  if (fresh > pool_.num_available() - revived) return std::nullopt;
+
+  Seq s;
+  s.family = seq;
+  for (int id : hits) {
+    pool_.retain(id);
+    s.table.push_back(id);
+  }
+  if (cow_last) copy_on_write(s, int(hits.size()) - 1);
+  while (int(s.table.size()) < nb) {
+    const int id = pool_.allocate();
+    LLM_CHECK(id >= 0) << "pool ran dry after its capacity was checked";
+    s.table.push_back(id);
+  }
+  s.hashes = std::move(hashes);
+  s.num_computed = computed;
+  seqs_.emplace(seq, std::move(s));
+  lookup_tokens_ += n;
+  cached_tokens_ += computed;
+  return computed;
+}
+
+bool KvCacheManager::ensure_capacity(int64_t seq, int total_tokens) {
+  Seq& s = get(seq);
+  const int nb = blocks_for(total_tokens);
+  const int have = int(s.table.size());
+  // Existing blocks that this step writes into and that another table also holds.
+  std::vector<int> shared;
+  if (total_tokens > s.num_computed)
+    for (int i = s.num_computed / block_size_; i < std::min(nb, have); ++i)
+      if (pool_.ref_count(s.table[i]) > 1) shared.push_back(i);
+  const int fresh = std::max(0, nb - have) + int(shared.size());
+  if (fresh > pool_.num_available()) return false;
+  for (int i : shared) copy_on_write(s, i);
+  while (int(s.table.size()) < nb) {
+    const int id = pool_.allocate();
+    LLM_CHECK(id >= 0) << "pool ran dry after its capacity was checked";
+    s.table.push_back(id);
+  }
+  return true;
+}
+
+void KvCacheManager::commit_tokens(int64_t seq, const std::vector<int32_t>& tokens, int num_computed) {
+  Seq& s = get(seq);
+  LLM_CHECK(num_computed >= 0 && num_computed <= int(tokens.size()))
+      << "sequence " << seq << ": " << num_computed << " computed of " << tokens.size() << " tokens";
+  LLM_CHECK(num_computed <= int(s.table.size()) * block_size_)
+      << "sequence " << seq << " computed " << num_computed << " tokens beyond its " << s.table.size() << " blocks";
+  s.num_computed = num_computed;
+  if (!prefix_caching_) return;
+  const int full = num_computed / block_size_;
+  while (int(s.hashes.size()) < full) {
+    const int i = int(s.hashes.size());
+    const uint64_t parent = i == 0 ? BlockPool::kRootHash : s.hashes[i - 1];
+    std::span<const int32_t> blk(tokens.data() + size_t(i) * block_size_, block_size_);
+    const uint64_t h = BlockPool::hash_block(parent, blk);
+    (void)pool_.register_full(s.table[i], h, parent, blk);  // false: the same content is cached elsewhere
+    s.hashes.push_back(h);
+  }
+}
+
+void KvCacheManager::fork(int64_t parent, int64_t child) {
+  LLM_CHECK(!has(child)) << "fork into existing sequence " << child;
+  Seq c = get(parent);
+  for (int id : c.table) pool_.retain(id);
+  seqs_.emplace(child, std::move(c));
+}
+
+void KvCacheManager::free(int64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  const std::vector<int32_t>& t = it->second.table;
+  for (auto id = t.rbegin(); id != t.rend(); ++id) drop(*id);  // tail first: evicted before the head
+  seqs_.erase(it);
+}
+
+int KvCacheManager::slot(int64_t seq, int position) const {
+  const Seq& s = get(seq);
+  LLM_CHECK(position >= 0 && position < int(s.table.size()) * block_size_)
+      << "position " << position << " outside the " << s.table.size() << " blocks of sequence " << seq;
+  return s.table[position / block_size_] * block_size_ + position % block_size_;
+}
+
+std::vector<std::pair<int, int>> KvCacheManager::take_pending_copies() {
+  std::vector<std::pair<int, int>> out;
+  out.swap(pending_copies_);
+  return out;
+}
+
+KvCacheStats KvCacheManager::stats() const {
+  KvCacheStats st;
+  st.total_blocks = pool_.num_blocks();
+  st.used_blocks = pool_.num_in_use();
+  st.cached_blocks = pool_.num_cached();
+  st.free_blocks = pool_.num_free();
+  st.usage = double(st.used_blocks) / st.total_blocks;
+  st.prompt_tokens_looked_up = lookup_tokens_;
+  st.prompt_tokens_cached = cached_tokens_;
+  st.prefix_hit_rate = lookup_tokens_ ? double(cached_tokens_) / double(lookup_tokens_) : 0.0;
+  std::vector<int> fill(pool_.num_blocks(), 0);  // computed tokens in each block (max over its tables)
+  for (const auto& [id, s] : seqs_)
+    for (int i = 0; i < int(s.table.size()); ++i)
+      fill[s.table[i]] = std::max(fill[s.table[i]], std::clamp(s.num_computed - i * block_size_, 0, block_size_));
+  for (int f : fill) st.filled_slots += f;
+  st.allocated_slots = int64_t(st.used_blocks) * block_size_;
+  st.waste = st.allocated_slots ? double(st.allocated_slots - st.filled_slots) / double(st.allocated_slots) : 0.0;
+  st.cow_copies = cow_copies_;
+  st.evictions = pool_.stats().evictions;
+  return st;
+}
+
+void KvCacheManager::check_invariants() const {
+  pool_.check_invariants();
+  const int n = pool_.num_blocks();
+  std::vector<int> refs(n, 0);
+  std::vector<int64_t> family(n, -1);
+  std::vector<char> mixed(n, 0);
+  for (const auto& [id, s] : seqs_) {
+    LLM_CHECK(int(s.table.size()) >= blocks_for(s.num_computed))
+        << "sequence " << id << " computed " << s.num_computed << " tokens in " << s.table.size() << " blocks";
+    LLM_CHECK(s.hashes.size() <= s.table.size()) << "sequence " << id << " has more hashes than blocks";
+    std::vector<int32_t> sorted = s.table;
+    std::sort(sorted.begin(), sorted.end());
+    LLM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())
+        << "sequence " << id << " holds a block twice";
+    for (int32_t b : s.table) {
+      LLM_CHECK(b >= 0 && b < n) << "sequence " << id << " holds block " << b << " out of range";
+      ++refs[b];
+      if (family[b] < 0) family[b] = s.family;
+      else if (family[b] != s.family) mixed[b] = 1;
+    }
+  }
+  for (int b = 0; b < n; ++b) {
+    LLM_CHECK(refs[b] == pool_.ref_count(b))
+        << "block " << b << " has ref count " << pool_.ref_count(b) << " but " << refs[b] << " tables hold it";
+    LLM_CHECK(!mixed[b] || pool_.is_hashed(b)) << "block " << b << " shared across fork families without a hash";
+  }
+  for (const auto& [src, dst] : pending_copies_)
+    LLM_CHECK(pool_.ref_count(dst) > 0) << "pending copy into free block " << dst;
+}
+
+}  // namespace llmctl

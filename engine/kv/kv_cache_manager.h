@@ -1,0 +1,111 @@
+// KvCacheManager: per-sequence block tables over one BlockPool, with prefix caching and copy-on-write.
+// Policy-free: it never decides who runs; the Scheduler asks it for blocks and tells it what was computed.
+//
+// Per sequence (id: int64):
+//   table         [nb]   physical block ids; token position p lives in slot table[p / B] * B + p % B
+//   num_computed         tokens whose KV is in the cache (positions [0, num_computed))
+//   hashes        [nh]   chain hashes of the leading full blocks already registered or found (nh <= nb)
+//
+// Life of a sequence:
+//   allocate_prompt (or fork) -> { ensure_capacity -> (engine writes KV) -> commit_tokens }* -> free
+// Sharing: full computed blocks are registered in the pool's prefix map by commit_tokens; a later
+// allocate_prompt with the same prefix retains them instead of computing them again. fork() shares
+// all blocks of the parent. A block is written only by a table that holds it alone: ensure_capacity
+// copies a shared block before the first write into it (copy-on-write) and records (src, dst); the
+// engine must copy those blocks' KV (every layer, all B slots) before the next forward step.
+// Freed sequences release blocks tail first, so the tail of a cached chain is evicted before its head.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/kv/block_pool.h"
+
+namespace llmctl {
+
+struct KvCacheStats {
+  int total_blocks = 0;
+  int used_blocks = 0;    // referenced by at least one table
+  int cached_blocks = 0;  // ref 0 but findable (evictable)
+  int free_blocks = 0;
+  double usage = 0;       // used_blocks / total_blocks
+  int64_t prompt_tokens_looked_up = 0;  // sum of prompt lengths over successful allocate_prompt calls
+  int64_t prompt_tokens_cached = 0;     // sum of the counts those calls returned (tokens not computed)
+  double prefix_hit_rate = 0;           // cached / looked up (0 when nothing looked up)
+  int64_t allocated_slots = 0;          // used_blocks * block_size
+  int64_t filled_slots = 0;             // slots holding a computed token (shared blocks counted once)
+  double waste = 0;                     // (allocated - filled) / allocated (0 when nothing allocated)
+  int64_t cow_copies = 0;               // copy-on-write block copies recorded
+  int64_t evictions = 0;                // cached blocks recycled by the pool
+};
+
+class KvCacheManager {
+ public:
+  KvCacheManager(int num_blocks, int block_size = 16, bool enable_prefix_caching = true);
+
+  int block_size() const { return block_size_; }
+  int num_blocks() const { return pool_.num_blocks(); }
+  bool prefix_caching() const { return prefix_caching_; }
+  const BlockPool& pool() const { return pool_; }
+  int blocks_for(int tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+
+  bool has(int64_t seq) const { return seqs_.count(seq) > 0; }
+  // Starts `seq` for `tokens` (a prompt, or prompt + generated tokens on recompute): retains the longest
+  // chain of cached full blocks matching the prefix, allocates the rest of ceil(n / B) blocks. Returns
+  // how many leading tokens are already computed (from the cache). Never all of them: with the whole
+  // prompt cached it returns n - 1 (the last token is computed again to get logits), and if that last
+  // block is shared it is copied first (a pending copy). nullopt, with nothing held, when the pool lacks
+  // blocks. Throws if `seq` already exists or tokens is empty.
+  [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens);
+  // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates
+  // missing blocks and copies shared blocks in that range (copy-on-write). false, with nothing changed,
+  // when the pool cannot supply the blocks.
+  [[nodiscard]] bool ensure_capacity(int64_t seq, int total_tokens);
+  // Records that positions [0, num_computed) of `seq` are in the cache; `tokens` holds at least those.
+  // With prefix caching on, newly completed full blocks get their chained hash and become shareable.
+  void commit_tokens(int64_t seq, const std::vector<int32_t>& tokens, int num_computed);
+  // `child` (new) shares every block of `parent` and its computed tokens; the first write into a
+  // shared block makes a private copy (see ensure_capacity).
+  void fork(int64_t parent, int64_t child);
+  // Drops the sequence's references (tail first). Cached full blocks stay findable. Unknown seq: no-op.
+  void free(int64_t seq);
+
+  const std::vector<int32_t>& block_table(int64_t seq) const { return get(seq).table; }
+  int num_computed(int64_t seq) const { return get(seq).num_computed; }
+  int slot(int64_t seq, int position) const;
+  // Copies (src block, dst block) recorded since the last call, in order; the engine performs them
+  // before the next forward. Copies whose dst was freed meanwhile are dropped.
+  std::vector<std::pair<int, int>> take_pending_copies();
+  // Blocks the pool could hand out now (free + evictable cached).
+  int num_available_blocks() const { return pool_.num_available(); }
+  int num_seqs() const { return int(seqs_.size()); }
+
+  KvCacheStats stats() const;
+  // Throws Error unless: pool invariants hold; each block's ref count equals the number of table
+  // entries holding it; no table holds a block twice; a block in two tables is hashed (prefix sharing)
+  // or shared within one fork family; tables cover their computed tokens.
+  void check_invariants() const;
+
+ private:
+  struct Seq {
+    std::vector<int32_t> table;
+    std::vector<uint64_t> hashes;
+    int num_computed = 0;
+    int64_t family = 0;  // fork family (the id of the root sequence): sharing without a hash is legal inside it
+  };
+  const Seq& get(int64_t seq) const;
+  Seq& get(int64_t seq);
+  void drop(int id);  // release one reference; forget pending copies into a block that became free
+  int copy_on_write(Seq& s, int index);
+
+  BlockPool pool_;
+  int block_size_;
+  bool prefix_caching_;
+  std::unordered_map<int64_t, Seq> seqs_;
+  std::vector<std::pair<int, int>> pending_copies_;
+  int64_t lookup_tokens_ = 0, cached_tokens_ = 0, cow_copies_ = 0;
+};
+
+}  // namespace llmctl

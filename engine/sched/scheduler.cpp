@@ -1,0 +1,243 @@
+#include "engine/sched/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+const char* to_string(RequestState s) {
+  switch (s) {
+    case RequestState::waiting: return "waiting";
+    case RequestState::running: return "running";
+    case RequestState::finished: return "finished";
+    case RequestState::aborted: return "aborted";
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, int num_blocks)
+    : cfg_(config), kv_(num_blocks, config.block_size, config.enable_prefix_caching) {
+  LLM_CHECK(cfg_.max_num_seqs > 0) << "max_num_seqs must be positive";
+  LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
+}
+
+Request& Scheduler::req(int64_t seq_id) {
+  auto it = reqs_.find(seq_id);
+  LLM_CHECK(it != reqs_.end()) << "unknown request " << seq_id;
+  return it->second;
+}
+
+const Request& Scheduler::request(int64_t seq_id) const {
+  auto it = reqs_.find(seq_id);
+  LLM_CHECK(it != reqs_.end()) << "unknown request " << seq_id;
+  return it->second;
+}
+
+void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens) {
+  LLM_REQUIRE(!prompt.empty()) << "request " << seq_id << ": the prompt is empty";
+  LLM_REQUIRE(max_total_tokens > int(prompt.size()))
+      << "request " << seq_id << ": max_total_tokens " << max_total_tokens << " leaves no room after a prompt of "
+      << prompt.size() << " tokens";
+  // The last token is never computed, so max_total_tokens - 1 tokens need KV at most.
+  const int need = kv_.blocks_for(max_total_tokens - 1);
+  LLM_REQUIRE(need <= kv_.num_blocks()) << "request " << seq_id << " needs up to " << need
+                                        << " KV blocks, but the cache holds " << kv_.num_blocks();
+  LLM_REQUIRE(cfg_.chunked_prefill || max_total_tokens - 1 <= cfg_.max_num_batched_tokens)
+      << "request " << seq_id << ": " << max_total_tokens - 1 << " tokens may need computing in one step, over "
+      << "max_num_batched_tokens " << cfg_.max_num_batched_tokens << " (enable chunked prefill)";
+  LLM_CHECK(!has(seq_id) && !aborted_in_flight_.count(seq_id)) << "request id " << seq_id << " is in use";
+  Request r;
+  r.id = seq_id;
+  r.arrival = next_arrival_++;
+  r.prompt_len = int(prompt.size());
+  r.tokens = std::move(prompt);
+  r.max_total_tokens = max_total_tokens;
+  reqs_.emplace(seq_id, std::move(r));
+  waiting_.push_back(seq_id);
+}
+
+void Scheduler::insert_running(int64_t seq_id) {
+  const uint64_t a = reqs_.at(seq_id).arrival;
+  auto pos = std::upper_bound(running_.begin(), running_.end(), a,
+                              [this](uint64_t x, int64_t id) { return x < reqs_.at(id).arrival; });
+  running_.insert(pos, seq_id);
+}
+
+void Scheduler::erase_running(int64_t seq_id) {
+  auto it = std::find(running_.begin(), running_.end(), seq_id);
+  LLM_CHECK(it != running_.end()) << "request " << seq_id << " is not running";
+  running_.erase(it);
+}
+
+void Scheduler::finish(Request& r, RequestState state) {
+  if (r.state == RequestState::running) erase_running(r.id);
+  if (r.state == RequestState::waiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.id));
+  if (r.num_scheduled > 0) {
+    --in_flight_;
+    if (state == RequestState::aborted) aborted_in_flight_.insert(r.id);
+  }
+  kv_.free(r.id);
+  ++(state == RequestState::aborted ? stats_.aborted : stats_.finished);
+  reqs_.erase(r.id);  // r is dangling from here
+}
+
+bool Scheduler::abort(int64_t seq_id) {
+  auto it = reqs_.find(seq_id);
+  if (it == reqs_.end()) return false;
+  finish(it->second, RequestState::aborted);
+  return true;
+}
+
+void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_token) {
+  Request& p = req(parent);
+  LLM_CHECK(p.state == RequestState::running && p.num_scheduled == 0)
+      << "fork of request " << parent << " that is " << to_string(p.state) << (p.num_scheduled ? " in flight" : "");
+  LLM_CHECK(!has(child) && !aborted_in_flight_.count(child)) << "request id " << child << " is in use";
+  LLM_CHECK(!last_token || p.num_pending() >= 1) << "fork of " << parent << ": its last token is already computed";
+  Request c = p;
+  c.id = child;
+  c.arrival = next_arrival_++;
+  c.num_preemptions = 0;
+  if (last_token) c.tokens.back() = *last_token;
+  kv_.fork(parent, child);
+  reqs_.emplace(child, std::move(c));
+  insert_running(child);
+}
+
+void Scheduler::put(Request& r, int num_new, SchedulerOutput& out, int& budget) {
+  LLM_CHECK(num_new > 0 && num_new <= budget && r.num_scheduled == 0) << "bad chunk for request " << r.id;
+  const bool samples = r.num_computed + num_new == int(r.tokens.size());
+  out.seqs.push_back({r.id, r.num_computed, num_new, samples});
+  out.num_tokens += num_new;
+  r.num_scheduled = num_new;
+  budget -= num_new;
+  ++in_flight_;
+}
+
+void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
+  Request& v = req(seq_id);
+  if (v.num_scheduled > 0) {  // scheduled earlier in this step: take it out again
+    std::erase_if(out.seqs, [&](const ScheduledSeq& s) { return s.seq_id == seq_id; });
+    out.num_tokens -= v.num_scheduled;
+    budget += v.num_scheduled;
+    v.num_scheduled = 0;
+    --in_flight_;
+  }
+  kv_.free(seq_id);
+  erase_running(seq_id);
+  v.state = RequestState::waiting;
+  v.num_computed = 0;
+  ++v.num_preemptions;
+  waiting_.push_front(seq_id);
+  out.preempted.push_back(seq_id);
+  ++stats_.preemptions;
+}
+
+bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget) {
+  while (!kv_.ensure_capacity(r.id, total_tokens)) {
+    LLM_CHECK(!running_.empty()) << "no running sequence to preempt";
+    const int64_t victim = running_.back();  // the youngest
+    preempt(victim, out, budget);
+    if (victim == r.id) return false;
+  }
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  LLM_CHECK(in_flight_ == 0) << in_flight_ << " sequences of the last step still await on_step_done";
+  aborted_in_flight_.clear();
+  SchedulerOutput out;
+  int budget = cfg_.max_num_batched_tokens;
+  const size_t max_seqs = size_t(cfg_.max_num_seqs);
+
+  // 1. decodes, then 2. partly computed prompts; oldest first. Victims are taken from the back.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size(); ++i) {
+      if (out.seqs.size() >= max_seqs || budget == 0) break;
+      Request& r = req(running_[i]);
+      LLM_CHECK(r.num_pending() >= 1) << "running request " << r.id << " has nothing to compute";
+      const bool decode = r.num_pending() == 1;
+      if (r.num_scheduled > 0 || decode != (pass == 0)) continue;
+      int n = r.num_pending();
+      if (cfg_.chunked_prefill) n = std::min(n, budget);
+      if (n > budget) continue;  // a whole prompt that does not fit this step
+      if (!reserve(r, r.num_computed + n, out, budget)) continue;  // r preempted itself
+      put(r, n, out, budget);
+    }
+  }
+
+  // 3. admit waiting requests FCFS (not in a step that had to preempt: memory is short).
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 && out.seqs.size() < max_seqs &&
+         running_.size() < max_seqs) {
+    Request& r = req(waiting_.front());
+    const int n_total = int(r.tokens.size());
+    if (!cfg_.chunked_prefill && n_total - kv_.peek_cached_tokens(r.tokens) > budget) break;
+    const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens);
+    if (!cached) break;  // its blocks cannot be had yet: nobody overtakes it
+    waiting_.pop_front();
+    r.state = RequestState::running;
+    r.num_computed = *cached;
+    insert_running(r.id);
+    ++stats_.admitted;
+    put(r, std::min(n_total - *cached, budget), out, budget);
+  }
+
+  out.block_copies = kv_.take_pending_copies();
+  if (!out.empty()) {
+    ++stats_.steps;
+    stats_.scheduled_tokens += out.num_tokens;
+  }
+  return out;
+}
+
+bool Scheduler::on_step_done(int64_t seq_id, std::optional<int32_t> sampled, bool finished) {
+  auto it = reqs_.find(seq_id);
+  if (it == reqs_.end()) {
+    LLM_CHECK(aborted_in_flight_.erase(seq_id)) << "on_step_done for request " << seq_id << " not in this step";
+    return true;
+  }
+  Request& r = it->second;
+  LLM_CHECK(r.num_scheduled > 0) << "on_step_done for request " << seq_id << " that was not scheduled";
+  r.num_computed += r.num_scheduled;
+  r.num_scheduled = 0;
+  --in_flight_;
+  const bool samples = r.num_computed == int(r.tokens.size());
+  kv_.commit_tokens(r.id, r.tokens, r.num_computed);
+  if (sampled) {
+    LLM_CHECK(samples) << "request " << seq_id << " got a token from a step that did not sample it";
+    r.tokens.push_back(*sampled);
+  } else {
+    LLM_CHECK(!samples || finished) << "request " << seq_id << " sampled this step but got no token";
+  }
+  if (finished || int(r.tokens.size()) >= r.max_total_tokens) {
+    finish(r, RequestState::finished);
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::check_invariants() const {
+  kv_.check_invariants();
+  LLM_CHECK(waiting_.size() + running_.size() == reqs_.size()) << "queues disagree with the request table";
+  LLM_CHECK(kv_.num_seqs() == int(running_.size())) << "block tables exist for non-running requests";
+  int in_flight = 0;
+  for (int64_t id : waiting_) {
+    const Request& r = request(id);
+    LLM_CHECK(r.state == RequestState::waiting && r.num_computed == 0 && r.num_scheduled == 0 && !kv_.has(id))
+        << "waiting request " << id << " holds state";
+  }
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const Request& r = request(running_[i]);
+    LLM_CHECK(r.state == RequestState::running && kv_.has(r.id)) << "running request " << r.id << " has no blocks";
+    LLM_CHECK(kv_.num_computed(r.id) == r.num_computed) << "request " << r.id << " computed count disagrees";
+    LLM_CHECK(r.num_computed + r.num_scheduled <= int(kv_.block_table(r.id).size()) * kv_.block_size())
+        << "request " << r.id << " scheduled beyond its blocks";
+    LLM_CHECK(r.num_pending() >= 1 && int(r.tokens.size()) < r.max_total_tokens) << "request " << r.id << " should be done";
+    LLM_CHECK(i == 0 || request(running_[i - 1]).arrival < r.arrival) << "running queue out of arrival order";
+    in_flight += r.num_scheduled > 0;
+  }
+  LLM_CHECK(in_flight == in_flight_) << "in-flight count disagrees";
+}
+
+}  // namespace llmctl

@@ -1,0 +1,196 @@
+// KvCacheManager: prefix hits, full-prompt hits, fork + copy-on-write, free, statistics. Block size 4.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/kv/kv_cache_manager.h"
+
+using namespace llmctl;
+
+namespace {
+std::vector<int32_t> toks(int first, int n) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(first + i);
+  return t;
+}
+// Runs a prompt through: allocate, capacity, commit everything.
+int run_prompt(KvCacheManager& kv, int64_t seq, const std::vector<int32_t>& t) {
+  auto c = kv.allocate_prompt(seq, t);
+  REQUIRE(c.has_value());
+  REQUIRE(kv.ensure_capacity(seq, int(t.size())));
+  kv.commit_tokens(seq, t, int(t.size()));
+  return *c;
+}
+}  // namespace
+
+TEST_CASE("manager: a shared prefix of full blocks is found, retained and counted in the hit rate") {
+  KvCacheManager kv(10, 4);
+  auto a = toks(100, 10);  // blocks [100..103] [104..107] [108 109]
+  CHECK(run_prompt(kv, 1, a) == 0);
+  CHECK(kv.block_table(1).size() == 3);
+  auto b = toks(100, 8);
+  b.push_back(7);
+  b.push_back(8);  // same two full blocks, then different
+  CHECK(kv.peek_cached_tokens(b) == 8);
+  auto c = kv.allocate_prompt(2, b);
+  REQUIRE(c);
+  CHECK(*c == 8);
+  CHECK(kv.block_table(2)[0] == kv.block_table(1)[0]);
+  CHECK(kv.block_table(2)[1] == kv.block_table(1)[1]);
+  CHECK(kv.block_table(2)[2] != kv.block_table(1)[2]);
+  CHECK(kv.pool().ref_count(kv.block_table(1)[0]) == 2);
+  CHECK(kv.num_computed(2) == 8);
+  auto st = kv.stats();
+  CHECK(st.prompt_tokens_looked_up == 20);
+  CHECK(st.prompt_tokens_cached == 8);
+  CHECK(st.prefix_hit_rate == doctest::Approx(0.4));
+  CHECK(st.used_blocks == 4);
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: prefix caching off never shares") {
+  KvCacheManager kv(10, 4, false);
+  auto a = toks(0, 8);
+  run_prompt(kv, 1, a);
+  CHECK(run_prompt(kv, 2, a) == 0);
+  CHECK(kv.pool().num_in_use() == 4);
+  CHECK(kv.stats().prefix_hit_rate == 0);
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: a fully cached prompt recomputes its last token in a writable block") {
+  auto a = toks(0, 8);  // exactly two full blocks
+  SUBCASE("the last block is shared: copy-on-write") {
+    KvCacheManager kv(10, 4);
+    run_prompt(kv, 1, a);
+    auto c = kv.allocate_prompt(2, a);
+    REQUIRE(c);
+    CHECK(*c == 7);
+    const auto& t1 = kv.block_table(1);
+    const auto& t2 = kv.block_table(2);
+    CHECK(t2[0] == t1[0]);
+    CHECK(t2[1] != t1[1]);
+    CHECK(kv.pool().ref_count(t1[1]) == 1);
+    auto copies = kv.take_pending_copies();
+    REQUIRE(copies.size() == 1);
+    CHECK(copies[0] == std::pair<int, int>{t1[1], t2[1]});
+    CHECK(kv.ensure_capacity(2, 8));  // nothing more to copy
+    CHECK(kv.take_pending_copies().empty());
+    kv.check_invariants();
+  }
+  SUBCASE("the last block is only cached: reused in place") {
+    KvCacheManager kv(10, 4);
+    run_prompt(kv, 1, a);
+    auto old = kv.block_table(1);
+    kv.free(1);
+    CHECK(kv.pool().num_cached() == 2);
+    auto c = kv.allocate_prompt(2, a);
+    REQUIRE(c);
+    CHECK(*c == 7);
+    CHECK(kv.block_table(2) == old);
+    CHECK(kv.take_pending_copies().empty());
+    CHECK(kv.stats().prompt_tokens_cached == 7);
+    kv.check_invariants();
+  }
+}
+
+TEST_CASE("manager: fork shares every block; the first write into the shared partial block copies it") {
+  KvCacheManager kv(10, 4);
+  auto a = toks(0, 6);  // one full block, one partial (2 tokens)
+  run_prompt(kv, 1, a);
+  kv.fork(1, 2);
+  const int full = kv.block_table(1)[0], part = kv.block_table(1)[1];
+  CHECK(kv.block_table(2) == kv.block_table(1));
+  CHECK(kv.pool().ref_count(full) == 2);
+  CHECK(kv.pool().ref_count(part) == 2);
+  CHECK(kv.num_computed(2) == 6);
+  kv.check_invariants();
+  REQUIRE(kv.ensure_capacity(2, 7));  // child appends position 6, inside the shared block
+  const int mine = kv.block_table(2)[1];
+  CHECK(mine != part);
+  CHECK(kv.block_table(2)[0] == full);  // full block stays shared
+  CHECK(kv.pool().ref_count(part) == 1);
+  REQUIRE(kv.ensure_capacity(1, 7));  // the parent now holds its block alone: no copy
+  CHECK(kv.block_table(1)[1] == part);
+  auto copies = kv.take_pending_copies();
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0] == std::pair<int, int>{part, mine});
+  CHECK(kv.take_pending_copies().empty());
+  CHECK(kv.stats().cow_copies == 1);
+  CHECK(kv.slot(2, 6) == mine * 4 + 2);
+  CHECK(kv.slot(1, 5) == part * 4 + 1);
+  CHECK_THROWS_AS(kv.slot(1, 8), Error);
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: a pending copy into a block freed before the step is dropped") {
+  KvCacheManager kv(10, 4);
+  run_prompt(kv, 1, toks(0, 6));
+  kv.fork(1, 2);
+  REQUIRE(kv.ensure_capacity(2, 7));
+  kv.free(2);
+  CHECK(kv.take_pending_copies().empty());
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: out of blocks means nullopt / false with nothing held or changed") {
+  KvCacheManager kv(3, 4);
+  run_prompt(kv, 1, toks(0, 6));  // 2 blocks
+  CHECK_FALSE(kv.allocate_prompt(2, toks(50, 9)).has_value());  // needs 3
+  CHECK_FALSE(kv.has(2));
+  CHECK(kv.pool().num_in_use() == 2);
+  CHECK(kv.stats().prompt_tokens_looked_up == 6);  // failed attempts are not counted
+  CHECK_FALSE(kv.ensure_capacity(1, 13));  // needs 2 more, 1 available
+  CHECK(kv.block_table(1).size() == 2);
+  CHECK(kv.ensure_capacity(1, 12));
+  CHECK(kv.block_table(1).size() == 3);
+  CHECK_THROWS_AS((void)kv.allocate_prompt(1, toks(0, 2)), Error);  // exists
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: free returns everything; cached blocks evict tail first") {
+  KvCacheManager kv(6, 4);
+  run_prompt(kv, 1, toks(0, 12));  // 3 full blocks, hashed
+  run_prompt(kv, 2, toks(100, 5));  // 1 full + 1 partial
+  auto t1 = kv.block_table(1);
+  kv.free(1);
+  kv.free(2);
+  kv.free(3);  // unknown: no-op
+  CHECK(kv.pool().num_in_use() == 0);
+  CHECK(kv.pool().num_cached() == 4);
+  CHECK(kv.pool().num_free() == 2);
+  CHECK(kv.num_seqs() == 0);
+  // three fresh blocks: 2 plain free, then the first evicted is seq 1's tail
+  run_prompt(kv, 3, toks(500, 12));
+  CHECK(kv.stats().evictions == 1);
+  // seq 1's head blocks are still cached: the prefix finds 2 blocks
+  CHECK(kv.peek_cached_tokens(toks(0, 12)) == 8);
+  kv.check_invariants();
+}
+
+TEST_CASE("manager: usage and waste on a hand-computed case") {
+  KvCacheManager kv(10, 4);
+  auto s = kv.stats();
+  CHECK(s.waste == 0);
+  CHECK(s.usage == 0);
+  run_prompt(kv, 1, toks(0, 10));  // 3 blocks, 12 slots, 10 filled
+  s = kv.stats();
+  CHECK(s.allocated_slots == 12);
+  CHECK(s.filled_slots == 10);
+  CHECK(s.waste == doctest::Approx(2.0 / 12));
+  run_prompt(kv, 2, toks(100, 5));  // 2 blocks, 8 slots, 5 filled
+  s = kv.stats();
+  CHECK(s.used_blocks == 5);
+  CHECK(s.usage == doctest::Approx(0.5));
+  CHECK(s.waste == doctest::Approx(5.0 / 20));
+  // a fork shares its blocks: slots are counted once
+  kv.fork(1, 3);
+  CHECK(kv.stats().waste == doctest::Approx(5.0 / 20));
+  // capacity reserved ahead holds no token yet: waste
+  REQUIRE(kv.ensure_capacity(2, 9));  // one more block
+  s = kv.stats();
+  CHECK(s.allocated_slots == 24);
+  CHECK(s.waste == doctest::Approx(9.0 / 24));
+  kv.check_invariants();
+}
