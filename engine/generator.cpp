@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/sample/detokenizer.h"
+#include "engine/sample/logprobs.h"
 #include "engine/sample/sampler.h"
 
 namespace llmctl {
@@ -62,16 +63,19 @@ Tensor Generator::step(const std::vector<int>& ids, int begin, int end, bool all
 
 GenerationResult Generator::generate(const std::vector<int>& prompt, const SamplingParams& params,
                                      const std::function<void(std::string_view)>& on_text) {
-  params.validate();
+  const int vocab = model_.config().vocab_size;
+  params.validate(vocab);
   LLM_REQUIRE(!prompt.empty()) << "the prompt is empty";
   LLM_REQUIRE(int(prompt.size()) < max_context_)
       << "the prompt has " << prompt.size() << " tokens, but the context holds " << max_context_;
-  const int vocab = model_.config().vocab_size;
   for (int id : prompt) LLM_REQUIRE(id >= 0 && id < vocab) << "token id " << id << " outside the vocabulary";
 
   GenerationResult r;
   r.prompt_ids = prompt;
   const uint64_t seed = params.seed ? *params.seed : std::random_device{}();
+  std::vector<int> eos_ids = model_.config().eos_token_ids;
+  eos_ids.push_back(tokenizer_.eos_id());
+  SequenceState state(params, prompt, seed, 0, eos_ids);  // one sequence: child 0 (n > 1 is the Engine's)
   StreamingText stream(params.stop);
   std::vector<int> ids = prompt;
   struct Release {
@@ -89,11 +93,8 @@ GenerationResult Generator::generate(const std::vector<int>& prompt, const Sampl
   t0 = now_seconds();
   r.finish_reason = "length";
   for (int i = 0; i < params.max_tokens; ++i) {
-    int tok = sample_token(logits.ptr<float>(), vocab, params, ids, seed, uint64_t(i));
-    const bool eos = !params.ignore_eos && (tok == tokenizer_.eos_id() ||
-                                            std::count(model_.config().eos_token_ids.begin(),
-                                                       model_.config().eos_token_ids.end(), tok) > 0);
-    if (eos) {
+    const int tok = sample(logits.ptr<float>(), vocab, params, state, uint64_t(i)).token;
+    if (is_stop_token(tok, params, eos_ids)) {
       r.finish_reason = "stop";
       break;
     }

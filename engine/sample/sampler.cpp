@@ -1,9 +1,9 @@
 #include "engine/sample/sampler.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-#include <unordered_set>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/sample/logits_processors.h"
 
 namespace llmctl {
 
@@ -21,70 +21,21 @@ double counter_uniform(uint64_t seed, uint64_t counter) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
-std::vector<float> log_softmax(const float* logits, int vocab) {
-  float m = *std::max_element(logits, logits + vocab);
-  double sum = 0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - m);
-  const double lse = m + std::log(sum);
-  std::vector<float> out(vocab);
-  for (int i = 0; i < vocab; ++i) out[i] = float(double(logits[i]) - lse);
-  return out;
-}
-
-int sample_token(float* logits, int vocab, const SamplingParams& p, const std::vector<int>& history, uint64_t seed,
-                 uint64_t step) {
-  if (p.repetition_penalty != 1.0f) {
-    std::unordered_set<int> seen(history.begin(), history.end());
-    for (int id : seen) {
-      if (id < 0 || id >= vocab) continue;
-      float& l = logits[id];
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    }
-  }
-  if (p.greedy()) return int(std::max_element(logits, logits + vocab) - logits);  // first max on ties
-
-  // Candidates sorted by logit (ties by id, so the order is deterministic).
-  std::vector<int> idx(vocab);
-  std::iota(idx.begin(), idx.end(), 0);
-  auto by_logit = [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  int keep = vocab;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    keep = p.top_k;
-    std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), by_logit);
+SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
+                    uint64_t step) {
+  LLM_CHECK(vocab > 0) << "empty logits row";
+  std::vector<float> work(logits, logits + vocab);
+  process_logits(work.data(), vocab, params, state);
+  int token;
+  if (params.greedy()) {
+    token = argmax(work.data(), vocab);
   } else {
-    std::sort(idx.begin(), idx.end(), by_logit);
+    const Candidates c = truncate_candidates(work.data(), vocab, params);
+    token = draw_candidate(c, counter_uniform(state.seed, step));
   }
-  // Probabilities at temperature T over the kept candidates.
-  const double inv_t = 1.0 / p.temperature;
-  const double m = logits[idx[0]];
-  std::vector<double> prob(keep);
-  double total = 0;
-  for (int i = 0; i < keep; ++i) total += prob[i] = std::exp((logits[idx[i]] - m) * inv_t);
-  for (double& x : prob) x /= total;
-  if (p.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
-    double cum = 0;
-    int n = 0;
-    while (n < keep) {
-      cum += prob[n++];
-      if (cum >= p.top_p) break;
-    }
-    keep = n;
-  }
-  if (p.min_p > 0.0f) {  // drop tokens below min_p times the top probability
-    const double floor = p.min_p * prob[0];
-    int n = 1;
-    while (n < keep && prob[n] >= floor) ++n;
-    keep = n;
-  }
-  double mass = 0;
-  for (int i = 0; i < keep; ++i) mass += prob[i];
-  const double u = counter_uniform(seed, step) * mass;
-  double cum = 0;
-  for (int i = 0; i < keep; ++i) {
-    cum += prob[i];
-    if (u < cum) return idx[i];
-  }
-  return idx[keep - 1];
+  SampleResult r = token_logprobs(logits, vocab, token, params.logprobs.value_or(0));
+  state.append(token, r.logprob);
+  return r;
 }
 
 }  // namespace llmctl

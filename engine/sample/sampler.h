@@ -1,23 +1,31 @@
-// Turns one row of logits into a token: penalties, temperature, top-k, top-p, min-p, then a draw
-// from a counter-based generator keyed by (seed, step), so a request's draws do not depend on
-// anything else running in the same batch.
+// Turns one row of logits into a token for one sequence: the processing pipeline of
+// logits_processors.h, then a draw from a counter-based generator keyed by (sequence seed, step),
+// so a request's draws do not depend on anything else running in the same batch.
+//
+// Engine use, per sequence per step:
+//   SequenceState st(params, prompt, seed, child_index, eos_ids);   // once, at admission
+//   SampleResult r = sample(logits_row, vocab, params, st, st.num_generated());
+//   if (is_stop_token(r.token, params, eos_ids)) ... ;  // r.token is already appended to st
 #pragma once
 #include <cstdint>
-#include <vector>
 
+#include "engine/sample/logprobs.h"
 #include "engine/sample/sampling_params.h"
+#include "engine/sample/sequence_state.h"
 
 namespace llmctl {
 
 // Uniform in [0, 1) from (seed, counter): stateless, so draw i of a request is reproducible.
 double counter_uniform(uint64_t seed, uint64_t counter);
 
-// logits: [V] (modified in place). history: prompt and generated ids (for the repetition penalty).
-// step: index of the token being generated (the draw counter).
-int sample_token(float* logits, int vocab, const SamplingParams& p, const std::vector<int>& history, uint64_t seed,
-                 uint64_t step);
+// The chosen token with its raw logprob and rank; top holds params.logprobs entries (none when
+// logprobs is unset or 0).
+using SampleResult = TokenLogprobs;
 
-// log-softmax of a logits row (for logprobs and the golden tests), in double for accuracy.
-std::vector<float> log_softmax(const float* logits, int vocab);
+// logits: [vocab], the model's raw row (not modified; processing works on a copy). step: index of
+// the token being generated, the draw counter (normally state.num_generated()). Appends the chosen
+// token and its logprob to state.
+SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
+                    uint64_t step);
 
 }  // namespace llmctl

@@ -10,15 +10,22 @@
 
 using namespace llmctl;
 
+namespace {
+// One draw at step `step` for a sequence with this prompt (history) and seed.
+int pick(const std::vector<float>& l, const SamplingParams& p, const std::vector<int>& history, uint64_t seed,
+         uint64_t step) {
+  SequenceState st(p, history, seed, 0, {});
+  return sample(l.data(), int(l.size()), p, st, step).token;
+}
+}  // namespace
+
 TEST_CASE("greedy picks the arg max; repetition penalty changes it") {
   std::vector<float> l = {0.1f, 2.0f, 1.9f, -1.0f};
   SamplingParams p;
   p.temperature = 0;
-  auto a = l;
-  CHECK(sample_token(a.data(), 4, p, {}, 1, 0) == 1);
+  CHECK(pick(l, p, {}, 1, 0) == 1);
   p.repetition_penalty = 1.2f;
-  auto b = l;
-  CHECK(sample_token(b.data(), 4, p, {1}, 1, 0) == 2);  // 2.0 / 1.2 < 1.9
+  CHECK(pick(l, p, {1}, 1, 0) == 2);  // 2.0 / 1.2 < 1.9
 }
 
 TEST_CASE("same seed, same draws; sampling frequencies follow the distribution") {
@@ -27,10 +34,8 @@ TEST_CASE("same seed, same draws; sampling frequencies follow the distribution")
   std::map<int, int> count;
   const int n = 20000;
   for (int i = 0; i < n; ++i) {
-    auto a = l;
-    int t = sample_token(a.data(), 4, p, {}, 42, i);
-    auto b = l;
-    CHECK(sample_token(b.data(), 4, p, {}, 42, i) == t);
+    int t = pick(l, p, {}, 42, i);
+    CHECK(pick(l, p, {}, 42, i) == t);
     ++count[t];
   }
   CHECK(count[0] / double(n) == doctest::Approx(0.5).epsilon(0.04));
@@ -39,8 +44,7 @@ TEST_CASE("same seed, same draws; sampling frequencies follow the distribution")
   p.top_k = 2;
   count.clear();
   for (int i = 0; i < n; ++i) {
-    auto a = l;
-    ++count[sample_token(a.data(), 4, p, {}, 7, i)];
+    ++count[pick(l, p, {}, 7, i)];
   }
   CHECK(count[2] + count[3] == 0);
   CHECK(count[0] / double(n) == doctest::Approx(0.625).epsilon(0.04));
@@ -49,8 +53,7 @@ TEST_CASE("same seed, same draws; sampling frequencies follow the distribution")
   p.top_p = 0.7f;
   count.clear();
   for (int i = 0; i < 2000; ++i) {
-    auto a = l;
-    ++count[sample_token(a.data(), 4, p, {}, 9, i)];
+    ++count[pick(l, p, {}, 9, i)];
   }
   CHECK(count[2] + count[3] == 0);
   CHECK(count[1] > 0);
@@ -58,8 +61,7 @@ TEST_CASE("same seed, same draws; sampling frequencies follow the distribution")
   p.min_p = 0.5f;
   count.clear();
   for (int i = 0; i < 2000; ++i) {
-    auto a = l;
-    ++count[sample_token(a.data(), 4, p, {}, 9, i)];
+    ++count[pick(l, p, {}, 9, i)];
   }
   CHECK(count[2] + count[3] == 0);
   CHECK(count[1] > 0);

@@ -1,0 +1,53 @@
+// Logits processing, applied in this fixed order (vLLM's):
+//   1. logit_bias            logits[id] += bias
+//   2. min_tokens            before min_tokens tokens are generated, stop ids (EOS unless ignore_eos,
+//                            and stop_token_ids) get -inf
+//   3. presence / frequency  logits[id] -= presence * (count > 0) + frequency * count, over GENERATED
+//                            tokens only (OpenAI)
+//   4. repetition            every id in prompt + generated: l > 0 ? l / r : l * r (HF / CTRL)
+//   5. temperature           p = softmax(l / T); T = 0 means greedy: arg max of 1-4, steps 6-8 skipped
+//   6. top-k                 keep the k most probable (ties by lower id)
+//   7. top-p                 keep the smallest most-probable prefix whose mass reaches top_p
+//   8. min-p                 keep tokens with p >= min_p * max p
+// then a draw. Stages 1-4 edit a logits row in place; 5-8 work on a Candidates set.
+#pragma once
+#include <vector>
+
+#include "engine/sample/sampling_params.h"
+#include "engine/sample/sequence_state.h"
+
+namespace llmctl {
+
+void apply_logit_bias(float* logits, int vocab, const SamplingParams& p);
+void apply_min_tokens(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
+void apply_presence_frequency(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
+void apply_repetition_penalty(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
+// Stages 1-4 in order.
+void process_logits(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
+
+// Tokens still in the running with their probabilities (normalized to sum to 1).
+// Invariant between stages: ids ascending, probs[i] > 0 belongs to ids[i].
+struct Candidates {
+  std::vector<int> ids;
+  std::vector<double> probs;
+  size_t size() const { return ids.size(); }
+};
+
+// Stages 5 and 6: softmax at temperature (> 0) over the top_k largest logits (top_k <= 0: all).
+// Selecting the top k needs no full sort (nth_element), and only k exponentials are taken.
+Candidates temperature_top_k(const float* logits, int vocab, float temperature, int top_k);
+// Stage 7: incremental selection (nth_element over growing prefixes), no full sort of the set.
+void apply_top_p(Candidates& c, float top_p);
+// Stage 8: one pass, no sort.
+void apply_min_p(Candidates& c, float min_p);
+// Stages 5-8 in order.
+Candidates truncate_candidates(const float* logits, int vocab, const SamplingParams& p);
+
+// Inverse CDF walk in ascending id order: the first candidate whose cumulative probability
+// exceeds u (u in [0, 1)).
+int draw_candidate(const Candidates& c, double u);
+
+// Arg max, lowest id on ties.
+int argmax(const float* logits, int vocab);
+
+}  // namespace llmctl
