@@ -227,13 +227,14 @@ class Stress {
   int64_t next_id_ = 0;
 };
 
-SchedulerConfig sc(int max_seqs, int max_tokens, int block_size, bool prefix, bool chunked) {
+SchedulerConfig sc(int max_seqs, int max_tokens, int block_size, bool prefix, bool chunked, bool defer = true) {
   SchedulerConfig c;
   c.max_num_seqs = max_seqs;
   c.max_num_batched_tokens = max_tokens;
   c.block_size = block_size;
   c.enable_prefix_caching = prefix;
   c.chunked_prefill = chunked;
+  c.defer_shared_prefill = defer;
   return c;
 }
 
@@ -242,7 +243,7 @@ SchedulerConfig sc(int max_seqs, int max_tokens, int block_size, bool prefix, bo
 TEST_CASE("stress: pool + cache manager + scheduler under random submit / step / abort / fork") {
   const std::vector<StressConfig> configs = {
       {1, 24, sc(6, 16, 4, true, true), 12000},
-      {2, 8, sc(8, 12, 4, true, false), 12000},
+      {2, 8, sc(8, 12, 4, true, false, false), 12000},
       {3, 16, sc(6, 32, 8, false, true), 12000},
       {4, 12, sc(16, 8, 2, true, true), 12000},
   };

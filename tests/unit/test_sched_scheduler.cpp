@@ -252,3 +252,51 @@ TEST_CASE("scheduler: requests finish at max_total_tokens and leave nothing behi
   CHECK(s.stats().finished == 1);
   CHECK(s.kv().pool().num_in_use() == 0);
 }
+
+TEST_CASE("scheduler: 20 requests with a common 200-token system prompt compute its blocks once") {
+  for (bool defer : {true, false}) {
+    CAPTURE(defer);
+    SchedulerConfig c = cfg(32, 4096);
+    c.block_size = 16;
+    c.defer_shared_prefill = defer;
+    Scheduler s(c, 512);
+    const auto system = toks(1000, 200);  // 12 full blocks of 16 + 8 tokens
+    for (int i = 0; i < 20; ++i) {
+      auto p = system;
+      for (int j = 0; j < 10; ++j) p.push_back(int32_t(5000 + 10 * i + j));
+      s.add(i, p, 220);
+    }
+    int64_t computed = 0;
+    for (int step = 0; step < 3; ++step) {
+      auto o = s.schedule();
+      for (const auto& q : o.seqs) computed += q.num_new;
+      done_all(s, o);
+    }
+    const KvCacheStats st = s.kv().stats();
+    if (defer) {
+      // request 0 computes 210 tokens; the 19 others find 192 cached and compute 18 each; plus decodes
+      CHECK(st.prompt_tokens_cached == 19 * 192);
+      CHECK(st.prefix_hit_rate == doctest::Approx(19.0 * 192 / (20 * 210)));
+      // 12 shared full blocks once + 2 private blocks (tokens 192..210 and the decode) per request
+      CHECK(st.used_blocks == 12 + 20 * 2);
+      CHECK(computed == 210 + 1 + 19 * 18 + 20);  // step 1: request 0; step 2: its decode + 19 suffixes; step 3: 20 decodes
+    } else {
+      CHECK(st.prompt_tokens_cached == 0);  // all admitted in the same step: nothing cached yet
+      CHECK(st.used_blocks == 20 * 14);
+      CHECK(computed == 20 * 210 + 19 + 20);  // request 19 is split by the budget: 19 decodes in step 2
+    }
+  }
+}
+
+TEST_CASE("scheduler: n = 4 by fork holds the prompt's blocks once") {
+  Scheduler s(cfg(8, 512), 80);
+  s.add(0, toks(0, 201), 260);  // 51 blocks of 4 (the last holds 1 token)
+  done_all(s, s.schedule());
+  for (int k = 1; k < 4; ++k) s.fork(0, k, int32_t(900 + k));
+  CHECK(s.kv().pool().num_in_use() == 51);
+  auto o = s.schedule();  // each decode writes position 201, in the shared partial block
+  CHECK(o.seqs.size() == 4);
+  CHECK(o.block_copies.size() == 3);  // three copy it; the last one keeps the original
+  CHECK(s.kv().pool().num_in_use() == 51 + 3);
+  done_all(s, o);
+}
