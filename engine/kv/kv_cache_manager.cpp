@@ -42,33 +42,47 @@ int KvCacheManager::copy_on_write(Seq& s, int index) {
   return dst;
 }
 
+void KvCacheManager::match_prefix(const std::vector<int32_t>& tokens, std::vector<int>& hits,
+                                  std::vector<uint64_t>& hashes) const {
+  hits.clear();
+  hashes.clear();
+  if (!prefix_caching_) return;
+  const int n = int(tokens.size()), B = block_size_;
+  uint64_t parent = BlockPool::kRootHash;
+  for (int i = 0; (i + 1) * B <= n; ++i) {
+    std::span<const int32_t> blk(tokens.data() + size_t(i) * B, B);
+    const uint64_t h = BlockPool::hash_block(parent, blk);
+    const int id = pool_.find(h, parent, blk);
+    if (id < 0) break;
+    hits.push_back(id);
+    hashes.push_back(h);
+    parent = h;
+  }
+}
+
+int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens) const {
+  if (tokens.empty()) return 0;
+  std::vector<int> hits;
+  std::vector<uint64_t> hashes;
+  match_prefix(tokens, hits, hashes);
+  return std::min(int(hits.size()) * block_size_, int(tokens.size()) - 1);
+}
+
 std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens) {
   LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
   LLM_CHECK(!tokens.empty()) << "sequence " << seq << " has no tokens";
   const int n = int(tokens.size()), B = block_size_;
   const int nb = blocks_for(n);
-
   // Longest chain of cached full blocks matching the prefix.
+
   std::vector<int> hits;
   std::vector<uint64_t> hashes;
-  if (prefix_caching_) {
-    uint64_t parent = BlockPool::kRootHash;
-    for (int i = 0; (i + 1) * B <= n; ++i) {
-      std::span<const int32_t> blk(tokens.data() + size_t(i) * B, B);
-      const uint64_t h = BlockPool::hash_block(parent, blk);
-      const int id = pool_.find(h, parent, blk);
-      if (id < 0) break;
-      hits.push_back(id);
-      hashes.push_back(h);
-      parent = h;
-    }
-  }
+  match_prefix(tokens, hits, hashes);
   int computed = int(hits.size()) * B;
-  bool cow_last = false;
-  if (computed == n) {  // everything cached: compute the last token again for its logits
-    computed = n - 1;
-    cow_last = pool_.ref_count(hits.back()) > 0;  // shared with a live table: write into a private copy
-  }
+  // Everything cached: compute the last token again for its logits, in a private copy of the last
+  // block (a hashed block is never written: others may read it in the same step).
+  const bool cow_last = computed == n;
+  if (cow_last) computed = n - 1;
   const int revived = int(std::count_if(hits.begin(), hits.end(), [&](int id) { return pool_.ref_count(id) == 0; }));
   const int fresh = nb - int(hits.size()) + (cow_last ? 1 : 0);
   if (fresh > pool_.num_available() - revived) return std::nullopt;
@@ -79,7 +93,14 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
     pool_.retain(id);
     s.table.push_back(id);
   }
-  if (cow_last) copy_on_write(s, int(hits.size()) - 1);
+  if (cow_last) {
+    const int src = s.table.back(), dst = pool_.allocate();
+    LLM_CHECK(dst >= 0) << "copy-on-write without a block (capacity was checked)";
+    pending_copies_.emplace_back(src, dst);
+    s.table.back() = dst;
+    drop(src);  // back to the cache (or to its other holders)
+    ++cow_copies_;
+  }
   while (int(s.table.size()) < nb) {
     const int id = pool_.allocate();
     LLM_CHECK(id >= 0) << "pool ran dry after its capacity was checked";

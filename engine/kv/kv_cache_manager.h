@@ -10,7 +10,8 @@
 //   allocate_prompt (or fork) -> { ensure_capacity -> (engine writes KV) -> commit_tokens }* -> free
 // Sharing: full computed blocks are registered in the pool's prefix map by commit_tokens; a later
 // allocate_prompt with the same prefix retains them instead of computing them again. fork() shares
-// all blocks of the parent. A block is written only by a table that holds it alone: ensure_capacity
+// all blocks of the parent. A block is written only by the one table that holds it, and never once it
+// is hashed (full and computed): ensure_capacity
 // copies a shared block before the first write into it (copy-on-write) and records (src, dst); the
 // engine must copy those blocks' KV (every layer, all B slots) before the next forward step.
 // Freed sequences release blocks tail first, so the tail of a cached chain is evicted before its head.
@@ -55,10 +56,12 @@ class KvCacheManager {
   // Starts `seq` for `tokens` (a prompt, or prompt + generated tokens on recompute): retains the longest
   // chain of cached full blocks matching the prefix, allocates the rest of ceil(n / B) blocks. Returns
   // how many leading tokens are already computed (from the cache). Never all of them: with the whole
-  // prompt cached it returns n - 1 (the last token is computed again to get logits), and if that last
-  // block is shared it is copied first (a pending copy). nullopt, with nothing held, when the pool lacks
+  // prompt cached it returns n - 1 (the last token is computed again to get logits) and the last
+  // block is copied into a private block first (a pending copy): a hashed block is never written. nullopt, with nothing held, when the pool lacks
   // blocks. Throws if `seq` already exists or tokens is empty.
   [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens);
+  // What allocate_prompt would return for `tokens` now (if it got its blocks); changes nothing.
+  int peek_cached_tokens(const std::vector<int32_t>& tokens) const;
   // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates
   // missing blocks and copies shared blocks in that range (copy-on-write). false, with nothing changed,
   // when the pool cannot supply the blocks.
@@ -99,6 +102,8 @@ class KvCacheManager {
   Seq& get(int64_t seq);
   void drop(int id);  // release one reference; forget pending copies into a block that became free
   int copy_on_write(Seq& s, int index);
+  // Longest chain of cached full blocks matching the prefix of tokens: block ids and chain hashes.
+  void match_prefix(const std::vector<int32_t>& tokens, std::vector<int>& hits, std::vector<uint64_t>& hashes) const;
 
   BlockPool pool_;
   int block_size_;

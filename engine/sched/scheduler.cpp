@@ -1,6 +1,7 @@
 #include "engine/sched/scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "engine/core/error.h"
 
@@ -144,6 +145,32 @@ bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int&
   return true;
 }
 
+bool Scheduler::prefix_in_progress(const Request& r) const {
+  if (!kv_.prefix_caching()) return false;
+  const int B = kv_.block_size();
+  const int first = kv_.peek_cached_tokens(r.tokens) / B;  // first full block not found in the cache
+  if ((first + 1) * B > int(r.tokens.size())) return false;
+  // Chain hash of that block, compared with the uncomputed full blocks of running sequences.
+  auto chain = [B](const std::vector<int32_t>& t, int upto, std::vector<uint64_t>& out) {
+    uint64_t h = BlockPool::kRootHash;
+    for (int i = 0; i <= upto; ++i) {
+      h = BlockPool::hash_block(h, std::span<const int32_t>(t.data() + size_t(i) * B, B));
+      out.push_back(h);
+    }
+  };
+  std::vector<uint64_t> mine, theirs;
+  chain(r.tokens, first, mine);
+  for (int64_t id : running_) {
+    const Request& o = reqs_.at(id);
+    const int done = o.num_computed / B, full = int(o.tokens.size()) / B;
+    if (full <= first || done > first) continue;  // its block `first` is computed or does not exist
+    theirs.clear();
+    chain(o.tokens, first, theirs);
+    if (theirs.back() == mine.back()) return true;
+  }
+  return false;
+}
+
 SchedulerOutput Scheduler::schedule() {
   LLM_CHECK(in_flight_ == 0) << in_flight_ << " sequences of the last step still await on_step_done";
   aborted_in_flight_.clear();
@@ -173,6 +200,7 @@ SchedulerOutput Scheduler::schedule() {
     Request& r = req(waiting_.front());
     const int n_total = int(r.tokens.size());
     if (!cfg_.chunked_prefill && n_total - kv_.peek_cached_tokens(r.tokens) > budget) break;
+    if (cfg_.defer_shared_prefill && prefix_in_progress(r)) break;
     const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens);
     if (!cached) break;  // its blocks cannot be had yet: nobody overtakes it
     waiting_.pop_front();

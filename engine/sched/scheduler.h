@@ -14,7 +14,8 @@
 //   1. decodes: running sequences with one pending token (oldest first), 1 token each;
 //   2. running sequences with a partly computed prompt (chunked prefill), oldest first;
 //   3. if nothing was preempted this step: waiting requests, FCFS, each admitted only when all blocks
-//      for its tokens can be had (stops at the first that cannot: no overtaking);
+//      for its tokens can be had (stops at the first that cannot: no overtaking), and, with
+//      defer_shared_prefill, not while a running prefill is computing its next uncached full block;
 //   all within max_num_seqs (sequences in the step; also caps running sequences for admission) and
 //   max_num_batched_tokens (new tokens in the step; a long prompt is split into chunks when
 //   chunked_prefill is on, otherwise it must fit whole).
@@ -41,6 +42,10 @@ struct SchedulerConfig {
   int block_size = 16;                // tokens per KV block
   bool enable_prefix_caching = true;
   bool chunked_prefill = true;        // off: a prompt is computed in one step (must fit the token budget)
+  // With prefix caching: the head of the waiting queue waits while its first uncached full block is
+  // still being computed by a running prefill, then finds it cached (a shared system prompt is computed
+  // once instead of once per request admitted in the same step).
+  bool defer_shared_prefill = true;
 };
 
 // One sequence in a step: computes tokens[start, start + num_new) at positions start...
@@ -106,6 +111,7 @@ class Scheduler {
   void preempt(int64_t seq_id, SchedulerOutput& out, int& budget);
   void put(Request& r, int num_new, SchedulerOutput& out, int& budget);
   void insert_running(int64_t seq_id);
+  bool prefix_in_progress(const Request& r) const;
   void erase_running(int64_t seq_id);
   void finish(Request& r, RequestState state);
 

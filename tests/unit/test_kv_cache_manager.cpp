@@ -79,7 +79,7 @@ TEST_CASE("manager: a fully cached prompt recomputes its last token in a writabl
     CHECK(kv.take_pending_copies().empty());
     kv.check_invariants();
   }
-  SUBCASE("the last block is only cached: reused in place") {
+  SUBCASE("the last block is only cached: still copied, the cached block stays intact") {
     KvCacheManager kv(10, 4);
     run_prompt(kv, 1, a);
     auto old = kv.block_table(1);
@@ -88,8 +88,12 @@ TEST_CASE("manager: a fully cached prompt recomputes its last token in a writabl
     auto c = kv.allocate_prompt(2, a);
     REQUIRE(c);
     CHECK(*c == 7);
-    CHECK(kv.block_table(2) == old);
-    CHECK(kv.take_pending_copies().empty());
+    CHECK(kv.block_table(2)[0] == old[0]);
+    CHECK(kv.block_table(2)[1] != old[1]);
+    CHECK(kv.pool().is_cached(old[1]));
+    auto copies = kv.take_pending_copies();
+    REQUIRE(copies.size() == 1);
+    CHECK(copies[0] == std::pair<int, int>{old[1], kv.block_table(2)[1]});
     CHECK(kv.stats().prompt_tokens_cached == 7);
     kv.check_invariants();
   }

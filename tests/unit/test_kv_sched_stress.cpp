@@ -1,0 +1,272 @@
+// Randomized stress test of BlockPool + KvCacheManager + Scheduler, without a model. Fixed seeds.
+// Operations: submit (common prefixes, so blocks are shared), step (schedule, copy, "forward", report
+// tokens, finish some, abort some in flight), abort (any state), fork. Small pools, so preemption and
+// eviction happen a lot. After every operation the test checks from the public API:
+//   - each block's ref count equals the number of block tables holding it;
+//   - free + referenced + cached == total;
+//   - a block in two tables is a hashed prefix block or shared inside one fork family;
+//   - waiting requests hold no blocks;
+// and after every step, with a fake KV cache where each slot stores a hash of the whole token prefix
+// up to its position: every sequence writes only unhashed blocks it holds alone, and reads back exactly its own
+// prefix at every position of its context (prefix hits, copy-on-write and eviction all checked).
+// After draining everything: no block referenced, every block free or cached.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "engine/sched/batch_builder.h"
+#include "engine/sched/scheduler.h"
+
+using namespace llmctl;
+
+namespace {
+
+struct StressConfig {
+  uint64_t seed;
+  int num_blocks;
+  SchedulerConfig sched;
+  int ops;
+};
+
+uint64_t prefix_mix(uint64_t h, int32_t t, int p) {
+  h ^= uint64_t(uint32_t(t)) + 0x9e3779b97f4a7c15ULL + (uint64_t(p) << 32);
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+
+class Stress {
+ public:
+  explicit Stress(const StressConfig& c)
+      : c_(c), s_(c.sched, c.num_blocks), rng_(c.seed), B_(c.sched.block_size), kv_(size_t(c.num_blocks) * B_, 0) {
+    limit_ = c.num_blocks * B_;  // max_total_tokens - 1 must fit the pool ...
+    if (!c.sched.chunked_prefill) limit_ = std::min(limit_, c.sched.max_num_batched_tokens);  // ... and one step
+    limit_ = std::min(limit_, 80);
+    for (int k = 0; k < 3; ++k) {  // shared "system prompts"
+      std::vector<int32_t> p;
+      int len = limit_ * (k + 1) / 5;
+      for (int i = 0; i < len; ++i) p.push_back(int32_t(rng_() % 1000));
+      prefixes_.push_back(p);
+    }
+  }
+
+  void run() {
+    for (int op = 0; op < c_.ops; ++op) {
+      const int r = int(rng_() % 100);
+      if (r < 30) submit();
+      else if (r < 80) step(true);
+      else if (r < 90) abort_one();
+      else fork_one();
+      check();
+      ++ops_done_;
+    }
+    drain();
+  }
+
+  int ops_done_ = 0;
+  int64_t steps_ = 0, finished_ = 0, aborted_ = 0, forks_ = 0, copies_ = 0;
+  Scheduler& sched() { return s_; }
+
+ private:
+  int rnd(int lo, int hi) { return lo + int(rng_() % uint64_t(hi - lo + 1)); }  // [lo, hi]
+
+  void submit() {
+    if (live_.size() >= 40) return;
+    std::vector<int32_t> prompt;
+    const int k = rnd(0, 3);
+    if (k < 3) prompt = prefixes_[k];
+    const int suffix = rnd(1, std::max(1, limit_ / 3));
+    for (int i = 0; i < suffix; ++i) prompt.push_back(int32_t(rng_() % 4));  // tiny vocab: more sharing
+    if (int(prompt.size()) > limit_ - 1) prompt.resize(limit_ - 1);
+    const int max_total = rnd(int(prompt.size()) + 1, std::min(limit_, int(prompt.size()) + 24));
+    const int64_t id = next_id_++;
+    s_.add(id, prompt, max_total);
+    live_.insert(id);
+    family_[id] = id;
+  }
+
+  std::vector<uint64_t> prefix_hashes(const std::vector<int32_t>& t) const {
+    std::vector<uint64_t> h(t.size());
+    uint64_t x = 0x1234;
+    for (size_t p = 0; p < t.size(); ++p) h[p] = x = prefix_mix(x, t[p], int(p));
+    return h;
+  }
+
+  void step(bool allow_abort) {
+    SchedulerOutput out = s_.schedule();
+    ++steps_;
+    const KvCacheManager& kv = s_.kv();
+    for (int64_t id : out.preempted) {
+      for (const auto& q : out.seqs) REQUIRE(q.seq_id != id);
+      REQUIRE(s_.request(id).state == RequestState::waiting);
+    }
+    for (const auto& [src, dst] : out.block_copies) {  // copy-on-write, before the forward
+      REQUIRE(kv.pool().ref_count(dst) == 1);
+      std::copy_n(kv_.begin() + size_t(src) * B_, B_, kv_.begin() + size_t(dst) * B_);
+      ++copies_;
+    }
+    BatchPlan plan = build_batch_plan(out, s_);
+    plan.validate(B_, c_.num_blocks);
+    int sampling = 0;
+    for (const auto& q : out.seqs) sampling += q.samples;
+    REQUIRE(int(plan.logits_rows.size()) == sampling);
+    REQUIRE(out.num_tokens <= c_.sched.max_num_batched_tokens);
+    REQUIRE(int(out.seqs.size()) <= c_.sched.max_num_seqs);
+    // "forward": write each new token's prefix hash, only into blocks held alone
+    std::map<int64_t, std::vector<uint64_t>> ph;
+    for (const auto& q : out.seqs) {
+      const Request& r = s_.request(q.seq_id);
+      REQUIRE(r.state == RequestState::running);
+      auto& h = ph[q.seq_id] = prefix_hashes(r.tokens);
+      const auto& table = kv.block_table(q.seq_id);
+      for (int p = q.start; p < q.start + q.num_new; ++p) {
+        REQUIRE(kv.pool().ref_count(table[p / B_]) == 1);  // held alone ...
+        REQUIRE_FALSE(kv.pool().is_hashed(table[p / B_]));   // ... and not a shareable prefix block
+        kv_[size_t(kv.slot(q.seq_id, p))] = h[p];
+      }
+    }
+    // "attention": every sequence reads exactly its own prefix at every position of its context
+    for (const auto& q : out.seqs) {
+      const auto& h = ph[q.seq_id];
+      for (int p = 0; p < q.start + q.num_new; ++p) REQUIRE(kv_[size_t(s_.kv().slot(q.seq_id, p))] == h[p]);
+    }
+    for (const auto& q : out.seqs) {
+      if (allow_abort && rng_() % 50 == 0) {  // aborted between the forward and its report
+        REQUIRE(s_.abort(q.seq_id));
+        live_.erase(q.seq_id);
+        ++aborted_;
+        if (rng_() % 2) continue;  // the engine may skip its report
+      }
+      std::optional<int32_t> tok;
+      if (q.samples) tok = int32_t(rng_() % 4);
+      const bool fin = q.samples && rng_() % 12 == 0;
+      if (s_.on_step_done(q.seq_id, tok, fin) && live_.erase(q.seq_id)) ++finished_;
+    }
+  }
+
+  void abort_one() {
+    if (live_.empty()) return;
+    auto it = live_.begin();
+    std::advance(it, rnd(0, int(live_.size()) - 1));
+    REQUIRE(s_.abort(*it));
+    REQUIRE_FALSE(s_.kv().has(*it));
+    live_.erase(it);
+    ++aborted_;
+  }
+
+  void fork_one() {
+    std::vector<int64_t> running;
+    for (int64_t id : live_)
+      if (s_.request(id).state == RequestState::running) running.push_back(id);
+    if (running.empty() || live_.size() >= 40) return;
+    const int64_t parent = running[rng_() % running.size()];
+    const int64_t child = next_id_++;
+    std::optional<int32_t> last;
+    if (rng_() % 2) last = int32_t(rng_() % 4);
+    s_.fork(parent, child, last);
+    live_.insert(child);
+    family_[child] = family_[parent];
+    ++forks_;
+  }
+
+  void check() {
+    s_.check_invariants();
+    const KvCacheManager& kv = s_.kv();
+    const BlockPool& pool = kv.pool();
+    std::vector<int> holders(c_.num_blocks, 0);
+    std::vector<std::set<int64_t>> families(c_.num_blocks);
+    for (int64_t id : live_) {
+      REQUIRE(s_.has(id));
+      const Request& r = s_.request(id);
+      if (r.state == RequestState::waiting) {
+        REQUIRE_FALSE(kv.has(id));
+        continue;
+      }
+      REQUIRE(r.state == RequestState::running);
+      for (int32_t b : kv.block_table(id)) {
+        ++holders[b];
+        families[b].insert(family_.at(id));
+      }
+    }
+    int referenced = 0;
+    for (int b = 0; b < c_.num_blocks; ++b) {
+      REQUIRE(pool.ref_count(b) == holders[b]);
+      referenced += holders[b] > 0;
+      if (families[b].size() > 1) REQUIRE(pool.is_hashed(b));  // shared across requests: a prefix block
+    }
+    REQUIRE(pool.num_free() + referenced + pool.num_cached() == c_.num_blocks);
+    REQUIRE(pool.num_in_use() == referenced);
+  }
+
+  void drain() {
+    for (int guard = 0; s_.has_unfinished(); ++guard) {
+      REQUIRE(guard < 100000);
+      step(false);
+      check();
+    }
+    REQUIRE(live_.empty());
+    const BlockPool& pool = s_.kv().pool();
+    REQUIRE(pool.num_in_use() == 0);
+    REQUIRE(pool.num_free() + pool.num_cached() == c_.num_blocks);
+    REQUIRE(s_.kv().num_seqs() == 0);
+    for (int b = 0; b < c_.num_blocks; ++b) REQUIRE(pool.ref_count(b) == 0);
+  }
+
+  StressConfig c_;
+  Scheduler s_;
+  std::mt19937_64 rng_;
+  int B_;
+  std::vector<uint64_t> kv_;  // fake KV cache: one prefix hash per slot
+  int limit_ = 0;
+  std::vector<std::vector<int32_t>> prefixes_;
+  std::set<int64_t> live_;
+  std::map<int64_t, int64_t> family_;
+  int64_t next_id_ = 0;
+};
+
+SchedulerConfig sc(int max_seqs, int max_tokens, int block_size, bool prefix, bool chunked, bool defer = true) {
+  SchedulerConfig c;
+  c.max_num_seqs = max_seqs;
+  c.max_num_batched_tokens = max_tokens;
+  c.block_size = block_size;
+  c.enable_prefix_caching = prefix;
+  c.chunked_prefill = chunked;
+  c.defer_shared_prefill = defer;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("stress: pool + cache manager + scheduler under random submit / step / abort / fork") {
+  const std::vector<StressConfig> configs = {
+      {1, 24, sc(6, 16, 4, true, true), 12000},
+      {2, 8, sc(8, 12, 4, true, false, false), 12000},
+      {3, 16, sc(6, 32, 8, false, true), 12000},
+      {4, 12, sc(16, 8, 2, true, true), 12000},
+  };
+  int64_t total_ops = 0;
+  for (const auto& c : configs) {
+    CAPTURE(c.seed);
+    Stress st(c);
+    st.run();
+    const SchedulerStats& ss = st.sched().stats();
+    const KvCacheStats ks = st.sched().kv().stats();
+    MESSAGE("seed " << c.seed << ": " << st.ops_done_ << " ops, " << st.steps_ << " steps, " << ss.admitted
+                    << " admissions, " << ss.preemptions << " preemptions, " << ks.evictions << " evictions, "
+                    << st.forks_ << " forks, " << st.copies_ << " block copies, " << st.finished_ << " finished, "
+                    << st.aborted_ << " aborted, prefix hit rate " << ks.prefix_hit_rate);
+    CHECK(st.ops_done_ >= 10000);
+    CHECK(ss.preemptions > 50);
+    CHECK(st.finished_ > 100);
+    CHECK(st.forks_ > 100);
+    if (c.sched.enable_prefix_caching) {
+      CHECK(ks.evictions > 50);
+      CHECK(ks.prefix_hit_rate > 0.05);
+    }
+    total_ops += st.ops_done_;
+  }
+  CHECK(total_ops >= 40000);
+}
