@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Continuous batching on the default model (CPU): batch invariance and preemption.
+
+1. 64 prompts of random lengths (WikiText), half greedy and half seeded sampling with top-3
+   logprobs, random max_tokens, run together under a tight token budget, must give exactly the
+   outputs (tokens, text, logprobs) of the same requests run one at a time (--max-num-seqs 1).
+2. A KV cache too small for the load forces preemptions (counted on stderr); outputs are unchanged
+   and no KV block is in use at the end.
+3. Bad lines are answered one by one with errors while the others complete.
+Usage: test_batching.py BUILD_DIR
+"""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+build = sys.argv[1]
+src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
+home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
+model = os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
+data = os.path.join(os.path.dirname(os.path.abspath(src)), "shared/data/wikitext2-valid.txt")
+if not os.path.exists(model):
+    print(f"SKIP: default model not found at {model}")
+    sys.exit(77)
+if not os.path.exists(data):
+    print(f"SKIP: {data} not found")
+    sys.exit(77)
+
+rng = random.Random(1234)
+words = open(data, encoding="utf-8").read().split()
+reqs = []
+for i in range(64):
+    start = rng.randrange(len(words) - 400)
+    r = {"prompt": " ".join(words[start:start + rng.randint(1, 120)]), "max_tokens": rng.randint(1, 12)}
+    if i % 2:
+        r.update(temperature=0.9, top_p=0.95, seed=rng.randrange(1 << 30), logprobs=3)
+    else:
+        r.update(temperature=0)
+    reqs.append(r)
+bad = ['{"prompt": ""}', '{"prompt": "x", "max_tokens": 0}', '{"prompt": "x", "n": 0}', '{"prompt": "x", "top_p": 0}',
+       '{"prompt": "x", "temperature": -1}', '{"prompt": "x", "unknown_field": 1}', '{"prompt": "x", "max_tokens": 9000}',
+       'not json']
+tmp = tempfile.mkdtemp()
+path = os.path.join(tmp, "prompts.jsonl")
+with open(path, "w") as f:
+    for i, r in enumerate(reqs):
+        f.write(json.dumps(r) + "\n")
+        if i % 8 == 3:
+            f.write(bad[i // 8] + "\n")
+
+
+def run(*flags):
+    cmd = [os.path.join(build, "llmctl"), "generate", "--model", model, "--prompts", path, *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr)
+        sys.exit(1)
+    return [json.loads(l) for l in p.stdout.splitlines()], p.stderr
+
+
+solo, _ = run("--max-num-seqs", "1")
+batched, err_b = run("--max-num-seqs", "64", "--max-num-batched-tokens", "96")
+tight, err_t = run("--max-num-seqs", "64", "--max-num-batched-tokens", "96", "--kv-cache-gb", "0.012")
+print(err_b.strip())
+print(err_t.strip())
+failed = False
+n_err = sum(1 for o in solo if "error" in o)
+if n_err != len(bad) or len(solo) != len(reqs) + len(bad):
+    print(f"FAIL: expected {len(bad)} errors among {len(reqs) + len(bad)} results, got {n_err} of {len(solo)}")
+    failed = True
+for name, other in (("batched", batched), ("preempted", tight)):
+    diffs = [i for i, (a, b) in enumerate(zip(solo, other)) if a != b]
+    if diffs:
+        print(f"FAIL: {name} differs from solo at lines {diffs[:10]}: {solo[diffs[0]]} vs {other[diffs[0]]}")
+        failed = True
+    else:
+        print(f"ok: {name} outputs identical to solo runs ({len(solo)} lines)")
+m = re.search(r"(\d+) preemptions", err_t)
+if not m or int(m.group(1)) == 0:
+    print("FAIL: the small KV cache caused no preemption")
+    failed = True
+for name, err in (("batched", err_b), ("preempted", err_t)):
+    m = re.search(r"KV blocks in use at the end (\d+) of", err)
+    if not m or int(m.group(1)) != 0:
+        print(f"FAIL: {name}: KV blocks still in use at the end")
+        failed = True
+sys.exit(1 if failed else 0)
