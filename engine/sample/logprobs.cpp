@@ -5,16 +5,15 @@
 #include <queue>
 
 #include "engine/core/error.h"
+#include "engine/sample/vec_math.h"
 
 namespace llmctl {
 
 double log_sum_exp(const float* logits, int vocab) {
   LLM_CHECK(vocab > 0) << "empty logits row";
-  const float m = *std::max_element(logits, logits + vocab);
+  const float m = max_value(logits, vocab);
   if (!std::isfinite(m)) return m;
-  double sum = 0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - m);
-  return m + std::log(sum);
+  return double(m) + std::log(exp_shifted(logits, vocab, m, 1.0f, nullptr));
 }
 
 std::vector<float> log_softmax(const float* logits, int vocab) {
@@ -55,8 +54,8 @@ TokenLogprobs token_logprobs(const float* logits, int vocab, int token, int top_
   r.token = token;
   r.logprob = float(double(logits[token]) - lse);
   const float l = logits[token];
-  int ahead = 0;
-  for (int i = 0; i < vocab; ++i) ahead += logits[i] > l || (logits[i] == l && i < token);
+  int ahead = 0;  // branch-free so that it vectorizes
+  for (int i = 0; i < vocab; ++i) ahead += int(logits[i] > l) | (int(logits[i] == l) & int(i < token));
   r.rank = ahead + 1;
   r.top = top_logprobs(logits, vocab, lse, top_n);
   return r;

@@ -24,16 +24,23 @@ double counter_uniform(uint64_t seed, uint64_t counter) {
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step) {
   LLM_CHECK(vocab > 0) << "empty logits row";
-  std::vector<float> work(logits, logits + vocab);
+  // Scratch reused across calls on this thread (a row is ~50k entries; no state survives a call).
+  thread_local std::vector<float> work;
+  thread_local Candidates c;
+  work.assign(logits, logits + vocab);
   process_logits(work.data(), vocab, params, state);
   int token;
   if (params.greedy()) {
     token = argmax(work.data(), vocab);
   } else {
-    const Candidates c = truncate_candidates(work.data(), vocab, params);
+    truncate_candidates(work.data(), vocab, params, c);
     token = draw_candidate(c, counter_uniform(state.seed, step));
   }
-  SampleResult r = token_logprobs(logits, vocab, token, params.logprobs.value_or(0));
+  // Logprobs cost two more passes over the row: only when asked for, or to rank best_of.
+  SampleResult r;
+  r.token = token;
+  if (params.logprobs || params.num_generated_sequences() > params.n)
+    r = token_logprobs(logits, vocab, token, params.logprobs.value_or(0));
   state.append(token, r.logprob);
   return r;
 }

@@ -18,13 +18,14 @@ namespace llmctl {
 // Uniform in [0, 1) from (seed, counter): stateless, so draw i of a request is reproducible.
 double counter_uniform(uint64_t seed, uint64_t counter);
 
-// The chosen token with its raw logprob and rank; top holds params.logprobs entries (none when
-// logprobs is unset or 0).
+// The chosen token with its raw logprob and rank, computed only when params.logprobs is set or
+// best_of > n needs the cumulative logprob (otherwise logprob = 0, rank = 0); top holds
+// params.logprobs entries (none when logprobs is unset or 0).
 using SampleResult = TokenLogprobs;
 
 // logits: [vocab], the model's raw row (not modified; processing works on a copy). step: index of
 // the token being generated, the draw counter (normally state.num_generated()). Appends the chosen
-// token and its logprob to state.
+// token and its logprob to state. Thread-safe: scratch buffers are per thread.
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step);
 

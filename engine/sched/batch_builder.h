@@ -8,7 +8,9 @@
 
 namespace llmctl {
 
-// Call right after schedule(), before any on_step_done / abort of that step.
+// Call right after schedule(), before any on_step_done / abort of that step (an aborted sequence is
+// unknown to the scheduler and throws here; abort after building: its writes land in blocks it no
+// longer holds, which no one reads before they are reallocated and written again).
 BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched);
 
 }  // namespace llmctl

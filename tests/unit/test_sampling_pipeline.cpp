@@ -43,6 +43,18 @@ std::map<int, double> frequencies(const std::vector<float>& l, const SamplingPar
   return f;
 }
 
+Candidates softmax_top_k(const std::vector<float>& l, float temperature, int top_k) {
+  Candidates c;
+  temperature_top_k(l.data(), int(l.size()), temperature, top_k, c);
+  return c;
+}
+
+Candidates truncated(const std::vector<float>& l, const SamplingParams& p) {
+  Candidates c;
+  truncate_candidates(l.data(), int(l.size()), p, c);
+  return c;
+}
+
 std::vector<int> generate(const std::vector<float>& l, const SamplingParams& p, SequenceState& st, int steps) {
   std::vector<int> out;
   for (int i = 0; i < steps; ++i) out.push_back(sample(l.data(), int(l.size()), p, st, st.num_generated()).token);
@@ -142,24 +154,24 @@ TEST_CASE("stages 1-4 apply in the documented order") {
 
 TEST_CASE("temperature, top-k, top-p, min-p by hand") {
   // Temperature 0.5 squares the odds: {1, 2} -> {1, 4}.
-  Candidates c = temperature_top_k(logs({1.0 / 3, 2.0 / 3}).data(), 2, 0.5f, 0);
+  Candidates c = softmax_top_k(logs({1.0 / 3, 2.0 / 3}), 0.5f, 0);
   CHECK(c.ids == std::vector<int>{0, 1});
   CHECK(c.probs[0] == doctest::Approx(0.2));
   CHECK(c.probs[1] == doctest::Approx(0.8));
   // top-k keeps the k largest, ties to the lower id, ids ascending.
   std::vector<float> l = {1, 3, 2, 3};
-  c = temperature_top_k(l.data(), 4, 1.0f, 2);
+  c = softmax_top_k(l, 1.0f, 2);
   CHECK(c.ids == std::vector<int>{1, 3});
   CHECK(c.probs[0] == doctest::Approx(0.5));
-  c = temperature_top_k(l.data(), 4, 1.0f, 1);
+  c = softmax_top_k(l, 1.0f, 1);
   CHECK(c.ids == std::vector<int>{1});
   // top-p: smallest most-probable prefix reaching the mass, renormalized.
-  c = temperature_top_k(logs({0.1, 0.4, 0.3, 0.2}).data(), 4, 1.0f, 0);
+  c = softmax_top_k(logs({0.1, 0.4, 0.3, 0.2}), 1.0f, 0);
   apply_top_p(c, 0.6f);
   CHECK(c.ids == std::vector<int>{1, 2});
   CHECK(c.probs[0] == doctest::Approx(4.0 / 7));
   // min-p: p >= min_p * max p, one pass.
-  c = temperature_top_k(logs({0.1, 0.4, 0.3, 0.2}).data(), 4, 1.0f, 0);
+  c = softmax_top_k(logs({0.1, 0.4, 0.3, 0.2}), 1.0f, 0);
   apply_min_p(c, 0.45f);
   CHECK(c.ids == std::vector<int>{1, 2, 3});
   CHECK(c.probs[2] == doctest::Approx(0.2 / 0.9));
@@ -169,27 +181,27 @@ TEST_CASE("stages 5-8 apply in the documented order") {
   SamplingParams p;
   // Temperature before top-p: at T = 0.5 the top token alone holds 0.66 of the mass.
   p.top_p = 0.6f;
-  CHECK(truncate_candidates(logs({0.5, 0.3, 0.2}).data(), 3, p).size() == 2);
+  CHECK(truncated(logs({0.5, 0.3, 0.2}), p).size() == 2);
   p.temperature = 0.5f;
-  CHECK(truncate_candidates(logs({0.5, 0.3, 0.2}).data(), 3, p).size() == 1);
+  CHECK(truncated(logs({0.5, 0.3, 0.2}), p).size() == 1);
   // top-k before top-p: after k = 2 the top token holds 0.57 >= 0.5 (top-p first would keep two).
   p = {};
   p.top_k = 2;
   p.top_p = 0.5f;
-  CHECK(truncate_candidates(logs({0.4, 0.3, 0.2, 0.1}).data(), 4, p).ids == std::vector<int>{0});
+  CHECK(truncated(logs({0.4, 0.3, 0.2, 0.1}), p).ids == std::vector<int>{0});
   // top-p before min-p: top-p 0.75 keeps three of {0.5, 0.2, 0.2, 0.1} and min-p 0.3 keeps them;
   // min-p first would drop 0.1, renormalize, and top-p would then keep two.
   p = {};
   p.top_p = 0.75f;
   p.min_p = 0.3f;
-  CHECK(truncate_candidates(logs({0.5, 0.2, 0.2, 0.1}).data(), 4, p).ids == std::vector<int>{0, 1, 2});
+  CHECK(truncated(logs({0.5, 0.2, 0.2, 0.1}), p).ids == std::vector<int>{0, 1, 2});
 }
 
 TEST_CASE("top-p selection over a large vocabulary equals a full sort") {
   const int V = 49152;
   for (float top_p : {0.05f, 0.5f, 0.9f, 0.99f}) {
     auto l = random_logits(V, 11, 2.0f);
-    Candidates c = temperature_top_k(l.data(), V, 0.7f, 0);
+    Candidates c = softmax_top_k(l, 0.7f, 0);
     const Candidates all = c;
     apply_top_p(c, top_p);
     std::vector<int> order(V);
@@ -207,6 +219,21 @@ TEST_CASE("top-p selection over a large vocabulary equals a full sort") {
     std::sort(want.begin(), want.end());
     CHECK(c.ids == want);
     CHECK(std::accumulate(c.probs.begin(), c.probs.end(), 0.0) == doctest::Approx(1.0));
+  }
+}
+
+TEST_CASE("top-k over a large vocabulary with ties equals a full sort") {
+  const int V = 49152;
+  auto l = random_logits(V, 12, 2.0f);
+  for (float& x : l) x = std::round(x * 2) / 2;  // many ties
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b]; });
+  for (int k : {1, 40, 256, 257, 1000, V - 1}) {
+    CAPTURE(k);
+    std::vector<int> want(order.begin(), order.begin() + k);
+    std::sort(want.begin(), want.end());
+    CHECK(softmax_top_k(l, 1.0f, k).ids == want);
   }
 }
 
@@ -292,6 +319,7 @@ TEST_CASE("seeded draws are reproducible and do not depend on what else is sampl
   p.top_k = 50;
   p.top_p = 0.9f;
   p.presence_penalty = 0.3f;
+  p.logprobs = 2;
   const std::vector<int> prompt = {1, 2}, prompt2 = {7};
   SequenceState a(p, prompt, 1234, 0, {});
   auto alone = generate(l, p, a, 40);
@@ -304,6 +332,7 @@ TEST_CASE("seeded draws are reproducible and do not depend on what else is sampl
   }
   CHECK(interleaved == alone);
   CHECK(b.cumulative_logprob == a.cumulative_logprob);
+  CHECK(a.cumulative_logprob < 0);
   SequenceState c(p, prompt, 1235, 0, {});
   CHECK(generate(l, p, c, 40) != alone);
 }
@@ -338,6 +367,20 @@ TEST_CASE("children of a request get different, reproducible streams") {
   }
   CHECK(outs[0] != outs[1]);
   CHECK(outs[1] != outs[2]);
+}
+
+TEST_CASE("logprobs are computed when asked for, or when best_of needs them") {
+  auto l = random_logits(100, 9);
+  SamplingParams p;
+  SequenceState s0(p, {}, 1, 0, {});
+  CHECK(sample(l.data(), 100, p, s0, 0).rank == 0);  // not asked: not computed
+  p.n = 2;
+  p.best_of = 3;
+  SequenceState s1(p, {}, 1, 0, {});
+  SampleResult r = sample(l.data(), 100, p, s1, 0);
+  CHECK(r.rank >= 1);
+  CHECK(r.top.empty());
+  CHECK(s1.cumulative_logprob == doctest::Approx(log_softmax(l.data(), 100)[r.token]));
 }
 
 TEST_CASE("best_of ranks by cumulative logprob") {
