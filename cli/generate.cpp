@@ -48,10 +48,12 @@ static int run_prompts(GenerateArgs& a) {
   EngineStats st = engine.stats();
   std::fprintf(stderr,
                "llmctl: %d requests (%d rejected) in %.2f s: %.2f req/s, %.1f generated tok/s, %.1f total tok/s | "
-               "%lld steps, %lld preemptions, prefix hit rate %.1f%%, KV blocks in use at the end %d of %d\n",
+               "%lld steps, %lld preemptions, prefix hit rate %.1f%%, KV waste %.2f%% (mean over steps), peak KV use "
+               "%.1f%%, KV blocks in use at the end %d of %d\n",
                s.requests, s.errors, s.seconds, (s.requests - s.errors) / s.seconds, s.generated_tokens / s.seconds,
                (s.prompt_tokens + s.generated_tokens) / s.seconds, (long long)st.steps, (long long)st.preemptions,
-               100.0 * st.kv.prefix_hit_rate, st.kv.used_blocks, st.kv.total_blocks);
+               100.0 * st.kv.prefix_hit_rate, 100.0 * st.mean_waste(), 100.0 * st.usage_peak, st.kv.used_blocks,
+               st.kv.total_blocks);
   return 0;
 }
 

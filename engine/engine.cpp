@@ -166,6 +166,9 @@ bool Engine::step() {
     touched.push_back(r.id);
   }
   for (int64_t id : touched) complete_if_done(id);
+  const KvCacheStats kv = sched_->kv().stats();
+  stats_.waste_sum += kv.waste;
+  stats_.usage_peak = std::max(stats_.usage_peak, kv.usage);
   return true;
 }
 

@@ -53,7 +53,10 @@ struct RequestResult {
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
   double forward_seconds = 0;
-  KvCacheStats kv;
+  double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
+  double usage_peak = 0;  // highest fraction of blocks in use after a step
+  KvCacheStats kv;        // now
+  double mean_waste() const { return steps ? waste_sum / double(steps) : 0; }
 };
 
 class Engine {
