@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/linear_impl.h"
@@ -71,21 +72,25 @@ void linear_impl(const float* x, int64_t T, int64_t K, const void* w, const floa
                  float* out, int64_t ldo) {
   const auto* W = static_cast<const typename L::T*>(w);
   constexpr int kGroup = 4;
-  for (int64_t n = n0; n < n1; ++n) {
-    const typename L::T* wr = W + n * K;
-    const float b = bias ? bias[n] : 0.0f;
+  constexpr int64_t kRowBlock = 16;  // weight rows kept hot in cache while every token passes over them
+  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
+    const int64_t ne = std::min(n1, nb + kRowBlock);
     int64_t t = 0;
     for (; t + kGroup <= T; t += kGroup) {
       const float* xs[kGroup] = {x + t * K, x + (t + 1) * K, x + (t + 2) * K, x + (t + 3) * K};
-      float r[kGroup];
-      dot_rows<L, kGroup>(xs, wr, K, r);
-      for (int j = 0; j < kGroup; ++j) out[(t + j) * ldo + n] = bias ? r[j] + b : r[j];
+      for (int64_t n = nb; n < ne; ++n) {
+        float r[kGroup];
+        dot_rows<L, kGroup>(xs, W + n * K, K, r);
+        for (int j = 0; j < kGroup; ++j) out[(t + j) * ldo + n] = bias ? r[j] + bias[n] : r[j];
+      }
     }
     for (; t < T; ++t) {
       const float* xs[1] = {x + t * K};
-      float r[1];
-      dot_rows<L, 1>(xs, wr, K, r);
-      out[t * ldo + n] = bias ? r[0] + b : r[0];
+      for (int64_t n = nb; n < ne; ++n) {
+        float r[1];
+        dot_rows<L, 1>(xs, W + n * K, K, r);
+        out[t * ldo + n] = bias ? r[0] + bias[n] : r[0];
+      }
     }
   }
 }
