@@ -3,19 +3,9 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/core/hash.h"
 
 namespace llmctl {
-
-namespace {
-uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-}  // namespace
 
 uint64_t BlockPool::hash_block(uint64_t parent, std::span<const int32_t> tokens) {
   uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ULL);

@@ -3,17 +3,10 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/hash.h"
 #include "engine/sample/logits_processors.h"
 
 namespace llmctl {
-
-namespace {
-uint64_t mix64(uint64_t z) {  // splitmix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 double counter_uniform(uint64_t seed, uint64_t counter) {
   uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ULL * (counter + 1));

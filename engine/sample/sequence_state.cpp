@@ -4,16 +4,9 @@
 #include <numeric>
 
 #include "engine/core/error.h"
+#include "engine/core/hash.h"
 
 namespace llmctl {
-
-namespace {
-uint64_t mix64(uint64_t z) {  // splitmix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 uint64_t child_seed(uint64_t request_seed, int index) {
   LLM_CHECK(index >= 0) << "child index " << index;
