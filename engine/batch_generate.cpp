@@ -92,8 +92,8 @@ BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std
         nlohmann::json so = {{"index", s.index},
                              {"text", s.text},
                              {"token_ids", s.token_ids},
-                             {"finish_reason", s.finish_reason},
-                             {"cumulative_logprob", s.cumulative_logprob}};
+                             {"finish_reason", s.finish_reason}};
+        if (s.scored) so["cumulative_logprob"] = s.cumulative_logprob;
         if (!s.logprobs.empty()) so["logprobs"] = logprobs_json(s.logprobs);
         completion += s.token_ids.size();
         outs.push_back(so);

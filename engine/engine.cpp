@@ -77,6 +77,7 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
     r->seqs[i].state = SequenceState(params, r->prompt, r->seed, i, eos_ids_);
     r->seqs[i].text = StreamingText(params.stop);
     r->seqs[i].out.index = i;
+    r->seqs[i].out.scored = params.logprobs.has_value() || (params.best_of && *params.best_of > params.n);
   }
   r->result.id = r->id;
   r->result.prompt_ids = r->prompt;
@@ -110,12 +111,12 @@ void Engine::sample_sequence(Request& r, int child, const float* logits, bool) {
   SampleResult res = sample(logits, vocab, r.params, s.state, uint64_t(s.state.num_generated()));
   if (r.result.first_token_seconds == 0) r.result.first_token_seconds = now_seconds();
   ++stats_.generated_tokens;
+  s.out.cumulative_logprob = s.state.cumulative_logprob;  // includes a final stop token, as best_of ranks it
   if (is_stop_token(res.token, r.params, eos_ids_)) {
     finish_sequence(r, child, "stop");
     return;
   }
   s.out.token_ids.push_back(res.token);
-  s.out.cumulative_logprob = s.state.cumulative_logprob;
   if (r.params.logprobs) s.out.logprobs.push_back(res);
   std::string piece = s.text.push(tok_.token_bytes(res.token));
   const bool streams = r.on_text && child < r.params.n && !r.params.best_of;

@@ -39,7 +39,8 @@ struct SequenceOutput {
   std::string text;
   std::string finish_reason;           // "stop" | "length" | "abort"
   std::vector<TokenLogprobs> logprobs;  // per generated token, when params.logprobs is set
-  double cumulative_logprob = 0;
+  double cumulative_logprob = 0;       // sum of the chosen tokens' logprobs, when `scored`
+  bool scored = false;                 // logprobs were computed (params.logprobs set, or best_of > n)
 };
 
 struct RequestResult {

@@ -87,4 +87,22 @@ for name, err in (("batched", err_b), ("preempted", err_t)):
     if not m or int(m.group(1)) != 0:
         print(f"FAIL: {name}: KV blocks still in use at the end")
         failed = True
+# n > 1 through fork: three different samples; child 0 keeps the request's seed, so it equals the
+# n = 1 run with the same seed; best_of returns n results.
+with open(path, "w") as f:
+    base = {"prompt": "Write a short poem about the sea.", "temperature": 1.0, "seed": 11, "max_tokens": 12, "ignore_eos": True}
+    f.write(json.dumps(base) + "\n")
+    f.write(json.dumps({**base, "n": 3}) + "\n")
+    f.write(json.dumps({**base, "n": 2, "best_of": 4, "logprobs": 1}) + "\n")
+multi, err_m = run("--max-num-seqs", "8")
+one, three, best = (o["outputs"] for o in multi)
+ids3 = [o["token_ids"] for o in three]
+if len(three) != 3 or three[0]["token_ids"] != one[0]["token_ids"] or len({tuple(x) for x in ids3}) < 2:
+    print(f"FAIL: n=3 outputs {ids3} vs n=1 {one[0]['token_ids']}")
+    failed = True
+elif len(best) != 2 or best[0]["cumulative_logprob"] < best[1]["cumulative_logprob"]:
+    print(f"FAIL: best_of=4, n=2 gave {best}")
+    failed = True
+else:
+    print("ok: n=3 gives distinct samples, the first equal to n=1 with the same seed; best_of=4 returns the 2 best")
 sys.exit(1 if failed else 0)
