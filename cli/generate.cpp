@@ -30,15 +30,19 @@ struct GenerateArgs {
 };
 }  // namespace
 
-static int run_prompts(GenerateArgs& a) {
-  std::ifstream in(a.prompts_file);
-  LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
+static RuntimeOptions runtime_options(const GenerateArgs& a) {
   RuntimeOptions ro;
   ro.model = a.model;
   ro.threads = a.threads;
   ro.device = a.device;
   if (!a.dtype.empty()) ro.dtype = parse_dtype(a.dtype);
-  Runtime rt = load_runtime(ro);
+  return ro;
+}
+
+static int run_prompts(GenerateArgs& a) {
+  std::ifstream in(a.prompts_file);
+  LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
+  Runtime rt = load_runtime(runtime_options(a));
   EngineConfig ec;
   ec.sched.max_num_seqs = a.max_num_seqs;
   ec.sched.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -100,12 +104,7 @@ Runner add_generate(CLI::App& app) {
     LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument or on stdin)";
     LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
 
-    RuntimeOptions ro;
-    ro.model = a->model;
-    ro.threads = a->threads;
-    ro.device = a->device;
-    if (!a->dtype.empty()) ro.dtype = parse_dtype(a->dtype);
-    Runtime rt = load_runtime(ro);
+    Runtime rt = load_runtime(runtime_options(*a));
     std::vector<int> ids;
     if (a->chat) {
       nlohmann::json messages = nlohmann::json::array();
