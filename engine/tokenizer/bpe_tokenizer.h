@@ -1,7 +1,9 @@
 // Byte-level BPE tokenizer (GPT-2 / Llama 3 / Qwen2 / SmolLM style), built from an HF
 // tokenizer.json or from the vocabulary GGUF files store. encode: added tokens are cut out, the
 // rest is pre-tokenized (PCRE2 regexes) and each piece BPE-merged; decode maps the byte-level
-// pieces back to bytes, so decode(encode(x)) == x for any byte string x.
+// pieces back to bytes, so decode(encode(x)) == x for any byte string x whose bytes all have a
+// token. A byte the vocabulary lacks is dropped, as HF tokenizers does (SmolLM2 has no token for
+// \x04 \x06 \x13 \x14 \x16 \x1d, nor for bytes that valid UTF-8 never or hardly uses: C0 C1 F1 F2 F5-FF).
 #pragma once
 #include <memory>
 #include <string>

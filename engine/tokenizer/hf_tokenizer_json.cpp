@@ -171,7 +171,10 @@ json BpeTokenizer::to_hf_tokenizer_config(int64_t model_max_length) const {
     decoder[std::to_string(t.id)] = e;
   }
   cfg["added_tokens_decoder"] = decoder;
-  cfg["tokenizer_class"] = "GPT2Tokenizer";
+  // Not "GPT2Tokenizer": transformers 5 rebuilds that class's pipeline with a plain ByteLevel
+  // pre-tokenizer and drops what tokenizer.json says (SmolLM2's digit splitting, Llama 3's and
+  // Qwen2's regexes). PreTrainedTokenizerFast uses tokenizer.json as written (4.x and 5.x).
+  cfg["tokenizer_class"] = "PreTrainedTokenizerFast";
   return cfg;
 }
 

@@ -21,6 +21,11 @@ References:
      cannot matter; on the full texts the disagreement with reference 2 is
      measured and every differing stretch must contain a digit.
 
+Also: transformers loading the tokenizer.json + tokenizer_config.json llmctl wrote (what
+`llmctl convert` produces) encodes the generated mix identically. (The config names
+PreTrainedTokenizerFast: with "GPT2Tokenizer", transformers 5 replaces tokenizer.json's
+pre-tokenizer with a plain ByteLevel one and loses the digit split.)
+
 argv[1]: the build directory. Exit 77 (skipped) when the model, the data or a package is missing.
 """
 import bisect
@@ -236,6 +241,21 @@ def main():
         else:
             print(f"[generated-mix] parse_special off: {len(ours_ns)} tokens, identical to tokenizers")
 
+        # What `convert` writes (tokenizer.json + tokenizer_config.json) loads in transformers too.
+        hf_dir = os.path.join(tmp, "hf")
+        os.makedirs(hf_dir)
+        for src in (tok_json, cfg_json):
+            os.replace(src, os.path.join(hf_dir, os.path.basename(src)))
+        hf_ours = AutoTokenizer.from_pretrained(hf_dir)
+        mix_ids = hf_ours.encode(corpora["generated-mix"])
+        with open(mix_path + ".ids") as f:
+            ours_mix = [int(x) for x in f.read().split()]
+        if mix_ids != ours_mix:
+            failures.append(first_mismatch("generated-mix", "transformers(llmctl's files)", ours_mix, mix_ids, decode))
+        else:
+            print(f"[generated-mix] transformers loading llmctl's tokenizer.json + tokenizer_config.json "
+                  f"({type(hf_ours).__name__}): identical")
+        cfg_json = os.path.join(hf_dir, "tokenizer_config.json")
         with open(cfg_json) as f:
             cfg = json.load(f)
         if cfg.get("eos_token") != "<|im_end|>" or cfg.get("bos_token") != "<|im_start|>" or not cfg.get("chat_template"):
