@@ -9,7 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
-#include "engine/model/utf8.h"
+#include "engine/core/utf8.h"
 #include "quant/format/gguf_blocks.h"
 
 namespace llmctl {

@@ -61,15 +61,6 @@ std::string utf8_sanitize(const std::string& s) {
   return out;
 }
 
-bool utf8_valid(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    int n = valid_at(s, i);
-    if (n <= 0) return false;
-    i += n;
-  }
-  return true;
-}
-
 std::string StreamingText::push(const std::string& bytes) {
   if (stopped_) return {};
   pending_ += bytes;

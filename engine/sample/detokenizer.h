@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/utf8.h"  // utf8_valid
+
 namespace llmctl {
 
 class StreamingText {
@@ -30,6 +32,5 @@ class StreamingText {
 size_t utf8_complete_prefix(const std::string& s);
 // s with invalid UTF-8 sequences replaced by U+FFFD.
 std::string utf8_sanitize(const std::string& s);
-bool utf8_valid(const std::string& s);
 
 }  // namespace llmctl

@@ -1,5 +1,5 @@
 // Strict UTF-8 validation (no overlong forms, no surrogates, nothing above U+10FFFF), for the
-// strings checkpoint readers take from files.
+// strings checkpoint readers take from files and for prompts and streamed text.
 #pragma once
 #include <cstdint>
 #include <string_view>
