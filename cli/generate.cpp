@@ -22,11 +22,12 @@ namespace {
 struct GenerateArgs {
   std::string prompt, model, system, dtype, device = "auto", prompts_file;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
-  double kv_cache_gb = 1.0;
-  bool chat = false, json = false;
+  double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
+  bool chat = false, json = false, enforce_eager = false, deterministic = false;
   int threads = 0;
   SamplingParams sp;
   uint64_t seed = 0;
+  bool kv_cache_gb_given = false;
 };
 }  // namespace
 
@@ -35,6 +36,8 @@ static RuntimeOptions runtime_options(const GenerateArgs& a) {
   ro.model = a.model;
   ro.threads = a.threads;
   ro.device = a.device;
+  ro.enforce_eager = a.enforce_eager;
+  ro.deterministic = a.deterministic;
   if (!a.dtype.empty()) ro.dtype = parse_dtype(a.dtype);
   return ro;
 }
@@ -47,6 +50,7 @@ static int run_prompts(GenerateArgs& a) {
   ec.sched.max_num_seqs = a.max_num_seqs;
   ec.sched.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.kv_cache_bytes = a.kv_cache_gb * 1e9;
+  if (!a.kv_cache_gb_given) ec.gpu_memory_utilization = a.gpu_memory_utilization;
   Engine engine(*rt.model, *rt.tokenizer, ec);
   BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
   EngineStats st = engine.stats();
@@ -91,8 +95,17 @@ Runner add_generate(CLI::App& app) {
   s->add_option("--max-num-seqs", a->max_num_seqs, "with --prompts: sequences per step")->capture_default_str();
   s->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "with --prompts: new tokens per step")
       ->capture_default_str();
-  s->add_option("--kv-cache-gb", a->kv_cache_gb, "with --prompts: KV cache size")->capture_default_str();
+  s->add_option("--kv-cache-gb", a->kv_cache_gb, "with --prompts: KV cache size (on a GPU: default from "
+                "--gpu-memory-utilization)")->capture_default_str();
+  s->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                "with --prompts on a GPU: fraction of its memory for weights, activations and the KV cache")
+      ->capture_default_str();
+  s->add_flag("--enforce-eager", a->enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
+  s->add_flag("--deterministic", a->deterministic,
+              "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
+              "(the CPU backend always is)");
   return [a, s]() -> int {
+    a->kv_cache_gb_given = s->count("--kv-cache-gb") > 0;
     if (s->count("--seed")) a->sp.seed = a->seed;
     if (!a->sp.seed) a->sp.seed = std::random_device{}();
     a->sp.validate();

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "engine/core/error.h"
+#include "engine/sample/device_sampling.h"
 #include "engine/sched/batch_builder.h"
 
 namespace llmctl {
@@ -40,7 +41,17 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig confi
   max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
                                       : mc.max_position_embeddings;
   const int B = cfg_.sched.block_size;
-  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(cfg_.kv_cache_bytes / double(model_.kv_bytes_per_block(B)));
+  double kv_bytes = cfg_.kv_cache_bytes;
+  if (cfg_.num_blocks <= 0 && cfg_.gpu_memory_utilization > 0) {
+    // Activations of the largest step, device sampling scratch (n > 1 draws several rows per
+    // sequence) and 512 MiB for workspaces (cuBLAS, attention splits) and the allocator.
+    const int rows = cfg_.sched.max_num_seqs;
+    const size_t reserve = model_.activation_bytes(cfg_.sched.max_num_batched_tokens, rows) +
+                           size_t(4) * rows * size_t(mc.vocab_size) * sizeof(float) + (size_t(512) << 20);
+    if (auto budget = model_.backend().kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
+      kv_bytes = double(*budget);
+  }
+  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(kv_bytes / double(model_.kv_bytes_per_block(B)), 1e9));
   LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
   kv_ = model_.alloc_kv_cache(num_blocks_, B);
@@ -103,12 +114,66 @@ void Engine::finish_sequence(Request& r, int child, const std::string& reason) {
   if (r.on_text && child < r.params.n && !r.params.best_of) r.on_text(r.id, child, tail, true);
 }
 
-// Samples sequence `child` from its logits row, appends the token, and decides whether it ends.
-// Returns through the scheduler's on_step_done in step().
-void Engine::sample_sequence(Request& r, int child, const float* logits, bool) {
-  Sequence& s = r.seqs[child];
+struct Engine::Draw {
+  Request* r = nullptr;
+  int child = 0;
+  int row = 0;
+  SampleResult res;
+};
+
+void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   const int vocab = model_.config().vocab_size;
-  SampleResult res = sample(logits, vocab, r.params, s.state, uint64_t(s.state.num_generated()));
+  Backend& be = model_.backend();
+  const bool on_device = logits.device != Device::CPU;
+  std::vector<SampleJob> jobs;
+  std::vector<size_t> job_draw;
+  std::vector<size_t> host_draws;
+  for (size_t i = 0; i < draws.size(); ++i) {
+    Draw& d = draws[i];
+    Sequence& s = d.r->seqs[d.child];
+    if (on_device && be.can_sample() && device_samplable(d.r->params)) {
+      jobs.push_back(make_sample_job(d.r->params, s.state, uint64_t(s.state.num_generated()), d.row, vocab));
+      job_draw.push_back(i);
+    } else {
+      host_draws.push_back(i);
+    }
+  }
+  if (!jobs.empty()) {
+    const std::vector<int32_t> tokens = be.sample(logits, jobs);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      Draw& d = draws[job_draw[j]];
+      d.res = SampleResult{};
+      d.res.token = tokens[j];
+      d.r->seqs[d.child].state.append(tokens[j], 0.0f);
+    }
+  }
+  if (host_draws.empty()) return;
+  // Host rows: all of the logits when most rows are needed, else row by row.
+  Tensor host = logits;
+  std::unordered_map<int, Tensor> row_copies;
+  if (on_device && host_draws.size() * 2 >= size_t(logits.dim(0))) host = be.to_host_f32(logits);
+  for (size_t i : host_draws) {
+    Draw& d = draws[i];
+    const float* lg;
+    if (host.device == Device::CPU) {
+      lg = host.ptr<float>() + int64_t(d.row) * vocab;
+    } else {
+      auto it = row_copies.find(d.row);
+      if (it == row_copies.end()) {
+        Tensor row = Tensor::view(static_cast<float*>(logits.data) + int64_t(d.row) * vocab, DType::F32, {1, vocab});
+        row.device = logits.device;
+        it = row_copies.emplace(d.row, be.to_host_f32(row)).first;
+      }
+      lg = it->second.ptr<float>();
+    }
+    Sequence& s = d.r->seqs[d.child];
+    d.res = sample(lg, vocab, d.r->params, s.state, uint64_t(s.state.num_generated()));
+  }
+}
+
+// The token is already appended to the sequence's state (draw_tokens).
+void Engine::accept_token(Request& r, int child, const SampleResult& res) {
+  Sequence& s = r.seqs[child];
   if (r.result.first_token_seconds == 0) r.result.first_token_seconds = now_seconds();
   ++stats_.generated_tokens;
   s.out.cumulative_logprob = s.state.cumulative_logprob;  // includes a final stop token, as best_of ranks it
@@ -136,34 +201,51 @@ bool Engine::step() {
   if (!out.block_copies.empty()) model_.backend().copy_blocks(kv_, out.block_copies);
   BatchPlan plan = build_batch_plan(out, *sched_);
   const double t0 = now_seconds();
-  Tensor logits = model_.forward(plan, kv_);
+  Tensor logits = model_.forward_device(plan, kv_);
+
+  // Every draw of the step, in batch order; a request's first step with several sequences draws
+  // all of its children from the prompt's row (they are forked after the parent's token).
+  std::vector<Draw> draws;
+  int row = 0;
+  for (const ScheduledSeq& ss : out.seqs) {
+    if (!ss.samples) continue;
+    const int this_row = row++;
+    auto owner = seq_owner_.find(ss.seq_id);
+    if (owner == seq_owner_.end()) continue;  // aborted while in flight
+    Request& r = *requests_.at(owner->second.first);
+    const int child = owner->second.second;
+    draws.push_back(Draw{&r, child, this_row, {}});
+    if (!r.forked && child == 0 && r.seqs.size() > 1)
+      for (int i = 1; i < int(r.seqs.size()); ++i) draws.push_back(Draw{&r, i, this_row, {}});
+  }
+  draw_tokens(draws, logits);
   stats_.forward_seconds += now_seconds() - t0;
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());
-  const int vocab = model_.config().vocab_size;
 
-  int row = 0;
+  size_t next = 0;
   std::vector<int64_t> touched;
   for (const ScheduledSeq& ss : out.seqs) {
     auto owner = seq_owner_.find(ss.seq_id);
-    if (owner == seq_owner_.end()) {  // aborted while in flight
-      if (ss.samples) ++row;
-      continue;
-    }
-    Request& r = *requests_.at(owner->second.first);
-    const int child = owner->second.second;
+    if (owner == seq_owner_.end()) continue;
     if (!ss.samples) {
       sched_->on_step_done(ss.seq_id, std::nullopt, false);
       continue;
     }
-    const float* lg = logits.ptr<float>() + int64_t(row++) * vocab;
+    Request& r = *requests_.at(owner->second.first);
+    const int child = owner->second.second;
+    const size_t d = next++;
+    LLM_CHECK(draws[d].r == &r && draws[d].child == child) << "engine: draws out of step";
     const bool first = !r.forked && child == 0 && r.seqs.size() > 1;
-    sample_sequence(r, child, lg, first);
+    accept_token(r, child, draws[d].res);
     Sequence& s = r.seqs[child];
     std::optional<int32_t> tok;
     if (!s.done) tok = s.out.token_ids.back();
     if (sched_->on_step_done(ss.seq_id, tok, s.done)) seq_owner_.erase(ss.seq_id);
-    if (first) fork_children(r, lg);
+    if (first) {
+      fork_children(r, draws, next);
+      next += r.seqs.size() - 1;
+    }
     touched.push_back(r.id);
   }
   for (int64_t id : touched) complete_if_done(id);
@@ -173,13 +255,15 @@ bool Engine::step() {
   return true;
 }
 
-// After the prompt step of a request with several sequences: children 1.. sample their first token
-// from the prompt's logits and share the prompt's blocks through fork.
-void Engine::fork_children(Request& r, const float* logits) {
+// After the prompt step of a request with several sequences: children 1.. take their first token
+// (drawn from the prompt's row: draws[first_child...]) and share the prompt's blocks through fork.
+void Engine::fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child) {
   r.forked = true;
   const bool parent_alive = sched_->has(r.seqs[0].seq_id);
   for (int i = 1; i < int(r.seqs.size()); ++i) {
-    sample_sequence(r, i, logits, true);
+    const Draw& d = draws[first_child + size_t(i - 1)];
+    LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
+    accept_token(r, i, d.res);
     Sequence& s = r.seqs[i];
     if (s.done) continue;
     const int64_t child_id = (r.id << 8) | i;
@@ -244,8 +328,9 @@ void Engine::abort(int64_t request_id) {
 }
 
 void Engine::drain() {
-  while (has_unfinished())
+  while (has_unfinished()) {
     if (!step()) LLM_CHECK(!has_unfinished()) << "engine stalled with unfinished requests";
+  }
 }
 
 std::optional<RequestResult> Engine::take_result(int64_t request_id) {

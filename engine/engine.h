@@ -30,6 +30,9 @@ struct EngineConfig {
   SchedulerConfig sched;
   int num_blocks = 0;                  // KV blocks; 0 = from kv_cache_bytes
   double kv_cache_bytes = 1.0 * (1 << 30);
+  // > 0 on a device backend: the KV cache takes what is left of this fraction of the device's
+  // memory after the weights and the activations of a full step (vLLM's --gpu-memory-utilization).
+  double gpu_memory_utilization = 0;
   int max_context = 0;                 // 0 = the model's max_position_embeddings
 };
 
@@ -88,9 +91,14 @@ class Engine {
  private:
   struct Sequence;
   struct Request;
-  void sample_sequence(Request& r, int child, const float* logits, bool prompt_step);
+  struct Draw;
+  // Draws every token of the step: on the device where the backend samples and the sequence
+  // allows it, on the host (its row copied over) otherwise. Appends each token to its state.
+  void draw_tokens(std::vector<Draw>& draws, const Tensor& logits);
+  // Records sequence `child`'s new token and decides whether it ends.
+  void accept_token(Request& r, int child, const SampleResult& res);
   void finish_sequence(Request& r, int child, const std::string& reason);
-  void fork_children(Request& r, const float* logits);
+  void fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child);
   void complete_if_done(int64_t request_id);
 
   LlamaModel& model_;

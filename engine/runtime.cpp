@@ -27,7 +27,10 @@ Runtime load_runtime(const RuntimeOptions& opts) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
     // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
     const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
-    rt.backend = make_cuda_backend(compute, 0);
+    CudaOptions co;
+    co.graphs = !opts.enforce_eager;
+    co.deterministic = opts.deterministic;
+    rt.backend = make_cuda_backend(compute, 0, co);
     weight_dtype = compute;
   }
 #else

@@ -16,6 +16,8 @@ struct RuntimeOptions {
   std::optional<DType> dtype;      // weight dtype (nullopt: as stored; GGUF blocks become f32)
   int threads = 0;                 // CPU threads, 0 = all cores
   std::string device = "auto";     // auto | cpu | cuda (auto: the GPU when one is present)
+  bool enforce_eager = false;      // CUDA: no graphs
+  bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
 };
 
 struct Runtime {

@@ -10,9 +10,13 @@
 # libsentencepiece): point LD_LIBRARY_PATH at them before calling; it is passed through untouched.
 # Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log,
 # gpu-golden.log (the golden test in bf16 on the GPU, when the default model's GGUF is present:
-# GOLDEN_MODEL=path overrides where it is looked for).
+# GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
+# test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones).
 # Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
-# Exit status: the tests' (ctest) status; a failed benchmark is reported but does not hide it.
+# Extra benchmark flags can also sweep offline throughput through the engine, e.g.
+#   GPU_BENCH_ARGS="--throughput 128/128,512/128,1024/1024 --concurrency 1,16,64,256"
+# Exit status: non-zero when the GPU tests, the golden test or the batching test fail; a failed
+# benchmark is reported but does not hide them.
 set -uo pipefail
 
 BUILD=${1:-build-gpu}
@@ -71,5 +75,17 @@ else
   echo "gpu-check: golden test skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee "$RESULTS/gpu-golden.log"
 fi
 
-echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc; results in $RESULTS"
-exit "$test_rc"
+echo "== batching on the GPU with --deterministic: 64 requests batched / preempted == solo, n>1, best_of"
+HF_MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
+batch_rc=0
+if [[ -f "$GOLDEN_MODEL" && ! -d "$HF_MODEL" ]]; then "$BUILD/llmctl" convert "$GOLDEN_MODEL" "$HF_MODEL" >/dev/null; fi
+if [[ -d "$HF_MODEL" ]]; then
+  LLMCTL_SOURCE_DIR=$PWD python3 tests/e2e/test_batching.py "$BUILD" --device cuda --deterministic 2>&1 |
+    tee "$RESULTS/gpu-batching-deterministic.log"
+  batch_rc=${PIPESTATUS[0]}
+else
+  echo "gpu-check: batching test skipped ($HF_MODEL missing)" | tee "$RESULTS/gpu-batching-deterministic.log"
+fi
+
+echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc batching rc=$batch_rc; results in $RESULTS"
+exit $((test_rc || golden_rc || batch_rc))

@@ -1,11 +1,16 @@
-// GPU micro-benchmark on the CudaBackend (numbers are reported, never asserted):
-//   copy      device-to-device copy bandwidth (bytes read + written)
-//   gemm      cuBLAS bf16 GEMM at 8192^3 through Backend::linear
-//   attention decode attention, Llama-3-8B heads (Hq 32, Hkv 8, D 128), batch 1/32/128 x context 1024/4096
-//   decode    one batch-1 decode step of a Llama-3-8B-shaped stack (random bf16 weights, ~16 GB)
-//   prefill   1 x 2048 tokens through the same stack
+// GPU benchmark on the CudaBackend (numbers are reported, never asserted):
+//   copy        device-to-device copy bandwidth (bytes read + written)
+//   gemm        cuBLAS bf16 GEMM at 8192^3 through Backend::linear
+//   attention   decode attention, Llama-3-8B heads (Hq 32, Hkv 8, D 128), batch 1/32/128 x context 1024/4096
+//   decode      a batch-1 decode step of a Llama-3-8B-shaped LlamaModel (random bf16 weights, ~16 GB),
+//               replayed from its CUDA graph as the engine runs it
+//   prefill     1 x 2048 tokens through the same model
+//   throughput  (--throughput IN/OUT,...) offline runs through the Engine: fixed input and output
+//               lengths (EOS ignored), greedy, at each --concurrency (max-num-seqs)
 // Prints one JSON object on stdout and a readable table on stderr. Options: --layers N (default 32),
-// --context N (decode-step context, default 1024), --skip-model.
+// --context N (decode-step context, default 1024), --skip-model, --throughput 128/128,512/128,
+// --concurrency 1,16,64,256, --prompts-per-seq K (requests = K x concurrency, default 2),
+// --enforce-eager, --deterministic.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +23,9 @@ int main() {
 }
 #else
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <string>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -26,6 +33,8 @@ int main() {
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/engine.h"
+#include "engine/model/llama_model.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 
@@ -92,23 +101,146 @@ struct Shape {  // Llama-3-8B
   int H = 4096, L = 32, I = 14336, V = 128256, Hq = 32, Hkv = 8, D = 128, B = 16;
 };
 
-struct Layer {
-  Tensor ln1, wqkv, wo, ln2, wgu, wdown;
-  KvLayer kv;
+// Token ids stand for themselves ("<id>"): the engine needs a tokenizer to detokenize, and a
+// random-weight model has no vocabulary.
+class NumberTokenizer final : public Tokenizer {
+ public:
+  explicit NumberTokenizer(int vocab) : vocab_(vocab) {}
+  std::vector<int> encode(std::string_view, bool) const override { return {}; }
+  std::string decode(const std::vector<int>& ids, bool) const override {
+    std::string out;
+    for (int id : ids) out += token_bytes(id);
+    return out;
+  }
+  std::string token_bytes(int id) const override { return "<" + std::to_string(id) + ">"; }
+  std::string token_text(int id) const override { return token_bytes(id); }
+  int token_to_id(std::string_view) const override { return -1; }
+  int vocab_size() const override { return vocab_; }
+  bool is_special(int) const override { return false; }
+  nlohmann::json to_hf_tokenizer_json() const override { return {}; }
+
+ private:
+  int vocab_;
 };
+
+// A Llama-3-8B-shaped checkpoint whose tensors are views of one random bf16 buffer (values are
+// irrelevant to speed; scale 0.02 keeps activations moderate).
+// pool and ones must outlive the checkpoint's upload.
+Checkpoint random_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, std::vector<uint16_t>& ones) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  pool.resize(size_t(sh.V) * sh.H);
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_bf16(i < (size_t(1) << 20) ? d(rng) : 0.f);
+  for (size_t i = size_t(1) << 20; i < pool.size(); ++i) pool[i] = pool[i & ((size_t(1) << 20) - 1)];
+  ones.assign(size_t(sh.H), f32_to_bf16(1.f));  // norm weights
+  Checkpoint ck;
+  ModelConfig& c = ck.config;
+  c.hidden_size = sh.H;
+  c.num_layers = sh.L;
+  c.num_heads = sh.Hq;
+  c.num_kv_heads = sh.Hkv;
+  c.head_dim = sh.D;
+  c.intermediate_size = sh.I;
+  c.vocab_size = sh.V;
+  c.max_position_embeddings = 8192;
+  c.rope_theta = 500000.f;
+  c.rms_norm_eps = 1e-5f;
+  c.tie_word_embeddings = false;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm = false) {
+    ck.tensors[name] = Tensor::view(norm ? ones.data() : pool.data(), DType::BF16, std::move(shape));
+  };
+  add("model.embed_tokens.weight", {sh.V, sh.H});
+  add("lm_head.weight", {sh.V, sh.H});
+  add("model.norm.weight", {sh.H}, true);
+  for (int i = 0; i < sh.L; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {sh.H}, true);
+    add(p + "post_attention_layernorm.weight", {sh.H}, true);
+    add(p + "self_attn.q_proj.weight", {sh.Hq * sh.D, sh.H});
+    add(p + "self_attn.k_proj.weight", {sh.Hkv * sh.D, sh.H});
+    add(p + "self_attn.v_proj.weight", {sh.Hkv * sh.D, sh.H});
+    add(p + "self_attn.o_proj.weight", {sh.H, sh.Hq * sh.D});
+    add(p + "mlp.gate_proj.weight", {sh.I, sh.H});
+    add(p + "mlp.up_proj.weight", {sh.I, sh.H});
+    add(p + "mlp.down_proj.weight", {sh.H, sh.I});
+  }
+  return ck;
+}
+
+std::vector<int> parse_ints(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    out.push_back(std::atoi(s.substr(i, j - i).c_str()));
+    i = j + 1;
+  }
+  return out;
+}
+
+// One offline run through the Engine: `num` requests of `in` random prompt tokens, `out` generated
+// tokens each (greedy, EOS ignored), at most `conc` sequences per step.
+json throughput_run(LlamaModel& m, const Tokenizer& tok, int in, int out, int conc, int num) {
+  EngineConfig ec;
+  ec.sched.max_num_seqs = conc;
+  ec.sched.max_num_batched_tokens = std::max(2048, in);
+  ec.gpu_memory_utilization = 0.9;
+  Engine engine(m, tok, ec);
+  std::mt19937 rng(uint32_t(in * 131 + out * 7 + conc));
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.max_tokens = out;
+  sp.ignore_eos = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < num; ++r) {
+    std::vector<int> prompt(static_cast<size_t>(in));
+    for (int& t : prompt) t = int(rng() % 128000);
+    engine.submit(std::move(prompt), sp);
+  }
+  engine.drain();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const EngineStats st = engine.stats();
+  json j = {{"input_len", in},
+            {"output_len", out},
+            {"concurrency", conc},
+            {"requests", num},
+            {"seconds", secs},
+            {"requests_per_s", num / secs},
+            {"output_tokens_per_s", double(st.generated_tokens) / secs},
+            {"total_tokens_per_s", double(st.generated_tokens + st.prompt_tokens) / secs},
+            {"generated_tokens", st.generated_tokens},
+            {"steps", st.steps},
+            {"preemptions", st.preemptions},
+            {"peak_kv_usage", st.usage_peak},
+            {"kv_blocks", engine.num_blocks()}};
+  std::fprintf(stderr, "throughput %4d/%-4d conc %3d: %4d req in %7.2f s  %7.2f req/s  %8.1f out tok/s  %8.1f tok/s  "
+               "(%lld preemptions, peak KV %.0f%%)\n",
+               in, out, conc, num, secs, num / secs, double(st.generated_tokens) / secs,
+               double(st.generated_tokens + st.prompt_tokens) / secs, (long long)st.preemptions, 100 * st.usage_peak);
+  return j;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   Shape sh;
-  int decode_ctx = 1024;
+  int decode_ctx = 1024, per_seq = 2;
   bool skip_model = false;
+  std::string throughput, concurrency = "1,16,64,256";
+  CudaOptions copts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) sh.L = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) decode_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--skip-model")) skip_model = true;
+    else if (!std::strcmp(argv[i], "--throughput") && i + 1 < argc) throughput = argv[++i];
+    else if (!std::strcmp(argv[i], "--concurrency") && i + 1 < argc) concurrency = argv[++i];
+    else if (!std::strcmp(argv[i], "--prompts-per-seq") && i + 1 < argc) per_seq = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--enforce-eager")) copts.graphs = false;
+    else if (!std::strcmp(argv[i], "--deterministic")) copts.deterministic = true;
     else {
-      std::fprintf(stderr, "usage: llmctl_gpu_bench [--layers N] [--context N] [--skip-model]\n");
+      std::fprintf(stderr, "usage: llmctl_gpu_bench [--layers N] [--context N] [--skip-model] [--throughput IN/OUT,...] "
+                   "[--concurrency C,...] [--prompts-per-seq K] [--enforce-eager] [--deterministic]\n");
       return 2;
     }
   }
@@ -118,7 +250,7 @@ int main(int argc, char** argv) try {
     return 77;
   }
   const DType dt = DType::BF16;
-  CudaBackend be(dt, 0);
+  CudaBackend be(dt, 0, copts);
   std::mt19937 rng(42);
   json out;
   out["device"] = be.name();
@@ -174,77 +306,25 @@ int main(int argc, char** argv) try {
   }
 
   if (!skip_model) {
-    // (d) + (e) Llama-3-8B-shaped stack with random weights (scale keeps activations moderate).
-    const float ws = 0.02f;
-    const int max_ctx = std::max(decode_ctx, 2048);
-    const int NB = (max_ctx + sh.B - 1) / sh.B;
-    std::vector<Layer> layers(sh.L);
-    double weight_bytes = 0;
-    auto add = [&](const Tensor& t) { weight_bytes += double(t.nbytes()); };
-    Tensor emb = random_dev(be, dt, {sh.V, sh.H}, 1.f), lm_head = random_dev(be, dt, {sh.V, sh.H}, ws);
-    Tensor final_norm = random_dev(be, dt, {sh.H}, 1.f);
+    // (d) + (e) + (f): a Llama-3-8B-shaped LlamaModel, run as the engine runs it.
+    std::vector<uint16_t> pool, ones;
+    LlamaModel model(random_checkpoint(sh, pool, ones), be, dt);
+    std::vector<uint16_t>().swap(pool);
     const int W = (sh.Hq + 2 * sh.Hkv) * sh.D;
-    for (auto& l : layers) {
-      l.ln1 = random_dev(be, dt, {sh.H}, 1.f);
-      l.ln2 = random_dev(be, dt, {sh.H}, 1.f);
-      l.wqkv = random_dev(be, dt, {W, sh.H}, ws);
-      l.wo = random_dev(be, dt, {sh.H, sh.Hq * sh.D}, ws);
-      l.wgu = random_dev(be, dt, {2 * sh.I, sh.H}, ws);
-      l.wdown = random_dev(be, dt, {sh.H, sh.I}, ws);
-      l.kv = {random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
-      for (const Tensor* t : {&l.ln1, &l.ln2, &l.wqkv, &l.wo, &l.wgu, &l.wdown}) add(*t);
-    }
-    add(lm_head);
-    add(final_norm);
-    be.synchronize();
-    RopeParams rp;
-    rp.head_dim = sh.D;
-    for (int i = 0; i < sh.D / 2; ++i) rp.inv_freq.push_back(float(std::pow(500000.0, -2.0 * i / sh.D)));
-    const float scale = 1.f / std::sqrt(float(sh.D)), eps = 1e-5f;
-
-    // One forward over a plan; activations sized for its T tokens.
-    auto forward = [&](const BatchPlan& plan, const DeviceBatch& batch, int T) {
-      const DeviceBatch* bp = &batch;
-      Tensor resid = be.alloc(dt, {T, sh.H}), xn = be.alloc(dt, {T, sh.H}), qkv = be.alloc(dt, {T, W});
-      Tensor attn = be.alloc(dt, {T, sh.Hq * sh.D}), o = be.alloc(dt, {T, sh.H});
-      Tensor gu = be.alloc(dt, {T, 2 * sh.I}), act = be.alloc(dt, {T, sh.I});
-      const int R = int(plan.logits_rows.size());
-      Tensor last = be.alloc(dt, {R, sh.H}), logits = be.alloc(dt, {R, sh.V});
-      return [&, bp, resid, xn, qkv, attn, o, gu, act, last, logits]() mutable {
-        const DeviceBatch& b = *bp;
-        be.embed(emb, b, resid);
-        for (int li = 0; li < sh.L; ++li) {
-          Layer& l = layers[li];
-          if (li == 0) be.rms_norm(resid, l.ln1, eps, xn, nullptr);
-          else be.rms_norm(o, l.ln1, eps, xn, &resid);  // o = previous layer's down projection
-          be.linear(xn, l.wqkv, nullptr, qkv);
-          be.rope(qkv, b, rp, sh.Hq, sh.Hkv);
-          be.write_kv(qkv, b, sh.Hq, sh.Hkv, l.kv);
-          be.attention(qkv, l.kv, b, sh.Hq, sh.Hkv, scale, attn);
-          be.linear(attn, l.wo, nullptr, o);
-          be.rms_norm(o, l.ln2, eps, xn, &resid);
-          be.linear(xn, l.wgu, nullptr, gu);
-          be.silu_mul(gu, act);
-          be.linear(act, l.wdown, nullptr, o);
-        }
-        be.rms_norm(o, final_norm, eps, xn, &resid);
-        be.gather_rows(xn, b, last);
-        be.linear(last, lm_head, nullptr, logits);
-      };
-    };
-
+    const double lin_params = double(sh.L) * (double(W) * sh.H + double(sh.H) * sh.Hq * sh.D + 2.0 * sh.I * sh.H +
+                                              double(sh.H) * sh.I);
+    const double weight_bytes = 2.0 * (lin_params + double(sh.V) * sh.H);  // lm_head read; one embedding row
     {  // (d) batch-1 decode step
       int nb = 0;
       BatchPlan plan = make_plan(1, decode_ctx, 1, sh.B, &nb, rng);
-      DeviceBatch b = be.prepare_batch(plan);
-      auto step = forward(plan, b, 1);
-      const double ms = median_ms(be, 3, 30, step);
+      std::vector<KvLayer> kv = model.alloc_kv_cache(nb, sh.B);
+      const double ms = median_ms(be, 3, 30, [&] { model.forward_device(plan, kv); });
       const double kv_bytes = double(sh.L) * decode_ctx * sh.Hkv * sh.D * 2 * 2;
-      const double bytes = weight_bytes + kv_bytes;  // embedding row and activations are negligible
+      const double bytes = weight_bytes + kv_bytes;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       out["decode_step"] = {{"layers", sh.L},        {"context", decode_ctx}, {"ms_per_token", ms},
                             {"tokens_per_s", 1e3 / ms}, {"bytes", bytes},     {"gbps", gbps},
-                            {"fraction_of_copy_bw", gbps / copy_gbps}};
+                            {"fraction_of_copy_bw", gbps / copy_gbps}, {"graphs", copts.graphs}};
       std::fprintf(stderr, "%-34s %9.3f ms  %8.1f tok/s  %7.1f GB/s (%.0f%% of copy)\n", "decode step batch 1", ms,
                    1e3 / ms, gbps, 100 * gbps / copy_gbps);
     }
@@ -252,11 +332,8 @@ int main(int argc, char** argv) try {
       const int T = 2048;
       int nb = 0;
       BatchPlan plan = make_plan(1, T, T, sh.B, &nb, rng);
-      DeviceBatch b = be.prepare_batch(plan);
-      auto step = forward(plan, b, T);
-      const double ms = median_ms(be, 1, 5, step);
-      const double lin_params = double(sh.L) * (double(W) * sh.H + double(sh.H) * sh.Hq * sh.D +
-                                                2.0 * sh.I * sh.H + double(sh.H) * sh.I);
+      std::vector<KvLayer> kv = model.alloc_kv_cache(nb, sh.B);
+      const double ms = median_ms(be, 1, 5, [&] { model.forward_device(plan, kv); });
       const double lin_flops = 2.0 * lin_params * T + 2.0 * double(sh.V) * sh.H;  // lm_head on the last row
       const double attn_flops = double(sh.L) * 2 * 2.0 * (double(T) * (T + 1) / 2) * sh.Hq * sh.D;  // causal QK, PV
       const double tflops = (lin_flops + attn_flops) / (ms * 1e-3) / 1e12;
@@ -272,6 +349,22 @@ int main(int argc, char** argv) try {
                    ms, T / (ms * 1e-3), tflops, 100 * tflops / gemm_tflops);
     }
     out["weight_bytes"] = weight_bytes;
+    if (!throughput.empty()) {  // (f)
+      NumberTokenizer tok(sh.V);
+      json rows = json::array();
+      size_t i = 0;
+      while (i < throughput.size()) {
+        size_t j = throughput.find(',', i);
+        if (j == std::string::npos) j = throughput.size();
+        const std::string item = throughput.substr(i, j - i);
+        i = j + 1;
+        const size_t slash = item.find('/');
+        if (slash == std::string::npos) throw std::runtime_error("--throughput wants IN/OUT pairs, got " + item);
+        const int in = std::atoi(item.substr(0, slash).c_str()), outl = std::atoi(item.substr(slash + 1).c_str());
+        for (int c : parse_ints(concurrency)) rows.push_back(throughput_run(model, tok, in, outl, c, std::max(2, per_seq * c)));
+      }
+      out["throughput"] = rows;
+    }
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -6,6 +6,8 @@
 // Shapes: T = tokens in the step, H = hidden size, Hq/Hkv = query/kv heads, D = head dim,
 // I = intermediate size, V = vocab size, B = block size, NB = blocks in the pool.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +34,24 @@ struct KvLayer {
 struct DeviceBatch {
   const BatchPlan* plan = nullptr;
   Tensor token_ids, positions, slot_mapping, query_start, context_len, block_table, logits_rows;  // i32
+  Tensor token_seq;  // i32 [T]: the sequence of each token
+};
+
+// Sampling on the device (engine/sample/device_sampling.h builds the jobs): one token per job from
+// a row of the step's logits, following engine/sample/logits_processors.h.
+struct LogitEdit {
+  enum : uint32_t { kBias = 1, kSuppress = 2, kSubtract = 4, kRepeat = 8 };
+  int32_t id = 0;
+  uint32_t flags = 0;
+  float bias = 0, sub = 0;  // += bias; -= sub (presence + frequency * count)
+};
+struct SampleJob {
+  int row = 0;
+  int top_k = 0;
+  float temperature = 0;  // 0: greedy
+  float top_p = 1, min_p = 0, repetition_penalty = 1;
+  double u = 0;                // the draw, counter_uniform(seed, step)
+  std::vector<LogitEdit> edits;  // unique ids
 };
 
 class Backend {
@@ -48,6 +68,27 @@ class Backend {
   virtual Tensor to_host_f32(const Tensor& t) = 0;  // copy back, converted to f32
   virtual DeviceBatch prepare_batch(const BatchPlan& plan) = 0;
   virtual void synchronize() {}
+  // Bytes a KV cache may take when the process may use `fraction` of the device's memory, given
+  // what is allocated now (weights) and `reserve` more for activations; nullopt without a device.
+  virtual std::optional<size_t> kv_cache_budget(double fraction, size_t reserve) {
+    (void)fraction, (void)reserve;
+    return std::nullopt;
+  }
+
+  // Graphs: run_graph replays the ops `body` enqueues from a graph captured the first time `key`
+  // is seen (the caller guarantees the same shapes and pointers for the same key); clear_graphs
+  // drops them (when a buffer they use moves). Backends without graphs run body.
+  virtual bool graphs_enabled() const { return false; }
+  virtual void run_graph(uint64_t key, const std::function<void()>& body) {
+    (void)key;
+    body();
+  }
+  virtual void clear_graphs() {}
+
+  // Device sampling: when can_sample(), sample() returns one token per job from logits [R, V]
+  // (f32, on the device) without copying the rows to the host.
+  virtual bool can_sample() const { return false; }
+  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs);
 
   // out[T,H] = table[ids[t], :]                             table [V,H] any float dtype
   virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) = 0;
@@ -61,6 +102,12 @@ class Backend {
   virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;
   // cache.k/v[slot_mapping[t]] = the k/v parts of qkv[t]
   virtual void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) = 0;
+  // rope then write_kv; backends fuse them into one pass.
+  virtual void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads,
+                             int num_kv_heads, KvLayer& cache) {
+    rope(qkv, b, p, num_q_heads, num_kv_heads);
+    write_kv(qkv, b, num_q_heads, num_kv_heads, cache);
+  }
   // out[T, Hq*D]: causal attention of each new token's q over its sequence's cache (positions <= its
   // own), GQA: query head h reads kv head h / (Hq / Hkv).
   virtual void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,

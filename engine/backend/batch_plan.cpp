@@ -29,6 +29,37 @@ void BatchPlan::validate(int block_size, int num_blocks) const {
     }
   }
   for (int32_t r : logits_rows) LLM_CHECK(r >= 0 && r < T) << "logits row " << r << " out of range";
+  LLM_CHECK(graph_context == 0 || (graph_context >= max_context_len() && graph_context <= max_blocks_per_seq * block_size))
+      << "graph_context " << graph_context << " does not cover the plan";
+}
+
+BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, int block_size, int scratch_block) {
+  LLM_CHECK(plan.decode_only() && seqs >= plan.num_seqs()) << "pad_decode_plan: not a decode step that fits";
+  LLM_CHECK(graph_context >= plan.max_context_len() && graph_context % block_size == 0)
+      << "pad_decode_plan: graph_context " << graph_context;
+  const int S = plan.num_seqs(), width = graph_context / block_size;
+  LLM_CHECK(width >= plan.max_blocks_per_seq) << "pad_decode_plan: block table wider than the graph context";
+  BatchPlan p;
+  p.token_ids = plan.token_ids;
+  p.positions = plan.positions;
+  p.slot_mapping = plan.slot_mapping;
+  p.context_len = plan.context_len;
+  p.token_ids.resize(seqs, 0);
+  p.positions.resize(seqs, 0);
+  p.slot_mapping.resize(seqs, scratch_block * block_size);
+  p.context_len.resize(seqs, 1);
+  p.query_start.resize(seqs + 1);
+  for (int s = 0; s <= seqs; ++s) p.query_start[s] = s;
+  p.max_blocks_per_seq = width;
+  p.block_table.assign(size_t(seqs) * width, -1);
+  for (int s = 0; s < S; ++s)
+    std::copy_n(plan.block_table.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq,
+                p.block_table.begin() + int64_t(s) * width);
+  for (int s = S; s < seqs; ++s) p.block_table[size_t(s) * width] = scratch_block;
+  p.logits_rows.resize(seqs);
+  for (int s = 0; s < seqs; ++s) p.logits_rows[s] = s;
+  p.graph_context = graph_context;
+  return p;
 }
 
 }  // namespace llmctl

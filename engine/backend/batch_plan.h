@@ -23,12 +23,22 @@ struct BatchPlan {
   std::vector<int32_t> block_table;
   int32_t max_blocks_per_seq = 0;
   std::vector<int32_t> logits_rows;
+  // > 0 for a step replayed from a graph: kernels size their grids for this context length (at
+  // least the longest context in the plan) so that one capture serves every step of its bucket.
+  int32_t graph_context = 0;
 
   int num_tokens() const { return int(token_ids.size()); }
   int num_seqs() const { return int(context_len.size()); }
   int max_context_len() const;
   // Throws Error when the arrays disagree (sizes, monotonic query_start, slots in range, ...).
   void validate(int block_size, int num_blocks) const;
+  // A decode-only step: every sequence has exactly one new token.
+  bool decode_only() const { return num_tokens() == num_seqs() && num_seqs() > 0; }
 };
+
+// A decode-only plan padded to `seqs` sequences with block tables `graph_context / block_size` wide
+// (graph_context >= the plan's longest context): the extra sequences decode token 0 at position 0
+// into block `scratch_block`, which no request owns. Logits rows: one per sequence, in order.
+BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, int block_size, int scratch_block);
 
 }  // namespace llmctl

@@ -115,17 +115,33 @@ size_t LlamaModel::kv_bytes_per_block(int block_size) const {
 std::vector<KvLayer> LlamaModel::alloc_kv_cache(int num_blocks, int block_size) {
   std::vector<KvLayer> kv(config_.num_layers);
   const DType dt = backend_.activation_dtype();
-  for (auto& l : kv) {
-    l.k = backend_.alloc(dt, {num_blocks, block_size, config_.num_kv_heads, config_.head_dim});
-    l.v = backend_.alloc(dt, {num_blocks, block_size, config_.num_kv_heads, config_.head_dim});
+  for (auto& l : kv) {  // + 1: the scratch block
+    l.k = backend_.alloc(dt, {num_blocks + 1, block_size, config_.num_kv_heads, config_.head_dim});
+    l.v = backend_.alloc(dt, {num_blocks + 1, block_size, config_.num_kv_heads, config_.head_dim});
   }
   return kv;
 }
 
-void LlamaModel::ensure_workspace(int64_t T) {
-  if (ws_.tokens >= T) return;
+size_t LlamaModel::activation_bytes(int64_t T, int64_t R) const {
+  const ModelConfig& c = config_;
+  const size_t a = dtype_size(backend_.activation_dtype());
+  const int64_t per_token = 3 * int64_t(c.hidden_size) + int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim +
+                            int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size);
+  return size_t(T) * (size_t(per_token) * a + size_t(c.hidden_size) * 4) +
+         size_t(R) * (size_t(c.hidden_size) * a + size_t(c.vocab_size) * 4);
+}
+
+void LlamaModel::ensure_workspace(int64_t T, int64_t R) {
   const ModelConfig& c = config_;
   const DType dt = backend_.activation_dtype();
+  if (ws_.rows < R) {
+    backend_.clear_graphs();  // they hold the old addresses
+    ws_.rows = R;
+    ws_.last = backend_.alloc(dt, {R, c.hidden_size});
+    ws_.logits = backend_.alloc(DType::F32, {R, c.vocab_size});  // f32: logprobs need the precision
+  }
+  if (ws_.tokens >= T) return;
+  backend_.clear_graphs();
   ws_.tokens = T;
   ws_.hidden = backend_.alloc(dt, {T, c.hidden_size});
   ws_.residual = backend_.alloc(DType::F32, {T, c.hidden_size});  // f32: no re-rounding per layer
@@ -143,14 +159,25 @@ static Tensor rows(const Tensor& t, int64_t T) {
   return v;
 }
 
-Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
+namespace {
+// Decode batches are padded up to one of these sizes so that few graphs serve every batch.
+constexpr int kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
+
+int graph_bucket(int seqs) {
+  for (int b : kGraphBuckets)
+    if (seqs <= b) return b;
+  return 0;
+}
+
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+}  // namespace
+
+void LlamaModel::run_step(const DeviceBatch& b, int64_t T, int64_t R, std::vector<KvLayer>& kv) {
   const ModelConfig& c = config_;
-  const int64_t T = plan.num_tokens();
-  LLM_CHECK(T > 0) << "empty batch";
-  LLM_CHECK(int(kv.size()) == c.num_layers) << "KV cache has " << kv.size() << " layers";
-  plan.validate(int(kv[0].k.dim(1)), int(kv[0].k.dim(0)));
-  ensure_workspace(T);
-  DeviceBatch b = backend_.prepare_batch(plan);
   Tensor hidden = rows(ws_.hidden, T), residual = rows(ws_.residual, T), normed = rows(ws_.normed, T);
   Tensor qkv = rows(ws_.qkv, T), attn = rows(ws_.attn, T), gate_up = rows(ws_.gate_up, T), act = rows(ws_.act, T);
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
@@ -163,8 +190,7 @@ Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
     else
       backend_.rms_norm(hidden, L.input_norm, c.rms_norm_eps, normed, &residual);  // residual += mlp out
     backend_.linear(normed, L.qkv, L.qkv_bias.empty() ? nullptr : &L.qkv_bias, qkv);
-    backend_.rope(qkv, b, rope_, c.num_heads, c.num_kv_heads);
-    backend_.write_kv(qkv, b, c.num_heads, c.num_kv_heads, kv[i]);
+    backend_.rope_write_kv(qkv, b, rope_, c.num_heads, c.num_kv_heads, kv[i]);
     backend_.attention(qkv, kv[i], b, c.num_heads, c.num_kv_heads, scale, attn);
     backend_.linear(attn, L.o_proj, nullptr, hidden);
     backend_.rms_norm(hidden, L.post_norm, c.rms_norm_eps, normed, &residual);  // residual += attn out
@@ -173,13 +199,44 @@ Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
     backend_.linear(act, L.down, nullptr, hidden);
   }
   backend_.rms_norm(hidden, final_norm_, c.rms_norm_eps, normed, &residual);
-  const int64_t R = int64_t(plan.logits_rows.size());
-  if (R == 0) return Tensor::empty_host(DType::F32, {0, c.vocab_size});
-  Tensor last = backend_.alloc(backend_.activation_dtype(), {R, c.hidden_size});
+  if (R == 0) return;
+  Tensor last = rows(ws_.last, R), logits = rows(ws_.logits, R);
   backend_.gather_rows(normed, b, last);
-  Tensor logits = backend_.alloc(DType::F32, {R, c.vocab_size});  // f32: logprobs need the precision
   backend_.linear(last, lm_head_, nullptr, logits);
-  Tensor host = backend_.to_host_f32(logits);
+}
+
+Tensor LlamaModel::forward_device(const BatchPlan& plan, std::vector<KvLayer>& kv) {
+  const ModelConfig& c = config_;
+  const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
+  LLM_CHECK(T > 0) << "empty batch";
+  LLM_CHECK(int(kv.size()) == c.num_layers) << "KV cache has " << kv.size() << " layers";
+  const int block_size = int(kv[0].k.dim(1)), pool_blocks = int(kv[0].k.dim(0));
+  plan.validate(block_size, pool_blocks);
+
+  bool rows_in_order = R == plan.num_seqs();
+  for (int64_t r = 0; rows_in_order && r < R; ++r) rows_in_order = plan.logits_rows[r] == r;
+  const int bucket = graph_bucket(plan.num_seqs());
+  if (backend_.graphs_enabled() && plan.decode_only() && rows_in_order && bucket > 0) {
+    const int64_t need = std::max<int64_t>({plan.max_context_len(), int64_t(plan.max_blocks_per_seq) * block_size, 512});
+    const int ctx = int(next_pow2((need + block_size - 1) / block_size) * block_size);
+    BatchPlan padded = pad_decode_plan(plan, bucket, ctx, block_size, pool_blocks - 1);
+    ensure_workspace(bucket, bucket);
+    DeviceBatch b = backend_.prepare_batch(padded);
+    const uint64_t key = (uint64_t(bucket) << 32) | uint64_t(ctx);
+    backend_.run_graph(key, [&] { run_step(b, bucket, bucket, kv); });
+    return rows(ws_.logits, R);
+  }
+  ensure_workspace(T, R);
+  DeviceBatch b = backend_.prepare_batch(plan);
+  run_step(b, T, R, kv);
+  return R == 0 ? Tensor::empty_host(DType::F32, {0, c.vocab_size}) : rows(ws_.logits, R);
+}
+
+Tensor LlamaModel::forward(const BatchPlan& plan, std::vector<KvLayer>& kv) {
+  Tensor logits = forward_device(plan, kv);
+  if (logits.numel() == 0) return logits;
+  // A copy: the workspace is overwritten by the next step (and a host backend may return it as is).
+  Tensor host = logits.device == Device::CPU ? convert_host(logits, DType::F32) : backend_.to_host_f32(logits);
   backend_.synchronize();
   return host;
 }

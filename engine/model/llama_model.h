@@ -22,11 +22,18 @@ class LlamaModel {
   Backend& backend() { return backend_; }
   DType weight_dtype() const { return weight_dtype_; }
 
-  // KV cache for num_blocks blocks of block_size tokens, one KvLayer per layer.
+  // KV cache for num_blocks blocks of block_size tokens, one KvLayer per layer, plus one scratch
+  // block (id num_blocks) that padded graph rows write to and no request owns.
   std::vector<KvLayer> alloc_kv_cache(int num_blocks, int block_size);
   size_t kv_bytes_per_block(int block_size) const;
+  // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
+  size_t activation_bytes(int64_t tokens, int64_t rows) const;
 
-  // One step. Returns host f32 logits [plan.logits_rows.size(), vocab].
+  // One step. Returns f32 logits [plan.logits_rows.size(), vocab] on the backend's device: a view
+  // of a workspace that the next step overwrites. Decode-only steps on a backend with graphs are
+  // padded to a bucket of sequences and replayed from a graph.
+  Tensor forward_device(const BatchPlan& plan, std::vector<KvLayer>& kv);
+  // The same, copied to the host.
   Tensor forward(const BatchPlan& plan, std::vector<KvLayer>& kv);
 
  private:
@@ -34,10 +41,13 @@ class LlamaModel {
     Tensor input_norm, qkv, qkv_bias, o_proj, post_norm, gate_up, down;
   };
   struct Workspace {
-    int64_t tokens = 0;
+    int64_t tokens = 0, rows = 0;
     Tensor hidden, residual, normed, qkv, attn, gate_up, act;
+    Tensor last, logits;  // [rows, H] activation dtype, [rows, V] f32
   };
-  void ensure_workspace(int64_t T);
+  void ensure_workspace(int64_t T, int64_t R);
+  // Enqueues the whole step for device batch b (T tokens, R logits rows) into ws_.logits.
+  void run_step(const DeviceBatch& b, int64_t T, int64_t R, std::vector<KvLayer>& kv);
 
   ModelConfig config_;
   Backend& backend_;

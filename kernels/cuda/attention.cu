@@ -18,6 +18,11 @@ void launch_attention(const AttentionParams& p, cudaStream_t stream) {
   for (const void* ptr : ptrs)
     LLM_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
   if (p.num_seqs == 0) return;
+  LLM_CHECK(p.fixed_partition_len % 128 == 0 && p.fixed_partition_len <= 1024) << "attention: fixed partition";
+  if (p.token_seq) {  // per-token mode: every token through the decode kernel
+    if (p.num_tokens > 0) launch_attention_decode(p, stream);
+    return;
+  }
   if (p.any_decode) launch_attention_decode(p, stream);
   if (p.any_prefill) launch_attention_prefill(p, stream);
 }

@@ -39,6 +39,12 @@ struct AttentionParams {
   bool any_decode = false;  // some sequence has exactly one new token
   bool any_prefill = false; // some sequence has two or more
   int num_sms = 132;        // of the device, to decide how finely to split decode contexts
+  // Batch-invariant mode (--deterministic): every token runs the decode kernel as its own row
+  // (token_seq[t] = its sequence) with partitions of a fixed length, so a token's result does not
+  // depend on how its prompt was chunked or what else is in the batch.
+  const int32_t* token_seq = nullptr;  // [T], or null
+  int num_tokens = 0;
+  int fixed_partition_len = 0;         // > 0: decode partitions of this length (a multiple of 128)
   float* workspace = nullptr;  // attention_workspace_bytes(p) bytes, for split decode
   size_t workspace_bytes = 0;
 };
@@ -48,6 +54,11 @@ struct DecodeSplit {
   int partition_len = 0, num_partitions = 0;
 };
 DecodeSplit plan_decode_split(const AttentionParams& p);
+// Rows the decode kernel runs: one per token in per-token mode, else one per sequence.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline int decode_rows(const AttentionParams& p) { return p.token_seq ? p.num_tokens : p.num_seqs; }
 size_t attention_workspace_bytes(const AttentionParams& p);
 
 void launch_attention(const AttentionParams& p, cudaStream_t stream);

@@ -24,9 +24,16 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   __shared__ float q_s[NG][D];
   __shared__ float m_s[NG], l_s[NG];
   const int tid = threadIdx.x;
-  const int s = blockIdx.z;
-  const int q0 = p.query_start[s];
-  if (p.query_start[s + 1] - q0 != 1) return;  // prefill sequences use the prefill kernel
+  const int row = blockIdx.z;  // workspace row: a sequence, or a token in per-token mode
+  int s, q0;
+  if (p.token_seq) {
+    q0 = row;
+    s = p.token_seq[row];
+  } else {
+    s = row;
+    q0 = p.query_start[s];
+    if (p.query_start[s + 1] - q0 != 1) return;  // prefill sequences use the prefill kernel
+  }
   const int kv_len = p.positions[q0] + 1;
   const int start = blockIdx.x * part_len;
   if (start >= kv_len) return;
@@ -133,13 +140,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
     if (num_parts == 1) {
       static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h0 + g) * D + d] = from_f32<T>(o);
     } else {
-      p.workspace[((int64_t(s) * Hq + h0 + g) * num_parts + blockIdx.x) * D + d] = o;
+      p.workspace[((int64_t(row) * Hq + h0 + g) * num_parts + blockIdx.x) * D + d] = o;
     }
   }
   if (num_parts > 1 && tid < ng) {
-    float* ws_m = p.workspace + int64_t(p.num_seqs) * Hq * num_parts * D;
-    float* ws_l = ws_m + int64_t(p.num_seqs) * Hq * num_parts;
-    const int64_t i = (int64_t(s) * Hq + h0 + tid) * num_parts + blockIdx.x;
+    const int rows = decode_rows(p);
+    float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
+    float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;
+    const int64_t i = (int64_t(row) * Hq + h0 + tid) * num_parts + blockIdx.x;
     ws_m[i] = m_s[tid];
     ws_l[i] = l_s[tid];
   }
@@ -149,15 +157,24 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
 // l_i * 2^(m_i - max m).
 template <class T>
 __global__ void decode_reduce_kernel(AttentionParams p, int part_len, int num_parts) {
-  const int s = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int q0 = p.query_start[s];
-  if (p.query_start[s + 1] - q0 != 1) return;
-  const int Hq = p.num_q_heads, D = p.head_dim;
+  const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  int q0;
+  if (p.token_seq) {
+    q0 = row;
+  } else {
+    q0 = p.query_start[row];
+    if (p.query_start[row + 1] - q0 != 1) return;
+  }
+  const int Hq = p.num_q_heads, D = p.head_dim, rows = decode_rows(p);
   const int np = (p.positions[q0] + 1 + part_len - 1) / part_len;
-  const int64_t base = (int64_t(s) * Hq + h) * num_parts;
+  const int64_t base = (int64_t(row) * Hq + h) * num_parts;
   const float* ws_o = p.workspace;
-  const float* ws_m = p.workspace + int64_t(p.num_seqs) * Hq * num_parts * D;
-  const float* ws_l = ws_m + int64_t(p.num_seqs) * Hq * num_parts;
+  const float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
+  const float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;
+  if (np == 1) {  // one partition: its output as is (what an unsplit launch writes)
+    static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h) * D + d] = from_f32<T>(ws_o[base * D + d]);
+    return;
+  }
   float M = -INFINITY;
   for (int i = 0; i < np; ++i) M = fmaxf(M, ws_m[base + i]);
   float num = 0.f, den = 0.f;
@@ -173,7 +190,7 @@ template <class T, int D, int NG>
 void launch_decode_ng(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const int gchunks = (G + NG - 1) / NG;
-  const dim3 grid(unsigned(sp.num_partitions), unsigned(p.num_kv_heads * gchunks), unsigned(p.num_seqs));
+  const dim3 grid(unsigned(sp.num_partitions), unsigned(p.num_kv_heads * gchunks), unsigned(decode_rows(p)));
   const size_t smem = size_t(NG) * size_t(std::max(sp.partition_len, kThreads * 8)) * sizeof(float);
   decode_kernel<T, D, NG><<<grid, kThreads, smem, stream>>>(p, sp.partition_len, sp.num_partitions);
   CUDA_CHECK_LAUNCH();
@@ -196,7 +213,13 @@ DecodeSplit plan_decode_split(const AttentionParams& p) {
   DecodeSplit sp;
   const int G = p.num_q_heads / p.num_kv_heads;
   const int ng = G == 1 ? 1 : G <= 4 ? 4 : 8;
-  const int64_t blocks = int64_t(p.num_seqs) * p.num_kv_heads * ((G + ng - 1) / ng);
+  const int ctx0 = std::max(p.max_context_len, 1);
+  if (p.fixed_partition_len > 0) {
+    sp.partition_len = p.fixed_partition_len;
+    sp.num_partitions = (ctx0 + sp.partition_len - 1) / sp.partition_len;
+    return sp;
+  }
+  const int64_t blocks = int64_t(decode_rows(p)) * p.num_kv_heads * ((G + ng - 1) / ng);
   const int64_t want = 2 * int64_t(p.num_sms);  // aim for two waves' worth of blocks
   const int64_t splits = std::max<int64_t>(1, (want + blocks - 1) / std::max<int64_t>(blocks, 1));
   const int ctx = std::max(p.max_context_len, 1);
@@ -208,10 +231,10 @@ DecodeSplit plan_decode_split(const AttentionParams& p) {
 }
 
 size_t attention_workspace_bytes(const AttentionParams& p) {
-  if (!p.any_decode) return 0;
+  if (!p.any_decode && !p.token_seq) return 0;
   const DecodeSplit sp = plan_decode_split(p);
   if (sp.num_partitions <= 1) return 0;
-  return size_t(p.num_seqs) * p.num_q_heads * sp.num_partitions * (p.head_dim + 2) * sizeof(float);
+  return size_t(decode_rows(p)) * p.num_q_heads * sp.num_partitions * (p.head_dim + 2) * sizeof(float);
 }
 
 void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
@@ -226,7 +249,7 @@ void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
     else
       launch_decode_d<T, 128>(p, sp, stream);
     if (sp.num_partitions > 1) {
-      decode_reduce_kernel<T><<<dim3(unsigned(p.num_seqs), unsigned(p.num_q_heads)), unsigned(p.head_dim), 0,
+      decode_reduce_kernel<T><<<dim3(unsigned(decode_rows(p)), unsigned(p.num_q_heads)), unsigned(p.head_dim), 0,
                                 stream>>>(p, sp.partition_len, sp.num_partitions);
       CUDA_CHECK_LAUNCH();
     }

@@ -20,5 +20,8 @@ struct GemmParams {
 };
 // Uses the stream already set on the handle.
 void gemm(cublasHandle_t handle, const GemmParams& p);
+// Batch-invariant (gemm_invariant.cu): a row's result does not depend on T; f16/bf16 inputs,
+// K a multiple of 8, alpha 1 and beta 0.
+void gemm_invariant(const GemmParams& p, cudaStream_t stream);
 
 }  // namespace llmctl::cuda

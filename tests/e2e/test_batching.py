@@ -7,7 +7,7 @@
 2. A KV cache too small for the load forces preemptions (counted on stderr); outputs are unchanged
    and no KV block is in use at the end.
 3. Bad lines are answered one by one with errors while the others complete.
-Usage: test_batching.py BUILD_DIR
+Usage: test_batching.py BUILD_DIR [LLMCTL FLAGS...]   (e.g. --device cuda --deterministic)
 """
 import json
 import os
@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 build = sys.argv[1]
+extra = sys.argv[2:]  # added to every llmctl run
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 model = os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
@@ -53,7 +54,7 @@ with open(path, "w") as f:
 
 
 def run(*flags):
-    cmd = [os.path.join(build, "llmctl"), "generate", "--model", model, "--prompts", path, *flags]
+    cmd = [os.path.join(build, "llmctl"), "generate", "--model", model, "--prompts", path, *extra, *flags]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print(p.stderr)

@@ -32,11 +32,12 @@ bool cuda_device_available() {
   return n > 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype, int device_index) {
-  return std::make_unique<CudaBackend>(compute_dtype, device_index);
+std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype, int device_index, CudaOptions options) {
+  return std::make_unique<CudaBackend>(compute_dtype, device_index, options);
 }
 
-CudaBackend::CudaBackend(DType compute_dtype, int device_index) : dtype_(compute_dtype), device_(device_index) {
+CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions options)
+    : dtype_(compute_dtype), options_(options), device_(device_index) {
   LLM_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16) << "CUDA compute dtype must be bf16 or f16, got "
                                                            << dtype_name(dtype_);
   LLM_CHECK(cuda_device_available()) << "no CUDA device";
@@ -44,7 +45,8 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index) : dtype_(compute
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   num_sms_ = prop.multiProcessorCount;
-  name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ", " + dtype_name(dtype_) + ")";
+  name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ", " + dtype_name(dtype_) +
+          (options_.deterministic ? ", deterministic" : "") + ")";
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
   CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -56,6 +58,10 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index) : dtype_(compute
 CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_})
+    if (p) cudaFree(p);
+  if (sample_pinned_) cudaFreeHost(sample_pinned_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_ws_) cudaFree(cublas_ws_);
   if (attn_ws_) cudaFree(attn_ws_);
@@ -70,6 +76,31 @@ void CudaBackend::check_device(const Tensor& t, const char* what) const {
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::optional<size_t> CudaBackend::kv_cache_budget(double fraction, size_t reserve) {
+  LLM_REQUIRE(fraction > 0 && fraction <= 1) << "--gpu-memory-utilization must be in (0, 1], got " << fraction;
+  synchronize();
+  size_t free_bytes = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const double used = double(total - free_bytes), allowed = fraction * double(total);
+  const double left = allowed - used - double(reserve);
+  LLM_REQUIRE(left > 0) << "--gpu-memory-utilization " << fraction << " allows " << allowed / 1e9 << " GB of "
+                        << total / 1e9 << " GB, but " << used / 1e9 << " GB are in use and " << reserve / 1e9
+                        << " GB are reserved for activations: no room for the KV cache";
+  return size_t(left);
+}
+
+void* CudaBackend::grow(void*& buf, size_t& cap, size_t bytes) {
+  if (bytes <= cap) return buf;
+  clear_graphs();
+  if (buf) CUDA_CHECK(cudaFree(buf));  // waits for kernels still using it
+  buf = nullptr;
+  cap = 0;
+  const size_t want = std::max<size_t>(bytes + bytes / 2, 4096);
+  CUDA_CHECK(cudaMalloc(&buf, want));
+  cap = want;
+  return buf;
+}
 
 Tensor CudaBackend::alloc(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
@@ -138,11 +169,15 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
             int64_t(plan.query_start.size()) == S + 1 &&
             int64_t(plan.block_table.size()) == S * plan.max_blocks_per_seq)
       << "prepare_batch: inconsistent BatchPlan sizes";
+  std::vector<int32_t> token_seq(static_cast<size_t>(T));
+  for (int64_t s = 0; s < S; ++s)
+    for (int32_t t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) token_seq[size_t(t)] = int32_t(s);
   const std::vector<int32_t>* arrays[] = {&plan.token_ids,   &plan.positions,   &plan.slot_mapping, &plan.query_start,
-                                          &plan.context_len, &plan.block_table, &plan.logits_rows};
+                                          &plan.context_len, &plan.block_table, &plan.logits_rows, &token_seq};
+  constexpr int kArrays = 8;
   size_t total = 0;
-  for (auto* a : arrays) total += a->size();
-  const size_t bytes = std::max<size_t>(total, 1) * sizeof(int32_t);
+  for (auto* a : arrays) total += (a->size() + 3) / 4 * 4;  // each array 16-byte aligned
+  const size_t bytes = std::max<size_t>(total, 4) * sizeof(int32_t);
 
   // The previous batch's copy must have left the staging buffer before it is overwritten.
   CUDA_CHECK(cudaEventSynchronize(pinned_free_));
@@ -154,27 +189,24 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
     CUDA_CHECK(cudaHostAlloc(&pinned_, cap, cudaHostAllocDefault));
     pinned_bytes_ = cap;
   }
-  Tensor buf = alloc(DType::I32, {int64_t(std::max<size_t>(total, 1))});
+  // One device buffer at a fixed address: a graph replays reads of the same pointers, and the copy
+  // below is ordered after the previous step's kernels on the stream.
+  auto* dev = static_cast<int32_t*>(grow(batch_dev_, batch_dev_bytes_, bytes));
   auto* staging = static_cast<int32_t*>(pinned_);
-  size_t off = 0;
-  for (auto* a : arrays) {
-    if (!a->empty()) std::memcpy(staging + off, a->data(), a->size() * sizeof(int32_t));
-    off += a->size();
-  }
-  CUDA_CHECK(cudaMemcpyAsync(buf.data, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
-
   DeviceBatch db;
   db.plan = &plan;
   Tensor* outs[] = {&db.token_ids, &db.positions, &db.slot_mapping, &db.query_start,
-                    &db.context_len, &db.block_table, &db.logits_rows};
-  off = 0;
-  for (int i = 0; i < 7; ++i) {
+                    &db.context_len, &db.block_table, &db.logits_rows, &db.token_seq};
+  size_t off = 0;
+  for (int i = 0; i < kArrays; ++i) {
     const int64_t n = int64_t(arrays[i]->size());
-    *outs[i] = Tensor::view(buf.ptr<int32_t>() + off, DType::I32, {n}, buf.owner);
+    if (n) std::memcpy(staging + off, arrays[i]->data(), size_t(n) * sizeof(int32_t));
+    *outs[i] = Tensor::view(dev + off, DType::I32, {n}, nullptr);
     outs[i]->device = Device::CUDA;
-    off += size_t(n);
+    off += (size_t(n) + 3) / 4 * 4;
   }
+  CUDA_CHECK(cudaMemcpyAsync(dev, pinned_, off * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
   db.block_table.shape = {S, plan.max_blocks_per_seq};
   return db;
 }
@@ -233,7 +265,11 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, T
     cuda::launch_convert(w.data, w.dtype, wconv.data, x.dtype, w.numel(), stream_);
     wp = wconv.data;
   }
-  cuda::gemm(cublas_, {x.data, wp, out.data, x.dtype, out.dtype, T, N, K});
+  const cuda::GemmParams gp{x.data, wp, out.data, x.dtype, out.dtype, T, N, K};
+  if (options_.deterministic && x.dtype != DType::F32)
+    cuda::gemm_invariant(gp, stream_);
+  else
+    cuda::gemm(cublas_, gp);
   if (bias) {
     check_device(*bias, "linear bias");
     LLM_CHECK(bias->numel() == N) << "linear: bias " << bias->shape_str() << " for N=" << N;
@@ -308,14 +344,9 @@ void CudaBackend::rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopePar
 }
 
 float* CudaBackend::attention_workspace(size_t bytes) {
-  if (bytes > attn_ws_bytes_) {
-    if (attn_ws_) CUDA_CHECK(cudaFree(attn_ws_));  // waits for kernels still using it
-    attn_ws_ = nullptr;
-    attn_ws_bytes_ = 0;
-    const size_t cap = bytes + bytes / 2;
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&attn_ws_), cap));
-    attn_ws_bytes_ = cap;
-  }
+  void* p = attn_ws_;
+  grow(p, attn_ws_bytes_, bytes);
+  attn_ws_ = static_cast<float*>(p);
   return attn_ws_;
 }
 
@@ -362,6 +393,12 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
     p.any_prefill |= q > 1;
   }
   for (int32_t pos : plan.positions) p.max_context_len = std::max(p.max_context_len, int(pos) + 1);
+  if (plan.graph_context > 0) p.max_context_len = std::max(p.max_context_len, int(plan.graph_context));
+  if (options_.deterministic) {  // every token alone through the decode kernel, fixed partitions
+    p.token_seq = b.token_seq.ptr<int32_t>();
+    p.num_tokens = int(T);
+    p.fixed_partition_len = 512;
+  }
   if (T == 0) return;
   const size_t ws = cuda::attention_workspace_bytes(p);
   if (ws) {

@@ -13,17 +13,25 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "engine/backend/backend.h"
 
 namespace llmctl {
 
 bool cuda_device_available();
-std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype = DType::BF16, int device_index = 0);
+
+struct CudaOptions {
+  bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
+  bool deterministic = false;  // batch-invariant kernels: the invariant GEMM, per-token attention
+};
+
+std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype = DType::BF16, int device_index = 0,
+                                           CudaOptions options = {});
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(DType compute_dtype, int device_index);
+  CudaBackend(DType compute_dtype, int device_index, CudaOptions options = {});
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -38,6 +46,18 @@ class CudaBackend final : public Backend {
   Tensor to_host_f32(const Tensor& t) override;
   DeviceBatch prepare_batch(const BatchPlan& plan) override;
   void synchronize() override;
+  std::optional<size_t> kv_cache_budget(double fraction, size_t reserve) override;
+
+  // Graphs (cuda_graphs.cpp): the first run of a key is eager (it sizes workspaces), then captured.
+  bool graphs_enabled() const override { return options_.graphs; }
+  void run_graph(uint64_t key, const std::function<void()>& body) override;
+  void clear_graphs() override;
+  size_t num_graphs() const { return graphs_.size(); }
+
+  // Device sampling (cuda_sampling.cpp).
+  bool can_sample() const override { return true; }
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override;
+  const CudaOptions& options() const { return options_; }
 
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override;
   // residual may be the compute dtype or f32.
@@ -53,9 +73,9 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;
 
-  // CUDA extras: rope and write_kv in one pass (same result as rope then write_kv).
+  // rope and write_kv in one pass (same result as rope then write_kv).
   void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads,
-                     KvLayer& cache);
+                     KvLayer& cache) override;
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int device_index() const { return device_; }
@@ -64,8 +84,11 @@ class CudaBackend final : public Backend {
  private:
   void check_device(const Tensor& t, const char* what) const;
   float* attention_workspace(size_t bytes);
+  // A device buffer that only grows; growing clears the graphs (they hold its old address).
+  void* grow(void*& buf, size_t& cap, size_t bytes);
 
   DType dtype_;
+  CudaOptions options_;
   int device_ = 0;
   int num_sms_ = 0;
   std::string name_;
@@ -77,6 +100,16 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;  // staging for prepare_batch
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;  // recorded after the copy out of pinned_
+  void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
+  size_t batch_dev_bytes_ = 0;
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.
+  void* sample_dev_ = nullptr;
+  size_t sample_dev_bytes_ = 0;
+  void* sample_pinned_ = nullptr;
+  size_t sample_pinned_bytes_ = 0;
+  void* sample_scratch_ = nullptr;
+  size_t sample_scratch_bytes_ = 0;
 };
 
 }  // namespace llmctl
