@@ -40,6 +40,10 @@ if [[ -n "$built_in" && "$(cd "$built_in" 2>/dev/null && pwd -P)" == "$(cd "$BUI
   # -V keeps the per-case error table (relative / max abs error) in the log even when all pass.
   ctest --test-dir "$BUILD" -L gpu --output-on-failure -V 2>&1 | tee "$RESULTS/gpu-tests.log"
   test_rc=${PIPESTATUS[0]}
+  if grep -q "No tests were found" "$RESULTS/gpu-tests.log"; then  # never a pass
+    echo "gpu-check: ctest found no gpu tests" | tee -a "$RESULTS/gpu-tests.log"
+    test_rc=1
+  fi
 else
   echo "gpu-check: $BUILD was built in '$built_in': running $BUILD/tests/llmctl_gpu_tests directly"
   "$BUILD/tests/llmctl_gpu_tests" 2>&1 | tee "$RESULTS/gpu-tests.log"
