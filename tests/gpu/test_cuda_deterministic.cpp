@@ -111,7 +111,7 @@ std::vector<float> step(LlamaModel& m, std::vector<KvLayer>& kv, const std::vect
 // Prefill in chunks of `chunk`, then `decodes` single-token steps; the logits of every step of seq 0,
 // with `others` sequences decoding beside it in the decode steps.
 std::vector<std::vector<float>> run_seq0(LlamaModel& m, int chunk, int others, int decodes) {
-  std::vector<KvLayer> kv = m.alloc_kv_cache(64, kB);
+  std::vector<KvLayer> kv = m.alloc_kv_cache(12 * (1 + others), kB);
   std::mt19937 rng(3);
   std::vector<Seq> seqs(size_t(1 + others));
   for (size_t s = 0; s < seqs.size(); ++s) {
