@@ -219,9 +219,11 @@ Tensor LlamaModel::forward_device(const BatchPlan& plan, std::vector<KvLayer>& k
   if (backend_.graphs_enabled() && plan.decode_only() && rows_in_order && bucket > 0) {
     const int64_t need = std::max<int64_t>({plan.max_context_len(), int64_t(plan.max_blocks_per_seq) * block_size, 512});
     const int ctx = int(next_pow2((need + block_size - 1) / block_size) * block_size);
-    if (kv[0].k.data != graph_kv_) {  // graphs hold the cache's addresses: a new cache, new graphs
+    std::vector<const void*> kv_addresses;  // graphs hold every layer's cache address: a new cache, new graphs
+    for (const KvLayer& l : kv) kv_addresses.insert(kv_addresses.end(), {l.k.data, l.v.data});
+    if (kv_addresses != graph_kv_) {
       backend_.clear_graphs();
-      graph_kv_ = kv[0].k.data;
+      graph_kv_ = std::move(kv_addresses);
     }
     BatchPlan padded = pad_decode_plan(plan, bucket, ctx, block_size, pool_blocks - 1);
     ensure_workspace(bucket, bucket);

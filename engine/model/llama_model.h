@@ -56,7 +56,7 @@ class LlamaModel {
   Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   Workspace ws_;
-  const void* graph_kv_ = nullptr;  // the KV cache the backend's graphs were captured with
+  std::vector<const void*> graph_kv_;  // the KV cache (every layer's k and v) the graphs were captured with
 };
 
 }  // namespace llmctl
