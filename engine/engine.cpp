@@ -201,6 +201,7 @@ bool Engine::step() {
   if (!out.block_copies.empty()) model_.backend().copy_blocks(kv_, out.block_copies);
   BatchPlan plan = build_batch_plan(out, *sched_);
   const double t0 = now_seconds();
+  model_.backend().step_timer_begin();
   Tensor logits = model_.forward_device(plan, kv_);
 
   // Every draw of the step, in batch order; a request's first step with several sequences draws
@@ -219,6 +220,7 @@ bool Engine::step() {
       for (int i = 1; i < int(r.seqs.size()); ++i) draws.push_back(Draw{&r, i, this_row, {}});
   }
   draw_tokens(draws, logits);
+  stats_.device_seconds += model_.backend().step_timer_end();
   stats_.forward_seconds += now_seconds() - t0;
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());
@@ -329,7 +331,9 @@ void Engine::abort(int64_t request_id) {
 
 void Engine::drain() {
   while (has_unfinished()) {
-    if (!step()) LLM_CHECK(!has_unfinished()) << "engine stalled with unfinished requests";
+    if (!step()) {
+      LLM_CHECK(!has_unfinished()) << "engine stalled with unfinished requests";
+    }
   }
 }
 

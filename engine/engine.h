@@ -56,7 +56,8 @@ struct RequestResult {
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
-  double forward_seconds = 0;
+  double forward_seconds = 0;   // host wall time of forward + sampling
+  double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
   double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
   double usage_peak = 0;  // highest fraction of blocks in use after a step
   KvCacheStats kv;        // now

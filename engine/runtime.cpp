@@ -30,6 +30,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
     CudaOptions co;
     co.graphs = !opts.enforce_eager;
     co.deterministic = opts.deterministic;
+    co.autotune_dir = llmctl_home();  // measured GEMM algorithms, reused by later runs
     rt.backend = make_cuda_backend(compute, 0, co);
     weight_dtype = compute;
   }

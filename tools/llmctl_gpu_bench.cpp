@@ -213,11 +213,14 @@ json throughput_run(LlamaModel& m, const Tokenizer& tok, int in, int out, int co
             {"steps", st.steps},
             {"preemptions", st.preemptions},
             {"peak_kv_usage", st.usage_peak},
+            {"device_seconds_in_steps", st.device_seconds},
+            {"gpu_busy_fraction", st.device_seconds / secs},
             {"kv_blocks", engine.num_blocks()}};
   std::fprintf(stderr, "throughput %4d/%-4d conc %3d: %4d req in %7.2f s  %7.2f req/s  %8.1f out tok/s  %8.1f tok/s  "
-               "(%lld preemptions, peak KV %.0f%%)\n",
+               "(%lld preemptions, peak KV %.0f%%, GPU busy in steps %.0f%% of the time)\n",
                in, out, conc, num, secs, num / secs, double(st.generated_tokens) / secs,
-               double(st.generated_tokens + st.prompt_tokens) / secs, (long long)st.preemptions, 100 * st.usage_peak);
+               double(st.generated_tokens + st.prompt_tokens) / secs, (long long)st.preemptions, 100 * st.usage_peak,
+               100 * st.device_seconds / secs);
   return j;
 }
 

@@ -85,6 +85,11 @@ class Backend {
   }
   virtual void clear_graphs() {}
 
+  // Device time from step_timer_begin to step_timer_end (the GPU busy inside a step, counted from
+  // its first enqueued op to its last); 0 where not measured.
+  virtual void step_timer_begin() {}
+  virtual double step_timer_end() { return 0; }
+
   // Device sampling: when can_sample(), sample() returns one token per job from logits [R, V]
   // (f32, on the device) without copying the rows to the host.
   virtual bool can_sample() const { return false; }

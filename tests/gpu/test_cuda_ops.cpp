@@ -1,6 +1,8 @@
 // CudaBackend ops (everything but attention) against naive references in double, bf16 and f16.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 
 #include "gpu_test_util.h"
@@ -239,5 +241,44 @@ TEST_CASE("cuda: rope, write_kv and the fused rope_write_kv") {
           }
       expect_close("rope_write_kv cache " + tag, dt, got2, want, 1e-3);
     }
+  }
+}
+
+TEST_CASE("cuda: GEMM autotuning measures once, caches the choice in a file, and computes the same") {
+  std::mt19937 rng(31);
+  const std::string dir = "/tmp/llmctl-gemm-tune-test-" + std::to_string(rng());
+  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+  CudaOptions opts;
+  opts.autotune_dir = dir;
+  const int N = 1000, K = 512;
+  HostData w = random_host(DType::BF16, {N, K}, rng), x = random_host(DType::BF16, {300, K}, rng);
+  std::vector<std::vector<float>> first;
+  for (int round = 0; round < 2; ++round) {
+    CudaBackend be(DType::BF16, 0, opts);  // round 1 reads what round 0 measured
+    Tensor dw = be.upload(w.t, DType::BF16), dx = be.upload(x.t, DType::BF16);
+    for (int T : {1, 7, 64, 300}) {
+      Tensor xt = dx;
+      xt.shape = {T, K};
+      Tensor out = poisoned(be, DType::F32, {T, N});
+      be.linear(xt, dw, nullptr, out);
+      std::vector<float> got = to_vec(be, out);
+      std::vector<double> ref(size_t(T) * N);
+      for (int t = 0; t < T; ++t)
+        for (int n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int k = 0; k < K; ++k) acc += double(x.f[size_t(t) * K + k]) * w.f[size_t(n) * K + k];
+          ref[size_t(t) * N + n] = acc;
+        }
+      expect_close("tuned gemm round " + std::to_string(round) + " T=" + std::to_string(T), DType::F32, got, ref, 1e2);
+      if (round == 0) first.push_back(got);
+      else CHECK(got == first[first.size() - 4 + (T == 1 ? 0 : T == 7 ? 1 : T == 64 ? 2 : 3)]);
+    }
+    const cuda::GemmTuner* tuner = be.gemm_tuner();
+    REQUIRE(tuner);
+    std::printf("  round %d: %d shapes measured, %d from %s\n", round, tuner->measured(), tuner->from_cache(),
+                tuner->cache_path().c_str());
+    if (round == 0) CHECK(tuner->measured() == 4);
+    else CHECK(tuner->from_cache() == 4);
+    if (round == 1) CHECK(tuner->measured() == 0);
   }
 }

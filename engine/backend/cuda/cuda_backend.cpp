@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -53,6 +54,17 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   CUDA_CHECK(cudaMalloc(&cublas_ws_, kCublasWorkspace));
   CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
+  if (options_.autotune) {  // one cache file per GPU model and cuBLASLt version
+    std::string file;
+    if (!options_.autotune_dir.empty()) {
+      std::string gpu = prop.name;
+      for (char& ch : gpu)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
+      file = options_.autotune_dir + "/gemm-autotune-" + gpu + "-sm" + std::to_string(prop.major * 10 + prop.minor) +
+             "-cublaslt" + std::to_string(cublasLtGetVersion()) + ".txt";
+    }
+    tuner_ = std::make_unique<cuda::GemmTuner>(cublas_ws_, kCublasWorkspace, file);
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -62,6 +74,9 @@ CudaBackend::~CudaBackend() {
   for (void* p : {batch_dev_, sample_dev_, sample_scratch_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
+  tuner_.reset();
+  if (step_begin_) cudaEventDestroy(step_begin_);
+  if (step_end_) cudaEventDestroy(step_end_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_ws_) cudaFree(cublas_ws_);
   if (attn_ws_) cudaFree(attn_ws_);
@@ -268,6 +283,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, T
   const cuda::GemmParams gp{x.data, wp, out.data, x.dtype, out.dtype, T, N, K};
   if (options_.deterministic && x.dtype != DType::F32)
     cuda::gemm_invariant(gp, stream_);
+  else if (tuner_)
+    tuner_->gemm(gp, stream_);
   else
     cuda::gemm(cublas_, gp);
   if (bias) {

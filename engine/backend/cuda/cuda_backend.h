@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "engine/backend/backend.h"
+#include "kernels/cuda/gemm_tuner.h"
 
 namespace llmctl {
 
@@ -24,6 +25,8 @@ bool cuda_device_available();
 struct CudaOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
   bool deterministic = false;  // batch-invariant kernels: the invariant GEMM, per-token attention
+  bool autotune = true;        // GEMMs through cuBLASLt with per-shape measured algorithms
+  std::string autotune_dir;    // where the measured choices are cached ("" = not kept)
 };
 
 std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype = DType::BF16, int device_index = 0,
@@ -58,6 +61,9 @@ class CudaBackend final : public Backend {
   bool can_sample() const override { return true; }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override;
   const CudaOptions& options() const { return options_; }
+  const cuda::GemmTuner* gemm_tuner() const { return tuner_.get(); }
+  void step_timer_begin() override;
+  double step_timer_end() override;
 
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override;
   // residual may be the compute dtype or f32.
@@ -100,6 +106,8 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;  // staging for prepare_batch
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;  // recorded after the copy out of pinned_
+  std::unique_ptr<cuda::GemmTuner> tuner_;
+  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;

@@ -34,6 +34,23 @@ void CudaBackend::run_graph(uint64_t key, const std::function<void()>& body) {
   graphs_[key] = exec;
 }
 
+void CudaBackend::step_timer_begin() {
+  if (!step_begin_) {
+    CUDA_CHECK(cudaEventCreate(&step_begin_));
+    CUDA_CHECK(cudaEventCreate(&step_end_));
+  }
+  CUDA_CHECK(cudaEventRecord(step_begin_, stream_));
+}
+
+double CudaBackend::step_timer_end() {
+  if (!step_begin_) return 0;
+  CUDA_CHECK(cudaEventRecord(step_end_, stream_));
+  CUDA_CHECK(cudaEventSynchronize(step_end_));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, step_begin_, step_end_));
+  return ms * 1e-3;
+}
+
 void CudaBackend::clear_graphs() {
   if (graphs_.empty()) return;
   CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -1,0 +1,164 @@
+#include "kernels/cuda/gemm_tuner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace llmctl::cuda {
+namespace {
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: LLM_CHECK(false) << "gemm: unsupported dtype " << dtype_name(t);
+  }
+  return CUDA_R_32F;
+}
+
+int64_t bucket(int64_t t) {
+  int64_t b = 1;
+  while (b < t) b <<= 1;
+  return b;
+}
+
+constexpr int kCandidates = 8;
+
+}  // namespace
+
+// The descriptors of one call (row-major out[T,N] = x[T,K] w[N,K]^T is column-major
+// out^T[N,T] = w^T x^T: A = w transposed, B = x).
+struct GemmTuner::Descs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  Descs(const GemmParams& p, size_t ws_bytes) {
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, lt_type(p.in_dtype), uint64_t(p.K), uint64_t(p.N), p.K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, lt_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, lt_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                      sizeof(ws_bytes)));
+  }
+  ~Descs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    for (auto l : {a, b, c})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+GemmTuner::GemmTuner(void* workspace, size_t workspace_bytes, std::string cache_path)
+    : ws_(workspace), ws_bytes_(workspace_bytes), path_(std::move(cache_path)) {
+  CUBLAS_CHECK(cublasLtCreate(&lt_));
+  load();
+}
+
+GemmTuner::~GemmTuner() {
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+// Cache lines: in out N K T-bucket then the 8 words of the algorithm, in hex.
+void GemmTuner::load() {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    int i = 0, o = 0;
+    int64_t n = 0, k = 0, t = 0;
+    Entry e;
+    if (!(ss >> i >> o >> n >> k >> t)) continue;
+    bool ok = true;
+    for (auto& w : e.algo.data) ok = ok && bool(ss >> std::hex >> w);
+    if (ok) algos_[Key{i, o, n, k, t}] = e;  // a later line for the same shape wins
+  }
+}
+
+void GemmTuner::save_entry(const Key& key, const cublasLtMatmulAlgo_t& algo) const {
+  if (path_.empty()) return;
+  std::ofstream out(path_, std::ios::app);
+  if (!out) return;  // a read-only home only costs the measurement next time
+  out << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' ' << std::get<3>(key) << ' '
+      << std::get<4>(key) << std::hex;
+  for (auto w : algo.data) out << ' ' << w;
+  out << '\n';
+}
+
+cublasLtMatmulAlgo_t GemmTuner::tune(const Key& key, const GemmParams& p, Descs& d, cudaStream_t stream) {
+  cublasLtMatmulHeuristicResult_t res[kCandidates];
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, kCandidates, res, &found));
+  LLM_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) return res[0].algo;
+
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  int best_i = 0;
+  for (int i = 0; i < found; ++i) {
+    float t_best = 1e30f;
+    bool failed = false;
+    for (int rep = 0; rep < 4 && !failed; ++rep) {  // rep 0 warms up
+      CUDA_CHECK(cudaEventRecord(e0, stream));
+      failed = cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
+                              ws_, ws_bytes_, stream) != CUBLAS_STATUS_SUCCESS;
+      CUDA_CHECK(cudaEventRecord(e1, stream));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (rep > 0) t_best = std::min(t_best, ms);
+    }
+    if (!failed && t_best < best) {
+      best = t_best;
+      best_i = i;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  ++measured_;
+  save_entry(key, res[best_i].algo);
+  return res[best_i].algo;
+}
+
+void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
+  if (p.T == 0 || p.N == 0) return;
+  LLM_CHECK(p.K > 0) << "gemm: K must be positive";
+  LLM_CHECK(p.in_dtype == p.out_dtype || p.out_dtype == DType::F32) << "gemm: out dtype must match inputs or be f32";
+  Descs d(p, ws_bytes_);
+  const Key key{int(p.in_dtype), int(p.out_dtype), p.N, p.K, bucket(p.T)};
+  auto it = algos_.find(key);
+  if (it != algos_.end() && !it->second.checked) {  // from the file: does it still fit this shape?
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoCheck(lt_, d.op, d.a, d.b, d.c, d.c, &it->second.algo, &r) == CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= ws_bytes_) {
+      it->second.checked = true;
+      ++from_cache_;
+    } else {
+      algos_.erase(it);
+      it = algos_.end();
+    }
+  }
+  if (it == algos_.end()) {
+    Entry e;
+    e.algo = tune(key, p, d, stream);
+    e.checked = true;
+    it = algos_.emplace(key, e).first;
+  }
+  CUBLAS_CHECK(cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c,
+                              &it->second.algo, ws_, ws_bytes_, stream));
+}
+
+}  // namespace llmctl::cuda
