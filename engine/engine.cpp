@@ -41,6 +41,7 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig confi
   max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
                                       : mc.max_position_embeddings;
   const int B = cfg_.sched.block_size;
+  model_.tune_gemms(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs);
   double kv_bytes = cfg_.kv_cache_bytes;
   if (cfg_.num_blocks <= 0 && cfg_.gpu_memory_utilization > 0) {
     // Activations of the largest step, device sampling scratch (n > 1 draws several rows per

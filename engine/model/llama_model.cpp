@@ -176,6 +176,26 @@ int64_t next_pow2(int64_t x) {
 }
 }  // namespace
 
+void LlamaModel::tune_gemms(int64_t max_tokens, int64_t max_rows) {
+  if (backend_.device() == Device::CPU || layers_.empty()) return;
+  ensure_workspace(max_tokens, max_rows);
+  const Layer& L = layers_[0];  // every layer has the same shapes
+  for (int64_t t = 1;; t *= 2) {
+    const int64_t T = std::min(t, max_tokens);
+    Tensor qkv = rows(ws_.qkv, T), hidden = rows(ws_.hidden, T), gate_up = rows(ws_.gate_up, T);
+    backend_.linear(rows(ws_.normed, T), L.qkv, L.qkv_bias.empty() ? nullptr : &L.qkv_bias, qkv);
+    backend_.linear(rows(ws_.attn, T), L.o_proj, nullptr, hidden);
+    backend_.linear(rows(ws_.normed, T), L.gate_up, nullptr, gate_up);
+    backend_.linear(rows(ws_.act, T), L.down, nullptr, hidden);
+    if (T <= max_rows) {
+      Tensor logits = rows(ws_.logits, T);
+      backend_.linear(rows(ws_.last, T), lm_head_, nullptr, logits);
+    }
+    if (T >= max_tokens) break;
+  }
+  backend_.synchronize();
+}
+
 void LlamaModel::run_step(const DeviceBatch& b, int64_t T, int64_t R, std::vector<KvLayer>& kv) {
   const ModelConfig& c = config_;
   Tensor hidden = rows(ws_.hidden, T), residual = rows(ws_.residual, T), normed = rows(ws_.normed, T);

@@ -29,6 +29,11 @@ class LlamaModel {
   // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
   size_t activation_bytes(int64_t tokens, int64_t rows) const;
 
+  // On a device backend: runs every linear shape of a step at each power-of-two token count up to
+  // max_tokens (the lm_head up to max_rows), so that GEMM algorithms are measured at start-up and
+  // not inside the first steps. No-op on the CPU.
+  void tune_gemms(int64_t max_tokens, int64_t max_rows);
+
   // One step. Returns f32 logits [plan.logits_rows.size(), vocab] on the backend's device: a view
   // of a workspace that the next step overwrites. Decode-only steps on a backend with graphs are
   // padded to a bucket of sequences and replayed from a graph.
