@@ -11,7 +11,7 @@
 
 #include "engine/batch_generate.h"
 #include "engine/core/error.h"
-#include "engine/generator.h"
+#include "engine/generate_one.h"
 #include "engine/runtime.h"
 #include "engine/sample/detokenizer.h"
 #include "engine/tokenizer/prompt.h"
@@ -127,21 +127,23 @@ Runner add_generate(CLI::App& app) {
     } else {
       ids = encode_prompt(*rt.tokenizer, a->prompt);
     }
-    Generator gen(*rt.model, *rt.tokenizer);
     auto on_text = [&](std::string_view piece) {
       if (a->json) return;
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    GenerationResult r = gen.generate(ids, a->sp, on_text);
-    const double pp = r.prefill_seconds > 0 ? r.prompt_ids.size() / r.prefill_seconds : 0;
-    const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
+    GenerateOneResult g = generate_one(*rt.model, *rt.tokenizer, ids, a->sp, on_text);
+    const SequenceOutput& r = g.output;
+    const size_t n_out = r.token_ids.size();
+    const double pp = g.prefill_seconds > 0 ? g.prompt_ids.size() / g.prefill_seconds : 0;
+    // The first token comes with the prefill; decode speed counts the ones after it.
+    const double tg = g.decode_seconds > 0 && n_out > 1 ? (n_out - 1) / g.decode_seconds : 0;
     if (a->json) {
       nlohmann::json j = {{"text", r.text},
                           {"finish_reason", r.finish_reason},
-                          {"prompt_tokens", r.prompt_ids.size()},
-                          {"completion_tokens", r.output_ids.size()},
-                          {"token_ids", r.output_ids},
+                          {"prompt_tokens", g.prompt_ids.size()},
+                          {"completion_tokens", n_out},
+                          {"token_ids", r.token_ids},
                           {"seed", *a->sp.seed},
                           {"load_seconds", rt.load_seconds},
                           {"prefill_tokens_per_second", pp},
@@ -153,8 +155,8 @@ Runner add_generate(CLI::App& app) {
     std::fprintf(stderr,
                  "llmctl: %s | %s | load %.2f s | prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | "
                  "finish %s | seed %llu\n",
-                 rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, r.prompt_ids.size(), pp,
-                 r.output_ids.size(), tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
+                 rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, g.prompt_ids.size(), pp, n_out,
+                 tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
     return 0;
   };
 }

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/generator.h"
+#include "engine/generate_one.h"
+#include "engine/scorer.h"
 #include "engine/runtime.h"
 
 using namespace llmctl;
@@ -29,13 +30,13 @@ int main(int argc, char** argv) try {
   LLM_REQUIRE(in) << "cannot read " << argv[1];
   nlohmann::json golden = nlohmann::json::parse(in);
   Runtime rt = load_runtime(ro);
-  Generator gen(*rt.model, *rt.tokenizer);
+  Scorer scorer(*rt.model, *rt.tokenizer);
   const int topk = golden.value("top_k", 20);
   nlohmann::json out = {{"model", rt.model_path}, {"backend", rt.backend->name()}, {"cases", nlohmann::json::array()}};
   for (const auto& c : golden["cases"]) {
     nlohmann::json r = {{"name", c["name"]}};
     if (c.contains("input_ids")) {
-      auto rows = gen.score(c["input_ids"].get<std::vector<int>>());
+      auto rows = scorer.score(c["input_ids"].get<std::vector<int>>());
       nlohmann::json at_ref = nlohmann::json::array(), own_top = nlohmann::json::array();
       for (size_t p = 0; p < rows.size(); ++p) {
         std::vector<float> vals;
@@ -54,7 +55,9 @@ int main(int argc, char** argv) try {
     sp.temperature = 0;
     sp.ignore_eos = true;
     sp.max_tokens = int(c["greedy_ids"].size());
-    r["greedy_ids"] = gen.generate(c["greedy_prompt_ids"].get<std::vector<int>>(), sp).output_ids;
+    // Through the engine, as generate runs it (device sampling on a GPU).
+    r["greedy_ids"] = generate_one(*rt.model, *rt.tokenizer, c["greedy_prompt_ids"].get<std::vector<int>>(), sp)
+                          .output.token_ids;
     out["cases"].push_back(r);
   }
   std::cout << out.dump() << "\n";

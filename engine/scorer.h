@@ -1,41 +1,26 @@
-// Generator: runs requests one at a time through the model over a paged KV cache
-// (prefill in chunks, then decode), sampling and streaming text as it goes.
+// Scorer: teacher-forced scoring of one token sequence (the log-softmax row of every position),
+// prefilled in chunks over its own paged KV cache. Generation goes through the Engine
+// (engine/engine.h, engine/generate_one.h).
 #pragma once
-#include <functional>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "engine/kv/block_pool.h"
 #include "engine/model/llama_model.h"
-#include "engine/sample/sampling_params.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
 
-struct GenerationResult {
-  std::vector<int> prompt_ids;
-  std::vector<int> output_ids;
-  std::string text;
-  std::string finish_reason;  // "stop" (EOS or stop string) | "length"
-  double prefill_seconds = 0, decode_seconds = 0;
-};
-
-struct GeneratorOptions {
+struct ScorerOptions {
   int block_size = 16;
   int prefill_chunk = 512;  // prompt tokens per forward step
   int max_context = 0;      // 0 = the model's max_position_embeddings
 };
 
-class Generator {
+class Scorer {
  public:
-  Generator(LlamaModel& model, const Tokenizer& tokenizer, GeneratorOptions opts = {});
+  Scorer(LlamaModel& model, const Tokenizer& tokenizer, ScorerOptions opts = {});
 
   int max_context() const { return max_context_; }
-
-  // Generates from prompt ids; on_text receives each piece of text that is safe to emit.
-  GenerationResult generate(const std::vector<int>& prompt, const SamplingParams& params,
-                            const std::function<void(std::string_view)>& on_text = {});
 
   // Teacher-forced scoring: log-softmax rows for every position of ids ([ids.size()][V]).
   std::vector<std::vector<float>> score(const std::vector<int>& ids);
@@ -49,7 +34,7 @@ class Generator {
 
   LlamaModel& model_;
   const Tokenizer& tokenizer_;
-  GeneratorOptions opts_;
+  ScorerOptions opts_;
   int max_context_;
   BlockPool pool_;
   std::vector<KvLayer> kv_;

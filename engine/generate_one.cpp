@@ -1,0 +1,34 @@
+#include "engine/generate_one.h"
+
+#include <algorithm>
+
+namespace llmctl {
+
+GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, std::vector<int> prompt,
+                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text) {
+  EngineConfig ec;
+  ec.sched.max_num_seqs = std::max(1, params.num_generated_sequences());
+  ec.sched.max_num_batched_tokens = 512;  // prefill chunk
+  const int64_t tokens = int64_t(prompt.size()) + params.max_tokens;
+  ec.num_blocks = int(std::min<int64_t>((tokens + ec.sched.block_size - 1) / ec.sched.block_size + 1,
+                                        int64_t(1) << 30));
+  const int max_context = model.config().max_position_embeddings;
+  if (tokens > max_context) ec.num_blocks = (max_context + ec.sched.block_size - 1) / ec.sched.block_size + 1;
+  Engine engine(model, tokenizer, ec);
+  Engine::StreamFn stream;
+  if (on_text)
+    stream = [&](int64_t, int index, std::string_view text, bool) {
+      if (index == 0 && !text.empty()) on_text(text);
+    };
+  const int64_t id = engine.submit(std::move(prompt), params, stream);
+  engine.drain();
+  RequestResult r = *engine.take_result(id);
+  GenerateOneResult out;
+  out.output = r.outputs.at(0);
+  out.prompt_ids = std::move(r.prompt_ids);
+  out.prefill_seconds = r.first_token_seconds > 0 ? r.first_token_seconds - r.submit_seconds : 0;
+  out.decode_seconds = r.first_token_seconds > 0 ? r.finish_seconds - r.first_token_seconds : 0;
+  return out;
+}
+
+}  // namespace llmctl

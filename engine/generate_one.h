@@ -1,0 +1,23 @@
+// One request through the batching engine, for single-prompt `generate`: an Engine sized for just
+// this request (KV blocks for prompt + max_tokens), text streamed as it becomes safe to emit.
+#pragma once
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace llmctl {
+
+struct GenerateOneResult {
+  SequenceOutput output;      // the first (n = 1) sequence
+  std::vector<int> prompt_ids;
+  double prefill_seconds = 0;  // submit -> first token
+  double decode_seconds = 0;   // first token -> finish
+};
+
+// Throws InputError for a request the engine refuses (empty prompt, over the context, ...).
+GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, std::vector<int> prompt,
+                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {});
+
+}  // namespace llmctl

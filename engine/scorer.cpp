@@ -1,0 +1,73 @@
+#include "engine/scorer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/sample/logprobs.h"
+
+namespace llmctl {
+
+namespace {
+int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+}  // namespace
+
+Scorer::Scorer(LlamaModel& model, const Tokenizer& tokenizer, ScorerOptions opts)
+    : model_(model),
+      tokenizer_(tokenizer),
+      opts_(opts),
+      max_context_(opts.max_context > 0 ? opts.max_context : model.config().max_position_embeddings),
+      pool_(blocks_for(max_context_, opts.block_size)) {
+  kv_ = model_.alloc_kv_cache(pool_.num_blocks(), opts_.block_size);
+}
+
+void Scorer::ensure_blocks(int tokens) {
+  while (int(block_table_.size()) < blocks_for(tokens, opts_.block_size)) {
+    int id = pool_.allocate();
+    LLM_CHECK(id >= 0) << "KV cache exhausted at " << tokens << " tokens";
+    block_table_.push_back(id);
+  }
+}
+
+void Scorer::release_blocks() {
+  for (int id : block_table_) pool_.release(id);
+  block_table_.clear();
+}
+
+Tensor Scorer::step(const std::vector<int>& ids, int begin, int end, bool all_logits) {
+  ensure_blocks(end);
+  BatchPlan plan;
+  const int B = opts_.block_size;
+  for (int p = begin; p < end; ++p) {
+    plan.token_ids.push_back(ids[p]);
+    plan.positions.push_back(p);
+    plan.slot_mapping.push_back(block_table_[p / B] * B + p % B);
+  }
+  plan.query_start = {0, end - begin};
+  plan.context_len = {end};
+  plan.block_table = block_table_;
+  plan.max_blocks_per_seq = int(block_table_.size());
+  if (all_logits)
+    for (int r = 0; r < end - begin; ++r) plan.logits_rows.push_back(r);
+  else
+    plan.logits_rows = {end - begin - 1};
+  return model_.forward(plan, kv_);
+}
+
+std::vector<std::vector<float>> Scorer::score(const std::vector<int>& ids) {
+  LLM_REQUIRE(!ids.empty() && int(ids.size()) <= max_context_) << "cannot score " << ids.size() << " tokens";
+  struct Release {
+    Scorer* g;
+    ~Release() { g->release_blocks(); }
+  } release{this};
+  std::vector<std::vector<float>> out;
+  const int vocab = model_.config().vocab_size;
+  for (int begin = 0; begin < int(ids.size()); begin += opts_.prefill_chunk) {
+    int end = std::min<int>(ids.size(), begin + opts_.prefill_chunk);
+    Tensor logits = step(ids, begin, end, true);
+    for (int r = 0; r < end - begin; ++r) out.push_back(log_softmax(logits.ptr<float>() + int64_t(r) * vocab, vocab));
+  }
+  return out;
+}
+
+}  // namespace llmctl
