@@ -14,13 +14,15 @@
 namespace llmctl {
 
 namespace {
+nlohmann::json logprob_json(const TokenLogprobs& lp) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& t : lp.top) top.push_back({{"token_id", t.id}, {"logprob", t.logprob}});
+  return {{"token_id", lp.token}, {"logprob", lp.logprob}, {"rank", lp.rank}, {"top_logprobs", top}};
+}
+
 nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& lp : lps) {
-    nlohmann::json top = nlohmann::json::array();
-    for (const auto& t : lp.top) top.push_back({{"token_id", t.id}, {"logprob", t.logprob}});
-    a.push_back({{"token_id", lp.token}, {"logprob", lp.logprob}, {"rank", lp.rank}, {"top_logprobs", top}});
-  }
+  for (const auto& lp : lps) a.push_back(logprob_json(lp));
   return a;
 }
 
@@ -40,10 +42,7 @@ std::pair<std::vector<int>, SamplingParams> parse_line(const std::string& line, 
   SamplingParams sp = SamplingParams::from_json(j, vocab, {"prompt", "messages"}, defaults);
   std::vector<int> ids;
   if (has_prompt) {
-    LLM_REQUIRE(j["prompt"].is_string()) << "\"prompt\" must be a string";
-    const std::string& p = j["prompt"].get_ref<const std::string&>();
-    LLM_REQUIRE(!p.empty()) << "\"prompt\" is empty";
-    ids = encode_prompt(tok, p);
+    ids = prompt_from_json(tok, j["prompt"], vocab);
   } else {
     LLM_REQUIRE(j["messages"].is_array() && !j["messages"].empty()) << "\"messages\" must be a non-empty array";
     for (const auto& m : j["messages"])
@@ -86,6 +85,11 @@ BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std
     } else {
       RequestResult r = *engine.take_result(ids[i]);
       o["prompt_tokens"] = r.prompt_ids.size();
+      if (!r.prompt_logprobs.empty()) {  // [null, {token_id, logprob, rank, top_logprobs}, ...]
+        nlohmann::json pl = nlohmann::json::array();
+        for (const auto& lp : r.prompt_logprobs) pl.push_back(lp ? logprob_json(*lp) : nlohmann::json());
+        o["prompt_logprobs"] = pl;
+      }
       nlohmann::json outs = nlohmann::json::array();
       size_t completion = 0;
       for (const auto& s : r.outputs) {

@@ -71,7 +71,6 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   LLM_REQUIRE(int64_t(prompt.size()) + params.max_tokens <= max_context_)
       << "the prompt has " << prompt.size() << " tokens and max_tokens is " << params.max_tokens << ": together over the "
       << max_context_ << "-token context";
-  LLM_REQUIRE(!params.prompt_logprobs) << "prompt_logprobs is not supported yet";
   LLM_REQUIRE(params.num_generated_sequences() <= 128) << "n and best_of must be at most 128";
   const int64_t blocks_needed = (int64_t(prompt.size()) + params.max_tokens + cfg_.sched.block_size - 1) / cfg_.sched.block_size;
   LLM_REQUIRE(blocks_needed <= num_blocks_) << "the request needs " << blocks_needed << " KV blocks but the cache holds "
@@ -96,8 +95,10 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   r->result.submit_seconds = now_seconds();
   const int64_t seq0 = r->id << 8;  // children use r->id << 8 | index (best_of <= 255, checked by validate)
   r->seqs[0].seq_id = seq0;
+  if (params.prompt_logprobs) r->result.prompt_logprobs.resize(r->prompt.size());
+  // Prompt logprobs need the logits of every prompt position: no prefix-cache hits for it.
   sched_->add(seq0, std::vector<int32_t>(r->prompt.begin(), r->prompt.end()),
-              int(r->prompt.size()) + params.max_tokens);
+              int(r->prompt.size()) + params.max_tokens, !params.prompt_logprobs);
   seq_owner_[seq0] = {r->id, 0};
   stats_.prompt_tokens += int64_t(r->prompt.size());
   const int64_t id = r->id;
@@ -201,24 +202,51 @@ bool Engine::step() {
   if (out.empty()) return false;
   if (!out.block_copies.empty()) model_.backend().copy_blocks(kv_, out.block_copies);
   BatchPlan plan = build_batch_plan(out, *sched_);
-  const double t0 = now_seconds();
-  model_.backend().step_timer_begin();
-  Tensor logits = model_.forward_device(plan, kv_);
-
-  // Every draw of the step, in batch order; a request's first step with several sequences draws
-  // all of its children from the prompt's row (they are forked after the parent's token).
+  // Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
+  // scores prompt token p + 1), then its sampling row. Draws and prompt rows keep their row.
   std::vector<Draw> draws;
-  int row = 0;
-  for (const ScheduledSeq& ss : out.seqs) {
-    if (!ss.samples) continue;
-    const int this_row = row++;
+  struct PromptRow {
+    Request* r;
+    int index;  // prompt position scored
+    int row;
+  };
+  std::vector<PromptRow> prompt_rows;
+  plan.logits_rows.clear();
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const ScheduledSeq& ss = out.seqs[i];
     auto owner = seq_owner_.find(ss.seq_id);
     if (owner == seq_owner_.end()) continue;  // aborted while in flight
     Request& r = *requests_.at(owner->second.first);
     const int child = owner->second.second;
-    draws.push_back(Draw{&r, child, this_row, {}});
+    const int offset = plan.query_start[i];
+    if (r.params.prompt_logprobs && child == 0 && !r.forked) {
+      const int last = std::min(ss.start + ss.num_new, int(r.prompt.size()) - 1);
+      for (int p = ss.start; p < last; ++p)
+        if (!r.result.prompt_logprobs[size_t(p) + 1]) {
+          prompt_rows.push_back({&r, p + 1, int(plan.logits_rows.size())});
+          plan.logits_rows.push_back(offset + p - ss.start);
+        }
+    }
+    if (!ss.samples) continue;
+    const int row = int(plan.logits_rows.size());
+    plan.logits_rows.push_back(offset + ss.num_new - 1);
+    draws.push_back(Draw{&r, child, row, {}});
+    // A request's first step with several sequences draws all of its children from the prompt's
+    // row (they are forked after the parent's token).
     if (!r.forked && child == 0 && r.seqs.size() > 1)
-      for (int i = 1; i < int(r.seqs.size()); ++i) draws.push_back(Draw{&r, i, this_row, {}});
+      for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}});
+  }
+  const double t0 = now_seconds();
+  model_.backend().step_timer_begin();
+  Tensor logits = model_.forward_device(plan, kv_);
+
+  if (!prompt_rows.empty()) {  // prompt logprobs: raw log-softmax rows on the host
+    const int vocab = model_.config().vocab_size;
+    Tensor host = logits.device == Device::CPU ? logits : model_.backend().to_host_f32(logits);
+    for (const PromptRow& pr : prompt_rows)
+      pr.r->result.prompt_logprobs[size_t(pr.index)] =
+          token_logprobs(host.ptr<float>() + int64_t(pr.row) * vocab, vocab, pr.r->prompt[size_t(pr.index)],
+                         *pr.r->params.prompt_logprobs);
   }
   draw_tokens(draws, logits);
   stats_.device_seconds += model_.backend().step_timer_end();

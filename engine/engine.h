@@ -50,6 +50,8 @@ struct RequestResult {
   int64_t id = 0;
   std::vector<int> prompt_ids;
   std::vector<SequenceOutput> outputs;  // n of them (the n best of best_of), by index
+  // With params.prompt_logprobs: one entry per prompt token, the first empty (nothing predicts it).
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   bool finished = false;
   double submit_seconds = 0, first_token_seconds = 0, finish_seconds = 0;  // steady clock
 };

@@ -68,7 +68,7 @@ int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens) const
   return std::min(int(hits.size()) * block_size_, int(tokens.size()) - 1);
 }
 
-std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens) {
+std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens, bool use_cache) {
   LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
   LLM_CHECK(!tokens.empty()) << "sequence " << seq << " has no tokens";
   const int n = int(tokens.size()), B = block_size_;
@@ -77,7 +77,7 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
 
   std::vector<int> hits;
   std::vector<uint64_t> hashes;
-  match_prefix(tokens, hits, hashes);
+  if (use_cache) match_prefix(tokens, hits, hashes);
   int computed = int(hits.size()) * B;
   // Everything cached: compute the last token again for its logits, in a private copy of the last
   // block (a hashed block is never written: others may read it in the same step).
@@ -109,8 +109,10 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
   s.hashes = std::move(hashes);
   s.num_computed = computed;
   seqs_.emplace(seq, std::move(s));
-  lookup_tokens_ += n;
-  cached_tokens_ += computed;
+  if (use_cache) {  // the hit rate is over the prompts that looked
+    lookup_tokens_ += n;
+    cached_tokens_ += computed;
+  }
   return computed;
 }
 

@@ -59,7 +59,10 @@ class KvCacheManager {
   // prompt cached it returns n - 1 (the last token is computed again to get logits) and the last
   // block is copied into a private block first (a pending copy): a hashed block is never written. nullopt, with nothing held, when the pool lacks
   // blocks. Throws if `seq` already exists or tokens is empty.
-  [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens);
+  // use_cache false: no prefix-cache hits (every prompt token is computed, e.g. for prompt
+  // logprobs); its blocks are still registered for others once computed.
+  [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens,
+                                                   bool use_cache = true);
   // What allocate_prompt would return for `tokens` now (if it got its blocks); changes nothing.
   int peek_cached_tokens(const std::vector<int32_t>& tokens) const;
   // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates

@@ -26,6 +26,7 @@ struct Request {
   int num_computed = 0;         // tokens whose KV is in the cache: positions [0, num_computed)
   int num_scheduled = 0;        // new tokens in the step now in flight (0 when not in flight)
   int num_preemptions = 0;
+  bool prefix_cache = true;     // false: its prompt is computed whole (prompt logprobs need every row)
 
   int num_generated() const { return int(tokens.size()) - prompt_len; }
   int num_pending() const { return int(tokens.size()) - num_computed; }  // tokens still to compute

@@ -35,7 +35,7 @@ const Request& Scheduler::request(int64_t seq_id) const {
   return it->second;
 }
 
-void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens) {
+void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache) {
   LLM_REQUIRE(!prompt.empty()) << "request " << seq_id << ": the prompt is empty";
   LLM_REQUIRE(max_total_tokens > int(prompt.size()))
       << "request " << seq_id << ": max_total_tokens " << max_total_tokens << " leaves no room after a prompt of "
@@ -54,6 +54,7 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
   r.prompt_len = int(prompt.size());
   r.tokens = std::move(prompt);
   r.max_total_tokens = max_total_tokens;
+  r.prefix_cache = prefix_cache;
   reqs_.emplace(seq_id, std::move(r));
   waiting_.push_back(seq_id);
 }
@@ -199,9 +200,10 @@ SchedulerOutput Scheduler::schedule() {
          running_.size() < max_seqs) {
     Request& r = req(waiting_.front());
     const int n_total = int(r.tokens.size());
-    if (!cfg_.chunked_prefill && n_total - kv_.peek_cached_tokens(r.tokens) > budget) break;
-    if (cfg_.defer_shared_prefill && prefix_in_progress(r)) break;
-    const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens);
+    const int peek = r.prefix_cache ? kv_.peek_cached_tokens(r.tokens) : 0;
+    if (!cfg_.chunked_prefill && n_total - peek > budget) break;
+    if (cfg_.defer_shared_prefill && r.prefix_cache && prefix_in_progress(r)) break;
+    const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens, r.prefix_cache);
     if (!cached) break;  // its blocks cannot be had yet: nobody overtakes it
     waiting_.pop_front();
     r.state = RequestState::running;

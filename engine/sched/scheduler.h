@@ -80,7 +80,8 @@ class Scheduler {
   // Queues a request (waiting). Throws InputError when it can never run: empty prompt, max_total_tokens
   // <= prompt length, more blocks than the pool holds, or (without chunked prefill) more tokens than
   // the step budget. Throws if the id is in use.
-  void add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens);
+  // prefix_cache false: no prefix-cache hits for it (every prompt token computed).
+  void add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache = true);
   // Any state -> aborted; blocks freed at once. false when the id is unknown (finished or never added).
   bool abort(int64_t seq_id);
   // New running sequence `child` sharing all of `parent`'s blocks and tokens (n > 1, best_of). The parent

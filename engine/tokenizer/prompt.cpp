@@ -27,4 +27,26 @@ std::vector<int> encode_chat(const Tokenizer& tok, const nlohmann::json& message
   return tok.encode(render_chat(tok, messages), true);
 }
 
+std::vector<int> prompt_from_json(const Tokenizer& tok, const nlohmann::json& value, int vocab,
+                                  const std::string& field) {
+  if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    LLM_REQUIRE(!text.empty()) << "\"" << field << "\" is empty";
+    return encode_prompt(tok, text);
+  }
+  LLM_REQUIRE(value.is_array()) << "\"" << field << "\" must be a string or an array of token ids";
+  LLM_REQUIRE(!value.empty()) << "\"" << field << "\" is empty";
+  std::vector<int> ids;
+  ids.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    const nlohmann::json& t = value[i];
+    LLM_REQUIRE(t.is_number_integer()) << "\"" << field << "\"[" << i << "] is not an integer token id";
+    const int64_t id = t.get<int64_t>();
+    LLM_REQUIRE(id >= 0 && id < vocab) << "\"" << field << "\"[" << i << "] = " << id << " is not a token id (vocabulary size "
+                                       << vocab << ")";
+    ids.push_back(int(id));
+  }
+  return ids;
+}
+
 }  // namespace llmctl

@@ -17,4 +17,9 @@ std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bo
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text);
 std::vector<int> encode_chat(const Tokenizer& tok, const nlohmann::json& messages);
 
+// One prompt as a JSON value: a non-empty string (encoded as above) or a non-empty array of token
+// ids, each in [0, vocab). `field` names the value in errors. Throws InputError.
+std::vector<int> prompt_from_json(const Tokenizer& tok, const nlohmann::json& value, int vocab,
+                                  const std::string& field = "prompt");
+
 }  // namespace llmctl
