@@ -12,8 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "llmctl 0.1.0");
   std::map<std::string, Runner> runners;
   runners["generate"] = add_generate(app);
-  runners["serve"] = add_not_landed(app, "serve", "OpenAI- and TGI-compatible HTTP server with SSE streaming",
-                                    "the server");
+  runners["serve"] = add_serve(app);
   runners["bench"] = add_not_landed(app, "bench", "throughput, latency, serving and perplexity benchmarks",
                                     "benchmarks");
   runners["quantize"] = add_not_landed(app, "quantize", "weight quantization: RTN, AWQ, GPTQ int4, int8 KV cache",

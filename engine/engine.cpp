@@ -21,6 +21,7 @@ struct Engine::Sequence {
   SequenceState state;
   StreamingText text;
   SequenceOutput out;
+  size_t streamed = 0;  // tokens of out.token_ids already reported to the stream callback
   bool done = false;
 };
 
@@ -113,7 +114,22 @@ void Engine::finish_sequence(Request& r, int child, const std::string& reason) {
   s.out.finish_reason = reason;
   std::string tail = s.text.finish();
   s.out.text = s.text.text();
-  if (r.on_text && child < r.params.n && !r.params.best_of) r.on_text(r.id, child, tail, true);
+  emit(r, child, tail, true);
+}
+
+void Engine::emit(Request& r, int child, std::string_view piece, bool done) {
+  if (!r.on_text || child >= r.params.n || r.params.best_of) return;
+  Sequence& s = r.seqs[child];
+  StreamEvent e;
+  e.request_id = r.id;
+  e.index = child;
+  e.text = piece;
+  e.token_ids = std::span<const int>(s.out.token_ids).subspan(s.streamed);
+  if (!s.out.logprobs.empty()) e.logprobs = std::span<const TokenLogprobs>(s.out.logprobs).subspan(s.streamed);
+  e.done = done;
+  if (done) e.finish_reason = s.out.finish_reason;
+  s.streamed = s.out.token_ids.size();
+  r.on_text(e);
 }
 
 struct Engine::Draw {
@@ -186,13 +202,12 @@ void Engine::accept_token(Request& r, int child, const SampleResult& res) {
   s.out.token_ids.push_back(res.token);
   if (r.params.logprobs) s.out.logprobs.push_back(res);
   std::string piece = s.text.push(tok_.token_bytes(res.token));
-  const bool streams = r.on_text && child < r.params.n && !r.params.best_of;
   if (s.text.stopped()) {
-    if (streams && !piece.empty()) r.on_text(r.id, child, piece, false);
+    if (!piece.empty()) emit(r, child, piece, false);
     finish_sequence(r, child, "stop");
     return;
   }
-  if (streams && !piece.empty()) r.on_text(r.id, child, piece, false);
+  if (!piece.empty()) emit(r, child, piece, false);
   const int total = int(r.prompt.size()) + int(s.out.token_ids.size());
   if (int(s.out.token_ids.size()) >= r.params.max_tokens || total >= max_context_) finish_sequence(r, child, "length");
 }
@@ -333,7 +348,17 @@ void Engine::complete_if_done(int64_t request_id) {
   r.result.finished = true;
   r.result.finish_seconds = now_seconds();
   if (r.on_text && r.params.best_of)  // best_of results are only known at the end
-    for (auto& o : r.result.outputs) r.on_text(r.id, o.index, o.text, true);
+    for (auto& o : r.result.outputs) {
+      StreamEvent e;
+      e.request_id = r.id;
+      e.index = o.index;
+      e.text = o.text;
+      e.token_ids = o.token_ids;
+      e.logprobs = o.logprobs;
+      e.done = true;
+      e.finish_reason = o.finish_reason;
+      r.on_text(e);
+    }
   for (auto& s : r.seqs)
     if (s.seq_id >= 0 && sched_->has(s.seq_id)) {
       sched_->abort(s.seq_id);

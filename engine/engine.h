@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -66,11 +67,24 @@ struct EngineStats {
   double mean_waste() const { return steps ? waste_sum / double(steps) : 0; }
 };
 
+// What a stream callback receives: the text of sequence `index` that became safe to emit, and the
+// tokens accepted since the previous event (their text is in this piece or held back for a stop
+// string). `done` marks the sequence's last event, with its finish_reason.
+struct StreamEvent {
+  int64_t request_id = 0;
+  int index = 0;
+  std::string_view text;
+  std::span<const int> token_ids;
+  std::span<const TokenLogprobs> logprobs;  // per token in token_ids, when params.logprobs is set
+  bool done = false;
+  std::string_view finish_reason;           // when done: "stop" | "length" | "abort"
+};
+
 class Engine {
  public:
-  // Called with each piece of text that is safe to emit for sequence `index` of a request; `done`
-  // marks that sequence's last call.
-  using StreamFn = std::function<void(int64_t request_id, int index, std::string_view text, bool done)>;
+  // Called from step() / abort() on the engine's thread. With best_of, a sequence's text is known
+  // only at the end: one event per returned sequence, all tokens at once.
+  using StreamFn = std::function<void(const StreamEvent&)>;
 
   Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config = {});
   ~Engine();
@@ -101,6 +115,8 @@ class Engine {
   // Records sequence `child`'s new token and decides whether it ends.
   void accept_token(Request& r, int child, const SampleResult& res);
   void finish_sequence(Request& r, int child, const std::string& reason);
+  // Reports `piece` and the tokens not yet reported for a streamed (non-best_of) sequence.
+  void emit(Request& r, int child, std::string_view piece, bool done);
   void fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child);
   void complete_if_done(int64_t request_id);
 

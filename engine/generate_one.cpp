@@ -17,8 +17,8 @@ GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, st
   Engine engine(model, tokenizer, ec);
   Engine::StreamFn stream;
   if (on_text)
-    stream = [&](int64_t, int index, std::string_view text, bool) {
-      if (index == 0 && !text.empty()) on_text(text);
+    stream = [&](const StreamEvent& e) {
+      if (e.index == 0 && !e.text.empty()) on_text(e.text);
     };
   const int64_t id = engine.submit(std::move(prompt), params, stream);
   engine.drain();

@@ -10,8 +10,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 
 # References written by others: HF tokenizers / transformers (tokenizer), gguf (dequantization),
-# jinja2 (chat templates). No torch is needed to run the tests.
-python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 2>&1 \
+# jinja2 (chat templates), openai (the server). No torch is needed to run the tests.
+python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 openai 2>&1 \
   | grep -v -i "warning: running pip as" || true
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null

@@ -1,0 +1,194 @@
+// The generation routes of HttpServer: OpenAI completions / chat and TGI generate, whole or
+// streamed as Server-Sent Events.
+#include <chrono>
+#include <functional>
+
+#include <httplib.h>
+
+#include "engine/core/utf8.h"
+#include "engine/server/api_error.h"
+#include "engine/server/http_server.h"
+#include "engine/server/request_log.h"
+#include "engine/server/sse.h"
+#include "engine/server/tgi_api.h"
+
+namespace llmctl::server {
+
+namespace {
+using json = nlohmann::json;
+
+// Counts a generation request against --max-concurrent-requests while it lives.
+class Slot {
+ public:
+  explicit Slot(std::atomic<int>& n) : n_(n) {}
+  ~Slot() { --n_; }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
+// A stream in progress: the job, how its events become SSE chunks, and what is left.
+struct Stream {
+  std::shared_ptr<Job> job;
+  std::shared_ptr<Slot> slot;
+  std::function<std::vector<json>(const JobEvent&)> chunks;  // delta -> chunk objects
+  std::function<std::vector<json>()> closing;                 // after the last prompt finished
+  bool openai_done_marker = true;                             // write `data: [DONE]` at the end
+  size_t remaining = 0;                                       // prompts not finished
+  bool ended = false;
+  std::function<void()> wake_loop;
+  std::function<int64_t()> completion_tokens;
+};
+
+// Drives one stream: called by httplib until the stream ends or the client is gone.
+bool stream_step(Stream& s, httplib::DataSink& sink) {
+  auto fail = [&] {  // the client is gone: abort the job wherever it is
+    s.job->cancel();
+    s.wake_loop();
+    current_request().note = "client disconnected";
+    return false;
+  };
+  if (s.ended) return false;
+  JobEvent e;
+  if (!s.job->next(e, 0.5)) {
+    // Nothing to send: an SSE comment line, which clients ignore, finds a closed connection.
+    const std::string ping = ": ping\n\n";
+    return sink.write(ping.data(), ping.size()) ? true : fail();
+  }
+  std::string out;
+  if (e.kind == JobEvent::delta) {
+    for (const json& c : s.chunks(e)) out += sse_event(c);
+  } else if (e.kind == JobEvent::finished) {
+    if (--s.remaining == 0) {
+      for (const json& c : s.closing()) out += sse_event(c);
+      if (s.openai_done_marker) out += sse_done();
+      s.ended = true;
+    }
+  } else if (e.kind == JobEvent::failed) {
+    out += sse_event(error_body(e.status, e.message));
+    if (s.openai_done_marker) out += sse_done();
+    current_request().note = e.message;
+    s.ended = true;
+  }
+  current_request().completion_tokens = s.completion_tokens();
+  if (!out.empty() && !sink.write(out.data(), out.size())) return fail();
+  if (s.ended) sink.done();
+  return true;
+}
+
+json parse_body(const httplib::Request& req) {
+  if (!utf8_valid(req.body)) throw ApiError(400, "the request body is not valid UTF-8");
+  if (req.body.empty()) throw ApiError(400, "the request body is empty; a JSON object is expected");
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+  }
+}
+
+void start_sse(httplib::Response& res, const std::shared_ptr<Stream>& st) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
+      [st](bool) {
+        if (!st->ended) {
+          st->job->cancel();
+          st->wake_loop();
+        }
+      });
+}
+}  // namespace
+
+std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params) {
+  JobEvent e;
+  auto job = loop_.submit(std::move(prompts), params, cfg_.request_timeout_s);
+  while (!job->next(e, 1.0)) {
+  }
+  if (e.kind == JobEvent::rejected) throw ApiError(e.status, e.message);
+  return job;
+}
+
+void HttpServer::handle_openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res) {
+  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, parse_body(req), tok_, limits_));
+  if (++in_flight_ > cfg_.max_concurrent_requests) {
+    --in_flight_;
+    res.set_header("Retry-After", "1");
+    throw ApiError(429, "the server is at its limit of " + std::to_string(cfg_.max_concurrent_requests) +
+                            " concurrent requests; retry later");
+  }
+  auto slot = std::make_shared<Slot>(in_flight_);
+  auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
+  current_request().id = responder->id();
+  current_request().prompt_tokens = responder->prompt_tokens();
+  auto job = start_job(oreq->prompts, oreq->params);
+  if (!oreq->stream) {
+    size_t remaining = oreq->prompts.size();
+    JobEvent e;
+    while (remaining) {
+      if (!job->next(e, 1.0)) continue;
+      if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
+      if (e.kind == JobEvent::finished) {
+        responder->add(e);
+        --remaining;
+      }
+    }
+    current_request().completion_tokens = responder->completion_tokens();
+    res.set_content(json_text(responder->response()), "application/json");
+    return;
+  }
+  auto st = std::make_shared<Stream>();
+  st->job = job;
+  st->slot = slot;
+  st->remaining = oreq->prompts.size();
+  st->chunks = [oreq, responder](const JobEvent& e) { return responder->chunks(e); };
+  st->closing = [oreq, responder] {
+    std::vector<json> v;
+    if (auto u = responder->usage_chunk()) v.push_back(*u);
+    return v;
+  };
+  st->wake_loop = [this] { loop_.notify(); };
+  st->completion_tokens = [responder] { return responder->completion_tokens(); };
+  start_sse(res, st);
+}
+
+void HttpServer::handle_tgi(bool stream, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_body(req);
+  if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
+  auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
+  if (++in_flight_ > cfg_.max_concurrent_requests) {
+    --in_flight_;
+    res.set_header("Retry-After", "1");
+    throw ApiError(429, "the server is at its limit of " + std::to_string(cfg_.max_concurrent_requests) +
+                            " concurrent requests; retry later");
+  }
+  auto slot = std::make_shared<Slot>(in_flight_);
+  current_request().prompt_tokens = int64_t(treq->prompt.size());
+  auto job = start_job({treq->prompt}, treq->params);
+  if (!stream) {
+    JobEvent e;
+    for (;;) {
+      if (!job->next(e, 1.0)) continue;
+      if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
+      if (e.kind == JobEvent::finished) break;
+    }
+    current_request().completion_tokens = int64_t(e.result->outputs.at(0).token_ids.size());
+    res.set_content(json_text(tgi_response(*treq, *e.result, tok_)), "application/json");
+    return;
+  }
+  auto streamer = std::make_shared<TgiStreamer>(*treq, tok_);
+  auto st = std::make_shared<Stream>();
+  st->job = job;
+  st->slot = slot;
+  st->remaining = 1;
+  st->openai_done_marker = false;
+  st->chunks = [treq, streamer](const JobEvent& e) { return streamer->events(e); };
+  st->closing = [] { return std::vector<json>{}; };
+  st->wake_loop = [this] { loop_.notify(); };
+  st->completion_tokens = [streamer] { return streamer->generated_tokens(); };
+  start_sse(res, st);
+}
+
+}  // namespace llmctl::server

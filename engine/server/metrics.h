@@ -1,0 +1,50 @@
+// Server metrics in the Prometheus text format (version 0.0.4). Names are stable; times are in
+// seconds. Thread-safe: HTTP threads count errors, the engine thread everything else.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace llmctl::server {
+
+// A cumulative histogram with fixed upper bounds (the +Inf bucket is implied).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v);
+  // Appends the _bucket, _sum and _count lines of `name`.
+  void render(const std::string& name, std::string& out) const;
+  int64_t count() const { return count_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;  // per bucket, not cumulative
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  // Gauges, from the engine thread after each step.
+  void set_gauges(int running, int waiting, double kv_usage, double prefix_hit_ratio);
+  // A finished request: latencies (first token / per output token / end to end) and counts.
+  void request_done(const std::string& finish_reason, double ttft, double tpot, double e2e, int64_t prompt_tokens,
+                    int64_t generation_tokens);
+  void add_preemptions(int64_t n);
+  void request_error(int status);
+  std::string render() const;
+
+ private:
+  mutable std::mutex mu_;
+  int running_ = 0, waiting_ = 0;
+  double kv_usage_ = 0, prefix_hit_ = 0;
+  Histogram ttft_, tpot_, e2e_;
+  int64_t prompt_tokens_ = 0, generation_tokens_ = 0, preemptions_ = 0;
+  std::map<std::string, int64_t> success_;  // by finish_reason
+  std::map<int, int64_t> errors_;           // by HTTP status
+};
+
+}  // namespace llmctl::server

@@ -1,0 +1,69 @@
+// The OpenAI completions and chat completions protocols: request parsing (strict: a field that is
+// not supported is a 400 naming it) and the response shapes, whole or as stream chunks.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sample/sampling_params.h"
+#include "engine/server/engine_loop.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace llmctl::server {
+
+enum class OpenAiApi { completions, chat };
+
+struct ModelLimits {
+  std::string served_name;
+  int vocab_size = 0;
+  int max_context = 0;
+  int max_n = 16;  // n and best_of above this are refused
+};
+
+struct OpenAiRequest {
+  OpenAiApi api = OpenAiApi::completions;
+  std::vector<std::vector<int>> prompts;  // completions: one per prompt given; chat: one
+  std::vector<std::string> prompt_texts;  // completions: the prompts as text (for echo)
+  SamplingParams params;
+  bool stream = false, include_usage = false, echo = false;
+  std::optional<int> logprobs;  // top-N per generated token, when asked for
+};
+
+// Throws ApiError (400 naming the field, 404 for an unknown model).
+OpenAiRequest parse_openai_request(OpenAiApi api, const nlohmann::json& body, const Tokenizer& tok,
+                                   const ModelLimits& limits);
+
+// Shapes one request's job events into the OpenAI response (non-streaming) or chunks (streaming).
+class OpenAiResponder {
+ public:
+  OpenAiResponder(const OpenAiRequest& req, const Tokenizer& tok, std::string model);
+  // Streaming: the chunks (JSON objects) an event produces, in order.
+  std::vector<nlohmann::json> chunks(const JobEvent& e);
+  // Streaming: the usage chunk (choices empty) when include_usage was asked for.
+  std::optional<nlohmann::json> usage_chunk() const;
+  // Non-streaming: records a finished event; response() once every prompt has finished.
+  void add(const JobEvent& finished);
+  nlohmann::json response() const;
+  const std::string& id() const { return id_; }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+
+ private:
+  nlohmann::json chunk(nlohmann::json choice) const;
+  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const;
+  nlohmann::json prompt_logprobs_json(const RequestResult& r) const;
+
+  const OpenAiRequest& req_;
+  const Tokenizer& tok_;
+  std::string model_, id_;
+  int64_t created_ = 0;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  std::vector<bool> started_;           // per choice: the first chunk (role / echo) was sent
+  std::vector<size_t> text_offset_;     // per choice: characters sent so far (completions text_offset)
+  std::vector<std::optional<RequestResult>> results_;
+};
+
+}  // namespace llmctl::server

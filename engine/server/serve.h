@@ -1,0 +1,16 @@
+// `llmctl serve` end to end: an Engine on the loaded model, the HTTP server, and SIGINT/SIGTERM
+// handling (stop accepting, end in-flight streams with a final event, return 0).
+#pragma once
+#include "engine/engine.h"
+#include "engine/server/http_server.h"
+
+namespace llmctl::server {
+
+// Blocks SIGINT and SIGTERM in the calling thread, so that every thread started afterwards (the
+// CPU backend's pool included) leaves them to run_server's waiting thread. Call it first.
+void block_shutdown_signals();
+
+// Blocks until a signal arrives; returns the exit code.
+int run_server(LlamaModel& model, const Tokenizer& tok, const EngineConfig& engine_config, const ServerConfig& config);
+
+}  // namespace llmctl::server
