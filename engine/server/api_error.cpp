@@ -49,7 +49,8 @@ ApiError to_api_error(const std::exception& e) {
   static const std::regex quoted("(?:field|\"|')([a-z_]+)(?:'|\")");
   std::smatch m;
   std::string param;
-  if (std::regex_search(msg, m, quoted)) param = m[1];
+  static const std::regex leading("^([a-z]+_[a-z_]+|[a-z]+) (must|is|are) ");  // "top_k must be ..."
+  if (std::regex_search(msg, m, quoted) || std::regex_search(msg, m, leading)) param = m[1];
   return ApiError(400, msg, param);
 }
 

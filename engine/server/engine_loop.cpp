@@ -1,6 +1,7 @@
 #include "engine/server/engine_loop.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "engine/core/error.h"
 
@@ -9,6 +10,12 @@ namespace llmctl::server {
 namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
 }
 }  // namespace
 
@@ -181,7 +188,7 @@ void EngineLoop::run() {
       if (job->cancelled())
         end_job(*job, 0, "");
       else if (job->deadline_ > 0 && now > job->deadline_)
-        end_job(*job, 408, "the request ran past the server's request timeout (" + std::to_string(job->timeout_s) + " s)");
+        end_job(*job, 408, "the request ran past the server's request timeout (" + seconds_text(job->timeout_s) + " s)");
     }
     if (engine_.has_unfinished()) {
       try {

@@ -133,7 +133,10 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     } else if ((k == "prompt" && !chat) || (k == "messages" && chat)) {
       // below
     } else if (k == "max_tokens" || (chat && k == "max_completion_tokens")) {
-      if (!v.is_null()) max_tokens = v;
+      if (!v.is_null()) {
+        max_tokens = v;
+        sampling["max_tokens"] = v;  // validated with min_tokens; the context check is below
+      }
     } else if (k == "stream") {
       r.stream = v.is_null() ? false : require_bool(v, k);
     } else if (k == "stream_options") {
@@ -205,10 +208,7 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     throw ApiError(400, "the prompt has " + std::to_string(P) + " tokens; the model's context is " + std::to_string(C) +
                             " tokens and at least one must be left to generate", chat ? "messages" : "prompt");
   if (max_tokens) {
-    if (!max_tokens->is_number_integer())
-      throw ApiError(400, "field 'max_tokens' must be an integer, got " + std::string(max_tokens->type_name()), "max_tokens");
-    const int64_t m = max_tokens->get<int64_t>();
-    if (m < 1) throw ApiError(400, "max_tokens must be at least 1, got " + std::to_string(m), "max_tokens");
+    const int64_t m = max_tokens->get<int64_t>();  // an integer >= 1 (checked by from_json)
     if (P + m > C)
       throw ApiError(400, "the prompt has " + std::to_string(P) + " tokens and max_tokens is " + std::to_string(m) +
                               ": together over the model's context of " + std::to_string(C) + " tokens", "max_tokens");
@@ -306,12 +306,14 @@ std::vector<json> OpenAiResponder::chunks(const JobEvent& e) {
                            {"finish_reason", nullptr}}));
   }
   const json lps = req_.logprobs && !e.logprobs.empty() ? logprobs_json(e.logprobs, text_offset_[c]) : json(nullptr);
-  const json finish = e.done ? json(e.finish_reason) : json(nullptr);
+  // An aborted sequence (timeout, shutdown) has no finish chunk: the error event that follows says why.
+  const bool done = e.done && e.finish_reason != "abort";
+  const json finish = done ? json(e.finish_reason) : json(nullptr);
   if (chat) {
     if (!e.text.empty() || !lps.is_null())
       out.push_back(chunk({{"index", c}, {"delta", {{"content", e.text}}}, {"logprobs", lps}, {"finish_reason", nullptr}}));
-    if (e.done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
-  } else if (!e.text.empty() || !lps.is_null() || e.done) {
+    if (done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
+  } else if (!e.text.empty() || !lps.is_null() || done) {
     out.push_back(chunk({{"index", c}, {"text", e.text}, {"logprobs", lps}, {"finish_reason", finish}}));
   }
   for (int t : e.token_ids) text_offset_[c] += token_string(tok_, t).size();

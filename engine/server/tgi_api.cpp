@@ -128,7 +128,13 @@ std::vector<json> TgiStreamer::events(const JobEvent& e) {
     pending_ = json{{"index", generated_}, {"token", t}, {"generated_text", nullptr}, {"details", nullptr}};
   }
   if (e.token_ids.empty() && !e.text.empty() && pending_) (*pending_)["token"]["text"] = (*pending_)["token"]["text"].get<std::string>() + e.text;
-  if (!e.done) return out;
+  if (!e.done || e.finish_reason == "abort") {  // aborted: the error event that follows ends the stream
+    if (e.done && pending_) {
+      out.push_back(std::move(*pending_));
+      pending_.reset();
+    }
+    return out;
+  }
   const std::string reason = tgi_finish_reason(e.finish_reason, req_.params);
   if (reason == "eos_token" || !pending_) {
     if (pending_) out.push_back(std::move(*pending_));
