@@ -68,13 +68,13 @@ int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens) const
   return std::min(int(hits.size()) * block_size_, int(tokens.size()) - 1);
 }
 
-std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens, bool use_cache) {
+std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens, bool use_cache,
+                                                   int max_new_tokens) {
   LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
   LLM_CHECK(!tokens.empty()) << "sequence " << seq << " has no tokens";
+  LLM_CHECK(max_new_tokens >= 1) << "allocate_prompt: max_new_tokens must be at least 1";
   const int n = int(tokens.size()), B = block_size_;
-  const int nb = blocks_for(n);
   // Longest chain of cached full blocks matching the prefix.
-
   std::vector<int> hits;
   std::vector<uint64_t> hashes;
   if (use_cache) match_prefix(tokens, hits, hashes);
@@ -83,6 +83,9 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
   // block (a hashed block is never written: others may read it in the same step).
   const bool cow_last = computed == n;
   if (cow_last) computed = n - 1;
+  // Blocks for the cached prefix and the first chunk only; later chunks get theirs from
+  // ensure_capacity, so no block sits allocated for tokens that are not computed yet.
+  const int nb = blocks_for(int(std::min<int64_t>(n, int64_t(computed) + max_new_tokens)));
   const int revived = int(std::count_if(hits.begin(), hits.end(), [&](int id) { return pool_.ref_count(id) == 0; }));
   const int fresh = nb - int(hits.size()) + (cow_last ? 1 : 0);
   if (fresh > pool_.num_available() - revived) return std::nullopt;

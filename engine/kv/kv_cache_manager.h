@@ -16,6 +16,7 @@
 // engine must copy those blocks' KV (every layer, all B slots) before the next forward step.
 // Freed sequences release blocks tail first, so the tail of a cached chain is evicted before its head.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -54,15 +55,17 @@ class KvCacheManager {
 
   bool has(int64_t seq) const { return seqs_.count(seq) > 0; }
   // Starts `seq` for `tokens` (a prompt, or prompt + generated tokens on recompute): retains the longest
-  // chain of cached full blocks matching the prefix, allocates the rest of ceil(n / B) blocks. Returns
+  // chain of cached full blocks matching the prefix, allocates blocks for the next max_new_tokens. Returns
   // how many leading tokens are already computed (from the cache). Never all of them: with the whole
   // prompt cached it returns n - 1 (the last token is computed again to get logits) and the last
   // block is copied into a private block first (a pending copy): a hashed block is never written. nullopt, with nothing held, when the pool lacks
   // blocks. Throws if `seq` already exists or tokens is empty.
   // use_cache false: no prefix-cache hits (every prompt token is computed, e.g. for prompt
   // logprobs); its blocks are still registered for others once computed.
+  // max_new_tokens: blocks are allocated for the cached prefix plus this many tokens (the first
+  // prefill chunk), not for the whole prompt.
   [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens,
-                                                   bool use_cache = true);
+                                                   bool use_cache = true, int max_new_tokens = INT_MAX);
   // What allocate_prompt would return for `tokens` now (if it got its blocks); changes nothing.
   int peek_cached_tokens(const std::vector<int32_t>& tokens) const;
   // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates

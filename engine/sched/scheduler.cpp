@@ -203,7 +203,7 @@ SchedulerOutput Scheduler::schedule() {
     const int peek = r.prefix_cache ? kv_.peek_cached_tokens(r.tokens) : 0;
     if (!cfg_.chunked_prefill && n_total - peek > budget) break;
     if (cfg_.defer_shared_prefill && r.prefix_cache && prefix_in_progress(r)) break;
-    const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens, r.prefix_cache);
+    const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens, r.prefix_cache, budget);
     if (!cached) break;  // its blocks cannot be had yet: nobody overtakes it
     waiting_.pop_front();
     r.state = RequestState::running;

@@ -198,3 +198,27 @@ TEST_CASE("manager: usage and waste on a hand-computed case") {
   CHECK(s.waste == doctest::Approx(9.0 / 24));
   kv.check_invariants();
 }
+
+TEST_CASE("manager: a prompt gets blocks for its first chunk only; later chunks extend the table") {
+  KvCacheManager kv(10, 4);
+  auto a = toks(100, 10);
+  CHECK(run_prompt(kv, 1, a) == 0);  // registers [100..103] [104..107]
+  auto b = toks(100, 8);
+  for (int i = 0; i < 14; ++i) b.push_back(500 + i);  // 22 tokens: 8 cached, 14 to compute
+  auto c = kv.allocate_prompt(2, b, true, 5);          // first chunk: 5 tokens -> positions [8, 13)
+  REQUIRE(c);
+  CHECK(*c == 8);
+  CHECK(kv.block_table(2).size() == 4);  // ceil(13 / 4), not ceil(22 / 4) = 6
+  // 5 distinct blocks (2 shared, 1 of seq 1's tail, 2 of seq 2's chunk) = 20 slots; 10 tokens computed.
+  CHECK(kv.stats().waste == doctest::Approx(0.5));
+  kv.commit_tokens(2, b, 13);
+  REQUIRE(kv.ensure_capacity(2, 22));  // the rest of the prompt
+  CHECK(kv.block_table(2).size() == 6);
+  kv.commit_tokens(2, b, 22);
+  kv.check_invariants();
+  // Without a limit the whole prompt is covered at once (a fresh prompt, nothing cached).
+  auto d = kv.allocate_prompt(3, toks(900, 9));
+  REQUIRE(d);
+  CHECK(kv.block_table(3).size() == 3);
+  CHECK_THROWS_AS((void)kv.allocate_prompt(4, toks(950, 3), true, 0), Error);
+}
