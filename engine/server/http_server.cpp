@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <httplib.h>
 
@@ -86,7 +87,12 @@ void HttpServer::serve() { http_->listen_after_bind(); }
 
 void HttpServer::stop() {
   if (stopping_.exchange(true)) return;
-  loop_.shutdown();  // in-flight streams get their final event
+  loop_.shutdown();  // in-flight jobs get their final (failed) event
+  // httplib stops driving stream providers once the server is stopped: let the streams write
+  // their final event first (bounded, in case a client does not read).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   http_->stop();
 }
 

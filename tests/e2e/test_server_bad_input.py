@@ -3,7 +3,7 @@
 
 Each bad request (malformed JSON, wrong types, bad values, unsupported fields, over-long prompts,
 invalid UTF-8, oversized bodies, missing or wrong API keys, raw-socket garbage, slowloris-style
-partial requests, disconnects mid-stream) must get the right answer (a 4xx with
+partial requests, disconnects mid-stream and while queued) must get the right answer (a 4xx with
 an OpenAI-shaped JSON error body, or a closed connection for garbage), and a normal request must
 succeed after every one. Then: 429 with Retry-After beyond --max-concurrent-requests, a timeout
 error event past --request-timeout, and SIGINT ending an in-flight stream with a final event and
@@ -32,7 +32,7 @@ def check(cond, what):
 
 
 KEY = "sk-bad-input"
-srv = Server(build, "--max-body-bytes", "100000", api_key=KEY)
+srv = Server(build, "--max-body-bytes", "100000", "--max-num-seqs", "4", api_key=KEY)
 CTX = 8192
 
 
@@ -198,9 +198,12 @@ try:
     got = [s.recv(4096) for s in streams]
     check(all(g.startswith(b"HTTP/1.1 200") for g in got), "6 long streams started")
     time.sleep(0.5)
+    m = srv.metrics()
+    check(m["llmctl_requests_running"] == 4 and m["llmctl_requests_waiting"] == 2,
+          f"--max-num-seqs 4: 4 running, 2 queued ({m['llmctl_requests_running']:.0f}, {m['llmctl_requests_waiting']:.0f})")
     for s in streams:
         s.close()
-    check(srv.wait_idle(10), "6 streams disconnected mid-generation: aborted, KV back to idle")
+    check(srv.wait_idle(10), "6 streams disconnected (4 decoding, 2 queued): aborted, KV back to idle")
     check(normal_request_works(), "after the disconnects")
     m = srv.metrics()
     check(m.get('llmctl_request_errors_total{code="400"}', 0) >= 40, "errors counted by code in /metrics")
@@ -258,7 +261,8 @@ try:
     t.join(30)
     data = events[0] if events else ""
     check(rc == 0, f"SIGINT with a stream in flight: exit code {rc}")
-    check("shutting down" in data and data.find("shutting down") < data.find("[DONE]"), "the in-flight stream got a final event")
+    check("shutting down" in data and data.find("shutting down") < data.find("[DONE]"),
+          f"the in-flight stream got a final event: ...{data[-300:]!r}")
 finally:
     srv.stop()
 print(f"{len(failures)} failure(s)")
