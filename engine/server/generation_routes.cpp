@@ -32,7 +32,7 @@ class Slot {
 // A stream in progress: the job, how its events become SSE chunks, and what is left.
 struct Stream {
   std::shared_ptr<Job> job;
-  std::shared_ptr<Slot> slot;
+  std::shared_ptr<void> slot;
   std::function<std::vector<json>(const JobEvent&)> chunks;  // delta -> chunk objects
   std::function<std::vector<json>()> closing;                 // after the last prompt finished
   bool openai_done_marker = true;                             // write `data: [DONE]` at the end
@@ -102,6 +102,17 @@ void start_sse(httplib::Response& res, const std::shared_ptr<Stream>& st) {
 }
 }  // namespace
 
+// A place among --max-concurrent-requests, held while the returned object lives; 429 beyond.
+std::shared_ptr<void> HttpServer::acquire_slot(httplib::Response& res) {
+  if (++in_flight_ > cfg_.max_concurrent_requests) {
+    --in_flight_;
+    res.set_header("Retry-After", "1");
+    throw ApiError(429, "the server is at its limit of " + std::to_string(cfg_.max_concurrent_requests) +
+                            " concurrent requests; retry later");
+  }
+  return std::make_shared<Slot>(in_flight_);
+}
+
 std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params) {
   JobEvent e;
   auto job = loop_.submit(std::move(prompts), params, cfg_.request_timeout_s);
@@ -113,13 +124,7 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
 
 void HttpServer::handle_openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res) {
   auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, parse_body(req), tok_, limits_));
-  if (++in_flight_ > cfg_.max_concurrent_requests) {
-    --in_flight_;
-    res.set_header("Retry-After", "1");
-    throw ApiError(429, "the server is at its limit of " + std::to_string(cfg_.max_concurrent_requests) +
-                            " concurrent requests; retry later");
-  }
-  auto slot = std::make_shared<Slot>(in_flight_);
+  auto slot = acquire_slot(res);
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();
@@ -158,13 +163,7 @@ void HttpServer::handle_tgi(bool stream, const httplib::Request& req, httplib::R
   json body = parse_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
   auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
-  if (++in_flight_ > cfg_.max_concurrent_requests) {
-    --in_flight_;
-    res.set_header("Retry-After", "1");
-    throw ApiError(429, "the server is at its limit of " + std::to_string(cfg_.max_concurrent_requests) +
-                            " concurrent requests; retry later");
-  }
-  auto slot = std::make_shared<Slot>(in_flight_);
+  auto slot = acquire_slot(res);
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params);
   if (!stream) {

@@ -52,6 +52,9 @@ class HttpServer {
   void handle_tgi(bool stream, const httplib::Request& req, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  // Counts a generation request against --max-concurrent-requests while the result lives; throws
+  // ApiError 429 (with Retry-After set on res) beyond it.
+  std::shared_ptr<void> acquire_slot(httplib::Response& res);
   // Submits and waits for accepted/rejected; throws ApiError for a rejection or overload.
   std::shared_ptr<Job> start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params);
 
