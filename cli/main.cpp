@@ -14,8 +14,7 @@ int main(int argc, char** argv) {
   runners["generate"] = add_generate(app);
   runners["serve"] = add_not_landed(app, "serve", "OpenAI- and TGI-compatible HTTP server with SSE streaming",
                                     "the server");
-  runners["bench"] = add_not_landed(app, "bench", "throughput, latency, serving and perplexity benchmarks",
-                                    "benchmarks");
+  runners["bench"] = add_bench(app);
   runners["quantize"] = add_not_landed(app, "quantize", "weight quantization: RTN, AWQ, GPTQ int4, int8 KV cache",
                                        "quantization");
   runners["convert"] = add_convert(app);
