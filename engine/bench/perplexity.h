@@ -1,7 +1,9 @@
 // Perplexity with a sliding window (the strided recipe of HF transformers' perplexity guide):
 // windows of `ctx` tokens start every `stride` tokens; each window scores only the tokens past the
-// previous window's end, each predicted from the window's own context. Every token but the first is scored exactly once;
-// ppl = exp(mean negative log-likelihood). stride <= ctx.
+// previous window's end, each predicted from the window's own context. With stride < ctx every
+// token but the first is scored exactly once; with stride == ctx the windows do not overlap and
+// each window's first token goes unscored (no context), as in HF's loop. stride <= ctx.
+// ppl = exp(sum of negative log-likelihoods / scored tokens).
 #pragma once
 #include <atomic>
 #include <string>
