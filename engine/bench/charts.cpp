@@ -21,6 +21,16 @@ Series series(const Report& r, const std::string& name, const std::string& key) 
 
 std::string label(const nlohmann::ordered_json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// The last two components of a model path ("SmolLM2-135M-Instruct/hf"); a served name as it is.
+std::string short_model(const std::string& m) {
+  size_t end = m.find_last_not_of('/');
+  if (end == std::string::npos) return m;
+  size_t a = m.rfind('/', end);
+  if (a == std::string::npos || a == 0) return m.substr(0, end + 1);
+  size_t b = m.rfind('/', a - 1);
+  return m.substr(b == std::string::npos ? 0 : b + 1, end - (b == std::string::npos ? 0 : b + 1) + 1);
+}
+
 // Percentile series of one metric ("ttft_ms" -> mean, median, p90, p99).
 Panel percentiles(const Report& r, const std::string& title, const std::string& key) {
   return {title, "milliseconds",
@@ -32,7 +42,7 @@ Panel percentiles(const Report& r, const std::string& title, const std::string& 
 Chart chart_for(const Report& r) {
   LLM_REQUIRE(!r.rows.empty()) << "--plot: nothing was measured";
   Chart c;
-  const std::string model = r.meta.contains("model") ? label(r.meta["model"]) : "";
+  const std::string model = r.meta.contains("model") ? short_model(label(r.meta["model"])) : "";
   if (r.mode == "throughput") {
     const std::string key = r.meta["config"].value("sweep", std::string());
     const std::string col = key == "max-num-batched-tokens" ? "max_num_batched_tokens" : "max_num_seqs";
@@ -56,9 +66,11 @@ Chart chart_for(const Report& r) {
     c.title = "llmctl bench serve";
     c.x_label = "request rate (requests / s)";
     for (const auto& row : r.rows) c.x_labels.push_back(label(row["rate"]));
-    c.panels.push_back({"Throughput", "per second",
-                        {series(r, "output tokens/s", "output_throughput"), series(r, "requests/s", "request_throughput"),
-                         series(r, "goodput (req/s)", "goodput")}});
+    c.panels.push_back({"Token throughput", "tokens / s",
+                        {series(r, "output tokens/s", "output_throughput"),
+                         series(r, "total tokens/s", "total_token_throughput")}});
+    c.panels.push_back({"Request throughput and goodput", "requests / s",
+                        {series(r, "requests/s", "request_throughput"), series(r, "goodput", "goodput")}});
     c.panels.push_back(percentiles(r, "Time to first token", "ttft_ms"));
     c.panels.push_back(percentiles(r, "Time per output token", "tpot_ms"));
     c.panels.push_back(percentiles(r, "Inter-token latency", "itl_ms"));
