@@ -122,7 +122,8 @@ bench::DatasetOptions dataset_options(const BenchArgs& a, CLI::App* s) {
 int finish(const bench::Report& r, const BenchArgs& a) {
   std::cout << bench::format_table(r) << std::flush;
   bench::write_report_files(r, a.json, a.csv);
-  if (!a.plot.empty()) bench::write_text_file(a.plot, bench::report_svg(r));
+  if (!a.plot.empty() && !r.rows.empty()) bench::write_text_file(a.plot, bench::report_svg(r));
+  if (!a.plot.empty() && r.rows.empty()) std::cerr << "llmctl bench: nothing measured, no chart written\n";
   return r.interrupted ? 130 : 0;
 }
 }  // namespace
