@@ -159,5 +159,15 @@ if os.path.exists(model):
     assert all(b["prompt"] and b["max_tokens"] == 5 for b in state["bodies"][-6:])
 else:
     print(f"(skipped the tokenizer case: no model at {model})")
+# 4. A random dataset without a tokenizer: runs of WikiText words, about 0.75 per token.
+wiki = os.path.join(src, "../shared/data/wikitext2-valid.txt")
+if os.path.exists(wiki):
+    state["usage"] = True
+    run([llmctl, "bench", "serve", "--url", url, "--model", "stand-in-model", "--num-prompts", "4", "--input-len", "40",
+         "--output-len", "3", "--json", out["json"], "--no-progress"], timeout=120)
+    r = load(out["json"])["rows"][0]
+    assert r["completed"] == 4 and r["output_tokens"] == 12, r
+    assert all(len(b["prompt"].split()) == 30 for b in state["bodies"][-4:]), [b["prompt"] for b in state["bodies"][-4:]]
+    assert r["input_tokens"] == 4 * 30  # the stand-in's usage counts words
 server.shutdown()
 print("bench serve: OK")
