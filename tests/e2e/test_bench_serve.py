@@ -13,6 +13,8 @@ Usage: test_bench_serve.py BUILD_DIR
 """
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -73,7 +75,7 @@ class Handler(BaseHTTPRequestHandler):
 
             n = req["max_tokens"]
             for i in range(n):
-                time.sleep(DELAY)
+                time.sleep(0.25 if "SLOW" in req["prompt"] else DELAY)
                 send({"id": "cmpl-1", "object": "text_completion", "model": req.get("model", ""),
                       "choices": [{"index": 0, "text": f" t{i}", "logprobs": None,
                                    "finish_reason": "length" if i == n - 1 else None}]})
@@ -82,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
                 send({"id": "cmpl-1", "object": "text_completion", "choices": [],
                       "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}})
             send("[DONE]")
+            self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped reading (Ctrl-C case)
             self.close_connection = True
         finally:
             with lock:
@@ -169,5 +173,21 @@ if os.path.exists(wiki):
     assert r["completed"] == 4 and r["output_tokens"] == 12, r
     assert all(len(b["prompt"].split()) == 30 for b in state["bodies"][-4:]), [b["prompt"] for b in state["bodies"][-4:]]
     assert r["input_tokens"] == 4 * 30  # the stand-in's usage counts words
+# 5. Ctrl-C while slow requests stream: exit 130, the report is written and says so.
+slow = os.path.join(tmp, "slow.jsonl")
+with open(slow, "w") as f:
+    for i in range(4):
+        f.write(json.dumps({"prompt": f"SLOW request {i}", "max_tokens": 40}) + "\n")
+proc = subprocess.Popen([llmctl, "bench", "serve", "--url", url, "--dataset", slow, "--num-prompts", "4",
+                         "--request-rate", "inf", "--json", out["json"], "--csv", out["csv"]],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(1.5)
+proc.send_signal(signal.SIGINT)
+stdout, stderr = proc.communicate(timeout=30)
+assert proc.returncode == 130, (proc.returncode, stderr)
+rep = load(out["json"])
+assert rep["interrupted"] is True and len(rep["rows"]) == 1
+assert rep["rows"][0]["failed"] == 0, rep["rows"][0]  # cut-off requests are not failures
+check_csv(out["csv"], rep)
 server.shutdown()
 print("bench serve: OK")
