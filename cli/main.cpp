@@ -13,8 +13,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Runner> runners;
   runners["generate"] = add_generate(app);
   runners["serve"] = add_serve(app);
-  runners["bench"] = add_not_landed(app, "bench", "throughput, latency, serving and perplexity benchmarks",
-                                    "benchmarks");
+  runners["bench"] = add_bench(app);
   runners["quantize"] = add_not_landed(app, "quantize", "weight quantization: RTN, AWQ, GPTQ int4, int8 KV cache",
                                        "quantization");
   runners["convert"] = add_convert(app);

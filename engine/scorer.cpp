@@ -1,6 +1,7 @@
 #include "engine/scorer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -66,6 +67,35 @@ std::vector<std::vector<float>> Scorer::score(const std::vector<int>& ids) {
     int end = std::min<int>(ids.size(), begin + opts_.prefill_chunk);
     Tensor logits = step(ids, begin, end, true);
     for (int r = 0; r < end - begin; ++r) out.push_back(log_softmax(logits.ptr<float>() + int64_t(r) * vocab, vocab));
+  }
+  return out;
+}
+
+std::vector<double> Scorer::target_logprobs(const std::vector<int>& ids, int first) {
+  LLM_REQUIRE(!ids.empty() && int(ids.size()) <= max_context_) << "cannot score " << ids.size() << " tokens";
+  LLM_REQUIRE(first >= 1 && first <= int(ids.size())) << "first scored position " << first << " out of range";
+  struct Release {
+    Scorer* g;
+    ~Release() { g->release_blocks(); }
+  } release{this};
+  std::vector<double> out;
+  const int vocab = model_.config().vocab_size;
+  const int n = int(ids.size());
+  for (int begin = 0; begin < n - 1; begin += opts_.prefill_chunk) {
+    const int end = std::min(n - 1, begin + opts_.prefill_chunk);  // positions whose logits may be needed
+    if (end <= first - 1) {  // nothing scored in this chunk: fill the cache only
+      step(ids, begin, end, false);
+      continue;
+    }
+    Tensor logits = step(ids, begin, end, true);
+    for (int p = std::max(begin, first - 1); p < end; ++p) {
+      const float* row = logits.ptr<float>() + int64_t(p - begin) * vocab;
+      double mx = row[0];
+      for (int v = 1; v < vocab; ++v) mx = std::max(mx, double(row[v]));
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - mx);
+      out.push_back(double(row[ids[p + 1]]) - mx - std::log(sum));
+    }
   }
   return out;
 }

@@ -24,6 +24,9 @@ class Scorer {
 
   // Teacher-forced scoring: log-softmax rows for every position of ids ([ids.size()][V]).
   std::vector<std::vector<float>> score(const std::vector<int>& ids);
+  // log p(ids[p] | ids[0..p)) for p in [first, ids.size()), first >= 1; only the rows needed are
+  // computed, and the log-sum-exp is taken in double (perplexity).
+  std::vector<double> target_logprobs(const std::vector<int>& ids, int first);
 
  private:
   // Runs ids[begin, end) at their positions for the sequence in block_table; returns logits of

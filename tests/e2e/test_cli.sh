@@ -24,9 +24,13 @@ expect_error() {
 for sub in generate serve bench quantize convert; do
   grep -q "^  $sub" "$TMP/help" && pass "help lists $sub" || fail "help lists $sub"
 done
-for sub in serve bench quantize; do
-  expect_error "$sub not landed exits 2" 2 "not available yet" -- "$LLMCTL" $sub
-done
+expect_error "quantize not landed exits 2" 2 "not available yet" -- "$LLMCTL" quantize
+expect_error "serve bad port" 1 "port must be in" -- "$LLMCTL" serve --port 70000
+expect_error "serve missing model" 1 "nonexistent" -- "$LLMCTL" serve --model /nonexistent/model
+expect_error "bench needs a mode" 106 "subcommand is required" -- "$LLMCTL" bench
+expect_error "bench serve needs --url" 106 "url is required" -- "$LLMCTL" bench serve
+expect_error "bench bad sweep key" 1 "unknown key 'temperature'" -- "$LLMCTL" bench throughput --sweep temperature=1,2
+expect_error "bench bad rate" 1 "bad request rate" -- "$LLMCTL" bench serve --url http://127.0.0.1:9 --request-rate 1,fast
 expect_error "missing model" 1 "does not exist" -- "$LLMCTL" generate --model "$TMP/nope" "hi"
 mkdir -p "$TMP/gpt2" && echo '{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}' >"$TMP/gpt2/config.json"
 expect_error "unknown architecture" 1 "GPT2LMHeadModel" -- "$LLMCTL" generate --model "$TMP/gpt2" "hi"
@@ -38,6 +42,7 @@ expect_error "bad flag value" 1 "top_p" -- "$LLMCTL" generate --model "$TMP/nope
 if [ ! -d "$MODEL" ]; then
   echo "SKIP: default model not found at $MODEL (run scripts/fetch-model.sh)"; exit 77
 fi
+expect_error "bench ppl missing text" 1 "cannot read" -- "$LLMCTL" bench ppl --model "$MODEL" --text "$TMP/nope.txt"
 expect_error "empty prompt" 1 "empty" -- "$LLMCTL" generate --model "$MODEL" ""
 printf 'abc\xff\xfe' >"$TMP/bad.txt"
 expect_error "invalid UTF-8 on stdin" 1 "UTF-8" -- bash -c "'$LLMCTL' generate --model '$MODEL' <'$TMP/bad.txt'"
