@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/utf8.h"
 #include "engine/tokenizer/prompt.h"
 
 #ifndef LLMCTL_SOURCE_DIR_STR
@@ -62,8 +63,11 @@ std::vector<BenchRequest> random_requests(const DatasetOptions& o, const Tokeniz
   std::vector<int> normal;  // non-special ids
   std::vector<std::string> words;
   if (tok) {
-    for (int i = 0; i < tok->vocab_size(); ++i)
-      if (!tok->is_special(i)) normal.push_back(i);
+    // Tokens that are whole UTF-8 on their own, so the decoded prompt is valid text to send.
+    for (int i = 0; i < tok->vocab_size(); ++i) {
+      const std::string bytes = tok->is_special(i) ? std::string() : tok->token_bytes(i);
+      if (!bytes.empty() && utf8_valid(bytes)) normal.push_back(i);
+    }
     LLM_CHECK(!normal.empty()) << "the vocabulary has no ordinary tokens";
   } else {
     const std::string path = o.words_file.empty() ? default_data_dir() + "/wikitext2-valid.txt" : o.words_file;

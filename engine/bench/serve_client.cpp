@@ -60,7 +60,7 @@ std::string request_body(const ServeOptions& o, const std::string& model, const 
   b["stream"] = true;
   b["stream_options"] = {{"include_usage", true}};
   if (o.ignore_eos) b["ignore_eos"] = true;
-  return b.dump();
+  return b.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 StreamRecord send_one(const ServeOptions& o, const std::string& body) {

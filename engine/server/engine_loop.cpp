@@ -44,12 +44,13 @@ void EngineLoop::start() {
   SamplingParams warm;
   warm.temperature = 0;
   warm.max_tokens = 1;
-  submit({{0}}, warm, 0);
+  submit({{0}}, warm, 0, false);
 }
 
 std::shared_ptr<Job> EngineLoop::submit(std::vector<std::vector<int>> prompts, const SamplingParams& params,
-                                        double timeout_s) {
+                                        double timeout_s, bool counted) {
   auto job = std::make_shared<Job>(std::move(prompts), params, timeout_s);
+  job->counted = counted;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
@@ -141,7 +142,8 @@ void EngineLoop::collect_finished(Job& j) {
     const double tpot = generated > int64_t(r->outputs.size()) && r->first_token_seconds > 0
                             ? (r->finish_seconds - r->first_token_seconds) / double(generated - int64_t(r->outputs.size()))
                             : -1;
-    metrics_.request_done(reason, ttft, tpot, r->finish_seconds - r->submit_seconds, int64_t(r->prompt_ids.size()),
+    if (j.counted)
+      metrics_.request_done(reason, ttft, tpot, r->finish_seconds - r->submit_seconds, int64_t(r->prompt_ids.size()),
                           generated);
     JobEvent e;
     e.kind = JobEvent::finished;

@@ -44,6 +44,7 @@ class Job {
   const std::vector<std::vector<int>> prompts;
   const SamplingParams params;
   const double timeout_s;  // 0 = none
+  bool counted = true;     // false: left out of the metrics
 
   // The next event; false when none came within wait_s seconds.
   bool next(JobEvent& e, double wait_s);
@@ -70,7 +71,9 @@ class EngineLoop {
   ~EngineLoop();
   // Starts the thread and a one-token warm-up request; ready() turns true after a successful step.
   void start();
-  std::shared_ptr<Job> submit(std::vector<std::vector<int>> prompts, const SamplingParams& params, double timeout_s);
+  // counted false: the job is left out of the metrics (the start-up warm-up).
+  std::shared_ptr<Job> submit(std::vector<std::vector<int>> prompts, const SamplingParams& params, double timeout_s,
+                              bool counted = true);
   // Wakes the loop so that a cancelled job is aborted now.
   void notify();
   // Ends every job with a failed event (503, "the server is shutting down") and stops the thread.
