@@ -135,7 +135,12 @@ nlohmann::ordered_json run_rate(const ServeOptions& o, const std::string& model,
     }
     sent[i] = true;
     threads.emplace_back([&, i] {
-      StreamRecord r = send_one(o, request_body(o, model, o.requests[i]));
+      StreamRecord r;
+      try {  // anything thrown here is this request's failure, not the run's
+        r = send_one(o, request_body(o, model, o.requests[i]));
+      } catch (const std::exception& e) {
+        r.error = std::string("client error: ") + e.what();
+      }
       std::lock_guard<std::mutex> lk(mu);
       recs[i] = std::move(r);
       --in_flight;
