@@ -97,6 +97,7 @@ void parse_prompts(const json& prompt, const Tokenizer& tok, int vocab, OpenAiRe
     throw ApiError(400, "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of token ids",
                    "prompt");
   if (prompt[0].is_number()) return one(prompt);
+  if (prompt.size() > 256) throw ApiError(400, "'prompt' lists " + std::to_string(prompt.size()) + " prompts; at most 256 per request", "prompt");
   for (const auto& p : prompt) {
     if (!p.is_string() && !p.is_array())
       throw ApiError(400, "'prompt' mixes strings or lists with other values", "prompt");
