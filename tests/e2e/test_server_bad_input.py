@@ -102,6 +102,7 @@ try:
     expect("logit_bias id out of range", C, {"prompt": "x", "logit_bias": {"99999999": 1}}, 400)
     expect("prompt as a number", C, {"prompt": 5}, 400, param="prompt")
     expect("prompt list of mixed values", C, {"prompt": ["a", 5]}, 400, param="prompt")
+    expect("over 256 prompts in one request", C, {"prompt": ["a"] * 300}, 400, param="prompt")
     # values
     expect("empty prompt", C, {"prompt": ""}, 400, param="prompt")
     expect("empty prompt list", C, {"prompt": []}, 400, param="prompt")
