@@ -50,7 +50,7 @@ run_bench llmctl http://127.0.0.1:8931
 kill -INT "$PID"; wait "$PID" || true; PID=""
 
 echo "== llama-server (Q4_1, $CONC slots, continuous batching)"
-"$LLAMA_SERVER" -m "$GGUF" --port 8932 -t "$THREADS" -np "$CONC" -c $((CONC * (IN + OUTLEN + 64))) \
+"$LLAMA_SERVER" -m "$GGUF" --alias "$(basename "$GGUF")" --port 8932 -t "$THREADS" -np "$CONC" -c $((CONC * (IN + OUTLEN + 64))) \
   2>"$OUT/llama-server.log" >/dev/null &
 PID=$!
 wait_ready http://127.0.0.1:8932 /health
