@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "engine/bench/latency.h"  // parse_int_list
 #include "engine/bench/progress.h"
 #include "engine/bench/run_meta.h"
 #include "engine/bench/stats.h"
@@ -106,21 +107,7 @@ void parse_sweep(const std::string& spec, std::string& key, std::vector<int>& va
   key = spec.substr(0, eq);
   LLM_REQUIRE(key == "max-num-seqs" || key == "max-num-batched-tokens")
       << "--sweep: unknown key '" << key << "' (expected max-num-seqs or max-num-batched-tokens)";
-  std::stringstream ss(spec.substr(eq + 1));
-  std::string item;
-  values.clear();
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    LLM_REQUIRE(used == item.size() && v >= 1) << "--sweep: bad value '" << item << "' (positive integers)";
-    values.push_back(v);
-  }
-  LLM_REQUIRE(!values.empty()) << "--sweep: no values";
+  values = parse_int_list(spec.substr(eq + 1), "--sweep");
 }
 
 Report run_throughput(Runtime& rt, const ThroughputOptions& o) {
