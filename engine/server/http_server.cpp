@@ -1,5 +1,6 @@
 #include "engine/server/http_server.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -99,7 +100,9 @@ void HttpServer::stop() {
 void HttpServer::add_routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    static std::atomic<int64_t> counter{0};
     current_request() = RequestRecord{};
+    current_request().id = "req-" + std::to_string(++counter);  // OpenAI routes replace it with the response id
     current_request().start_seconds = now_seconds();
     if (!cfg_.api_key.empty() && req.path != "/health" &&
         req.get_header_value("Authorization") != "Bearer " + cfg_.api_key) {
