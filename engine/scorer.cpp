@@ -1,7 +1,6 @@
 #include "engine/scorer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -90,11 +89,7 @@ std::vector<double> Scorer::target_logprobs(const std::vector<int>& ids, int fir
     Tensor logits = step(ids, begin, end, true);
     for (int p = std::max(begin, first - 1); p < end; ++p) {
       const float* row = logits.ptr<float>() + int64_t(p - begin) * vocab;
-      double mx = row[0];
-      for (int v = 1; v < vocab; ++v) mx = std::max(mx, double(row[v]));
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - mx);
-      out.push_back(double(row[ids[p + 1]]) - mx - std::log(sum));
+      out.push_back(double(row[ids[p + 1]]) - log_sum_exp(row, vocab));
     }
   }
   return out;
