@@ -8,6 +8,7 @@
 #include "engine/core/utf8.h"
 #include "engine/server/api_error.h"
 #include "engine/server/http_server.h"
+#include "engine/server/peer_watch.h"
 #include "engine/server/request_log.h"
 #include "engine/server/sse.h"
 #include "engine/server/tgi_api.h"
@@ -113,6 +114,22 @@ std::shared_ptr<void> HttpServer::acquire_slot(httplib::Response& res) {
   return std::make_shared<Slot>(in_flight_);
 }
 
+// Non-streamed answers: the next event of the job, aborting the job if the client hangs up while
+// it waits (then ApiError 499, which no client will read, for the log).
+static JobEvent next_or_gone(Job& job, const PeerWatch& peer, const std::function<void()>& wake_loop) {
+  JobEvent e;
+  for (;;) {
+    const bool got = job.next(e, 0.5);
+    if (peer.gone()) {  // one poll() per event or half second
+      job.cancel();
+      wake_loop();
+      current_request().note = "client disconnected";
+      throw ApiError(499, "the client closed the connection");
+    }
+    if (got) return e;
+  }
+}
+
 std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params) {
   JobEvent e;
   auto job = loop_.submit(std::move(prompts), params, cfg_.request_timeout_s);
@@ -131,9 +148,9 @@ void HttpServer::handle_openai(OpenAiApi api, const httplib::Request& req, httpl
   auto job = start_job(oreq->prompts, oreq->params);
   if (!oreq->stream) {
     size_t remaining = oreq->prompts.size();
-    JobEvent e;
+    const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (remaining) {
-      if (!job->next(e, 1.0)) continue;
+      const JobEvent e = next_or_gone(*job, peer, [this] { loop_.notify(); });
       if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
       if (e.kind == JobEvent::finished) {
         responder->add(e);
@@ -167,9 +184,10 @@ void HttpServer::handle_tgi(bool stream, const httplib::Request& req, httplib::R
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params);
   if (!stream) {
+    const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     JobEvent e;
     for (;;) {
-      if (!job->next(e, 1.0)) continue;
+      e = next_or_gone(*job, peer, [this] { loop_.notify(); });
       if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
       if (e.kind == JobEvent::finished) break;
     }

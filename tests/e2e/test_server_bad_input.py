@@ -3,7 +3,7 @@
 
 Each bad request (malformed JSON, wrong types, bad values, unsupported fields, over-long prompts,
 invalid UTF-8, oversized bodies, missing or wrong API keys, raw-socket garbage, slowloris-style
-partial requests, disconnects mid-stream and while queued) must get the right answer (a 4xx with
+partial requests, disconnects mid-stream, while queued and while a non-streamed request runs) must get the right answer (a 4xx with
 an OpenAI-shaped JSON error body, or a closed connection for garbage), and a normal request must
 succeed after every one. Then: 429 with Retry-After beyond --max-concurrent-requests, a timeout
 error event past --request-timeout, and SIGINT ending an in-flight stream with a final event and
@@ -206,6 +206,17 @@ try:
         s.close()
     check(srv.wait_idle(10), "6 streams disconnected (4 decoding, 2 queued): aborted, KV back to idle")
     check(normal_request_works(), "after the disconnects")
+
+    # a client that leaves a non-streamed request: the request is aborted too
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+              b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(1.0)
+    running = srv.metrics()["llmctl_requests_running"]
+    s.close()
+    check(running == 1 and srv.wait_idle(5), "a non-streamed request whose client left is aborted, KV back to idle")
+    check(normal_request_works(), "after the non-streamed disconnect")
     m = srv.metrics()
     check(m.get('llmctl_request_errors_total{code="400"}', 0) >= 40, "errors counted by code in /metrics")
 finally:
