@@ -35,6 +35,7 @@ int main() {
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/engine.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/random_checkpoint.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 
@@ -126,7 +127,7 @@ class NumberTokenizer final : public Tokenizer {
 // A Llama-3-8B-shaped checkpoint whose tensors are views of one random bf16 buffer (values are
 // irrelevant to speed; scale 0.02 keeps activations moderate).
 // pool and ones must outlive the checkpoint's upload.
-Checkpoint random_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, std::vector<uint16_t>& ones) {
+Checkpoint random_8b_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, std::vector<uint16_t>& ones) {
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0.f, 0.02f);
   pool.resize(size_t(sh.V) * sh.H);
@@ -146,24 +147,9 @@ Checkpoint random_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, std::
   c.rope_theta = 500000.f;
   c.rms_norm_eps = 1e-5f;
   c.tie_word_embeddings = false;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm = false) {
-    ck.tensors[name] = Tensor::view(norm ? ones.data() : pool.data(), DType::BF16, std::move(shape));
-  };
-  add("model.embed_tokens.weight", {sh.V, sh.H});
-  add("lm_head.weight", {sh.V, sh.H});
-  add("model.norm.weight", {sh.H}, true);
-  for (int i = 0; i < sh.L; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {sh.H}, true);
-    add(p + "post_attention_layernorm.weight", {sh.H}, true);
-    add(p + "self_attn.q_proj.weight", {sh.Hq * sh.D, sh.H});
-    add(p + "self_attn.k_proj.weight", {sh.Hkv * sh.D, sh.H});
-    add(p + "self_attn.v_proj.weight", {sh.Hkv * sh.D, sh.H});
-    add(p + "self_attn.o_proj.weight", {sh.H, sh.Hq * sh.D});
-    add(p + "mlp.gate_proj.weight", {sh.I, sh.H});
-    add(p + "mlp.up_proj.weight", {sh.I, sh.H});
-    add(p + "mlp.down_proj.weight", {sh.H, sh.I});
-  }
+  // Every tensor a view of the random pool (the embedding is the largest), norms of the ones.
+  for (const LlamaTensorSpec& spec : llama_tensor_specs(c))
+    ck.tensors[spec.name] = Tensor::view(spec.norm ? ones.data() : pool.data(), DType::BF16, spec.shape);
   return ck;
 }
 
@@ -311,7 +297,7 @@ int main(int argc, char** argv) try {
   if (!skip_model) {
     // (d) + (e) + (f): a Llama-3-8B-shaped LlamaModel, run as the engine runs it.
     std::vector<uint16_t> pool, ones;
-    LlamaModel model(random_checkpoint(sh, pool, ones), be, dt);
+    LlamaModel model(random_8b_checkpoint(sh, pool, ones), be, dt);
     std::vector<uint16_t>().swap(pool);
     const int W = (sh.Hq + 2 * sh.Hkv) * sh.D;
     const double lin_params = double(sh.L) * (double(W) * sh.H + double(sh.H) * sh.Hq * sh.D + 2.0 * sh.I * sh.H +

@@ -2,8 +2,7 @@
 #include "kernels/cuda/gemm.cuh"
 
 namespace llmctl::cuda {
-namespace {
-cudaDataType_t cuda_type(DType t) {
+cudaDataType_t cuda_data_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
@@ -12,7 +11,6 @@ cudaDataType_t cuda_type(DType t) {
   }
   return CUDA_R_32F;
 }
-}  // namespace
 
 void gemm(cublasHandle_t handle, const GemmParams& p) {
   if (p.T == 0 || p.N == 0) return;
@@ -22,8 +20,8 @@ void gemm(cublasHandle_t handle, const GemmParams& p) {
   // f32 inputs keep full f32 math; 16-bit inputs accumulate in f32 on tensor cores.
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.T), int(p.K), &p.alpha, p.w,
-                            cuda_type(p.in_dtype), int(p.K), p.x, cuda_type(p.in_dtype), int(p.K), &p.beta, p.out,
-                            cuda_type(p.out_dtype), int(p.N), compute, CUBLAS_GEMM_DEFAULT));
+                            cuda_data_type(p.in_dtype), int(p.K), p.x, cuda_data_type(p.in_dtype), int(p.K), &p.beta, p.out,
+                            cuda_data_type(p.out_dtype), int(p.N), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace llmctl::cuda

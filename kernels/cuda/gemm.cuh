@@ -19,6 +19,9 @@ struct GemmParams {
   float alpha = 1.f, beta = 0.f;
 };
 // Uses the stream already set on the handle.
+// The CUDA data type of f32, f16 and bf16 (cuBLAS and cuBLASLt); throws for others.
+cudaDataType_t cuda_data_type(DType t);
+
 void gemm(cublasHandle_t handle, const GemmParams& p);
 // Batch-invariant (gemm_invariant.cu): a row's result does not depend on T; f16/bf16 inputs,
 // K a multiple of 8, alpha 1 and beta 0.

@@ -11,16 +11,6 @@
 namespace llmctl::cuda {
 namespace {
 
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: LLM_CHECK(false) << "gemm: unsupported dtype " << dtype_name(t);
-  }
-  return CUDA_R_32F;
-}
-
 int64_t bucket(int64_t t) {
   int64_t b = 1;
   while (b < t) b <<= 1;
@@ -42,9 +32,9 @@ struct GemmTuner::Descs {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, lt_type(p.in_dtype), uint64_t(p.K), uint64_t(p.N), p.K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, lt_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, lt_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.N), p.K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, cuda_data_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                       sizeof(ws_bytes)));

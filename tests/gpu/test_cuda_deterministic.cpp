@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/model/llama_model.h"
+#include "engine/model/random_checkpoint.h"
 #include "gpu_test_util.h"
 #include "kernels/cuda/gemm.cuh"
 
@@ -44,8 +45,7 @@ TEST_CASE("cuda: batch-invariant GEMM") {
 namespace {
 
 Checkpoint tiny_model(uint32_t seed) {
-  Checkpoint ck;
-  ModelConfig& c = ck.config;
+  ModelConfig c;
   c.hidden_size = 256;
   c.num_layers = 2;
   c.num_heads = 4;
@@ -55,28 +55,7 @@ Checkpoint tiny_model(uint32_t seed) {
   c.vocab_size = 1000;
   c.max_position_embeddings = 2048;
   c.tie_word_embeddings = true;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.08f);
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
-    Tensor t = Tensor::empty_host(DType::F32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = base + d(rng);
-    ck.tensors[name] = t;
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
-  add("model.norm.weight", {c.hidden_size}, 1.0f);
-  for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {c.hidden_size}, 1.0f);
-    add(p + "post_attention_layernorm.weight", {c.hidden_size}, 1.0f);
-    add(p + "self_attn.q_proj.weight", {c.num_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.k_proj.weight", {c.num_kv_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.v_proj.weight", {c.num_kv_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.o_proj.weight", {c.hidden_size, c.num_heads * c.head_dim});
-    add(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size});
-    add(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size});
-    add(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
-  }
-  return ck;
+  return random_checkpoint(c, seed, 0.08f);
 }
 
 constexpr int kB = 16;

@@ -8,14 +8,14 @@
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/random_checkpoint.h"
 
 using namespace llmctl;
 
 namespace {
 
 Checkpoint tiny_checkpoint(uint32_t seed) {
-  Checkpoint ck;
-  ModelConfig& c = ck.config;
+  ModelConfig c;
   c.hidden_size = 64;
   c.num_layers = 2;
   c.num_heads = 4;
@@ -25,28 +25,7 @@ Checkpoint tiny_checkpoint(uint32_t seed) {
   c.vocab_size = 101;
   c.max_position_embeddings = 256;
   c.tie_word_embeddings = true;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
-    Tensor t = Tensor::empty_host(DType::F32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = base + d(rng);
-    ck.tensors[name] = t;
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
-  add("model.norm.weight", {c.hidden_size}, 1.0f);
-  for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {c.hidden_size}, 1.0f);
-    add(p + "post_attention_layernorm.weight", {c.hidden_size}, 1.0f);
-    add(p + "self_attn.q_proj.weight", {c.num_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.k_proj.weight", {c.num_kv_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.v_proj.weight", {c.num_kv_heads * c.head_dim, c.hidden_size});
-    add(p + "self_attn.o_proj.weight", {c.hidden_size, c.num_heads * c.head_dim});
-    add(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size});
-    add(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size});
-    add(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
-  }
-  return ck;
+  return random_checkpoint(c, seed, 0.3f);
 }
 
 struct Seq {
