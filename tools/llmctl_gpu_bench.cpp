@@ -2,6 +2,7 @@
 //   copy        device-to-device copy bandwidth (bytes read + written)
 //   gemm        cuBLAS bf16 GEMM at 8192^3 through Backend::linear
 //   attention   decode attention, Llama-3-8B heads (Hq 32, Hkv 8, D 128), batch 1/32/128 x context 1024/4096
+//   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned
 //   decode      a batch-1 decode step of a Llama-3-8B-shaped LlamaModel (random bf16 weights, ~16 GB),
 //               replayed from its CUDA graph as the engine runs it
 //   prefill     1 x 2048 tokens through the same model
@@ -38,6 +39,7 @@ int main() {
 #include "engine/model/random_checkpoint.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gemm.cuh"
 
 using namespace llmctl;
 using json = nlohmann::json;
@@ -292,6 +294,40 @@ int main(int argc, char** argv) try {
                      ms, gbps, 100 * gbps / copy_gbps);
       }
     out["decode_attention"] = rows;
+  }
+
+  // (c2) the batch-1 linear layers of a decode step: cuBLAS's default choice, each GEMV variant, and
+  // what the tuner picked (be.linear), as weight bytes read per second.
+  {
+    json rows = json::array();
+    struct Lin {
+      const char* name;
+      int64_t N, K;
+      DType out;
+    };
+    const Lin lins[] = {{"qkv", (sh.Hq + 2 * sh.Hkv) * sh.D, sh.H, dt}, {"o", sh.H, sh.Hq * sh.D, dt},
+                        {"gate_up", 2 * int64_t(sh.I), sh.H, dt}, {"down", sh.H, sh.I, dt},
+                        {"lm_head", sh.V, sh.H, DType::F32}};
+    for (const Lin& l : lins) {
+      Tensor x = random_dev(be, dt, {1, l.K}, 1.f), w = random_dev(be, dt, {l.N, l.K}, 0.02f);
+      Tensor y = be.alloc(l.out, {1, l.N});
+      const cuda::GemmParams gp{x.data, w.data, y.data, dt, l.out, 1, l.N, l.K};
+      const double bytes = double(l.N) * l.K * 2;
+      json row = {{"layer", l.name}, {"n", l.N}, {"k", l.K}, {"weight_bytes", bytes}};
+      const auto record = [&](const std::string& path, double ms) {
+        const double gbps = bytes / (ms * 1e-3) / 1e9;
+        row[path] = {{"ms", ms}, {"gbps", gbps}, {"fraction_of_copy_bw", gbps / copy_gbps}};
+        std::fprintf(stderr, "linear T=1 %-8s %-10s %9.4f ms  %8.1f GB/s  (%.0f%% of copy)\n", l.name, path.c_str(), ms,
+                     gbps, 100 * gbps / copy_gbps);
+      };
+      record("cublas", median_ms(be, 3, 20, [&] { cuda::gemm(be.cublas(), gp); }));
+      for (int rows_per_block : cuda::kGemvVariants)
+        record("gemv" + std::to_string(rows_per_block),
+               median_ms(be, 3, 20, [&] { cuda::gemv(gp, rows_per_block, be.stream()); }));
+      record("tuned", median_ms(be, 3, 20, [&] { be.linear(x, w, nullptr, y); }));
+      rows.push_back(row);
+    }
+    out["decode_linear"] = rows;
   }
 
   if (!skip_model) {

@@ -44,12 +44,12 @@ struct AttentionParams {
   // depend on how its prompt was chunked or what else is in the batch.
   const int32_t* token_seq = nullptr;  // [T], or null
   int num_tokens = 0;
-  int fixed_partition_len = 0;         // > 0: decode partitions of this length (a multiple of 128)
+  int fixed_partition_len = 0;         // > 0: decode partitions of this length (a multiple of 128: also a multiple of the 32-key tile)
   float* workspace = nullptr;  // attention_workspace_bytes(p) bytes, for split decode
   size_t workspace_bytes = 0;
 };
 
-// How a decode context is split: partitions of partition_len tokens (a multiple of 128).
+// How a decode context is split: partitions of partition_len tokens (a multiple of 32).
 struct DecodeSplit {
   int partition_len = 0, num_partitions = 0;
 };

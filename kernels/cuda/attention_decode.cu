@@ -10,19 +10,24 @@ namespace llmctl::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kTile = 128;      // partition lengths are multiples of this
+constexpr int kTile = 32;       // partition lengths are multiples of this
 constexpr int kMaxPart = 1024;  // longest partition: bounds the scores buffer in shared memory
+constexpr int kTPK = 4;         // threads sharing one key in Q K^T (each a quarter of the head dim)
+constexpr int kKeysPerPass = kThreads / kTPK;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Block (partition, kv head x head chunk, sequence). NG = q heads handled per block (compile time;
 // a chunk may use fewer, ng). Scores of the whole partition live in shared memory, so the softmax
 // inside a partition is exact; partitions are merged by decode_reduce_kernel (log2 domain).
 // Shared memory (dynamic, floats): scores [NG][part_len], later partial sums [R][NG][D].
+// Every phase issues its loads for several keys before using any of them: at batch 1 the kernel is
+// bound by memory latency, not bandwidth.
 template <class T, int D, int NG>
 __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int part_len, int num_parts) {
   extern __shared__ float smem[];
-  __shared__ float q_s[NG][D];
+  __shared__ __align__(16) float q_s[NG][D];
   __shared__ float m_s[NG], l_s[NG];
+  __shared__ int32_t slot_s[kMaxPart];  // cache slot of each key of the partition
   const int tid = threadIdx.x;
   const int row = blockIdx.z;  // workspace row: a sequence, or a token in per-token mode
   int s, q0;
@@ -52,33 +57,64 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
     const int g = k / D;
     q_s[g][k % D] = g < ng ? to_f32(q[k]) * qscale : 0.f;
   }
-  __syncthreads();
-
   const int32_t* bt = p.block_table + int64_t(s) * p.max_blocks_per_seq;
   const int B = p.block_size;
+  for (int j = tid; j < n; j += kThreads) {
+    const int pos = start + j;
+    slot_s[j] = bt[pos / B] * B + pos % B;
+  }
+  __syncthreads();
+
   const int64_t slot_stride = int64_t(Hkv) * D;
   float* scores = smem;
 
-  // Phase 1: one thread per key: dot products with the NG query heads.
-  const T* kbase = static_cast<const T*>(p.k_cache) + int64_t(kvh) * D;
-  for (int j = tid; j < n; j += kThreads) {
-    const int pos = start + j;
-    const T* kp = kbase + (int64_t(bt[pos / B]) * B + pos % B) * slot_stride;
-    float acc[NG];
+  // Phase 1: Q K^T. kTPK neighbouring threads share a key, thread `sub` reading the 16-byte vectors
+  // sub, sub + kTPK, ... of its row (so each load instruction reads whole 64-byte runs); the partial
+  // dot products are summed with two shuffles. Two keys per thread per pass. The pass loop is
+  // uniform over the block so that every lane reaches the shuffles.
+  {
+    constexpr int VPT = D / 8 / kTPK;  // vectors per thread per key
+    const int sub = tid % kTPK, kq = tid / kTPK;
+    const T* kbase = static_cast<const T*>(p.k_cache) + int64_t(kvh) * D;
+    for (int base = 0; base < n; base += 2 * kKeysPerPass) {
+      uint4 kr[2][VPT];
 #pragma unroll
-    for (int g = 0; g < NG; ++g) acc[g] = 0.f;
-#pragma unroll 4
-    for (int d0 = 0; d0 < D; d0 += 8) {
-      float kf[8];
-      load8_f32(kp + d0, kf);
+      for (int u = 0; u < 2; ++u) {
+        // keys past n read key n-1 (their scores are not stored): unconditional loads
+        const int j = min(base + u * kKeysPerPass + kq, n - 1);
+        const T* kp = kbase + int64_t(slot_s[j]) * slot_stride;
 #pragma unroll
-      for (int g = 0; g < NG; ++g)
+        for (int v = 0; v < VPT; ++v) kr[u][v] = *reinterpret_cast<const uint4*>(kp + (sub + kTPK * v) * 8);
+      }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g] = fmaf(q_s[g][d0 + e], kf[e], acc[g]);
+      for (int u = 0; u < 2; ++u) {
+        float acc[NG];
+#pragma unroll
+        for (int g = 0; g < NG; ++g) acc[g] = 0.f;
+#pragma unroll
+        for (int v = 0; v < VPT; ++v) {
+          const T* kh = reinterpret_cast<const T*>(&kr[u][v]);
+          const int d0 = (sub + kTPK * v) * 8;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float kf = to_f32(kh[e]);
+#pragma unroll
+            for (int g = 0; g < NG; ++g) acc[g] = fmaf(q_s[g][d0 + e], kf, acc[g]);
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+          acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], 1);
+          acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], 2);
+        }
+        const int j = base + u * kKeysPerPass + kq;
+        if (sub == 0 && j < n) {
+#pragma unroll
+          for (int g = 0; g < NG; ++g)
+            if (g < ng) scores[g * part_len + j] = acc[g];
+        }
+      }
     }
-#pragma unroll
-    for (int g = 0; g < NG; ++g)
-      if (g < ng) scores[g * part_len + j] = acc[g];
   }
   __syncthreads();
 
@@ -103,8 +139,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   }
   __syncthreads();
 
-  // Phase 3: P V. TPR threads cover one value row (8 elements each), R rows in flight.
-  constexpr int TPR = D / 8, R = kThreads / TPR;
+  // Phase 3: P V. TPR threads cover one value row (8 elements each), R rows in flight, four rows per
+  // thread loaded before they are used.
+  constexpr int TPR = D / 8, R = kThreads / TPR, kRowsAhead = 4;
   const int r = tid / TPR, c = (tid % TPR) * 8;
   float acc[NG][8];
 #pragma unroll
@@ -112,15 +149,22 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
   const T* vbase = static_cast<const T*>(p.v_cache) + int64_t(kvh) * D + c;
-  for (int j = r; j < n; j += R) {
-    const int pos = start + j;
-    float vf[8];
-    load8_f32(vbase + (int64_t(bt[pos / B]) * B + pos % B) * slot_stride, vf);
+  for (int j0 = r; j0 < n; j0 += R * kRowsAhead) {
+    uint4 vr[kRowsAhead];
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-      const float pg = g < ng ? scores[g * part_len + j] : 0.f;
+    for (int u = 0; u < kRowsAhead; ++u)  // rows past n read row n-1 and are skipped below
+      vr[u] = *reinterpret_cast<const uint4*>(vbase + int64_t(slot_s[min(j0 + u * R, n - 1)]) * slot_stride);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(pg, vf[e], acc[g][e]);
+    for (int u = 0; u < kRowsAhead; ++u) {
+      const int j = j0 + u * R;
+      if (j >= n) break;
+      const T* vh = reinterpret_cast<const T*>(&vr[u]);
+#pragma unroll
+      for (int g = 0; g < NG; ++g) {
+        const float pg = g < ng ? scores[g * part_len + j] : 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(pg, to_f32(vh[e]), acc[g][e]);
+      }
     }
   }
   __syncthreads();  // scores are dead: reuse the buffer for the cross-row sum
@@ -178,6 +222,7 @@ __global__ void decode_reduce_kernel(AttentionParams p, int part_len, int num_pa
   float M = -INFINITY;
   for (int i = 0; i < np; ++i) M = fmaxf(M, ws_m[base + i]);
   float num = 0.f, den = 0.f;
+#pragma unroll 4
   for (int i = 0; i < np; ++i) {
     const float w = ws_l[base + i] * exp2f(ws_m[base + i] - M);
     den += w;

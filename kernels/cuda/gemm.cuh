@@ -27,4 +27,12 @@ void gemm(cublasHandle_t handle, const GemmParams& p);
 // K a multiple of 8, alpha 1 and beta 0.
 void gemm_invariant(const GemmParams& p, cudaStream_t stream);
 
+// Bandwidth-shaped GEMV for decode steps (gemv.cu): T <= kGemvMaxT, 16-bit inputs, K a multiple of 8,
+// x and w 16-byte aligned (gemv_fits). Variants differ in output rows per block (kGemvVariants); the
+// tuner times them beside cuBLASLt.
+constexpr int kGemvMaxT = 4;
+constexpr int kGemvVariants[] = {2, 4};
+bool gemv_fits(const GemmParams& p);
+void gemv(const GemmParams& p, int rows_per_block, cudaStream_t stream);
+
 }  // namespace llmctl::cuda

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -57,7 +58,8 @@ GemmTuner::~GemmTuner() {
   if (lt_) cublasLtDestroy(lt_);
 }
 
-// Cache lines: in out N K T-bucket then the 8 words of the algorithm, in hex.
+// Cache lines: in out N K T-bucket, then either "gemv" and its rows per block, or the 8 words of the
+// cuBLASLt algorithm in hex.
 void GemmTuner::load() {
   if (path_.empty()) return;
   std::ifstream in(path_);
@@ -69,58 +71,90 @@ void GemmTuner::load() {
     Entry e;
     if (!(ss >> i >> o >> n >> k >> t)) continue;
     bool ok = true;
-    for (auto& w : e.algo.data) ok = ok && bool(ss >> std::hex >> w);
+    if (line.find(" gemv ") != std::string::npos) {
+      std::string tag;
+      ok = bool(ss >> tag >> e.gemv_rows) && std::find(std::begin(kGemvVariants), std::end(kGemvVariants),
+                                                       e.gemv_rows) != std::end(kGemvVariants);
+    } else {
+      for (auto& w : e.algo.data) ok = ok && bool(ss >> std::hex >> w);
+    }
     if (ok) algos_[Key{i, o, n, k, t}] = e;  // a later line for the same shape wins
   }
 }
 
-void GemmTuner::save_entry(const Key& key, const cublasLtMatmulAlgo_t& algo) const {
+void GemmTuner::save_entry(const Key& key, const Entry& e) const {
   if (path_.empty()) return;
   std::ofstream out(path_, std::ios::app);
   if (!out) return;  // a read-only home only costs the measurement next time
   out << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' ' << std::get<3>(key) << ' '
-      << std::get<4>(key) << std::hex;
-  for (auto w : algo.data) out << ' ' << w;
+      << std::get<4>(key);
+  if (e.gemv_rows > 0) {
+    out << " gemv " << e.gemv_rows;
+  } else {
+    out << std::hex;
+    for (auto w : e.algo.data) out << ' ' << w;
+  }
   out << '\n';
 }
 
-cublasLtMatmulAlgo_t GemmTuner::tune(const Key& key, const GemmParams& p, Descs& d, cudaStream_t stream) {
+GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t stream) {
   cublasLtMatmulHeuristicResult_t res[kCandidates];
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, kCandidates, res, &found));
   LLM_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
+  Entry best;
+  best.algo = res[0].algo;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (capturing != cudaStreamCaptureStatusNone) return res[0].algo;
+  if (capturing != cudaStreamCaptureStatusNone) return best;
 
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
-  float best = 1e30f;
-  int best_i = 0;
-  for (int i = 0; i < found; ++i) {
+  // Best of 3 timed runs after a warm-up; +inf when the candidate fails to launch.
+  const auto time_of = [&](const auto& run) {
     float t_best = 1e30f;
-    bool failed = false;
-    for (int rep = 0; rep < 4 && !failed; ++rep) {  // rep 0 warms up
+    for (int rep = 0; rep < 4; ++rep) {
       CUDA_CHECK(cudaEventRecord(e0, stream));
-      failed = cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
-                              ws_, ws_bytes_, stream) != CUBLAS_STATUS_SUCCESS;
+      if (!run()) return 1e30f;
       CUDA_CHECK(cudaEventRecord(e1, stream));
       CUDA_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       if (rep > 0) t_best = std::min(t_best, ms);
     }
-    if (!failed && t_best < best) {
-      best = t_best;
-      best_i = i;
+    return t_best;
+  };
+  float best_ms = 1e30f;
+  for (int i = 0; i < found; ++i) {
+    const float ms = time_of([&] {
+      return cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
+                            ws_, ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+    });
+    if (ms < best_ms) {
+      best_ms = ms;
+      best.algo = res[i].algo;
+    }
+  }
+  // The GEMV variants serve every T of the bucket only when the bucket's largest T fits.
+  GemmParams bucket_max = p;
+  bucket_max.T = bucket(p.T);
+  if (gemv_fits(p) && gemv_fits(bucket_max)) {
+    for (int rows : kGemvVariants) {
+      const float ms = time_of([&] {
+        gemv(p, rows, stream);
+        return true;
+      });
+      if (ms < best_ms) {
+        best_ms = ms;
+        best.gemv_rows = rows;
+      }
     }
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   ++measured_;
-  save_entry(key, res[best_i].algo);
-  return res[best_i].algo;
+  return best;
 }
 
 void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
@@ -132,8 +166,12 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
   auto it = algos_.find(key);
   if (it != algos_.end() && !it->second.checked) {  // from the file: does it still fit this shape?
     cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(lt_, d.op, d.a, d.b, d.c, d.c, &it->second.algo, &r) == CUBLAS_STATUS_SUCCESS &&
-        r.workspaceSize <= ws_bytes_) {
+    const bool fits = it->second.gemv_rows > 0
+                          ? gemv_fits(p)
+                          : cublasLtMatmulAlgoCheck(lt_, d.op, d.a, d.b, d.c, d.c, &it->second.algo, &r) ==
+                                    CUBLAS_STATUS_SUCCESS &&
+                                r.workspaceSize <= ws_bytes_;
+    if (fits) {
       it->second.checked = true;
       ++from_cache_;
     } else {
@@ -142,13 +180,27 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
     }
   }
   if (it == algos_.end()) {
-    Entry e;
-    e.algo = tune(key, p, d, stream);
+    const int measured_before = measured_;
+    Entry e = tune(p, d, stream);
+    if (measured_ > measured_before) save_entry(key, e);  // not an untimed choice made during capture
     e.checked = true;
     it = algos_.emplace(key, e).first;
   }
-  CUBLAS_CHECK(cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c,
-                              &it->second.algo, ws_, ws_bytes_, stream));
+  cublasLtMatmulAlgo_t algo = it->second.algo;
+  if (it->second.gemv_rows > 0) {
+    if (gemv_fits(p)) {
+      gemv(p, it->second.gemv_rows, stream);
+      return;
+    }
+    // A call of the bucket the GEMV cannot take (unaligned operands): cuBLASLt's first choice.
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &r, &found));
+    LLM_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
+    algo = r.algo;
+  }
+  CUBLAS_CHECK(cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &algo, ws_,
+                              ws_bytes_, stream));
 }
 
 }  // namespace llmctl::cuda

@@ -1,7 +1,8 @@
-// Per-shape GEMM algorithm selection through cuBLASLt (FasterTransformer's GEMM autotuning): the
-// first call of a shape (dtypes, N, K, and T rounded up to a power of two) asks cuBLASLt's heuristic
-// for up to 8 algorithms, times each on the call's own operands (best of 3 after a warm-up), keeps
-// the fastest and appends it to a cache file, so later processes skip the measurement. A cached
+// Per-shape GEMM algorithm selection (FasterTransformer's GEMM autotuning): the first call of a
+// shape (dtypes, N, K, and T rounded up to a power of two) asks cuBLASLt's heuristic for up to 8
+// algorithms and, for decode-sized T, adds llmctl's own GEMV variants (gemv.cu); it times each on the
+// call's own operands (best of 3 after a warm-up), keeps the fastest and appends it to a cache file,
+// so later processes skip the measurement. A cached
 // algorithm is checked against the shape before use (cublasLtMatmulAlgoCheck); one that no longer
 // fits is measured again. While a stream is being captured into a graph nothing can be timed: an
 // unknown shape then runs the heuristic's first choice (the engine runs every graph shape eagerly
@@ -36,12 +37,13 @@ class GemmTuner {
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t>;  // in dtype, out dtype, N, K, T bucket
   struct Entry {
     cublasLtMatmulAlgo_t algo{};
+    int gemv_rows = 0;  // > 0: the GEMV variant with this many rows per block instead of cuBLASLt
     bool checked = false;
   };
   struct Descs;
   void load();
-  void save_entry(const Key& key, const cublasLtMatmulAlgo_t& algo) const;
-  cublasLtMatmulAlgo_t tune(const Key& key, const GemmParams& p, Descs& d, cudaStream_t stream);
+  void save_entry(const Key& key, const Entry& e) const;
+  Entry tune(const GemmParams& p, Descs& d, cudaStream_t stream);
 
   cublasLtHandle_t lt_ = nullptr;
   void* ws_ = nullptr;

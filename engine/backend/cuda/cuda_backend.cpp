@@ -60,7 +60,7 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
       std::string gpu = prop.name;
       for (char& ch : gpu)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
-      file = options_.autotune_dir + "/gemm-autotune-" + gpu + "-sm" + std::to_string(prop.major * 10 + prop.minor) +
+      file = options_.autotune_dir + "/gemm-autotune2-" + gpu + "-sm" + std::to_string(prop.major * 10 + prop.minor) +
              "-cublaslt" + std::to_string(cublasLtGetVersion()) + ".txt";
     }
     tuner_ = std::make_unique<cuda::GemmTuner>(cublas_ws_, kCublasWorkspace, file);
