@@ -9,8 +9,8 @@
 # and carry the build dir plus any shared libraries the GPU machine lacks (libpcre2-8,
 # libsentencepiece): point LD_LIBRARY_PATH at them before calling; it is passed through untouched.
 # Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log,
-# gpu-golden.log (the golden test in bf16 on the GPU, when the default model's GGUF is present:
-# GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
+# gpu-golden.log (the golden test in f16 and bf16 on the GPU, when the default model's GGUF is
+# present: GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
 # test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones).
 # Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
 # Extra benchmark flags can also sweep offline throughput through the engine, e.g.
@@ -68,16 +68,25 @@ else
   bench_rc=2
 fi
 
-echo "== golden test on the GPU (bf16): greedy continuation and top-20 log-probabilities vs transformers fp32"
+# The bound (top-20 |dlogprob| <= 5e-2 against transformers fp32) gates f16. In bf16 it is
+# out of reach of any bf16 forward: rounding the weights alone to bf16 puts this model 0.06-0.14 away
+# (tests/golden/half_precision_budget.py, bench/results/cpu-golden/), so the bf16 run is reported
+# beside the rounding budget, and only its greedy continuations and top-1 agreement are read.
 GOLDEN_MODEL=${GOLDEN_MODEL:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
 golden_rc=0
-if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" ]]; then
-  LLMCTL_SOURCE_DIR=$PWD python3 tests/e2e/test_golden.py "$BUILD" --device cuda --dtype bf16 --tol 5e-2 \
-    --model "$GOLDEN_MODEL" 2>&1 | tee "$RESULTS/gpu-golden.log"
-  golden_rc=${PIPESTATUS[0]}
-else
-  echo "gpu-check: golden test skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee "$RESULTS/gpu-golden.log"
-fi
+: >"$RESULTS/gpu-golden.log"
+for dt in f16 bf16; do
+  echo "== golden test on the GPU ($dt): greedy continuation and top-20 log-probabilities vs transformers fp32" |
+    tee -a "$RESULTS/gpu-golden.log"
+  if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" ]]; then
+    LLMCTL_SOURCE_DIR=$PWD python3 tests/e2e/test_golden.py "$BUILD" --device cuda --dtype $dt --tol 5e-2 \
+      --model "$GOLDEN_MODEL" 2>&1 | tee -a "$RESULTS/gpu-golden.log"
+    rc=${PIPESTATUS[0]}
+    if [[ $dt == f16 ]]; then golden_rc=$rc; else echo "(bf16: reported, not gated; rc $rc)" | tee -a "$RESULTS/gpu-golden.log"; fi
+  else
+    echo "gpu-check: golden test skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee -a "$RESULTS/gpu-golden.log"
+  fi
+done
 
 echo "== batching on the GPU with --deterministic: 64 requests batched / preempted == solo, n>1, best_of"
 HF_MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
