@@ -8,8 +8,9 @@
 //
 // Two kernels share a step, chosen per sequence by how many new tokens it has:
 //   decode  (exactly 1): one block per (sequence, kv head, context partition) handles all q heads of
-//           the kv head; long contexts are split into partitions (flash-decoding) and a reduce
-//           kernel merges the partial softmaxes (workspace in f32).
+//           the kv head; long contexts are split into partitions (flash-decoding) whose partial
+//           softmaxes go to the workspace (f32), and the last block of a sequence to finish merges
+//           them (split_counters count the finished blocks and are left at zero).
 //   prefill (2 or more): a 64-query x 64-key tiled kernel with online softmax; Q K^T and P V on
 //           tensor cores (wmma 16x16x16), softmax statistics in f32.
 #pragma once
@@ -47,6 +48,8 @@ struct AttentionParams {
   int fixed_partition_len = 0;         // > 0: decode partitions of this length (a multiple of 128: also a multiple of the 32-key tile)
   float* workspace = nullptr;  // attention_workspace_bytes(p) bytes, for split decode
   size_t workspace_bytes = 0;
+  int* split_counters = nullptr;  // attention_split_counters(p) ints, zero before the first launch
+  size_t split_counters_count = 0;
 };
 
 // How a decode context is split: partitions of partition_len tokens (a multiple of 32).
@@ -60,6 +63,7 @@ __host__ __device__
 #endif
 inline int decode_rows(const AttentionParams& p) { return p.token_seq ? p.num_tokens : p.num_seqs; }
 size_t attention_workspace_bytes(const AttentionParams& p);
+size_t attention_split_counters(const AttentionParams& p);
 
 void launch_attention(const AttentionParams& p, cudaStream_t stream);
 

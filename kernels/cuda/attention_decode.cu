@@ -1,4 +1,4 @@
-// Split-context decode attention (one query token per sequence) and its reduce pass.
+// Split-context decode attention (one query token per sequence), partitions merged in the same kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -16,9 +16,12 @@ constexpr int kTPK = 4;         // threads sharing one key in Q K^T (each a quar
 constexpr int kKeysPerPass = kThreads / kTPK;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// q heads per block (the kernel's NG) for a GQA group of G query heads per kv head
+inline int ng_of(int G) { return G == 1 ? 1 : G <= 4 ? 4 : 8; }
+
 // Block (partition, kv head x head chunk, sequence). NG = q heads handled per block (compile time;
 // a chunk may use fewer, ng). Scores of the whole partition live in shared memory, so the softmax
-// inside a partition is exact; partitions are merged by decode_reduce_kernel (log2 domain).
+// inside a partition is exact; the last partition of a row to finish merges them (log2 domain).
 // Shared memory (dynamic, floats): scores [NG][part_len], later partial sums [R][NG][D].
 // Every phase issues its loads for several keys before using any of them: at batch 1 the kernel is
 // bound by memory latency, not bandwidth.
@@ -175,60 +178,56 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
     for (int e = 0; e < 8; ++e) red[(r * NG + g) * D + c + e] = acc[g][e];
   __syncthreads();
 
+  // One partition for this row: the output as is. Several: partials to the workspace; the row's
+  // last block to finish (counted in split_counters) merges them, so no second kernel is needed.
+  const int row_parts = (kv_len + part_len - 1) / part_len;
+  const int rows = decode_rows(p);
+  float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
+  float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;
+  T* out = static_cast<T*>(p.out) + int64_t(q0) * Hq * D + int64_t(h0) * D;
   for (int k = tid; k < ng * D; k += kThreads) {
     const int g = k / D, d = k % D;
     float sum = 0.f;
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) sum += red[(rr * NG + g) * D + d];
     const float o = sum / l_s[g];
-    if (num_parts == 1) {
-      static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h0 + g) * D + d] = from_f32<T>(o);
+    if (row_parts == 1) {
+      out[k] = from_f32<T>(o);
     } else {
       p.workspace[((int64_t(row) * Hq + h0 + g) * num_parts + blockIdx.x) * D + d] = o;
     }
   }
-  if (num_parts > 1 && tid < ng) {
-    const int rows = decode_rows(p);
-    float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
-    float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;
+  if (row_parts == 1) return;
+  if (tid < ng) {
     const int64_t i = (int64_t(row) * Hq + h0 + tid) * num_parts + blockIdx.x;
     ws_m[i] = m_s[tid];
     ws_l[i] = l_s[tid];
   }
-}
+  __threadfence();  // this block's partials are visible device-wide before it is counted
+  __syncthreads();
+  __shared__ bool last;
+  int* counter = p.split_counters + int64_t(row) * gridDim.y + blockIdx.y;
+  if (tid == 0) last = atomicAdd(counter, 1) == row_parts - 1;
+  __syncthreads();
+  if (!last) return;
 
-// Block (sequence, q head), D threads: merges the partitions' normalized outputs, weighting each by
-// l_i * 2^(m_i - max m).
-template <class T>
-__global__ void decode_reduce_kernel(AttentionParams p, int part_len, int num_parts) {
-  const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  int q0;
-  if (p.token_seq) {
-    q0 = row;
-  } else {
-    q0 = p.query_start[row];
-    if (p.query_start[row + 1] - q0 != 1) return;
-  }
-  const int Hq = p.num_q_heads, D = p.head_dim, rows = decode_rows(p);
-  const int np = (p.positions[q0] + 1 + part_len - 1) / part_len;
-  const int64_t base = (int64_t(row) * Hq + h) * num_parts;
-  const float* ws_o = p.workspace;
-  const float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
-  const float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;
-  if (np == 1) {  // one partition: its output as is (what an unsplit launch writes)
-    static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h) * D + d] = from_f32<T>(ws_o[base * D + d]);
-    return;
-  }
-  float M = -INFINITY;
-  for (int i = 0; i < np; ++i) M = fmaxf(M, ws_m[base + i]);
-  float num = 0.f, den = 0.f;
+  // Merge: weight each partition's normalized output by l_i * 2^(m_i - max m). Reads go to L2
+  // (__ldcg): other blocks wrote them.
+  for (int k = tid; k < ng * D; k += kThreads) {
+    const int g = k / D, d = k % D;
+    const int64_t base = (int64_t(row) * Hq + h0 + g) * num_parts;
+    float M = -INFINITY;
+    for (int i = 0; i < row_parts; ++i) M = fmaxf(M, __ldcg(ws_m + base + i));
+    float num = 0.f, den = 0.f;
 #pragma unroll 4
-  for (int i = 0; i < np; ++i) {
-    const float w = ws_l[base + i] * exp2f(ws_m[base + i] - M);
-    den += w;
-    num += w * ws_o[(base + i) * D + d];
+    for (int i = 0; i < row_parts; ++i) {
+      const float w = __ldcg(ws_l + base + i) * exp2f(__ldcg(ws_m + base + i) - M);
+      den += w;
+      num += w * __ldcg(p.workspace + (base + i) * D + d);
+    }
+    out[k] = from_f32<T>(num / den);
   }
-  static_cast<T*>(p.out)[int64_t(q0) * Hq * D + int64_t(h) * D + d] = from_f32<T>(num / den);
+  if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
 template <class T, int D, int NG>
@@ -243,13 +242,11 @@ void launch_decode_ng(const AttentionParams& p, const DecodeSplit& sp, cudaStrea
 
 template <class T, int D>
 void launch_decode_d(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
-  const int G = p.num_q_heads / p.num_kv_heads;
-  if (G == 1)
-    launch_decode_ng<T, D, 1>(p, sp, stream);
-  else if (G <= 4)
-    launch_decode_ng<T, D, 4>(p, sp, stream);
-  else
-    launch_decode_ng<T, D, 8>(p, sp, stream);
+  switch (ng_of(p.num_q_heads / p.num_kv_heads)) {
+    case 1: launch_decode_ng<T, D, 1>(p, sp, stream); break;
+    case 4: launch_decode_ng<T, D, 4>(p, sp, stream); break;
+    default: launch_decode_ng<T, D, 8>(p, sp, stream);
+  }
 }
 
 }  // namespace
@@ -257,7 +254,7 @@ void launch_decode_d(const AttentionParams& p, const DecodeSplit& sp, cudaStream
 DecodeSplit plan_decode_split(const AttentionParams& p) {
   DecodeSplit sp;
   const int G = p.num_q_heads / p.num_kv_heads;
-  const int ng = G == 1 ? 1 : G <= 4 ? 4 : 8;
+  const int ng = ng_of(G);
   const int ctx0 = std::max(p.max_context_len, 1);
   if (p.fixed_partition_len > 0) {
     sp.partition_len = p.fixed_partition_len;
@@ -282,22 +279,26 @@ size_t attention_workspace_bytes(const AttentionParams& p) {
   return size_t(decode_rows(p)) * p.num_q_heads * sp.num_partitions * (p.head_dim + 2) * sizeof(float);
 }
 
+size_t attention_split_counters(const AttentionParams& p) {
+  if (!p.any_decode && !p.token_seq) return 0;
+  if (plan_decode_split(p).num_partitions <= 1) return 0;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  return size_t(decode_rows(p)) * p.num_kv_heads * ((G + ng_of(G) - 1) / ng_of(G));
+}
+
 void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
   const DecodeSplit sp = plan_decode_split(p);
   if (sp.num_partitions > 1) {
     LLM_CHECK(p.workspace && p.workspace_bytes >= attention_workspace_bytes(p))
         << "attention: workspace too small (" << p.workspace_bytes << " < " << attention_workspace_bytes(p) << ")";
+    LLM_CHECK(p.split_counters && p.split_counters_count >= attention_split_counters(p))
+        << "attention: " << p.split_counters_count << " split counters, need " << attention_split_counters(p);
   }
   LLMCTL_DISPATCH_HALF(p.dtype, T, {
     if (p.head_dim == 64)
       launch_decode_d<T, 64>(p, sp, stream);
     else
       launch_decode_d<T, 128>(p, sp, stream);
-    if (sp.num_partitions > 1) {
-      decode_reduce_kernel<T><<<dim3(unsigned(decode_rows(p)), unsigned(p.num_q_heads)), unsigned(p.head_dim), 0,
-                                stream>>>(p, sp.partition_len, sp.num_partitions);
-      CUDA_CHECK_LAUNCH();
-    }
   });
 }
 

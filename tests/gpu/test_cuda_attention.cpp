@@ -151,5 +151,8 @@ TEST_CASE("cuda: attention, unsplit decode batch and wide GQA groups") {
     run_case({128, 2, 4, 16, dt}, many_short_decodes(), "short", 7);
     run_case({64, 1, 12, 16, dt}, kMixed, "G=12", 8);          // more q heads per kv head than one block takes
     run_case({128, 8, 4, 16, dt}, {{0, 1}, {4132, 1}, {50, 30}, {0, 70}}, "llama3", 9);  // Llama-3-8B heads
+    // Batch 1 at context 1024 (the decode benchmark's case: 32-key partitions merged by the last
+    // block), three launches in a row: the split counters must be back at zero after each.
+    for (int rep = 0; rep < 3; ++rep) run_case({128, 8, 4, 16, dt}, {{1023, 1}}, "b1-1024", 10 + rep);
   }
 }

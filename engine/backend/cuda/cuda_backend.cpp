@@ -80,6 +80,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_ws_) cudaFree(cublas_ws_);
   if (attn_ws_) cudaFree(attn_ws_);
+  if (attn_counters_) cudaFree(attn_counters_);
   if (pinned_) cudaFreeHost(pinned_);
   if (pinned_free_) cudaEventDestroy(pinned_free_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -367,6 +368,13 @@ float* CudaBackend::attention_workspace(size_t bytes) {
   return attn_ws_;
 }
 
+int* CudaBackend::attention_split_counters(size_t count) {
+  const void* before = attn_counters_;
+  grow(attn_counters_, attn_counters_bytes_, count * sizeof(int));
+  if (attn_counters_ != before) CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, attn_counters_bytes_, stream_));
+  return static_cast<int*>(attn_counters_);
+}
+
 void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
                             float scale, Tensor& out) {
   check_device(qkv, "attention qkv");
@@ -421,6 +429,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   if (ws) {
     p.workspace = attention_workspace(ws);
     p.workspace_bytes = attn_ws_bytes_;
+    p.split_counters = attention_split_counters(cuda::attention_split_counters(p));
+    p.split_counters_count = attn_counters_bytes_ / sizeof(int);
   }
   cuda::launch_attention(p, stream_);
 }

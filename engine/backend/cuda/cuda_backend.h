@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
  private:
   void check_device(const Tensor& t, const char* what) const;
   float* attention_workspace(size_t bytes);
+  int* attention_split_counters(size_t count);  // zeroed when (re)allocated; kernels leave them zero
   // A device buffer that only grows; growing clears the graphs (they hold its old address).
   void* grow(void*& buf, size_t& cap, size_t bytes);
 
@@ -103,6 +104,8 @@ class CudaBackend final : public Backend {
   void* cublas_ws_ = nullptr;
   float* attn_ws_ = nullptr;
   size_t attn_ws_bytes_ = 0;
+  void* attn_counters_ = nullptr;
+  size_t attn_counters_bytes_ = 0;
   void* pinned_ = nullptr;  // staging for prepare_batch
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;  // recorded after the copy out of pinned_
