@@ -2,7 +2,9 @@
 //   copy        device-to-device copy bandwidth (bytes read + written)
 //   gemm        cuBLAS bf16 GEMM at 8192^3 through Backend::linear
 //   attention   decode attention, Llama-3-8B heads (Hq 32, Hkv 8, D 128), batch 1/32/128 x context 1024/4096
-//   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned
+//   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned;
+//               the same layers over 2048 tokens (tuned), TFLOP/s
+//   attention prefill  causal prefill attention of 1 x 512 / 2048 tokens, TFLOP/s
 //   decode      a batch-1 decode step of a Llama-3-8B-shaped LlamaModel (random bf16 weights, ~16 GB),
 //               replayed from its CUDA graph as the engine runs it
 //   prefill     1 x 2048 tokens through the same model
@@ -299,7 +301,7 @@ int main(int argc, char** argv) try {
   // (c2) the batch-1 linear layers of a decode step: cuBLAS's default choice, each GEMV variant, and
   // what the tuner picked (be.linear), as weight bytes read per second.
   {
-    json rows = json::array();
+    json rows = json::array(), prefill_rows = json::array();
     struct Lin {
       const char* name;
       int64_t N, K;
@@ -326,8 +328,39 @@ int main(int argc, char** argv) try {
                median_ms(be, 3, 20, [&] { cuda::gemv(gp, rows_per_block, be.stream()); }));
       record("tuned", median_ms(be, 3, 20, [&] { be.linear(x, w, nullptr, y); }));
       rows.push_back(row);
+      // The same layer over a 2048-token prefill chunk (tuned path): compute-bound.
+      const int64_t T = 2048;
+      Tensor xp = random_dev(be, dt, {T, l.K}, 1.f), yp = be.alloc(l.out, {T, l.N});
+      const double ms = median_ms(be, 2, 10, [&] { be.linear(xp, w, nullptr, yp); });
+      const double tflops = 2.0 * T * l.N * l.K / (ms * 1e-3) / 1e12;
+      prefill_rows.push_back({{"layer", l.name}, {"tokens", T}, {"n", l.N}, {"k", l.K}, {"ms", ms}, {"tflops", tflops},
+                              {"fraction_of_gemm_peak", tflops / gemm_tflops}});
+      std::fprintf(stderr, "linear T=%lld %-8s %9.4f ms  %8.1f TFLOP/s (%.0f%% of gemm peak)\n", (long long)T, l.name,
+                   ms, tflops, 100 * tflops / gemm_tflops);
     }
     out["decode_linear"] = rows;
+    out["prefill_linear"] = prefill_rows;
+  }
+
+  // (c3) causal prefill attention of one sequence (tensor-core kernel), Llama-3-8B heads.
+  {
+    json rows = json::array();
+    for (int T : {512, 2048}) {
+      int NB = 0;
+      BatchPlan plan = make_plan(1, T, T, sh.B, &NB, rng);
+      KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+      Tensor qkv = random_dev(be, dt, {T, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
+      Tensor o = be.alloc(dt, {T, sh.Hq * sh.D});
+      DeviceBatch b = be.prepare_batch(plan);
+      const float scale = 1.f / std::sqrt(float(sh.D));
+      const double ms = median_ms(be, 2, 10, [&] { be.attention(qkv, kv, b, sh.Hq, sh.Hkv, scale, o); });
+      const double flops = 2 * 2.0 * (double(T) * (T + 1) / 2) * sh.Hq * sh.D;  // causal Q K^T and P V
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      rows.push_back({{"tokens", T}, {"ms", ms}, {"tflops", tflops}, {"fraction_of_gemm_peak", tflops / gemm_tflops}});
+      std::fprintf(stderr, "attention prefill 1 x %-5d          %9.4f ms  %8.1f TFLOP/s (%.0f%% of gemm peak)\n", T, ms,
+                   tflops, 100 * tflops / gemm_tflops);
+    }
+    out["prefill_attention"] = rows;
   }
 
   if (!skip_model) {
