@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "engine/bench/arrivals.h"
 #include "engine/bench/charts.h"
 #include "engine/bench/dataset.h"
@@ -31,13 +32,15 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);
 }
 
+EngineFlags bench_engine_defaults() {  // a throughput run fills big batches
+  EngineFlags f;
+  f.max_num_seqs = 256;
+  f.max_num_batched_tokens = 2048;
+  return f;
+}
+
 struct BenchArgs {
-  // runtime
-  std::string model, dtype, device = "auto";
-  int threads = 0;
-  bool enforce_eager = false;
-  int max_num_seqs = 256, max_num_batched_tokens = 2048;
-  double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
+  EngineFlags engine = bench_engine_defaults();
   // workload
   std::string dataset = "random", sweep;
   int num_prompts = 200, input_len = 512, output_len = 128;
@@ -59,16 +62,6 @@ struct BenchArgs {
   bool no_progress = false;
 };
 
-void add_runtime_flags(CLI::App* s, BenchArgs& a) {
-  s->add_option("-m,--model", a.model, "HF directory or .gguf file (default: SmolLM2-135M-Instruct)");
-  s->add_option("--dtype", a.dtype, "weight dtype: f32, f16 or bf16 (default: as stored)");
-  s->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
-  s->add_option("-t,--threads", a.threads, "CPU threads (default: all cores)");
-  s->add_option("--kv-cache-gb", a.kv_cache_gb, "KV cache size on the CPU")->capture_default_str();
-  s->add_option("--gpu-memory-utilization", a.gpu_memory_utilization, "on a GPU: memory fraction")->capture_default_str();
-  s->add_flag("--enforce-eager", a.enforce_eager, "CUDA: no graphs");
-}
-
 void add_output_flags(CLI::App* s, BenchArgs& a) {
   s->add_option("--json", a.json, "write every figure, with machine, build and model, as JSON");
   s->add_option("--csv", a.csv, "write the rows as CSV (meta in columns)");
@@ -86,25 +79,6 @@ void add_workload_flags(CLI::App* s, BenchArgs& a) {
   s->add_option("--range-ratio", a.range_ratio,
                 "random: lengths drawn uniformly from [len*(1-r), len*(1+r)] (0 = fixed)")->capture_default_str();
   s->add_option("--seed", a.seed, "seed for prompts and arrivals")->capture_default_str();
-}
-
-RuntimeOptions runtime_options(const BenchArgs& a) {
-  RuntimeOptions ro;
-  ro.model = a.model;
-  ro.threads = a.threads;
-  ro.device = a.device;
-  ro.enforce_eager = a.enforce_eager;
-  if (!a.dtype.empty()) ro.dtype = parse_dtype(a.dtype);
-  return ro;
-}
-
-EngineConfig engine_config(const BenchArgs& a, bool kv_given) {
-  EngineConfig ec;
-  ec.sched.max_num_seqs = a.max_num_seqs;
-  ec.sched.max_num_batched_tokens = a.max_num_batched_tokens;
-  ec.kv_cache_bytes = a.kv_cache_gb * 1e9;
-  if (!kv_given) ec.gpu_memory_utilization = a.gpu_memory_utilization;
-  return ec;
 }
 
 bench::DatasetOptions dataset_options(const BenchArgs& a, CLI::App* s) {
@@ -134,21 +108,21 @@ Runner add_bench(CLI::App& app) {
   b->require_subcommand(1);
 
   auto* tp = b->add_subcommand("throughput", "offline throughput through the engine (all requests at once)");
-  add_runtime_flags(tp, *a);
+  add_runtime_flags(tp, a->engine);
+  add_engine_flags(tp, a->engine);
   add_workload_flags(tp, *a);
-  tp->add_option("--max-num-seqs", a->max_num_seqs, "sequences per step")->capture_default_str();
-  tp->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "new tokens per step")->capture_default_str();
   tp->add_option("--sweep", a->sweep, "KEY=V1,V2,...: one run per value (max-num-seqs or max-num-batched-tokens)");
   add_output_flags(tp, *a);
 
   auto* lat = b->add_subcommand("latency", "prefill, time per output token and end-to-end latency of fixed batches");
-  add_runtime_flags(lat, *a);
+  add_runtime_flags(lat, a->engine);
+  add_kv_cache_flags(lat, a->engine);
   lat->add_option("--batch", a->batches, "batch sizes, comma-separated")->capture_default_str();
   lat->add_option("--input-len", a->input_lens, "prompt lengths, comma-separated")->capture_default_str();
   lat->add_option("--output-len", a->output_lens, "output lengths, comma-separated")->capture_default_str();
   lat->add_option("--repetitions", a->repetitions, "timed runs per case")->capture_default_str();
   lat->add_option("--warmup", a->warmup, "untimed runs per case first")->capture_default_str();
-  lat->add_option("--max-num-batched-tokens", a->max_num_batched_tokens,
+  lat->add_option("--max-num-batched-tokens", a->engine.max_num_batched_tokens,
                   "new tokens per step (default: the whole batch's prompts in one step)");
   lat->add_option("--seed", a->seed, "seed for the random prompts")->capture_default_str();
   add_output_flags(lat, *a);
@@ -156,7 +130,7 @@ Runner add_bench(CLI::App& app) {
   auto* sv = b->add_subcommand("serve", "streaming client against an OpenAI-compatible server");
   sv->add_option("--url", a->url, "server base URL, http://HOST:PORT")->required();
   sv->add_option("--endpoint", a->endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
-  sv->add_option("--model", a->model,
+  sv->add_option("--model", a->engine.model,
                  "model name sent in requests (default: the server's first); a local path also gives the tokenizer");
   sv->add_option("--tokenizer", a->tokenizer, "model path whose tokenizer builds random prompts of exact lengths");
   sv->add_option("--request-rate", a->rates, "requests/s, comma-separated; inf = all at once")->capture_default_str();
@@ -170,7 +144,7 @@ Runner add_bench(CLI::App& app) {
   add_output_flags(sv, *a);
 
   auto* pp = b->add_subcommand("ppl", "perplexity of a text with a sliding window (strided)");
-  add_runtime_flags(pp, *a);
+  add_runtime_flags(pp, a->engine);
   pp->add_option("--text", a->text, "text file")->required();
   pp->add_option("--ctx", a->ctx, "window length in tokens")->capture_default_str();
   pp->add_option("--stride", a->stride, "window step in tokens")->capture_default_str();
@@ -183,9 +157,9 @@ Runner add_bench(CLI::App& app) {
     if (tp->parsed()) {
       bench::ThroughputOptions o;
       if (!a->sweep.empty()) bench::parse_sweep(a->sweep, o.sweep_key, o.sweep_values);
-      Runtime rt = load_runtime(runtime_options(*a));
+      Runtime rt = load_runtime(runtime_options(a->engine));
       o.requests = bench::make_requests(dataset_options(*a, tp), rt.tokenizer.get());
-      o.engine = engine_config(*a, tp->count("--kv-cache-gb") > 0);
+      o.engine = engine_config(a->engine, tp);
       o.progress = progress;
       o.stop = &g_stop;
       return finish(bench::run_throughput(rt, o), *a);
@@ -198,9 +172,9 @@ Runner add_bench(CLI::App& app) {
       o.repetitions = a->repetitions;
       o.warmup = a->warmup;
       o.seed = a->seed;
-      Runtime rt = load_runtime(runtime_options(*a));
-      o.engine = engine_config(*a, lat->count("--kv-cache-gb") > 0);
-      o.engine.sched.max_num_batched_tokens = lat->count("--max-num-batched-tokens") ? a->max_num_batched_tokens : 0;
+      Runtime rt = load_runtime(runtime_options(a->engine));
+      o.engine = engine_config(a->engine, lat);
+      o.engine.sched.max_num_batched_tokens = lat->count("--max-num-batched-tokens") ? a->engine.max_num_batched_tokens : 0;
       o.progress = progress;
       o.stop = &g_stop;
       return finish(bench::run_latency(rt, o), *a);
@@ -218,11 +192,12 @@ Runner add_bench(CLI::App& app) {
       o.timeout_s = a->timeout;
       // A tokenizer from --tokenizer, or from --model when it names a local checkpoint.
       std::string tok_path = a->tokenizer;
-      if (tok_path.empty() && !a->model.empty() && std::filesystem::exists(a->model)) tok_path = a->model;
+      const std::string& model = a->engine.model;
+      if (tok_path.empty() && !model.empty() && std::filesystem::exists(model)) tok_path = model;
       std::unique_ptr<Tokenizer> tok;
       if (!tok_path.empty()) tok = load_tokenizer(load_checkpoint(resolve_model(tok_path)));
-      o.model = a->model;
-      if (!tok_path.empty() && tok_path == a->model) o.model = "";  // a path is not a served name
+      o.model = model;
+      if (!tok_path.empty() && tok_path == model) o.model = "";  // a path is not a served name
       o.requests = bench::make_requests(dataset_options(*a, sv), tok.get());
       o.progress = progress;
       o.stop = &g_stop;
@@ -235,7 +210,7 @@ Runner add_bench(CLI::App& app) {
     o.max_tokens = a->max_tokens;
     o.progress = progress;
     o.stop = &g_stop;
-    Runtime rt = load_runtime(runtime_options(*a));
+    Runtime rt = load_runtime(runtime_options(a->engine));
     return finish(bench::run_perplexity(rt, o), *a);
   };
 }

@@ -1,5 +1,6 @@
 // llmctl generate: one prompt (argument or stdin), plain or as a chat, streamed to stdout.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <random>
@@ -7,8 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include <fstream>
-
+#include "cli/engine_flags.h"
 #include "engine/batch_generate.h"
 #include "engine/core/error.h"
 #include "engine/generate_one.h"
@@ -20,38 +20,19 @@ namespace llmctl::cli {
 
 namespace {
 struct GenerateArgs {
-  std::string prompt, model, system, dtype, device = "auto", prompts_file;
-  int max_num_seqs = 64, max_num_batched_tokens = 512;
-  double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
-  bool chat = false, json = false, enforce_eager = false, deterministic = false;
-  int threads = 0;
+  std::string prompt, system, prompts_file;
+  bool chat = false, json = false;
+  EngineFlags engine;
   SamplingParams sp;
   uint64_t seed = 0;
-  bool kv_cache_gb_given = false;
 };
 }  // namespace
 
-static RuntimeOptions runtime_options(const GenerateArgs& a) {
-  RuntimeOptions ro;
-  ro.model = a.model;
-  ro.threads = a.threads;
-  ro.device = a.device;
-  ro.enforce_eager = a.enforce_eager;
-  ro.deterministic = a.deterministic;
-  if (!a.dtype.empty()) ro.dtype = parse_dtype(a.dtype);
-  return ro;
-}
-
-static int run_prompts(GenerateArgs& a) {
+static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   std::ifstream in(a.prompts_file);
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
-  Runtime rt = load_runtime(runtime_options(a));
-  EngineConfig ec;
-  ec.sched.max_num_seqs = a.max_num_seqs;
-  ec.sched.max_num_batched_tokens = a.max_num_batched_tokens;
-  ec.kv_cache_bytes = a.kv_cache_gb * 1e9;
-  if (!a.kv_cache_gb_given) ec.gpu_memory_utilization = a.gpu_memory_utilization;
-  Engine engine(*rt.model, *rt.tokenizer, ec);
+  Runtime rt = load_runtime(runtime_options(a.engine));
+  Engine engine(*rt.model, *rt.tokenizer, engine_config(a.engine, cmd));
   BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
   EngineStats st = engine.stats();
   std::fprintf(stderr,
@@ -73,7 +54,6 @@ Runner add_generate(CLI::App& app) {
   a->sp.min_p = 0.05f;
   auto* s = app.add_subcommand("generate", "generate text from a prompt (argument or stdin), streamed to stdout");
   s->add_option("prompt", a->prompt, "the prompt; read from stdin when absent");
-  s->add_option("-m,--model", a->model, "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
   s->add_flag("--chat", a->chat, "wrap the prompt as a user message in the model's chat template");
   s->add_option("--system", a->system, "system message (with --chat)");
   s->add_option("-n,--max-tokens", a->sp.max_tokens, "tokens to generate at most")->capture_default_str();
@@ -85,31 +65,17 @@ Runner add_generate(CLI::App& app) {
   s->add_option("--seed", a->seed, "random seed (same seed, same output); random when absent");
   s->add_option("--stop", a->sp.stop, "stop string (repeatable); never printed");
   s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-sequence token");
-  s->add_option("--dtype", a->dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
-  s->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
-  s->add_option("--device", a->device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
   s->add_flag("--json", a->json, "print one JSON object with the result instead of streaming text");
   s->add_option("--prompts", a->prompts_file,
                 "JSONL file, one request per line ({\"prompt\"} or {\"messages\"} plus sampling fields): "
                 "runs them all through the batching engine, one JSON line per result, in input order");
-  s->add_option("--max-num-seqs", a->max_num_seqs, "with --prompts: sequences per step")->capture_default_str();
-  s->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "with --prompts: new tokens per step")
-      ->capture_default_str();
-  s->add_option("--kv-cache-gb", a->kv_cache_gb, "with --prompts: KV cache size (on a GPU: default from "
-                "--gpu-memory-utilization)")->capture_default_str();
-  s->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
-                "with --prompts on a GPU: fraction of its memory for weights, activations and the KV cache")
-      ->capture_default_str();
-  s->add_flag("--enforce-eager", a->enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
-  s->add_flag("--deterministic", a->deterministic,
-              "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
-              "(the CPU backend always is)");
+  add_runtime_flags(s, a->engine);
+  add_engine_flags(s, a->engine, "with --prompts: ");
   return [a, s]() -> int {
-    a->kv_cache_gb_given = s->count("--kv-cache-gb") > 0;
     if (s->count("--seed")) a->sp.seed = a->seed;
     if (!a->sp.seed) a->sp.seed = std::random_device{}();
     a->sp.validate();
-    if (!a->prompts_file.empty()) return run_prompts(*a);
+    if (!a->prompts_file.empty()) return run_prompts(*a, s);
     if (a->prompt.empty()) {
       a->prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt read from stdin is not valid UTF-8";
@@ -117,7 +83,7 @@ Runner add_generate(CLI::App& app) {
     LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument or on stdin)";
     LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
 
-    Runtime rt = load_runtime(runtime_options(*a));
+    Runtime rt = load_runtime(runtime_options(a->engine));
     std::vector<int> ids;
     if (a->chat) {
       nlohmann::json messages = nlohmann::json::array();

@@ -1,0 +1,51 @@
+#include "cli/engine_flags.h"
+
+namespace llmctl::cli {
+
+void add_runtime_flags(CLI::App* s, EngineFlags& f) {
+  s->add_option("-m,--model", f.model, "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
+  s->add_option("--dtype", f.dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
+  s->add_option("--device", f.device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
+  s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores)");
+  s->add_flag("--enforce-eager", f.enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
+  s->add_flag("--deterministic", f.deterministic,
+              "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
+              "(the CPU backend always is)");
+}
+
+void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
+  s->add_option("--max-num-seqs", f.max_num_seqs, scope + "sequences per engine step")->capture_default_str();
+  s->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, scope + "new tokens per engine step")
+      ->capture_default_str();
+  add_kv_cache_flags(s, f, scope);
+}
+
+void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
+  s->add_option("--kv-cache-gb", f.kv_cache_gb, scope + "KV cache size (on a GPU: default from --gpu-memory-utilization)")
+      ->capture_default_str();
+  s->add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                scope + "on a GPU: fraction of its memory for weights, activations and the KV cache")
+      ->capture_default_str();
+}
+
+RuntimeOptions runtime_options(const EngineFlags& f) {
+  RuntimeOptions ro;
+  ro.model = f.model;
+  ro.threads = f.threads;
+  ro.device = f.device;
+  ro.enforce_eager = f.enforce_eager;
+  ro.deterministic = f.deterministic;
+  if (!f.dtype.empty()) ro.dtype = parse_dtype(f.dtype);
+  return ro;
+}
+
+EngineConfig engine_config(const EngineFlags& f, const CLI::App* s) {
+  EngineConfig ec;
+  ec.sched.max_num_seqs = f.max_num_seqs;
+  ec.sched.max_num_batched_tokens = f.max_num_batched_tokens;
+  ec.kv_cache_bytes = f.kv_cache_gb * 1e9;
+  if (!s->count("--kv-cache-gb")) ec.gpu_memory_utilization = f.gpu_memory_utilization;
+  return ec;
+}
+
+}  // namespace llmctl::cli

@@ -1,0 +1,34 @@
+// The flags every engine-running subcommand (generate, serve, bench) shares: which model, where and
+// how it runs (RuntimeOptions) and how the engine batches and sizes its KV cache (EngineConfig).
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+#include "engine/runtime.h"
+
+namespace llmctl::cli {
+
+struct EngineFlags {
+  std::string model, dtype, device = "auto";
+  int threads = 0;
+  bool enforce_eager = false, deterministic = false;
+  int max_num_seqs = 64, max_num_batched_tokens = 512;
+  double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
+};
+
+// Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, --enforce-eager,
+// --deterministic) on s.
+void add_runtime_flags(CLI::App* s, EngineFlags& f);
+// Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
+// help (e.g. "with --prompts: ").
+void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
+// The batching flags (--max-num-seqs, --max-num-batched-tokens) and the KV cache flags.
+void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
+
+RuntimeOptions runtime_options(const EngineFlags& f);
+// --kv-cache-gb, when given on s, overrides --gpu-memory-utilization.
+EngineConfig engine_config(const EngineFlags& f, const CLI::App* s);
+
+}  // namespace llmctl::cli
