@@ -7,10 +7,12 @@ Usage: test_bench_throughput.py BUILD_DIR
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,13 +61,33 @@ run([llmctl, "bench", "throughput", "--model", model, "--dataset", ds, "--num-pr
 r = load(out["json"])["rows"][0]
 assert r["completed"] == 3 and r["output_tokens"] == 15, r
 
-# Ctrl-C: a run too long to finish is stopped after a few seconds; the report is still written.
+# Ctrl-C: a run too long to finish is stopped once its progress line shows a completed request (on a
+# loaded machine that can take a while, so no fixed sleep); the report is still written.
 cmd = [llmctl, "bench", "throughput", "--model", model, "--num-prompts", "64", "--input-len", "64", "--output-len",
        "64", "--max-num-seqs", "4", "--json", out["json"], "--csv", out["csv"]]
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-time.sleep(6)
+err_lines = []
+progress = re.compile(r"(\d+)/64 \(")
+
+
+def read_stderr():
+    for line in proc.stderr:
+        err_lines.append(line)
+
+
+reader = threading.Thread(target=read_stderr, daemon=True)
+reader.start()
+deadline = time.time() + 180
+while time.time() < deadline and proc.poll() is None:
+    if any(m and int(m.group(1)) > 0 for m in map(progress.search, list(err_lines))):
+        break
+    time.sleep(0.2)
+assert proc.poll() is None, ("the run ended before it was interrupted", proc.returncode, "".join(err_lines))
 proc.send_signal(signal.SIGINT)
-stdout, stderr = proc.communicate(timeout=60)
+stdout = proc.stdout.read()
+proc.wait(timeout=60)
+reader.join(timeout=10)
+stderr = "".join(err_lines)
 assert proc.returncode == 130, (proc.returncode, stderr)
 assert "interrupted" in stdout, stdout
 rep = load(out["json"])

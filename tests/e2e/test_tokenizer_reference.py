@@ -10,15 +10,17 @@ package, see tokenizer/dump_gguf_vocab.py), which also writes tokenizer.json fro
 
 References:
   1. `tokenizers` on the tokenizer.json llmctl wrote             -- every text, ids must match
-  2. SmolLM2's real pipeline, built in Python from the GGUF vocab
-     (transformers' GGUF tokenizer with its pre-tokenizer replaced by
+  2. SmolLM2's real pipeline, built in Python with `tokenizers` from the GGUF
+     vocabulary, merges and token types as the `gguf` package reads them (byte-level
+     BPE, control and user-defined tokens special, pre-tokenizer
      Sequence[Digits(individual_digits), ByteLevel] as in SmolLM2's own
-     tokenizer.json; independent of llmctl's writer)             -- every text, ids must match
-  3. transformers `AutoTokenizer.from_pretrained(dir, gguf_file=...)` as is.
-     It ignores tokenizer.ggml.pre = "smollm" (its GGUF converter only knows
-     the llama3/qwen2/... splits) and so does not split digits. It is compared
-     on the texts with every \\p{N} character removed, where digit splitting
-     cannot matter; on the full texts the disagreement with reference 2 is
+     tokenizer.json; independent of llmctl's reader and writer)  -- every text, ids must match
+  3. transformers `AutoTokenizer.from_pretrained(dir, gguf_file=...)` as is, when
+     torch is installed (transformers reads GGUF files only with torch; scripts/test.sh
+     does not install it). It ignores tokenizer.ggml.pre = "smollm" (its GGUF
+     converter only knows the llama3/qwen2/... splits) and so does not split digits.
+     It is compared on the texts with every \\p{N} character removed, where digit
+     splitting cannot matter; on the full texts the disagreement with reference 2 is
      measured and every differing stretch must contain a digit.
 
 Also: transformers loading the tokenizer.json + tokenizer_config.json llmctl wrote (what
@@ -162,20 +164,24 @@ def main():
 
         # Reference 1: tokenizers on llmctl's tokenizer.json.
         ref_written = Tokenizer.from_file(tok_json)
-        # Reference 3: transformers' own GGUF loading.
-        t0 = time.time()
-        hf_gguf = AutoTokenizer.from_pretrained(MODEL_DIR, gguf_file=GGUF_NAME)
-        print(f"transformers {transformers.__version__} loaded the GGUF tokenizer in {time.time() - t0:.1f} s; "
-              f"its pre-tokenizer: {hf_gguf.backend_tokenizer.pre_tokenizer}")
-        # Reference 2: the same vocabulary and merges with SmolLM2's real pre-tokenizer.
-        ref_smol = Tokenizer.from_str(hf_gguf.backend_tokenizer.to_str())
-        ref_smol.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ])
-
         with open(vocab_json, encoding="utf-8") as f:
-            vocab_tokens = json.load(f)["tokens"]
+            gguf_vocab = json.load(f)
+        vocab_tokens = gguf_vocab["tokens"]
+        # Reference 2: the GGUF's vocabulary and merges with SmolLM2's real pre-tokenizer.
+        ref_smol = smollm2_reference(gguf_vocab)
+        # Reference 3: transformers' own GGUF loading, where it can run.
+        hf_gguf = None
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("reference 3 (transformers' GGUF loader) not run: transformers reads GGUF files only with torch, "
+                  "which is not installed")
+        else:
+            t0 = time.time()
+            hf_gguf = AutoTokenizer.from_pretrained(MODEL_DIR, gguf_file=GGUF_NAME)
+            print(f"transformers {transformers.__version__} loaded the GGUF tokenizer in {time.time() - t0:.1f} s; "
+                  f"its pre-tokenizer: {hf_gguf.backend_tokenizer.pre_tokenizer}")
+
         byte_of = gpt2_byte_decoder()
         token_bytes = [bytes(byte_of[c] for c in t) if all(c in byte_of for c in t) else t.encode() for t in vocab_tokens]
         total_bytes = total_tokens = 0
@@ -203,6 +209,8 @@ def main():
             if decode(ours) != text:
                 failures.append(f"{name}: tokenizers' decode of llmctl's ids differs from the text")
 
+            if hf_gguf is None:
+                continue
             # transformers as is: identical where no \p{N} character can be split off.
             no_digits = "".join(c for c in text if not c.isnumeric())
             nd_path = path + ".nodigits"
@@ -267,6 +275,25 @@ def main():
         return 1
     print("OK")
     return 0
+
+
+def smollm2_reference(v):
+    """Byte-level BPE from the GGUF's tokens and merges (as the `gguf` package read them), control
+    (type 3) and user-defined (type 4) tokens matched as special tokens, SmolLM2's pre-tokenizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    vocab = {t: i for i, t in enumerate(v["tokens"])}
+    merges = [tuple(m.split(" ", 1)) for m in v["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    types = v.get("token_types") or []
+    special = [v["tokens"][i] for i, t in enumerate(types) if t in (3, 4)]
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    print(f"reference 2: {len(vocab)} tokens, {len(merges)} merges, {len(special)} special tokens from the GGUF")
+    return tok
 
 
 def gpt2_byte_decoder():
