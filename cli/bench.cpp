@@ -174,7 +174,8 @@ Runner add_bench(CLI::App& app) {
       o.seed = a->seed;
       Runtime rt = load_runtime(runtime_options(a->engine));
       o.engine = engine_config(a->engine, lat);
-      o.engine.sched.max_num_batched_tokens = lat->count("--max-num-batched-tokens") ? a->engine.max_num_batched_tokens : 0;
+      o.engine.sched.max_num_batched_tokens =
+          lat->count("--max-num-batched-tokens") ? a->engine.max_num_batched_tokens : 0;
       o.progress = progress;
       o.stop = &g_stop;
       return finish(bench::run_latency(rt, o), *a);

@@ -3,7 +3,8 @@
 namespace llmctl::cli {
 
 void add_runtime_flags(CLI::App* s, EngineFlags& f) {
-  s->add_option("-m,--model", f.model, "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
+  s->add_option("-m,--model", f.model,
+                "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
   s->add_option("--dtype", f.dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
   s->add_option("--device", f.device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
   s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores)");
@@ -21,7 +22,8 @@ void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
 }
 
 void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
-  s->add_option("--kv-cache-gb", f.kv_cache_gb, scope + "KV cache size (on a GPU: default from --gpu-memory-utilization)")
+  s->add_option("--kv-cache-gb", f.kv_cache_gb,
+                scope + "KV cache size (on a GPU: default from --gpu-memory-utilization)")
       ->capture_default_str();
   s->add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                 scope + "on a GPU: fraction of its memory for weights, activations and the KV cache")

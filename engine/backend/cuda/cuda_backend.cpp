@@ -54,7 +54,7 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   CUDA_CHECK(cudaMalloc(&cublas_ws_, kCublasWorkspace));
   CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
-  if (options_.autotune) {  // one cache file per GPU model and cuBLASLt version
+  if (options_.autotune) {  // one cache file per GPU model and cuBLASLt version ("2": entries may name the GEMV)
     std::string file;
     if (!options_.autotune_dir.empty()) {
       std::string gpu = prop.name;
