@@ -214,6 +214,20 @@ json throughput_run(LlamaModel& m, const Tokenizer& tok, int in, int out, int co
   return j;
 }
 
+// Median ms of one Backend::attention call over S sequences, each with `fresh` new tokens ending at
+// context ctx (random q, k and v, blocks scattered in the pool).
+double attention_ms(CudaBackend& be, const Shape& sh, DType dt, int S, int ctx, int fresh, int warmup, int reps,
+                    std::mt19937& rng) {
+  int NB = 0;
+  BatchPlan plan = make_plan(S, ctx, fresh, sh.B, &NB, rng);
+  KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+  Tensor qkv = random_dev(be, dt, {int64_t(S) * fresh, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
+  Tensor o = be.alloc(dt, {int64_t(S) * fresh, sh.Hq * sh.D});
+  DeviceBatch b = be.prepare_batch(plan);
+  const float scale = 1.f / std::sqrt(float(sh.D));
+  return median_ms(be, warmup, reps, [&] { be.attention(qkv, kv, b, sh.Hq, sh.Hkv, scale, o); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -280,14 +294,7 @@ int main(int argc, char** argv) try {
     json rows = json::array();
     for (int S : {1, 32, 128})
       for (int ctx : {1024, 4096}) {
-        int NB = 0;
-        BatchPlan plan = make_plan(S, ctx, 1, sh.B, &NB, rng);
-        KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
-        Tensor qkv = random_dev(be, dt, {S, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
-        Tensor o = be.alloc(dt, {S, sh.Hq * sh.D});
-        DeviceBatch b = be.prepare_batch(plan);
-        const float scale = 1.f / std::sqrt(float(sh.D));
-        const double ms = median_ms(be, 3, 20, [&] { be.attention(qkv, kv, b, sh.Hq, sh.Hkv, scale, o); });
+        const double ms = attention_ms(be, sh, dt, S, ctx, 1, 3, 20, rng);
         const double bytes = double(S) * ctx * sh.Hkv * sh.D * 2 * 2;  // k + v, bf16
         const double gbps = bytes / (ms * 1e-3) / 1e9;
         rows.push_back({{"batch", S}, {"context", ctx}, {"ms", ms}, {"kv_bytes", bytes}, {"gbps", gbps},
@@ -346,14 +353,7 @@ int main(int argc, char** argv) try {
   {
     json rows = json::array();
     for (int T : {512, 2048}) {
-      int NB = 0;
-      BatchPlan plan = make_plan(1, T, T, sh.B, &NB, rng);
-      KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
-      Tensor qkv = random_dev(be, dt, {T, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
-      Tensor o = be.alloc(dt, {T, sh.Hq * sh.D});
-      DeviceBatch b = be.prepare_batch(plan);
-      const float scale = 1.f / std::sqrt(float(sh.D));
-      const double ms = median_ms(be, 2, 10, [&] { be.attention(qkv, kv, b, sh.Hq, sh.Hkv, scale, o); });
+      const double ms = attention_ms(be, sh, dt, 1, T, T, 2, 10, rng);
       const double flops = 2 * 2.0 * (double(T) * (T + 1) / 2) * sh.Hq * sh.D;  // causal Q K^T and P V
       const double tflops = flops / (ms * 1e-3) / 1e12;
       rows.push_back({{"tokens", T}, {"ms", ms}, {"tflops", tflops}, {"fraction_of_gemm_peak", tflops / gemm_tflops}});

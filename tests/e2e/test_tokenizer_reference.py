@@ -144,7 +144,7 @@ def main():
             corpora[name] = f.read()
     try:
         import tokenizers  # noqa: F401
-        from tokenizers import Tokenizer, pre_tokenizers
+        from tokenizers import Tokenizer
         import gguf  # noqa: F401
         import transformers
         from transformers import AutoTokenizer
