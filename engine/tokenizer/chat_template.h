@@ -1,21 +1,27 @@
 // Chat templates: a small Jinja interpreter covering what HF chat templates use, rendering
-// exactly as Python jinja2 does for the same context.
+// exactly as Python jinja2 does for the same context. Templates come with model files, so they
+// are untrusted: parsing and rendering are bounded (RenderLimits, engine/tokenizer/jinja_limits.h)
+// and fail with InputError instead of crashing, hanging or exhausting memory.
 #pragma once
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/tokenizer/jinja_limits.h"
+
 namespace llmctl {
 
 // Renders `source` (Jinja) with `context`, e.g. {"messages": [...], "add_generation_prompt": true,
-// "bos_token": "<s>", "eos_token": "</s>"}. Throws InputError on syntax errors (with line) and on
-// raise_exception() called by the template.
-std::string render_chat_template(const std::string& source, const nlohmann::json& context);
+// "bos_token": "<s>", "eos_token": "</s>"}. Throws InputError on syntax errors (with line), on
+// raise_exception() called by the template and when a limit is exceeded.
+std::string render_chat_template(const std::string& source, const nlohmann::json& context,
+                                 const RenderLimits& limits = {});
 
 // Same, keeping the key order of the context's objects (nlohmann::json sorts keys), which shows
 // wherever the template prints a dict, e.g. `tools | tojson`. Python keeps insertion order.
-std::string render_chat_template_ordered(const std::string& source, const nlohmann::ordered_json& context);
+std::string render_chat_template_ordered(const std::string& source, const nlohmann::ordered_json& context,
+                                         const RenderLimits& limits = {});
 
 namespace jinja {
 struct Template;
@@ -26,7 +32,7 @@ struct Template;
 class ChatTemplate {
  public:
   explicit ChatTemplate(const std::string& source);
-  std::string render(const nlohmann::ordered_json& context) const;
+  std::string render(const nlohmann::ordered_json& context, const RenderLimits& limits = {}) const;
 
  private:
   std::shared_ptr<const jinja::Template> tmpl_;

@@ -18,6 +18,9 @@ Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 
+// str.replace within RenderLimits::max_output_bytes (checked before the result is built).
+std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
+
 // raise_exception, range, namespace, dict, strftime_now: name -> function, or Undefined.
 Value global(const std::string& name);
 

@@ -1,5 +1,9 @@
 #include "engine/tokenizer/jinja_eval.h"
 
+#include <new>
+#include <optional>
+#include <stdexcept>
+
 #include "engine/tokenizer/jinja_builtins.h"
 
 namespace llmctl::jinja {
@@ -22,18 +26,33 @@ void Scope::set(const std::string& name, Value v) {
 }
 
 std::string Interpreter::render(const Template& t, const Value& context) {
-  auto root = std::make_shared<Scope>();
-  if (context.is_dict())
-    for (const auto& [k, v] : context.dict->items) root->set(to_str(k), v);
+  std::optional<Budget> own;
+  if (!Budget::current()) own.emplace(RenderLimits{});
+  budget_ = Budget::current();
   std::string out;
   try {
+    auto root = std::make_shared<Scope>();
+    if (context.is_dict())
+      for (const auto& [k, v] : context.dict->items) root->set(to_str(k), v);
     exec(t.body, root, out);
   } catch (const RaisedError&) {
     throw;
   } catch (const TemplateError& e) {
     LLM_THROW() << "chat template error (line " << line_ << "): " << e.what();
+  } catch (const std::bad_alloc&) {  // a limit should have stopped it first; still no crash
+    LLM_THROW() << "chat template error (line " << line_ << "): out of memory";
+  } catch (const std::length_error&) {
+    LLM_THROW() << "chat template error (line " << line_ << "): value too large";
   }
   return out;
+}
+
+void Interpreter::emit(std::string& out, std::string_view text) {
+  const size_t max = budget_->limits().max_output_bytes;
+  if (out.size() + text.size() > max)
+    JINJA_FAIL() << "rendered output is larger than the limit (max_output_bytes = " << max << ")";
+  charge_bytes(text.size());
+  out += text;
 }
 
 Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std::string& out) {
@@ -46,9 +65,11 @@ Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std
 
 Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
   line_ = s.line;
+  DepthGuard depth(DepthGuard::Eval);
+  budget_->step();
   switch (s.kind) {
-    case Stmt::Kind::Text: out += s.text; return Flow::Normal;
-    case Stmt::Kind::Print: out += to_str(eval(*s.expr, scope)); return Flow::Normal;
+    case Stmt::Kind::Text: emit(out, s.text); return Flow::Normal;
+    case Stmt::Kind::Print: emit(out, to_str(eval(*s.expr, scope))); return Flow::Normal;
     case Stmt::Kind::If:
       for (const auto& [cond, body] : s.branches)
         if (truthy(eval(*cond, scope))) return exec(body, scope, out);
@@ -79,6 +100,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
   if (s.cond) {  // `for x in xs if cond`: loop.* counts the kept items only
     std::vector<Value> kept;
     for (auto& item : items) {
+      budget_->loop_iteration();
       auto tmp = std::make_shared<Scope>(scope);
       assign(s.target, item, tmp);
       if (truthy(eval(*s.cond, tmp))) kept.push_back(std::move(item));
@@ -88,6 +110,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
   if (items.empty()) return exec(s.else_body, scope, out);
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    budget_->loop_iteration();
     auto iter = std::make_shared<Scope>(scope);
     assign(s.target, items[i], iter);
     Value loop = Value::make_dict();
@@ -186,6 +209,14 @@ bool Interpreter::compare_op(const std::string& op, const Value& l, const Value&
 
 Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
   line_ = e.line;
+  DepthGuard depth(DepthGuard::Eval);
+  budget_->step();
+  Value v = eval_node(e, scope);
+  if (v.is_string()) charge_bytes(v.s.size());  // strings are copied by value: their size is work
+  return v;
+}
+
+Value Interpreter::eval_node(const Expr& e, const ScopePtr& scope) {
   switch (e.kind) {
     case Expr::Kind::Const: return e.value;
     case Expr::Kind::Name: return lookup(e.name, scope);
@@ -243,7 +274,11 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
       if (e.name == "or") return truthy(l) ? l : eval(*e.b, scope);
       Value r = eval(*e.b, scope);
       line_ = e.line;
-      if (e.name == "~") return Value::string(to_str(l) + to_str(r));
+      if (e.name == "~") {
+        std::string ls = to_str(l), rs = to_str(r);
+        check_size(ls.size() + rs.size(), "'~'");
+        return Value::string(ls + rs);
+      }
       return binary_op(e.name, l, r);
     }
     case Expr::Kind::Compare: {

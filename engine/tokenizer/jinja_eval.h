@@ -4,10 +4,12 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "engine/tokenizer/jinja_ast.h"
+#include "engine/tokenizer/jinja_limits.h"
 
 namespace llmctl::jinja {
 
@@ -26,7 +28,8 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
  public:
   // `context` is a dict of top-level variables. Runtime errors become InputError with the
-  // template line; raise_exception() messages pass through unchanged.
+  // template line; raise_exception() messages pass through unchanged. Runs under the thread's
+  // current Budget (ChatTemplate::render installs one), or under default RenderLimits.
   std::string render(const Template& t, const Value& context);
 
  private:
@@ -35,6 +38,8 @@ class Interpreter {
   Flow exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
   Value eval(const Expr& e, const ScopePtr& scope);
+  Value eval_node(const Expr& e, const ScopePtr& scope);
+  void emit(std::string& out, std::string_view text);
   Value lookup(const std::string& name, const ScopePtr& scope) const;
   Args eval_args(const Expr& e, const ScopePtr& scope);
   bool compare_op(const std::string& op, const Value& l, const Value& r);
@@ -42,6 +47,7 @@ class Interpreter {
   Value make_macro(const Stmt& s, const ScopePtr& scope);
 
   int line_ = 0;  // line of the statement/expression being evaluated, for error messages
+  Budget* budget_ = nullptr;
 };
 
 }  // namespace llmctl::jinja

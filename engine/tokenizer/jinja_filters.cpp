@@ -2,11 +2,14 @@
 // Filters that return generators in jinja2 (select, map, unique, reverse of a list) return lists
 // here; templates only iterate or count them.
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "engine/tokenizer/jinja_builtins.h"
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/jinja_unicode.h"
 
 namespace llmctl::jinja {
@@ -21,7 +24,7 @@ Value lookup_path(const Value& item, const std::string& path) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    v = get_item(v, digits ? Value::integer(std::atoll(part.c_str())) : Value::string(part));
+    v = get_item(v, digits ? Value::integer(std::strtoll(part.c_str(), nullptr, 10)) : Value::string(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }
@@ -50,10 +53,20 @@ std::string title_filter(const std::string& s) {
   return utf8_encode(out);
 }
 
+// `width` spaces, or the string itself: the indent argument of indent and tojson.
+std::string indent_string(const Value& width, const char* what) {
+  if (width.is_string()) return width.s;
+  const int64_t n = std::max<int64_t>(0, width.as_int());
+  check_size(static_cast<uint64_t>(n), what);
+  return std::string(static_cast<size_t>(n), ' ');
+}
+
 std::string indent_filter(std::string s, const Value& width, bool first, bool blank) {
-  std::string ind = width.is_string() ? width.s : std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
+  std::string ind = indent_string(width, "indent");
   s += "\n";  // jinja2 appends a newline so splitlines keeps a trailing empty line
   std::vector<std::string> lines = py_splitlines(s);
+  if (!ind.empty() && lines.size() > max_value_bytes() / ind.size()) check_size(max_value_bytes() + 1, "indent");
+  check_size(s.size() + lines.size() * ind.size(), "indent");
   std::string rv;
   if (blank) {
     for (size_t k = 0; k < lines.size(); ++k) rv += (k ? "\n" + ind : "") + lines[k];
@@ -71,9 +84,12 @@ Value round_filter(const Value& v, Args& a) {
   if (method == "common") {
     if (v.is_int()) {
       if (precision >= 0) return Value::integer(v.as_int());
+      if (precision < -19) return Value::integer(0);  // past every digit of an int64
       double p = std::pow(10.0, static_cast<double>(-precision));
-      return Value::integer(static_cast<int64_t>(std::nearbyint(v.as_int() / p) * p));
+      return Value::integer(float_to_int(std::nearbyint(static_cast<double>(v.as_int()) / p) * p));
     }
+    if (precision > 400) return v;                                // finer than any double's digits
+    if (precision < -400) return Value::number(std::copysign(0.0, v.f));  // 10**400 is not a double
     if (precision < 0) {
       double p = std::pow(10.0, static_cast<double>(-precision));
       return Value::number(std::nearbyint(v.f / p) * p);
@@ -92,15 +108,19 @@ Value round_filter(const Value& v, Args& a) {
 Value int_filter(const Value& v, Args& a) {
   Value def = a.get_or(0, "default", Value::integer(0));
   if (v.is_int()) return Value::integer(v.as_int());
-  if (v.kind == Value::Kind::Float) return Value::integer(static_cast<int64_t>(v.f));
+  if (v.kind == Value::Kind::Float) return std::isnan(v.f) ? def : Value::integer(float_to_int(v.f));
   if (v.is_string()) {
     std::string t = py_strip(v.s, nullptr, true, true);
     t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
     char* end = nullptr;
+    errno = 0;
     long long n = std::strtoll(t.c_str(), &end, 10);
-    if (!t.empty() && *end == '\0') return Value::integer(n);
+    if (!t.empty() && *end == '\0') {
+      if (errno == ERANGE) JINJA_FAIL() << "integer overflow in template: " << t << " does not fit in 64 bits";
+      return Value::integer(n);
+    }
     double d = std::strtod(t.c_str(), &end);  // "42.23" | int -> 42
-    if (!t.empty() && *end == '\0' && std::isfinite(d)) return Value::integer(static_cast<int64_t>(d));
+    if (!t.empty() && *end == '\0' && std::isfinite(d)) return Value::integer(float_to_int(d));
   }
   return def;
 }
@@ -123,7 +143,7 @@ Value tojson_filter(const Value& v, Args& a) {
   Value indent = a.get_or(1, "indent", Value::none());
   if (!indent.is_none()) {
     opt.has_indent = true;
-    opt.indent = indent.is_string() ? indent.s : std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+    opt.indent = indent_string(indent, "tojson indent");
     opt.item_sep = ",";
   }
   Value seps = a.get_or(2, "separators", Value::none());
@@ -155,6 +175,8 @@ Value select_filter(const Value& seq, Args& a, bool attr, bool keep) {
 }
 
 Value map_filter(const Value& seq, Args& a) {
+  // map() applies filters, which may be map() again: each level takes ~3 KB of stack.
+  DepthGuard depth(DepthGuard::Eval, 4);
   std::vector<Value> out;
   if (a.pos.empty()) {
     const Value* attr = a.get(99, "attribute");
@@ -184,6 +206,7 @@ Value ordered_filter(const std::string& name, const Value& seq, Args& a) {
   if (name == "unique") {
     std::vector<Value> out, seen;
     for (const Value& v : items) {
+      charge(static_cast<int64_t>(seen.size()));  // quadratic: counted so it cannot run unbounded
       Value k = key(v);
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
         seen.push_back(k);
@@ -225,7 +248,18 @@ std::string escape_html(const std::string& s) {
 
 }  // namespace
 
-Value apply_filter(const std::string& name, const Value& v, Args& a) {
+std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+  if (repl.size() > old.size()) {
+    uint64_t n = static_cast<uint64_t>(py_count(s, old));
+    if (count >= 0) n = std::min(n, static_cast<uint64_t>(count));
+    const uint64_t growth = repl.size() - old.size();
+    if (n > max_value_bytes() / growth) n = max_value_bytes() / growth + 1;  // over anyway: no overflow
+    check_size(s.size() + n * growth, "replace");
+  }
+  return py_replace(s, old, repl, count);
+}
+
+static Value apply_filter_unchecked(const std::string& name, const Value& v, Args& a) {
   if (name == "default" || name == "d") {
     bool boolean = truthy(a.get_or(1, "boolean", Value::boolean(false)));
     if (v.is_undefined() || (boolean && !truthy(v))) return a.get_or(0, "default_value", Value::string(""));
@@ -245,8 +279,8 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
   if (name == "tojson") return tojson_filter(v, a);
   if (name == "replace") {
     Value count = a.get_or(2, "count", Value::none());
-    return Value::string(py_replace(to_str(v), to_str(a.get_or(0, "old", Value::string(""))),
-                                    to_str(a.get_or(1, "new", Value::string(""))), count.is_none() ? -1 : count.as_int()));
+    return Value::string(checked_replace(to_str(v), to_str(a.get_or(0, "old", Value::string(""))),
+                                         to_str(a.get_or(1, "new", Value::string(""))), count.is_none() ? -1 : count.as_int()));
   }
   if (name == "first") {
     if (v.is_undefined()) return v;
@@ -264,9 +298,11 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
     std::string out;
     bool first = true;
     for (const Value& x : iterate(v)) {
+      std::string piece = to_str(attr ? lookup_path(x, to_str(*attr)) : x);
+      check_size(out.size() + sep.size() + piece.size(), "join");
       if (!first) out += sep;
       first = false;
-      out += to_str(attr ? lookup_path(x, to_str(*attr)) : x);
+      out += piece;
     }
     return Value::string(std::move(out));
   }
@@ -286,6 +322,7 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
   if (name == "round") return round_filter(v, a);
   if (name == "abs") {
     if (!v.is_number()) JINJA_FAIL() << "bad operand type for abs(): '" << type_name(v) << "'";
+    if (v.is_int() && v.as_int() == INT64_MIN) JINJA_FAIL() << "integer overflow in template: abs(" << v.as_int() << ")";
     return v.is_int() ? Value::integer(std::llabs(v.as_int())) : Value::number(std::fabs(v.f));
   }
   if (name == "min" || name == "max" || name == "sort" || name == "unique") return ordered_filter(name, v, a);
@@ -334,6 +371,7 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
     int64_t width = a.get_or(0, "width", Value::integer(80)).as_int();
     if (width <= static_cast<int64_t>(u.size())) return Value::string(to_str(v));
     // Python's str.center puts the extra space on the right when the margin is odd and the width even.
+    check_size(static_cast<uint64_t>(width) + to_str(v).size(), "center");
     int64_t margin = width - static_cast<int64_t>(u.size());
     int64_t left = margin / 2 + (margin & width & 1);
     return Value::string(std::string(left, ' ') + to_str(v) + std::string(margin - left, ' '));
@@ -342,6 +380,8 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
     int64_t size = a.get_or(0, "linecount", Value::integer(1)).as_int();
     if (size <= 0) JINJA_FAIL() << "batch size must be positive";
     const Value* fill = a.get(1, "fill_with");
+    if (fill && static_cast<uint64_t>(size) > max_value_bytes() / sizeof(Value))
+      check_size(max_value_bytes() + 1, "batch");  // the last batch is filled up to `size` items
     std::vector<Value> out, cur;
     for (const Value& x : iterate(v)) {
       cur.push_back(x);
@@ -362,8 +402,11 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
     bool killwords = truthy(a.get_or(1, "killwords", Value::boolean(false)));
     std::string end = to_str(a.get_or(2, "end", Value::string("...")));
     int64_t leeway = a.get_or(3, "leeway", Value::integer(5)).as_int();
-    if (static_cast<int64_t>(u.size()) <= len + leeway) return Value::string(to_str(v));
-    int64_t keep = std::max<int64_t>(0, len - static_cast<int64_t>(utf8_decode(end).size()));
+    int64_t room, keep;
+    if (__builtin_add_overflow(len, leeway, &room)) room = leeway > 0 ? INT64_MAX : INT64_MIN;
+    if (static_cast<int64_t>(u.size()) <= room) return Value::string(to_str(v));
+    if (__builtin_sub_overflow(len, static_cast<int64_t>(utf8_decode(end).size()), &keep)) keep = 0;
+    keep = std::max<int64_t>(0, keep);
     std::string head = utf8_encode(std::u32string_view(u).substr(0, keep));
     if (!killwords) {
       size_t sp = head.rfind(' ');
@@ -373,6 +416,12 @@ Value apply_filter(const std::string& name, const Value& v, Args& a) {
   }
   if (name == "wordcount") return Value::integer(static_cast<int64_t>(py_split(to_str(v), nullptr, -1).size()));
   JINJA_FAIL() << "No filter named '" << name << "'.";
+}
+
+Value apply_filter(const std::string& name, const Value& v, Args& a) {
+  Value r = apply_filter_unchecked(name, v, a);
+  if (r.is_string()) check_size(r.s.size(), name.c_str());  // upper, escape, ...: bounded growth
+  return r;
 }
 
 bool apply_test(const std::string& name, const Value& v, Args& a) {

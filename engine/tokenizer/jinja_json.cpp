@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/jinja_unicode.h"
 #include "engine/tokenizer/jinja_value.h"
 
@@ -12,20 +13,25 @@ namespace llmctl::jinja {
 
 Value from_json(const nlohmann::ordered_json& j) {
   using T = nlohmann::ordered_json::value_t;
+  charge(1);
   switch (j.type()) {
     case T::null: return Value::none();
     case T::boolean: return Value::boolean(j.get<bool>());
     case T::number_integer: return Value::integer(j.get<int64_t>());
     case T::number_unsigned: return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
     case T::number_float: return Value::number(j.get<double>());
-    case T::string: return Value::string(j.get<std::string>());
+    case T::string:
+      charge_bytes(j.get_ref<const std::string&>().size());
+      return Value::string(j.get<std::string>());
     case T::array: {
+      DepthGuard depth(DepthGuard::Value);
       std::vector<Value> items;
       items.reserve(j.size());
       for (const auto& x : j) items.push_back(from_json(x));
       return Value::make_list(std::move(items));
     }
     case T::object: {
+      DepthGuard depth(DepthGuard::Value);
       Value d = Value::make_dict();
       for (const auto& [k, x] : j.items()) d.dict->items.emplace_back(Value::string(k), from_json(x));
       return d;
@@ -86,6 +92,7 @@ std::string key_string(const Value& k) {
 
 void dump(std::string& out, const Value& v, const DumpOptions& opt, int level) {
   auto newline = [&](int lvl) {
+    check_size(out.size() + opt.indent.size() * static_cast<size_t>(lvl), "tojson");
     out += '\n';
     for (int k = 0; k < lvl; ++k) out += opt.indent;
   };
@@ -96,6 +103,7 @@ void dump(std::string& out, const Value& v, const DumpOptions& opt, int level) {
     case Value::Kind::Float: out += float_json(v.f); return;
     case Value::Kind::String: dump_string(out, v.s, opt.ensure_ascii); return;
     case Value::Kind::List: {
+      DepthGuard depth(DepthGuard::Value);
       const auto& items = v.list->items;
       if (items.empty()) {
         out += "[]";
@@ -106,12 +114,14 @@ void dump(std::string& out, const Value& v, const DumpOptions& opt, int level) {
         if (k) out += opt.item_sep;
         if (opt.has_indent) newline(level + 1);
         dump(out, items[k], opt, level + 1);
+        check_size(out.size(), "tojson");  // shared sublists can serialize exponentially long
       }
       if (opt.has_indent) newline(level);
       out += ']';
       return;
     }
     case Value::Kind::Dict: {
+      DepthGuard depth(DepthGuard::Value);
       std::vector<std::pair<std::string, const Value*>> items;
       for (const auto& [k, x] : v.dict->items) items.emplace_back(key_string(k), &x);
       if (opt.sort_keys)
@@ -128,6 +138,7 @@ void dump(std::string& out, const Value& v, const DumpOptions& opt, int level) {
         dump_string(out, items[k].first, opt.ensure_ascii);
         out += opt.key_sep;
         dump(out, *items[k].second, opt, level + 1);
+        check_size(out.size(), "tojson");
       }
       if (opt.has_indent) newline(level);
       out += '}';

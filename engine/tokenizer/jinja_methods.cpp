@@ -1,7 +1,9 @@
 // Attribute/item lookup, the Python methods templates call on str, dict and list, and globals.
 #include <ctime>
+#include <optional>
 
 #include "engine/tokenizer/jinja_builtins.h"
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/jinja_unicode.h"
 
 namespace llmctl::jinja {
@@ -88,7 +90,7 @@ Value str_method(const std::string& s, const std::string& name) {
   if (name == "replace") {
     return bind([](const std::string& s, Args& a) {
       int64_t count = a.get_or(2, "count", Value::integer(-1)).as_int();
-      return Value::string(py_replace(s, str_arg(a, 0, "old", "replace"), str_arg(a, 1, "new", "replace"), count));
+      return Value::string(checked_replace(s, str_arg(a, 0, "old", "replace"), str_arg(a, 1, "new", "replace"), count));
     });
   }
   if (name == "find" || name == "rfind") {
@@ -107,6 +109,7 @@ Value str_method(const std::string& s, const std::string& name) {
       bool first = true;
       for (const Value& x : iterate(*it)) {
         if (!x.is_string()) JINJA_FAIL() << "sequence item: expected str instance, " << type_name(x) << " found";
+        check_size(out.size() + s.size() + x.s.size(), "str.join");
         if (!first) out += s;
         first = false;
         out += x.s;
@@ -219,6 +222,7 @@ Value get_item(const Value& obj, const Value& key) {
     if (i < 0) i += n;
     if (i >= 0 && i < n) {
       if (obj.is_list()) return obj.list->items[i];
+      charge_bytes(obj.s.size());  // decoding to find the i-th character
       std::string ch;
       utf8_append(ch, utf8_decode(obj.s)[i]);
       return Value::string(std::move(ch));
@@ -231,29 +235,34 @@ Value get_item(const Value& obj, const Value& key) {
 Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (!obj.is_list() && !obj.is_string()) return Value::undefined();
-  auto opt = [](const Value& v, int64_t def) {
-    if (v.is_none() || v.is_undefined()) return def;
+  auto opt = [](const Value& v) -> std::optional<int64_t> {
+    if (v.is_none() || v.is_undefined()) return std::nullopt;
     if (!v.is_int()) JINJA_FAIL() << "slice indices must be integers or None";
     return v.as_int();
   };
+  if (obj.is_string()) charge_bytes(obj.s.size());
   std::u32string chars = obj.is_string() ? utf8_decode(obj.s) : std::u32string();
   int64_t n = obj.is_list() ? static_cast<int64_t>(obj.list->items.size()) : static_cast<int64_t>(chars.size());
-  int64_t step = opt(step_v, 1);
+  int64_t step = opt(step_v).value_or(1);
   if (step == 0) JINJA_FAIL() << "slice step cannot be zero";
-  auto clamp = [&](int64_t v, int64_t def) {
-    if (v == INT64_MIN) return def;
-    if (v < 0) v += n;
+  auto clamp = [&](std::optional<int64_t> given, int64_t def) {
+    if (!given) return def;
+    int64_t v = *given;
+    if (v < 0) v += n;  // cannot overflow: n >= 0
     if (step > 0) return v < 0 ? 0 : v > n ? n : v;
     return v < 0 ? -1 : v >= n ? n - 1 : v;
   };
-  int64_t start = clamp(opt(start_v, INT64_MIN), step > 0 ? 0 : n - 1);
-  int64_t stop = clamp(opt(stop_v, INT64_MIN), step > 0 ? n : -1);
+  int64_t start = clamp(opt(start_v), step > 0 ? 0 : n - 1);
+  int64_t stop = clamp(opt(stop_v), step > 0 ? n : -1);
   std::vector<Value> items;
   std::u32string out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  // i stays in [-1, n] until the step that leaves the range, which may overflow for huge steps.
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (obj.is_list()) items.push_back(obj.list->items[i]);
     else out.push_back(chars[i]);
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
+  charge(static_cast<int64_t>(items.size()));
   if (obj.is_string()) return Value::string(utf8_encode(out));
   return Value::make_list(std::move(items), obj.list->is_tuple);
 }
@@ -274,10 +283,12 @@ Value global(const std::string& name) {
       int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
       if (step == 0) JINJA_FAIL() << "range() arg 3 must not be zero";
       std::vector<Value> out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (out.size() >= 100000) JINJA_FAIL() << "range too big";
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+        if (out.size() >= 100000) JINJA_FAIL() << "range too big";  // jinja2's sandbox: MAX_RANGE
         out.push_back(Value::integer(i));
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
+      charge(static_cast<int64_t>(out.size()));
       return Value::make_list(std::move(out));
     });
   }

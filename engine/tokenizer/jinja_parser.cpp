@@ -25,7 +25,7 @@ std::string describe(const Token& t) {
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+  Parser(std::vector<Token> toks, int max_depth) : t_(std::move(toks)), max_depth_(max_depth) {}
 
   Body parse() {
     Body body = subparse({});
@@ -42,6 +42,33 @@ class Parser {
     return t;
   }
   [[noreturn]] void fail(const std::string& msg) const { syntax_error(cur().line, msg); }
+
+  // Nesting of the tree being built: each recursion and each link of an operator chain
+  // (`a + b + c`, `x|f|g`, `a.b.c`) adds a level, released when the construct is done. The
+  // parser, the interpreter and the tree's destructor all recurse as deep as this. A bracket
+  // costs more: parsing its contents descends through every precedence level, ~2.5 KB of stack
+  // (jinja2 itself runs out of Python recursion at 70 nested parentheses).
+  static constexpr int kBracketLevels = 3;  // plus the one of parse_unary
+  class Nest {
+   public:
+    explicit Nest(Parser& p, int levels = 0) : p_(p) {
+      for (int k = 0; k < levels; ++k) add();
+    }
+    ~Nest() { p_.depth_ -= n_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    void add() {
+      ++n_;
+      if (++p_.depth_ > p_.max_depth_)
+        p_.fail("template is nested too deeply (more than " + std::to_string(p_.max_depth_) +
+                " levels of blocks, brackets or operator chains, a bracket counting " +
+                std::to_string(kBracketLevels + 1) + "; limit max_nesting)");
+    }
+
+   private:
+    Parser& p_;
+    int n_ = 0;
+  };
 
   bool is_op(const char* op) const { return cur().type == Tok::Op && cur().text == op; }
   bool is_name(const char* n) const { return cur().type == Tok::Name && cur().text == n; }
@@ -106,6 +133,7 @@ class Parser {
   }
 
   StmtPtr parse_statement(const Names& ends) {
+    Nest nest(*this, 1);
     auto s = std::make_unique<Stmt>();
     s->line = cur().line;
     if (cur().type != Tok::Name) fail("tag name expected");
@@ -283,8 +311,10 @@ class Parser {
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
 
   ExprPtr parse_condexpr() {
+    Nest nest(*this);
     ExprPtr e = parse_or();
     while (is_name("if")) {
+      nest.add();
       int line = next().line;
       auto c = node(Expr::Kind::Cond, line);
       c->b = parse_or();
@@ -307,8 +337,10 @@ class Parser {
   }
 
   ExprPtr parse_or() {
+    Nest nest(*this);
     ExprPtr e = parse_and();
     while (is_name("or")) {
+      nest.add();
       int line = next().line;
       e = binary("or", std::move(e), parse_and(), line);
     }
@@ -316,8 +348,10 @@ class Parser {
   }
 
   ExprPtr parse_and() {
+    Nest nest(*this);
     ExprPtr e = parse_not();
     while (is_name("and")) {
+      nest.add();
       int line = next().line;
       e = binary("and", std::move(e), parse_not(), line);
     }
@@ -326,6 +360,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this, 1);
       auto e = node(Expr::Kind::Unary, next().line);
       e->name = "not";
       e->a = parse_not();
@@ -360,8 +395,10 @@ class Parser {
   }
 
   ExprPtr parse_math1() {
+    Nest nest(*this);
     ExprPtr e = parse_concat();
     while (is_op("+") || is_op("-")) {
+      nest.add();
       const Token& t = next();
       e = binary(t.text, std::move(e), parse_concat(), t.line);
     }
@@ -369,8 +406,10 @@ class Parser {
   }
 
   ExprPtr parse_concat() {
+    Nest nest(*this);
     ExprPtr e = parse_math2();
     while (is_op("~")) {
+      nest.add();
       int line = next().line;
       e = binary("~", std::move(e), parse_math2(), line);
     }
@@ -378,8 +417,10 @@ class Parser {
   }
 
   ExprPtr parse_math2() {
+    Nest nest(*this);
     ExprPtr e = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      nest.add();
       const Token& t = next();
       e = binary(t.text, std::move(e), parse_pow(), t.line);
     }
@@ -387,8 +428,10 @@ class Parser {
   }
 
   ExprPtr parse_pow() {
+    Nest nest(*this);
     ExprPtr e = parse_unary(true);
     while (is_op("**")) {
+      nest.add();
       int line = next().line;
       e = binary("**", std::move(e), parse_unary(true), line);
     }
@@ -396,6 +439,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this, 1);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -439,12 +483,14 @@ class Parser {
       return e;
     }
     if (is_op("(")) {
+      Nest nest(*this, kBracketLevels);
       next();
       ExprPtr e = parse_tuple(true, {}, true);
       expect_op(")");
       return e;
     }
     if (is_op("[") || is_op("{")) {
+      Nest nest(*this, kBracketLevels);
       bool dict = t.text == "{";
       const char* close = dict ? "}" : "]";
       next();
@@ -465,7 +511,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Nest nest(*this);
     while (true) {
+      if (is_op(".") || is_op("[") || is_op("(")) nest.add();
       if (is_op(".")) {
         int line = next().line;
         if (cur().type == Tok::Name) {
@@ -567,7 +615,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    Nest nest(*this);
     while (true) {
+      if (is_op("|") || is_name("is") || is_op("(")) nest.add();
       if (is_op("|")) {
         next();
         std::string name = dotted_name();
@@ -612,13 +662,15 @@ class Parser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
+  const int max_depth_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Template> parse_template(std::string_view source, const LexOptions& opt) {
+std::shared_ptr<const Template> parse_template(std::string_view source, const LexOptions& opt, int max_nesting) {
   auto t = std::make_shared<Template>();
-  t->body = Parser(tokenize(source, opt)).parse();
+  t->body = Parser(tokenize(source, opt), max_nesting).parse();
   return t;
 }
 

@@ -7,10 +7,13 @@
 
 #include "engine/tokenizer/jinja_ast.h"
 #include "engine/tokenizer/jinja_lexer.h"
+#include "engine/tokenizer/jinja_limits.h"
 
 namespace llmctl::jinja {
 
-// Throws InputError with the line number on syntax errors.
-std::shared_ptr<const Template> parse_template(std::string_view source, const LexOptions& opt = {});
+// Throws InputError with the line number on syntax errors, and on nesting deeper than
+// `max_nesting` (so neither the parser nor the interpreter can run out of stack).
+std::shared_ptr<const Template> parse_template(std::string_view source, const LexOptions& opt = {},
+                                               int max_nesting = kMaxTemplateNesting);
 
 }  // namespace llmctl::jinja

@@ -1,12 +1,51 @@
 #include "engine/tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/jinja_unicode.h"
 
 namespace llmctl::jinja {
+
+namespace {
+
+// Containers whose last reference is going away wait here instead of being freed inside their
+// parent's destructor, so freeing a deep value takes constant stack.
+thread_local std::vector<Value> t_pending_free;
+thread_local bool t_freeing = false;
+
+void defer_free(Value& v) {
+  if ((v.list && v.list.use_count() == 1) || (v.dict && v.dict.use_count() == 1) || (v.fn && v.fn.use_count() == 1))
+    t_pending_free.push_back(std::move(v));
+}
+
+void free_pending() {
+  if (t_freeing) return;  // an outer destructor is already draining the queue
+  t_freeing = true;
+  while (!t_pending_free.empty()) {
+    Value v = std::move(t_pending_free.back());
+    t_pending_free.pop_back();
+  }
+  t_freeing = false;
+}
+
+}  // namespace
+
+ListData::~ListData() {
+  for (auto& v : items) defer_free(v);
+  free_pending();
+}
+
+DictData::~DictData() {
+  for (auto& [k, v] : items) {
+    defer_free(k);
+    defer_free(v);
+  }
+  free_pending();
+}
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -59,6 +98,7 @@ Value Value::make_dict() {
 Value Value::make_namespace() {
   Value v = make_dict();
   v.kind = Kind::Namespace;
+  if (Budget* b = Budget::current()) b->adopt_namespace(v.dict);
   return v;
 }
 Value Value::function(std::string name, std::function<Value(Args&)> call) {
@@ -68,7 +108,10 @@ Value Value::function(std::string name, std::function<Value(Args&)> call) {
   return v;
 }
 
+// Lookups and inserts scan the items (dicts in templates are small): the scan is charged so a
+// template cannot make a quadratic loop out of a big one.
 const Value* DictData::find(const Value& key) const {
+  charge(static_cast<int64_t>(items.size()));
   for (const auto& [k, v] : items)
     if (equals(k, key)) return &v;
   return nullptr;
@@ -81,6 +124,7 @@ const Value* DictData::find(std::string_view key) const {
 }
 
 void DictData::set(Value key, Value value) {
+  charge(static_cast<int64_t>(items.size()));
   for (auto& [k, v] : items) {
     if (equals(k, key)) {
       v = std::move(value);
@@ -223,24 +267,28 @@ std::string str_repr(const std::string& s) {
 std::string repr(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::String: return str_repr(v.s);
+    case Value::Kind::String: charge_bytes(v.s.size()); return str_repr(v.s);
     case Value::Kind::List: {
+      DepthGuard depth(DepthGuard::Value);
       const auto& items = v.list->items;
       std::string out = v.list->is_tuple ? "(" : "[";
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += ", ";
         out += repr(items[k]);
+        check_size(out.size(), "repr()");  // shared sublists can print exponentially long
       }
       if (v.list->is_tuple && items.size() == 1) out += ",";
       return out + (v.list->is_tuple ? ")" : "]");
     }
     case Value::Kind::Dict: {
+      DepthGuard depth(DepthGuard::Value);
       std::string out = "{";
       bool first = true;
       for (const auto& [k, x] : v.dict->items) {
         if (!first) out += ", ";
         first = false;
         out += repr(k) + ": " + repr(x);
+        check_size(out.size(), "repr()");
       }
       return out + "}";
     }
@@ -279,6 +327,8 @@ bool equals(const Value& a, const Value& b) {
     case K::String: return a.s == b.s;
     case K::List: {
       if (a.list->is_tuple != b.list->is_tuple) return false;
+      DepthGuard depth(DepthGuard::Value);
+      charge(static_cast<int64_t>(a.list->items.size()));
       const auto &x = a.list->items, &y = b.list->items;
       if (x.size() != y.size()) return false;
       for (size_t k = 0; k < x.size(); ++k)
@@ -287,6 +337,8 @@ bool equals(const Value& a, const Value& b) {
     }
     case K::Dict: {
       if (a.dict->items.size() != b.dict->items.size()) return false;
+      DepthGuard depth(DepthGuard::Value);
+      charge(static_cast<int64_t>(a.dict->items.size()));
       for (const auto& [k, x] : a.dict->items) {
         const Value* y = b.dict->find(k);
         if (!y || !equals(x, *y)) return false;
@@ -313,7 +365,9 @@ int compare(const Value& a, const Value& b) {
   // UTF-8 byte order is code point order, which is how Python orders str.
   if (a.is_string() && b.is_string()) return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
   if (a.is_list() && b.is_list() && a.list->is_tuple == b.list->is_tuple) {
+    DepthGuard depth(DepthGuard::Value);
     const auto &x = a.list->items, &y = b.list->items;
+    charge(static_cast<int64_t>(std::min(x.size(), y.size())));
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
       if (equals(x[k], y[k])) continue;
       return compare(x[k], y[k]);
@@ -327,7 +381,7 @@ int compare(const Value& a, const Value& b) {
 int64_t length(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: return static_cast<int64_t>(utf8_decode(v.s).size());
+    case Value::Kind::String: charge_bytes(v.s.size()); return static_cast<int64_t>(utf8_decode(v.s).size());
     case Value::Kind::List: return static_cast<int64_t>(v.list->items.size());
     case Value::Kind::Dict: return static_cast<int64_t>(v.dict->items.size());
     default: JINJA_FAIL() << "object of type '" << type_name(v) << "' has no len()";
@@ -338,11 +392,13 @@ std::vector<Value> iterate(const Value& v) {
   std::vector<Value> out;
   switch (v.kind) {
     case Value::Kind::Undefined: return out;
-    case Value::Kind::List: return v.list->items;
+    case Value::Kind::List: charge(static_cast<int64_t>(v.list->items.size())); return v.list->items;
     case Value::Kind::Dict:
+      charge(static_cast<int64_t>(v.dict->items.size()));
       for (const auto& kv : v.dict->items) out.push_back(kv.first);
       return out;
     case Value::Kind::String:
+      charge(static_cast<int64_t>(v.s.size()));  // one Value per character: charged before it is built
       for (char32_t c : utf8_decode(v.s)) {
         std::string ch;
         utf8_append(ch, c);
@@ -361,6 +417,7 @@ bool contains(const Value& container, const Value& item) {
       return container.s.find(item.s) != std::string::npos;
     case Value::Kind::Dict: return container.dict->find(item) != nullptr;
     case Value::Kind::List:
+      charge(static_cast<int64_t>(container.list->items.size()));
       for (const auto& x : container.list->items)
         if (equals(x, item)) return true;
       return false;

@@ -35,13 +35,17 @@ class RaisedError : public InputError {
 struct Value;
 struct Args;
 
+// The destructors free nested containers iteratively: a template can build a list nested far
+// deeper than the stack would allow a recursive free.
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;
+  ~ListData();
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> items;  // insertion order, like a Python dict
+  ~DictData();
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
@@ -113,8 +117,10 @@ bool contains(const Value& container, const Value& item);
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 Value unary_op(const std::string& op, const Value& a);
 std::string percent_format(const std::string& fmt, const Value& args);  // Python's str % args
+int64_t float_to_int(double d);  // int(d), truncating; error for NaN, inf and out of range
 
 // JSON (jinja_json.cpp): context in, tojson out (json.dumps with ensure_ascii=False by default).
+// Both walk nested values with a depth guard (RenderLimits::max_depth).
 Value from_json(const nlohmann::ordered_json& j);
 struct DumpOptions {
   bool has_indent = false;
