@@ -45,7 +45,7 @@ BpeTokenizer::BpeTokenizer(Parts p) : pre_(std::move(p.pre)), normalizer_(std::m
   eos_id_ = p.eos;
   pad_id_ = p.pad;
   add_bos_ = p.add_bos && p.bos >= 0;
-  chat_template_ = std::move(p.chat_template);
+  set_chat_template(std::move(p.chat_template));
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf_vocab(

@@ -5,13 +5,15 @@
 
 namespace llmctl {
 
-std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt) {
-  LLM_REQUIRE(!tok.chat_template().empty()) << "this model has no chat template; use a plain prompt";
+std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt,
+                        const RenderLimits& limits) {
+  const ChatTemplate& tmpl = tok.compiled_chat_template();
   LLM_REQUIRE(messages.is_array() && !messages.empty()) << "a chat needs at least one message";
+  // nlohmann::json orders object keys; the context is made the same way render_chat_template does.
   nlohmann::json ctx = {{"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
   ctx["bos_token"] = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
   ctx["eos_token"] = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
-  return render_chat_template(tok.chat_template(), ctx);
+  return tmpl.render(nlohmann::ordered_json::parse(ctx.dump()), limits);
 }
 
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text) {

@@ -6,13 +6,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
 
-// messages: [{"role": ..., "content": ...}, ...]. Throws InputError when the model has no chat
-// template or the template rejects the conversation.
-std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt = true);
+// messages: [{"role": ..., "content": ...}, ...], rendered with the template compiled at load.
+// Throws InputError when the model has no chat template, when it did not parse, when the template
+// rejects the conversation or when rendering exceeds `limits` (a server passes its request
+// deadline and cancel flag there).
+std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt = true,
+                        const RenderLimits& limits = {});
 
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text);
 std::vector<int> encode_chat(const Tokenizer& tok, const nlohmann::json& messages);

@@ -53,7 +53,7 @@ void SentencePieceTokenizer::init(const nlohmann::json& cfg) {
   if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
     add_bos_ = cfg["add_bos_token"].get<bool>() && bos_id_ >= 0;
   if (cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string())
-    chat_template_ = cfg["chat_template"].get<std::string>();
+    set_chat_template(cfg["chat_template"].get<std::string>());
   std::vector<AddedToken> control;
   for (int id = 0; id < sp_->GetPieceSize(); ++id) {
     if (!sp_->IsControl(id) || sp_->IdToPiece(id).empty()) continue;

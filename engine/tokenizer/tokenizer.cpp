@@ -1,6 +1,10 @@
 #include "engine/tokenizer/tokenizer.h"
 
+#include <iostream>
 #include <string>
+
+#include "engine/core/error.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace llmctl {
 
@@ -26,6 +30,26 @@ nlohmann::json Tokenizer::to_hf_tokenizer_config(int64_t model_max_length) const
   if (model_max_length > 0) cfg["model_max_length"] = model_max_length;
   cfg["tokenizer_class"] = "PreTrainedTokenizerFast";
   return cfg;
+}
+
+void Tokenizer::set_chat_template(std::string source) {
+  chat_template_ = std::move(source);
+  compiled_chat_template_.reset();
+  chat_template_error_.clear();
+  if (chat_template_.empty()) return;
+  try {
+    compiled_chat_template_ = std::make_shared<const ChatTemplate>(chat_template_);
+  } catch (const InputError& e) {
+    chat_template_error_ = e.what();
+    std::cerr << "llmctl: warning: the model's chat template does not parse; chat requests will fail: "
+              << chat_template_error_ << "\n";
+  }
+}
+
+const ChatTemplate& Tokenizer::compiled_chat_template() const {
+  LLM_REQUIRE(chat_template_error_.empty()) << "this model's chat template is invalid: " << chat_template_error_;
+  LLM_REQUIRE(compiled_chat_template_) << "this model has no chat template; use a plain prompt";
+  return *compiled_chat_template_;
 }
 
 }  // namespace llmctl

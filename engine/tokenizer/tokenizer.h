@@ -12,6 +12,7 @@
 namespace llmctl {
 
 struct Checkpoint;
+class ChatTemplate;
 
 class Tokenizer {
  public:
@@ -34,7 +35,10 @@ class Tokenizer {
   int eos_id() const { return eos_id_; }
   int pad_id() const { return pad_id_; }
   bool add_bos() const { return add_bos_; }
-  const std::string& chat_template() const { return chat_template_; }
+  const std::string& chat_template() const { return chat_template_; }  // the source, as loaded
+  // The template compiled at load. Throws InputError when the model has none, or when its
+  // template does not parse: the syntax error found (and printed as a warning) at load.
+  const ChatTemplate& compiled_chat_template() const;
 
   // tokenizer.json (HF tokenizers format) equivalent to this tokenizer, for `convert`.
   virtual nlohmann::json to_hf_tokenizer_json() const = 0;
@@ -45,7 +49,14 @@ class Tokenizer {
  protected:
   int bos_id_ = -1, eos_id_ = -1, pad_id_ = -1;
   bool add_bos_ = false;
+  // Keeps `source` and compiles it. A template that does not parse does not stop the load (plain
+  // prompts still work): the error is printed to stderr and kept for every chat request.
+  void set_chat_template(std::string source);
+
+ private:
   std::string chat_template_;
+  std::shared_ptr<const ChatTemplate> compiled_chat_template_;
+  std::string chat_template_error_;
 };
 
 // From a checkpoint's tokenizer sources (HF dir: tokenizer.json / tokenizer.model and

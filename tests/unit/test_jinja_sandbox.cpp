@@ -12,7 +12,10 @@
 #include <pthread.h>
 
 #include "engine/core/error.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/byte_unicode.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/prompt.h"
 
 using llmctl::InputError;
 using llmctl::RenderLimits;
@@ -215,3 +218,30 @@ TEST_CASE("jinja sandbox: the JSON context is depth-guarded") {
   CHECK(t.render({{"x", ok}}) == "1");
 }
 
+namespace {
+std::unique_ptr<llmctl::BpeTokenizer> tokenizer_with_template(const std::string& tmpl) {
+  llmctl::BpeTokenizer::Parts p;
+  for (int b = 0; b < 256; ++b) p.vocab.push_back(llmctl::bytes_to_unicode_text(std::string(1, char(b))));
+  p.pre = llmctl::PreTokenizer::for_gguf("gpt2");
+  p.chat_template = tmpl;
+  return std::make_unique<llmctl::BpeTokenizer>(std::move(p));
+}
+}  // namespace
+
+TEST_CASE("jinja sandbox: the tokenizer compiles its template at load; a broken one fails chats only") {
+  const nlohmann::json chat = {{{"role", "user"}, {"content", "hi"}}};
+  auto good = tokenizer_with_template("{% for m in messages %}[{{ m.content }}]{% endfor %}");
+  CHECK(llmctl::render_chat(*good, chat) == "[hi]");
+  RenderLimits late;
+  late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  CHECK_THROWS_WITH_AS(llmctl::render_chat(*good, chat, true, late), doctest::Contains("deadline"), InputError);
+
+  auto broken = tokenizer_with_template("ok\n{% for %}");  // loads (a warning goes to stderr)
+  CHECK(broken->chat_template() == "ok\n{% for %}");       // the source stays, for convert
+  CHECK(broken->encode("hi").size() == 2);                  // plain prompts still work
+  CHECK_THROWS_WITH_AS(llmctl::render_chat(*broken, chat), doctest::Contains("chat template is invalid"), InputError);
+  CHECK_THROWS_WITH_AS(llmctl::render_chat(*broken, chat), doctest::Contains("(line 2)"), InputError);
+
+  auto none = tokenizer_with_template("");
+  CHECK_THROWS_WITH_AS(llmctl::render_chat(*none, chat), doctest::Contains("no chat template"), InputError);
+}
