@@ -3,11 +3,13 @@
 #include "engine/model/checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
+#include <iostream>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_llama.h"
+#include "engine/model/llama_tensors.h"
 #include "engine/model/safetensors.h"
 
 namespace llmctl {
@@ -35,14 +37,12 @@ bool is_pickle_name(const fs::path& p) {
               << "AutoModelForCausalLM.from_pretrained(dir).save_pretrained(out_dir, safe_serialization=True)";
 }
 
-json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  LLM_REQUIRE(in) << "cannot read '" << p.string() << "'";
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    LLM_THROW() << "'" << p.string() << "' is not valid JSON: " << e.what();
-  }
+json read_json_file(const fs::path& p) { return read_json_file_bounded(p.string(), kModelJsonLimits); }
+
+// The tensors against the config, then the notes (unused tensors) to stderr.
+void check_tensors(Checkpoint& ck) {
+  ck.notes = check_llama_tensors(ck);
+  for (const std::string& n : ck.notes) std::cerr << "llmctl: note: " << n << "\n";
 }
 
 Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
@@ -67,16 +67,17 @@ Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
   ck.hf_dir = dir.string();
   if (fs::exists(dir / "generation_config.json")) ck.generation_config = read_json_file(dir / "generation_config.json");
   ck.tensors = load_safetensors_dir(dir.string());
+  LLM_REQUIRE(ck.has("model.embed_tokens.weight"))
+      << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
+  LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))
+      << "'" << dir.string() << "' has no lm_head.weight and config.json does not tie word embeddings";
+  check_tensors(ck);  // before any conversion reads a tensor
   if (opts.dtype) {
     for (auto& [name, t] : ck.tensors) {
       bool floating = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
       if (floating && t.dtype != *opts.dtype) t = convert_host(t, *opts.dtype);
     }
   }
-  LLM_REQUIRE(ck.has("model.embed_tokens.weight"))
-      << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
-  LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))
-      << "'" << dir.string() << "' has no lm_head.weight and config.json does not tie word embeddings";
   return ck;
 }
 
@@ -88,7 +89,11 @@ Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts) {
   LLM_REQUIRE(fs::exists(p, ec)) << "checkpoint '" << path << "' does not exist";
   if (fs::is_directory(p, ec)) return load_hf_dir(p, opts);
   if (is_pickle_name(p)) refuse_pickle("'" + path + "' is a pickled PyTorch checkpoint");
-  if (p.extension() == ".gguf") return load_gguf_checkpoint(GgufFile::open(path), opts);
+  if (p.extension() == ".gguf") {
+    Checkpoint ck = load_gguf_checkpoint(GgufFile::open(path), opts);  // checks the tensors itself
+    for (const std::string& n : ck.notes) std::cerr << "llmctl: note: " << n << "\n";
+    return ck;
+  }
   LLM_THROW() << "'" << path << "' is neither an HF model directory nor a .gguf file";
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,9 @@ struct Checkpoint {
   std::string hf_dir;                      // for "hf": tokenizer.json, tokenizer_config.json, ...
   std::shared_ptr<const GgufFile> gguf;   // for "gguf": tokenizer.ggml.* metadata
   nlohmann::json generation_config;        // may be null
+  // What load_checkpoint found worth a user's attention but not fatal (tensors the config does not
+  // use); already written to stderr by load_checkpoint.
+  std::vector<std::string> notes;
 
   const Tensor& get(const std::string& name) const;  // throws InputError naming a missing tensor
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
@@ -38,7 +42,9 @@ struct LoadOptions {
 };
 
 // Loads an HF directory (config.json + *.safetensors [+ index]) or a .gguf file.
-// Pickled .bin checkpoints are refused with a message that says why. Throws InputError.
+// Pickled .bin checkpoints are refused with a message that says why. Every JSON file is read with
+// the model-file limits (json_bounded.h) and every tensor is checked against the shape the config
+// implies (check_llama_tensors) before anything uses it. Throws InputError.
 Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts = {});
 
 }  // namespace llmctl

@@ -56,10 +56,14 @@ std::vector<int> get_ids(const json& j, const char* key) {
   const json& v = j[key];
   auto one = [&](const json& x) {
     LLM_REQUIRE(x.is_number_integer()) << "config.json: '" << key << "' must be an integer or a list of integers";
-    out.push_back(x.get<int>());
+    const int64_t id = x.get<int64_t>();
+    LLM_REQUIRE(id >= 0 && id < kMaxVocabSize) << "config.json: '" << key << "' " << id << " is not a token id";
+    out.push_back(int(id));
   };
-  if (v.is_array())
+  if (v.is_array()) {
+    LLM_REQUIRE(v.size() <= 1024) << "config.json: '" << key << "' lists " << v.size() << " ids";
     for (const json& x : v) one(x);
+  }
   else
     one(v);
   return out;
@@ -138,38 +142,48 @@ ModelConfig parse_hf_config(const json& j) {
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](int v, const char* name) {
+  auto in_range = [](int v, int max, const char* name) {
     LLM_REQUIRE(v > 0) << "model config: " << name << " must be positive, got " << v;
+    LLM_REQUIRE(v <= max) << "model config: " << name << " = " << v << " is larger than llmctl's limit of " << max;
   };
-  positive(hidden_size, "hidden_size");
-  positive(num_layers, "num_hidden_layers");
-  positive(num_heads, "num_attention_heads");
-  positive(num_kv_heads, "num_key_value_heads");
-  positive(head_dim, "head_dim");
-  positive(intermediate_size, "intermediate_size");
-  positive(vocab_size, "vocab_size");
-  positive(max_position_embeddings, "max_position_embeddings");
+  using L = ConfigLimits;
+  in_range(hidden_size, L::kMaxHidden, "hidden_size");
+  in_range(num_layers, L::kMaxLayers, "num_hidden_layers");
+  in_range(num_heads, L::kMaxHeads, "num_attention_heads");
+  in_range(num_kv_heads, L::kMaxHeads, "num_key_value_heads");
+  in_range(head_dim, L::kMaxHeadDim, "head_dim");
+  in_range(intermediate_size, L::kMaxIntermediate, "intermediate_size");
+  in_range(vocab_size, kMaxVocabSize, "vocab_size");
+  in_range(max_position_embeddings, L::kMaxPositions, "max_position_embeddings");
   LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
                                              << ") is not a multiple of num_key_value_heads (" << num_kv_heads << ")";
   LLM_REQUIRE(head_dim % 2 == 0) << "model config: head_dim " << head_dim << " must be even for rotary embeddings";
-  LLM_REQUIRE(std::isfinite(rms_norm_eps) && rms_norm_eps > 0) << "model config: rms_norm_eps must be positive";
-  LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive";
+  LLM_REQUIRE(std::isfinite(rms_norm_eps) && rms_norm_eps > 0 && rms_norm_eps < 1)
+      << "model config: rms_norm_eps must be in (0, 1), got " << rms_norm_eps;
+  LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive, got "
+                                                          << rope_theta;
   LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
   if (rope_scaling.type != "none") {
     LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0)
-        << "model config: rope scaling factor must be positive";
+        << "model config: rope scaling factor must be positive, got " << rope_scaling.factor;
   }
   if (rope_scaling.type == "llama3") {
-    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0)
-        << "model config: llama3 rope scaling needs original_max_position_embeddings";
-    LLM_REQUIRE(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
-        << "model config: llama3 rope scaling needs high_freq_factor > low_freq_factor";
+    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
+                rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
+        << "model config: llama3 rope scaling needs original_max_position_embeddings in (0, " << L::kMaxPositions
+        << "], got " << rope_scaling.original_max_position_embeddings;
+    LLM_REQUIRE(std::isfinite(rope_scaling.low_freq_factor) && std::isfinite(rope_scaling.high_freq_factor) &&
+                rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
+        << "model config: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, got "
+        << rope_scaling.low_freq_factor << " and " << rope_scaling.high_freq_factor;
   }
   for (int id : bos_token_ids)
-    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary";
+    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary ("
+                                            << vocab_size << ")";
   for (int id : eos_token_ids)
-    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary";
+    LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary ("
+                                            << vocab_size << ")";
 }
 
 json ModelConfig::to_hf_json() const {

@@ -9,6 +9,21 @@
 
 namespace llmctl {
 
+// Upper bounds a config (HF or GGUF) must stay under: far above any released Llama-family model
+// (largest today: 126 layers, hidden 16384, vocab 262144), low enough that nothing sized from
+// them (tensor lists, shapes, workspaces) can overflow or exhaust memory before the weights are
+// checked against them.
+struct ConfigLimits {
+  static constexpr int kMaxLayers = 1024;
+  static constexpr int kMaxHidden = 1 << 17;
+  static constexpr int kMaxHeads = 1024;
+  static constexpr int kMaxHeadDim = 1024;
+  static constexpr int kMaxIntermediate = 1 << 20;
+  static constexpr int kMaxPositions = 1 << 24;
+};
+// The largest vocabulary (model or tokenizer) llmctl accepts; token ids are below it.
+inline constexpr int kMaxVocabSize = 1 << 21;
+
 struct RopeScaling {
   std::string type = "none";  // none | linear | llama3
   float factor = 1.0f;
@@ -37,7 +52,9 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";
 
-  // Checks consistency (heads divide hidden size, GQA ratio, ...); throws InputError.
+  // Checks every value is in range (ConfigLimits, kMaxVocabSize; floats finite and positive) and
+  // consistent (GQA ratio, even head_dim, token ids in the vocabulary); throws InputError giving
+  // the numbers.
   void validate() const;
   nlohmann::json to_hf_json() const;  // config.json as transformers writes it
 };

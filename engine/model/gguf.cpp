@@ -71,6 +71,13 @@ enum ValueType : uint32_t {
 };
 constexpr int kMaxArrayDepth = 4;  // arrays of arrays are legal; deeper nesting is not plausible
 constexpr uint32_t kMaxDims = 4;   // GGML_MAX_DIMS
+// Metadata values held in memory take ~50 bytes each whatever their encoded size (a u8 is one
+// byte in the file): the file size alone does not bound the memory. Real files hold a few hundred
+// thousand (vocabulary, token types, merges); these caps are ten times the largest.
+constexpr uint64_t kMaxArrayLength = uint64_t(1) << 22;
+constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 23;
+constexpr uint64_t kMaxTensors = uint64_t(1) << 16;  // 405B-parameter models have ~1,100
+constexpr uint64_t kMaxTensorName = 256;             // llama.cpp allows 63 bytes
 
 // Smallest encoded size of one value of a type: used to reject counts the file cannot hold
 // before allocating anything for them.
@@ -130,12 +137,20 @@ class Cursor {
         << " bytes left in the file";
   }
   [[noreturn]] void fail(const std::string& msg) { LLM_THROW() << path_ << ": " << msg; }
+  // Counts n more metadata values against the per-file cap.
+  void take_values(uint64_t n) {
+    if (n > values_left_)
+      fail("metadata holds more than " + std::to_string(kMaxMetadataValues) + " values in all (array at offset " +
+           std::to_string(pos_) + ")");
+    values_left_ -= n;
+  }
 
  private:
   const uint8_t* p_;
   size_t size_;
   size_t pos_ = 0;
   const std::string& path_;
+  uint64_t values_left_ = kMaxMetadataValues;
 };
 
 GgufValue read_value(Cursor& c, uint32_t type, int depth) {
@@ -165,6 +180,10 @@ GgufValue read_value(Cursor& c, uint32_t type, int depth) {
       if (elem > kF64) c.fail("unknown array element type " + std::to_string(elem));
       uint64_t n = c.read<uint64_t>("array length");
       c.check_count(n, min_encoded_size(elem), "array");
+      if (n > kMaxArrayLength)
+        c.fail("metadata array of " + std::to_string(n) + " elements at offset " + std::to_string(c.pos()) +
+               " is longer than the limit of " + std::to_string(kMaxArrayLength));
+      c.take_values(n);
       auto arr = std::make_shared<GgufValue::Array>();
       arr->reserve(size_t(n));
       for (uint64_t i = 0; i < n; ++i) arr->push_back(read_value(c, elem, depth + 1));
@@ -214,6 +233,8 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   uint64_t n_kv = c.read<uint64_t>("metadata count");
   c.check_count(n_kv, 8 + 4 + 1, "metadata");
   c.check_count(n_tensors, 8 + 4 + 4 + 8, "tensor");
+  if (n_tensors > kMaxTensors)
+    c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the limit of " + std::to_string(kMaxTensors));
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("metadata key");
@@ -234,9 +255,12 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
     t.name = c.read_string("tensor name");
+    if (t.name.empty() || t.name.size() > kMaxTensorName)
+      c.fail("tensor " + std::to_string(i) + " has a name of " + std::to_string(t.name.size()) + " bytes (1 to " +
+             std::to_string(kMaxTensorName) + " allowed)");
     uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
-    if (n_dims > kMaxDims)
-      c.fail("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (at most 4 allowed)");
+    if (n_dims < 1 || n_dims > kMaxDims)
+      c.fail("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t ne = c.read<uint64_t>("tensor dimension");
       if (ne > uint64_t(std::numeric_limits<int64_t>::max()))

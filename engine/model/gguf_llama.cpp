@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/model/llama_tensors.h"
 
 namespace llmctl {
 
@@ -38,6 +39,8 @@ float meta_float_or(const GgufFile& g, const std::string& key, float def) {
 // original_max_position_embeddings). We recover those by checking the tensor against the standard
 // Llama 3 parameters with factor = the largest divisor.
 RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, float theta, int head_dim) {
+  LLM_REQUIRE(head_dim >= 2 && head_dim <= ConfigLimits::kMaxHeadDim)
+      << g.path() << ": head_dim " << head_dim << " is out of range (2.." << ConfigLimits::kMaxHeadDim << ")";
   Tensor f = g.load(t);
   int64_t n = f.numel();
   LLM_REQUIRE(n == head_dim / 2) << g.path() << ": rope_freqs.weight has " << n << " entries, expected "
@@ -153,8 +156,9 @@ std::string gguf_to_hf_name(const std::string& name) {
 Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
   LLM_CHECK(t.rank() >= 1 && n_head > 0) << "unpermute " << t.shape_str();
   int64_t rows = t.dim(0);
-  LLM_REQUIRE(rows % (2 * n_head) == 0) << "q/k tensor with " << rows << " rows does not split into " << n_head
-                                        << " heads of even size";
+  // rows > 0 also guards the row size below (a zero-row tensor would divide by zero).
+  LLM_REQUIRE(rows > 0 && rows % (2 * int64_t(n_head)) == 0)
+      << "q/k tensor of shape " << t.shape_str() << " does not split into " << n_head << " heads of even size";
   int64_t half = rows / n_head / 2;
   size_t row_bytes = t.nbytes() / size_t(rows);
   Tensor out = Tensor::empty_host(t.dtype, t.shape);
@@ -181,17 +185,16 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
     Tensor t = g->load(info, /*keep_float=*/true);
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
-    if (info.name.ends_with("attn_q.weight") || info.name.ends_with("attn_q.bias"))
-      t = gguf_unpermute_qk(t, ck.config.num_heads);
-    else if (info.name.ends_with("attn_k.weight") || info.name.ends_with("attn_k.bias"))
-      t = gguf_unpermute_qk(t, ck.config.num_kv_heads);
     ck.tensors.emplace(std::move(name), std::move(t));
   }
-  LLM_REQUIRE(ck.has("model.embed_tokens.weight")) << g->path() << ": no token_embd.weight tensor";
+  // Shapes against the config before the q/k rows are reordered by head.
+  ck.notes = check_llama_tensors(ck);
+  for (auto& [name, t] : ck.tensors) {
+    const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
+    const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
+    if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);
+  }
   const Tensor& emb = ck.get("model.embed_tokens.weight");
-  LLM_REQUIRE(emb.rank() == 2 && emb.dim(0) == ck.config.vocab_size && emb.dim(1) == ck.config.hidden_size)
-      << g->path() << ": token_embd.weight has shape " << emb.shape_str() << ", expected [" << ck.config.vocab_size
-      << ", " << ck.config.hidden_size << "]";
   ck.config.torch_dtype = emb.dtype == DType::F16 ? "float16" : emb.dtype == DType::BF16 ? "bfloat16" : "float32";
   ck.gguf = std::move(g);
   return ck;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/llama_tensors.h"
 
 namespace llmctl {
 
@@ -65,6 +66,7 @@ RopeParams make_rope_params(const ModelConfig& c) {
 LlamaModel::LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype)
     : config_(ckpt.config), backend_(backend) {
   config_.validate();
+  check_llama_tensors(ckpt);  // every shape against the config before a kernel reads a weight
   const ModelConfig& c = config_;
   const Tensor& embed_host = ckpt.get("model.embed_tokens.weight");
   weight_dtype_ = weight_dtype.value_or(embed_host.dtype);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 
 namespace llmctl {
 
@@ -68,12 +69,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   LLM_REQUIRE(n <= kMaxHeader) << path << ": header length " << n << " is larger than the 100 MB limit";
   LLM_REQUIRE(n >= 2 && base[8] == '{') << path << ": header is not a JSON object";
 
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + n);  // also rejects invalid UTF-8
-  } catch (const json::exception& e) {
-    LLM_THROW() << path << ": header is not valid JSON: " << e.what();
-  }
+  // Bounded: depth-limited, and rejects invalid UTF-8.
+  json header = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(base + 8), size_t(n)),
+                                   kModelJsonLimits, "the safetensors header of '" + path + "'");
   LLM_REQUIRE(header.is_object()) << path << ": header is not a JSON object";
 
   const uint8_t* data = base + 8 + n;
@@ -202,13 +200,7 @@ std::map<std::string, Tensor> load_safetensors_dir(const std::string& dir) {
   std::map<std::string, Tensor> out;
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    json j;
-    try {
-      std::ifstream in(index);
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      LLM_THROW() << index.string() << ": not valid JSON: " << e.what();
-    }
+    json j = read_json_file_bounded(index.string(), kModelJsonLimits);
     LLM_REQUIRE(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object())
         << index.string() << ": no weight_map object";
     std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;

@@ -1,0 +1,99 @@
+#include "engine/model/llama_tensors.h"
+
+#include <set>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+std::vector<LlamaTensorSpec> llama_tensor_specs(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, q = int64_t(c.num_heads) * c.head_dim,
+                kv = int64_t(c.num_kv_heads) * c.head_dim;
+  std::vector<LlamaTensorSpec> s = {{"model.embed_tokens.weight", {c.vocab_size, H}}, {"model.norm.weight", {H}, true}};
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    s.push_back({p + "input_layernorm.weight", {H}, true});
+    s.push_back({p + "post_attention_layernorm.weight", {H}, true});
+    s.push_back({p + "self_attn.q_proj.weight", {q, H}});
+    s.push_back({p + "self_attn.k_proj.weight", {kv, H}});
+    s.push_back({p + "self_attn.v_proj.weight", {kv, H}});
+    if (c.attention_bias) {
+      s.push_back({p + "self_attn.q_proj.bias", {q}});
+      s.push_back({p + "self_attn.k_proj.bias", {kv}});
+      s.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+    s.push_back({p + "self_attn.o_proj.weight", {H, q}});
+    s.push_back({p + "mlp.gate_proj.weight", {I, H}});
+    s.push_back({p + "mlp.up_proj.weight", {I, H}});
+    s.push_back({p + "mlp.down_proj.weight", {H, I}});
+  }
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, H}});
+  return s;
+}
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+// "a, b, c and 12 more": long lists (a config promising 1000 layers) stay readable.
+std::string list_text(const std::vector<std::string>& items, size_t shown = 6) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > shown) out += " and " + std::to_string(items.size() - shown) + " more";
+  return out;
+}
+
+bool floating(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config;
+  const std::string where = "checkpoint '" + ck.source_path + "'";
+  std::vector<std::string> missing, wrong;
+  std::set<std::string> expected;
+  for (const LlamaTensorSpec& spec : llama_tensor_specs(c)) {
+    expected.insert(spec.name);
+    auto it = ck.tensors.find(spec.name);
+    if (it == ck.tensors.end()) {
+      missing.push_back(spec.name);
+      continue;
+    }
+    const Tensor& t = it->second;
+    if (t.shape != spec.shape)
+      wrong.push_back(spec.name + " has shape " + shape_text(t.shape) + ", expected " + shape_text(spec.shape));
+    else if (!floating(t.dtype))
+      wrong.push_back(spec.name + " has dtype " + dtype_name(t.dtype) + ", expected f32, f16 or bf16");
+  }
+  if (!missing.empty()) {
+    std::string why;
+    if (c.attention_bias && missing.front().ends_with("_proj.bias"))
+      why = " (the config sets attention_bias, so q/k/v projections need bias tensors)";
+    LLM_THROW() << where << " is missing " << missing.size() << " tensor" << (missing.size() > 1 ? "s" : "")
+                << " the config (" << c.num_layers << " layers, hidden " << c.hidden_size << ", vocab "
+                << c.vocab_size << ") implies: " << list_text(missing) << why;
+  }
+  LLM_REQUIRE(wrong.empty()) << where << ": " << wrong.size() << " tensor" << (wrong.size() > 1 ? "s do" : " does")
+                             << " not match the config: " << list_text(wrong, 4);
+  std::vector<std::string> extra;
+  for (const auto& [name, t] : ck.tensors) {
+    if (expected.count(name)) continue;
+    if (name == "lm_head.weight" && c.tie_word_embeddings && t.shape == std::vector<int64_t>{c.vocab_size, c.hidden_size})
+      continue;  // a tied head saved anyway: unused, as transformers does
+    extra.push_back(name);
+  }
+  std::vector<std::string> notes;
+  if (!extra.empty())
+    notes.push_back(where + " has " + std::to_string(extra.size()) + " tensor" + (extra.size() > 1 ? "s" : "") +
+                    " the config does not use (ignored): " + list_text(extra));
+  return notes;
+}
+
+}  // namespace llmctl

@@ -1,0 +1,29 @@
+// The one list of the tensors a Llama-family checkpoint holds (HF names and the shapes its
+// ModelConfig implies), and the check every loaded checkpoint goes through before any kernel sees
+// a weight: missing tensors named, shapes compared, extra tensors reported.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/checkpoint.h"
+
+namespace llmctl {
+
+struct LlamaTensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool norm = false;  // an RMSNorm weight (centred on 1, not 0)
+};
+
+// Embedding, final norm, then each layer's norms and projections (q/k/v biases when
+// c.attention_bias); lm_head last when untied. c must be validated (sizes bounded).
+std::vector<LlamaTensorSpec> llama_tensor_specs(const ModelConfig& c);
+
+// Checks ck.tensors against llama_tensor_specs(ck.config): throws InputError naming every missing
+// tensor, every shape that differs from the expected one (both given) and every non-float weight.
+// Returns one line per tensor the config does not account for (callers warn about them); a tied
+// lm_head.weight that equals the expected shape is accepted silently.
+std::vector<std::string> check_llama_tensors(const Checkpoint& ck);
+
+}  // namespace llmctl
