@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "engine/core/error.h"
+#include "engine/model/config.h"
 #include "engine/tokenizer/byte_unicode.h"
 #include "engine/tokenizer/regex.h"
 
@@ -69,7 +70,10 @@ nlohmann::json AddedToken::to_hf_json() const {
 
 AddedToken AddedToken::from_hf_json(const nlohmann::json& j) {
   AddedToken t;
-  t.id = j.at("id").get<int>();
+  const nlohmann::json& id = j.at("id");
+  LLM_REQUIRE(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < kMaxVocabSize)
+      << "added token id " << id.dump() << " is not a token id (0 to " << kMaxVocabSize - 1 << ")";
+  t.id = id.get<int>();
   t.content = j.at("content").get<std::string>();
   t.special = j.value("special", false);
   t.lstrip = j.value("lstrip", false);

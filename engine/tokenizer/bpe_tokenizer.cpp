@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "engine/core/error.h"
+#include "engine/model/config.h"
 #include "engine/tokenizer/byte_unicode.h"
 
 namespace llmctl {
@@ -16,13 +17,18 @@ BpeTokenizer::BpeTokenizer(Parts p) : pre_(std::move(p.pre)), normalizer_(std::m
     LLM_REQUIRE(type == "NFC" || (type == "Sequence" && normalizer_.value("normalizers", nlohmann::json::array()).empty()))
         << "normalizer '" << type << "' is not supported (null or NFC only)";
   }
+  // Ids are bounded before the id-indexed tables grow to them.
+  LLM_REQUIRE(p.vocab.size() <= size_t(kMaxVocabSize))
+      << "the vocabulary has " << p.vocab.size() << " entries, more than llmctl's limit of " << kMaxVocabSize;
   int n = int(p.vocab.size());
-  for (const auto& t : p.added) n = std::max(n, t.id + 1);
-  p.vocab.resize(n);
   for (const auto& t : p.added) {
-    LLM_REQUIRE(t.id >= 0) << "added token '" << t.content << "' has a negative id";
-    if (p.vocab[t.id].empty()) p.vocab[t.id] = t.content;
+    LLM_REQUIRE(t.id >= 0 && t.id < kMaxVocabSize)
+        << "added token '" << t.content << "' has id " << t.id << ", outside [0, " << kMaxVocabSize << ")";
+    n = std::max(n, t.id + 1);
   }
+  p.vocab.resize(n);
+  for (const auto& t : p.added)
+    if (p.vocab[t.id].empty()) p.vocab[t.id] = t.content;
   model_ = std::make_unique<BpeModel>(std::move(p.vocab), p.merges, p.model);
   text_.resize(n);
   bytes_.resize(n);
@@ -40,7 +46,7 @@ BpeTokenizer::BpeTokenizer(Parts p) : pre_(std::move(p.pre)), normalizer_(std::m
   }
   added_ = AddedTokenMatcher(std::move(p.added));
   for (int id : {p.bos, p.eos, p.pad})
-    LLM_REQUIRE(id < n) << "special token id " << id << " is outside the vocabulary (" << n << ")";
+    LLM_REQUIRE(id >= -1 && id < n) << "special token id " << id << " is outside the vocabulary (" << n << ")";
   bos_id_ = p.bos;
   eos_id_ = p.eos;
   pad_id_ = p.pad;
@@ -53,6 +59,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf_vocab(
     const std::vector<std::string>& merges, const std::string& pre_name, int bos, int eos, int pad,
     bool add_bos, const std::string& chat_template) {
   LLM_REQUIRE(!tokens.empty()) << "GGUF: tokenizer.ggml.tokens is empty";
+  LLM_REQUIRE(tokens.size() <= size_t(kMaxVocabSize))
+      << "GGUF: tokenizer.ggml.tokens has " << tokens.size() << " entries, more than llmctl's limit of " << kMaxVocabSize;
   LLM_REQUIRE(token_types.empty() || token_types.size() == tokens.size())
       << "GGUF: tokenizer.ggml.token_type has " << token_types.size() << " entries for "
       << tokens.size() << " tokens";

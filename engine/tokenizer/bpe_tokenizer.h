@@ -36,9 +36,12 @@ class BpeTokenizer : public Tokenizer {
   explicit BpeTokenizer(Parts parts);
 
   // tokenizer.json (+ optional tokenizer_config.json, which overrides bos/eos/pad/add_bos and
-  // supplies chat_template). Throws InputError for what is not byte-level BPE.
+  // supplies chat_template). Every token id (vocab, added_tokens) must lie in [0, max_vocab):
+  // the model's vocabulary size when known, else kMaxVocabSize (0). Throws InputError for what is
+  // not byte-level BPE, and for ids, sizes or nesting out of bounds.
   static std::unique_ptr<BpeTokenizer> from_hf_json(const nlohmann::json& tokenizer_json,
-                                                    const nlohmann::json& tokenizer_config = nullptr);
+                                                    const nlohmann::json& tokenizer_config = nullptr,
+                                                    int max_vocab = 0);
   // GGUF tokenizer.ggml.* data (tokenizer.ggml.model "gpt2"). token_types: 1 normal, 2 unknown,
   // 3 control (special added token), 4 user-defined (added token), 5 unused, 6 byte.
   // pre_name is tokenizer.ggml.pre; ids < 0 mean absent.

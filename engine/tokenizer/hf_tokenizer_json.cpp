@@ -1,7 +1,9 @@
 // BpeTokenizer <-> HF tokenizers' tokenizer.json, and the tokenizer_config.json that goes with it.
+#include <algorithm>
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/config.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 
 namespace llmctl {
@@ -14,17 +16,22 @@ std::string config_token(const json& cfg, const char* key) {
   if (!cfg.is_object() || !cfg.contains(key)) return {};
   const json& v = cfg[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
   return {};
 }
 
+// Nesting of Sequence post-processors walked (real files nest one level).
+constexpr int kMaxSequenceDepth = 16;
+
 // The BOS a TemplateProcessing post-processor puts first in "single", if any.
-std::string template_bos(const json& pp) {
+std::string template_bos(const json& pp, int depth = 0) {
   if (!pp.is_object()) return {};
   std::string type = pp.value("type", "");
   if (type == "Sequence") {
+    LLM_REQUIRE(depth < kMaxSequenceDepth)
+        << "tokenizer.json: post_processor Sequences nest deeper than " << kMaxSequenceDepth << " levels";
     for (const auto& sub : pp.value("processors", json::array()))
-      if (auto b = template_bos(sub); !b.empty()) return b;
+      if (auto b = template_bos(sub, depth + 1); !b.empty()) return b;
     return {};
   }
   if (type != "TemplateProcessing") return {};
@@ -51,9 +58,33 @@ std::string chat_template_of(const json& cfg) {
   return {};
 }
 
+// A token id from the file: an integer in [0, bound).
+int token_id(const json& v, const std::string& what, int bound, const char* bound_name) {
+  LLM_REQUIRE(v.is_number_integer()) << "tokenizer.json: " << what << " has id " << v.dump() << ", not an integer";
+  const int64_t id = v.get<int64_t>();
+  LLM_REQUIRE(id >= 0 && id < bound) << "tokenizer.json: " << what << " has id " << id << ", outside " << bound_name
+                                     << " [0, " << bound << ")";
+  return int(id);
+}
+
+std::unique_ptr<BpeTokenizer> parse_hf_json(const json& tj, const json& cfg, int max_vocab);
+
 }  // namespace
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const json& tj, const json& cfg) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const json& tj, const json& cfg, int max_vocab) {
+  try {
+    return parse_hf_json(tj, cfg, max_vocab);
+  } catch (const json::exception& e) {  // a field of the wrong type: still bad input, with its reason
+    LLM_THROW() << "tokenizer.json: " << e.what();
+  }
+}
+
+namespace {
+
+std::unique_ptr<BpeTokenizer> parse_hf_json(const json& tj, const json& cfg, int max_vocab) {
+  using Parts = BpeTokenizer::Parts;
+  const int bound = max_vocab > 0 ? std::min(max_vocab, kMaxVocabSize) : kMaxVocabSize;
+  const char* bound_name = max_vocab > 0 ? "the model's vocabulary" : "the largest vocabulary llmctl accepts";
   LLM_REQUIRE(tj.is_object() && tj.contains("model")) << "tokenizer.json: no \"model\"";
   const json& m = tj["model"];
   std::string type = m.value("type", m.contains("merges") ? "BPE" : "");
@@ -64,11 +95,15 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const json& tj, const j
         << "tokenizer.json: BPE option '" << k << "' is not supported";
 
   Parts p;
-  for (const auto& [text, id] : m.at("vocab").items()) {
-    int i = id.get<int>();
-    LLM_REQUIRE(i >= 0) << "tokenizer.json: negative id for '" << text << "'";
-    if (i >= int(p.vocab.size())) p.vocab.resize(i + 1);
-    p.vocab[i] = text;
+  const json& vocab = m.at("vocab");
+  LLM_REQUIRE(vocab.is_object()) << "tokenizer.json: model.vocab is not an object";
+  LLM_REQUIRE(vocab.size() <= size_t(bound)) << "tokenizer.json: model.vocab has " << vocab.size() << " entries, more than "
+                                             << bound_name << " (" << bound << ")";
+  // Ids are checked before the id-indexed table grows to them.
+  for (const auto& [text, id] : vocab.items()) {
+    int i = token_id(id, "vocabulary entry '" + text + "'", bound, bound_name);
+    if (i >= int(p.vocab.size())) p.vocab.resize(size_t(i) + 1);
+    p.vocab[size_t(i)] = text;
   }
   const json& merges = m.value("merges", json::array());
   p.merges.reserve(merges.size());
@@ -89,10 +124,17 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const json& tj, const j
   p.model.ignore_merges = m.value("ignore_merges", false);
   p.model.strict_merges = true;
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
-    auto it = m["vocab"].find(m["unk_token"].get<std::string>());
-    if (it != m["vocab"].end()) p.model.unk_id = it->get<int>();
+    auto it = vocab.find(m["unk_token"].get<std::string>());
+    if (it != vocab.end()) p.model.unk_id = it->get<int>();  // checked above
   }
-  for (const auto& a : tj.value("added_tokens", json::array())) p.added.push_back(AddedToken::from_hf_json(a));
+  const json& added = tj.value("added_tokens", json::array());
+  LLM_REQUIRE(added.is_array() && added.size() <= size_t(bound))
+      << "tokenizer.json: added_tokens must be a list of at most " << bound << " tokens";
+  for (const auto& a : added) {
+    LLM_REQUIRE(a.is_object() && a.contains("id")) << "tokenizer.json: an added token has no id: " << a.dump();
+    token_id(a["id"], "added token " + a.value("content", std::string("?")), bound, bound_name);
+    p.added.push_back(AddedToken::from_hf_json(a));
+  }
   p.pre = PreTokenizer::from_hf_json(tj.value("pre_tokenizer", json()));
   p.normalizer = tj.value("normalizer", json());
   auto tok_id = [&](const std::string& s) -> int {
@@ -115,6 +157,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const json& tj, const j
   p.chat_template = chat_template_of(cfg);
   return std::make_unique<BpeTokenizer>(std::move(p));
 }
+
+}  // namespace
 
 json BpeTokenizer::to_hf_tokenizer_json() const {
   json vocab = json::object();

@@ -68,10 +68,20 @@ PreTokenizer::Step digits_step(bool individual) {
   return s;
 }
 
-void add_from_json(PreTokenizer& pt, const json& j) {
+// Nesting of Sequences walked (real files nest one level); steps in all.
+constexpr int kMaxSequenceDepth = 16;
+constexpr size_t kMaxSteps = 64;
+
+void add_from_json(PreTokenizer& pt, const json& j, int depth) {
+  LLM_REQUIRE(j.is_object()) << "tokenizer.json: a pre_tokenizer is not an object";
+  LLM_REQUIRE(pt.steps().size() < kMaxSteps) << "tokenizer.json: pre_tokenizer has more than " << kMaxSteps << " steps";
   std::string type = j.value("type", "");
   if (type == "Sequence") {
-    for (const auto& sub : j.at("pretokenizers")) add_from_json(pt, sub);
+    LLM_REQUIRE(depth < kMaxSequenceDepth)
+        << "tokenizer.json: pre_tokenizer Sequences nest deeper than " << kMaxSequenceDepth << " levels";
+    const json& subs = j.at("pretokenizers");
+    LLM_REQUIRE(subs.is_array()) << "tokenizer.json: pre_tokenizer Sequence has no pretokenizers list";
+    for (const auto& sub : subs) add_from_json(pt, sub, depth + 1);
   } else if (type == "ByteLevel") {
     pt.add(byte_level_step(j.value("add_prefix_space", true), j.value("use_regex", true),
                            j.value("trim_offsets", true)));
@@ -150,7 +160,11 @@ void apply_split(const PreTokenizer::Step& s, std::string_view text, size_t base
 PreTokenizer PreTokenizer::from_hf_json(const json& j) {
   PreTokenizer pt;
   if (j.is_null()) return pt;
-  add_from_json(pt, j);
+  try {
+    add_from_json(pt, j, 0);
+  } catch (const json::exception& e) {  // a field of the wrong type
+    LLM_THROW() << "tokenizer.json: pre_tokenizer: " << e.what();
+  }
   for (size_t i = 0; i + 1 < pt.steps_.size(); ++i)
     LLM_REQUIRE(pt.steps_[i].kind != Kind::ByteLevel)
         << "tokenizer.json: a ByteLevel pre-tokenizer must be the last step of the Sequence";

@@ -11,7 +11,7 @@ std::string config_token(const nlohmann::json& cfg, const char* key) {
   if (!cfg.is_object() || !cfg.contains(key)) return {};
   const auto& v = cfg[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
   return {};
 }
 
