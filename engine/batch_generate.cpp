@@ -84,6 +84,13 @@ BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std
       o["error"] = errors[i];
     } else {
       RequestResult r = *engine.take_result(ids[i]);
+      if (!r.error.empty()) {  // one of its sequences failed in the engine: this line alone fails
+        o["error"] = {{"message", r.error}, {"type", "engine_error"}};
+        ++sum.errors;
+        out << o.dump() << "\n";
+        ++sum.requests;
+        continue;
+      }
       o["prompt_tokens"] = r.prompt_ids.size();
       if (!r.prompt_logprobs.empty()) {  // [null, {token_id, logprob, rank, top_logprobs}, ...]
         nlohmann::json pl = nlohmann::json::array();

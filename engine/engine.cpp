@@ -39,6 +39,10 @@ struct Engine::Request {
 Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config)
     : model_(model), tok_(tokenizer), cfg_(config) {
   const ModelConfig& mc = model_.config();
+  LLM_REQUIRE(tok_.vocab_size() > 0 && tok_.vocab_size() <= mc.vocab_size)
+      << "the tokenizer has " << tok_.vocab_size() << " tokens but the model's vocabulary has " << mc.vocab_size
+      << ": the tokenizer does not belong to this model";
+  sample_vocab_ = tok_.vocab_size();  // the model's padding rows past it are never drawn
   max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
                                       : mc.max_position_embeddings;
   const int B = cfg_.sched.block_size;
@@ -68,7 +72,10 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   const int vocab = model_.config().vocab_size;
   params.validate(vocab);
   LLM_REQUIRE(!prompt.empty()) << "the prompt is empty";
-  for (int id : prompt) LLM_REQUIRE(id >= 0 && id < vocab) << "prompt token id " << id << " outside the vocabulary";
+  // Prompt ids are the tokenizer's (they are decoded for echo and prompt logprobs), as vLLM checks.
+  for (int id : prompt)
+    LLM_REQUIRE(id >= 0 && id < sample_vocab_) << "prompt token id " << id << " is outside the vocabulary (" << sample_vocab_
+                                              << " tokens)";
   LLM_REQUIRE(int64_t(prompt.size()) + params.max_tokens <= max_context_)
       << "the prompt has " << prompt.size() << " tokens and max_tokens is " << params.max_tokens << ": together over the "
       << max_context_ << "-token context";
@@ -137,10 +144,11 @@ struct Engine::Draw {
   int child = 0;
   int row = 0;
   SampleResult res;
+  std::string error;  // the draw failed: its request fails, nothing else does
 };
 
 void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
-  const int vocab = model_.config().vocab_size;
+  const int vocab = model_.config().vocab_size;  // the row width; draws are among [0, sample_vocab_)
   Backend& be = model_.backend();
   const bool on_device = logits.device != Device::CPU;
   std::vector<SampleJob> jobs;
@@ -150,7 +158,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
     Draw& d = draws[i];
     Sequence& s = d.r->seqs[d.child];
     if (on_device && be.can_sample() && device_samplable(d.r->params)) {
-      jobs.push_back(make_sample_job(d.r->params, s.state, uint64_t(s.state.num_generated()), d.row, vocab));
+      jobs.push_back(make_sample_job(d.r->params, s.state, uint64_t(s.state.num_generated()), d.row, sample_vocab_));
       job_draw.push_back(i);
     } else {
       host_draws.push_back(i);
@@ -162,6 +170,10 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
       Draw& d = draws[job_draw[j]];
       d.res = SampleResult{};
       d.res.token = tokens[j];
+      if (tokens[j] < 0 || tokens[j] >= sample_vocab_) {
+        d.error = "every token is suppressed (no token can be drawn)";
+        continue;
+      }
       d.r->seqs[d.child].state.append(tokens[j], 0.0f);
     }
   }
@@ -185,7 +197,11 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
       lg = it->second.ptr<float>();
     }
     Sequence& s = d.r->seqs[d.child];
-    d.res = sample(lg, vocab, d.r->params, s.state, uint64_t(s.state.num_generated()));
+    try {
+      d.res = sample(lg, sample_vocab_, d.r->params, s.state, uint64_t(s.state.num_generated()));
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    }
   }
 }
 
@@ -245,22 +261,22 @@ bool Engine::step() {
     if (!ss.samples) continue;
     const int row = int(plan.logits_rows.size());
     plan.logits_rows.push_back(offset + ss.num_new - 1);
-    draws.push_back(Draw{&r, child, row, {}});
+    draws.push_back(Draw{&r, child, row, {}, {}});
     // A request's first step with several sequences draws all of its children from the prompt's
     // row (they are forked after the parent's token).
     if (!r.forked && child == 0 && r.seqs.size() > 1)
-      for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}});
+      for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
   }
   const double t0 = now_seconds();
   model_.backend().step_timer_begin();
   Tensor logits = model_.forward_device(plan, kv_);
 
-  if (!prompt_rows.empty()) {  // prompt logprobs: raw log-softmax rows on the host
+  if (!prompt_rows.empty()) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
     const int vocab = model_.config().vocab_size;
     Tensor host = logits.device == Device::CPU ? logits : model_.backend().to_host_f32(logits);
     for (const PromptRow& pr : prompt_rows)
       pr.r->result.prompt_logprobs[size_t(pr.index)] =
-          token_logprobs(host.ptr<float>() + int64_t(pr.row) * vocab, vocab, pr.r->prompt[size_t(pr.index)],
+          token_logprobs(host.ptr<float>() + int64_t(pr.row) * vocab, sample_vocab_, pr.r->prompt[size_t(pr.index)],
                          *pr.r->params.prompt_logprobs);
   }
   draw_tokens(draws, logits);
@@ -269,8 +285,15 @@ bool Engine::step() {
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());
 
+  // A sequence whose draw, decode or stop check throws fails its own request (failed, handled
+  // after the loop so that the draws stay in step); every other sequence goes on.
   size_t next = 0;
   std::vector<int64_t> touched;
+  std::vector<std::pair<int64_t, std::string>> failed;
+  auto fail = [&](Request& r, const std::string& msg) {
+    if (r.result.error.empty()) failed.emplace_back(r.id, msg.empty() ? "unknown error" : msg);
+    r.result.error = msg.empty() ? "unknown error" : msg;
+  };
   for (const ScheduledSeq& ss : out.seqs) {
     auto owner = seq_owner_.find(ss.seq_id);
     if (owner == seq_owner_.end()) continue;
@@ -283,16 +306,37 @@ bool Engine::step() {
     const size_t d = next++;
     LLM_CHECK(draws[d].r == &r && draws[d].child == child) << "engine: draws out of step";
     const bool first = !r.forked && child == 0 && r.seqs.size() > 1;
-    accept_token(r, child, draws[d].res);
     Sequence& s = r.seqs[child];
+    if (!draws[d].error.empty()) fail(r, draws[d].error);
+    if (r.result.error.empty()) {
+      try {
+        accept_token(r, child, draws[d].res);
+      } catch (const std::exception& e) {
+        fail(r, e.what());
+      }
+    }
+    if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
+      s.done = true;
+      if (sched_->on_step_done(ss.seq_id, std::nullopt, true)) seq_owner_.erase(ss.seq_id);
+      if (first) next += r.seqs.size() - 1;  // the children's draws: never forked
+      continue;
+    }
     std::optional<int32_t> tok;
     if (!s.done) tok = s.out.token_ids.back();
     if (sched_->on_step_done(ss.seq_id, tok, s.done)) seq_owner_.erase(ss.seq_id);
     if (first) {
-      fork_children(r, draws, next);
+      try {
+        fork_children(r, draws, next);
+      } catch (const std::exception& e) {
+        fail(r, e.what());
+      }
       next += r.seqs.size() - 1;
     }
     touched.push_back(r.id);
+  }
+  for (auto& [id, msg] : failed) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) fail_request(*it->second, msg);
   }
   for (int64_t id : touched) complete_if_done(id);
   const KvCacheStats kv = sched_->kv().stats();
@@ -309,6 +353,7 @@ void Engine::fork_children(Request& r, const std::vector<Draw>& draws, size_t fi
   for (int i = 1; i < int(r.seqs.size()); ++i) {
     const Draw& d = draws[first_child + size_t(i - 1)];
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
+    if (!d.error.empty()) throw Error(d.error);  // the step fails this request (see step())
     accept_token(r, i, d.res);
     Sequence& s = r.seqs[i];
     if (s.done) continue;
@@ -323,6 +368,18 @@ void Engine::fork_children(Request& r, const std::vector<Draw>& draws, size_t fi
     }
     seq_owner_[child_id] = {r.id, i};
   }
+}
+
+void Engine::fail_request(Request& r, const std::string& message) {
+  r.result.error = message;
+  for (Sequence& s : r.seqs) {
+    if (s.seq_id >= 0 && sched_->has(s.seq_id)) sched_->abort(s.seq_id);
+    if (s.seq_id >= 0) seq_owner_.erase(s.seq_id);
+    s.done = true;  // no stream event: the error is the request's last word
+    s.out.finish_reason = "error";
+    s.out.text = s.text.text();
+  }
+  complete_if_done(r.id);
 }
 
 void Engine::complete_if_done(int64_t request_id) {
@@ -347,7 +404,7 @@ void Engine::complete_if_done(int64_t request_id) {
   }
   r.result.finished = true;
   r.result.finish_seconds = now_seconds();
-  if (r.on_text && r.params.best_of)  // best_of results are only known at the end
+  if (r.on_text && r.params.best_of && r.result.error.empty())  // best_of results are only known at the end
     for (auto& o : r.result.outputs) {
       StreamEvent e;
       e.request_id = r.id;

@@ -41,7 +41,7 @@ struct SequenceOutput {
   int index = 0;
   std::vector<int> token_ids;          // generated tokens (a final EOS / stop token is not included)
   std::string text;
-  std::string finish_reason;           // "stop" | "length" | "abort"
+  std::string finish_reason;           // "stop" | "length" | "abort" | "error" (see RequestResult::error)
   std::vector<TokenLogprobs> logprobs;  // per generated token, when params.logprobs is set
   double cumulative_logprob = 0;       // sum of the chosen tokens' logprobs, when `scored`
   bool scored = false;                 // logprobs were computed (params.logprobs set, or best_of > n)
@@ -54,6 +54,10 @@ struct RequestResult {
   // With params.prompt_logprobs: one entry per prompt token, the first empty (nothing predicts it).
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   bool finished = false;
+  // Non-empty when the request failed: drawing, decoding or stop-checking one of its sequences
+  // threw. The request ends at once (outputs partial, finish_reason "error"); the other requests of
+  // the step go on.
+  std::string error;
   double submit_seconds = 0, first_token_seconds = 0, finish_seconds = 0;  // steady clock
 };
 
@@ -89,7 +93,13 @@ class Engine {
   Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config = {});
   ~Engine();
 
+  // The tokenizer may have fewer tokens than the model's vocabulary (padded embeddings): the ids
+  // past it are masked out of sampling (never drawn, never in top logprobs). A tokenizer larger
+  // than the model's vocabulary is refused (InputError).
+  //
   // Validates and queues a request; throws InputError naming the problem (nothing is queued then).
+  // Prompt ids must be tokenizer ids; logit_bias and stop_token_ids ids model ids (a bias on a
+  // masked id is accepted and has no effect).
   int64_t submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text = {});
   // One iteration. false when there was nothing to run.
   bool step();
@@ -101,6 +111,7 @@ class Engine {
   std::optional<RequestResult> take_result(int64_t request_id);
 
   int max_context() const { return max_context_; }
+  int sample_vocab() const { return sample_vocab_; }  // ids that may be drawn: [0, sample_vocab())
   int num_blocks() const { return num_blocks_; }
   EngineStats stats() const;
   const Scheduler& scheduler() const { return *sched_; }
@@ -119,12 +130,16 @@ class Engine {
   void emit(Request& r, int child, std::string_view piece, bool done);
   void fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child);
   void complete_if_done(int64_t request_id);
+  // Ends every sequence of r with finish_reason "error", frees them in the scheduler and records
+  // the message in the result.
+  void fail_request(Request& r, const std::string& message);
 
   LlamaModel& model_;
   const Tokenizer& tok_;
   EngineConfig cfg_;
   int max_context_ = 0;
   int num_blocks_ = 0;
+  int sample_vocab_ = 0;  // ids [0, sample_vocab_) may be drawn: min(model, tokenizer) vocabulary
   std::unique_ptr<Scheduler> sched_;
   std::vector<KvLayer> kv_;
   std::vector<int> eos_ids_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/core/error.h"
+
 namespace llmctl {
 
 GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, std::vector<int> prompt,
@@ -23,6 +25,7 @@ GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, st
   const int64_t id = engine.submit(std::move(prompt), params, stream);
   engine.drain();
   RequestResult r = *engine.take_result(id);
+  if (!r.error.empty()) throw Error("generation failed: " + r.error);
   GenerateOneResult out;
   out.output = r.outputs.at(0);
   out.prompt_ids = std::move(r.prompt_ids);

@@ -47,6 +47,7 @@ struct LogitEdit {
 };
 struct SampleJob {
   int row = 0;
+  int vocab = 0;  // ids [0, vocab) may be drawn (0: the whole row); ids past it never are
   int top_k = 0;
   float temperature = 0;  // 0: greedy
   float top_p = 1, min_p = 0, repetition_penalty = 1;
@@ -91,7 +92,8 @@ class Backend {
   virtual double step_timer_end() { return 0; }
 
   // Device sampling: when can_sample(), sample() returns one token per job from logits [R, V]
-  // (f32, on the device) without copying the rows to the host.
+  // (f32, on the device) without copying the rows to the host; -1 for a job whose every candidate
+  // is suppressed (the caller fails that sequence alone).
   virtual bool can_sample() const { return false; }
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs);
 

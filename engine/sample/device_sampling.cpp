@@ -13,6 +13,7 @@ bool device_samplable(const SamplingParams& params) {
 SampleJob make_sample_job(const SamplingParams& p, const SequenceState& s, uint64_t step, int row, int vocab) {
   SampleJob job;
   job.row = row;
+  job.vocab = vocab;  // ids past it (padding rows the tokenizer lacks) are never drawn
   job.temperature = p.greedy() ? 0.0f : p.temperature;
   job.top_k = p.top_k;
   job.top_p = p.top_p;

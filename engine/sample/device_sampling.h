@@ -16,7 +16,8 @@ namespace llmctl {
 // logprob (logprobs, or best_of > n ranking by cumulative logprob), which needs the row on the host.
 bool device_samplable(const SamplingParams& params);
 
-// The job for draw `step` of the sequence in state s, from logits row `row`.
+// The job for draw `step` of the sequence in state s, from logits row `row`, drawing among ids
+// [0, vocab) (vocab may be less than the row's width: see sample()).
 SampleJob make_sample_job(const SamplingParams& params, const SequenceState& s, uint64_t step, int row, int vocab);
 
 }  // namespace llmctl

@@ -13,10 +13,10 @@
 namespace llmctl {
 
 void apply_logit_bias(float* logits, int vocab, const SamplingParams& p) {
-  for (const auto& [id, bias] : p.logit_bias) {
-    LLM_CHECK(id >= 0 && id < vocab) << "logit_bias id " << id << " vocab " << vocab;
-    logits[id] += bias;
-  }
+  // Ids at or past `vocab` are the model's padding rows the tokenizer lacks (validated against the
+  // model's vocabulary): they are never candidates, so their bias has nothing to act on.
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab) logits[id] += bias;
 }
 
 void apply_min_tokens(float* logits, int vocab, const SamplingParams& p, const SequenceState& s) {

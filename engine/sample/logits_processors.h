@@ -18,6 +18,8 @@
 
 namespace llmctl {
 
+// vocab is the number of ids that may be drawn (a row's first `vocab` entries): ids past it, e.g.
+// a model's padded embedding rows the tokenizer lacks, are never candidates, whatever their edits.
 void apply_logit_bias(float* logits, int vocab, const SamplingParams& p);
 void apply_min_tokens(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
 void apply_presence_frequency(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);

@@ -23,7 +23,9 @@ double counter_uniform(uint64_t seed, uint64_t counter);
 // params.logprobs entries (none when logprobs is unset or 0).
 using SampleResult = TokenLogprobs;
 
-// logits: [vocab], the model's raw row (not modified; processing works on a copy). step: index of
+// logits: [vocab], the model's raw row (not modified; processing works on a copy); vocab may be
+// less than the row's width (the tokenizer's size for a model with padded embeddings): the ids past
+// it are never drawn, as if their logits were -inf. step: index of
 // the token being generated, the draw counter (normally state.num_generated()). Appends the chosen
 // token and its logprob to state. Thread-safe: scratch buffers are per thread.
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,

@@ -132,6 +132,10 @@ void EngineLoop::collect_finished(Job& j) {
       continue;
     }
     j.done_[p] = true;
+    if (!r->error.empty()) {  // one of its sequences failed: this job alone ends with the error
+      end_job(j, 500, "engine error: " + r->error);
+      return;
+    }
     int64_t generated = 0;
     std::string reason = "length";
     for (const auto& o : r->outputs) {

@@ -250,8 +250,9 @@ __device__ void normalize(float* p, int V, Shared& s) {
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams P) {
   __shared__ Shared s;
   const SampleJobDev job = P.jobs[blockIdx.x];
-  const int V = int(P.vocab), tid = threadIdx.x;
-  const float* src = P.logits + int64_t(job.row) * V;
+  // V: the candidates (a model's padded rows past the tokenizer are not); rows are P.vocab wide.
+  const int V = min(job.vocab, int(P.vocab)), tid = threadIdx.x;
+  const float* src = P.logits + int64_t(job.row) * P.vocab;
   int32_t* token_out = P.tokens + blockIdx.x;
 
   if (job.temperature <= 0.f && job.edit_begin == job.edit_end) {  // plain greedy: read in place
@@ -259,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams P) {
     if (tid == 0) *token_out = t;
     return;
   }
-  float* x = P.scratch + int64_t(blockIdx.x) * V;
+  float* x = P.scratch + int64_t(blockIdx.x) * P.vocab;
   for (int i = tid; i < V; i += kThreads) x[i] = src[i];
   __syncthreads();
   for (int e = job.edit_begin + tid; e < job.edit_end; e += kThreads) {  // ids are unique per job

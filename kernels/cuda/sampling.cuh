@@ -25,6 +25,7 @@ struct LogitEditDev {
 
 struct SampleJobDev {
   int32_t row;          // logits row
+  int32_t vocab;        // ids [0, vocab) are candidates (<= SampleParams::vocab, the row width)
   int32_t top_k;        // <= 0 or >= vocab: off
   float temperature;    // 0: greedy
   float top_p, min_p;   // 1 / 0: off
@@ -35,7 +36,7 @@ struct SampleJobDev {
 
 struct SampleParams {
   const float* logits = nullptr;  // [rows, vocab] f32
-  int64_t vocab = 0;
+  int64_t vocab = 0;              // the row width; a job may draw from fewer ids (SampleJobDev::vocab)
   const SampleJobDev* jobs = nullptr;
   int num_jobs = 0;
   const LogitEditDev* edits = nullptr;
