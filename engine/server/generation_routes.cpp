@@ -3,12 +3,10 @@
 #include <chrono>
 #include <functional>
 
-#include <httplib.h>
-
 #include "engine/core/utf8.h"
 #include "engine/server/api_error.h"
 #include "engine/server/http_server.h"
-#include "engine/server/peer_watch.h"
+#include "engine/server/http/http_types.h"
 #include "engine/server/request_log.h"
 #include "engine/server/sse.h"
 #include "engine/server/tgi_api.h"
@@ -43,8 +41,8 @@ struct Stream {
   std::function<int64_t()> completion_tokens;
 };
 
-// Drives one stream: called by httplib until the stream ends or the client is gone.
-bool stream_step(Stream& s, httplib::DataSink& sink) {
+// Drives one stream: called by the HTTP layer until the stream ends or the client is gone.
+bool stream_step(Stream& s, http::StreamSink& sink) {
   auto fail = [&] {  // the client is gone: abort the job wherever it is
     s.job->cancel();
     s.wake_loop();
@@ -56,7 +54,7 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   if (!s.job->next(e, 0.5)) {
     // Nothing to send: an SSE comment line, which clients ignore, finds a closed connection.
     const std::string ping = ": ping\n\n";
-    return sink.write(ping.data(), ping.size()) ? true : fail();
+    return sink.write(ping) ? true : fail();
   }
   std::string out;
   if (e.kind == JobEvent::delta) {
@@ -74,26 +72,16 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
     s.ended = true;
   }
   current_request().completion_tokens = s.completion_tokens();
-  if (!out.empty() && !sink.write(out.data(), out.size())) return fail();
+  if (!out.empty() && !sink.write(out)) return fail();
   if (s.ended) sink.done();
   return true;
 }
 
-json parse_body(const httplib::Request& req) {
-  if (!utf8_valid(req.body)) throw ApiError(400, "the request body is not valid UTF-8");
-  if (req.body.empty()) throw ApiError(400, "the request body is empty; a JSON object is expected");
-  try {
-    return json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
-  }
-}
-
-void start_sse(httplib::Response& res, const std::shared_ptr<Stream>& st) {
+void start_sse(HttpResponse& res, const std::shared_ptr<Stream>& st) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
+  res.set_stream(
+      "text/event-stream", [st](http::StreamSink& sink) { return stream_step(*st, sink); },
       [st](bool) {
         if (!st->ended) {
           st->job->cancel();
@@ -104,7 +92,7 @@ void start_sse(httplib::Response& res, const std::shared_ptr<Stream>& st) {
 }  // namespace
 
 // A place among --max-concurrent-requests, held while the returned object lives; 429 beyond.
-std::shared_ptr<void> HttpServer::acquire_slot(httplib::Response& res) {
+std::shared_ptr<void> HttpServer::acquire_slot(HttpResponse& res) {
   if (++in_flight_ > cfg_.max_concurrent_requests) {
     --in_flight_;
     res.set_header("Retry-After", "1");
@@ -116,11 +104,11 @@ std::shared_ptr<void> HttpServer::acquire_slot(httplib::Response& res) {
 
 // Non-streamed answers: the next event of the job, aborting the job if the client hangs up while
 // it waits (then ApiError 499, which no client will read, for the log).
-static JobEvent next_or_gone(Job& job, const PeerWatch& peer, const std::function<void()>& wake_loop) {
+static JobEvent next_or_gone(Job& job, const HttpRequest& req, const std::function<void()>& wake_loop) {
   JobEvent e;
   for (;;) {
     const bool got = job.next(e, 0.5);
-    if (peer.gone()) {  // one poll() per event or half second
+    if (req.client_gone()) {  // one poll() per event or half second
       job.cancel();
       wake_loop();
       current_request().note = "client disconnected";
@@ -139,18 +127,18 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
   return job;
 }
 
-void HttpServer::handle_openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res) {
-  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, parse_body(req), tok_, limits_));
-  auto slot = acquire_slot(res);
+void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpResponse& res) {
+  const json body = parse_json_body(req);
+  auto slot = acquire_slot(res);  // before the chat template runs: its work counts against the limit
+  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_));
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();
   auto job = start_job(oreq->prompts, oreq->params);
   if (!oreq->stream) {
     size_t remaining = oreq->prompts.size();
-    const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (remaining) {
-      const JobEvent e = next_or_gone(*job, peer, [this] { loop_.notify(); });
+      const JobEvent e = next_or_gone(*job, req, [this] { loop_.notify(); });
       if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
       if (e.kind == JobEvent::finished) {
         responder->add(e);
@@ -176,18 +164,17 @@ void HttpServer::handle_openai(OpenAiApi api, const httplib::Request& req, httpl
   start_sse(res, st);
 }
 
-void HttpServer::handle_tgi(bool stream, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_body(req);
+void HttpServer::handle_tgi(bool stream, const HttpRequest& req, HttpResponse& res) {
+  json body = parse_json_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
-  auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
   auto slot = acquire_slot(res);
+  auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params);
   if (!stream) {
-    const PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     JobEvent e;
     for (;;) {
-      e = next_or_gone(*job, peer, [this] { loop_.notify(); });
+      e = next_or_gone(*job, req, [this] { loop_.notify(); });
       if (e.kind == JobEvent::failed) throw ApiError(e.status, e.message);
       if (e.kind == JobEvent::finished) break;
     }

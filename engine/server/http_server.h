@@ -1,4 +1,4 @@
-// HttpServer: the routes of `llmctl serve` on cpp-httplib. HTTP threads parse and validate,
+// HttpServer: the routes of `llmctl serve` on the HTTP layer in http/. Worker threads parse and validate,
 // submit Jobs to the EngineLoop and stream their events; every error becomes an HTTP 4xx/5xx
 // with an OpenAI-shaped JSON body (or, once a stream has started, a `data: {"error": ...}` event).
 //
@@ -14,13 +14,15 @@
 #include "engine/server/metrics.h"
 #include "engine/server/openai_api.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace llmctl::server {
+
+namespace http {
+class Server;
+struct HttpRequest;
+struct HttpResponse;
+}  // namespace http
+using http::HttpRequest;
+using http::HttpResponse;
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -29,10 +31,15 @@ struct ServerConfig {
   int max_concurrent_requests = 64;       // generation requests in flight; beyond: 429
   double request_timeout_s = 600;         // a generation running longer is aborted (0 = none)
   std::string served_model_name = "default";
-  size_t max_body_bytes = size_t(4) << 20;
+  size_t max_body_bytes = size_t(4) << 20;  // chunked bodies included, counted while read
+  double header_timeout_s = 10;             // a request's head must arrive within this (408)
   int max_n = 16;
   std::string model_dtype, device;        // for /info
 };
+
+// The body of a request as JSON, whatever its Content-Type; ApiError 400 when it is not JSON, not
+// UTF-8, or nested/sized past kRequestJsonLimits.
+nlohmann::json parse_json_body(const HttpRequest& req);
 
 class HttpServer {
  public:
@@ -48,13 +55,13 @@ class HttpServer {
 
  private:
   void add_routes();
-  void handle_openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res);
-  void handle_tgi(bool stream, const httplib::Request& req, httplib::Response& res);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_openai(OpenAiApi api, const HttpRequest& req, HttpResponse& res);
+  void handle_tgi(bool stream, const HttpRequest& req, HttpResponse& res);
+  void handle_tokenize(const HttpRequest& req, HttpResponse& res);
+  void handle_detokenize(const HttpRequest& req, HttpResponse& res);
   // Counts a generation request against --max-concurrent-requests while the result lives; throws
-  // ApiError 429 (with Retry-After set on res) beyond it.
-  std::shared_ptr<void> acquire_slot(httplib::Response& res);
+  // ApiError 429 (with Retry-After set on res) beyond it. Taken before the chat template runs.
+  std::shared_ptr<void> acquire_slot(HttpResponse& res);
   // Submits and waits for accepted/rejected; throws ApiError for a rejection or overload.
   std::shared_ptr<Job> start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params);
 
@@ -64,7 +71,7 @@ class HttpServer {
   ModelLimits limits_;
   Metrics metrics_;
   EngineLoop loop_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<http::Server> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> stopping_{false};
   int port_ = 0;

@@ -1,6 +1,7 @@
 #include "engine/server/openai_api.h"
 
 #include <chrono>
+#include <cstdint>
 #include <random>
 #include <set>
 
@@ -134,9 +135,18 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     } else if ((k == "prompt" && !chat) || (k == "messages" && chat)) {
       // below
     } else if (k == "max_tokens" || (chat && k == "max_completion_tokens")) {
+      // Each is validated on its own; max_completion_tokens (OpenAI's current name) wins when both
+      // are given, as in vLLM. json objects iterate keys sorted: max_completion_tokens comes first.
       if (!v.is_null()) {
-        max_tokens = v;
-        sampling["max_tokens"] = v;  // validated with min_tokens; the context check is below
+        const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                                     : v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= INT32_MAX;
+        if (!in_range)
+          throw ApiError(400, "field '" + k + "' must be an integer from 1 to " + std::to_string(INT32_MAX) + ", got " +
+                                  v.dump(), k);
+        if (k == "max_completion_tokens" || !max_tokens) {
+          max_tokens = v;
+          sampling["max_tokens"] = v;  // checked with min_tokens; the context check is below
+        }
       }
     } else if (k == "stream") {
       r.stream = v.is_null() ? false : require_bool(v, k);

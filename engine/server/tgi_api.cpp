@@ -49,6 +49,8 @@ TgiRequest parse_tgi_request(const json& body, const Tokenizer& tok, const Model
       sampling[k] = v;
     } else if (k == "max_new_tokens") {
       if (!v.is_number_integer()) throw ApiError(400, "parameters.max_new_tokens must be an integer", k);
+      if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw ApiError(400, "parameters.max_new_tokens is too large: " + v.dump(), k);
       max_new = v.get<int64_t>();
     } else if (k == "do_sample") {
       do_sample = flag(k);
@@ -75,7 +77,7 @@ TgiRequest parse_tgi_request(const json& body, const Tokenizer& tok, const Model
   const int64_t P = int64_t(r.prompt.size()), C = limits.max_context;
   const int64_t m = max_new.value_or(std::min<int64_t>(100, C - P));
   if (m < 1) throw ApiError(400, "parameters.max_new_tokens must be at least 1", "max_new_tokens");
-  if (P + m > C)
+  if (m > C - P)  // not P + m > C: m may be near INT64_MAX
     throw ApiError(400, "the prompt has " + std::to_string(P) + " tokens and max_new_tokens is " + std::to_string(m) +
                             ": together over the model's context of " + std::to_string(C) + " tokens", "max_new_tokens");
   r.params.max_tokens = int(m);

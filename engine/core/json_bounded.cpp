@@ -1,0 +1,55 @@
+#include "engine/core/json_bounded.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+namespace {
+
+template <class Json>
+Json parse_bounded(std::string_view text, const JsonLimits& limits, const std::string& what) {
+  LLM_REQUIRE(text.size() <= limits.max_bytes)
+      << what << " is " << text.size() << " bytes, over the limit of " << limits.max_bytes << " bytes";
+  // The callback sees each container open with the depth of its parent (0 at the top level), before
+  // anything inside it is parsed; nlohmann's parser itself keeps an explicit stack, not recursion.
+  using Event = typename Json::parse_event_t;
+  auto guard = [&](int depth, Event event, Json&) {
+    if ((event == Event::object_start || event == Event::array_start) && depth >= limits.max_depth)
+      LLM_THROW() << what << " is nested deeper than " << limits.max_depth << " levels of arrays/objects";
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), guard);
+  } catch (const nlohmann::json::exception& e) {
+    LLM_THROW() << what << " is not valid JSON: " << e.what();
+  }
+}
+
+}  // namespace
+
+nlohmann::json parse_json_bounded(std::string_view text, const JsonLimits& limits, const std::string& what) {
+  return parse_bounded<nlohmann::json>(text, limits, what);
+}
+
+nlohmann::ordered_json parse_ordered_json_bounded(std::string_view text, const JsonLimits& limits,
+                                                  const std::string& what) {
+  return parse_bounded<nlohmann::ordered_json>(text, limits, what);
+}
+
+nlohmann::json read_json_file_bounded(const std::string& path, const JsonLimits& limits) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  LLM_REQUIRE(!ec) << "cannot read '" << path << "': " << ec.message();
+  LLM_REQUIRE(size <= limits.max_bytes)
+      << "'" << path << "' is " << size << " bytes, over the limit of " << limits.max_bytes << " bytes";
+  std::ifstream in(path, std::ios::binary);
+  LLM_REQUIRE(in) << "cannot read '" << path << "'";
+  std::string text(size, '\0');
+  in.read(text.data(), std::streamsize(size));
+  LLM_REQUIRE(in.gcount() == std::streamsize(size)) << "cannot read '" << path << "'";
+  return parse_json_bounded(text, limits, "'" + path + "'");
+}
+
+}  // namespace llmctl

@@ -1,0 +1,33 @@
+// The one JSON entry point for untrusted text (request bodies, JSONL lines, tokenizer.json,
+// config.json, tokenizer_config.json, safetensors headers): size and nesting depth are enforced
+// while parsing, so no recursive walk later (template values, dumps, converters) ever sees deep
+// input. Excess is an InputError that names the input and the limit.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace llmctl {
+
+struct JsonLimits {
+  size_t max_bytes;
+  int max_depth;  // nesting levels of arrays/objects: `[]` is 1, `[[]]` is 2
+};
+
+// Request bodies and JSONL request lines: tool schemas and content parts nest, but not this deep.
+inline constexpr JsonLimits kRequestJsonLimits{size_t(64) << 20, 64};
+// Files that arrive with a model: tokenizer.json of large vocabularies runs to tens of MB.
+inline constexpr JsonLimits kModelJsonLimits{size_t(256) << 20, 64};
+
+// Parses `text` as JSON; `what` names it in errors ("the request body", "'dir/config.json'").
+// Throws InputError on invalid JSON, on more than limits.max_bytes or on deeper nesting.
+nlohmann::json parse_json_bounded(std::string_view text, const JsonLimits& limits, const std::string& what);
+nlohmann::ordered_json parse_ordered_json_bounded(std::string_view text, const JsonLimits& limits,
+                                                  const std::string& what);
+
+// Reads a whole file (refusing one over limits.max_bytes before reading it) and parses it.
+nlohmann::json read_json_file_bounded(const std::string& path, const JsonLimits& limits = kModelJsonLimits);
+
+}  // namespace llmctl
