@@ -456,6 +456,17 @@ std::optional<RequestResult> Engine::take_result(int64_t request_id) {
   return r;
 }
 
+int Engine::num_running_requests() const {
+  int n = 0;
+  for (const auto& [id, r] : requests_)
+    for (const Sequence& q : r->seqs)
+      if (q.seq_id >= 0 && sched_->has(q.seq_id) && sched_->request(q.seq_id).state == RequestState::running) {
+        ++n;
+        break;
+      }
+  return n;
+}
+
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
   s.kv = sched_->kv().stats();

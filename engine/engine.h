@@ -107,6 +107,8 @@ class Engine {
   void abort(int64_t request_id);
   void drain();  // step until every request has finished
   bool has_unfinished() const { return !requests_.empty(); }
+  // Requests with at least one sequence running (n = 8 counts once); the scheduler counts sequences.
+  int num_running_requests() const;
   // The result of a finished request (removed from the engine); nullopt while it runs.
   std::optional<RequestResult> take_result(int64_t request_id);
 

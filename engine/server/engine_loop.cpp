@@ -160,7 +160,7 @@ void EngineLoop::collect_finished(Job& j) {
 
 void EngineLoop::update_gauges() {
   const EngineStats s = engine_.stats();
-  metrics_.set_gauges(engine_.scheduler().num_running(), engine_.scheduler().num_waiting(), s.kv.usage,
+  metrics_.set_gauges(engine_.num_running_requests(), engine_.scheduler().num_waiting(), s.kv.usage,
                       s.kv.prefix_hit_rate);
   metrics_.add_preemptions(s.preemptions - preemptions_seen_);
   preemptions_seen_ = s.preemptions;

@@ -118,9 +118,23 @@ static JobEvent next_or_gone(Job& job, const HttpRequest& req, const std::functi
   }
 }
 
-std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params) {
+RenderLimits HttpServer::render_limits(std::chrono::steady_clock::time_point start) const {
+  RenderLimits r;
+  if (cfg_.request_timeout_s > 0)
+    r.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(cfg_.request_timeout_s));
+  r.cancel = &stopping_;  // shutdown stops a render in progress
+  return r;
+}
+
+std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params,
+                                           std::chrono::steady_clock::time_point start) {
   JobEvent e;
-  auto job = loop_.submit(std::move(prompts), params, cfg_.request_timeout_s);
+  // --request-timeout counts from the request's start: templating and tokenizing took their share.
+  double timeout = cfg_.request_timeout_s;
+  if (timeout > 0)
+    timeout = std::max(1e-3, timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  auto job = loop_.submit(std::move(prompts), params, timeout);
   while (!job->next(e, 1.0)) {
   }
   if (e.kind == JobEvent::rejected) throw ApiError(e.status, e.message);
@@ -128,13 +142,14 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
 }
 
 void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpResponse& res) {
+  const auto start = std::chrono::steady_clock::now();
   const json body = parse_json_body(req);
   auto slot = acquire_slot(res);  // before the chat template runs: its work counts against the limit
-  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_));
+  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start)));
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();
-  auto job = start_job(oreq->prompts, oreq->params);
+  auto job = start_job(oreq->prompts, oreq->params, start);
   if (!oreq->stream) {
     size_t remaining = oreq->prompts.size();
     while (remaining) {
@@ -165,12 +180,13 @@ void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpRespon
 }
 
 void HttpServer::handle_tgi(bool stream, const HttpRequest& req, HttpResponse& res) {
+  const auto start = std::chrono::steady_clock::now();
   json body = parse_json_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
   auto slot = acquire_slot(res);
   auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
   current_request().prompt_tokens = int64_t(treq->prompt.size());
-  auto job = start_job({treq->prompt}, treq->params);
+  auto job = start_job({treq->prompt}, treq->params, start);
   if (!stream) {
     JobEvent e;
     for (;;) {

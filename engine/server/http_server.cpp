@@ -176,8 +176,10 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
     const std::string& text = body["prompt"].get_ref<const std::string&>();
     ids = special ? encode_prompt(tok_, text) : tok_.encode(text, true);
   } else {
+    const auto start = std::chrono::steady_clock::now();
     const bool gen = body.value("add_generation_prompt", true);
-    ids = tok_.encode(render_chat(tok_, body["messages"], gen), true);
+    auto slot = acquire_slot(res);  // the chat template runs within the request limits, as for generation
+    ids = tok_.encode(render_chat(tok_, body["messages"], gen, render_limits(start)), true);
   }
   res.set_content(json_text({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", limits_.max_context}}),
                   "application/json");

@@ -6,6 +6,7 @@
 // /generate_stream, GET /info (TGI); POST /tokenize, /detokenize; GET /health, /ready, /metrics.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -62,8 +63,12 @@ class HttpServer {
   // Counts a generation request against --max-concurrent-requests while the result lives; throws
   // ApiError 429 (with Retry-After set on res) beyond it. Taken before the chat template runs.
   std::shared_ptr<void> acquire_slot(HttpResponse& res);
-  // Submits and waits for accepted/rejected; throws ApiError for a rejection or overload.
-  std::shared_ptr<Job> start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params);
+  // Submits and waits for accepted/rejected; throws ApiError for a rejection or overload. The job's
+  // timeout is what is left of --request-timeout since `start`.
+  std::shared_ptr<Job> start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params,
+                                 std::chrono::steady_clock::time_point start);
+  // Chat templates of a request started at `start`: its deadline, and stopped by shutdown.
+  RenderLimits render_limits(std::chrono::steady_clock::time_point start) const;
 
   Engine& engine_;
   const Tokenizer& tok_;

@@ -115,7 +115,8 @@ json bytes_of(const std::string& s) {
 }
 }  // namespace
 
-OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                   const RenderLimits& render) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   const bool chat = api == OpenAiApi::chat;
   OpenAiRequest r;
@@ -202,7 +203,8 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
   if (chat) {
     if (!body.contains("messages")) throw ApiError(400, "'messages' is required", "messages");
     try {
-      r.prompts.push_back(encode_chat(tok, normalize_messages(body["messages"])));
+      // The template writes BOS itself where the model wants it (as encode_chat does).
+      r.prompts.push_back(tok.encode(render_chat(tok, normalize_messages(body["messages"]), true, render), true));
     } catch (const InputError& e) {
       throw ApiError(400, e.what(), "messages");
     }

@@ -10,6 +10,7 @@
 
 #include "engine/sample/sampling_params.h"
 #include "engine/server/engine_loop.h"
+#include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl::server {
@@ -32,9 +33,10 @@ struct OpenAiRequest {
   std::optional<int> logprobs;  // top-N per generated token, when asked for
 };
 
-// Throws ApiError (400 naming the field, 404 for an unknown model).
+// Throws ApiError (400 naming the field, 404 for an unknown model). `render` bounds the chat
+// template (the server passes the request's deadline and its shutdown flag).
 OpenAiRequest parse_openai_request(OpenAiApi api, const nlohmann::json& body, const Tokenizer& tok,
-                                   const ModelLimits& limits);
+                                   const ModelLimits& limits, const RenderLimits& render = {});
 
 // Shapes one request's job events into the OpenAI response (non-streaming) or chunks (streaming).
 class OpenAiResponder {
