@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/sample/detokenizer.h"
 #include "engine/tokenizer/prompt.h"
 
@@ -30,12 +31,8 @@ nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps) {
 std::pair<std::vector<int>, SamplingParams> parse_line(const std::string& line, const Tokenizer& tok, int vocab,
                                                        const SamplingParams& defaults) {
   LLM_REQUIRE(utf8_valid(line)) << "the line is not valid UTF-8";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    LLM_THROW() << "not valid JSON: " << e.what();
-  }
+  // Bounded while parsing: a line nested 10,000 deep is this line's error, not a stack overflow.
+  const nlohmann::json j = parse_json_bounded(line, kRequestJsonLimits, "the line");
   LLM_REQUIRE(j.is_object()) << "each line must be a JSON object";
   const bool has_prompt = j.contains("prompt"), has_messages = j.contains("messages");
   LLM_REQUIRE(has_prompt != has_messages) << "give exactly one of \"prompt\" and \"messages\"";

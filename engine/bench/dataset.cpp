@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/core/utf8.h"
 #include "engine/tokenizer/prompt.h"
 
@@ -107,12 +108,8 @@ std::vector<BenchRequest> jsonl_requests(const DatasetOptions& o, const Tokenize
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      LLM_THROW() << o.dataset << ":" << lineno << ": not valid JSON: " << e.what();
-    }
+    const nlohmann::json j =
+        parse_json_bounded(line, kRequestJsonLimits, o.dataset + ":" + std::to_string(lineno));
     LLM_REQUIRE(j.is_object() && j.contains("prompt") && j["prompt"].is_string())
         << o.dataset << ":" << lineno << ": each line needs a string \"prompt\"";
     BenchRequest r;
@@ -130,12 +127,7 @@ std::vector<BenchRequest> jsonl_requests(const DatasetOptions& o, const Tokenize
 }
 
 std::vector<BenchRequest> sharegpt_requests(const DatasetOptions& o, const Tokenizer* tok) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(o.dataset));
-  } catch (const nlohmann::json::exception& e) {
-    LLM_THROW() << o.dataset << ": not valid JSON: " << e.what();
-  }
+  const nlohmann::json j = read_json_file_bounded(o.dataset, kModelJsonLimits);
   LLM_REQUIRE(j.is_array()) << o.dataset << ": a ShareGPT file is a JSON array of conversations";
   std::vector<size_t> order(j.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

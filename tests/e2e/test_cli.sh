@@ -49,6 +49,21 @@ expect_error "invalid UTF-8 on stdin" 1 "UTF-8" -- bash -c "'$LLMCTL' generate -
 python3 -c "print('hello world ' * 5000)" >"$TMP/long.txt"
 expect_error "prompt longer than the context" 1 "context" -- bash -c "'$LLMCTL' generate --model '$MODEL' <'$TMP/long.txt'"
 
+# generate --prompts: a line nested 10,000 deep is that line's error; the valid lines still run.
+python3 -c "
+import json
+print(json.dumps({'prompt': 'Hello', 'max_tokens': 2, 'temperature': 0}))
+print('{\"prompt\": ' + '[' * 10000 + ']' * 10000 + '}')
+print(json.dumps({'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 2}))
+" >"$TMP/deep.jsonl"
+"$LLMCTL" generate --model "$MODEL" --prompts "$TMP/deep.jsonl" >"$TMP/deep.out" 2>"$TMP/err"; rc=$?
+python3 -c "
+import json; lines = [json.loads(l) for l in open('$TMP/deep.out')]
+assert len(lines) == 3 and 'outputs' in lines[0] and 'outputs' in lines[2], lines
+assert 'nested deeper' in lines[1]['error']['message'], lines[1]
+" && [ "$rc" -ne 139 ] && pass "--prompts: a line nested 10,000 deep is an error line, the others run" \
+  || fail "--prompts with a deep line (exit $rc): $(head -c 300 "$TMP/deep.out") $(head -c 200 "$TMP/err")"
+
 # generate: greedy is deterministic; seeded sampling reproduces; JSON output; stop strings.
 a=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 "The capital of France is" 2>/dev/null)
 b=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 "The capital of France is" 2>/dev/null)
