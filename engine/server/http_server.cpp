@@ -27,6 +27,13 @@ void send_error(HttpResponse& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(json_text(e.body()), "application/json");
 }
+// An optional boolean field of a request body (null = absent).
+bool flag(const json& body, const std::string& name, bool absent) {
+  if (!body.contains(name) || body[name].is_null()) return absent;
+  if (!body[name].is_boolean())
+    throw ApiError(400, "field '" + name + "' must be true or false, got " + body[name].type_name(), name);
+  return body[name].get<bool>();
+}
 }  // namespace
 
 // Request bodies are JSON whatever their Content-Type says (curl -d sends form-urlencoded); depth
@@ -172,12 +179,12 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
   std::vector<int> ids;
   if (body.contains("prompt")) {
     if (!body["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
-    const bool special = body.value("add_special_tokens", true);
+    const bool special = flag(body, "add_special_tokens", true);
     const std::string& text = body["prompt"].get_ref<const std::string&>();
     ids = special ? encode_prompt(tok_, text) : tok_.encode(text, true);
   } else {
     const auto start = std::chrono::steady_clock::now();
-    const bool gen = body.value("add_generation_prompt", true);
+    const bool gen = flag(body, "add_generation_prompt", true);
     auto slot = acquire_slot(res);  // the chat template runs within the request limits, as for generation
     ids = tok_.encode(render_chat(tok_, body["messages"], gen, render_limits(start)), true);
   }
