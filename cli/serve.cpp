@@ -34,6 +34,8 @@ Runner add_serve(CLI::App& app) {
   s->add_option("--max-body-bytes", a->server.max_body_bytes, "largest request body accepted (413 beyond)")
       ->capture_default_str();
   s->add_option("--max-n", a->server.max_n, "largest n / best_of accepted")->capture_default_str();
+  s->add_option("--header-timeout", a->server.header_timeout_s, "seconds a request's headers may take to arrive "
+                "(408 beyond)")->capture_default_str();
   s->add_option("--max-model-len", a->max_model_len, "context limit (default: the model's)");
   add_runtime_flags(s, a->engine);
   add_engine_flags(s, a->engine);
@@ -42,6 +44,7 @@ Runner add_serve(CLI::App& app) {
       if (const char* k = std::getenv("LLMCTL_API_KEY")) a->server.api_key = k;
     LLM_REQUIRE(a->server.max_concurrent_requests >= 1) << "--max-concurrent-requests must be at least 1";
     LLM_REQUIRE(a->server.request_timeout_s >= 0) << "--request-timeout must not be negative";
+    LLM_REQUIRE(a->server.header_timeout_s > 0) << "--header-timeout must be positive";
     LLM_REQUIRE(a->server.port >= 0 && a->server.port < 65536) << "--port must be in [0, 65535]";
     server::block_shutdown_signals();  // before any thread starts
     Runtime rt = load_runtime(runtime_options(a->engine));
