@@ -2,7 +2,7 @@
 # Runs the whole test suite: builds (Release, CUDA code compiled where nvcc exists), installs the
 # Python reference packages the tests compare against, runs every ctest (GPU tests report
 # "skipped" without a GPU), then rebuilds with AddressSanitizer + UBSan and runs the unit tests
-# (malformed checkpoint files among them) under the sanitizers.
+# (malformed checkpoint files among them) and the fuzz corpus replays under the sanitizers.
 # Usage: scripts/test.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,9 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
 if [ "${1:-}" != "--no-sanitize" ]; then
   cmake -S . -B "$BUILD_DIR-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMCTL_SANITIZE=ON -DLLMCTL_CUDA=OFF >/dev/null
-  cmake --build "$BUILD_DIR-asan" -j "$JOBS" --target llmctl_unit_tests
+  # Unit tests and the fuzz corpora (tests/fuzz: seeds and saved regressions) under the sanitizers.
+  cmake --build "$BUILD_DIR-asan" -j "$JOBS" --target llmctl_unit_tests llmctl_fuzz_replay
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir "$BUILD_DIR-asan" -L cpu -R '^unit\.' --output-on-failure -j "$JOBS"
+    ctest --test-dir "$BUILD_DIR-asan" -L cpu -R '^(unit|fuzz)\.' --output-on-failure -j "$JOBS"
 fi
 echo "test.sh: all tests passed"

@@ -1,0 +1,66 @@
+// GGUF reader: the input is a whole .gguf file (written to a memfd and opened by path, as the
+// engine opens files). Opens it, reads every metadata value through each accessor, loads (and
+// dequantizes) every tensor of modest size in both forms, and reads the llama config from it.
+#include <cstdint>
+#include <cstring>
+
+#include "engine/model/gguf.h"
+#include "engine/model/gguf_llama.h"
+#include "tests/fuzz/fuzz_util.h"
+
+using namespace llmctl;
+using namespace llmctl::fuzz;
+
+namespace {
+
+void touch(const GgufValue& v, int depth) {
+  expect_errors([&] { (void)v.as_string(); });
+  expect_errors([&] { (void)v.as_int(); });
+  expect_errors([&] { (void)v.as_float(); });
+  expect_errors([&] { (void)v.as_bool(); });
+  if (v.is_array() && depth < 4) {
+    size_t n = 0;
+    for (const auto& e : v.as_array()) {
+      if (++n > 64) break;
+      touch(e, depth + 1);
+    }
+  }
+}
+
+// Reads every byte of a host tensor (out-of-bounds views show up under ASan or as SIGSEGV).
+uint64_t checksum(const Tensor& t) {
+  uint64_t s = 0;
+  if (!t.data) return s;
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  for (size_t i = 0, n = t.nbytes(); i < n; ++i) s = s * 31 + p[i];
+  return s;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static MemFile file;
+  const std::string& path = file.write(data, size);
+  expect_errors([&] {
+    auto g = GgufFile::open(path);
+    (void)g->version();
+    for (const auto& [key, value] : g->metadata()) {
+      touch(value, 0);
+      (void)g->find(key);
+    }
+    expect_errors([&] { (void)g->at("general.architecture"); });
+    size_t budget = size_t(1) << 20;  // stored bytes converted per input
+    volatile uint64_t sink = 0;
+    for (const auto& t : g->tensors()) {
+      (void)ggml_type_name(t.type);
+      (void)t.shape();
+      if (g->find_tensor(t.name) == nullptr) __builtin_trap();  // every listed tensor can be found
+      if (t.nbytes > budget) continue;
+      budget -= t.nbytes;
+      expect_errors([&] { sink = sink + checksum(g->load(t)); });
+      expect_errors([&] { sink = sink + checksum(g->load(t, true)); });
+    }
+    expect_errors([&] { (void)gguf_llama_config(*g); });
+  });
+  return 0;
+}

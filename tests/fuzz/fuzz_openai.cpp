@@ -1,0 +1,48 @@
+// OpenAI request parsing (/v1/completions and /v1/chat/completions): byte 0 picks the route and
+// the tokenizer (small byte-level BPE or SentencePiece, both with a ChatML template); the rest is
+// the request body, parsed as the server parses it (parse_json_bounded, kRequestJsonLimits). An
+// accepted request must hold only in-range token ids and valid sampling parameters.
+#include <cstdint>
+
+#include "engine/core/json_bounded.h"
+#include "engine/server/openai_api.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/sentencepiece_tokenizer.h"
+#include "tests/fuzz/fuzz_util.h"
+
+using namespace llmctl;
+using namespace llmctl::fuzz;
+using namespace llmctl::server;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Bytes in(data, size);
+  const uint8_t mode = in.u8();
+  const OpenAiApi api = (mode & 1) ? OpenAiApi::chat : OpenAiApi::completions;
+  const Tokenizer& tok = (mode & 2) ? static_cast<const Tokenizer&>(small_sentencepiece())
+                                    : static_cast<const Tokenizer&>(small_bpe());
+  ModelLimits limits;
+  limits.served_name = "tiny";
+  limits.vocab_size = tok.vocab_size();
+  limits.max_context = 512;
+  limits.max_n = 4;
+  const std::string_view body_text = in.rest();
+  expect_errors([&] {
+    nlohmann::json body = parse_json_bounded(body_text, kRequestJsonLimits, "the request body");
+    OpenAiRequest r;
+    try {
+      r = parse_openai_request(api, body, tok, limits);
+    } catch (const InputError& e) {
+      throw to_api_error(e);  // as the HTTP layer answers it
+    }
+    if (r.prompts.empty()) __builtin_trap();
+    for (const auto& p : r.prompts)
+      for (int id : p)
+        if (id < 0 || id >= limits.vocab_size) __builtin_trap();
+    try {
+      r.params.validate(limits.vocab_size);
+    } catch (const InputError&) {
+      __builtin_trap();  // accepted parameters are valid
+    }
+  });
+  return 0;
+}

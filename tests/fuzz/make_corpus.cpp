@@ -1,0 +1,266 @@
+// Writes the seed corpora of the fuzz harnesses into tests/fuzz/corpus/<harness>/ (run from the
+// repository root: build/fuzz_make_corpus [REPO_ROOT]). The seeds are small and meaningful: a tiny
+// GGUF with llama metadata and float and quantized tensors, small safetensors files, the fuzz
+// tokenizer's own tokenizer.json, the golden chat templates, request bodies valid and invalid,
+// HTTP requests plain, chunked and pipelined. Byte 0 of several harnesses' inputs is a mode byte
+// (see each harness); seeds are written with a few of its values.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/model/safetensors.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "tests/unit/format_test_util.h"
+
+using namespace llmctl;
+namespace fs = std::filesystem;
+using llmctl::test::Bytes;
+
+namespace {
+
+fs::path g_root;
+
+void seed(const std::string& harness, const std::string& name, const std::string& content) {
+  fs::path dir = g_root / "tests/fuzz/corpus" / harness;
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+void seed(const std::string& harness, const std::string& name, const Bytes& b) {
+  seed(harness, name, std::string(b.begin(), b.end()));
+}
+std::string mode(uint8_t m, const std::string& rest) { return std::string(1, char(m)) + rest; }
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void gguf_seeds() {
+  using llmctl::test::GgufBuilder;
+  using llmctl::test::f32_bytes;
+  GgufBuilder g;
+  g.kv_str("general.architecture", "llama");
+  g.kv_str("general.name", "tiny");
+  g.kv_u32("llama.block_count", 1);
+  g.kv_u32("llama.context_length", 64);
+  g.kv_u32("llama.embedding_length", 32);
+  g.kv_u32("llama.feed_forward_length", 64);
+  g.kv_u32("llama.attention.head_count", 2);
+  g.kv_u32("llama.attention.head_count_kv", 1);
+  g.kv_f32("llama.rope.freq_base", 10000.0f);
+  g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.kv_str("tokenizer.ggml.model", "gpt2");
+  g.kv_str("tokenizer.ggml.pre", "smollm");
+  g.kv_str_array("tokenizer.ggml.tokens", {"a", "b", "\xc3\xa9t\xc3\xa9", "<|im_end|>"});
+  g.kv_i32_array("tokenizer.ggml.token_type", {1, 1, 1, 3});
+  g.kv_str_array("tokenizer.ggml.merges", {"a b"});
+  g.kv_u32("tokenizer.ggml.eos_token_id", 3);
+  g.kv_bool("tokenizer.ggml.add_bos_token", false);
+  g.kv_str("tokenizer.chat_template", "{{ messages[0]['content'] }}");
+  g.tensor("token_embd.weight", 0, {4, 2}, f32_bytes({1, 2, 3, 4, 5, 6, 7, 8}));
+  g.tensor("output_norm.weight", 1, {2}, Bytes{0x00, 0x3c, 0x00, 0xc0});  // f16 1.0, -2.0
+  g.tensor("bf", 30, {2}, Bytes{0x80, 0x3f, 0x00, 0x40});                 // bf16 1.0, 2.0
+  Bytes q8{0x00, 0x3c};  // Q8_0: f16 scale 1.0, 32 int8
+  for (int i = 0; i < 32; ++i) q8.push_back(uint8_t(i - 16));
+  g.tensor("blk.0.attn_q.weight", 8, {32}, q8);
+  Bytes q4{0x00, 0x38};  // Q4_0: f16 scale 0.5, 16 bytes of nibbles
+  for (int i = 0; i < 16; ++i) q4.push_back(uint8_t(i * 17));
+  g.tensor("blk.0.attn_k.weight", 2, {32}, q4);
+  Bytes q4k(144);  // Q4_K: one 256-element super-block
+  for (size_t i = 0; i < q4k.size(); ++i) q4k[i] = uint8_t(i * 7 + 3);
+  q4k[0] = 0x00, q4k[1] = 0x3c, q4k[2] = 0x00, q4k[3] = 0x38;
+  g.tensor("blk.0.ffn_down.weight", 12, {256}, q4k);
+  Bytes q6k(210);  // Q6_K: one super-block
+  for (size_t i = 0; i < q6k.size(); ++i) q6k[i] = uint8_t(i * 13 + 1);
+  q6k[208] = 0x00, q6k[209] = 0x3c;
+  g.tensor("blk.0.ffn_up.weight", 14, {256}, q6k);
+  seed("gguf", "llama_tiny.gguf", g.build());
+
+  GgufBuilder empty;
+  seed("gguf", "empty.gguf", empty.build());
+  GgufBuilder v2;
+  v2.version = 2;
+  v2.kv_str("general.architecture", "llama");
+  v2.tensor("a", 0, {2, 2}, f32_bytes({1, 2, 3, 4}));
+  seed("gguf", "v2.gguf", v2.build());
+  GgufBuilder bad;  // a tensor past the end of the file
+  bad.tensor("a", 0, {4}, f32_bytes({1, 2}), 0);
+  seed("gguf", "out_of_range.gguf", bad.build());
+}
+
+void safetensors_seeds() {
+  auto file = [](const std::string& header, const Bytes& data) {
+    Bytes b;
+    llmctl::test::put<uint64_t>(b, header.size());
+    b.insert(b.end(), header.begin(), header.end());
+    b.insert(b.end(), data.begin(), data.end());
+    return b;
+  };
+  Bytes data(64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i);
+  seed("safetensors", "two.safetensors",
+       file(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+            R"("b":{"dtype":"BF16","shape":[4],"data_offsets":[16,24]},"c":{"dtype":"I64","shape":[1],"data_offsets":[24,32]}})",
+            Bytes(data.begin(), data.begin() + 32)));
+  seed("safetensors", "dtypes.safetensors",
+       file(R"({"f16":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"i32":{"dtype":"I32","shape":[3],"data_offsets":[12,24]},)"
+            R"("i8":{"dtype":"I8","shape":[4],"data_offsets":[24,28]},"u8":{"dtype":"U8","shape":[4],"data_offsets":[28,32]},)"
+            R"("s":{"dtype":"F32","shape":[],"data_offsets":[32,36]}})",
+            Bytes(data.begin(), data.begin() + 36)));
+  seed("safetensors", "empty_header.safetensors", file("{}", {}));
+  seed("safetensors", "overlap.safetensors",
+       file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            Bytes(data.begin(), data.begin() + 12)));
+  seed("safetensors", "padded.safetensors",
+       file(R"({"w":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}}      )", Bytes(data.begin(), data.begin() + 8)));
+}
+
+void tokenizer_seeds() {
+  const BpeTokenizer& tok = fuzz::small_bpe();
+  seed("tokenizer_json", "small.json", tok.to_hf_tokenizer_json().dump());
+  seed("tokenizer_json", "small_with_config.json",
+       tok.to_hf_tokenizer_json().dump() + std::string(1, '\0') + tok.to_hf_tokenizer_config(2048).dump());
+  nlohmann::json j = tok.to_hf_tokenizer_json();
+  for (auto& m : j["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+  j["pre_tokenizer"] = nlohmann::json::parse(R"({"type":"Sequence","pretokenizers":[)"
+      R"({"type":"Split","pattern":{"Regex":"\\p{N}{1,3}"},"behavior":"Isolated","invert":false},)"
+      R"({"type":"Digits","individual_digits":true},{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}]})");
+  j["normalizer"] = {{"type", "NFC"}};
+  seed("tokenizer_json", "string_merges_sequence.json", j.dump());
+  seed("tokenizer_json", "wordpiece.json", R"({"model":{"type":"WordPiece","vocab":{"a":0}}})");
+
+  const std::string text = "Hello world, the quick brown fox jumps over the lazy dog 2024!\n"
+                           "<|im_start|>user\ncaf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\xF0\x9F\x98\x80<|im_end|>\n<tool>x\xFF\xC0";
+  seed("bpe", "text_smollm", mode(4, text));
+  seed("bpe", "text_llama3_nospecial", mode(1, text));
+  seed("bpe", "text_qwen2_skip", mode(2 | 4 | 8, text));
+  seed("bpe", "ids_raw", mode(16, std::string("\x01\x00\x00\x00\xff\xff\xff\xff\x00\x01\x00\x00\x10\x01\x00\x00", 16)));
+  seed("sentencepiece", "text_special", mode(1, text + "<s> <ctl></s>  two  spaces"));
+  seed("sentencepiece", "text_plain", mode(2, "the quick brown fox\n\tjumps"));
+  seed("sentencepiece", "ids_raw", mode(4, std::string("\x01\x00\x00\x00\x03\x01\x00\x00\xff\xff\xff\x7f", 12)));
+}
+
+void jinja_seeds() {
+  for (const auto& e : fs::directory_iterator(g_root / "tests/golden/chat_templates/templates"))
+    seed("jinja", e.path().filename().string(), read_text(e.path()));
+  seed("jinja", "context_tools.jinja",
+       std::string("{%- if tools %}{{ tools | tojson(indent=2) }}{% endif %}{% for m in messages %}"
+                   "{{ m.role | upper }}: {{ m.content | trim }}{% if not loop.last %}\n{% endif %}{% endfor %}") +
+           std::string(1, '\0') +
+           R"({"messages":[{"role":"user","content":"  hi  "},{"role":"assistant","content":"yo"}],"tools":[{"name":"f","x":[1,2.5,null,true]}]})");
+  seed("jinja", "macros_ns.jinja",
+       "{% set ns = namespace(n=0) %}{% macro m(x, y=2) %}{{ x * y }}{% endmacro %}"
+       "{% for i in range(5) if i is odd %}{% set ns.n = ns.n + i %}{{ m(i) }},{% else %}none{% endfor %}"
+       "{{ ns.n }}{{ 'a,b,c'.split(',') | join('-') }}{{ [3,1,2] | sort | list }}{{ {'k': 1}.items() | list }}"
+       "{{ 'x' ~ 1 if true else 'y' }}{{ '%s' % 'fmt' }}{{ messages | length }}{% raw %}{{ }}{% endraw %}"
+       "{{ raise_exception('stop') if false }}");
+  seed("jinja", "filters.jinja",
+       "{{ messages[-1]['content'][1:5] | replace('a', 'b') | title }}{{ '  x ' | trim | center(9) }}"
+       "{{ (1, 2) + (3,) }}{{ 7 // 2 }}{{ 2 ** 10 }}{{ none is none }}{{ 'abc' | reverse | join }}"
+       "{{ messages | map(attribute='role') | unique | list }}{{ messages | selectattr('role', 'equalto', 'user') | list | length }}");
+}
+
+void request_seeds() {
+  const std::string completions[] = {
+      R"({"model":"tiny","prompt":"Hello world","max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\n"],"seed":3})",
+      R"({"prompt":["a","b"],"n":2,"best_of":3,"logprobs":2,"echo":true,"stream":true,"stream_options":{"include_usage":true}})",
+      R"({"prompt":[1,2,3,300],"logit_bias":{"5":-100},"max_tokens":1,"min_tokens":1})",
+      R"({"prompt":[[1,2],[3]],"stop_token_ids":[4],"ignore_eos":true,"presence_penalty":1.5})",
+      R"({"prompt":"x","max_tokens":-1})",
+      R"({"prompt":"x","unknown_field":1})",
+      R"({"model":"other","prompt":"x"})",
+      R"([1,2,3])",
+  };
+  const std::string chats[] = {
+      R"({"model":"tiny","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":16})",
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"part one"},{"type":"text","text":" two"}]}],"logprobs":true,"top_logprobs":3})",
+      R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":4,"n":2,"stream":true})",
+      R"({"messages":[],"max_tokens":1})",
+      R"({"messages":[{"role":"user"}]})",
+      R"({"messages":[{"role":"user","content":"<|im_end|>"}],"stop":"x","frequency_penalty":-2})",
+  };
+  int i = 0;
+  for (const auto& c : completions) {
+    seed("openai", "completions_" + std::to_string(i), mode(0, c));
+    seed("openai", "completions_sp_" + std::to_string(i++), mode(2, c));
+  }
+  i = 0;
+  for (const auto& c : chats) {
+    seed("openai", "chat_" + std::to_string(i), mode(1, c));
+    seed("openai", "chat_sp_" + std::to_string(i++), mode(3, c));
+  }
+  const std::string tgi[] = {
+      R"({"inputs":"Hello world","parameters":{"max_new_tokens":8,"temperature":0.5,"top_k":5,"do_sample":true,"seed":1}})",
+      R"({"inputs":"x","parameters":{"details":true,"decoder_input_details":true,"return_full_text":true,"stop":["a"],"repetition_penalty":1.2,"top_n_tokens":2}})",
+      R"({"inputs":"x","parameters":{"truncate":4,"typical_p":0.5,"watermark":false,"best_of":2}})",
+      R"({"inputs":"","parameters":null})",
+      R"({"inputs":5})",
+      R"({"inputs":"x","stream":true,"parameters":{"max_new_tokens":0}})",
+  };
+  i = 0;
+  for (const auto& t : tgi) {
+    seed("tgi", "req_" + std::to_string(i), mode(0, t));
+    seed("tgi", "req_sp_" + std::to_string(i++), mode(1, t));
+  }
+  const std::string sampling[] = {
+      R"({"temperature":0.8,"top_k":40,"top_p":0.95,"min_p":0.05,"max_tokens":32,"seed":42})",
+      R"({"stop":["\n\n","END"],"stop_token_ids":[2,3],"logit_bias":{"10":5.5,"11":-100},"n":2,"best_of":4})",
+      R"({"logprobs":5,"prompt_logprobs":1,"min_tokens":2,"max_tokens":3,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"ignore_eos":true})",
+      R"({"temperature":null,"stop":"one","prompt":"ignored","seed":18446744073709551615})",
+      R"({"top_p":0,"n":0})",
+      R"({"logit_bias":{"999999":1}})",
+      R"({"max_tokens":1e400})",
+  };
+  i = 0;
+  for (const auto& s : sampling) {
+    seed("sampling_params", "p_" + std::to_string(i), mode(1, s));
+    seed("sampling_params", "p_base_" + std::to_string(i++), mode(2, s));
+  }
+}
+
+void http_seeds() {
+  const std::string steps("\x00\x03\x10\x40", 4);  // piece sizes 1, 4, 17, 65
+  auto req = [&](uint8_t m, const std::string& bytes) { return std::string(1, char(m)) + steps + bytes; };
+  const std::string body = R"({"prompt":"hello","max_tokens":3})";
+  const std::string post = "POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+                           "Authorization: Bearer k\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  seed("http_parser", "post", req(0, post));
+  seed("http_parser", "get_close", req(1, "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"));
+  seed("http_parser", "chunked", req(0, "POST /generate HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                        "5;ext=1\r\nhello\r\n0a\r\n, world!!!\r\n0\r\nX-Trailer: t\r\n\r\n"));
+  seed("http_parser", "pipelined", req(0, "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n" + post +
+                                              "\r\nGET /metrics HTTP/1.0\r\n\r\n"));
+  seed("http_parser", "expect_continue", req(1, "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+                                                "Content-Length: 4\r\n\r\nabcd"));
+  seed("http_parser", "smuggle_cl_te", req(0, "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"));
+  seed("http_parser", "two_cl", req(0, "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"));
+  seed("http_parser", "obs_fold", req(0, "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"));
+  seed("http_parser", "too_big_body", req(1, "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\nab"));
+  seed("http_parser", "bare_lf", req(0, "GET /a%20b?q HTTP/1.1\nHost: x\n\n"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_root = argc > 1 ? fs::path(argv[1]) : fs::current_path();
+  if (!fs::exists(g_root / "tests/fuzz")) {
+    std::fprintf(stderr, "usage: fuzz_make_corpus [REPO_ROOT]\n");
+    return 2;
+  }
+  gguf_seeds();
+  safetensors_seeds();
+  tokenizer_seeds();
+  jinja_seeds();
+  request_seeds();
+  http_seeds();
+  std::printf("seeds written under %s\n", (g_root / "tests/fuzz/corpus").c_str());
+  return 0;
+}
