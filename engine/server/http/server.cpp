@@ -98,7 +98,10 @@ void Server::wake() {
 }
 
 void Server::stop() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(mu_);  // a worker between its check and its wait cannot miss the flag
+    stopping_ = true;
+  }
   if (wake_fd_ >= 0) wake();
   work_cv_.notify_all();
 }
@@ -106,7 +109,7 @@ void Server::stop() {
 void Server::run() {
   for (int i = 0; i < opt_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
   io_loop();
-  work_cv_.notify_all();
+  stop();  // the loop also ends when poll() fails: the workers finish what is queued and leave
   for (auto& w : workers_) w.join();
   workers_.clear();
   for (auto& job : queue_) close_conn(*job.conn);  // queued after the workers left
