@@ -95,6 +95,33 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
   return Flow::Normal;
 }
 
+namespace {
+
+// Out of line so its temporaries stay out of exec_for's frame, which nested loops recurse through.
+[[gnu::noinline]] Value loop_variable(const std::vector<Value>& items, int64_t i) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  Value loop = Value::make_dict();
+  auto put = [&](const char* k, Value v) { loop.dict->items.emplace_back(Value::string(k), std::move(v)); };
+  put("index", Value::integer(i + 1));
+  put("index0", Value::integer(i));
+  put("revindex", Value::integer(n - i));
+  put("revindex0", Value::integer(n - i - 1));
+  put("first", Value::boolean(i == 0));
+  put("last", Value::boolean(i == n - 1));
+  put("length", Value::integer(n));
+  put("depth", Value::integer(1));
+  put("depth0", Value::integer(0));
+  if (i > 0) put("previtem", items[i - 1]);
+  if (i + 1 < n) put("nextitem", items[i + 1]);
+  put("cycle", Value::function("loop.cycle", [i](Args& a) {
+        if (a.pos.empty()) JINJA_FAIL() << "no items for cycling given";
+        return a.pos[static_cast<size_t>(i) % a.pos.size()];
+      }));
+  return loop;
+}
+
+}  // namespace
+
 Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
   std::vector<Value> items = iterate(eval(*s.expr, scope));
   if (s.cond) {  // `for x in xs if cond`: loop.* counts the kept items only
@@ -113,24 +140,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
     budget_->loop_iteration();
     auto iter = std::make_shared<Scope>(scope);
     assign(s.target, items[i], iter);
-    Value loop = Value::make_dict();
-    auto put = [&](const char* k, Value v) { loop.dict->items.emplace_back(Value::string(k), std::move(v)); };
-    put("index", Value::integer(i + 1));
-    put("index0", Value::integer(i));
-    put("revindex", Value::integer(n - i));
-    put("revindex0", Value::integer(n - i - 1));
-    put("first", Value::boolean(i == 0));
-    put("last", Value::boolean(i == n - 1));
-    put("length", Value::integer(n));
-    put("depth", Value::integer(1));
-    put("depth0", Value::integer(0));
-    if (i > 0) put("previtem", items[i - 1]);
-    if (i + 1 < n) put("nextitem", items[i + 1]);
-    put("cycle", Value::function("loop.cycle", [i](Args& a) {
-          if (a.pos.empty()) JINJA_FAIL() << "no items for cycling given";
-          return a.pos[static_cast<size_t>(i) % a.pos.size()];
-        }));
-    iter->set("loop", std::move(loop));
+    iter->set("loop", loop_variable(items, i));
     if (exec(s.body, iter, out) == Flow::Break) break;
   }
   return Flow::Normal;

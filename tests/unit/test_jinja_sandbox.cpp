@@ -23,6 +23,18 @@ using nlohmann::ordered_json;
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 std::string render(const std::string& src, const RenderLimits& limits = {},
                    const ordered_json& ctx = ordered_json::object()) {
   return llmctl::render_chat_template_ordered(src, ctx, limits);
@@ -101,30 +113,37 @@ TEST_CASE("jinja sandbox: a macro calling itself stops at the recursion limit") 
 }
 
 TEST_CASE("jinja sandbox: the recursion limits are safe on a small thread stack") {
-  // 1 MiB: far below the 8 MiB of the main thread and of std::thread on Linux; sanitizer builds
-  // (bigger frames) run this too.
-  std::string macro_err, nest_err, value_err, ok;
-  on_small_stack(size_t(1) << 20, [&] {
+  // Measured at the default limits: the deepest cases take ~256 KiB of stack in a Release build
+  // and ~1.5 MiB under ASan/UBSan, against 8 MiB for the main thread and for std::thread on Linux.
+  // Here 1 MiB (2 MiB with sanitizers) must do.
+  std::string macro_err, nest_err, value_err, ok, blocks;
+  on_small_stack(kSanitized ? size_t(2) << 20 : size_t(1) << 20, [&] {
     ok = render("{{ " + repeat("- ", 250) + "1 }}");
+    blocks = render(repeat("{% if true %}{% for i in [1] %}", 125) + "x" + repeat("{% endfor %}{% endif %}", 125));
     macro_err = error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
     nest_err = error_of("{{ " + repeat("(", 300) + "1" + repeat(")", 300) + " }}");
     value_err = error_of(
         "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}");
   });
   CHECK(ok == "1");
+  CHECK(blocks == "x");
   CHECK_MESSAGE(macro_err.find("max_depth") != std::string::npos, macro_err);
   CHECK_MESSAGE(nest_err.find("max_nesting") != std::string::npos, nest_err);
   CHECK_MESSAGE(value_err.find("max_depth") != std::string::npos, value_err);
 }
 
 TEST_CASE("jinja sandbox: deeply nested values: printing and tojson stop, freeing does not recurse") {
-  const std::string build =
-      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+  auto build = [](int rounds, int depth) {  // a list nested rounds * depth deep
+    return "{% set ns = namespace(x=[]) %}{% for k in range(" + std::to_string(rounds) + ") %}{% for i in range(" +
+           std::to_string(depth) + ") %}{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}";
+  };
   for (const char* use : {"{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x == ns.x }}", "{{ ns.x < ns.x }}"}) {
-    std::string err = error_of(build + use);
+    std::string err = error_of(build(1, 300) + use);
     CHECK_MESSAGE(err.find("max_depth") != std::string::npos, use << ": " << err);
   }
-  CHECK(render(build + "{{ ns.x | length }}") == "1");  // built and freed without a stack overflow
+  // Built and freed without a stack overflow (a recursive free needs ~80 bytes of stack a level in
+  // a Release build: 40 MB here; sanitizer builds, with bigger frames, run a smaller case).
+  CHECK(render(build(kSanitized ? 1 : 5, 99999) + "{{ ns.x | length }}") == "1");
   // A namespace holding itself: the cycle is broken (not leaked) and printing it is bounded.
   std::string err = error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}");
   CHECK_MESSAGE(err.find("max_depth") != std::string::npos, err);
@@ -155,28 +174,38 @@ TEST_CASE("jinja sandbox: integer arithmetic cannot trap or overflow") {
 }
 
 TEST_CASE("jinja sandbox: runaway loops stop at the loop and step limits") {
-  std::string err = error_of("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}");
+  // 1e10 iterations without a limit. (Lower limits than the defaults keep the test fast under
+  // sanitizers; the defaults stop it the same way, at 1e6 iterations.)
+  RenderLimits loops;
+  loops.max_loop_iterations = 100000;
+  std::string err =
+      error_of("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", loops);
   CHECK_MESSAGE(err.find("max_loop_iterations") != std::string::npos, err);
+  CHECK_MESSAGE(err.find("(line 1)") != std::string::npos, err);
   RenderLimits steps;
   steps.max_steps = 100000;
   err = error_of("{% for i in range(99999) %}{{ i }}{% endfor %}", steps);
   CHECK_MESSAGE(err.find("max_steps") != std::string::npos, err);
   // Quadratic builtins count their work too (5e9 comparisons uncounted).
-  err = error_of("{{ range(99999) | unique | list | length }}");
+  steps.max_steps = 1000000;
+  err = error_of("{{ range(99999) | unique | list | length }}", steps);
   CHECK_MESSAGE(err.find("max_steps") != std::string::npos, err);
 }
 
 TEST_CASE("jinja sandbox: repetition and joins cannot build values past the output limit") {
-  for (const char* src : {"{{ 'x' * 100000000000 }}", "{{ [1] * 10000000000 }}", "{{ ('x' * 60000000) * 2 }}",
+  RenderLimits small;  // 1 MB instead of 64 MiB: the same checks, less memory and time under ASan
+  small.max_output_bytes = 1000000;
+  for (const char* src : {"{{ 'x' * 100000000000 }}", "{{ [1] * 10000000000 }}", "{{ ('x' * 600000) * 2 }}",
                           "{{ 'x' | center(100000000000) }}", "{{ 'ab' | indent(100000000000) }}",
                           "{{ [1] | tojson(indent=100000000000) }}", "{{ ('x' * 1000) | replace('x', 'y' * 100000) }}",
                           "{{ '%100000000000d' % 1 }}", "{{ [1] | batch(100000000000, 0) | list }}"}) {
-    std::string err = error_of(src);
+    std::string err = error_of(src, small);
     CHECK_MESSAGE(err.find("max_output_bytes") != std::string::npos, src << ": " << err);
   }
-  // Doubling a string in a loop stops at the limit, not at the end of memory.
+  CHECK(render("{{ ('x' * 600000) | length }}", small) == "600000");
+  // Doubling a string in a loop stops at the limit (64 MiB by default), not at the end of memory.
   std::string err = error_of(
-      "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
+      "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", small);
   CHECK_MESSAGE(err.find("max_output_bytes") != std::string::npos, err);
 }
 
