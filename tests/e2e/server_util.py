@@ -13,6 +13,22 @@ HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 MODEL = os.path.join(HOME, "models/SmolLM2-135M-Instruct/hf")
 
 
+failures = []
+
+
+def check(cond, what, quiet=False):
+    """Records a result; prints it (only failures when quiet)."""
+    if not (quiet and cond):
+        print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def finish():
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1 if failures else 0)
+
+
 def require_model():
     if not os.path.exists(MODEL):
         print(f"SKIP: default model not found at {MODEL}")
@@ -65,6 +81,11 @@ class Server:
         if "json" in ctype:
             return status, json.loads(text)
         return status, text
+
+    def normal_request_works(self):
+        """A short greedy completion answers 200 with its two tokens."""
+        status, body = self.request("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "temperature": 0})
+        return status == 200 and body["usage"]["completion_tokens"] == 2
 
     def metrics(self):
         status, text = self.request("GET", "/metrics")

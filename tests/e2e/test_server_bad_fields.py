@@ -15,17 +15,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import Server, require_model  # noqa: E402
+from server_util import Server, check, finish, require_model  # noqa: E402
 
 build = sys.argv[1]
 require_model()
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL " + what, flush=True)
-        failures.append(what)
 
 
 VALUES = ["text", "", -1, 0, 1.5, -2.5, 10 ** 20, -(10 ** 20), True, None, [], {}, [None], {"a": [1]}, [[[[1]]]],
@@ -77,15 +70,15 @@ try:
                 counts[status] = counts.get(status, 0) + 1
                 what = f"{path} {nest + '.' if nest else ''}{field}={json.dumps(value)[:40]}: {status}"
                 if status >= 500 or status not in (200, 400, 404, 413, 422):
-                    check(False, what + f" {str(resp)[:160]}")
+                    check(False, what + f" {str(resp)[:160]}", quiet=True)
                     continue
                 if status != 200:
                     ok = isinstance(resp, dict) and isinstance(resp.get("error"), dict) and resp["error"].get("message")
-                    check(ok, what + " without an OpenAI error body")
+                    check(ok, what + " without an OpenAI error body", quiet=True)
                 k = value if not isinstance(value, (list, dict)) else repr(value)
                 if k in wrong and not (isinstance(value, bool) and value is not True):
                     named = status == 400 and (field in resp["error"]["message"] or resp["error"].get("param") == field)
-                    check(named, what + f" (wrong type: a 400 naming '{field}' expected) {str(resp)[:160]}")
+                    check(named, what + f" (wrong type: a 400 naming '{field}' expected) {str(resp)[:160]}", quiet=True)
     status, body = srv.request("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "temperature": 0})
     check(status == 200 and body["usage"]["completion_tokens"] == 2, "a normal request after the table")
 finally:
@@ -93,5 +86,4 @@ finally:
 check(rc == 0, f"SIGINT: exit code {rc}")
 check(len(sent) >= 200, f"{len(sent)} distinct inputs")
 print(f"{len(sent)} distinct inputs over {len(ROUTES)} route shapes; answers by status: {dict(sorted(counts.items()))}")
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

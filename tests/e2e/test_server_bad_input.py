@@ -18,27 +18,16 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import Server, require_model  # noqa: E402
+from server_util import Server, check, finish, require_model  # noqa: E402
 
 build = sys.argv[1]
 require_model()
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 KEY = "sk-bad-input"
 srv = Server(build, "--max-body-bytes", "100000", "--max-num-seqs", "4", api_key=KEY)
 CTX = 8192
 
-
-def normal_request_works():
-    status, body = srv.request("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "temperature": 0})
-    return status == 200 and body["usage"]["completion_tokens"] == 2
 
 
 def is_error_body(body, status):
@@ -54,7 +43,7 @@ def expect(name, path, body, status, param=None, headers=None, contains=None):
     if ok and contains:
         ok = all(c in resp["error"]["message"] for c in contains)
     msg = resp["error"]["message"] if isinstance(resp, dict) and isinstance(resp.get("error"), dict) else resp
-    check(ok and normal_request_works(), f"{name}: {got} {str(msg)[:110]!r}")
+    check(ok and srv.normal_request_works(), f"{name}: {got} {str(msg)[:110]!r}")
 
 
 def raw(name, payload, expect_status=None, wait=2.0):
@@ -75,7 +64,7 @@ def raw(name, payload, expect_status=None, wait=2.0):
     first = data.split(b"\r\n", 1)[0].decode("latin-1")
     ok = (expect_status is None and (not data or first.split(" ")[1:2][0].startswith("4"))) or \
          (expect_status is not None and f" {expect_status} " in first + " ")
-    check(ok and normal_request_works(), f"raw {name}: {first or '(connection closed)'}")
+    check(ok and srv.normal_request_works(), f"raw {name}: {first or '(connection closed)'}")
 
 
 C, CH = "/v1/completions", "/v1/chat/completions"
@@ -175,7 +164,7 @@ try:
         s = socket.create_connection(("127.0.0.1", srv.port))
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
         slow.append(s)
-    check(normal_request_works(), "20 partial requests held open: a normal request still succeeds")
+    check(srv.normal_request_works(), "20 partial requests held open: a normal request still succeeds")
     t0 = time.time()
     slow[0].settimeout(30)
     try:
@@ -185,7 +174,7 @@ try:
     check(closed and time.time() - t0 < 30, f"a stalled partial request is dropped after {time.time() - t0:.1f} s")
     for s in slow:
         s.close()
-    check(normal_request_works(), "after the slowloris connections")
+    check(srv.normal_request_works(), "after the slowloris connections")
 
     # disconnect mid-stream and while queued: the requests are aborted and their blocks freed
     def open_stream(max_tokens):
@@ -205,7 +194,7 @@ try:
     for s in streams:
         s.close()
     check(srv.wait_idle(10), "6 streams disconnected (4 decoding, 2 queued): aborted, KV back to idle")
-    check(normal_request_works(), "after the disconnects")
+    check(srv.normal_request_works(), "after the disconnects")
 
     # a client that leaves a non-streamed request: the request is aborted too
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
@@ -216,7 +205,7 @@ try:
     running = srv.metrics()["llmctl_requests_running"]
     s.close()
     check(running == 1 and srv.wait_idle(5), "a non-streamed request whose client left is aborted, KV back to idle")
-    check(normal_request_works(), "after the non-streamed disconnect")
+    check(srv.normal_request_works(), "after the non-streamed disconnect")
     m = srv.metrics()
     check(m.get('llmctl_request_errors_total{code="400"}', 0) >= 40, "errors counted by code in /metrics")
 finally:
@@ -262,7 +251,7 @@ try:
     check('"error"' in data and "timeout" in data and data.find('"error"') < data.find("[DONE]") and
           '"finish_reason":"abort"' not in data,
           "past --request-timeout the stream ends with an error event")
-    check(srv.wait_idle(5) and normal_request_works(), "after the timeout the server serves again")
+    check(srv.wait_idle(5) and srv.normal_request_works(), "after the timeout the server serves again")
 
     # SIGINT while a stream runs: a final event, exit 0
     events.clear()
@@ -277,5 +266,4 @@ try:
           f"the in-flight stream got a final event: ...{data[-300:]!r}")
 finally:
     srv.stop()
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

@@ -26,17 +26,10 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import MODEL, Server, require_model  # noqa: E402
+from server_util import MODEL, Server, check, finish, require_model  # noqa: E402
 
 build = sys.argv[1]
 require_model()
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def http_raw(port, payload, read_until_close=True, timeout=20):
@@ -67,10 +60,6 @@ srv = Server(build, "--max-body-bytes", "100000", "--max-num-seqs", "4", api_key
 AUTH = b"Authorization: Bearer " + KEY.encode() + b"\r\n"
 
 
-def normal_request_works():
-    status, body = srv.request("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "temperature": 0})
-    return status == 200 and body["usage"]["completion_tokens"] == 2
-
 
 try:
     # 1. deep JSON: refused while parsing on every route, the server stays up
@@ -79,7 +68,7 @@ try:
                        ("/v1/completions", '{"prompt": %s}' % deep), ("/generate", '{"inputs": "x", "parameters": %s}' % deep),
                        ("/detokenize", '{"tokens": %s}' % deep)]:
         status, resp = srv.request("POST", path, body)
-        check(status == 400 and "nested deeper" in json.dumps(resp) and normal_request_works(),
+        check(status == 400 and "nested deeper" in json.dumps(resp) and srv.normal_request_works(),
               f"{path}: JSON nested 8,000 deep -> {status}")
 
     # 2. a chunked body is held to --max-body-bytes while it is read
@@ -137,7 +126,7 @@ try:
     t0 = time.time()
     status, _ = srv.request("GET", "/health", timeout=5)
     check(status == 200 and time.time() - t0 < 2, f"200 trickling connections: /health in {time.time() - t0:.2f} s")
-    check(normal_request_works(), "200 trickling connections: a generation request still works")
+    check(srv.normal_request_works(), "200 trickling connections: a generation request still works")
     for c in slow[:50]:
         c.sendall(b"X-Slow: 1\r\n")  # still inside the header deadline
     data = http_raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
@@ -280,5 +269,4 @@ p = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", hostil
                     "--chat", "recurse", "-n", "2"], capture_output=True, text=True, timeout=120)
 check(p.returncode not in (0, -11) and "recursion" in p.stderr, f"generate --chat with a self-calling macro: exit {p.returncode}")
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
