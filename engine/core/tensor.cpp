@@ -9,8 +9,11 @@
 namespace llmctl {
 
 int64_t Tensor::numel() const {
+  // A zero anywhere makes the product 0 even when the other dimensions would overflow.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) LLM_CHECK(!__builtin_mul_overflow(n, d, &n)) << "tensor shape " << shape_str() << " overflows";
   return n;
 }
 
