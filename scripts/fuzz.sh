@@ -10,7 +10,7 @@
 # ctest fuzz.<harness> replays from then on. After a crash the harness is restarted for the time
 # left (at most FUZZ_MAX_RESTARTS times, default 3), so one bug does not end its run.
 # Environment: FUZZ_BUILD_DIR (build-fuzz), JOBS (nproc), FUZZ_MAX_RESTARTS, FUZZ_ARGS (extra
-# libFuzzer flags). Dictionaries tests/fuzz/dict/<harness>.dict are used when present.
+# libFuzzer flags), FUZZ_NO_BUILD=1 (fuzz the binaries already built, e.g. while the tree changes). Dictionaries tests/fuzz/dict/<harness>.dict are used when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -53,9 +53,11 @@ rm -rf "$probe"
 echo "fuzz.sh: $($CXX --version | head -1)"
 
 # --- build ---------------------------------------------------------------------------------------
+if [ -z "${FUZZ_NO_BUILD:-}" ]; then
 CC=$CC CXX=$CXX cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMCTL_FUZZ=ON \
   -DLLMCTL_CUDA=OFF -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target $(printf 'fuzz_%s ' "${HARNESSES[@]}")
+fi
 
 # --- fuzz ----------------------------------------------------------------------------------------
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:symbolize=1}
