@@ -8,7 +8,10 @@ first event. Reports: errors, streamed vs non-streamed equality (each seeded or 
 request is replayed non-streamed and the texts compared), usage vs tokens received (logprobs
 entries), running requests and KV usage back to 0 at the end, and the server's RSS after 100
 and after all requests.
+RSS grows while the KV pool's pages are first touched (up to --kv-cache-gb); a small pool
+(--serve-arg=--kv-cache-gb=0.2) shows what is left once it is warm.
 Usage: scripts/soak.py [--build build] [--url URL] [--clients 64] [--requests 1000] [--seed 1]
+                       [--serve-arg=--flag=value ...]
 """
 import argparse
 import http.client
@@ -29,6 +32,7 @@ ap.add_argument("--clients", type=int, default=64)
 ap.add_argument("--requests", type=int, default=1000)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--model", default=os.path.expanduser("~/.cache/llmctl/models/SmolLM2-135M-Instruct/hf"))
+ap.add_argument("--serve-arg", action="append", default=[], help="extra flag for llmctl serve (repeatable)")
 args = ap.parse_args()
 
 proc = None
@@ -38,7 +42,7 @@ if args.url:
 else:
     log = open("/tmp/llmctl-soak-serve.log", "w+")
     proc = subprocess.Popen([os.path.join(args.build, "llmctl"), "serve", "--model", args.model, "--port", "0",
-                             "--max-concurrent-requests", str(args.clients + 8)], stdout=log, stderr=log)
+                             "--max-concurrent-requests", str(args.clients + 8), *args.serve_arg], stdout=log, stderr=log)
     host, port = "127.0.0.1", None
     for _ in range(600):
         m = re.search(r"listening on http://[\d.]+:(\d+)", open(log.name).read())
@@ -199,7 +203,7 @@ def client(cid):
             stats["done"] += 1
             stats["streamed"] += stream
             stats["hung_up"] += hang_up
-            if stats["done"] in (100, args.requests):
+            if stats["done"] in (100, args.requests // 2, args.requests):
                 rss_at[stats["done"]] = rss_mb()
 
 
