@@ -126,7 +126,7 @@ struct GgufBuilder {
 
 inline Bytes f32_bytes(const std::vector<float>& v) {
   Bytes b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());  // memcpy from null is UB, even of 0 bytes
   return b;
 }
 
