@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
@@ -27,6 +26,7 @@ void send_error(HttpResponse& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(json_text(e.body()), "application/json");
 }
+
 // An optional boolean field of a request body (null = absent).
 bool flag(const json& body, const std::string& name, bool absent) {
   if (!body.contains(name) || body[name].is_null()) return absent;
@@ -204,9 +204,10 @@ void HttpServer::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
   for (size_t i = 0; i < t.size(); ++i) {
     if (!t[i].is_number_integer()) throw ApiError(400, "tokens[" + std::to_string(i) + "] is not an integer", "tokens");
     const int64_t id = t[i].get<int64_t>();
-    if (id < 0 || id >= limits_.vocab_size)
+    const int vocab = tok_.vocab_size();  // a padded model vocabulary has ids the tokenizer cannot decode
+    if (id < 0 || id >= vocab)
       throw ApiError(400, "tokens[" + std::to_string(i) + "] = " + std::to_string(id) + " is not a token id (vocabulary size " +
-                              std::to_string(limits_.vocab_size) + ")", "tokens");
+                              std::to_string(vocab) + ")", "tokens");
     ids.push_back(int(id));
   }
   res.set_content(json_text({{"prompt", tok_.decode(ids)}}), "application/json");
