@@ -9,6 +9,7 @@
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/request_checks.h"
 
 using namespace llmctl;
 using namespace llmctl::fuzz;
@@ -20,11 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const OpenAiApi api = (mode & 1) ? OpenAiApi::chat : OpenAiApi::completions;
   const Tokenizer& tok = (mode & 2) ? static_cast<const Tokenizer&>(small_sentencepiece())
                                     : static_cast<const Tokenizer&>(small_bpe());
-  ModelLimits limits;
-  limits.served_name = "tiny";
-  limits.vocab_size = tok.vocab_size();
-  limits.max_context = 512;
-  limits.max_n = 4;
+  const ModelLimits limits = tiny_limits(tok);
   const std::string_view body_text = in.rest();
   expect_errors([&] {
     nlohmann::json body = parse_json_bounded(body_text, kRequestJsonLimits, "the request body");
@@ -34,15 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const InputError& e) {
       throw to_api_error(e);  // as the HTTP layer answers it
     }
-    if (r.prompts.empty()) __builtin_trap();
-    for (const auto& p : r.prompts)
-      for (int id : p)
-        if (id < 0 || id >= limits.vocab_size) __builtin_trap();
-    try {
-      r.params.validate(limits.vocab_size);
-    } catch (const InputError&) {
-      __builtin_trap();  // accepted parameters are valid
-    }
+    check_accepted(r.prompts, r.params, limits.vocab_size);
   });
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/request_checks.h"
 
 using namespace llmctl;
 using namespace llmctl::fuzz;
@@ -18,11 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = in.u8();
   const Tokenizer& tok = (mode & 1) ? static_cast<const Tokenizer&>(small_sentencepiece())
                                     : static_cast<const Tokenizer&>(small_bpe());
-  ModelLimits limits;
-  limits.served_name = "tiny";
-  limits.vocab_size = tok.vocab_size();
-  limits.max_context = 512;
-  limits.max_n = 4;
+  const ModelLimits limits = tiny_limits(tok);
   const std::string_view body_text = in.rest();
   expect_errors([&] {
     nlohmann::json body = parse_json_bounded(body_text, kRequestJsonLimits, "the request body");
@@ -32,13 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const InputError& e) {
       throw to_api_error(e);
     }
-    for (int id : r.prompt)
-      if (id < 0 || id >= limits.vocab_size) __builtin_trap();
-    try {
-      r.params.validate(limits.vocab_size);
-    } catch (const InputError&) {
-      __builtin_trap();
-    }
+    check_accepted({r.prompt}, r.params, limits.vocab_size);
     (void)tgi_finish_reason("length", r.params);
     (void)tgi_finish_reason("stop", r.params);
   });
