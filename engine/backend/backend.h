@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend/batch_plan.h"
+#include "engine/backend/linear_weight.h"
 #include "engine/core/tensor.h"
 
 namespace llmctl {
@@ -104,6 +105,11 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;
   // out[T,N] = x[T,K] @ w[N,K]^T (+ bias[N])                w f32/f16/bf16
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
+  // Whether linear() runs weights stored in format f (engine/backend/linear_weight.h).
+  virtual bool supports(WeightFormat f) const = 0;
+  // The same product for a weight with a format: refuses a format this backend does not support
+  // (by name), dispatches dense weights to linear(x, w.data, ...). w is this rank's slice [N, K].
+  void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
   // The attention ops take the fused projection qkv[T, (Hq + 2*Hkv) * D]: q, then k, then v.
   // In place: rotates the q and k parts at b.positions.
   virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;

@@ -85,6 +85,9 @@ class CpuBackend final : public Backend {
     });
   }
 
+  using Backend::linear;  // the LinearWeight overload
+  bool supports(WeightFormat f) const override { return is_dense(f); }
+
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
     const int64_t T = x.dim(0), K = x.dim(1), N = w.dim(0);

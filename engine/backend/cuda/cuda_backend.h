@@ -71,6 +71,8 @@ class CudaBackend final : public Backend {
   // w in another float dtype than x is converted per call into a temporary (slow path: upload
   // weights in the compute dtype).
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  using Backend::linear;  // the LinearWeight overload
+  bool supports(WeightFormat f) const override { return is_dense(f); }  // quantized: issue 14
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
