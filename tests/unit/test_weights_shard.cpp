@@ -102,6 +102,35 @@ TEST_CASE("sharded 4 ways, the 2 KV heads are replicated: rank r holds kv head r
   }
 }
 
+TEST_CASE("each rank's qkv slice is a GQA layout: its query heads read the KV heads they read unsharded") {
+  // (Hq, Hkv, world): KV split, KV replicated, MHA, one KV head.
+  const int cases[][3] = {{4, 2, 2}, {4, 2, 4}, {8, 2, 4}, {8, 8, 4}, {4, 1, 2}, {12, 4, 2}, {16, 2, 8}};
+  for (const auto& [hq, hkv, world] : cases) {
+    CAPTURE(hq);
+    CAPTURE(hkv);
+    CAPTURE(world);
+    ModelConfig c = gqa_config();
+    c.num_heads = hq;
+    c.num_kv_heads = hkv;
+    c.vocab_size = 64;  // divides by every world here
+    REQUIRE_NOTHROW(check_tensor_parallel(c, world));
+    const int64_t D = c.head_dim, rows = int64_t(hq + 2 * hkv) * D;
+    for (int r = 0; r < world; ++r) {
+      const std::vector<ShardSegment> segs = shard_segments(rows, megatron_shard(WeightRole::Qkv, c, r, world));
+      REQUIRE(segs.size() == 3);
+      const int64_t lq = segs[0].length / D, lkv = segs[1].length / D;
+      REQUIRE(lq == hq / world);
+      REQUIRE(lkv == std::max(1, hkv / world));
+      CHECK(segs[1].begin - hq * D == segs[2].begin - (hq + hkv) * D);  // k and v: the same heads
+      for (int64_t j = 0; j < lq; ++j) {
+        const int64_t global_q = segs[0].begin / D + j;
+        const int64_t global_kv = (segs[1].begin - hq * D) / D + j / (lq / lkv);  // local GQA grouping
+        CHECK(global_kv == global_q / (hq / hkv));                                // unsharded grouping
+      }
+    }
+  }
+}
+
 TEST_CASE("column slices hold their ranks' heads of each fused part; row slices hold their columns") {
   const Checkpoint ck = random_checkpoint(gqa_config(), 13, 0.5f);
   const ModelConfig& c = ck.config;
@@ -133,13 +162,22 @@ TEST_CASE("column slices hold their ranks' heads of each fused part; row slices 
   }
 }
 
-TEST_CASE("world 1 is replicated: a single-part weight is the checkpoint's own tensor, not a copy") {
+TEST_CASE("world 1 is replicated: a single-part weight is the checkpoint's own tensor, a fused one its parts in order") {
   const Checkpoint ck = random_checkpoint(gqa_config(), 14, 0.5f);
   for (const WeightSource& src : llama_weight_sources(ck.config)) {
     CAPTURE(src.name);
     const ShardSpec spec = megatron_shard(src.role, ck.config, 0, 1);
     CHECK(spec.kind == ShardKind::Replicated);
     if (src.parts.size() == 1) CHECK(gather_shard(ck, src, spec).data == ck.get(src.parts[0]).data);
+    // A fused weight is its parts' rows in order (the layout the forward's qkv / gate_up expect).
+    const Tensor full = gather_shard(ck, src, spec);
+    int64_t row = 0;
+    for (const std::string& part : src.parts) {
+      const Tensor& t = ck.get(part);
+      CHECK(rows_of(full, row, t.dim(0)) == rows_of(t, 0, t.dim(0)));
+      row += t.dim(0);
+    }
+    CHECK(row == full.dim(0));
   }
 }
 
