@@ -1,5 +1,6 @@
 #include "engine/model/weights/shard.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -84,9 +85,9 @@ Tensor shard_slice(const std::vector<Tensor>& parts, const ShardSpec& spec) {
   std::vector<int64_t> shape = first.shape;
   shape[0] = 0;
   for (const Tensor& p : parts) {
-    std::vector<int64_t> a(p.shape.begin() + std::min<size_t>(1, p.shape.size()), p.shape.end()),
-        b(first.shape.begin() + 1, first.shape.end());
-    LLM_CHECK(p.dtype == first.dtype && p.rank() == first.rank() && a == b && p.device == Device::CPU)
+    const bool same_row_shape =
+        p.rank() == first.rank() && std::equal(p.shape.begin() + 1, p.shape.end(), first.shape.begin() + 1);
+    LLM_CHECK(p.dtype == first.dtype && same_row_shape && p.device == Device::CPU)
         << "fused parts differ: " << dtype_name(p.dtype) << " " << p.shape_str() << " vs "
         << dtype_name(first.dtype) << " " << first.shape_str();
     shape[0] += p.dim(0);
