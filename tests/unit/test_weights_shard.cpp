@@ -214,6 +214,25 @@ TEST_CASE("tensor-parallel sizes that do not divide are refused with the numbers
   CHECK(e.find("at least 1") != std::string::npos);
 }
 
+TEST_CASE("the default model's shapes (SmolLM2-135M: 9 query heads, 3 KV heads) split 3 ways, not 2 or 4") {
+  ModelConfig c;
+  c.hidden_size = 576;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.intermediate_size = 1536;
+  c.vocab_size = 49152;
+  CHECK_NOTHROW(check_tensor_parallel(c, 3));
+  CHECK(error_of([&] { check_tensor_parallel(c, 2); }).find("cannot split 9 query heads over 2") != std::string::npos);
+  CHECK(error_of([&] { check_tensor_parallel(c, 4); }).find("cannot split 9 query heads over 4") != std::string::npos);
+  // Row-parallel down [576, 1536] over 3 ranks: 512 columns each, on int4 group-128 boundaries.
+  CHECK_NOTHROW(check_group_boundaries(1536, megatron_shard(WeightRole::Down, c, 2, 3), 128));
+  // o [576, 576] over 3 ranks: 192 columns each, not a multiple of 128.
+  CHECK(error_of([&] { check_group_boundaries(576, megatron_shard(WeightRole::O, c, 1, 3), 128); })
+            .find("group size 128") != std::string::npos);
+}
+
 TEST_CASE("a row-parallel quantized weight splits only on group boundaries") {
   ShardSpec s;
   s.kind = ShardKind::Row;
