@@ -50,6 +50,7 @@ def layer_of(path):
     """The layer a repository path belongs to; None for folders the check ignores (tests, tools)."""
     for prefix, layer in (("kernels/", "kernels"), ("quant/format/", "quant-format"), ("quant/algo/", "quant-algo"),
                           ("engine/core/", "core"), ("engine/backend/", "model"), ("engine/model/", "model"),
+                          ("engine/parallel/", "model"),
                           ("engine/server/", "server"), ("engine/", "engine"), ("bench/", "bench"), ("cli/", "cli")):
         if path.startswith(prefix):
             return layer
