@@ -32,6 +32,10 @@ void fetch_default_model_if_absent(const std::string& model) {
                                   << " and the fetch script " << script << " is missing; pass --model";
   std::cerr << "llmctl: fetching the default model " << DefaultModel::kName << " into " << default_model_dir()
             << " (" << script << ")\n";
+  // The script converts the GGUF with `llmctl convert`: this binary, unless LLMCTL_BIN names another.
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) setenv("LLMCTL_BIN", self.c_str(), /*overwrite=*/0);
   const std::string cmd = "bash '" + script + "' 1>&2";
   LLM_REQUIRE(std::system(cmd.c_str()) == 0) << "fetching the default model failed (see above); pass --model";
   LLM_REQUIRE(!default_model_path().empty()) << "the default model is still missing after fetching";
