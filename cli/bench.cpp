@@ -1,5 +1,5 @@
 // llmctl bench: throughput | latency | serve | ppl. Parses flags, runs the engine-level benchmark
-// (engine/bench/), prints the table and writes --json / --csv / --plot. Ctrl-C stops a run early;
+// (bench/), prints the table and writes --json / --csv / --plot. Ctrl-C stops a run early;
 // what was measured so far is still printed and written.
 #include <atomic>
 #include <csignal>
@@ -7,16 +7,16 @@
 #include <iostream>
 #include <memory>
 
+#include "bench/arrivals.h"
+#include "bench/charts.h"
+#include "bench/dataset.h"
+#include "bench/latency.h"
+#include "bench/perplexity.h"
+#include "bench/report.h"
+#include "bench/serve_client.h"
+#include "bench/throughput.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
-#include "engine/bench/arrivals.h"
-#include "engine/bench/charts.h"
-#include "engine/bench/dataset.h"
-#include "engine/bench/latency.h"
-#include "engine/bench/perplexity.h"
-#include "engine/bench/report.h"
-#include "engine/bench/serve_client.h"
-#include "engine/bench/throughput.h"
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/default_model.h"

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "engine/model/convert.h"
+#include "engine/convert/convert.h"
 
 namespace llmctl::cli {
 

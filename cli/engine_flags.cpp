@@ -1,5 +1,7 @@
 #include "cli/engine_flags.h"
 
+#include "cli/fetch_model.h"
+
 namespace llmctl::cli {
 
 void add_runtime_flags(CLI::App* s, EngineFlags& f) {
@@ -38,6 +40,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   ro.enforce_eager = f.enforce_eager;
   ro.deterministic = f.deterministic;
   if (!f.dtype.empty()) ro.dtype = parse_dtype(f.dtype);
+  fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
 }
 

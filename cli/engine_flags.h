@@ -27,6 +27,7 @@ void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope = 
 // The batching flags (--max-num-seqs, --max-num-batched-tokens) and the KV cache flags.
 void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
 
+// Without --model, fetches the default model first when it is absent (cli/fetch_model.h).
 RuntimeOptions runtime_options(const EngineFlags& f);
 // --kv-cache-gb, when given on s, overrides --gpu-memory-utilization.
 EngineConfig engine_config(const EngineFlags& f, const CLI::App* s);

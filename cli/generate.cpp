@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/batch_generate.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
-#include "engine/batch_generate.h"
 #include "engine/core/error.h"
 #include "engine/generate_one.h"
 #include "engine/runtime.h"

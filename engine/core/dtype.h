@@ -1,78 +1,13 @@
-// Element types of tensors, with f16/bf16 <-> f32 conversions (round to nearest even).
+// Element types of tensors: DType and the f16/bf16 <-> f32 conversions live in
+// kernels/scalar_types.h (kernels use them and include nothing from engine/); parsing is here.
 #pragma once
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 
+#include "kernels/scalar_types.h"
+
 namespace llmctl {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, I8, U8 };
-
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);          // "f32", "f16", "bf16", ...
 DType parse_dtype(std::string_view name);  // accepts f32/float32, f16/float16, bf16/bfloat16; throws
-
-inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-inline float f16_to_f32(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {  // subnormal: renormalize
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while ((man & 0x400u) == 0);
-      u = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | man << 13;
-  } else {
-    u = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
-  if (absu >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf
-  if (absu < 0x38800000u) {                                  // subnormal or zero in f16
-    if (absu < 0x33000000u) return uint16_t(sign);
-    uint32_t e = absu >> 23;
-    uint32_t man = (absu & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e;  // 14 - (e - 127) + 13 - 1 ... aligns to f16 subnormal
-    uint32_t half = 1u << (shift - 1);
-    uint32_t rounded = (man + half - 1 + ((man >> shift) & 1u)) >> shift;
-    return uint16_t(sign | rounded);
-  }
-  uint32_t r = absu + 0xfffu + ((absu >> 13) & 1u);  // round to nearest even on bit 13
-  return uint16_t(sign | ((r - 0x38000000u) >> 13));
-}
 
 }  // namespace llmctl

@@ -17,7 +17,8 @@ std::string default_model_dir();     // <home>/models/SmolLM2-135M-Instruct
 std::string default_model_path();    // the converted HF dir if present, else the GGUF, else ""
 
 // Resolves --model: an explicit path is returned as is (must exist); empty means the default
-// model, fetched first (by scripts/fetch-model.sh) when absent, with a note on stderr.
+// model's converted HF directory, which must be there (the CLI fetches it first when absent:
+// cli/fetch_model.h; the engine spawns no process). Throws InputError naming what is missing.
 std::string resolve_model(const std::string& arg);
 
 }  // namespace llmctl

@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/core/dtype.h"  // header-only f16/bf16 conversions, shared with the engine
+#include "kernels/scalar_types.h"  // header-only f16/bf16 conversions, shared with the engine
 #include "kernels/cpu/linear_impl.h"
 
 namespace llmctl::kernels::detail {

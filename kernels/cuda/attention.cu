@@ -8,17 +8,17 @@
 namespace llmctl::cuda {
 
 void launch_attention(const AttentionParams& p, cudaStream_t stream) {
-  LLM_CHECK(p.dtype == DType::F16 || p.dtype == DType::BF16) << "attention: dtype must be f16 or bf16, got "
+  KERNEL_CHECK(p.dtype == DType::F16 || p.dtype == DType::BF16) << "attention: dtype must be f16 or bf16, got "
                                                              << dtype_name(p.dtype);
-  LLM_CHECK(p.head_dim == 64 || p.head_dim == 128) << "attention: head_dim " << p.head_dim << " (64 or 128)";
-  LLM_CHECK(p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0) << "attention: Hq % Hkv != 0";
-  LLM_CHECK(p.block_size > 0 && p.max_blocks_per_seq > 0) << "attention: block table";
-  LLM_CHECK(p.num_seqs < 65536 && p.num_q_heads < 65536) << "attention: grid too large";
+  KERNEL_CHECK(p.head_dim == 64 || p.head_dim == 128) << "attention: head_dim " << p.head_dim << " (64 or 128)";
+  KERNEL_CHECK(p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0) << "attention: Hq % Hkv != 0";
+  KERNEL_CHECK(p.block_size > 0 && p.max_blocks_per_seq > 0) << "attention: block table";
+  KERNEL_CHECK(p.num_seqs < 65536 && p.num_q_heads < 65536) << "attention: grid too large";
   const void* ptrs[] = {p.qkv, p.k_cache, p.v_cache, p.out};
   for (const void* ptr : ptrs)
-    LLM_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
+    KERNEL_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
   if (p.num_seqs == 0) return;
-  LLM_CHECK(p.fixed_partition_len % 128 == 0 && p.fixed_partition_len <= 1024) << "attention: fixed partition";
+  KERNEL_CHECK(p.fixed_partition_len % 128 == 0 && p.fixed_partition_len <= 1024) << "attention: fixed partition";
   if (p.token_seq) {  // per-token mode: every token through the decode kernel
     if (p.num_tokens > 0) launch_attention_decode(p, stream);
     return;

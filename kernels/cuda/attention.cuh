@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/core/dtype.h"
+#include "kernels/scalar_types.h"
 
 namespace llmctl::cuda {
 

@@ -289,9 +289,9 @@ size_t attention_split_counters(const AttentionParams& p) {
 void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
   const DecodeSplit sp = plan_decode_split(p);
   if (sp.num_partitions > 1) {
-    LLM_CHECK(p.workspace && p.workspace_bytes >= attention_workspace_bytes(p))
+    KERNEL_CHECK(p.workspace && p.workspace_bytes >= attention_workspace_bytes(p))
         << "attention: workspace too small (" << p.workspace_bytes << " < " << attention_workspace_bytes(p) << ")";
-    LLM_CHECK(p.split_counters && p.split_counters_count >= attention_split_counters(p))
+    KERNEL_CHECK(p.split_counters && p.split_counters_count >= attention_split_counters(p))
         << "attention: " << p.split_counters_count << " split counters, need " << attention_split_counters(p);
   }
   LLMCTL_DISPATCH_HALF(p.dtype, T, {

@@ -1,16 +1,16 @@
-// CUDA_CHECK / CUBLAS_CHECK: turn a failed CUDA runtime or cuBLAS call into llmctl::Error with the
+// CUDA_CHECK / CUBLAS_CHECK: turn a failed CUDA runtime or cuBLAS call into llmctl::KernelError with the
 // call's file, line and the library's error string. Plain C++ (no device code): usable from .cpp.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "engine/core/error.h"
+#include "kernels/kernel_check.h"
 
 #define CUDA_CHECK(call)                                                                          \
   do {                                                                                            \
     cudaError_t err_ = (call);                                                                    \
     if (err_ != cudaSuccess)                                                                      \
-      ::llmctl::detail::Thrower<::llmctl::Error>(nullptr)                                         \
+      KERNEL_FAIL()                                                                               \
           << __FILE__ << ":" << __LINE__ << ": " #call ": " << cudaGetErrorString(err_);          \
   } while (0)
 
@@ -18,7 +18,7 @@
   do {                                                                                            \
     cublasStatus_t st_ = (call);                                                                  \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
-      ::llmctl::detail::Thrower<::llmctl::Error>(nullptr)                                         \
+      KERNEL_FAIL()                                                                               \
           << __FILE__ << ":" << __LINE__ << ": " #call ": " << cublasGetStatusString(st_);        \
   } while (0)
 

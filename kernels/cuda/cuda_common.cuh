@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "engine/core/dtype.h"
+#include "kernels/scalar_types.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace llmctl::cuda {
@@ -87,12 +87,12 @@ __device__ __forceinline__ float block_sum(float v) {
     case ::llmctl::DType::F32: { using T = float; __VA_ARGS__; } break;                    \
     case ::llmctl::DType::F16: { using T = __half; __VA_ARGS__; } break;                   \
     case ::llmctl::DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; } break;           \
-    default: LLM_CHECK(false) << "unsupported dtype " << ::llmctl::dtype_name(dtype);      \
+    default: KERNEL_CHECK(false) << "unsupported dtype " << ::llmctl::dtype_name(dtype);      \
   }
 #define LLMCTL_DISPATCH_HALF(dtype, T, ...)                                                \
   switch (dtype) {                                                                         \
     case ::llmctl::DType::F16: { using T = __half; __VA_ARGS__; } break;                   \
     case ::llmctl::DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; } break;           \
-    default: LLM_CHECK(false) << "unsupported dtype " << ::llmctl::dtype_name(dtype)       \
+    default: KERNEL_CHECK(false) << "unsupported dtype " << ::llmctl::dtype_name(dtype)       \
                               << " (f16 or bf16 only)";                                    \
   }

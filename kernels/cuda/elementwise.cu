@@ -13,7 +13,7 @@ inline unsigned grid_for(int64_t n) {
 }
 
 inline void check_float(DType t, const char* what) {
-  LLM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16)
+  KERNEL_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16)
       << what << ": unsupported dtype " << dtype_name(t);
 }
 
@@ -79,7 +79,7 @@ __global__ void fill_random_kernel(void* dst, int dt, int64_t n, uint64_t seed, 
 void launch_embed(const EmbedParams& p, cudaStream_t stream) {
   check_float(p.table_dtype, "embed table");
   if (p.num_tokens == 0) return;
-  LLM_CHECK(p.num_tokens < (int64_t(1) << 31)) << "embed: too many tokens";
+  KERNEL_CHECK(p.num_tokens < (int64_t(1) << 31)) << "embed: too many tokens";
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, embed_kernel<T><<<unsigned(p.num_tokens), kThreads, 0, stream>>>(p));
   CUDA_CHECK_LAUNCH();
 }

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "engine/core/dtype.h"
+#include "kernels/scalar_types.h"
 
 namespace llmctl::cuda {
 

@@ -92,13 +92,13 @@ void launch_typed(const GemmParams& p, cudaStream_t stream) {
 
 void gemm_invariant(const GemmParams& p, cudaStream_t stream) {
   if (p.T == 0 || p.N == 0) return;
-  LLM_CHECK(p.in_dtype == DType::F16 || p.in_dtype == DType::BF16) << "gemm_invariant: f16 or bf16 inputs";
-  LLM_CHECK(p.out_dtype == p.in_dtype || p.out_dtype == DType::F32) << "gemm_invariant: out dtype";
-  LLM_CHECK(p.K > 0 && p.K % 8 == 0) << "gemm_invariant: K (" << p.K << ") must be a multiple of 8";
-  LLM_CHECK(p.alpha == 1.f && p.beta == 0.f) << "gemm_invariant: alpha 1, beta 0 only";
-  LLM_CHECK(p.T < (int64_t(1) << 31) / 64 && p.N < (int64_t(1) << 31) && p.K < (int64_t(1) << 31))
+  KERNEL_CHECK(p.in_dtype == DType::F16 || p.in_dtype == DType::BF16) << "gemm_invariant: f16 or bf16 inputs";
+  KERNEL_CHECK(p.out_dtype == p.in_dtype || p.out_dtype == DType::F32) << "gemm_invariant: out dtype";
+  KERNEL_CHECK(p.K > 0 && p.K % 8 == 0) << "gemm_invariant: K (" << p.K << ") must be a multiple of 8";
+  KERNEL_CHECK(p.alpha == 1.f && p.beta == 0.f) << "gemm_invariant: alpha 1, beta 0 only";
+  KERNEL_CHECK(p.T < (int64_t(1) << 31) / 64 && p.N < (int64_t(1) << 31) && p.K < (int64_t(1) << 31))
       << "gemm_invariant: too large";
-  LLM_CHECK(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0)
+  KERNEL_CHECK(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0)
       << "gemm_invariant: inputs must be 16-byte aligned";
   LLMCTL_DISPATCH_HALF(p.in_dtype, T, {
     if (p.out_dtype == DType::F32)

@@ -101,7 +101,7 @@ GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t str
   cublasLtMatmulHeuristicResult_t res[kCandidates];
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, kCandidates, res, &found));
-  LLM_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
+  KERNEL_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
   Entry best;
   best.algo = res[0].algo;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -159,8 +159,8 @@ GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t str
 
 void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
   if (p.T == 0 || p.N == 0) return;
-  LLM_CHECK(p.K > 0) << "gemm: K must be positive";
-  LLM_CHECK(p.in_dtype == p.out_dtype || p.out_dtype == DType::F32) << "gemm: out dtype must match inputs or be f32";
+  KERNEL_CHECK(p.K > 0) << "gemm: K must be positive";
+  KERNEL_CHECK(p.in_dtype == p.out_dtype || p.out_dtype == DType::F32) << "gemm: out dtype must match inputs or be f32";
   Descs d(p, ws_bytes_);
   const Key key{int(p.in_dtype), int(p.out_dtype), p.N, p.K, bucket(p.T)};
   auto it = algos_.find(key);
@@ -196,7 +196,7 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &r, &found));
-    LLM_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
+    KERNEL_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
     algo = r.algo;
   }
   CUBLAS_CHECK(cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &algo, ws_,

@@ -130,9 +130,9 @@ bool gemv_fits(const GemmParams& p) {
 }
 
 void gemv(const GemmParams& p, int rows_per_block, cudaStream_t stream) {
-  LLM_CHECK(gemv_fits(p)) << "gemv: unsupported shape T=" << p.T << " N=" << p.N << " K=" << p.K << " ("
+  KERNEL_CHECK(gemv_fits(p)) << "gemv: unsupported shape T=" << p.T << " N=" << p.N << " K=" << p.K << " ("
                           << dtype_name(p.in_dtype) << " -> " << dtype_name(p.out_dtype) << ")";
-  LLM_CHECK(rows_per_block == 2 || rows_per_block == 4) << "gemv: rows per block " << rows_per_block;
+  KERNEL_CHECK(rows_per_block == 2 || rows_per_block == 4) << "gemv: rows per block " << rows_per_block;
   if (p.N == 0) return;
   LLMCTL_DISPATCH_HALF(p.in_dtype, T, {
     if (p.out_dtype == DType::F32)

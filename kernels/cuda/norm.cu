@@ -32,15 +32,15 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 }  // namespace
 
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
-  LLM_CHECK(p.w_dtype == DType::F32 || p.w_dtype == DType::F16 || p.w_dtype == DType::BF16)
+  KERNEL_CHECK(p.w_dtype == DType::F32 || p.w_dtype == DType::F16 || p.w_dtype == DType::BF16)
       << "rms_norm: unsupported weight dtype " << dtype_name(p.w_dtype);
   if (p.rows == 0) return;
-  LLM_CHECK(p.rows < (int64_t(1) << 31) && p.hidden > 0) << "rms_norm: bad shape";
+  KERNEL_CHECK(p.rows < (int64_t(1) << 31) && p.hidden > 0) << "rms_norm: bad shape";
   const int threads = p.hidden >= 4096 ? 1024 : p.hidden >= 1024 ? 512 : 128;
   const bool f32_res = p.residual && p.residual_dtype == DType::F32;
-  LLM_CHECK(!p.residual || f32_res || p.residual_dtype == p.dtype)
+  KERNEL_CHECK(!p.residual || f32_res || p.residual_dtype == p.dtype)
       << "rms_norm: residual must be f32 or the activation dtype";
-  LLM_CHECK(!p.x_f32 || !p.residual || f32_res) << "rms_norm: an f32 input needs an f32 residual";
+  KERNEL_CHECK(!p.x_f32 || !p.residual || f32_res) << "rms_norm: an f32 input needs an f32 residual";
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, {
     if (p.x_f32)
       rms_norm_kernel<float, T, float><<<unsigned(p.rows), threads, 0, stream>>>(p);

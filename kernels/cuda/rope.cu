@@ -47,12 +47,12 @@ __global__ void rope_write_kv_kernel(RopeKvParams p) {
 }  // namespace
 
 void launch_rope_write_kv(const RopeKvParams& p, cudaStream_t stream) {
-  LLM_CHECK(p.head_dim % 2 == 0 && p.head_dim / 2 <= kMaxRopeHalf) << "rope: head_dim " << p.head_dim;
-  LLM_CHECK(p.num_q_heads > 0 && p.num_kv_heads > 0) << "rope: head counts";
-  LLM_CHECK(!p.do_rope || p.positions) << "rope: positions missing";
-  LLM_CHECK(!p.do_write || (p.slot_mapping && p.k_cache && p.v_cache)) << "write_kv: cache or slots missing";
+  KERNEL_CHECK(p.head_dim % 2 == 0 && p.head_dim / 2 <= kMaxRopeHalf) << "rope: head_dim " << p.head_dim;
+  KERNEL_CHECK(p.num_q_heads > 0 && p.num_kv_heads > 0) << "rope: head counts";
+  KERNEL_CHECK(!p.do_rope || p.positions) << "rope: positions missing";
+  KERNEL_CHECK(!p.do_write || (p.slot_mapping && p.k_cache && p.v_cache)) << "write_kv: cache or slots missing";
   if (p.num_tokens == 0 || (!p.do_rope && !p.do_write)) return;
-  LLM_CHECK(p.num_tokens < (int64_t(1) << 31)) << "rope: too many tokens";
+  KERNEL_CHECK(p.num_tokens < (int64_t(1) << 31)) << "rope: too many tokens";
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, rope_write_kv_kernel<T><<<unsigned(p.num_tokens), 256, 0, stream>>>(p));
   CUDA_CHECK_LAUNCH();
 }

@@ -355,8 +355,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams P) {
 }  // namespace
 
 void launch_sample(const SampleParams& p, cudaStream_t stream) {
-  LLM_CHECK(p.vocab > 0 && p.vocab < (int64_t(1) << 30)) << "sample: vocab " << p.vocab;
-  LLM_CHECK(p.logits && p.jobs && p.scratch && p.tokens) << "sample: missing buffers";
+  KERNEL_CHECK(p.vocab > 0 && p.vocab < (int64_t(1) << 30)) << "sample: vocab " << p.vocab;
+  KERNEL_CHECK(p.logits && p.jobs && p.scratch && p.tokens) << "sample: missing buffers";
   if (p.num_jobs == 0) return;
   sample_kernel<<<unsigned(p.num_jobs), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench/charts.h"
-#include "engine/bench/perplexity.h"
-#include "engine/bench/report.h"
-#include "engine/bench/svg_plot.h"
+#include "bench/charts.h"
+#include "bench/perplexity.h"
+#include "bench/report.h"
+#include "bench/svg_plot.h"
 
 using namespace llmctl::bench;
 

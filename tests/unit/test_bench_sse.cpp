@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench/sse.h"
-#include "engine/bench/stream_record.h"
+#include "bench/sse.h"
+#include "bench/stream_record.h"
 
 using namespace llmctl::bench;
 

@@ -6,10 +6,10 @@
 #include <limits>
 #include <vector>
 
-#include "engine/bench/arrivals.h"
-#include "engine/bench/latency.h"
-#include "engine/bench/stats.h"
-#include "engine/bench/throughput.h"
+#include "bench/arrivals.h"
+#include "bench/latency.h"
+#include "bench/stats.h"
+#include "bench/throughput.h"
 #include "engine/core/error.h"
 
 using namespace llmctl;

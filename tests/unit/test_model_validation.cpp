@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/backend.h"
+#include "engine/convert/convert.h"
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/convert.h"
 #include "engine/model/gguf_llama.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/llama_tensors.h"

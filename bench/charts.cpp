@@ -1,4 +1,4 @@
-#include "engine/bench/charts.h"
+#include "bench/charts.h"
 
 #include <cmath>
 #include <limits>

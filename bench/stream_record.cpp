@@ -1,4 +1,4 @@
-#include "engine/bench/stream_record.h"
+#include "bench/stream_record.h"
 
 #include <nlohmann/json.hpp>
 

@@ -6,8 +6,8 @@
 #pragma once
 #include <string>
 
-#include "engine/bench/report.h"
-#include "engine/bench/svg_plot.h"
+#include "bench/report.h"
+#include "bench/svg_plot.h"
 
 namespace llmctl::bench {
 

@@ -1,4 +1,4 @@
-#include "engine/bench/progress.h"
+#include "bench/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "engine/bench/svg_plot.h"
+#include "bench/svg_plot.h"
 
 #include <algorithm>
 #include <cmath>

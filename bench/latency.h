@@ -13,7 +13,7 @@
 #include <atomic>
 #include <vector>
 
-#include "engine/bench/report.h"
+#include "bench/report.h"
 #include "engine/engine.h"
 #include "engine/runtime.h"
 

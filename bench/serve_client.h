@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench/dataset.h"
-#include "engine/bench/report.h"
+#include "bench/dataset.h"
+#include "bench/report.h"
 
 namespace llmctl::bench {
 

@@ -1,4 +1,4 @@
-#include "engine/bench/dataset.h"
+#include "bench/dataset.h"
 
 #include <algorithm>
 #include <cmath>

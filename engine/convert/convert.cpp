@@ -1,4 +1,4 @@
-#include "engine/model/convert.h"
+#include "engine/convert/convert.h"
 
 #include <cmath>
 #include <cstdio>

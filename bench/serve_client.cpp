@@ -1,4 +1,4 @@
-#include "engine/bench/serve_client.h"
+#include "bench/serve_client.h"
 
 #include <httplib.h>
 
@@ -10,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/bench/arrivals.h"
-#include "engine/bench/progress.h"
-#include "engine/bench/run_meta.h"
-#include "engine/bench/sse.h"
-#include "engine/bench/stats.h"
-#include "engine/bench/stream_record.h"
+#include "bench/arrivals.h"
+#include "bench/progress.h"
+#include "bench/run_meta.h"
+#include "bench/sse.h"
+#include "bench/stats.h"
+#include "bench/stream_record.h"
 #include "engine/core/error.h"
 
 namespace llmctl::bench {

@@ -1,4 +1,4 @@
-#include "engine/bench/sse.h"
+#include "bench/sse.h"
 
 namespace llmctl::bench {
 

@@ -1,13 +1,13 @@
-#include "engine/bench/throughput.h"
+#include "bench/throughput.h"
 
 #include <algorithm>
 #include <chrono>
 #include <sstream>
 
-#include "engine/bench/latency.h"  // parse_int_list
-#include "engine/bench/progress.h"
-#include "engine/bench/run_meta.h"
-#include "engine/bench/stats.h"
+#include "bench/latency.h"  // parse_int_list
+#include "bench/progress.h"
+#include "bench/run_meta.h"
+#include "bench/stats.h"
 #include "engine/core/error.h"
 
 namespace llmctl::bench {

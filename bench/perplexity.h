@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/bench/report.h"
+#include "bench/report.h"
 #include "engine/runtime.h"
 
 namespace llmctl::bench {

@@ -1,12 +1,12 @@
-#include "engine/bench/latency.h"
+#include "bench/latency.h"
 
 #include <algorithm>
 #include <sstream>
 
-#include "engine/bench/dataset.h"
-#include "engine/bench/progress.h"
-#include "engine/bench/run_meta.h"
-#include "engine/bench/stats.h"
+#include "bench/dataset.h"
+#include "bench/progress.h"
+#include "bench/run_meta.h"
+#include "bench/stats.h"
 #include "engine/core/error.h"
 
 namespace llmctl::bench {

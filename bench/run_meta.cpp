@@ -1,8 +1,8 @@
-#include "engine/bench/run_meta.h"
+#include "bench/run_meta.h"
 
 #include <ctime>
 
-#include "engine/bench/machine_info.h"
+#include "bench/machine_info.h"
 #include "engine/core/dtype.h"
 
 namespace llmctl::bench {

@@ -1,4 +1,4 @@
-#include "engine/bench/machine_info.h"
+#include "bench/machine_info.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "engine/bench/stats.h"
+#include "bench/stats.h"
 
 #include <algorithm>
 #include <cmath>

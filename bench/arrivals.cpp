@@ -1,4 +1,4 @@
-#include "engine/bench/arrivals.h"
+#include "bench/arrivals.h"
 
 #include <cmath>
 #include <limits>

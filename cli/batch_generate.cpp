@@ -1,4 +1,4 @@
-#include "engine/batch_generate.h"
+#include "cli/batch_generate.h"
 
 #include <chrono>
 #include <istream>

@@ -1,12 +1,12 @@
-#include "engine/bench/perplexity.h"
+#include "bench/perplexity.h"
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
-#include "engine/bench/progress.h"
-#include "engine/bench/run_meta.h"
+#include "bench/progress.h"
+#include "bench/run_meta.h"
 #include "engine/core/error.h"
 #include "engine/scorer.h"
 #include "engine/tokenizer/prompt.h"

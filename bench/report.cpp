@@ -1,4 +1,4 @@
-#include "engine/bench/report.h"
+#include "bench/report.h"
 
 #include <algorithm>
 #include <cmath>
