@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   const int rc = ctx.run();
   if (ctx.shouldExit() || rc != 0) return rc;
   if (llmctl::test::skipped_cases() > 0) {
-    std::printf("%d test case(s) skipped (their data is absent): exit 77\n", llmctl::test::skipped_cases());
+    std::printf("%d test case(s) SKIPPED (reasons above): exit 77\n", llmctl::test::skipped_cases());
     return 77;
   }
   return 0;

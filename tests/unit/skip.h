@@ -1,4 +1,5 @@
-// Skipped means skipped: a test case whose data is absent (the default model, a data file) calls
+// Skipped means skipped: a test case that cannot run here (its data is absent: the default model, a
+// data file; or it documents a known defect, run on request) calls
 // LLMCTL_SKIP(reason) instead of returning quietly; when nothing failed, the unit test binary then
 // exits 77 (tests/unit/main.cpp), which ctest reports as SKIPPED (SKIP_RETURN_CODE 77), not passed.
 #pragma once
