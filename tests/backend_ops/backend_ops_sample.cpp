@@ -11,14 +11,7 @@
 
 namespace llmctl::backend_ops {
 
-namespace {
-
-struct Draw {
-  int token = -1;
-  double margin = 1;  // how close a decision was to flipping (u or top_p against a cumulative mass)
-};
-
-Draw sample_reference(const std::vector<float>& logits_row, const SampleJob& j) {
+SampleDraw sample_reference(const std::vector<float>& logits_row, const SampleJob& j) {
   const int V = j.vocab > 0 ? j.vocab : int(logits_row.size());
   std::vector<float> l(logits_row.begin(), logits_row.begin() + V);  // stages 1-4 edit in f32
   for (const LogitEdit& e : j.edits) {
@@ -29,7 +22,7 @@ Draw sample_reference(const std::vector<float>& logits_row, const SampleJob& j) 
     if (e.flags & LogitEdit::kSubtract) x -= e.sub;
     if (e.flags & LogitEdit::kRepeat) x = x > 0 ? x / j.repetition_penalty : x * j.repetition_penalty;
   }
-  Draw d;
+  SampleDraw d;
   if (j.temperature == 0) {  // arg max, lowest id on ties; -1 when everything is suppressed
     for (int i = 0; i < V; ++i)
       if (l[size_t(i)] != -INFINITY && (d.token < 0 || l[size_t(i)] > l[size_t(d.token)])) d.token = i;
@@ -92,6 +85,8 @@ Draw sample_reference(const std::vector<float>& logits_row, const SampleJob& j) 
   return d;
 }
 
+namespace {
+
 void sample_case(Ctx& c, int V) {
   std::normal_distribution<float> n(0.f, 2.5f);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
@@ -148,7 +143,7 @@ void sample_case(Ctx& c, int V) {
   std::string detail;
   for (int r = 0; r < R; ++r) {
     const SampleJob& j = jobs[size_t(r)];
-    const Draw want = sample_reference(std::vector<float>(rows.begin() + long(r) * V, rows.begin() + long(r + 1) * V), j);
+    const SampleDraw want = sample_reference(std::vector<float>(rows.begin() + long(r) * V, rows.begin() + long(r + 1) * V), j);
     if (got[size_t(r)] == want.token) continue;
     if (j.temperature > 0 && want.margin < 1e-4) {
       ++near_boundary;  // f32 on the device vs double here, a hair from a boundary

@@ -63,4 +63,13 @@ std::map<std::string, int> run_table(const Target& target);
 
 double tolerance(DType activation);
 
+// The sample row's naive reference for one job: the token (-1 when every candidate is suppressed)
+// and how close the decision came to a boundary (u or top_p against a cumulative mass). Exposed so
+// the CPU run can check it against the host sampler (the CPU backend has no device sampling).
+struct SampleDraw {
+  int token = -1;
+  double margin = 1;
+};
+SampleDraw sample_reference(const std::vector<float>& logits_row, const SampleJob& job);
+
 }  // namespace llmctl::backend_ops
