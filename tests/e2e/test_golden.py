@@ -36,10 +36,20 @@ if res.returncode != 0:
 ours = json.loads(res.stdout)
 golden = json.load(open(golden_path))
 failed = False
+# Every golden case must come back, in order: a case llmctl_score dropped is a failure, not a pass.
+g_names, o_names = [g["name"] for g in golden["cases"]], [o["name"] for o in ours["cases"]]
+if g_names != o_names:
+    print(f"FAIL: llmctl_score returned cases {o_names}, the golden file has {g_names}")
+    sys.exit(1)
 for g, o in zip(golden["cases"], ours["cases"]):
-    assert g["name"] == o["name"]
     if "top_logprobs" in g:
         worst, where = 0.0, None
+        if len(o["logprobs_at_ref_ids"]) != len(g["top_logprobs"]) or any(
+                len(a) != len(b) for a, b in zip(g["top_logprobs"], o["logprobs_at_ref_ids"])):
+            print(f"{g['name']}: FAIL: {len(o['logprobs_at_ref_ids'])} logprob rows, the reference has "
+                  f"{len(g['top_logprobs'])} (or a row of another width)")
+            failed = True
+            continue
         for p, (ref_row, our_row) in enumerate(zip(g["top_logprobs"], o["logprobs_at_ref_ids"])):
             for k, (a, b) in enumerate(zip(ref_row, our_row)):
                 if abs(a - b) > worst:

@@ -1,6 +1,7 @@
 // Replays fuzz inputs without libFuzzer: runs LLVMFuzzerTestOneInput once on every file named on
 // the command line or found (recursively, in sorted order) under a directory named there. A path
-// that does not exist is skipped (regressions/<harness>/ exists only once something was found).
+// that does not exist is skipped (regressions/<harness>/ exists only once something was found); a run
+// that finds no input at all exits 77 (skipped, not passed).
 // An input that crashes, trips a sanitizer or throws an unexpected exception fails the run, as in
 // libFuzzer; the input being run is printed first so it can be found.
 #include <algorithm>
@@ -52,5 +53,9 @@ int main(int argc, char** argv) {
     if (s > 1.0) std::fprintf(stderr, "replay: %s took %.2f s\n", f.c_str(), s);
   }
   std::printf("replay: %zu inputs ran\n", files.size());
+  if (files.empty()) {  // a missing corpus ran nothing: skipped (ctest SKIP_RETURN_CODE), not passed
+    std::printf("replay: SKIPPED, no input found under the paths given\n");
+    return 77;
+  }
   return 0;
 }

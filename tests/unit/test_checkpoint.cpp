@@ -12,6 +12,7 @@
 #include "engine/model/gguf_llama.h"
 #include "engine/model/safetensors.h"
 #include "format_test_util.h"
+#include "skip.h"
 
 using namespace llmctl;
 using namespace llmctl::test;
@@ -238,10 +239,7 @@ TEST_CASE("checkpoint: the default model, SmolLM2-135M-Instruct Q4_1 GGUF") {
   const char* home = std::getenv("LLMCTL_HOME");
   std::string base = home ? home : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/llmctl";
   std::string path = base + "/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!std::filesystem::exists(path)) {
-    MESSAGE("skipped: " << path << " is absent (scripts fetch the default model)");
-    return;
-  }
+  if (!std::filesystem::exists(path)) LLMCTL_SKIP(path << " is absent (scripts/fetch-model.sh fetches the default model)");
   Checkpoint ck = load_checkpoint(path);
   const ModelConfig& c = ck.config;
   CHECK(c.hidden_size == 576);

@@ -1,0 +1,171 @@
+// Parity table rows for the row-wise ops: embed, rms_norm, linear, rope, silu_mul, gather_rows.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "backend_ops_util.h"
+#include "engine/backend/batch_plan.h"
+
+namespace llmctl::backend_ops {
+
+namespace {
+
+std::string str(const char* fmt, auto... args) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+// A plan with token ids, positions and logits rows only (no attention).
+BatchPlan row_plan(std::vector<int32_t> ids, std::vector<int32_t> positions = {}, std::vector<int32_t> rows = {}) {
+  BatchPlan p;
+  const int T = int(ids.size());
+  p.token_ids = std::move(ids);
+  p.positions = positions.empty() ? std::vector<int32_t>(size_t(T), 0) : std::move(positions);
+  for (int t = 0; t < T; ++t) p.slot_mapping.push_back(t);
+  p.query_start = {0, T};
+  p.context_len = {T};
+  p.logits_rows = std::move(rows);
+  return p;
+}
+
+void embed_case(Ctx& c, DType table_dt, int V, int H, int T) {
+  Rand table = random_tensor(c, table_dt, {V, H});
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  std::uniform_int_distribution<int> u(0, V - 1);
+  for (auto& i : ids) i = u(c.rng);
+  ids[0] = 0, ids[size_t(T) - 1] = V - 1;  // both ends of the table
+  BatchPlan plan = row_plan(ids);
+  DeviceBatch b = c.be.prepare_batch(plan);
+  Tensor out = poisoned(c, c.act(), {T, H});
+  c.be.embed(table.dev, b, out);
+  std::vector<float> ref;
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) ref.push_back(round_to(c.act(), table.f[size_t(ids[t]) * H + h]));
+  c.exact(str("table %s [%d, %d] T=%d", dtype_name(table_dt), V, H, T), to_vec(c, out), ref);
+}
+
+void rms_norm_case(Ctx& c, int T, int H, bool with_residual) {
+  const float eps = 1e-5f;
+  Rand x = random_tensor(c, c.act(), {T, H}), w = random_tensor(c, DType::F32, {H}, 0.5f, 1.5f);
+  Rand res = random_tensor(c, DType::F32, {T, H});  // the residual stream is f32 on every backend
+  Tensor out = poisoned(c, c.act(), {T, H});
+  c.be.rms_norm(x.dev, w.dev, eps, out, with_residual ? &res.dev : nullptr);
+  std::vector<double> ref(size_t(T) * H), ref_res(size_t(T) * H);
+  for (int t = 0; t < T; ++t) {
+    double ss = 0;
+    for (int i = 0; i < H; ++i) {
+      const size_t k = size_t(t) * H + i;
+      ref_res[k] = with_residual ? double(x.f[k]) + res.f[k] : x.f[k];
+      ss += ref_res[k] * ref_res[k];
+    }
+    const double r = 1.0 / std::sqrt(ss / H + eps);
+    for (int i = 0; i < H; ++i) ref[size_t(t) * H + i] = ref_res[size_t(t) * H + i] * r * w.f[size_t(i)];
+  }
+  const std::string tag = str("T=%d H=%d%s", T, H, with_residual ? " +residual" : "");
+  c.close(tag, to_vec(c, out), ref);
+  if (with_residual) {
+    // residual += x, kept in f32: only f32 rounding of one sum per element
+    std::vector<float> got = to_vec(c, res.dev);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) num += (got[i] - ref_res[i]) * (got[i] - ref_res[i]), den += ref_res[i] * ref_res[i];
+    c.expect(tag + " residual sum", std::isfinite(num) && std::sqrt(num / den) < 1e-6,
+             str("rel %.3e", std::sqrt(num / den)));
+  }
+}
+
+void linear_case(Ctx& c, DType wdt, int T, int K, int N, bool with_bias) {
+  Rand x = random_tensor(c, c.act(), {T, K}), w = random_tensor(c, wdt, {N, K}), bias = random_tensor(c, DType::F32, {N});
+  Tensor out = poisoned(c, c.act(), {T, N});
+  c.be.linear(x.dev, w.dev, with_bias ? &bias.dev : nullptr, out);
+  std::vector<double> ref(size_t(T) * N);
+  for (int t = 0; t < T; ++t)
+    for (int n = 0; n < N; ++n) {
+      double acc = with_bias ? bias.f[size_t(n)] : 0.0;
+      for (int k = 0; k < K; ++k) acc += double(x.f[size_t(t) * K + k]) * w.f[size_t(n) * K + k];
+      ref[size_t(t) * N + n] = acc;
+    }
+  c.close(str("w %s T=%d K=%d N=%d%s", dtype_name(wdt), T, K, N, with_bias ? " +bias" : ""), to_vec(c, out), ref);
+}
+
+void rope_case(Ctx& c, RopeKind kind, const char* kind_name, int D, int Hq, int Hkv, int T) {
+  const RopeParams p = rope_params(kind, D, kind == RopeKind::None ? 10000.0 : 500000.0);
+  Rand qkv = random_tensor(c, c.act(), {T, (Hq + 2 * Hkv) * D});
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  std::uniform_int_distribution<int> u(0, 8191);
+  for (auto& x : pos) x = u(c.rng);
+  pos[0] = 0;
+  BatchPlan plan = row_plan(std::vector<int32_t>(size_t(T), 1), pos);
+  DeviceBatch b = c.be.prepare_batch(plan);
+  c.be.rope(qkv.dev, b, p, Hq, Hkv);
+  c.close(str("%s D=%d Hq=%d Hkv=%d T=%d", kind_name, D, Hq, Hkv, T), to_vec(c, qkv.dev),
+          rope_reference(qkv.f, pos, p, Hq, Hkv));
+}
+
+void silu_mul_case(Ctx& c, int T, int I) {
+  Rand gu = random_tensor(c, c.act(), {T, 2 * I}, -4.f, 4.f);
+  Tensor out = poisoned(c, c.act(), {T, I});
+  c.be.silu_mul(gu.dev, out);
+  std::vector<double> ref(size_t(T) * I);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < I; ++i) {
+      const double g = gu.f[size_t(t) * 2 * I + i], up = gu.f[size_t(t) * 2 * I + I + i];
+      ref[size_t(t) * I + i] = g / (1.0 + std::exp(-g)) * up;
+    }
+  c.close(str("T=%d I=%d", T, I), to_vec(c, out), ref);
+}
+
+void gather_rows_case(Ctx& c, int T, int C, DType out_dt) {
+  Rand x = random_tensor(c, c.act(), {T, C});
+  BatchPlan plan = row_plan(std::vector<int32_t>(size_t(T), 1), {}, {T - 1, 0, 3, 3, T / 2});  // repeats, any order
+  DeviceBatch b = c.be.prepare_batch(plan);
+  Tensor out = poisoned(c, out_dt, {int64_t(plan.logits_rows.size()), C});
+  c.be.gather_rows(x.dev, b, out);
+  std::vector<float> ref;
+  for (int r : plan.logits_rows) ref.insert(ref.end(), x.f.begin() + size_t(r) * C, x.f.begin() + size_t(r + 1) * C);
+  c.exact(str("x [%d, %d] -> out %s", T, C, dtype_name(out_dt)), to_vec(c, out), ref);
+}
+
+}  // namespace
+
+void add_dense_cases(std::vector<OpCase>& t) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    t.push_back({"embed", std::string("table ") + dtype_name(dt), [dt](Ctx& c) {
+                   if (!contains(c.target.weight_dtypes, dt)) return;
+                   embed_case(c, dt, 317, 72, 19);
+                   embed_case(c, dt, 1000, 136, 1);
+                 }});
+  for (int H : {64, 577, 2048})
+    for (bool res : {false, true})
+      t.push_back({"rms_norm", "H=" + std::to_string(H), [H, res](Ctx& c) {
+                     rms_norm_case(c, 7, H, res);
+                     rms_norm_case(c, 1, H, res);
+                   }});
+  struct Shape { int T, K, N; };
+  for (DType wdt : {DType::F32, DType::BF16, DType::F16})
+    for (Shape s : {Shape{1, 64, 96}, Shape{7, 127, 33}, Shape{33, 300, 65}, Shape{3, 17, 9}, Shape{64, 576, 200}})
+      for (bool bias : {false, true})
+        t.push_back({"linear", std::string("w ") + dtype_name(wdt), [=](Ctx& c) {
+                       if (!contains(c.target.weight_dtypes, wdt)) return;
+                       linear_case(c, wdt, s.T, s.K, s.N, bias);
+                     }});
+  const std::pair<RopeKind, const char*> kinds[] = {
+      {RopeKind::None, "plain"}, {RopeKind::Linear, "linear x4"}, {RopeKind::Llama3, "llama3 x8"}};
+  for (auto [kind, name] : kinds)
+    t.push_back({"rope", name, [kind, name](Ctx& c) {
+                   rope_case(c, kind, name, 64, 9, 3, 23);
+                   rope_case(c, kind, name, 128, 8, 1, 5);
+                   rope_case(c, kind, name, 128, 4, 4, 1);
+                 }});
+  t.push_back({"silu_mul", "odd and even I", [](Ctx& c) {
+                 silu_mul_case(c, 9, 37);
+                 silu_mul_case(c, 11, 344);
+                 silu_mul_case(c, 1, 1536);
+               }});
+  t.push_back({"gather_rows", "logits rows", [](Ctx& c) {
+                 gather_rows_case(c, 11, 97, c.act());
+                 if (c.act() != DType::F32) gather_rows_case(c, 11, 97, DType::F32);  // logits in f32
+               }});
+}
+
+}  // namespace llmctl::backend_ops

@@ -1,0 +1,107 @@
+// The parity table's runner and checks; the rows are in backend_ops_{dense,kv,sample}.cpp.
+#include "backend_ops_table.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "backend_ops_util.h"
+
+namespace llmctl::backend_ops {
+
+double tolerance(DType activation) {
+  return activation == DType::BF16 ? 1e-2 : activation == DType::F16 ? 2e-3 : 1e-5;
+}
+
+void Ctx::close(const std::string& what, const std::vector<float>& got, const std::vector<double>& ref,
+                double tol_scale) {
+  ++checks_;
+  INFO(op_ << ": " << what << " (" << dtype_name(act()) << ")");
+  REQUIRE(got.size() == ref.size());
+  double num = 0, den = 0, max_abs = 0;
+  int64_t nonfinite = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++nonfinite;
+      continue;
+    }
+    const double d = double(got[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+    max_abs = std::max(max_abs, std::fabs(d));
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-300)), tol = tolerance(act()) * tol_scale;
+  std::printf("  %-14s %-60s rel %.2e (tol %.0e) max_abs %.2e%s\n", op_.c_str(), what.c_str(), rel, tol, max_abs,
+              nonfinite ? "  NONFINITE" : "");
+  CHECK_MESSAGE(nonfinite == 0, nonfinite << " outputs are NaN/inf");
+  CHECK_MESSAGE(rel <= tol, "relative error " << rel << " > " << tol << ", max abs " << max_abs);
+}
+
+void Ctx::exact(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+  ++checks_;
+  INFO(op_ << ": " << what << " (" << dtype_name(act()) << ")");
+  REQUIRE(got.size() == ref.size());
+  size_t bad = 0, first = got.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == ref[i]) && !(std::isnan(got[i]) && std::isnan(ref[i]))) {
+      if (!bad) first = i;
+      ++bad;
+    }
+  std::printf("  %-14s %-60s %s\n", op_.c_str(), what.c_str(), bad ? "DIFFERS" : "exact");
+  CHECK_MESSAGE(bad == 0, bad << " of " << got.size() << " values differ, first at " << first << ": got "
+                              << (bad ? got[first] : 0.f) << " want " << (bad ? ref[first] : 0.f));
+}
+
+void Ctx::expect(const std::string& what, bool ok, const std::string& detail) {
+  ++checks_;
+  INFO(op_ << ": " << what << " (" << dtype_name(act()) << ") " << detail);
+  std::printf("  %-14s %-60s %s\n", op_.c_str(), what.c_str(), ok ? "ok" : "FAILED");
+  CHECK(ok);
+}
+
+const std::vector<OpCase>& table() {
+  static const std::vector<OpCase> t = [] {
+    std::vector<OpCase> v;
+    add_dense_cases(v);
+    add_kv_cases(v);
+    add_sample_cases(v);
+    return v;
+  }();
+  return t;
+}
+
+const std::vector<std::string>& required_ops() {
+  static const std::vector<std::string> ops = {"embed",    "rms_norm", "linear",      "rope",
+                                               "write_kv", "rope_write_kv", "attention", "silu_mul",
+                                               "gather_rows", "copy_blocks", "sample"};
+  return ops;
+}
+
+std::map<std::string, int> run_table(const Target& target) {
+  REQUIRE(target.backend != nullptr);
+  Backend& be = *target.backend;
+  std::printf("backend parity table on %s (activations %s): %zu cases\n", be.name().c_str(),
+              dtype_name(be.activation_dtype()), table().size());
+  std::map<std::string, int> counts;
+  uint32_t seed = 1000;
+  for (const OpCase& c : table()) {
+    ++seed;  // one seed per row, whatever rows are left out
+    if (c.op == "sample" && !be.can_sample()) continue;
+    Ctx ctx(target, c.op, seed);
+    INFO("case " << c.op << " " << c.name << " on " << be.name());
+    c.run(ctx);
+    counts[c.op] += ctx.checks();
+  }
+  if (!be.can_sample()) std::printf("  sample: not run, %s has no device sampling (can_sample() is false)\n", be.name().c_str());
+  // Every op of the interface was compared at least once (sample only where the backend has it).
+  for (const std::string& op : required_ops()) {
+    if (op == "sample" && !be.can_sample()) continue;
+    INFO("op " << op << " has no comparison in the table");
+    CHECK(counts[op] > 0);
+  }
+  return counts;
+}
+
+}  // namespace llmctl::backend_ops

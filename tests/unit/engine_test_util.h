@@ -1,0 +1,61 @@
+// A tiny random Llama (engine/model/random_checkpoint.h) with a padded vocabulary (the model has
+// more ids than the tokenizer), and the ONE place the unit tests build an Engine or a Scorer from
+// it: when the way an Engine is made changes (an Executor instead of the model), only this file does.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "byte_tokenizer.h"
+#include "engine/backend/backend.h"
+#include "engine/engine.h"
+#include "engine/model/llama_model.h"
+#include "engine/model/random_checkpoint.h"
+#include "engine/scorer.h"
+
+namespace llmctl::test {
+
+// Model ids [ByteTokenizer::kVocab, kTinyModelVocab) are padding the tokenizer lacks.
+constexpr int kTinyModelVocab = ByteTokenizer::kVocab + 13;
+
+inline ModelConfig tiny_engine_config() {
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.intermediate_size = 48;
+  c.vocab_size = kTinyModelVocab;
+  c.max_position_embeddings = 256;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+struct TinyModel {
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
+  Checkpoint checkpoint = random_checkpoint(tiny_engine_config(), 11, 0.5f);
+  LlamaModel model{checkpoint, *backend};
+  ByteTokenizer tokenizer;
+};
+
+inline EngineConfig tiny_engine_options(int num_blocks = 64) {
+  EngineConfig c;
+  c.num_blocks = num_blocks;
+  return c;
+}
+
+inline std::unique_ptr<Engine> make_engine(TinyModel& m, EngineConfig config = tiny_engine_options()) {
+  return std::make_unique<Engine>(m.model, m.tokenizer, config);
+}
+
+inline std::unique_ptr<Scorer> make_scorer(TinyModel& m) { return std::make_unique<Scorer>(m.model, m.tokenizer); }
+
+// A request run alone on a fresh engine, to the end.
+inline RequestResult run_alone(TinyModel& m, const std::vector<int>& prompt, const SamplingParams& params) {
+  auto engine = make_engine(m);
+  const int64_t id = engine->submit(prompt, params);
+  engine->drain();
+  return *engine->take_result(id);
+}
+
+}  // namespace llmctl::test

@@ -1,0 +1,80 @@
+// Aborting a request of the running step from a stream callback (engine/engine.h: abort() may be
+// called "in any state"). KNOWN DEFECTS, found by these cases (engine/engine.cpp, step()):
+//   1. a request that aborts itself from its own callback: abort() -> complete_if_done() erases the
+//      Request (and the std::function being run) while step() still uses it: use after free
+//      (valgrind: "Invalid read ... block free'd by Engine::complete_if_done").
+//   2. aborting another request scheduled later in the same step: its sequence is skipped without
+//      advancing the draw index, and step() throws "engine: draws out of step".
+// The server does not hit them today (EngineLoop aborts between steps), but a client disconnect
+// noticed inside a callback would. Until the engine defers the end of a request aborted mid-step to
+// the end of the step, this file reports SKIPPED; LLMCTL_TEST_KNOWN_DEFECTS=1 runs it (under
+// valgrind for case 1).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "engine_test_util.h"
+#include "skip.h"
+
+using namespace llmctl;
+using namespace llmctl::test;
+
+namespace {
+
+bool run_known_defects() {
+  const char* v = std::getenv("LLMCTL_TEST_KNOWN_DEFECTS");
+  return v && std::string(v) == "1";
+}
+
+std::vector<int> prompt_of(int len, int salt) {
+  std::vector<int> p;
+  for (int i = 0; i < len; ++i) p.push_back('a' + (i * 7 + salt) % 26);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("engine: abort of requests of the running step from a stream callback") {
+  if (!run_known_defects())
+    LLMCTL_SKIP("known engine defect: abort from a stream callback during step() (use after free; "
+                "\"draws out of step\"); LLMCTL_TEST_KNOWN_DEFECTS=1 runs it");
+  TinyModel m;
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  auto engine = make_engine(m);
+  int64_t a = 0, b = 0;
+  int a_tokens = 0, a_done = 0, b_done = 0;
+  std::string a_reason, b_reason;
+  a = engine->submit(prompt_of(18, 1), p, [&](const StreamEvent& e) {
+    a_tokens += int(e.token_ids.size());
+    if (e.done) {
+      ++a_done;
+      a_reason = std::string(e.finish_reason);
+    } else if (a_tokens >= 3 && a_done == 0) {
+      engine->abort(b);  // another request of the same step, scheduled after a, before c (defect 2)
+      engine->abort(a);  // itself, from inside its own event (defect 1)
+    }
+  });
+  b = engine->submit(prompt_of(25, 2), p, [&](const StreamEvent& e) {
+    if (e.done) ++b_done, b_reason = std::string(e.finish_reason);
+  });
+  const int64_t c = engine->submit(prompt_of(9, 3), p);
+  engine->drain();
+  const RequestResult ra = *engine->take_result(a), rb = *engine->take_result(b), rc = *engine->take_result(c);
+  CHECK(ra.outputs[0].finish_reason == "abort");
+  CHECK(ra.outputs[0].token_ids.size() >= 3);
+  CHECK(ra.outputs[0].token_ids.size() < 20);
+  CHECK(a_done == 1);
+  CHECK(a_reason == "abort");
+  CHECK(rb.outputs[0].finish_reason == "abort");
+  CHECK(b_done == 1);
+  CHECK(b_reason == "abort");
+  // The request nobody aborted is untouched: equal to its run alone.
+  CHECK(rc.outputs[0].finish_reason == "length");
+  CHECK(rc.outputs[0].token_ids == run_alone(m, prompt_of(9, 3), p).outputs[0].token_ids);
+  CHECK(engine->scheduler().kv().stats().used_blocks == 0);
+  CHECK_FALSE(engine->has_unfinished());
+}
