@@ -50,7 +50,9 @@ ApiError to_api_error(const std::exception& e) {
   std::smatch m;
   std::string param;
   static const std::regex leading("^([a-z]+_[a-z_]+|[a-z]+) (must|is|are) ");  // "top_k must be ..."
-  if (std::regex_search(msg, m, quoted) || std::regex_search(msg, m, leading)) param = m[1];
+  static const std::regex prefixed("^([a-z]+_[a-z_]+): ");  // "logit_bias: token id 300 is ..."
+  if (std::regex_search(msg, m, quoted) || std::regex_search(msg, m, leading) || std::regex_search(msg, m, prefixed))
+    param = m[1];
   return ApiError(400, msg, param);
 }
 
