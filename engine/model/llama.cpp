@@ -8,8 +8,9 @@ namespace llmctl {
 void check_llama_context(const ModelConfig& c, int context) {
   LLM_REQUIRE(c.sliding_window <= 0 || c.sliding_window >= context)
       << c.architecture << " with sliding_window " << c.sliding_window << " cannot run a context of " << context
-      << " tokens: llmctl has no sliding-window attention (run it with --max-context " << c.sliding_window
-      << " or less)";
+      << " tokens: llmctl has no sliding-window attention, and past the window its outputs would be wrong (limit the "
+         "context to "
+      << c.sliding_window << " tokens, e.g. llmctl serve --max-model-len " << c.sliding_window << ")";
 }
 
 namespace {
