@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/layers/rope.h"
+#include "engine/model/registry.h"
 
 namespace llmctl {
 
@@ -13,6 +14,14 @@ void check_llama_context(const ModelConfig& c, int context) {
       << c.sliding_window << " tokens, e.g. llmctl serve --max-model-len " << c.sliding_window << ")";
 }
 
+void check_llama_supported(const ModelConfig& c) {
+  // HF Llama's attention_bias also puts a bias on o_proj; Qwen2's is on q/k/v only, which is all
+  // this family adds.
+  LLM_REQUIRE(!c.attention_bias || find_architecture(c.architecture).attention_bias)
+      << c.architecture << " with attention_bias (q/k/v and o_proj biases) is not supported: llmctl adds q/k/v "
+      << "biases only (Qwen2ForCausalLM)";
+}
+
 namespace {
 
 class LlamaModel final : public Model {
@@ -20,6 +29,7 @@ class LlamaModel final : public Model {
   LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype)
       : config_(ckpt.config), backend_(backend) {
     config_.validate();
+    check_llama_supported(config_);
     w_ = load_llama_weights(ckpt, backend_, weight_dtype);
     rope_ = make_rope_params(config_);
   }

@@ -37,6 +37,10 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
 // wrong past the window).
 void check_llama_context(const ModelConfig& c, int context);
 
+// Throws InputError for a Llama-family config with a part the family does not implement (an o_proj
+// bias: HF Llama's attention_bias).
+void check_llama_supported(const ModelConfig& c);
+
 std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype);
 
 }  // namespace llmctl

@@ -142,6 +142,26 @@ TEST_CASE("registry: make_model builds each family and refuses an unregistered o
   CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("'GemmaForCausalLM' is not supported"), InputError);
 }
 
+TEST_CASE("registry: half-supported variants are refused by name") {
+  json j = hf_json("LlamaForCausalLM");
+  j["hidden_act"] = "gelu";
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("hidden_act \"gelu\" is not supported"), InputError);
+  j["hidden_act"] = "silu";
+  CHECK_NOTHROW(parse_hf_config(j));
+  j["mlp_bias"] = true;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("mlp_bias is not supported"), InputError);
+  j["mlp_bias"] = false;
+  CHECK_NOTHROW(parse_hf_config(j));
+  // Llama's attention_bias biases o_proj too: refused with every bias tensor present; Qwen2's runs.
+  auto be = make_cpu_backend(1);
+  ModelConfig c = tiny_config("LlamaForCausalLM");
+  c.attention_bias = true;
+  Checkpoint ck = random_checkpoint(c, 3, 0.3f);
+  CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("LlamaForCausalLM with attention_bias"), InputError);
+  ck.config.architecture = "Qwen2ForCausalLM";
+  CHECK_NOTHROW(make_model(ck, *be));
+}
+
 TEST_CASE("Mistral: a sliding window shorter than the context is refused, otherwise it runs as a Llama") {
   json j = hf_json("MistralForCausalLM");
   j["sliding_window"] = 64;
