@@ -90,7 +90,7 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
         cfg.sched.max_num_seqs = batch;
         cfg.sched.enable_prefix_caching = false;
         if (cfg.sched.max_num_batched_tokens <= 0) cfg.sched.max_num_batched_tokens = std::max(batch * in, batch);
-        Engine engine(*rt.model, *rt.tokenizer, cfg);
+        Engine engine(*rt.executor, *rt.tokenizer, cfg);
         std::vector<double> prefill, tpot, e2e, pp, tg;
         for (int r = 0; r < o.warmup + o.repetitions; ++r) {
           DatasetOptions d;

@@ -41,7 +41,7 @@ Report run_perplexity(Runtime& rt, const PerplexityOptions& o) {
   ScorerOptions so;
   so.max_context = o.ctx;
   so.prefill_chunk = o.ctx;
-  Scorer scorer(*rt.model, *rt.tokenizer, so);
+  Scorer scorer(*rt.executor, *rt.tokenizer, so);
   Report rep;
   rep.mode = "ppl";
   rep.meta = run_meta(&rt);

@@ -28,7 +28,7 @@ void apply_sweep(EngineConfig& cfg, const std::string& key, int value) {
 
 nlohmann::ordered_json run_point(Runtime& rt, const ThroughputOptions& o, const EngineConfig& cfg, Progress& bar,
                                  int64_t& bar_done, bool& interrupted) {
-  Engine engine(*rt.model, *rt.tokenizer, cfg);
+  Engine engine(*rt.executor, *rt.tokenizer, cfg);
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;

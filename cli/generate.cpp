@@ -32,7 +32,7 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   std::ifstream in(a.prompts_file);
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
   Runtime rt = load_runtime(runtime_options(a.engine));
-  Engine engine(*rt.model, *rt.tokenizer, engine_config(a.engine, cmd));
+  Engine engine(*rt.executor, *rt.tokenizer, engine_config(a.engine, cmd));
   BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
   EngineStats st = engine.stats();
   std::fprintf(stderr,
@@ -98,7 +98,7 @@ Runner add_generate(CLI::App& app) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    GenerateOneResult g = generate_one(*rt.model, *rt.tokenizer, ids, a->sp, on_text);
+    GenerateOneResult g = generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text);
     const SequenceOutput& r = g.output;
     const size_t n_out = r.token_ids.size();
     const double pp = g.prefill_seconds > 0 ? g.prompt_ids.size() / g.prefill_seconds : 0;

@@ -57,7 +57,7 @@ Runner add_serve(CLI::App& app) {
     a->server.model_dtype = a->engine.dtype.empty() ? "as stored" : a->engine.dtype;
     EngineConfig ec = engine_config(a->engine, s);
     ec.max_context = a->max_model_len;
-    return server::run_server(*rt.model, *rt.tokenizer, ec, a->server);
+    return server::run_server(*rt.executor, *rt.tokenizer, ec, a->server);
   };
 }
 

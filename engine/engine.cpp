@@ -36,31 +36,33 @@ struct Engine::Request {
   RequestResult result;
 };
 
-Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config)
-    : model_(model), tok_(tokenizer), cfg_(config) {
-  const ModelConfig& mc = model_.config();
+Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig config)
+    : exec_(executor), tok_(tokenizer), cfg_(config) {
+  const ModelConfig& mc = exec_.config();
   LLM_REQUIRE(tok_.vocab_size() > 0 && tok_.vocab_size() <= mc.vocab_size)
       << "the tokenizer has " << tok_.vocab_size() << " tokens but the model's vocabulary has " << mc.vocab_size
       << ": the tokenizer does not belong to this model";
   sample_vocab_ = tok_.vocab_size();  // the model's padding rows past it are never drawn
   max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
                                       : mc.max_position_embeddings;
+  exec_.check_context(max_context_);
   const int B = cfg_.sched.block_size;
-  model_.tune_gemms(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs);
+  exec_.tune(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs);
   double kv_bytes = cfg_.kv_cache_bytes;
   if (cfg_.num_blocks <= 0 && cfg_.gpu_memory_utilization > 0) {
     // Activations of the largest step, device sampling scratch (n > 1 draws several rows per
     // sequence) and 512 MiB for workspaces (cuBLAS, attention splits) and the allocator.
     const int rows = cfg_.sched.max_num_seqs;
-    const size_t reserve = model_.activation_bytes(cfg_.sched.max_num_batched_tokens, rows) +
+    const size_t reserve = exec_.activation_bytes(cfg_.sched.max_num_batched_tokens, rows) +
                            size_t(4) * rows * size_t(mc.vocab_size) * sizeof(float) + (size_t(512) << 20);
-    if (auto budget = model_.backend().kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
+    if (auto budget = exec_.kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
       kv_bytes = double(*budget);
   }
-  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(kv_bytes / double(model_.kv_bytes_per_block(B)), 1e9));
+  const KvCacheSpec kv_spec = exec_.kv_spec(B);
+  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(kv_bytes / double(kv_spec.bytes_per_block()), 1e9));
   LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
-  kv_ = model_.alloc_kv_cache(num_blocks_, B);
+  exec_.alloc_kv_cache(kv_spec, num_blocks_);
   eos_ids_ = mc.eos_token_ids;
   if (tok_.eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_.eos_id()) == eos_ids_.end())
     eos_ids_.push_back(tok_.eos_id());
@@ -69,7 +71,7 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig confi
 Engine::~Engine() = default;
 
 int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text) {
-  const int vocab = model_.config().vocab_size;
+  const int vocab = exec_.config().vocab_size;
   params.validate(vocab);
   LLM_REQUIRE(!prompt.empty()) << "the prompt is empty";
   // Prompt ids are the tokenizer's (they are decoded for echo and prompt logprobs), as vLLM checks.
@@ -148,8 +150,7 @@ struct Engine::Draw {
 };
 
 void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
-  const int vocab = model_.config().vocab_size;  // the row width; draws are among [0, sample_vocab_)
-  Backend& be = model_.backend();
+  const int vocab = exec_.config().vocab_size;  // the row width; draws are among [0, sample_vocab_)
   const bool on_device = logits.device != Device::CPU;
   std::vector<SampleJob> jobs;
   std::vector<size_t> job_draw;
@@ -157,7 +158,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   for (size_t i = 0; i < draws.size(); ++i) {
     Draw& d = draws[i];
     Sequence& s = d.r->seqs[d.child];
-    if (on_device && be.can_sample() && device_samplable(d.r->params)) {
+    if (on_device && exec_.can_sample() && device_samplable(d.r->params)) {
       jobs.push_back(make_sample_job(d.r->params, s.state, uint64_t(s.state.num_generated()), d.row, sample_vocab_));
       job_draw.push_back(i);
     } else {
@@ -165,7 +166,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
     }
   }
   if (!jobs.empty()) {
-    const std::vector<int32_t> tokens = be.sample(logits, jobs);
+    const std::vector<int32_t> tokens = exec_.sample(logits, jobs);
     for (size_t j = 0; j < jobs.size(); ++j) {
       Draw& d = draws[job_draw[j]];
       d.res = SampleResult{};
@@ -181,7 +182,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   // Host rows: all of the logits when most rows are needed, else row by row.
   Tensor host = logits;
   std::unordered_map<int, Tensor> row_copies;
-  if (on_device && host_draws.size() * 2 >= size_t(logits.dim(0))) host = be.to_host_f32(logits);
+  if (on_device && host_draws.size() * 2 >= size_t(logits.dim(0))) host = exec_.to_host(logits);
   for (size_t i : host_draws) {
     Draw& d = draws[i];
     const float* lg;
@@ -192,7 +193,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
       if (it == row_copies.end()) {
         Tensor row = Tensor::view(static_cast<float*>(logits.data) + int64_t(d.row) * vocab, DType::F32, {1, vocab});
         row.device = logits.device;
-        it = row_copies.emplace(d.row, be.to_host_f32(row)).first;
+        it = row_copies.emplace(d.row, exec_.to_host(row)).first;
       }
       lg = it->second.ptr<float>();
     }
@@ -231,7 +232,7 @@ void Engine::accept_token(Request& r, int child, const SampleResult& res) {
 bool Engine::step() {
   SchedulerOutput out = sched_->schedule();
   if (out.empty()) return false;
-  if (!out.block_copies.empty()) model_.backend().copy_blocks(kv_, out.block_copies);
+  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
   BatchPlan plan = build_batch_plan(out, *sched_);
   // Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
   // scores prompt token p + 1), then its sampling row. Draws and prompt rows keep their row.
@@ -268,19 +269,19 @@ bool Engine::step() {
       for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
   }
   const double t0 = now_seconds();
-  model_.backend().step_timer_begin();
-  Tensor logits = model_.forward_device(plan, kv_);
+  exec_.step_timer_begin();
+  Tensor logits = exec_.execute(plan);
 
   if (!prompt_rows.empty()) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
-    const int vocab = model_.config().vocab_size;
-    Tensor host = logits.device == Device::CPU ? logits : model_.backend().to_host_f32(logits);
+    const int vocab = exec_.config().vocab_size;
+    Tensor host = logits.device == Device::CPU ? logits : exec_.to_host(logits);
     for (const PromptRow& pr : prompt_rows)
       pr.r->result.prompt_logprobs[size_t(pr.index)] =
           token_logprobs(host.ptr<float>() + int64_t(pr.row) * vocab, sample_vocab_, pr.r->prompt[size_t(pr.index)],
                          *pr.r->params.prompt_logprobs);
   }
   draw_tokens(draws, logits);
-  stats_.device_seconds += model_.backend().step_timer_end();
+  stats_.device_seconds += exec_.step_timer_end();
   stats_.forward_seconds += now_seconds() - t0;
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/model/llama_model.h"
+#include "engine/executor/executor.h"
 #include "engine/sample/detokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
@@ -90,7 +90,8 @@ class Engine {
   // only at the end: one event per returned sequence, all tokens at once.
   using StreamFn = std::function<void(const StreamEvent&)>;
 
-  Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig config = {});
+  // The executor's KV cache is (re)allocated here: one Engine per executor at a time.
+  Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig config = {});
   ~Engine();
 
   // The tokenizer may have fewer tokens than the model's vocabulary (padded embeddings): the ids
@@ -136,14 +137,13 @@ class Engine {
   // the message in the result.
   void fail_request(Request& r, const std::string& message);
 
-  LlamaModel& model_;
+  Executor& exec_;
   const Tokenizer& tok_;
   EngineConfig cfg_;
   int max_context_ = 0;
   int num_blocks_ = 0;
   int sample_vocab_ = 0;  // ids [0, sample_vocab_) may be drawn: min(model, tokenizer) vocabulary
   std::unique_ptr<Scheduler> sched_;
-  std::vector<KvLayer> kv_;
   std::vector<int> eos_ids_;
   int64_t next_id_ = 1;
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;

@@ -6,7 +6,7 @@
 
 namespace llmctl {
 
-GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, std::vector<int> prompt,
+GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text) {
   EngineConfig ec;
   ec.sched.max_num_seqs = std::max(1, params.num_generated_sequences());
@@ -14,9 +14,9 @@ GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, st
   const int64_t tokens = int64_t(prompt.size()) + params.max_tokens;
   ec.num_blocks = int(std::min<int64_t>((tokens + ec.sched.block_size - 1) / ec.sched.block_size + 1,
                                         int64_t(1) << 30));
-  const int max_context = model.config().max_position_embeddings;
+  const int max_context = executor.config().max_position_embeddings;
   if (tokens > max_context) ec.num_blocks = (max_context + ec.sched.block_size - 1) / ec.sched.block_size + 1;
-  Engine engine(model, tokenizer, ec);
+  Engine engine(executor, tokenizer, ec);
   Engine::StreamFn stream;
   if (on_text)
     stream = [&](const StreamEvent& e) {

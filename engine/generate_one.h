@@ -17,7 +17,7 @@ struct GenerateOneResult {
 };
 
 // Throws InputError for a request the engine refuses (empty prompt, over the context, ...).
-GenerateOneResult generate_one(LlamaModel& model, const Tokenizer& tokenizer, std::vector<int> prompt,
+GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {});
 
 }  // namespace llmctl

@@ -3,7 +3,9 @@
 #include <chrono>
 
 #include "engine/core/error.h"
+#include "engine/executor/local_executor.h"
 #include "engine/model/default_model.h"
+#include "engine/model/registry.h"
 #ifdef LLMCTL_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
@@ -38,7 +40,8 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
   if (!rt.backend) rt.backend = make_cpu_backend(opts.threads);
-  rt.model = std::make_unique<LlamaModel>(ckpt, *rt.backend, weight_dtype);
+  rt.model = make_model(ckpt, *rt.backend, weight_dtype);
+  rt.executor = std::make_unique<LocalExecutor>(*rt.model);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rt;
 }

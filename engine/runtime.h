@@ -6,7 +6,8 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/llama_model.h"
+#include "engine/executor/executor.h"
+#include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
@@ -24,8 +25,9 @@ struct Runtime {
   std::string model_path;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Backend> backend;    // declared first: destroyed after what runs on it
+  std::unique_ptr<Model> model;        // from the architecture registry
+  std::unique_ptr<Executor> executor;  // what Engine, Scorer, serve and bench run the model through
   double load_seconds = 0;
 };
 

@@ -12,13 +12,14 @@ namespace {
 int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
 }  // namespace
 
-Scorer::Scorer(LlamaModel& model, const Tokenizer& tokenizer, ScorerOptions opts)
-    : model_(model),
+Scorer::Scorer(Executor& executor, const Tokenizer& tokenizer, ScorerOptions opts)
+    : exec_(executor),
       tokenizer_(tokenizer),
       opts_(opts),
-      max_context_(opts.max_context > 0 ? opts.max_context : model.config().max_position_embeddings),
+      max_context_(opts.max_context > 0 ? opts.max_context : executor.config().max_position_embeddings),
       pool_(blocks_for(max_context_, opts.block_size)) {
-  kv_ = model_.alloc_kv_cache(pool_.num_blocks(), opts_.block_size);
+  exec_.check_context(max_context_);
+  exec_.alloc_kv_cache(exec_.kv_spec(opts_.block_size), pool_.num_blocks());
 }
 
 void Scorer::ensure_blocks(int tokens) {
@@ -51,7 +52,7 @@ Tensor Scorer::step(const std::vector<int>& ids, int begin, int end, bool all_lo
     for (int r = 0; r < end - begin; ++r) plan.logits_rows.push_back(r);
   else
     plan.logits_rows = {end - begin - 1};
-  return model_.forward(plan, kv_);
+  return exec_.execute_to_host(plan);
 }
 
 std::vector<std::vector<float>> Scorer::score(const std::vector<int>& ids) {
@@ -61,7 +62,7 @@ std::vector<std::vector<float>> Scorer::score(const std::vector<int>& ids) {
     ~Release() { g->release_blocks(); }
   } release{this};
   std::vector<std::vector<float>> out;
-  const int vocab = model_.config().vocab_size;
+  const int vocab = exec_.config().vocab_size;
   for (int begin = 0; begin < int(ids.size()); begin += opts_.prefill_chunk) {
     int end = std::min<int>(ids.size(), begin + opts_.prefill_chunk);
     Tensor logits = step(ids, begin, end, true);
@@ -78,7 +79,7 @@ std::vector<double> Scorer::target_logprobs(const std::vector<int>& ids, int fir
     ~Release() { g->release_blocks(); }
   } release{this};
   std::vector<double> out;
-  const int vocab = model_.config().vocab_size;
+  const int vocab = exec_.config().vocab_size;
   const int n = int(ids.size());
   for (int begin = 0; begin < n - 1; begin += opts_.prefill_chunk) {
     const int end = std::min(n - 1, begin + opts_.prefill_chunk);  // positions whose logits may be needed

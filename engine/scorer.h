@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/kv/block_pool.h"
-#include "engine/model/llama_model.h"
+#include "engine/executor/executor.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
@@ -18,7 +18,8 @@ struct ScorerOptions {
 
 class Scorer {
  public:
-  Scorer(LlamaModel& model, const Tokenizer& tokenizer, ScorerOptions opts = {});
+  // The executor's KV cache is (re)allocated for the scorer: one user of an executor at a time.
+  Scorer(Executor& executor, const Tokenizer& tokenizer, ScorerOptions opts = {});
 
   int max_context() const { return max_context_; }
 
@@ -35,12 +36,11 @@ class Scorer {
   void ensure_blocks(int tokens);
   void release_blocks();
 
-  LlamaModel& model_;
+  Executor& exec_;
   const Tokenizer& tokenizer_;
   ScorerOptions opts_;
   int max_context_;
   BlockPool pool_;
-  std::vector<KvLayer> kv_;
   std::vector<int32_t> block_table_;
 };
 

@@ -5,7 +5,7 @@
 //   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned;
 //               the same layers over 2048 tokens (tuned), TFLOP/s
 //   attention prefill  causal prefill attention of 1 x 512 / 2048 tokens, TFLOP/s
-//   decode      a batch-1 decode step of a Llama-3-8B-shaped LlamaModel (random bf16 weights, ~16 GB),
+//   decode      a batch-1 decode step of a Llama-3-8B-shaped Llama model (random bf16 weights, ~16 GB),
 //               replayed from its CUDA graph as the engine runs it
 //   prefill     1 x 2048 tokens through the same model
 //   throughput  (--throughput IN/OUT,...) offline runs through the Engine: fixed input and output
@@ -37,8 +37,9 @@ int main() {
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/engine.h"
-#include "engine/model/llama_model.h"
+#include "engine/executor/local_executor.h"
 #include "engine/model/random_checkpoint.h"
+#include "engine/model/registry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -171,7 +172,7 @@ std::vector<int> parse_ints(const std::string& s) {
 
 // One offline run through the Engine: `num` requests of `in` random prompt tokens, `out` generated
 // tokens each (greedy, EOS ignored), at most `conc` sequences per step.
-json throughput_run(LlamaModel& m, const Tokenizer& tok, int in, int out, int conc, int num) {
+json throughput_run(Executor& m, const Tokenizer& tok, int in, int out, int conc, int num) {
   EngineConfig ec;
   ec.sched.max_num_seqs = conc;
   ec.sched.max_num_batched_tokens = std::max(2048, in);
@@ -364,9 +365,11 @@ int main(int argc, char** argv) try {
   }
 
   if (!skip_model) {
-    // (d) + (e) + (f): a Llama-3-8B-shaped LlamaModel, run as the engine runs it.
+    // (d) + (e) + (f): a Llama-3-8B-shaped Llama model, run as the engine runs it (one ModelRunner).
     std::vector<uint16_t> pool, ones;
-    LlamaModel model(random_8b_checkpoint(sh, pool, ones), be, dt);
+    std::unique_ptr<Model> model = make_model(random_8b_checkpoint(sh, pool, ones), be, dt);
+    LocalExecutor exec(*model);
+    ModelRunner& runner = exec.runner();
     std::vector<uint16_t>().swap(pool);
     const int W = (sh.Hq + 2 * sh.Hkv) * sh.D;
     const double lin_params = double(sh.L) * (double(W) * sh.H + double(sh.H) * sh.Hq * sh.D + 2.0 * sh.I * sh.H +
@@ -375,8 +378,9 @@ int main(int argc, char** argv) try {
     {  // (d) batch-1 decode step
       int nb = 0;
       BatchPlan plan = make_plan(1, decode_ctx, 1, sh.B, &nb, rng);
-      std::vector<KvLayer> kv = model.alloc_kv_cache(nb, sh.B);
-      const double ms = median_ms(be, 3, 30, [&] { model.forward_device(plan, kv); });
+      runner.alloc_kv_cache(runner.kv_spec(sh.B), nb);
+      const double ms = median_ms(be, 3, 30, [&] { runner.execute(plan); });
+      runner.free_kv_cache();
       const double kv_bytes = double(sh.L) * decode_ctx * sh.Hkv * sh.D * 2 * 2;
       const double bytes = weight_bytes + kv_bytes;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
@@ -390,8 +394,9 @@ int main(int argc, char** argv) try {
       const int T = 2048;
       int nb = 0;
       BatchPlan plan = make_plan(1, T, T, sh.B, &nb, rng);
-      std::vector<KvLayer> kv = model.alloc_kv_cache(nb, sh.B);
-      const double ms = median_ms(be, 1, 5, [&] { model.forward_device(plan, kv); });
+      runner.alloc_kv_cache(runner.kv_spec(sh.B), nb);
+      const double ms = median_ms(be, 1, 5, [&] { runner.execute(plan); });
+      runner.free_kv_cache();
       const double lin_flops = 2.0 * lin_params * T + 2.0 * double(sh.V) * sh.H;  // lm_head on the last row
       const double attn_flops = double(sh.L) * 2 * 2.0 * (double(T) * (T + 1) / 2) * sh.Hq * sh.D;  // causal QK, PV
       const double tflops = (lin_flops + attn_flops) / (ms * 1e-3) / 1e12;
@@ -419,7 +424,7 @@ int main(int argc, char** argv) try {
         const size_t slash = item.find('/');
         if (slash == std::string::npos) throw std::runtime_error("--throughput wants IN/OUT pairs, got " + item);
         const int in = std::atoi(item.substr(0, slash).c_str()), outl = std::atoi(item.substr(slash + 1).c_str());
-        for (int c : parse_ints(concurrency)) rows.push_back(throughput_run(model, tok, in, outl, c, std::max(2, per_seq * c)));
+        for (int c : parse_ints(concurrency)) rows.push_back(throughput_run(exec, tok, in, outl, c, std::max(2, per_seq * c)));
       }
       out["throughput"] = rows;
     }

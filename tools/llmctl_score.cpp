@@ -30,7 +30,7 @@ int main(int argc, char** argv) try {
   LLM_REQUIRE(in) << "cannot read " << argv[1];
   nlohmann::json golden = nlohmann::json::parse(in);
   Runtime rt = load_runtime(ro);
-  Scorer scorer(*rt.model, *rt.tokenizer);
+  Scorer scorer(*rt.executor, *rt.tokenizer);
   const int topk = golden.value("top_k", 20);
   nlohmann::json out = {{"model", rt.model_path}, {"backend", rt.backend->name()}, {"cases", nlohmann::json::array()}};
   for (const auto& c : golden["cases"]) {
@@ -56,7 +56,7 @@ int main(int argc, char** argv) try {
     sp.ignore_eos = true;
     sp.max_tokens = int(c["greedy_ids"].size());
     // Through the engine, as generate runs it (device sampling on a GPU).
-    r["greedy_ids"] = generate_one(*rt.model, *rt.tokenizer, c["greedy_prompt_ids"].get<std::vector<int>>(), sp)
+    r["greedy_ids"] = generate_one(*rt.executor, *rt.tokenizer, c["greedy_prompt_ids"].get<std::vector<int>>(), sp)
                           .output.token_ids;
     out["cases"].push_back(r);
   }

@@ -6,23 +6,13 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/registry.h"
 
 namespace llmctl {
 
 using nlohmann::json;
 
 namespace {
-
-struct ArchInfo {
-  const char* architecture;
-  const char* model_type;
-  bool attention_bias;
-};
-constexpr ArchInfo kArchs[] = {
-    {"LlamaForCausalLM", "llama", false},
-    {"MistralForCausalLM", "mistral", false},
-    {"Qwen2ForCausalLM", "qwen2", true},
-};
 
 int get_int(const json& j, const char* key) {
   LLM_REQUIRE(j.contains(key) && !j[key].is_null()) << "config.json: missing field '" << key << "'";
@@ -110,12 +100,8 @@ ModelConfig parse_hf_config(const json& j) {
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
   LLM_REQUIRE(!arch.empty()) << "config.json: no 'architectures' entry";
-  const ArchInfo* info = nullptr;
-  for (const ArchInfo& a : kArchs)
-    if (arch == a.architecture) info = &a;
-  LLM_REQUIRE(info) << "architecture '" << arch
-                    << "' is not supported (llmctl runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)";
-  c.architecture = info->architecture;
+  const Architecture* info = &find_architecture(arch);  // unknown architectures refused by name
+  c.architecture = info->name;
   c.model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
                                                                          : std::string(info->model_type);
   c.hidden_size = get_int(j, "hidden_size");
@@ -131,6 +117,15 @@ ModelConfig parse_hf_config(const json& j) {
   c.rope_scaling = parse_rope_scaling(j);
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
+  // Half-supported variants are refused by name rather than run without the part llmctl lacks.
+  if (j.contains("hidden_act") && !j["hidden_act"].is_null())
+    LLM_REQUIRE(j["hidden_act"] == "silu") << "config.json: hidden_act " << j["hidden_act"].dump()
+                                           << " is not supported (llmctl's MLP is SiLU-gated)";
+  LLM_REQUIRE(!get_bool_or(j, "mlp_bias", false)) << "config.json: mlp_bias is not supported (llmctl's MLP has no biases)";
+  // Qwen2 writes a sliding_window that applies only with use_sliding_window (default false);
+  // Mistral's applies whenever it is set (null: none).
+  if (get_bool_or(j, "use_sliding_window", info->sliding_window_by_default))
+    c.sliding_window = get_int_or(j, "sliding_window", 0);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
@@ -155,6 +150,7 @@ void ModelConfig::validate() const {
   in_range(intermediate_size, L::kMaxIntermediate, "intermediate_size");
   in_range(vocab_size, kMaxVocabSize, "vocab_size");
   in_range(max_position_embeddings, L::kMaxPositions, "max_position_embeddings");
+  LLM_REQUIRE(sliding_window >= 0) << "model config: sliding_window must not be negative, got " << sliding_window;
   LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
                                              << ") is not a multiple of num_key_value_heads (" << num_kv_heads << ")";
   LLM_REQUIRE(head_dim % 2 == 0) << "model config: head_dim " << head_dim << " must be even for rotary embeddings";
@@ -211,6 +207,7 @@ json ModelConfig::to_hf_json() const {
     }
     j["rope_scaling"] = s;
   }
+  if (sliding_window > 0) j["sliding_window"] = sliding_window;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
   j["hidden_act"] = "silu";

@@ -1,5 +1,5 @@
 // ModelConfig: the hyper-parameters of a Llama-family decoder, read from an HF config.json or
-// from GGUF metadata. Unknown architectures are refused by name.
+// from GGUF metadata. Unknown architectures are refused by name (engine/model/registry.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,6 +48,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  int sliding_window = 0;       // attention window in tokens (Mistral); 0: none, attention reads all
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/model/registry.h"
 #include "engine/model/llama_tensors.h"
 
 namespace llmctl {
@@ -81,10 +82,12 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   const GgufValue* arch_v = g.find("general.architecture");
   LLM_REQUIRE(arch_v && arch_v->is_string()) << g.path() << ": no general.architecture in the GGUF metadata";
   const std::string& arch = arch_v->as_string();
-  LLM_REQUIRE(arch == "llama") << g.path() << ": GGUF architecture '" << arch
-                               << "' is not supported (llmctl reads GGUF files of architecture 'llama')";
   ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
+  try {
+    c.architecture = find_gguf_architecture(arch).name;  // this reader reads the llama.* keys
+  } catch (const InputError& e) {
+    throw InputError(g.path() + ": " + e.what());
+  }
   c.model_type = "llama";
   c.hidden_size = meta_int(g, "llama.embedding_length");
   c.num_layers = meta_int(g, "llama.block_count");

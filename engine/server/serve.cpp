@@ -24,14 +24,14 @@ void block_shutdown_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int run_server(LlamaModel& model, const Tokenizer& tok, const EngineConfig& engine_config, const ServerConfig& config) {
+int run_server(Executor& executor, const Tokenizer& tok, const EngineConfig& engine_config, const ServerConfig& config) {
   // Signals go to one waiting thread; every thread started from here inherits the blocked mask.
   block_shutdown_signals();
   const sigset_t set = shutdown_signals();
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
 
-  Engine engine(model, tok, engine_config);
-  HttpServer server(engine, tok, model.config(), config);
+  Engine engine(executor, tok, engine_config);
+  HttpServer server(engine, tok, executor.config(), config);
   server.bind();
   std::fprintf(stderr, "llmctl serve: listening on http://%s:%d (model '%s', %d KV blocks, max %d concurrent requests)\n",
                config.host.c_str(), server.port(), config.served_model_name.c_str(), engine.num_blocks(),

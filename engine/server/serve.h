@@ -11,6 +11,6 @@ namespace llmctl::server {
 void block_shutdown_signals();
 
 // Blocks until a signal arrives; returns the exit code.
-int run_server(LlamaModel& model, const Tokenizer& tok, const EngineConfig& engine_config, const ServerConfig& config);
+int run_server(Executor& executor, const Tokenizer& tok, const EngineConfig& engine_config, const ServerConfig& config);
 
 }  // namespace llmctl::server

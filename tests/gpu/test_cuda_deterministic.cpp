@@ -4,8 +4,9 @@
 // eager ones.
 #include <cstring>
 
-#include "engine/model/llama_model.h"
 #include "engine/model/random_checkpoint.h"
+#include "engine/model/registry.h"
+#include "engine/runner/model_runner.h"
 #include "gpu_test_util.h"
 #include "kernels/cuda/gemm.cuh"
 
@@ -66,7 +67,7 @@ struct Seq {
 };
 
 // One step: sequence s computes tokens [begin[s], end[s]); logits of each sequence's last token.
-std::vector<float> step(LlamaModel& m, std::vector<KvLayer>& kv, const std::vector<Seq>& seqs,
+std::vector<float> step(ModelRunner& m, const std::vector<Seq>& seqs,
                         const std::vector<int>& begin, const std::vector<int>& end) {
   BatchPlan plan;
   int mb = 0;
@@ -83,14 +84,15 @@ std::vector<float> step(LlamaModel& m, std::vector<KvLayer>& kv, const std::vect
     for (int i = 0; i < mb; ++i) plan.block_table.push_back(i < (end[s] + kB - 1) / kB ? seqs[s].first_block + i : -1);
     plan.logits_rows.push_back(plan.num_tokens() - 1);
   }
-  Tensor h = m.forward(plan, kv);
+  Tensor h = m.backend().to_host_f32(m.execute(plan));
   return std::vector<float>(h.ptr<float>(), h.ptr<float>() + h.numel());
 }
 
 // Prefill in chunks of `chunk`, then `decodes` single-token steps; the logits of every step of seq 0,
 // with `others` sequences decoding beside it in the decode steps.
-std::vector<std::vector<float>> run_seq0(LlamaModel& m, int chunk, int others, int decodes) {
-  std::vector<KvLayer> kv = m.alloc_kv_cache(12 * (1 + others), kB);
+std::vector<std::vector<float>> run_seq0(Model& model, int chunk, int others, int decodes) {
+  ModelRunner m(model);
+  m.alloc_kv_cache(m.kv_spec(kB), 12 * (1 + others));
   std::mt19937 rng(3);
   std::vector<Seq> seqs(size_t(1 + others));
   for (size_t s = 0; s < seqs.size(); ++s) {
@@ -100,8 +102,8 @@ std::vector<std::vector<float>> run_seq0(LlamaModel& m, int chunk, int others, i
   }
   const int prompt = 150 - 7;  // not a multiple of the block size
   std::vector<std::vector<float>> out;
-  for (int p = 0; p < prompt; p += chunk) step(m, kv, {seqs[0]}, {p}, {std::min(prompt, p + chunk)});
-  for (size_t s = 1; s < seqs.size(); ++s) step(m, kv, {seqs[s]}, {0}, {prompt - 20 + int(s)});
+  for (int p = 0; p < prompt; p += chunk) step(m, {seqs[0]}, {p}, {std::min(prompt, p + chunk)});
+  for (size_t s = 1; s < seqs.size(); ++s) step(m, {seqs[s]}, {0}, {prompt - 20 + int(s)});
   for (int d = 0; d < decodes; ++d) {
     std::vector<int> begin, end;
     for (size_t s = 0; s < seqs.size(); ++s) {
@@ -109,7 +111,7 @@ std::vector<std::vector<float>> run_seq0(LlamaModel& m, int chunk, int others, i
       begin.push_back(at);
       end.push_back(at + 1);
     }
-    std::vector<float> lg = step(m, kv, seqs, begin, end);
+    std::vector<float> lg = step(m, seqs, begin, end);
     out.emplace_back(lg.begin(), lg.begin() + 1000);
   }
   return out;
@@ -124,7 +126,8 @@ TEST_CASE("cuda: --deterministic: batch- and chunk-invariant, graphs equal eager
     opts.deterministic = true;
     opts.graphs = graphs;
     CudaBackend be(DType::BF16, 0, opts);
-    LlamaModel m(ck, be, DType::BF16);
+    std::unique_ptr<Model> model = make_model(ck, be, DType::BF16);
+    Model& m = *model;
     const auto alone = run_seq0(m, 1000, 0, 6);
     const auto batched = run_seq0(m, 37, 5, 6);
     const auto crowded = run_seq0(m, 16, 20, 6);
@@ -148,8 +151,8 @@ TEST_CASE("cuda: graph-replayed decode steps match eager ones (cuBLAS path)") {
   CudaOptions eager_opts;
   eager_opts.graphs = false;
   CudaBackend be_e(DType::BF16, 0, eager_opts), be_g(DType::BF16, 0, CudaOptions{});
-  LlamaModel me(ck, be_e, DType::BF16), mg(ck, be_g, DType::BF16);
-  const auto a = run_seq0(me, 64, 3, 8), b = run_seq0(mg, 64, 3, 8);
+  std::unique_ptr<Model> me = make_model(ck, be_e, DType::BF16), mg = make_model(ck, be_g, DType::BF16);
+  const auto a = run_seq0(*me, 64, 3, 8), b = run_seq0(*mg, 64, 3, 8);
   double max_diff = 0;
   for (size_t d = 0; d < a.size(); ++d)
     for (size_t i = 0; i < a[d].size(); ++i) max_diff = std::max(max_diff, double(std::fabs(a[d][i] - b[d][i])));

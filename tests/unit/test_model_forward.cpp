@@ -7,8 +7,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/llama_model.h"
 #include "engine/model/random_checkpoint.h"
+#include "engine/model/registry.h"
+#include "engine/runner/model_runner.h"
 
 using namespace llmctl;
 
@@ -35,7 +36,7 @@ struct Seq {
 
 // One step over several sequences: sequence s runs tokens [begin[s], end[s]) and yields logits of
 // its last token.
-Tensor run(LlamaModel& m, std::vector<KvLayer>& kv, const std::vector<Seq>& seqs, const std::vector<int>& begin,
+Tensor run(ModelRunner& m, const std::vector<Seq>& seqs, const std::vector<int>& begin,
            const std::vector<int>& end, int B) {
   BatchPlan plan;
   size_t mb = 0;
@@ -52,7 +53,8 @@ Tensor run(LlamaModel& m, std::vector<KvLayer>& kv, const std::vector<Seq>& seqs
     for (size_t i = 0; i < mb; ++i) plan.block_table.push_back(i < seqs[s].blocks.size() ? seqs[s].blocks[i] : -1);
     plan.logits_rows.push_back(plan.num_tokens() - 1);
   }
-  return m.forward(plan, kv);
+  Tensor logits = m.execute(plan);
+  return convert_host(logits, DType::F32);  // a copy: the next step overwrites the buffer
 }
 
 }  // namespace
@@ -60,24 +62,26 @@ Tensor run(LlamaModel& m, std::vector<KvLayer>& kv, const std::vector<Seq>& seqs
 TEST_CASE("a sequence's logits are bit-identical alone, in a batch, and with chunked prefill") {
   Checkpoint ck = tiny_checkpoint(7);
   auto backend = make_cpu_backend(2);
-  LlamaModel model(ck, *backend);
+  std::unique_ptr<Model> model = make_model(ck, *backend);
   const int B = 16, V = ck.config.vocab_size;
   std::mt19937 rng(3);
   Seq a{{}, {0, 1, 2}}, b{{}, {5, 3, 4, 6}};
   for (int i = 0; i < 37; ++i) a.tokens.push_back(int32_t(rng() % V));
   for (int i = 0; i < 50; ++i) b.tokens.push_back(int32_t(rng() % V));
 
-  auto kv = model.alloc_kv_cache(8, B);
-  Tensor solo_a = run(model, kv, {a}, {0}, {37}, B);
-  Tensor solo_b = run(model, kv, {b}, {0}, {50}, B);
+  ModelRunner kv(*model);  // two runners on one model, each with its own cache
+  kv.alloc_kv_cache(kv.kv_spec(B), 8);
+  Tensor solo_a = run(kv, {a}, {0}, {37}, B);
+  Tensor solo_b = run(kv, {b}, {0}, {50}, B);
   // Together, with b's prompt in two chunks (the second chunk reads the first from the cache).
-  auto kv2 = model.alloc_kv_cache(8, B);
-  run(model, kv2, {b}, {0}, {20}, B);
-  Tensor both = run(model, kv2, {a, b}, {0, 20}, {37, 50}, B);
+  ModelRunner kv2(*model);
+  kv2.alloc_kv_cache(kv2.kv_spec(B), 8);
+  run(kv2, {b}, {0}, {20}, B);
+  Tensor both = run(kv2, {a, b}, {0, 20}, {37, 50}, B);
   CHECK(std::memcmp(both.ptr<float>(), solo_a.ptr<float>(), V * 4) == 0);
   CHECK(std::memcmp(both.ptr<float>() + V, solo_b.ptr<float>(), V * 4) == 0);
   // A decode step after prefill equals the prefill of the longer prompt.
-  Tensor decode = run(model, kv2, {a}, {36}, {37}, B);
+  Tensor decode = run(kv2, {a}, {36}, {37}, B);
   CHECK(std::memcmp(decode.ptr<float>(), solo_a.ptr<float>(), V * 4) == 0);
   bool finite = true, varied = false;
   for (int i = 0; i < V; ++i) {
@@ -91,12 +95,14 @@ TEST_CASE("a sequence's logits are bit-identical alone, in a batch, and with chu
 TEST_CASE("copy_blocks copies whole KV blocks in every layer") {
   Checkpoint ck = tiny_checkpoint(9);
   auto backend = make_cpu_backend(1);
-  LlamaModel model(ck, *backend);
+  std::unique_ptr<Model> model = make_model(ck, *backend);
   const int B = 16;
   Seq a{{}, {2, 5}};
   for (int i = 0; i < 20; ++i) a.tokens.push_back(i + 1);
-  auto kv = model.alloc_kv_cache(6, B);
-  run(model, kv, {a}, {0}, {20}, B);
+  ModelRunner runner(*model);
+  runner.alloc_kv_cache(runner.kv_spec(B), 6);
+  std::vector<KvLayer>& kv = runner.kv_cache();
+  run(runner, {a}, {0}, {20}, B);
   backend->copy_blocks(kv, {{2, 0}, {5, 3}});
   const size_t block = kv[0].k.nbytes() / size_t(kv[0].k.dim(0));  // 6 blocks + the scratch block
   for (auto& l : kv)
@@ -106,8 +112,8 @@ TEST_CASE("copy_blocks copies whole KV blocks in every layer") {
       CHECK(std::memcmp(base + 3 * block, base + 5 * block, block) == 0);
     }
   // The copied blocks serve as the sequence's cache: same logits from the copies.
-  Tensor orig = run(model, kv, {a}, {19}, {20}, B);
+  Tensor orig = run(runner, {a}, {19}, {20}, B);
   Seq copy{a.tokens, {0, 3}};
-  Tensor from_copy = run(model, kv, {copy}, {19}, {20}, B);
+  Tensor from_copy = run(runner, {copy}, {19}, {20}, B);
   CHECK(std::memcmp(orig.ptr<float>(), from_copy.ptr<float>(), ck.config.vocab_size * 4) == 0);
 }

@@ -12,7 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf_llama.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/registry.h"
 #include "engine/model/llama_tensors.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/safetensors.h"
@@ -130,7 +130,7 @@ TEST_CASE("model validation: a norm weight of 1 or 0 elements is refused, also a
   Checkpoint ck = random_checkpoint(tiny_model_config(), 1, 0.1f);
   ck.tensors["model.norm.weight"] = Tensor::empty_host(DType::F32, {1});
   auto be = make_cpu_backend(1);
-  CHECK_THROWS_WITH_AS(LlamaModel(ck, *be), doctest::Contains("model.norm.weight has shape [1], expected [32]"),
+  CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("model.norm.weight has shape [1], expected [32]"),
                        InputError);
 }
 

@@ -7,7 +7,8 @@
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/engine.h"
-#include "engine/model/llama_model.h"
+#include "engine/executor/local_executor.h"
+#include "engine/model/registry.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/sample/device_sampling.h"
 #include "engine/sample/sampler.h"
@@ -61,7 +62,8 @@ ModelConfig tiny_config() {
 struct Fixture {
   std::unique_ptr<Backend> be = make_cpu_backend(1);
   Checkpoint ck = random_checkpoint(tiny_config(), 3, 0.3f);
-  LlamaModel model{ck, *be};
+  std::unique_ptr<Model> model = make_model(ck, *be);
+  LocalExecutor exec{*model};
   NumberTokenizer tok{kTokVocab};
   EngineConfig cfg() {
     EngineConfig ec;
@@ -94,7 +96,7 @@ TEST_CASE("padded vocabulary: the host sampler never draws past the tokenizer") 
 
 TEST_CASE("padded vocabulary: a logit_bias of +100 on a masked id never samples it") {
   Fixture f;
-  Engine engine(f.model, f.tok, f.cfg());
+  Engine engine(f.exec, f.tok, f.cfg());
   CHECK(engine.sample_vocab() == kTokVocab);
   std::vector<int64_t> ids;
   for (float temp : {0.0f, 1.0f}) {
@@ -120,13 +122,13 @@ TEST_CASE("padded vocabulary: a logit_bias of +100 on a masked id never samples 
                        doctest::Contains("prompt token id 62 is outside the vocabulary (48 tokens)"), InputError);
   // A tokenizer larger than the model: refused, both numbers named.
   NumberTokenizer big(kModelVocab + 1);
-  CHECK_THROWS_WITH_AS(Engine(f.model, big, f.cfg()),
+  CHECK_THROWS_WITH_AS(Engine(f.exec, big, f.cfg()),
                        doctest::Contains("the tokenizer has 65 tokens but the model's vocabulary has 64"), InputError);
 }
 
 TEST_CASE("an exception in one sequence fails its request only, not the step") {
   Fixture f;
-  Engine engine(f.model, f.tok, f.cfg());
+  Engine engine(f.exec, f.tok, f.cfg());
   auto params = [](int max_tokens) {
     SamplingParams p;
     p.temperature = 0;

@@ -1,0 +1,58 @@
+// Executor: the one door between the Engine (and Scorer) and the model's ranks. The engine hands
+// it a step's BatchPlan and gets the step's logits rows back; it also asks it for what surrounds
+// a step (KV cache size and allocation, copy-on-write block copies, device sampling, logits rows to
+// the host, the step timer). LocalExecutor runs one rank in this process; a multi-rank executor
+// (tensor / pipeline parallel) sends each plan to its ranks behind the same calls, so the engine
+// never reaches past it to a Backend or a Model.
+//
+// Lifecycle: constructed -> alloc_kv_cache() -> execute()* (a new alloc_kv_cache replaces the cache).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/kv/kv_cache_spec.h"
+#include "engine/model/config.h"
+
+namespace llmctl {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual DType weight_dtype() const = 0;
+  // Throws InputError when the model cannot run `context` tokens exactly (sliding windows).
+  virtual void check_context(int context) const = 0;
+
+  // KV cache: its layout for a block size, the bytes a device may give it (nullopt without a
+  // device: the caller's size applies) after `reserve` bytes for activations, and its allocation.
+  virtual KvCacheSpec kv_spec(int block_size) const = 0;
+  virtual std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) = 0;
+  virtual void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) = 0;
+  // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
+  virtual size_t activation_bytes(int64_t tokens, int64_t rows) const = 0;
+  // Start-up measurement of the step's GEMMs up to these sizes (device backends).
+  virtual void tune(int64_t max_tokens, int64_t max_rows) = 0;
+  // Copy-on-write: for each (src, dst), block dst of every layer becomes a copy of block src.
+  virtual void copy_blocks(const std::vector<std::pair<int, int>>& pairs) = 0;
+
+  // One step: f32 logits [plan.logits_rows.size(), vocab] on the device (a buffer the next
+  // execute overwrites).
+  virtual Tensor execute(const BatchPlan& plan) = 0;
+  // The same, copied to the host (kept across steps).
+  Tensor execute_to_host(const BatchPlan& plan);
+  // Logits rows (or a view of some of them) copied to the host as f32.
+  virtual Tensor to_host(const Tensor& logits) = 0;
+  // Device sampling of logits rows (Backend::sample); can_sample() false: the caller samples on
+  // the host.
+  virtual bool can_sample() const = 0;
+  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) = 0;
+  // Device time of a step (0 where not measured).
+  virtual void step_timer_begin() = 0;
+  virtual double step_timer_end() = 0;
+};
+
+}  // namespace llmctl

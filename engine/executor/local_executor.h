@@ -1,0 +1,43 @@
+// LocalExecutor: a single rank in this process, one ModelRunner over one Model.
+#pragma once
+#include "engine/executor/executor.h"
+#include "engine/model/model.h"
+#include "engine/runner/model_runner.h"
+
+namespace llmctl {
+
+class LocalExecutor final : public Executor {
+ public:
+  explicit LocalExecutor(Model& model) : runner_(model) {}
+
+  ModelRunner& runner() { return runner_; }
+
+  const ModelConfig& config() const override { return runner_.model().config(); }
+  DType weight_dtype() const override { return runner_.model().weight_dtype(); }
+  void check_context(int context) const override { runner_.model().check_context(context); }
+  KvCacheSpec kv_spec(int block_size) const override { return runner_.kv_spec(block_size); }
+  std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) override {
+    return runner_.backend().kv_cache_budget(gpu_memory_utilization, reserve);
+  }
+  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override { runner_.alloc_kv_cache(spec, num_blocks); }
+  size_t activation_bytes(int64_t tokens, int64_t rows) const override {
+    return runner_.activation_bytes(tokens, rows);
+  }
+  void tune(int64_t max_tokens, int64_t max_rows) override { runner_.tune_gemms(max_tokens, max_rows); }
+  void copy_blocks(const std::vector<std::pair<int, int>>& pairs) override {
+    runner_.backend().copy_blocks(runner_.kv_cache(), pairs);
+  }
+  Tensor execute(const BatchPlan& plan) override { return runner_.execute(plan); }
+  Tensor to_host(const Tensor& logits) override { return runner_.backend().to_host_f32(logits); }
+  bool can_sample() const override { return runner_.backend().can_sample(); }
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
+    return runner_.backend().sample(logits, jobs);
+  }
+  void step_timer_begin() override { runner_.backend().step_timer_begin(); }
+  double step_timer_end() override { return runner_.backend().step_timer_end(); }
+
+ private:
+  ModelRunner runner_;
+};
+
+}  // namespace llmctl

@@ -1,0 +1,20 @@
+#include "engine/model/layers/attention_block.h"
+
+namespace llmctl {
+
+void AttentionBlock::run(Backend& be, const AttentionPlan& plan, const RopeParams& rope, const Tensor& x,
+                         Tensor& qkv_buf, Tensor& attn_buf, KvLayer& cache, Tensor& out) const {
+  const DeviceBatch& b = *plan.batch;
+  be.linear(x, qkv, qkv_bias.empty() ? nullptr : &qkv_bias, qkv_buf);
+  be.rope_write_kv(qkv_buf, b, rope, num_q_heads, num_kv_heads, cache);
+  be.attention(qkv_buf, cache, b, num_q_heads, num_kv_heads, plan.softmax_scale, attn_buf);
+  be.linear(attn_buf, o_proj, nullptr, out);
+}
+
+void AttentionBlock::run_linears(Backend& be, const Tensor& x, Tensor& qkv_buf, const Tensor& attn_buf,
+                                 Tensor& out) const {
+  be.linear(x, qkv, qkv_bias.empty() ? nullptr : &qkv_bias, qkv_buf);
+  be.linear(attn_buf, o_proj, nullptr, out);
+}
+
+}  // namespace llmctl

@@ -1,0 +1,106 @@
+#include "engine/model/llama.h"
+
+#include "engine/core/error.h"
+#include "engine/model/layers/rope.h"
+#include "engine/model/registry.h"
+
+namespace llmctl {
+
+void check_llama_context(const ModelConfig& c, int context) {
+  LLM_REQUIRE(c.sliding_window <= 0 || c.sliding_window >= context)
+      << c.architecture << " with sliding_window " << c.sliding_window << " cannot run a context of " << context
+      << " tokens: llmctl has no sliding-window attention, and past the window its outputs would be wrong (limit the "
+         "context to "
+      << c.sliding_window << " tokens, e.g. llmctl serve --max-model-len " << c.sliding_window << ")";
+}
+
+void check_llama_supported(const ModelConfig& c) {
+  // HF Llama's attention_bias also puts a bias on o_proj; Qwen2's is on q/k/v only, which is all
+  // this family adds.
+  LLM_REQUIRE(!c.attention_bias || find_architecture(c.architecture).attention_bias)
+      << c.architecture << " with attention_bias (q/k/v and o_proj biases) is not supported: llmctl adds q/k/v "
+      << "biases only (Qwen2ForCausalLM)";
+}
+
+namespace {
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype)
+      : config_(ckpt.config), backend_(backend) {
+    config_.validate();
+    check_llama_supported(config_);
+    w_ = load_llama_weights(ckpt, backend_, weight_dtype);
+    rope_ = make_rope_params(config_);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  Backend& backend() const override { return backend_; }
+  DType weight_dtype() const override { return w_.weight_dtype; }
+  std::vector<WeightSpec> weight_specs() const override { return llama_tensor_specs(config_); }
+  void check_context(int context) const override { check_llama_context(config_, context); }
+
+  ActivationWidths activation_widths() const override {
+    const ModelConfig& c = config_;
+    ActivationWidths w;
+    w.hidden = c.hidden_size;
+    w.qkv = int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+    w.attn = int64_t(c.num_heads) * c.head_dim;
+    w.gate_up = 2 * int64_t(c.intermediate_size);
+    w.act = c.intermediate_size;
+    w.vocab = c.vocab_size;
+    return w;
+  }
+
+  // Per layer: input norm (+ the previous layer's mlp out into the residual) -> attention ->
+  // post norm (+ attention out) -> gated MLP. The residual stream stays f32.
+  void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override {
+    const int64_t T = plan.tokens, R = plan.rows;
+    Backend& be = backend_;
+    Tensor hidden = first_rows(buf.hidden, T), residual = first_rows(buf.residual, T);
+    Tensor normed = first_rows(buf.normed, T), qkv = first_rows(buf.qkv, T), attn = first_rows(buf.attn, T);
+    Tensor gate_up = first_rows(buf.gate_up, T), act = first_rows(buf.act, T);
+    be.embed(w_.embed, *plan.batch, residual);
+    for (size_t i = 0; i < w_.layers.size(); ++i) {
+      const LlamaWeights::Layer& L = w_.layers[i];
+      if (i == 0)
+        L.input_norm(be, residual, normed);
+      else
+        L.input_norm(be, hidden, normed, &residual);
+      L.attention.run(be, plan, rope_, normed, qkv, attn, kv[i], hidden);
+      L.post_norm(be, hidden, normed, &residual);
+      L.mlp.run(be, normed, gate_up, act, hidden);
+    }
+    w_.final_norm(be, hidden, normed, &residual);
+    if (R == 0) return;
+    Tensor last = first_rows(buf.last, R), logits = first_rows(buf.logits, R);
+    be.gather_rows(normed, *plan.batch, last);
+    be.linear(last, w_.lm_head, nullptr, logits);
+  }
+
+  void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
+    if (w_.layers.empty()) return;
+    const LlamaWeights::Layer& L = w_.layers[0];  // every layer has the same shapes
+    Tensor qkv = first_rows(buf.qkv, T), hidden = first_rows(buf.hidden, T), gate_up = first_rows(buf.gate_up, T);
+    L.attention.run_linears(backend_, first_rows(buf.normed, T), qkv, first_rows(buf.attn, T), hidden);
+    L.mlp.run_linears(backend_, first_rows(buf.normed, T), gate_up, first_rows(buf.act, T), hidden);
+    if (R > 0) {
+      Tensor logits = first_rows(buf.logits, R);
+      backend_.linear(first_rows(buf.last, R), w_.lm_head, nullptr, logits);
+    }
+  }
+
+ private:
+  ModelConfig config_;
+  Backend& backend_;
+  LlamaWeights w_;
+  RopeParams rope_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
+  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype);
+}
+
+}  // namespace llmctl

@@ -1,0 +1,46 @@
+// The Llama family (LlamaForCausalLM, Qwen2ForCausalLM with qkv bias, MistralForCausalLM without
+// an active sliding window; SmolLM2 and TinyLlama are Llamas): a decoder composed of the shared
+// blocks in engine/model/layers/. Made through the registry (engine/model/registry.h).
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/layers/attention_block.h"
+#include "engine/model/layers/gated_mlp.h"
+#include "engine/model/layers/rms_norm.h"
+#include "engine/model/model.h"
+
+namespace llmctl {
+
+// The weights of a Llama-family model on a backend.
+struct LlamaWeights {
+  struct Layer {
+    RmsNorm input_norm, post_norm;
+    AttentionBlock attention;
+    GatedMlp mlp;
+  };
+  DType weight_dtype = DType::F32;
+  Tensor embed, lm_head;  // lm_head shares embed's storage when tied
+  RmsNorm final_norm;
+  std::vector<Layer> layers;
+};
+
+// Checks the checkpoint against the config and uploads every weight (q/k/v fused, gate/up fused;
+// linears in weight_dtype, or as stored when nullopt; norms and biases f32). The one place a
+// Llama-family model reads a checkpoint.
+LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype);
+
+// Throws InputError when a Llama-family config cannot run `context` tokens: a sliding window
+// shorter than the context (llmctl's attention reads the whole context, so it would be silently
+// wrong past the window).
+void check_llama_context(const ModelConfig& c, int context);
+
+// Throws InputError for a Llama-family config with a part the family does not implement (an o_proj
+// bias: HF Llama's attention_bias).
+void check_llama_supported(const ModelConfig& c);
+
+std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype);
+
+}  // namespace llmctl

@@ -1,0 +1,67 @@
+// Model: one architecture's decoder, written against the Backend. It owns its weights (uploaded to
+// its backend) and enqueues one step's forward into buffers the runner owns (engine/runner/):
+// embeds -> layers -> final norm -> logits rows. Instances come from the registry
+// (engine/model/registry.h), keyed on ModelConfig::architecture.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/config.h"
+#include "engine/model/llama_tensors.h"
+
+namespace llmctl {
+
+// A weight the model reads: its checkpoint name and expected shape (the weight-name map).
+using WeightSpec = LlamaTensorSpec;
+
+// Widths (elements per token / per logits row) of the step buffers a model writes.
+struct ActivationWidths {
+  int64_t hidden = 0, qkv = 0, attn = 0, gate_up = 0, act = 0, vocab = 0;
+};
+
+// One step's activation buffers, allocated by the runner for at least T tokens and R rows; a
+// model's forward uses the first T (R) rows. Dtypes: activation dtype, residual f32, logits f32.
+struct StepBuffers {
+  Tensor hidden, residual, normed, qkv, attn, gate_up, act;  // [T, width]
+  Tensor last, logits;                                       // [R, H], [R, V]
+};
+
+// The per-step facts every layer's attention reads, derived once per step by the runner
+// (FlashInfer's plan()/run() split): the device copy of the BatchPlan, the softmax scale and the
+// step's sizes. Layers do not recompute them.
+struct AttentionPlan {
+  const DeviceBatch* batch = nullptr;
+  int64_t tokens = 0, rows = 0;  // T, R: rows of the step buffers in use
+  float softmax_scale = 1.0f;
+  int graph_context = 0;         // > 0 when the step is replayed from a graph (plan.graph_context)
+};
+
+// A view of the first n rows of a buffer.
+inline Tensor first_rows(const Tensor& t, int64_t n) {
+  Tensor v = t;
+  v.shape[0] = n;
+  return v;
+}
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual Backend& backend() const = 0;
+  virtual DType weight_dtype() const = 0;  // the dtype the linear weights are kept in
+  // Every checkpoint tensor the model reads, by name, with its shape.
+  virtual std::vector<WeightSpec> weight_specs() const = 0;
+  virtual ActivationWidths activation_widths() const = 0;
+  // Throws InputError when the model cannot run `context` tokens exactly (e.g. a sliding window
+  // shorter than the context: llmctl's attention reads the whole context).
+  virtual void check_context(int context) const = 0;
+  // Enqueues one step: buf.logits[0, plan.rows) = logits of the plan's logits rows. kv: one
+  // KvLayer per layer.
+  virtual void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) = 0;
+  // Runs each distinct linear of a step once at T tokens (the lm_head at R rows, when R > 0):
+  // what the runner times to tune GEMM algorithms. Reads and writes buf only.
+  virtual void run_linears(StepBuffers& buf, int64_t T, int64_t R) = 0;
+};
+
+}  // namespace llmctl

@@ -1,0 +1,50 @@
+#include "engine/model/registry.h"
+
+#include "engine/core/error.h"
+#include "engine/model/llama.h"
+
+namespace llmctl {
+
+namespace {
+
+std::string names(const char* Architecture::*field) {
+  std::string out;
+  for (const Architecture& a : architectures()) {
+    if (!(a.*field)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(a.*field);
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Architecture>& architectures() {
+  // Mistral without a sliding window shorter than the context is a Llama (make_llama_model's
+  // check_context refuses the rest); Qwen2 is a Llama with q/k/v biases.
+  static const std::vector<Architecture> kArchitectures = {
+      {"LlamaForCausalLM", "llama", "llama", false, false, &make_llama_model},
+      {"MistralForCausalLM", "mistral", nullptr, false, true, &make_llama_model},
+      {"Qwen2ForCausalLM", "qwen2", nullptr, true, false, &make_llama_model},
+  };
+  return kArchitectures;
+}
+
+const Architecture& find_architecture(const std::string& hf_name) {
+  for (const Architecture& a : architectures())
+    if (hf_name == a.name) return a;
+  throw InputError("architecture '" + hf_name + "' is not supported (llmctl runs " + names(&Architecture::name) +
+                   ")");
+}
+
+const Architecture& find_gguf_architecture(const std::string& gguf_name) {
+  for (const Architecture& a : architectures())
+    if (a.gguf_name && gguf_name == a.gguf_name) return a;
+  throw InputError("GGUF architecture '" + gguf_name + "' is not supported (llmctl reads GGUF files of architecture " +
+                   names(&Architecture::gguf_name) + ")");
+}
+
+std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
+  return find_architecture(ckpt.config.architecture).make(ckpt, backend, weight_dtype);
+}
+
+}  // namespace llmctl

@@ -1,0 +1,39 @@
+// The architecture registry: HF `architectures[0]` (and GGUF `general.architecture`, mapped to it)
+// -> the family that runs it. A new family adds a row here and its own file; an architecture not
+// listed is refused by name, before any weight is read.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model.h"
+
+namespace llmctl {
+
+using ModelFactory = std::unique_ptr<Model> (*)(const Checkpoint&, Backend&, std::optional<DType>);
+
+struct Architecture {
+  const char* name;        // HF class name, e.g. "LlamaForCausalLM"
+  const char* model_type;  // config.json model_type when absent
+  const char* gguf_name;   // GGUF general.architecture read as this one, or nullptr
+  bool attention_bias;     // q/k/v bias when config.json does not say
+  bool sliding_window_by_default;  // config.json's sliding_window applies without use_sliding_window
+  ModelFactory make;
+};
+
+// The registered architectures, in the order they are listed to users.
+const std::vector<Architecture>& architectures();
+// The entry for an HF architecture name; throws InputError naming it and the supported ones.
+const Architecture& find_architecture(const std::string& hf_name);
+// The HF architecture a GGUF general.architecture is read as; throws InputError naming it.
+const Architecture& find_gguf_architecture(const std::string& gguf_name);
+
+// Builds the model of ckpt.config.architecture on `backend` (weights in weight_dtype, or as
+// stored). Throws InputError for an architecture the registry does not run.
+std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend,
+                                  std::optional<DType> weight_dtype = std::nullopt);
+
+}  // namespace llmctl

@@ -1,0 +1,64 @@
+// ModelRunner: what a Model needs per device and per step. It owns the step buffers (grown on
+// demand), the paged KV cache, the CUDA graphs of decode steps (buckets and padding:
+// decode_graphs.h), GEMM tuning at start-up, and the once-per-step attention plan handed to every
+// layer. One runner per model and KV cache; several runners may share a model (each has its own
+// buffers, cache and graph keys).
+//
+// KV cache: none -> allocated (alloc_kv_cache; a second call replaces the first) -> none (free_kv_cache).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/kv/kv_cache_spec.h"
+#include "engine/model/model.h"
+
+namespace llmctl {
+
+class ModelRunner {
+ public:
+  explicit ModelRunner(Model& model);
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  Model& model() const { return model_; }
+  Backend& backend() const { return model_.backend(); }
+
+  // The cache layout this runner allocates: the backend's activation dtype, no scales.
+  KvCacheSpec kv_spec(int block_size) const;
+  // num_blocks blocks of spec.block_size tokens, one KvLayer per layer, plus one scratch block (id
+  // num_blocks) that padded graph rows write to and no request owns.
+  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks);
+  std::vector<KvLayer>& kv_cache() { return kv_; }
+  // Frees the cache (allocated -> none); graphs captured with it are dropped.
+  void free_kv_cache();
+
+  // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
+  size_t activation_bytes(int64_t tokens, int64_t rows) const;
+  // On a device backend: runs every linear shape of a step at each power-of-two token count up to
+  // max_tokens (the lm_head up to max_rows), so that GEMM algorithms are measured at start-up and
+  // not inside the first steps. No-op on the CPU.
+  void tune_gemms(int64_t max_tokens, int64_t max_rows);
+
+  // One step over the KV cache. Returns f32 logits [plan.logits_rows.size(), vocab] on the
+  // backend's device: a view of a buffer the next step overwrites. Decode-only steps on a backend
+  // with graphs are padded to a bucket of sequences and replayed from a graph.
+  Tensor execute(const BatchPlan& plan);
+
+ private:
+  void ensure_workspace(int64_t T, int64_t R);
+  // The per-step facts every layer reads, derived once.
+  AttentionPlan plan_attention(const DeviceBatch& b, int64_t T, int64_t R) const;
+
+  Model& model_;
+  ActivationWidths widths_;
+  StepBuffers ws_;
+  int64_t ws_tokens_ = 0, ws_rows_ = 0;
+  std::vector<KvLayer> kv_;
+  // In every graph key: a runner never replays a graph captured by another (graphs of a runner
+  // gone stay unreplayed until the next clear_graphs, e.g. the next runner's workspace).
+  uint64_t graph_epoch_;
+  std::vector<const void*> graph_kv_;  // the KV cache (every layer's k and v) the graphs were captured with
+};
+
+}  // namespace llmctl

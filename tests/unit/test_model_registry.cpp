@@ -1,0 +1,216 @@
+// The architecture registry: which architectures run, which are refused by name, and the sliding
+// window refusal (Mistral with a window shorter than the context it would run). A refused model
+// never produces outputs; a Mistral without an active window runs as a Llama.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/engine.h"
+#include "engine/executor/local_executor.h"
+#include "engine/model/random_checkpoint.h"
+#include "engine/model/registry.h"
+
+using namespace llmctl;
+using nlohmann::json;
+
+namespace {
+
+ModelConfig tiny_config(const char* arch) {
+  ModelConfig c;
+  c.architecture = arch;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.intermediate_size = 48;
+  c.vocab_size = 50;
+  c.max_position_embeddings = 256;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+json hf_json(const char* arch) {
+  return {{"architectures", {arch}}, {"hidden_size", 32},     {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 48},
+          {"vocab_size", 50},         {"max_position_embeddings", 256}};
+}
+
+// Token i is the text "<i>".
+class NumberTokenizer final : public Tokenizer {
+ public:
+  std::vector<int> encode(std::string_view, bool) const override { return {1, 2, 3}; }
+  std::string decode(const std::vector<int>& ids, bool) const override {
+    std::string s;
+    for (int id : ids) s += token_bytes(id);
+    return s;
+  }
+  std::string token_bytes(int id) const override { return "<" + std::to_string(id) + ">"; }
+  std::string token_text(int id) const override { return token_bytes(id); }
+  int token_to_id(std::string_view) const override { return -1; }
+  int vocab_size() const override { return 50; }
+  bool is_special(int) const override { return false; }
+  nlohmann::json to_hf_tokenizer_json() const override { return nullptr; }
+};
+
+// Logits of the last token of `tokens`, one prefill step on a fresh cache.
+std::vector<float> last_logits(Model& m, const std::vector<int32_t>& tokens) {
+  LocalExecutor ex(m);
+  const int B = 16;
+  const int blocks = int(tokens.size() + B - 1) / B;
+  ex.alloc_kv_cache(ex.kv_spec(B), blocks);
+  BatchPlan plan;
+  for (int p = 0; p < int(tokens.size()); ++p) {
+    plan.token_ids.push_back(tokens[p]);
+    plan.positions.push_back(p);
+    plan.slot_mapping.push_back(p);  // blocks 0.. in order
+  }
+  plan.query_start = {0, int(tokens.size())};
+  plan.context_len = {int(tokens.size())};
+  for (int b = 0; b < blocks; ++b) plan.block_table.push_back(b);
+  plan.max_blocks_per_seq = blocks;
+  plan.logits_rows = {int(tokens.size()) - 1};
+  Tensor host = ex.execute_to_host(plan);
+  return std::vector<float>(host.ptr<float>(), host.ptr<float>() + host.numel());
+}
+
+}  // namespace
+
+TEST_CASE("registry: the supported architectures, and others refused by name") {
+  std::vector<std::string> names;
+  for (const Architecture& a : architectures()) names.push_back(a.name);
+  CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"});
+  CHECK(find_architecture("Qwen2ForCausalLM").attention_bias);
+  CHECK_FALSE(find_architecture("LlamaForCausalLM").attention_bias);
+  for (const char* refused : {"GemmaForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM", "llama", ""}) {
+    CAPTURE(refused);
+    const std::string msg = "architecture '" + std::string(refused) + "' is not supported";
+    CHECK_THROWS_WITH_AS(find_architecture(refused), doctest::Contains(msg.c_str()), InputError);
+  }
+  // The message lists what runs.
+  CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
+                       doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"), InputError);
+  // config.json goes through the same table.
+  CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Phi3ForCausalLM")), doctest::Contains("Phi3ForCausalLM"), InputError);
+}
+
+TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
+  CHECK(std::string(find_gguf_architecture("llama").name) == "LlamaForCausalLM");
+  for (const char* refused : {"qwen2", "gemma", "LlamaForCausalLM"}) {
+    CAPTURE(refused);
+    const std::string msg = "GGUF architecture '" + std::string(refused) + "' is not supported";
+    CHECK_THROWS_WITH_AS(find_gguf_architecture(refused), doctest::Contains(msg.c_str()), InputError);
+  }
+}
+
+TEST_CASE("registry: make_model builds each family and refuses an unregistered one") {
+  auto be = make_cpu_backend(1);
+  const std::vector<int32_t> tokens = {3, 17, 5, 41, 8, 22, 9};
+  std::vector<std::vector<float>> outs;
+  for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM"}) {
+    CAPTURE(arch);
+    ModelConfig c = tiny_config(arch);
+    c.attention_bias = find_architecture(arch).attention_bias;
+    Checkpoint ck = random_checkpoint(c, 11, 0.3f);
+    std::unique_ptr<Model> m = make_model(ck, *be);
+    CHECK(m->config().architecture == arch);
+    CHECK(m->weight_dtype() == DType::F32);
+    // The weight-name map is the checkpoint's tensor list (q/k/v biases for Qwen2).
+    std::vector<WeightSpec> specs = m->weight_specs();
+    CHECK(specs.size() == ck.tensors.size());
+    for (const WeightSpec& s : specs) CHECK(ck.has(s.name));
+    bool has_bias = false;
+    for (const WeightSpec& s : specs) has_bias |= s.name.find("q_proj.bias") != std::string::npos;
+    CHECK(has_bias == c.attention_bias);
+    std::vector<float> lg = last_logits(*m, tokens);
+    REQUIRE(lg.size() == size_t(c.vocab_size));
+    bool finite = true, varied = false;
+    for (float x : lg) finite &= std::isfinite(x), varied |= x != lg[0];
+    CHECK(finite);
+    CHECK(varied);
+    outs.push_back(lg);
+  }
+  CHECK(outs[0] != outs[1]);  // the biases change the output: the Qwen2 path reads them
+
+  Checkpoint ck = random_checkpoint(tiny_config("LlamaForCausalLM"), 1, 0.3f);
+  ck.config.architecture = "GemmaForCausalLM";
+  CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("'GemmaForCausalLM' is not supported"), InputError);
+}
+
+TEST_CASE("registry: half-supported variants are refused by name") {
+  json j = hf_json("LlamaForCausalLM");
+  j["hidden_act"] = "gelu";
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("hidden_act \"gelu\" is not supported"), InputError);
+  j["hidden_act"] = "silu";
+  CHECK_NOTHROW(parse_hf_config(j));
+  j["mlp_bias"] = true;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("mlp_bias is not supported"), InputError);
+  j["mlp_bias"] = false;
+  CHECK_NOTHROW(parse_hf_config(j));
+  // Llama's attention_bias biases o_proj too: refused with every bias tensor present; Qwen2's runs.
+  auto be = make_cpu_backend(1);
+  ModelConfig c = tiny_config("LlamaForCausalLM");
+  c.attention_bias = true;
+  Checkpoint ck = random_checkpoint(c, 3, 0.3f);
+  CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("LlamaForCausalLM with attention_bias"), InputError);
+  ck.config.architecture = "Qwen2ForCausalLM";
+  CHECK_NOTHROW(make_model(ck, *be));
+}
+
+TEST_CASE("Mistral: a sliding window shorter than the context is refused, otherwise it runs as a Llama") {
+  json j = hf_json("MistralForCausalLM");
+  j["sliding_window"] = 64;
+  CHECK(parse_hf_config(j).sliding_window == 64);
+  CHECK(parse_hf_config(j).to_hf_json()["sliding_window"] == 64);
+  j["sliding_window"] = nullptr;
+  CHECK(parse_hf_config(j).sliding_window == 0);
+  j.erase("sliding_window");
+  CHECK(parse_hf_config(j).sliding_window == 0);
+  // Qwen2 writes a window that applies only with use_sliding_window (default false).
+  json q = hf_json("Qwen2ForCausalLM");
+  q["sliding_window"] = 64;
+  CHECK(parse_hf_config(q).sliding_window == 0);
+  q["use_sliding_window"] = true;
+  CHECK(parse_hf_config(q).sliding_window == 64);
+  json neg = hf_json("MistralForCausalLM");
+  neg["sliding_window"] = -1;
+  CHECK_THROWS_WITH_AS(parse_hf_config(neg), doctest::Contains("sliding_window"), InputError);
+
+  auto be = make_cpu_backend(1);
+  ModelConfig c = tiny_config("MistralForCausalLM");
+  c.sliding_window = 64;  // context 256 by max_position_embeddings
+  Checkpoint ck = random_checkpoint(c, 5, 0.3f);
+  std::unique_ptr<Model> m = make_model(ck, *be);
+  CHECK_THROWS_WITH_AS(m->check_context(256),
+                       doctest::Contains("MistralForCausalLM with sliding_window 64 cannot run a context of 256"),
+                       InputError);
+  CHECK_NOTHROW(m->check_context(64));
+  CHECK_NOTHROW(m->check_context(10));
+
+  // The engine refuses it at the context it would run, and accepts --max-context within the window.
+  LocalExecutor ex(*m);
+  NumberTokenizer tok;
+  EngineConfig ec;
+  ec.num_blocks = 16;
+  CHECK_THROWS_WITH_AS(Engine(ex, tok, ec), doctest::Contains("sliding_window 64"), InputError);
+  ec.max_context = 64;
+  Engine engine(ex, tok, ec);
+  CHECK(engine.max_context() == 64);
+
+  // A window at least the context (or none) is a plain Llama: the same outputs as the Llama
+  // built from the same weights.
+  c.sliding_window = 256;
+  ck.config = c;
+  std::unique_ptr<Model> wide = make_model(ck, *be);
+  CHECK_NOTHROW(wide->check_context(256));
+  ck.config.architecture = "LlamaForCausalLM";
+  ck.config.sliding_window = 0;
+  std::unique_ptr<Model> llama = make_model(ck, *be);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+  CHECK(last_logits(*wide, tokens) == last_logits(*llama, tokens));
+}
