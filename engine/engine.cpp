@@ -346,9 +346,10 @@ bool Engine::step() {
       sched_->on_step_done(ss.seq_id, StepOutcome{.finished = true});
       continue;
     }
-    std::vector<int32_t> appended;
-    if (!s.done) appended.push_back(s.out.token_ids.back());
-    sched_->on_step_done(ss.seq_id, StepOutcome{.appended = appended, .finished = s.done});
+    const int32_t token = s.done ? 0 : s.out.token_ids.back();
+    StepOutcome outcome{.finished = s.done};
+    if (!s.done) outcome.appended = std::span<const int32_t>(&token, 1);
+    sched_->on_step_done(ss.seq_id, outcome);
     if (first) {
       try {
         fork_children(r, mine.subspan(1));

@@ -255,14 +255,12 @@ bool Scheduler::on_step_done(int64_t seq_id, std::optional<int32_t> sampled, boo
   StepOutcome o;
   o.appended = sampled ? std::span<const int32_t>(&*sampled, 1) : std::span<const int32_t>();
   o.finished = finished;
-  auto it = reqs_.find(seq_id);
-  LLM_CHECK(it == reqs_.end() || it->second.num_draft == 0 ||
-            it->second.num_computed + it->second.num_scheduled < int(it->second.tokens.size()))
-      << "request " << seq_id << " verified drafts this step: report how many were accepted";
-  return on_step_done(seq_id, o);
+  return step_done(seq_id, o, false);
 }
 
-bool Scheduler::on_step_done(int64_t seq_id, const StepOutcome& o) {
+bool Scheduler::on_step_done(int64_t seq_id, const StepOutcome& o) { return step_done(seq_id, o, true); }
+
+bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported) {
   auto it = reqs_.find(seq_id);
   if (it == reqs_.end()) {
     LLM_CHECK(aborted_in_flight_.erase(seq_id)) << "on_step_done for request " << seq_id << " not in this step";
@@ -272,6 +270,8 @@ bool Scheduler::on_step_done(int64_t seq_id, const StepOutcome& o) {
   LLM_CHECK(r.num_scheduled > 0) << "on_step_done for request " << seq_id << " that was not scheduled";
   // Checked before anything changes.
   const bool samples = r.num_computed + r.num_scheduled == int(r.tokens.size());
+  LLM_CHECK(drafts_reported || !samples || r.num_draft == 0)
+      << "request " << seq_id << " verified drafts this step: report how many were accepted";
   LLM_CHECK(o.num_accepted >= 0 && o.num_accepted <= (samples ? r.num_draft : 0))
       << "request " << seq_id << ": " << o.num_accepted << " drafts accepted, but the step verified "
       << (samples ? r.num_draft : 0);

@@ -156,6 +156,8 @@ class Scheduler {
   bool prefix_in_progress(const Request& r) const;
   void erase_running(int64_t seq_id);
   void finish(Request& r, RequestState state);
+  // drafts_reported false (the one-token form): refused when the step verified drafts.
+  bool step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported);
 
   SchedulerConfig cfg_;
   KvCacheManager kv_;
