@@ -17,7 +17,7 @@ double now_seconds() {
 }  // namespace
 
 struct Engine::Sequence {
-  int64_t seq_id = -1;  // -1 until forked
+  int64_t seq_id = -1;  // the scheduler's id (from next_seq_id_); -1 until forked
   SequenceState state;
   StreamingText text;
   SequenceOutput out;
@@ -103,13 +103,12 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   r->result.id = r->id;
   r->result.prompt_ids = r->prompt;
   r->result.submit_seconds = now_seconds();
-  const int64_t seq0 = r->id << 8;  // children use r->id << 8 | index (best_of <= 255, checked by validate)
+  const int64_t seq0 = next_seq_id_++;
   r->seqs[0].seq_id = seq0;
   if (params.prompt_logprobs) r->result.prompt_logprobs.resize(r->prompt.size());
   // Prompt logprobs need the logits of every prompt position: no prefix-cache hits for it.
   sched_->add(seq0, std::vector<int32_t>(r->prompt.begin(), r->prompt.end()),
-              int(r->prompt.size()) + params.max_tokens, !params.prompt_logprobs);
-  seq_owner_[seq0] = {r->id, 0};
+              int(r->prompt.size()) + params.max_tokens, !params.prompt_logprobs, SeqOwner{r->id, 0});
   stats_.prompt_tokens += int64_t(r->prompt.size());
   const int64_t id = r->id;
   requests_[id] = std::move(r);
@@ -229,56 +228,83 @@ void Engine::accept_token(Request& r, int child, const SampleResult& res) {
   if (int(s.out.token_ids.size()) >= r.params.max_tokens || total >= max_context_) finish_sequence(r, child, "length");
 }
 
-bool Engine::step() {
-  SchedulerOutput out = sched_->schedule();
-  if (out.empty()) return false;
-  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
-  BatchPlan plan = build_batch_plan(out, *sched_);
-  // Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
-  // scores prompt token p + 1), then its sampling row. Draws and prompt rows keep their row.
-  std::vector<Draw> draws;
-  struct PromptRow {
-    Request* r;
-    int index;  // prompt position scored
-    int row;
-  };
-  std::vector<PromptRow> prompt_rows;
-  plan.logits_rows.clear();
+// One scheduled sequence of a step as the engine sees it, decided once before the forward: the
+// BatchPlan's logits rows and the draws are both read from the step's list of these.
+struct Engine::StepSeq {
+  const ScheduledSeq* ss = nullptr;
+  Request* r = nullptr;              // valid until the first callback of the step (then look up by id)
+  std::vector<int> prompt_scored;    // prompt positions scored by its prompt rows (logits first_logit...)
+  int first_logit = 0;               // index in the step's logits of its first row
+  size_t draw_begin = 0, draw_end = 0;  // its draws: itself, then (a request's first step) its siblings
+  bool samples() const { return draw_end > draw_begin; }
+};
+
+// Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
+// scores prompt token p + 1), then its sampling row. A request's first step with several sequences
+// draws all of its children from the prompt's row (they are forked after the parent's token).
+std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows,
+                                               std::vector<Draw>& draws) {
+  std::vector<StepSeq> entries(out.seqs.size());
+  int first_row = 0;  // plan row of the sequence's first new token
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const ScheduledSeq& ss = out.seqs[i];
-    auto owner = seq_owner_.find(ss.seq_id);
-    if (owner == seq_owner_.end()) continue;  // aborted while in flight
-    Request& r = *requests_.at(owner->second.first);
-    const int child = owner->second.second;
-    const int offset = plan.query_start[i];
+    StepSeq& e = entries[i];
+    e.ss = &ss;
+    auto it = requests_.find(ss.owner.request_id);
+    LLM_CHECK(it != requests_.end() && ss.owner.index < int(it->second->seqs.size()) &&
+              it->second->seqs[size_t(ss.owner.index)].seq_id == ss.seq_id)
+        << "engine: scheduled sequence " << ss.seq_id << " has no owner";
+    LLM_CHECK(ss.num_draft == 0) << "engine: sequence " << ss.seq_id << " has drafts, but the engine proposes none";
+    Request& r = *it->second;
+    e.r = &r;
+    e.first_logit = int(logits_rows.size());
+    const int child = ss.owner.index;
     if (r.params.prompt_logprobs && child == 0 && !r.forked) {
       const int last = std::min(ss.start + ss.num_new, int(r.prompt.size()) - 1);
       for (int p = ss.start; p < last; ++p)
         if (!r.result.prompt_logprobs[size_t(p) + 1]) {
-          prompt_rows.push_back({&r, p + 1, int(plan.logits_rows.size())});
-          plan.logits_rows.push_back(offset + p - ss.start);
+          e.prompt_scored.push_back(p + 1);
+          logits_rows.push_back(first_row + p - ss.start);
         }
     }
-    if (!ss.samples) continue;
-    const int row = int(plan.logits_rows.size());
-    plan.logits_rows.push_back(offset + ss.num_new - 1);
-    draws.push_back(Draw{&r, child, row, {}, {}});
-    // A request's first step with several sequences draws all of its children from the prompt's
-    // row (they are forked after the parent's token).
-    if (!r.forked && child == 0 && r.seqs.size() > 1)
-      for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
+    if (ss.samples) {
+      const int row = int(logits_rows.size());
+      logits_rows.push_back(first_row + ss.num_new - 1);
+      e.draw_begin = draws.size();
+      draws.push_back(Draw{&r, child, row, {}, {}});
+      if (!r.forked && child == 0 && r.seqs.size() > 1)
+        for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
+      e.draw_end = draws.size();
+    }
+    first_row += ss.num_new;
   }
+  return entries;
+}
+
+bool Engine::step() {
+  SchedulerOutput out = sched_->schedule();
+  if (out.empty()) return false;
+  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
+  std::vector<int32_t> logits_rows;
+  std::vector<Draw> draws;
+  const std::vector<StepSeq> entries = plan_step(out, logits_rows, draws);
+  BatchPlan plan = build_batch_plan(out, *sched_, std::move(logits_rows));
   const double t0 = now_seconds();
   exec_.step_timer_begin();
   Tensor logits = exec_.execute(plan);
 
-  if (!prompt_rows.empty()) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
+  bool any_prompt_rows = false;
+  for (const StepSeq& e : entries) any_prompt_rows |= !e.prompt_scored.empty();
+  if (any_prompt_rows) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
     const int vocab = exec_.config().vocab_size;
     Tensor host = logits.device == Device::CPU ? logits : exec_.to_host(logits);
-    for (const PromptRow& pr : prompt_rows)
-      pr.r->result.prompt_logprobs[size_t(pr.index)] =
-          token_logprobs(host.ptr<float>() + int64_t(pr.row) * vocab, sample_vocab_, pr.r->prompt[size_t(pr.index)],
-                         *pr.r->params.prompt_logprobs);
+    for (const StepSeq& e : entries)
+      for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
+        const size_t index = size_t(e.prompt_scored[k]);
+        e.r->result.prompt_logprobs[index] =
+            token_logprobs(host.ptr<float>() + int64_t(e.first_logit + int(k)) * vocab, sample_vocab_,
+                           e.r->prompt[index], *e.r->params.prompt_logprobs);
+      }
   }
   draw_tokens(draws, logits);
   stats_.device_seconds += exec_.step_timer_end();
@@ -287,51 +313,50 @@ bool Engine::step() {
   stats_.preemptions += int64_t(out.preempted.size());
 
   // A sequence whose draw, decode or stop check throws fails its own request (failed, handled
-  // after the loop so that the draws stay in step); every other sequence goes on.
-  size_t next = 0;
+  // after the loop); every other sequence goes on. Stream callbacks run from here on: requests are
+  // looked up by id, a sequence no longer in the scheduler was aborted meanwhile.
   std::vector<int64_t> touched;
   std::vector<std::pair<int64_t, std::string>> failed;
   auto fail = [&](Request& r, const std::string& msg) {
     if (r.result.error.empty()) failed.emplace_back(r.id, msg.empty() ? "unknown error" : msg);
     r.result.error = msg.empty() ? "unknown error" : msg;
   };
-  for (const ScheduledSeq& ss : out.seqs) {
-    auto owner = seq_owner_.find(ss.seq_id);
-    if (owner == seq_owner_.end()) continue;
-    if (!ss.samples) {
-      sched_->on_step_done(ss.seq_id, std::nullopt, false);
+  for (const StepSeq& e : entries) {
+    const ScheduledSeq& ss = *e.ss;
+    auto it = requests_.find(ss.owner.request_id);
+    if (it == requests_.end() || !sched_->has(ss.seq_id)) continue;  // aborted while in flight
+    if (!e.samples()) {
+      sched_->on_step_done(ss.seq_id, StepOutcome{});
       continue;
     }
-    Request& r = *requests_.at(owner->second.first);
-    const int child = owner->second.second;
-    const size_t d = next++;
-    LLM_CHECK(draws[d].r == &r && draws[d].child == child) << "engine: draws out of step";
-    const bool first = !r.forked && child == 0 && r.seqs.size() > 1;
-    Sequence& s = r.seqs[child];
-    if (!draws[d].error.empty()) fail(r, draws[d].error);
+    Request& r = *it->second;
+    const int child = ss.owner.index;
+    const std::span<const Draw> mine(draws.data() + e.draw_begin, e.draw_end - e.draw_begin);
+    const bool first = mine.size() > 1;  // the request's first step: the siblings are forked after it
+    Sequence& s = r.seqs[size_t(child)];
+    if (!mine[0].error.empty()) fail(r, mine[0].error);
     if (r.result.error.empty()) {
       try {
-        accept_token(r, child, draws[d].res);
-      } catch (const std::exception& e) {
-        fail(r, e.what());
+        accept_token(r, child, mine[0].res);
+      } catch (const std::exception& ex) {
+        fail(r, ex.what());
       }
     }
     if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
       s.done = true;
-      if (sched_->on_step_done(ss.seq_id, std::nullopt, true)) seq_owner_.erase(ss.seq_id);
-      if (first) next += r.seqs.size() - 1;  // the children's draws: never forked
+      sched_->on_step_done(ss.seq_id, StepOutcome{.finished = true});
       continue;
     }
-    std::optional<int32_t> tok;
-    if (!s.done) tok = s.out.token_ids.back();
-    if (sched_->on_step_done(ss.seq_id, tok, s.done)) seq_owner_.erase(ss.seq_id);
+    const int32_t token = s.done ? 0 : s.out.token_ids.back();
+    StepOutcome outcome{.finished = s.done};
+    if (!s.done) outcome.appended = std::span<const int32_t>(&token, 1);
+    sched_->on_step_done(ss.seq_id, outcome);
     if (first) {
       try {
-        fork_children(r, draws, next);
-      } catch (const std::exception& e) {
-        fail(r, e.what());
+        fork_children(r, mine.subspan(1));
+      } catch (const std::exception& ex) {
+        fail(r, ex.what());
       }
-      next += r.seqs.size() - 1;
     }
     touched.push_back(r.id);
   }
@@ -347,27 +372,28 @@ bool Engine::step() {
 }
 
 // After the prompt step of a request with several sequences: children 1.. take their first token
-// (drawn from the prompt's row: draws[first_child...]) and share the prompt's blocks through fork.
-void Engine::fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child) {
+// (drawn from the prompt's row: children[i - 1] for child i) and share the prompt's blocks through fork.
+void Engine::fork_children(Request& r, std::span<const Draw> children) {
   r.forked = true;
   const bool parent_alive = sched_->has(r.seqs[0].seq_id);
+  LLM_CHECK(children.size() + 1 == r.seqs.size()) << "engine: " << children.size() << " fork draws for "
+                                                  << r.seqs.size() << " sequences";
   for (int i = 1; i < int(r.seqs.size()); ++i) {
-    const Draw& d = draws[first_child + size_t(i - 1)];
+    const Draw& d = children[size_t(i - 1)];
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
     if (!d.error.empty()) throw Error(d.error);  // the step fails this request (see step())
     accept_token(r, i, d.res);
     Sequence& s = r.seqs[i];
     if (s.done) continue;
-    const int64_t child_id = (r.id << 8) | i;
+    const int64_t child_id = next_seq_id_++;
     s.seq_id = child_id;
     if (parent_alive) {
-      sched_->fork(r.seqs[0].seq_id, child_id, s.out.token_ids.back());
+      sched_->fork(r.seqs[0].seq_id, child_id, s.out.token_ids.back(), SeqOwner{r.id, i});
     } else {  // the parent ended on its first token: the child runs on its own (prefix cache shares blocks)
       std::vector<int32_t> toks(r.prompt.begin(), r.prompt.end());
       toks.push_back(s.out.token_ids.back());
-      sched_->add(child_id, toks, int(r.prompt.size()) + r.params.max_tokens);
+      sched_->add(child_id, toks, int(r.prompt.size()) + r.params.max_tokens, true, SeqOwner{r.id, i});
     }
-    seq_owner_[child_id] = {r.id, i};
   }
 }
 
@@ -375,7 +401,6 @@ void Engine::fail_request(Request& r, const std::string& message) {
   r.result.error = message;
   for (Sequence& s : r.seqs) {
     if (s.seq_id >= 0 && sched_->has(s.seq_id)) sched_->abort(s.seq_id);
-    if (s.seq_id >= 0) seq_owner_.erase(s.seq_id);
     s.done = true;  // no stream event: the error is the request's last word
     s.out.finish_reason = "error";
     s.out.text = s.text.text();
@@ -418,10 +443,7 @@ void Engine::complete_if_done(int64_t request_id) {
       r.on_text(e);
     }
   for (auto& s : r.seqs)
-    if (s.seq_id >= 0 && sched_->has(s.seq_id)) {
-      sched_->abort(s.seq_id);
-      seq_owner_.erase(s.seq_id);
-    }
+    if (s.seq_id >= 0 && sched_->has(s.seq_id)) sched_->abort(s.seq_id);
   finished_[request_id] = std::move(r.result);
   requests_.erase(it);
 }
@@ -432,10 +454,7 @@ void Engine::abort(int64_t request_id) {
   Request& r = *it->second;
   for (int i = 0; i < int(r.seqs.size()); ++i) {
     Sequence& s = r.seqs[i];
-    if (s.seq_id >= 0) {
-      sched_->abort(s.seq_id);
-      seq_owner_.erase(s.seq_id);
-    }
+    if (s.seq_id >= 0) sched_->abort(s.seq_id);
     finish_sequence(r, i, "abort");
   }
   complete_if_done(request_id);

@@ -123,6 +123,10 @@ class Engine {
   struct Sequence;
   struct Request;
   struct Draw;
+  struct StepSeq;
+  // The step's per-sequence entries, its logits rows (plan rows, ascending) and its draws, decided
+  // once from the scheduler's output.
+  std::vector<StepSeq> plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows, std::vector<Draw>& draws);
   // Draws every token of the step: on the device where the backend samples and the sequence
   // allows it, on the host (its row copied over) otherwise. Appends each token to its state.
   void draw_tokens(std::vector<Draw>& draws, const Tensor& logits);
@@ -131,7 +135,7 @@ class Engine {
   void finish_sequence(Request& r, int child, const std::string& reason);
   // Reports `piece` and the tokens not yet reported for a streamed (non-best_of) sequence.
   void emit(Request& r, int child, std::string_view piece, bool done);
-  void fork_children(Request& r, const std::vector<Draw>& draws, size_t first_child);
+  void fork_children(Request& r, std::span<const Draw> children);
   void complete_if_done(int64_t request_id);
   // Ends every sequence of r with finish_reason "error", frees them in the scheduler and records
   // the message in the result.
@@ -146,8 +150,8 @@ class Engine {
   std::unique_ptr<Scheduler> sched_;
   std::vector<int> eos_ids_;
   int64_t next_id_ = 1;
+  int64_t next_seq_id_ = 1;  // scheduler sequence ids; each sequence's owner (request, index) travels with it
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
-  std::unordered_map<int64_t, std::pair<int64_t, int>> seq_owner_;  // scheduler seq id -> (request, child)
   std::unordered_map<int64_t, RequestResult> finished_;
   EngineStats stats_;
 };

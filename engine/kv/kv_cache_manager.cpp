@@ -32,7 +32,7 @@ void KvCacheManager::drop(int id) {
 
 int KvCacheManager::copy_on_write(Seq& s, int index) {
   const int src = s.table[index];
-  LLM_CHECK(pool_.ref_count(src) > 1) << "copy-on-write of unshared block " << src;
+  LLM_CHECK(pool_.ref_count(src) > 1 || pool_.is_hashed(src)) << "copy-on-write of unshared, unhashed block " << src;
   const int dst = pool_.allocate();
   LLM_CHECK(dst >= 0) << "copy-on-write without a block (capacity was checked)";
   pending_copies_.emplace_back(src, dst);
@@ -123,11 +123,12 @@ bool KvCacheManager::ensure_capacity(int64_t seq, int total_tokens) {
   Seq& s = get(seq);
   const int nb = blocks_for(total_tokens);
   const int have = int(s.table.size());
-  // Existing blocks that this step writes into and that another table also holds.
+  // Existing blocks that this step writes into and that another table also holds, or that are hashed
+  // (only after a truncate: a hashed block's content must stay what its hash says).
   std::vector<int> shared;
   if (total_tokens > s.num_computed)
     for (int i = s.num_computed / block_size_; i < std::min(nb, have); ++i)
-      if (pool_.ref_count(s.table[i]) > 1) shared.push_back(i);
+      if (pool_.ref_count(s.table[i]) > 1 || pool_.is_hashed(s.table[i])) shared.push_back(i);
   const int fresh = std::max(0, nb - have) + int(shared.size());
   if (fresh > pool_.num_available()) return false;
   for (int i : shared) copy_on_write(s, i);
@@ -155,6 +156,20 @@ void KvCacheManager::commit_tokens(int64_t seq, const std::vector<int32_t>& toke
     const uint64_t h = BlockPool::hash_block(parent, blk);
     (void)pool_.register_full(s.table[i], h, parent, blk);  // false: the same content is cached elsewhere
     s.hashes.push_back(h);
+  }
+}
+
+void KvCacheManager::truncate(int64_t seq, int n) {
+  Seq& s = get(seq);
+  LLM_CHECK(n >= 0) << "truncate of sequence " << seq << " to " << n << " tokens";
+  const int nb = blocks_for(n);
+  while (int(s.table.size()) > nb) {  // tail first, as free() does
+    drop(s.table.back());
+    s.table.pop_back();
+  }
+  if (n < s.num_computed) {
+    s.num_computed = n;
+    if (int(s.hashes.size()) > n / block_size_) s.hashes.resize(size_t(n / block_size_));
   }
 }
 
@@ -218,6 +233,9 @@ void KvCacheManager::check_invariants() const {
     LLM_CHECK(int(s.table.size()) >= blocks_for(s.num_computed))
         << "sequence " << id << " computed " << s.num_computed << " tokens in " << s.table.size() << " blocks";
     LLM_CHECK(s.hashes.size() <= s.table.size()) << "sequence " << id << " has more hashes than blocks";
+    // (a whole-prompt cache hit keeps the hash of its last block while computing its last token again)
+    LLM_CHECK(int(s.hashes.size()) <= blocks_for(s.num_computed))
+        << "sequence " << id << " has hashes for blocks past its " << s.num_computed << " computed tokens";
     std::vector<int32_t> sorted = s.table;
     std::sort(sorted.begin(), sorted.end());
     LLM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())

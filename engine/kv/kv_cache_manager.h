@@ -7,12 +7,14 @@
 //   hashes        [nh]   chain hashes of the leading full blocks already registered or found (nh <= nb)
 //
 // Life of a sequence:
-//   allocate_prompt (or fork) -> { ensure_capacity -> (engine writes KV) -> commit_tokens }* -> free
+//   allocate_prompt (or fork) -> { ensure_capacity -> (engine writes KV) -> [truncate] -> commit_tokens }* -> free
+// Rollback (speculative tokens rejected): truncate(seq, n) forgets positions [n, ...) before they are
+// committed, so a rejected token is never part of a hashed (shareable) block.
 // Sharing: full computed blocks are registered in the pool's prefix map by commit_tokens; a later
 // allocate_prompt with the same prefix retains them instead of computing them again. fork() shares
 // all blocks of the parent. A block is written only by the one table that holds it, and never once it
 // is hashed (full and computed): ensure_capacity
-// copies a shared block before the first write into it (copy-on-write) and records (src, dst); the
+// copies a shared or hashed block before the first write into it (copy-on-write) and records (src, dst); the
 // engine must copy those blocks' KV (every layer, all B slots) before the next forward step.
 // Freed sequences release blocks tail first, so the tail of a cached chain is evicted before its head.
 #pragma once
@@ -69,12 +71,20 @@ class KvCacheManager {
   // What allocate_prompt would return for `tokens` now (if it got its blocks); changes nothing.
   int peek_cached_tokens(const std::vector<int32_t>& tokens) const;
   // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates
-  // missing blocks and copies shared blocks in that range (copy-on-write). false, with nothing changed,
-  // when the pool cannot supply the blocks.
+  // missing blocks and copies shared or hashed blocks in that range (copy-on-write; a hashed block in
+  // that range exists only after a truncate). false, with nothing changed, when the pool cannot supply
+  // the blocks.
   [[nodiscard]] bool ensure_capacity(int64_t seq, int total_tokens);
   // Records that positions [0, num_computed) of `seq` are in the cache; `tokens` holds at least those.
   // With prefix caching on, newly completed full blocks get their chained hash and become shareable.
   void commit_tokens(int64_t seq, const std::vector<int32_t>& tokens, int num_computed);
+  // Rollback: `seq` keeps positions [0, n) only. num_computed becomes min(num_computed, n); blocks past
+  // the blocks_for(n) first are released (tail first: a cached one stays findable, its content is
+  // right for its hash); hashes of blocks past the n / B full ones are forgotten by this table. The
+  // block holding position n stays; if it is shared or hashed, the next ensure_capacity copies it
+  // before writing (a copied-on-write block is never written in place). Pending copies into released
+  // blocks are dropped. Call it before commit_tokens for the step whose tokens were rejected.
+  void truncate(int64_t seq, int n);
   // `child` (new) shares every block of `parent` and its computed tokens; the first write into a
   // shared block makes a private copy (see ensure_capacity).
   void fork(int64_t parent, int64_t child);
@@ -94,7 +104,8 @@ class KvCacheManager {
   KvCacheStats stats() const;
   // Throws Error unless: pool invariants hold; each block's ref count equals the number of table
   // entries holding it; no table holds a block twice; a block in two tables is hashed (prefix sharing)
-  // or shared within one fork family; tables cover their computed tokens.
+  // or shared within one fork family; tables cover their computed tokens; a table's hashes cover only
+  // blocks holding computed tokens.
   void check_invariants() const;
 
  private:

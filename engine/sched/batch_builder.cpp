@@ -6,7 +6,22 @@
 
 namespace llmctl {
 
+std::vector<int32_t> sampling_rows(const SchedulerOutput& out) {
+  std::vector<int32_t> rows;
+  int32_t end = 0;  // one past the sequence's last row
+  for (const ScheduledSeq& s : out.seqs) {
+    end += s.num_new;
+    if (!s.samples) continue;
+    for (int k = s.num_draft; k >= 0; --k) rows.push_back(end - 1 - k);
+  }
+  return rows;
+}
+
 BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched) {
+  return build_batch_plan(out, sched, sampling_rows(out));
+}
+
+BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched, std::vector<int32_t> logits_rows) {
   const KvCacheManager& kv = sched.kv();
   const int B = kv.block_size();
   BatchPlan plan;
@@ -29,10 +44,13 @@ BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched) {
     plan.context_len.push_back(s.start + s.num_new);
     plan.block_table.insert(plan.block_table.end(), table.begin(), table.end());
     plan.block_table.resize(plan.block_table.size() + (plan.max_blocks_per_seq - table.size()), -1);
-    if (s.samples) plan.logits_rows.push_back(int32_t(plan.token_ids.size()) - 1);
   }
   LLM_CHECK(plan.num_tokens() == out.num_tokens) << "scheduler output counts " << out.num_tokens << " tokens, plan has "
                                                 << plan.num_tokens();
+  for (size_t i = 0; i < logits_rows.size(); ++i)
+    LLM_CHECK(logits_rows[i] >= 0 && logits_rows[i] < out.num_tokens && (i == 0 || logits_rows[i - 1] < logits_rows[i]))
+        << "logits row " << logits_rows[i] << " is out of order or outside the step's " << out.num_tokens << " rows";
+  plan.logits_rows = std::move(logits_rows);
   return plan;
 }
 

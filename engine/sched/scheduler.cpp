@@ -35,7 +35,8 @@ const Request& Scheduler::request(int64_t seq_id) const {
   return it->second;
 }
 
-void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache) {
+void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache,
+                    SeqOwner owner) {
   LLM_REQUIRE(!prompt.empty()) << "request " << seq_id << ": the prompt is empty";
   LLM_REQUIRE(max_total_tokens > int(prompt.size()))
       << "request " << seq_id << ": max_total_tokens " << max_total_tokens << " leaves no room after a prompt of "
@@ -50,6 +51,7 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
   LLM_CHECK(!has(seq_id) && !aborted_in_flight_.count(seq_id)) << "request id " << seq_id << " is in use";
   Request r;
   r.id = seq_id;
+  r.owner = owner;
   r.arrival = next_arrival_++;
   r.prompt_len = int(prompt.size());
   r.tokens = std::move(prompt);
@@ -91,14 +93,16 @@ bool Scheduler::abort(int64_t seq_id) {
   return true;
 }
 
-void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_token) {
+void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_token, SeqOwner owner) {
   Request& p = req(parent);
   LLM_CHECK(p.state == RequestState::running && p.num_scheduled == 0)
       << "fork of request " << parent << " that is " << to_string(p.state) << (p.num_scheduled ? " in flight" : "");
   LLM_CHECK(!has(child) && !aborted_in_flight_.count(child)) << "request id " << child << " is in use";
+  LLM_CHECK(p.num_draft == 0) << "fork of request " << parent << " with unverified drafts";
   LLM_CHECK(!last_token || p.num_pending() >= 1) << "fork of " << parent << ": its last token is already computed";
   Request c = p;
   c.id = child;
+  c.owner = owner;
   c.arrival = next_arrival_++;
   c.num_preemptions = 0;
   if (last_token) c.tokens.back() = *last_token;
@@ -107,10 +111,34 @@ void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_
   insert_running(child);
 }
 
+void Scheduler::append_draft(int64_t seq_id, std::span<const int32_t> draft) {
+  Request& r = req(seq_id);
+  LLM_CHECK(r.state == RequestState::running && r.num_scheduled == 0)
+      << "drafts for request " << seq_id << " that is " << to_string(r.state) << (r.num_scheduled ? " in flight" : "");
+  LLM_CHECK(int64_t(r.tokens.size()) + int64_t(draft.size()) < r.max_total_tokens)
+      << "request " << seq_id << ": " << draft.size() << " drafts after " << r.tokens.size()
+      << " tokens reach max_total_tokens " << r.max_total_tokens;
+  LLM_CHECK(r.num_draft + int64_t(draft.size()) + 1 <= cfg_.max_num_batched_tokens)
+      << "request " << seq_id << ": " << r.num_draft + draft.size() << " drafts and their last verified token do not "
+      << "fit one step of max_num_batched_tokens " << cfg_.max_num_batched_tokens << " (they are verified together)";
+  r.tokens.insert(r.tokens.end(), draft.begin(), draft.end());
+  r.num_draft += int(draft.size());
+}
+
+int Scheduler::chunk_size(const Request& r, int budget) const {
+  const int pending = r.num_pending();
+  if (pending <= budget) return pending;
+  if (!cfg_.chunked_prefill) return 0;  // must fit whole
+  // A chunk ends before the verification window [verify_start, N): drafts are verified in one step.
+  return std::max(0, std::min(budget, r.verify_start() - r.num_computed));
+}
+
 void Scheduler::put(Request& r, int num_new, SchedulerOutput& out, int& budget) {
   LLM_CHECK(num_new > 0 && num_new <= budget && r.num_scheduled == 0) << "bad chunk for request " << r.id;
   const bool samples = r.num_computed + num_new == int(r.tokens.size());
-  out.seqs.push_back({r.id, r.num_computed, num_new, samples});
+  LLM_CHECK(samples || r.num_computed + num_new <= r.verify_start())
+      << "request " << r.id << ": chunk ends inside its draft verification window";
+  out.seqs.push_back({r.id, r.owner, r.num_computed, num_new, samples, samples ? r.num_draft : 0});
   out.num_tokens += num_new;
   r.num_scheduled = num_new;
   budget -= num_new;
@@ -130,6 +158,8 @@ void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
   erase_running(seq_id);
   v.state = RequestState::waiting;
   v.num_computed = 0;
+  v.tokens.resize(v.tokens.size() - size_t(v.num_draft));  // drafts are proposed again after recompute
+  v.num_draft = 0;
   ++v.num_preemptions;
   waiting_.push_front(seq_id);
   out.preempted.push_back(seq_id);
@@ -179,17 +209,17 @@ SchedulerOutput Scheduler::schedule() {
   int budget = cfg_.max_num_batched_tokens;
   const size_t max_seqs = size_t(cfg_.max_num_seqs);
 
-  // 1. decodes, then 2. partly computed prompts; oldest first. Victims are taken from the back.
+  // 1. sequences one step from sampling (pending = last verified token + drafts), then 2. the others;
+  // oldest first. Victims are taken from the back.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size(); ++i) {
       if (out.seqs.size() >= max_seqs || budget == 0) break;
       Request& r = req(running_[i]);
       LLM_CHECK(r.num_pending() >= 1) << "running request " << r.id << " has nothing to compute";
-      const bool decode = r.num_pending() == 1;
-      if (r.num_scheduled > 0 || decode != (pass == 0)) continue;
-      int n = r.num_pending();
-      if (cfg_.chunked_prefill) n = std::min(n, budget);
-      if (n > budget) continue;  // a whole prompt that does not fit this step
+      const bool near_sampling = r.num_computed == r.verify_start();
+      if (r.num_scheduled > 0 || near_sampling != (pass == 0)) continue;
+      const int n = chunk_size(r, budget);
+      if (n == 0) continue;  // nothing of it fits this step
       if (!reserve(r, r.num_computed + n, out, budget)) continue;  // r preempted itself
       put(r, n, out, budget);
     }
@@ -222,6 +252,15 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 bool Scheduler::on_step_done(int64_t seq_id, std::optional<int32_t> sampled, bool finished) {
+  StepOutcome o;
+  o.appended = sampled ? std::span<const int32_t>(&*sampled, 1) : std::span<const int32_t>();
+  o.finished = finished;
+  return step_done(seq_id, o, false);
+}
+
+bool Scheduler::on_step_done(int64_t seq_id, const StepOutcome& o) { return step_done(seq_id, o, true); }
+
+bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported) {
   auto it = reqs_.find(seq_id);
   if (it == reqs_.end()) {
     LLM_CHECK(aborted_in_flight_.erase(seq_id)) << "on_step_done for request " << seq_id << " not in this step";
@@ -229,18 +268,33 @@ bool Scheduler::on_step_done(int64_t seq_id, std::optional<int32_t> sampled, boo
   }
   Request& r = it->second;
   LLM_CHECK(r.num_scheduled > 0) << "on_step_done for request " << seq_id << " that was not scheduled";
+  // Checked before anything changes.
+  const bool samples = r.num_computed + r.num_scheduled == int(r.tokens.size());
+  LLM_CHECK(drafts_reported || !samples || r.num_draft == 0)
+      << "request " << seq_id << " verified drafts this step: report how many were accepted";
+  LLM_CHECK(o.num_accepted >= 0 && o.num_accepted <= (samples ? r.num_draft : 0))
+      << "request " << seq_id << ": " << o.num_accepted << " drafts accepted, but the step verified "
+      << (samples ? r.num_draft : 0);
+  LLM_CHECK(o.appended.empty() || samples) << "request " << seq_id << " got a token from a step that did not sample it";
+  LLM_CHECK(!o.appended.empty() || !samples || o.finished)
+      << "request " << seq_id << " sampled this step but got no token";
+  LLM_CHECK(int64_t(r.tokens.size()) - (r.num_draft - o.num_accepted) + int64_t(o.appended.size()) <= r.max_total_tokens)
+      << "request " << seq_id << ": " << o.appended.size() << " new tokens go past max_total_tokens " << r.max_total_tokens;
   r.num_computed += r.num_scheduled;
   r.num_scheduled = 0;
   --in_flight_;
-  const bool samples = r.num_computed == int(r.tokens.size());
-  kv_.commit_tokens(r.id, r.tokens, r.num_computed);
-  if (sampled) {
-    LLM_CHECK(samples) << "request " << seq_id << " got a token from a step that did not sample it";
-    r.tokens.push_back(*sampled);
-  } else {
-    LLM_CHECK(!samples || finished) << "request " << seq_id << " sampled this step but got no token";
+  if (samples) {  // the drafts were verified: cut the rejected ones, roll back their KV
+    const int rejected = r.num_draft - o.num_accepted;
+    r.num_draft = 0;
+    if (rejected > 0) {
+      r.tokens.resize(r.tokens.size() - size_t(rejected));
+      r.num_computed = int(r.tokens.size());
+      kv_.truncate(r.id, r.num_computed);  // before the commit: rejected tokens are never hashed
+    }
   }
-  if (finished || int(r.tokens.size()) >= r.max_total_tokens) {
+  kv_.commit_tokens(r.id, r.tokens, r.num_computed);
+  r.tokens.insert(r.tokens.end(), o.appended.begin(), o.appended.end());
+  if (o.finished || int(r.tokens.size()) >= r.max_total_tokens) {
     finish(r, RequestState::finished);
     return true;
   }
@@ -254,7 +308,8 @@ void Scheduler::check_invariants() const {
   int in_flight = 0;
   for (int64_t id : waiting_) {
     const Request& r = request(id);
-    LLM_CHECK(r.state == RequestState::waiting && r.num_computed == 0 && r.num_scheduled == 0 && !kv_.has(id))
+    LLM_CHECK(r.state == RequestState::waiting && r.num_computed == 0 && r.num_scheduled == 0 && r.num_draft == 0 &&
+              !kv_.has(id))
         << "waiting request " << id << " holds state";
   }
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -264,6 +319,8 @@ void Scheduler::check_invariants() const {
     LLM_CHECK(r.num_computed + r.num_scheduled <= int(kv_.block_table(r.id).size()) * kv_.block_size())
         << "request " << r.id << " scheduled beyond its blocks";
     LLM_CHECK(r.num_pending() >= 1 && int(r.tokens.size()) < r.max_total_tokens) << "request " << r.id << " should be done";
+    LLM_CHECK(r.num_draft >= 0 && r.num_computed <= r.verify_start())
+        << "request " << r.id << ": drafts computed without being verified";
     LLM_CHECK(i == 0 || request(running_[i - 1]).arrival < r.arrival) << "running queue out of arrival order";
     in_flight += r.num_scheduled > 0;
   }

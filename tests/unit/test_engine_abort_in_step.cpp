@@ -1,31 +1,17 @@
 // Aborting a request of the running step from a stream callback (engine/engine.h: abort() may be
-// called "in any state"). KNOWN DEFECTS, found by these cases (engine/engine.cpp, step()):
-//   1. a request that aborts itself from its own callback: abort() -> complete_if_done() erases the
-//      Request (and the std::function being run) while step() still uses it: use after free
-//      (valgrind: "Invalid read ... block free'd by Engine::complete_if_done").
-//   2. aborting another request scheduled later in the same step: its sequence is skipped without
-//      advancing the draw index, and step() throws "engine: draws out of step".
-// The server does not hit them today (EngineLoop aborts between steps), but a client disconnect
-// noticed inside a callback would. Until the engine defers the end of a request aborted mid-step to
-// the end of the step, this file reports SKIPPED; LLMCTL_TEST_KNOWN_DEFECTS=1 runs it (under
-// valgrind for case 1).
+// called "in any state"): a request that aborts itself from its own callback, and one that aborts
+// another request scheduled later in the same step. Both once broke step() (a use after free, and
+// "engine: draws out of step"); the step now looks requests up by id after the first callback.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "engine_test_util.h"
-#include "skip.h"
 
 using namespace llmctl;
 using namespace llmctl::test;
 
 namespace {
-
-bool run_known_defects() {
-  const char* v = std::getenv("LLMCTL_TEST_KNOWN_DEFECTS");
-  return v && std::string(v) == "1";
-}
 
 std::vector<int> prompt_of(int len, int salt) {
   std::vector<int> p;
@@ -36,9 +22,6 @@ std::vector<int> prompt_of(int len, int salt) {
 }  // namespace
 
 TEST_CASE("engine: abort of requests of the running step from a stream callback") {
-  if (!run_known_defects())
-    LLMCTL_SKIP("known engine defect: abort from a stream callback during step() (use after free; "
-                "\"draws out of step\"); LLMCTL_TEST_KNOWN_DEFECTS=1 runs it");
   TinyModel m;
   SamplingParams p;
   p.temperature = 0;
@@ -54,8 +37,8 @@ TEST_CASE("engine: abort of requests of the running step from a stream callback"
       ++a_done;
       a_reason = std::string(e.finish_reason);
     } else if (a_tokens >= 3 && a_done == 0) {
-      engine->abort(b);  // another request of the same step, scheduled after a, before c (defect 2)
-      engine->abort(a);  // itself, from inside its own event (defect 1)
+      engine->abort(b);  // another request of the same step, scheduled after a, before c
+      engine->abort(a);  // itself, from inside its own event
     }
   });
   b = engine->submit(prompt_of(25, 2), p, [&](const StreamEvent& e) {

@@ -222,3 +222,95 @@ TEST_CASE("manager: a prompt gets blocks for its first chunk only; later chunks 
   CHECK(kv.block_table(3).size() == 3);
   CHECK_THROWS_AS((void)kv.allocate_prompt(4, toks(950, 3), true, 0), Error);
 }
+
+TEST_CASE("manager: rollback of rejected tokens frees their blocks and never hashes them") {
+  KvCacheManager kv(16, 4);
+  auto t = toks(200, 6);  // prompt: [200..203] [204 205]
+  CHECK(run_prompt(kv, 1, t) == 0);
+  kv.check_invariants();
+  // Last verified token 205 at position 5 and then 5 drafts: positions [5, 11) computed in one step.
+  const auto drafts = toks(900, 5);
+  std::vector<int32_t> all = t;
+  all.insert(all.end(), drafts.begin(), drafts.end());  // [200..203] [204 205 900 901] [902 903 904]
+  REQUIRE(kv.ensure_capacity(1, 11));
+  CHECK(kv.block_table(1).size() == 3);
+  const int third = kv.block_table(1)[2];
+  const int free_before = kv.num_available_blocks();
+  // One draft accepted (901.. rejected): keep 7 tokens; the third block goes back to the pool.
+  kv.truncate(1, 7);
+  kv.check_invariants();
+  CHECK(kv.block_table(1).size() == 2);
+  CHECK(kv.num_available_blocks() == free_before + 1);
+  CHECK(kv.pool().ref_count(third) == 0);
+  CHECK_FALSE(kv.pool().is_hashed(third));
+  std::vector<int32_t> kept(all.begin(), all.begin() + 7);
+  kv.commit_tokens(1, kept, 7);
+  kv.check_invariants();
+  CHECK(kv.num_computed(1) == 7);
+  // Only the first block is shareable: nothing of the rejected drafts is findable.
+  CHECK(kv.peek_cached_tokens(all) == 4);
+  // The correction token 77 lands at position 7 and completes the second block with accepted tokens.
+  kept.push_back(77);
+  REQUIRE(kv.ensure_capacity(1, 8));
+  kv.commit_tokens(1, kept, 8);
+  kv.check_invariants();
+  CHECK(kv.peek_cached_tokens(all) == 4);  // 204 205 900 901 was never computed as a block
+  kept.push_back(1);
+  CHECK(kv.peek_cached_tokens(kept) == 8);  // 204 205 900 77 was
+}
+
+TEST_CASE("manager: a rollback into a hashed block copies it before the next write") {
+  KvCacheManager kv(16, 4);
+  auto t = toks(300, 8);  // two full blocks, both hashed once committed
+  run_prompt(kv, 1, t);
+  const int second = kv.block_table(1)[1];
+  CHECK(kv.pool().is_hashed(second));
+  CHECK(kv.take_pending_copies().empty());
+  kv.truncate(1, 6);  // positions 6, 7 will be written again (other tokens)
+  kv.check_invariants();
+  CHECK(kv.num_computed(1) == 6);
+  CHECK(kv.block_table(1).size() == 2);
+  REQUIRE(kv.ensure_capacity(1, 8));
+  const int copy = kv.block_table(1)[1];
+  CHECK(copy != second);  // the hashed block keeps its content (cached, still findable) ...
+  CHECK(kv.pool().is_cached(second));
+  CHECK(kv.peek_cached_tokens(toks(300, 9)) == 8);
+  const auto copies = kv.take_pending_copies();  // ... and the private copy starts from it
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0] == std::pair<int, int>{second, copy});
+  auto u = toks(300, 6);
+  u.push_back(1);
+  u.push_back(2);
+  kv.commit_tokens(1, u, 8);
+  kv.check_invariants();
+  CHECK(kv.peek_cached_tokens(u) == 7);  // found (the new block), all but the last token
+  u.push_back(3);
+  CHECK(kv.peek_cached_tokens(u) == 8);
+}
+
+TEST_CASE("manager: a rollback in a forked sequence leaves the other holder's blocks alone") {
+  KvCacheManager kv(16, 4);
+  auto t = toks(400, 6);
+  run_prompt(kv, 1, t);
+  kv.fork(1, 2);
+  const auto parent = kv.block_table(1);
+  REQUIRE(kv.ensure_capacity(2, 10));  // the child writes positions [6, 10): its shared block is copied
+  CHECK(kv.block_table(2)[1] != parent[1]);
+  CHECK(kv.block_table(2).size() == 3);
+  kv.truncate(2, 7);
+  kv.check_invariants();
+  CHECK(kv.block_table(2).size() == 2);
+  CHECK(kv.block_table(1) == parent);
+  CHECK(kv.pool().ref_count(parent[1]) == 1);
+  CHECK(kv.pool().ref_count(parent[0]) == 2);
+  kv.truncate(2, 3);  // back into the block both hold: the next write copies it
+  kv.check_invariants();
+  CHECK(kv.num_computed(2) == 3);
+  REQUIRE(kv.ensure_capacity(2, 4));
+  CHECK(kv.block_table(2)[0] != parent[0]);
+  CHECK(kv.pool().ref_count(parent[0]) == 1);
+  kv.free(2);
+  kv.free(1);
+  kv.check_invariants();
+  CHECK(kv.pool().num_in_use() == 0);
+}

@@ -1,11 +1,15 @@
 // Randomized stress test of BlockPool + KvCacheManager + Scheduler, without a model. Fixed seeds.
 // Operations: submit (common prefixes, so blocks are shared), step (schedule, copy, "forward", report
-// tokens, finish some, abort some in flight), abort (any state), fork. Small pools, so preemption and
+// tokens, finish some, abort some in flight; a verifying step accepts a random number of its drafts and
+// rolls the others back, some steps append a jump-forward run of several tokens), draft (append 1..4
+// unverified tokens to a running sequence), abort (any state), fork. Small pools, so preemption and
 // eviction happen a lot. After every operation the test checks from the public API:
 //   - each block's ref count equals the number of block tables holding it;
 //   - free + referenced + cached == total;
 //   - a block in two tables is a hashed prefix block or shared inside one fork family;
 //   - waiting requests hold no blocks;
+//   - a hashed block in a table lies within the table's computed full blocks and is found under the
+//     hash of the sequence's own tokens (no block was ever registered with a rolled-back token);
 // and after every step, with a fake KV cache where each slot stores a hash of the whole token prefix
 // up to its position: every sequence writes only unhashed blocks it holds alone, and reads back exactly its own
 // prefix at every position of its context (prefix hits, copy-on-write and eviction all checked).
@@ -16,6 +20,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "engine/sched/batch_builder.h"
@@ -56,9 +61,10 @@ class Stress {
   void run() {
     for (int op = 0; op < c_.ops; ++op) {
       const int r = int(rng_() % 100);
-      if (r < 30) submit();
-      else if (r < 80) step(true);
-      else if (r < 90) abort_one();
+      if (r < 28) submit();
+      else if (r < 75) step(true);
+      else if (r < 82) draft_one();
+      else if (r < 91) abort_one();
       else fork_one();
       check();
       ++ops_done_;
@@ -68,6 +74,7 @@ class Stress {
 
   int ops_done_ = 0;
   int64_t steps_ = 0, finished_ = 0, aborted_ = 0, forks_ = 0, copies_ = 0;
+  int64_t drafts_ = 0, accepted_ = 0, rejected_ = 0, jumps_ = 0;
   Scheduler& sched() { return s_; }
 
  private:
@@ -111,7 +118,12 @@ class Stress {
     BatchPlan plan = build_batch_plan(out, s_);
     plan.validate(B_, c_.num_blocks);
     int sampling = 0;
-    for (const auto& q : out.seqs) sampling += q.samples;
+    for (const auto& q : out.seqs) {
+      sampling += q.samples ? 1 + q.num_draft : 0;
+      const Request& r = s_.request(q.seq_id);
+      REQUIRE(q.num_draft == (q.samples ? r.num_draft : 0));
+      if (!q.samples) REQUIRE(q.start + q.num_new <= r.verify_start());  // drafts are verified whole
+    }
     REQUIRE(int(plan.logits_rows.size()) == sampling);
     REQUIRE(out.num_tokens <= c_.sched.max_num_batched_tokens);
     REQUIRE(int(out.seqs.size()) <= c_.sched.max_num_seqs);
@@ -140,11 +152,49 @@ class Stress {
         ++aborted_;
         if (rng_() % 2) continue;  // the engine may skip its report
       }
-      std::optional<int32_t> tok;
-      if (q.samples) tok = int32_t(rng_() % 4);
       const bool fin = q.samples && rng_() % 12 == 0;
-      if (s_.on_step_done(q.seq_id, tok, fin) && live_.erase(q.seq_id)) ++finished_;
+      if (!s_.has(q.seq_id) || (q.num_draft == 0 && rng_() % 2)) {  // aborted, or the one-token report
+        std::optional<int32_t> tok;
+        if (q.samples) tok = int32_t(rng_() % 4);
+        if (s_.on_step_done(q.seq_id, tok, fin) && live_.erase(q.seq_id)) ++finished_;
+        continue;
+      }
+      StepOutcome o;
+      std::vector<int32_t> appended;
+      if (q.samples) {
+        const Request& r = s_.request(q.seq_id);
+        o.num_accepted = rnd(0, q.num_draft);
+        accepted_ += o.num_accepted;
+        rejected_ += q.num_draft - o.num_accepted;
+        // After the accepted drafts: the verifier's token, sometimes a jump-forward run (within the limit).
+        const int room = r.max_total_tokens - (int(r.tokens.size()) - (q.num_draft - o.num_accepted));
+        const int n = rng_() % 6 == 0 ? rnd(1, std::min(room, 5)) : 1;
+        jumps_ += n > 1;
+        for (int i = 0; i < n; ++i) appended.push_back(int32_t(rng_() % 4));
+        o.appended = appended;
+      }
+      o.finished = fin;
+      if (s_.on_step_done(q.seq_id, o) && live_.erase(q.seq_id)) ++finished_;
     }
+  }
+
+  void draft_one() {
+    std::vector<int64_t> running;
+    for (int64_t id : live_) {
+      const Request& r = s_.request(id);
+      if (r.state == RequestState::running && int(r.tokens.size()) + 1 < r.max_total_tokens &&
+          r.num_draft + 2 <= c_.sched.max_num_batched_tokens)
+        running.push_back(id);
+    }
+    if (running.empty()) return;
+    const int64_t id = running[rng_() % running.size()];
+    const Request& r = s_.request(id);
+    const int room = std::min(r.max_total_tokens - 1 - int(r.tokens.size()),
+                              c_.sched.max_num_batched_tokens - 1 - r.num_draft);
+    std::vector<int32_t> d;
+    for (int i = rnd(1, std::min(room, 4)); i > 0; --i) d.push_back(int32_t(rng_() % 4));
+    s_.append_draft(id, d);
+    drafts_ += int64_t(d.size());
   }
 
   void abort_one() {
@@ -163,6 +213,7 @@ class Stress {
       if (s_.request(id).state == RequestState::running) running.push_back(id);
     if (running.empty() || live_.size() >= 40) return;
     const int64_t parent = running[rng_() % running.size()];
+    if (s_.request(parent).num_draft > 0) return;  // drafts are not forked
     const int64_t child = next_id_++;
     std::optional<int32_t> last;
     if (rng_() % 2) last = int32_t(rng_() % 4);
@@ -186,9 +237,21 @@ class Stress {
         continue;
       }
       REQUIRE(r.state == RequestState::running);
-      for (int32_t b : kv.block_table(id)) {
+      const auto& table = kv.block_table(id);
+      for (int32_t b : table) {
         ++holders[b];
         families[b].insert(family_.at(id));
+      }
+      uint64_t parent = BlockPool::kRootHash;
+      for (int i = 0; i < int(table.size()); ++i) {
+        if ((i + 1) * B_ > r.num_computed) {  // not a computed full block: never hashed
+          REQUIRE_FALSE(pool.is_hashed(table[i]));
+          continue;
+        }
+        std::span<const int32_t> blk(r.tokens.data() + size_t(i) * B_, size_t(B_));
+        const uint64_t h = BlockPool::hash_block(parent, blk);
+        if (pool.is_hashed(table[i])) REQUIRE(pool.find(h, parent, blk) == table[i]);
+        parent = h;
       }
     }
     int referenced = 0;
@@ -257,11 +320,16 @@ TEST_CASE("stress: pool + cache manager + scheduler under random submit / step /
     MESSAGE("seed " << c.seed << ": " << st.ops_done_ << " ops, " << st.steps_ << " steps, " << ss.admitted
                     << " admissions, " << ss.preemptions << " preemptions, " << ks.evictions << " evictions, "
                     << st.forks_ << " forks, " << st.copies_ << " block copies, " << st.finished_ << " finished, "
-                    << st.aborted_ << " aborted, prefix hit rate " << ks.prefix_hit_rate);
+                    << st.aborted_ << " aborted, prefix hit rate " << ks.prefix_hit_rate << ", " << st.drafts_
+                    << " drafts (" << st.accepted_ << " accepted, " << st.rejected_ << " rolled back), "
+                    << st.jumps_ << " jump-forward runs");
     CHECK(st.ops_done_ >= 10000);
     CHECK(ss.preemptions > 50);
     CHECK(st.finished_ > 100);
     CHECK(st.forks_ > 100);
+    CHECK(st.accepted_ > 100);
+    CHECK(st.rejected_ > 100);
+    CHECK(st.jumps_ > 20);
     if (c.sched.enable_prefix_caching) {
       CHECK(ks.evictions > 50);
       CHECK(ks.prefix_hit_rate > 0.05);

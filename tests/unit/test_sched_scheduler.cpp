@@ -300,3 +300,136 @@ TEST_CASE("scheduler: n = 4 by fork holds the prompt's blocks once") {
   CHECK(s.kv().pool().num_in_use() == 51 + 3);
   done_all(s, o);
 }
+
+TEST_CASE("scheduler: k drafts are computed with the last token in one step; j rejected are rolled back") {
+  Scheduler s(cfg(8, 64), 16);
+  s.add(1, toks(0, 6), 40, true, SeqOwner{7, 2});
+  auto o = s.schedule();
+  REQUIRE(o.seqs.size() == 1);
+  CHECK(o.seqs[0].owner.request_id == 7);
+  CHECK(o.seqs[0].owner.index == 2);
+  done_all(s, o);  // token 101 at position 6
+  const std::vector<int32_t> draft = {500, 501, 502, 503, 504};
+  s.append_draft(1, draft);
+  s.check_invariants();
+  CHECK(s.request(1).num_draft == 5);
+  CHECK(s.request(1).num_generated() == 1);
+  CHECK(s.request(1).tokens.size() == 12);
+  o = s.schedule();
+  REQUIRE(o.seqs.size() == 1);
+  check_seq(o.seqs[0], 1, 6, 6, true);  // the last verified token and its 5 drafts
+  CHECK(o.seqs[0].num_draft == 5);
+  BatchPlan plan = build_batch_plan(o, s);
+  plan.validate(4, 16);
+  CHECK(plan.logits_rows == std::vector<int32_t>{0, 1, 2, 3, 4, 5});  // each predicts the next token
+  CHECK(s.kv().block_table(1).size() == 3);
+  s.check_invariants();
+  // Two drafts accepted, three rejected; the verifier's own token 77 follows the accepted ones.
+  const std::vector<int32_t> fix = {77};
+  CHECK_FALSE(s.on_step_done(1, StepOutcome{2, fix, false}));
+  s.check_invariants();
+  const Request& r = s.request(1);
+  CHECK(r.tokens == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 101, 500, 501, 77});
+  CHECK(r.num_computed == 9);
+  CHECK(r.num_draft == 0);
+  CHECK(s.kv().num_computed(1) == 9);
+  CHECK(s.kv().block_table(1).size() == 3);  // 9 computed tokens still need 3 blocks
+  // Full blocks hashed: [0..3] and [4 5 101 500]; nothing with a rejected draft.
+  std::vector<int32_t> rejected = {0, 1, 2, 3, 4, 5, 101, 500, 501, 502, 503, 504, 9};
+  CHECK(s.kv().peek_cached_tokens(rejected) == 8);
+  // All drafts rejected: back to exactly the verified tokens, the extra block freed.
+  s.append_draft(1, std::vector<int32_t>{600, 601, 602});
+  o = s.schedule();
+  REQUIRE(o.seqs.size() == 1);
+  check_seq(o.seqs[0], 1, 9, 4, true);
+  CHECK(s.kv().block_table(1).size() == 4);  // 13 tokens
+  CHECK(s.on_step_done(1, StepOutcome{0, std::vector<int32_t>{88}, false}) == false);
+  s.check_invariants();
+  CHECK(s.request(1).tokens.size() == 11);
+  CHECK(s.request(1).num_computed == 10);
+  CHECK(s.kv().block_table(1).size() == 3);
+  // All accepted plus a bonus token.
+  s.append_draft(1, std::vector<int32_t>{700, 701});
+  o = s.schedule();
+  CHECK(o.seqs[0].num_draft == 2);
+  const std::vector<int32_t> bonus = {99};
+  CHECK_FALSE(s.on_step_done(1, StepOutcome{2, bonus, false}));
+  s.check_invariants();
+  CHECK(s.request(1).tokens.size() == 14);
+  CHECK(s.request(1).num_computed == 13);
+  CHECK(s.request(1).num_pending() == 1);
+  // The one-token report refuses a sequence with drafts (it must say how many stay).
+  s.append_draft(1, std::vector<int32_t>{1});
+  o = s.schedule();
+  CHECK_THROWS_AS(s.on_step_done(1, int32_t(5)), Error);
+  CHECK_FALSE(s.on_step_done(1, StepOutcome{1, std::vector<int32_t>{5}, false}));
+  s.check_invariants();
+}
+
+TEST_CASE("scheduler: drafts are never split across steps, dropped on preemption, refused past the limit") {
+  SUBCASE("drafts that cannot be verified in one step are refused") {
+    Scheduler s(cfg(8, 4), 16);
+    s.add(1, toks(0, 3), 40);
+    auto o = s.schedule();
+    done_all(s, o);  // 3 computed, token 101 pending
+    CHECK_THROWS_AS(s.append_draft(1, std::vector<int32_t>{10, 11, 12, 13}), Error);  // 5 over a budget of 4
+    s.append_draft(1, std::vector<int32_t>{10, 11, 12});
+    s.check_invariants();
+    s.add(2, toks(50, 6), 20);
+    o = s.schedule();
+    REQUIRE(o.seqs.size() == 1);  // the window takes the whole budget; seq 2 waits
+    check_seq(o.seqs[0], 1, 3, 4, true);
+    CHECK(o.seqs[0].num_draft == 3);
+    CHECK_THROWS_AS(s.on_step_done(1, int32_t(7)), Error);  // one-token report with drafts: refused
+    s.check_invariants();                                      // ... and nothing changed
+    CHECK_FALSE(s.on_step_done(1, StepOutcome{3, std::vector<int32_t>{7}, false}));
+    s.check_invariants();
+    o = s.schedule();  // the decode, then seq 2's first chunk
+    REQUIRE(o.seqs.size() == 2);
+    check_seq(o.seqs[0], 1, 7, 1, true);
+    check_seq(o.seqs[1], 2, 0, 3, false);
+  }
+  SUBCASE("a jump-forward run is chunked; its verification window is not") {
+    Scheduler s(cfg(8, 4), 16);
+    s.add(1, toks(0, 3), 40);
+    auto o = s.schedule();
+    const std::vector<int32_t> run = {20, 21, 22, 23, 24};  // several known tokens at once
+    CHECK_FALSE(s.on_step_done(1, StepOutcome{0, run, false}));
+    s.append_draft(1, std::vector<int32_t>{30, 31});
+    s.check_invariants();
+    o = s.schedule();  // pending [3, 10): window [7, 10); the budget of 4 takes [3, 7)
+    REQUIRE(o.seqs.size() == 1);
+    check_seq(o.seqs[0], 1, 3, 4, false);
+    CHECK(o.seqs[0].num_draft == 0);
+    CHECK_THROWS_AS(s.on_step_done(1, StepOutcome{1, {}, false}), Error);  // nothing was verified
+  }
+  SUBCASE("preemption drops the drafts, keeps the verified tokens") {
+    Scheduler s(cfg(8, 64), 4);  // 16 slots
+    s.add(1, toks(0, 5), 16);
+    s.add(2, toks(50, 5), 16);
+    auto o = s.schedule();
+    done_all(s, o);
+    s.append_draft(2, std::vector<int32_t>{40, 41, 42});  // seq 2 needs 9 slots: 3 blocks
+    s.append_draft(1, std::vector<int32_t>{43, 44, 45});
+    o = s.schedule();
+    CHECK(o.preempted == std::vector<int64_t>{2});
+    s.check_invariants();
+    CHECK(s.request(2).num_draft == 0);
+    CHECK(s.request(2).tokens == std::vector<int32_t>{50, 51, 52, 53, 54, 102});
+    CHECK(o.seqs.size() == 1);
+    CHECK(o.seqs[0].num_draft == 3);
+  }
+  SUBCASE("limits") {
+    Scheduler s(cfg(8, 64), 16);
+    s.add(1, toks(0, 5), 8);
+    CHECK_THROWS_AS(s.append_draft(1, std::vector<int32_t>{1}), Error);  // waiting
+    auto o = s.schedule();
+    CHECK_THROWS_AS(s.append_draft(1, std::vector<int32_t>{1}), Error);  // in flight
+    done_all(s, o);
+    CHECK_THROWS_AS(s.append_draft(1, std::vector<int32_t>{1, 2}), Error);  // 6 + 2 reaches 8
+    s.append_draft(1, std::vector<int32_t>{1});
+    CHECK_THROWS_AS(s.fork(1, 2), Error);  // drafts are not forked
+    o = s.schedule();
+    CHECK_THROWS_AS(s.on_step_done(1, StepOutcome{2, std::vector<int32_t>{5}, false}), Error);  // 1 draft only
+  }
+}
