@@ -22,7 +22,8 @@ struct LlamaWeights {
     GatedMlp mlp;
   };
   DType weight_dtype = DType::F32;
-  Tensor embed, lm_head;  // lm_head shares embed's storage when tied
+  Tensor embed;           // [V, H] in weight_dtype
+  LinearWeight lm_head;   // [V, H]; shares embed's storage when tied
   RmsNorm final_norm;
   std::vector<Layer> layers;
 };

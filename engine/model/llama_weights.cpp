@@ -1,83 +1,61 @@
-// Weight loading of the Llama family, in one function (load_llama_weights): the staged loader
-// (name map -> shard -> pack -> upload) replaces its body.
-#include <cstring>
+// Weight loading of the Llama family through the staged loader (engine/model/weights/): the name
+// map (llama_weight_sources) -> shard (megatron_shard; one rank holds everything for now) -> pack ->
+// upload. Linears become LinearWeights in the weight dtype; the embedding is a table in the weight
+// dtype; norms and the qkv bias are f32.
 #include <string>
 
 #include "engine/core/error.h"
 #include "engine/model/llama.h"
 #include "engine/model/llama_tensors.h"
+#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/weights/load_weights.h"
+#include "engine/model/weights/megatron_split.h"
 
 namespace llmctl {
-
-namespace {
-
-// Concatenates host tensors along dim 0 (same dtype, same trailing dims).
-Tensor concat_rows(const std::vector<const Tensor*>& parts) {
-  int64_t rows = 0;
-  for (auto* p : parts) {
-    LLM_CHECK(p->dtype == parts[0]->dtype && p->numel() / p->dim(0) == parts[0]->numel() / parts[0]->dim(0))
-        << "cannot fuse tensors of different dtype or width";
-    rows += p->dim(0);
-  }
-  std::vector<int64_t> shape = parts[0]->shape;
-  shape[0] = rows;
-  Tensor out = Tensor::empty_host(parts[0]->dtype, shape);
-  size_t off = 0;
-  for (auto* p : parts) {
-    std::memcpy(static_cast<char*>(out.data) + off, p->data, p->nbytes());
-    off += p->nbytes();
-  }
-  return out;
-}
-
-std::string layer_name(int i, const char* rest) { return "model.layers." + std::to_string(i) + "." + rest; }
-
-}  // namespace
 
 LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
   const ModelConfig& c = ckpt.config;
   check_llama_tensors(ckpt);  // every shape against the config before a kernel reads a weight
+  constexpr int kRank = 0, kWorld = 1;
+  check_tensor_parallel(c, kWorld);
   LlamaWeights w;
-  const Tensor& embed_host = ckpt.get("model.embed_tokens.weight");
-  w.weight_dtype = weight_dtype.value_or(embed_host.dtype);
-  auto up = [&](const Tensor& t) { return backend.upload(t, w.weight_dtype); };
-  auto up_f32 = [&](const Tensor& t) { return backend.upload(t, DType::F32); };  // norms, biases
-  auto norm = [&](const std::string& name) { return RmsNorm{up_f32(ckpt.get(name)), c.rms_norm_eps}; };
-
-  LLM_REQUIRE(embed_host.rank() == 2 && embed_host.dim(0) == c.vocab_size && embed_host.dim(1) == c.hidden_size)
-      << "model.embed_tokens.weight has shape " << embed_host.shape_str() << ", expected [" << c.vocab_size << ", "
-      << c.hidden_size << "]";
-  w.embed = up(embed_host);
-  w.final_norm = norm("model.norm.weight");
-  w.lm_head = (c.tie_word_embeddings || !ckpt.has("lm_head.weight")) ? w.embed : up(ckpt.get("lm_head.weight"));
-
-  const int64_t qkv_rows = int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  for (int i = 0; i < c.num_layers; ++i) {
-    LlamaWeights::Layer L;
-    L.input_norm = norm(layer_name(i, "input_layernorm.weight"));
-    L.post_norm = norm(layer_name(i, "post_attention_layernorm.weight"));
-    const Tensor& q = ckpt.get(layer_name(i, "self_attn.q_proj.weight"));
-    const Tensor& k = ckpt.get(layer_name(i, "self_attn.k_proj.weight"));
-    const Tensor& v = ckpt.get(layer_name(i, "self_attn.v_proj.weight"));
-    Tensor qkv = concat_rows({&q, &k, &v});
-    LLM_REQUIRE(qkv.dim(0) == qkv_rows && qkv.dim(1) == c.hidden_size)
-        << "layer " << i << ": q/k/v projections do not match the config (fused shape " << qkv.shape_str() << ")";
-    L.attention.qkv = up(qkv);
-    if (c.attention_bias) {
-      Tensor qb = convert_host(ckpt.get(layer_name(i, "self_attn.q_proj.bias")), DType::F32);
-      Tensor kb = convert_host(ckpt.get(layer_name(i, "self_attn.k_proj.bias")), DType::F32);
-      Tensor vb = convert_host(ckpt.get(layer_name(i, "self_attn.v_proj.bias")), DType::F32);
-      L.attention.qkv_bias = up_f32(concat_rows({&qb, &kb, &vb}));
-    }
-    L.attention.o_proj = up(ckpt.get(layer_name(i, "self_attn.o_proj.weight")));
+  w.weight_dtype = weight_dtype.value_or(ckpt.get("model.embed_tokens.weight").dtype);
+  w.layers.resize(size_t(c.num_layers));
+  for (LlamaWeights::Layer& L : w.layers) {
     L.attention.num_q_heads = c.num_heads;
     L.attention.num_kv_heads = c.num_kv_heads;
-    const Tensor& g = ckpt.get(layer_name(i, "mlp.gate_proj.weight"));
-    const Tensor& u = ckpt.get(layer_name(i, "mlp.up_proj.weight"));
-    L.mlp.gate_up = up(concat_rows({&g, &u}));
-    LLM_REQUIRE(L.mlp.gate_up.dim(0) == 2 * int64_t(c.intermediate_size)) << "layer " << i << ": mlp shape mismatch";
-    L.mlp.down = up(ckpt.get(layer_name(i, "mlp.down_proj.weight")));
-    w.layers.push_back(std::move(L));
+  }
+  bool have_embed = false;
+  for (const WeightSource& s : llama_weight_sources(c)) {
+    const ShardSpec spec = megatron_shard(s.role, c, kRank, kWorld);
+    auto linear = [&] { return load_linear(ckpt, s, spec, w.weight_dtype, backend); };
+    auto f32 = [&] { return load_tensor(ckpt, s, spec, DType::F32, backend); };
+    LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer)) : nullptr;
+    switch (s.role) {
+      case WeightRole::Embed:
+        w.embed = load_tensor(ckpt, s, spec, w.weight_dtype, backend);
+        have_embed = true;
+        break;
+      case WeightRole::LmHead:
+        if (s.tied) {  // the embedding's device copy, not a second one
+          LLM_CHECK(have_embed) << "the name map lists a tied lm_head before the embedding";
+          w.lm_head = dense_linear(w.embed, spec);
+        } else {
+          w.lm_head = linear();
+        }
+        break;
+      case WeightRole::Norm: {  // the name map calls them "layers.<i>.input_norm" / "post_norm", and "norm"
+        const bool input = s.name.ends_with(".input_norm"), post = s.name.ends_with(".post_norm");
+        LLM_CHECK(L ? input != post : !input && !post) << "the name map's norm '" << s.name << "' has no place";
+        (L ? (input ? L->input_norm : L->post_norm) : w.final_norm) = RmsNorm{f32(), c.rms_norm_eps};
+        break;
+      }
+      case WeightRole::Qkv: L->attention.qkv = linear(); break;
+      case WeightRole::QkvBias: L->attention.qkv_bias = f32(); break;
+      case WeightRole::O: L->attention.o_proj = linear(); break;
+      case WeightRole::GateUp: L->mlp.gate_up = linear(); break;
+      case WeightRole::Down: L->mlp.down = linear(); break;
+    }
   }
   return w;
 }

@@ -9,9 +9,9 @@
 namespace llmctl {
 
 struct AttentionBlock {
-  Tensor qkv;       // [(Hq + 2 Hkv) D, H]: q, k, v projections fused along dim 0
-  Tensor qkv_bias;  // [(Hq + 2 Hkv) D] f32, or empty
-  Tensor o_proj;    // [H, Hq D]
+  LinearWeight qkv;     // [(Hq + 2 Hkv) D, H]: q, k, v projections fused along dim 0
+  Tensor qkv_bias;      // [(Hq + 2 Hkv) D] f32, or empty
+  LinearWeight o_proj;  // [H, Hq D]
   int num_q_heads = 0, num_kv_heads = 0;
 
   // qkv_buf and attn_buf are scratch of the step ([T, ...] views).

@@ -7,8 +7,8 @@
 namespace llmctl {
 
 struct GatedMlp {
-  Tensor gate_up;  // [2I, H]: gate_proj then up_proj
-  Tensor down;     // [H, I]
+  LinearWeight gate_up;  // [2I, H]: gate_proj then up_proj
+  LinearWeight down;     // [H, I]
 
   // gate_up_buf and act_buf are scratch of the step ([T, ...] views).
   void run(Backend& be, const Tensor& x, Tensor& gate_up_buf, Tensor& act_buf, Tensor& out) const {
