@@ -13,6 +13,7 @@
 #include "engine/model/registry.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/scorer.h"
+#include "tiny_config.h"
 
 namespace llmctl::test {
 
@@ -20,17 +21,7 @@ namespace llmctl::test {
 constexpr int kTinyModelVocab = ByteTokenizer::kVocab + 13;
 
 inline ModelConfig tiny_engine_config() {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = kTinyModelVocab;
-  c.max_position_embeddings = 256;
-  c.tie_word_embeddings = true;
-  return c;
+  return tiny_llama_config(kTinyModelVocab);
 }
 
 struct TinyModel {

@@ -8,6 +8,7 @@
 #include "engine/kv/kv_cache_spec.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/registry.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 
@@ -53,15 +54,7 @@ TEST_CASE("KvCacheSpec: bytes per block for each dtype and scale layout") {
 }
 
 TEST_CASE("KvCacheSpec: the runner's spec follows the model and the backend, and sizes the cache") {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = 50;
-  c.tie_word_embeddings = true;
+  const ModelConfig c = test::tiny_llama_config(50, 3);
   auto be = make_cpu_backend(1);
   std::unique_ptr<Model> m = make_model(random_checkpoint(c, 2, 0.3f), *be);
   LocalExecutor ex(*m);

@@ -10,22 +10,14 @@
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/registry.h"
 #include "engine/runner/model_runner.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 
 namespace {
 
 Checkpoint tiny_checkpoint(uint32_t seed) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.vocab_size = 101;
-  c.max_position_embeddings = 256;
-  c.tie_word_embeddings = true;
+  ModelConfig c = test::tiny_llama_config(101, 2, 16);
   return random_checkpoint(c, seed, 0.3f);
 }
 

@@ -14,6 +14,7 @@
 #include "engine/executor/local_executor.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/registry.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 using nlohmann::json;
@@ -21,17 +22,8 @@ using nlohmann::json;
 namespace {
 
 ModelConfig tiny_config(const char* arch) {
-  ModelConfig c;
+  ModelConfig c = test::tiny_llama_config();
   c.architecture = arch;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = 50;
-  c.max_position_embeddings = 256;
-  c.tie_word_embeddings = true;
   return c;
 }
 

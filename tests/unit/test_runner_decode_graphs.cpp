@@ -9,6 +9,7 @@
 #include "engine/model/registry.h"
 #include "engine/runner/decode_graphs.h"
 #include "engine/runner/model_runner.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 
@@ -54,15 +55,7 @@ TEST_CASE("decode graphs: buckets and context") {
 }
 
 TEST_CASE("decode graphs: a padded decode step equals the unpadded one") {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = 50;
-  c.tie_word_embeddings = true;
+  const ModelConfig c = test::tiny_llama_config();
   auto be = make_cpu_backend(1);
   std::unique_ptr<Model> m = make_model(random_checkpoint(c, 4, 0.3f), *be);
   const int B = 16, S = 3;

@@ -12,6 +12,7 @@
 #include "engine/model/random_checkpoint.h"
 #include "engine/sample/device_sampling.h"
 #include "engine/sample/sampler.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 
@@ -46,16 +47,7 @@ class NumberTokenizer final : public Tokenizer {
 };
 
 ModelConfig tiny_config() {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_layers = 1;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.vocab_size = kModelVocab;
-  c.max_position_embeddings = 256;
-  c.tie_word_embeddings = true;
+  ModelConfig c = test::tiny_llama_config(kModelVocab, 1);
   return c;
 }
 

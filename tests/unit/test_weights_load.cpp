@@ -18,20 +18,14 @@
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 #include "engine/model/weights/shard.h"
+#include "tiny_config.h"
 
 using namespace llmctl;
 
 namespace {
 
 ModelConfig small_gqa(bool tied) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.vocab_size = 100;
+  ModelConfig c = test::tiny_llama_config(100, 2, 16);
   c.max_position_embeddings = 64;
   c.tie_word_embeddings = tied;
   return c;
