@@ -118,9 +118,10 @@ ModelConfig parse_hf_config(const json& j) {
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
   // Half-supported variants are refused by name rather than run without the part llmctl lacks.
-  if (j.contains("hidden_act") && !j["hidden_act"].is_null())
+  if (j.contains("hidden_act") && !j["hidden_act"].is_null()) {
     LLM_REQUIRE(j["hidden_act"] == "silu") << "config.json: hidden_act " << j["hidden_act"].dump()
                                            << " is not supported (llmctl's MLP is SiLU-gated)";
+  }
   LLM_REQUIRE(!get_bool_or(j, "mlp_bias", false)) << "config.json: mlp_bias is not supported (llmctl's MLP has no biases)";
   // Qwen2 writes a sliding_window that applies only with use_sliding_window (default false);
   // Mistral's applies whenever it is set (null: none).
