@@ -10,7 +10,7 @@ namespace llmctl {
 class NgramProposer final : public Proposer {
  public:
   // 1 <= min_n <= max_n; throws InputError otherwise.
-  NgramProposer(int min_n = 1, int max_n = 4);
+  NgramProposer(int min_n = 2, int max_n = 4);
 
   // The occurrence may overlap the suffix it matched: the drafts then continue by copying from
   // themselves (LZ77-style), so a period p shorter than max_drafts still yields max_drafts tokens.
