@@ -117,6 +117,7 @@ Runner add_bench(CLI::App& app) {
   auto* lat = b->add_subcommand("latency", "prefill, time per output token and end-to-end latency of fixed batches");
   add_runtime_flags(lat, a->engine);
   add_kv_cache_flags(lat, a->engine);
+  add_speculative_flags(lat, a->engine);
   lat->add_option("--batch", a->batches, "batch sizes, comma-separated")->capture_default_str();
   lat->add_option("--input-len", a->input_lens, "prompt lengths, comma-separated")->capture_default_str();
   lat->add_option("--output-len", a->output_lens, "output lengths, comma-separated")->capture_default_str();

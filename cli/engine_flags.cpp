@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include "cli/fetch_model.h"
+#include "engine/spec/ngram_proposer.h"
 
 namespace llmctl::cli {
 
@@ -21,6 +22,21 @@ void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
   s->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, scope + "new tokens per engine step")
       ->capture_default_str();
   add_kv_cache_flags(s, f, scope);
+  add_speculative_flags(s, f);
+}
+
+void add_speculative_flags(CLI::App* s, EngineFlags& f) {
+  s->add_option("--speculative-ngram", f.speculative_ngram,
+                "speculative decoding by prompt lookup: up to K draft tokens a step, copied from where the last "
+                "n tokens occurred before; outputs unchanged (on CUDA: exactly so with --deterministic). 0 = off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  s->add_option("--speculative-ngram-min", f.ngram_min, "with --speculative-ngram: shortest n-gram matched")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  s->add_option("--speculative-ngram-max", f.ngram_max, "with --speculative-ngram: longest n-gram matched (tried first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 }
 
 void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
@@ -50,6 +66,10 @@ EngineConfig engine_config(const EngineFlags& f, const CLI::App* s) {
   ec.sched.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.kv_cache_bytes = f.kv_cache_gb * 1e9;
   if (!s->count("--kv-cache-gb")) ec.gpu_memory_utilization = f.gpu_memory_utilization;
+  if (f.speculative_ngram > 0) {
+    ec.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);
+    ec.num_speculative_tokens = f.speculative_ngram;
+  }
   return ec;
 }
 

@@ -16,6 +16,7 @@ struct EngineFlags {
   bool enforce_eager = false, deterministic = false;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
+  int speculative_ngram = 0, ngram_min = 2, ngram_max = 4;  // speculative decoding: drafts per step, n-gram sizes
 };
 
 // Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, --enforce-eager,
@@ -24,12 +25,17 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f);
 // Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
 // help (e.g. "with --prompts: ").
 void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
-// The batching flags (--max-num-seqs, --max-num-batched-tokens) and the KV cache flags.
+// Speculative decoding by prompt lookup: --speculative-ngram K (drafts per step, 0 = off),
+// --speculative-ngram-min / --speculative-ngram-max (n-gram sizes tried, longest first).
+void add_speculative_flags(CLI::App* s, EngineFlags& f);
+// The batching flags (--max-num-seqs, --max-num-batched-tokens), the KV cache flags (`scope`
+// prefixes their help) and the speculative decoding flags.
 void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
 
 // Without --model, fetches the default model first when it is absent (cli/fetch_model.h).
 RuntimeOptions runtime_options(const EngineFlags& f);
-// --kv-cache-gb, when given on s, overrides --gpu-memory-utilization.
+// --kv-cache-gb, when given on s, overrides --gpu-memory-utilization. With --speculative-ngram,
+// the engine gets an NgramProposer.
 EngineConfig engine_config(const EngineFlags& f, const CLI::App* s);
 
 }  // namespace llmctl::cli

@@ -43,6 +43,9 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
                (s.prompt_tokens + s.generated_tokens) / s.seconds, (long long)st.steps, (long long)st.preemptions,
                100.0 * st.kv.prefix_hit_rate, 100.0 * st.mean_waste(), 100.0 * st.usage_peak, st.kv.used_blocks,
                st.kv.total_blocks);
+  if (st.draft_tokens > 0)
+    std::fprintf(stderr, "llmctl: speculative drafts: %lld of %lld accepted (%.1f%%)\n", (long long)st.accepted_draft_tokens,
+                 (long long)st.draft_tokens, 100.0 * st.acceptance_rate());
   return 0;
 }
 
@@ -98,7 +101,9 @@ Runner add_generate(CLI::App& app) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    GenerateOneResult g = generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text);
+    const EngineConfig spec = engine_config(a->engine, s);  // only its proposer is used here
+    GenerateOneResult g =
+        generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text, spec.proposer, spec.num_speculative_tokens);
     const SequenceOutput& r = g.output;
     const size_t n_out = r.token_ids.size();
     const double pp = g.prefill_seconds > 0 ? g.prompt_ids.size() / g.prefill_seconds : 0;
@@ -114,6 +119,10 @@ Runner add_generate(CLI::App& app) {
                           {"load_seconds", rt.load_seconds},
                           {"prefill_tokens_per_second", pp},
                           {"decode_tokens_per_second", tg}};
+      if (spec.proposer) {
+        j["draft_tokens"] = g.stats.draft_tokens;
+        j["accepted_draft_tokens"] = g.stats.accepted_draft_tokens;
+      }
       std::cout << j.dump() << "\n";
     } else {
       std::cout << "\n";
@@ -123,6 +132,10 @@ Runner add_generate(CLI::App& app) {
                  "finish %s | seed %llu\n",
                  rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, g.prompt_ids.size(), pp, n_out,
                  tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
+    if (spec.proposer)
+      std::fprintf(stderr, "llmctl: speculative (%s, k %d): %lld of %lld drafts accepted (%.1f%%) in %lld steps\n",
+                   spec.proposer->name().c_str(), spec.num_speculative_tokens, (long long)g.stats.accepted_draft_tokens,
+                   (long long)g.stats.draft_tokens, 100.0 * g.stats.acceptance_rate(), (long long)g.stats.steps);
     return 0;
   };
 }

@@ -52,7 +52,9 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
   if (cfg_.num_blocks <= 0 && cfg_.gpu_memory_utilization > 0) {
     // Activations of the largest step, device sampling scratch (n > 1 draws several rows per
     // sequence) and 512 MiB for workspaces (cuBLAS, attention splits) and the allocator.
-    const int rows = cfg_.sched.max_num_seqs;
+    // With drafts a sequence has up to 1 + num_speculative_tokens rows (within the token budget).
+    const int spec_rows = std::min(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs * (1 + cfg_.num_speculative_tokens));
+    const int rows = cfg_.proposer ? std::max(cfg_.sched.max_num_seqs, spec_rows) : cfg_.sched.max_num_seqs;
     const size_t reserve = exec_.activation_bytes(cfg_.sched.max_num_batched_tokens, rows) +
                            size_t(4) * rows * size_t(mc.vocab_size) * sizeof(float) + (size_t(512) << 20);
     if (auto budget = exec_.kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
@@ -60,6 +62,8 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
   }
   const KvCacheSpec kv_spec = exec_.kv_spec(B);
   num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(kv_bytes / double(kv_spec.bytes_per_block()), 1e9));
+  LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
+                                                << cfg_.num_speculative_tokens;
   LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
   exec_.alloc_kv_cache(kv_spec, num_blocks_);
@@ -145,8 +149,19 @@ struct Engine::Draw {
   int child = 0;
   int row = 0;
   SampleResult res;
-  std::string error;  // the draw failed: its request fails, nothing else does
+  std::string error;      // the draw failed: its request fails, nothing else does
+  int32_t draft = -1;     // the draft this row's token is compared with; -1: the sequence's last row
+  bool chained = false;   // a later row of the same sequence: drawn only if the previous row drew its draft
+  bool skipped = false;   // not drawn (an earlier row of the chain was rejected, stopped or failed)
 };
+
+namespace {
+// Whether the row after draw `d` of a chain is still drawn: d drew its draft, which does not end
+// the sequence (a stop token does; stop strings and max_tokens are checked when accepting).
+bool chain_goes_on(int32_t token, int32_t draft, const SamplingParams& p, std::span<const int> eos_ids) {
+  return draft >= 0 && token == draft && !is_stop_token(token, p, eos_ids);
+}
+}  // namespace
 
 void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   const int vocab = exec_.config().vocab_size;  // the row width; draws are among [0, sample_vocab_)
@@ -154,20 +169,37 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   std::vector<SampleJob> jobs;
   std::vector<size_t> job_draw;
   std::vector<size_t> host_draws;
+  // Device jobs are built before any token is known: row j of a chain gets the state with drafts
+  // 0..j-1 appended (`ahead`), which is the sequence's state whenever that row's draw is used.
+  SequenceState ahead;
+  int chain_pos = 0;
   for (size_t i = 0; i < draws.size(); ++i) {
     Draw& d = draws[i];
     Sequence& s = d.r->seqs[d.child];
     if (on_device && exec_.can_sample() && device_samplable(d.r->params)) {
-      jobs.push_back(make_sample_job(d.r->params, s.state, uint64_t(s.state.num_generated()), d.row, sample_vocab_));
+      const SequenceState* st = &s.state;
+      chain_pos = d.chained ? chain_pos + 1 : 0;
+      if (d.chained) {
+        if (chain_pos == 1) ahead = s.state;
+        ahead.append(draws[i - 1].draft, 0.0f);
+        st = &ahead;
+      }
+      jobs.push_back(make_sample_job(d.r->params, *st, uint64_t(s.state.num_generated() + chain_pos), d.row, sample_vocab_));
       job_draw.push_back(i);
     } else {
       host_draws.push_back(i);
     }
   }
+  bool chain_on = false;  // the previous draw of a chain drew its draft: this row counts
   if (!jobs.empty()) {
     const std::vector<int32_t> tokens = exec_.sample(logits, jobs);
     for (size_t j = 0; j < jobs.size(); ++j) {
       Draw& d = draws[job_draw[j]];
+      if (d.chained && !chain_on) {
+        d.skipped = true;
+        continue;
+      }
+      chain_on = false;
       d.res = SampleResult{};
       d.res.token = tokens[j];
       if (tokens[j] < 0 || tokens[j] >= sample_vocab_) {
@@ -175,6 +207,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
         continue;
       }
       d.r->seqs[d.child].state.append(tokens[j], 0.0f);
+      chain_on = chain_goes_on(tokens[j], d.draft, d.r->params, eos_ids_);
     }
   }
   if (host_draws.empty()) return;
@@ -182,8 +215,14 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
   Tensor host = logits;
   std::unordered_map<int, Tensor> row_copies;
   if (on_device && host_draws.size() * 2 >= size_t(logits.dim(0))) host = exec_.to_host(logits);
+  chain_on = false;
   for (size_t i : host_draws) {
     Draw& d = draws[i];
+    if (d.chained && !chain_on) {
+      d.skipped = true;
+      continue;
+    }
+    chain_on = false;
     const float* lg;
     if (host.device == Device::CPU) {
       lg = host.ptr<float>() + int64_t(d.row) * vocab;
@@ -199,6 +238,7 @@ void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
     Sequence& s = d.r->seqs[d.child];
     try {
       d.res = sample(lg, sample_vocab_, d.r->params, s.state, uint64_t(s.state.num_generated()));
+      chain_on = chain_goes_on(d.res.token, d.draft, d.r->params, eos_ids_);
     } catch (const std::exception& e) {
       d.error = e.what();
     }
@@ -235,13 +275,17 @@ struct Engine::StepSeq {
   Request* r = nullptr;              // valid until the first callback of the step (then look up by id)
   std::vector<int> prompt_scored;    // prompt positions scored by its prompt rows (logits first_logit...)
   int first_logit = 0;               // index in the step's logits of its first row
-  size_t draw_begin = 0, draw_end = 0;  // its draws: itself, then (a request's first step) its siblings
+  // Its draws: its own chain (one per draft, then the row after them: chain_len = num_draft + 1),
+  // then (a request's first step) its siblings'.
+  size_t draw_begin = 0, draw_end = 0;
+  int chain_len = 0;
   bool samples() const { return draw_end > draw_begin; }
 };
 
 // Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
-// scores prompt token p + 1), then its sampling row. A request's first step with several sequences
-// draws all of its children from the prompt's row (they are forked after the parent's token).
+// scores prompt token p + 1), then its sampling rows: one per draft, then the last. A request's
+// first step with several sequences draws all of its children from the prompt's row (they are
+// forked after the parent's token; it has no drafts, see propose_drafts).
 std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows,
                                                std::vector<Draw>& draws) {
   std::vector<StepSeq> entries(out.seqs.size());
@@ -254,8 +298,9 @@ std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::
     LLM_CHECK(it != requests_.end() && ss.owner.index < int(it->second->seqs.size()) &&
               it->second->seqs[size_t(ss.owner.index)].seq_id == ss.seq_id)
         << "engine: scheduled sequence " << ss.seq_id << " has no owner";
-    LLM_CHECK(ss.num_draft == 0) << "engine: sequence " << ss.seq_id << " has drafts, but the engine proposes none";
     Request& r = *it->second;
+    LLM_CHECK(ss.num_draft == 0 || r.forked || r.seqs.size() == 1)
+        << "engine: sequence " << ss.seq_id << " has drafts before its request forked";
     e.r = &r;
     e.first_logit = int(logits_rows.size());
     const int child = ss.owner.index;
@@ -268,10 +313,18 @@ std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::
         }
     }
     if (ss.samples) {
+      const int d = ss.num_draft;  // the sequence's last d tokens, verified by rows 0..d-1 of the chain
+      const std::vector<int32_t>& tokens = sched_->request(ss.seq_id).tokens;
       const int row = int(logits_rows.size());
-      logits_rows.push_back(first_row + ss.num_new - 1);
       e.draw_begin = draws.size();
-      draws.push_back(Draw{&r, child, row, {}, {}});
+      e.chain_len = d + 1;
+      for (int j = 0; j <= d; ++j) {
+        logits_rows.push_back(first_row + ss.num_new - 1 - d + j);
+        Draw dr{&r, child, row + j, {}, {}};
+        if (j < d) dr.draft = tokens[tokens.size() - size_t(d - j)];
+        dr.chained = j > 0;
+        draws.push_back(dr);
+      }
       if (!r.forked && child == 0 && r.seqs.size() > 1)
         for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
       e.draw_end = draws.size();
@@ -281,7 +334,48 @@ std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::
   return entries;
 }
 
+// Which sequences get drafts: running ones that are decoding (their one pending token is their
+// last sampled one, no drafts yet), oldest first, within the step's token budget. None for:
+//  - a request with n > 1 / best_of before its fork: its first step draws every child from the
+//    prompt's one row (the children get drafts once forked);
+//  - a sequence with no generated token yet, or recomputing after preemption (more than one token
+//    pending): its prompt rows, prompt logprobs included, are planned as without drafts.
+// Everything else is verified exactly: host draws (logprobs, best_of ranking, penalties) run row by
+// row on the state they would have; device draws get the state drafts 0..j-1 lead to (draw_tokens).
+void Engine::propose_drafts() {
+  const int k = cfg_.num_speculative_tokens;
+  if (!cfg_.proposer || k <= 0) return;
+  std::vector<int64_t> decoding;
+  for (const auto& [id, r] : requests_) {
+    if (!r->forked && r->seqs.size() > 1) continue;
+    for (const Sequence& s : r->seqs) {
+      if (s.done || s.seq_id < 0 || !sched_->has(s.seq_id)) continue;
+      const llmctl::Request& q = sched_->request(s.seq_id);
+      if (q.state == RequestState::running && q.num_draft == 0 && q.num_pending() == 1 && q.num_generated() >= 1)
+        decoding.push_back(s.seq_id);
+    }
+  }
+  std::sort(decoding.begin(), decoding.end());  // sequence ids grow with submission: oldest first
+  // Every decoding sequence keeps its one token in the step; drafts take what is left of the budget.
+  int budget = cfg_.sched.max_num_batched_tokens - int(std::min<size_t>(decoding.size(), size_t(cfg_.sched.max_num_seqs)));
+  for (int64_t seq_id : decoding) {
+    const llmctl::Request& q = sched_->request(seq_id);
+    // Drafts + the token after them stay within max_tokens (max_total_tokens).
+    const int room = std::min({k, budget, q.max_total_tokens - int(q.tokens.size()) - 1});
+    if (room <= 0) continue;
+    std::vector<int32_t> drafts = cfg_.proposer->propose(q.tokens, room);
+    if (int(drafts.size()) > room) drafts.resize(size_t(room));
+    // An id that can never be drawn is never accepted: the drafts end before it.
+    auto bad = std::find_if(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= sample_vocab_; });
+    drafts.erase(bad, drafts.end());
+    if (drafts.empty()) continue;
+    sched_->append_draft(seq_id, drafts);
+    budget -= int(drafts.size());
+  }
+}
+
 bool Engine::step() {
+  propose_drafts();
   SchedulerOutput out = sched_->schedule();
   if (out.empty()) return false;
   if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
@@ -332,28 +426,49 @@ bool Engine::step() {
     Request& r = *it->second;
     const int child = ss.owner.index;
     const std::span<const Draw> mine(draws.data() + e.draw_begin, e.draw_end - e.draw_begin);
-    const bool first = mine.size() > 1;  // the request's first step: the siblings are forked after it
+    const std::span<const Draw> chain = mine.first(size_t(e.chain_len));
+    const bool first = mine.size() > chain.size();  // the request's first step: the siblings are forked after it
     Sequence& s = r.seqs[size_t(child)];
-    if (!mine[0].error.empty()) fail(r, mine[0].error);
-    if (r.result.error.empty()) {
+    // Tokens in order: each drawn draft is kept, the first other token (or the last row's) ends the
+    // chain; so does the end of the sequence (stop token or string, max_tokens) or an error.
+    const int64_t request_id = r.id;
+    int accepted = 0;
+    bool gone = false;  // aborted from its own stream callback: r and s are gone
+    for (const Draw& d : chain) {
+      if (d.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
+      if (!d.error.empty()) {
+        fail(r, d.error);
+        break;
+      }
       try {
-        accept_token(r, child, mine[0].res);
+        accept_token(r, child, d.res);
       } catch (const std::exception& ex) {
         fail(r, ex.what());
+        break;
       }
+      if (e.chain_len > 1 && !requests_.count(request_id)) {
+        gone = true;
+        break;
+      }
+      if (d.draft < 0 || d.res.token != d.draft) break;
+      ++accepted;
+      if (s.done) break;
     }
+    stats_.draft_tokens += e.chain_len - 1;
+    stats_.accepted_draft_tokens += accepted;
+    if (gone) continue;
     if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
       s.done = true;
       sched_->on_step_done(ss.seq_id, StepOutcome{.finished = true});
       continue;
     }
     const int32_t token = s.done ? 0 : s.out.token_ids.back();
-    StepOutcome outcome{.finished = s.done};
+    StepOutcome outcome{.num_accepted = accepted, .finished = s.done};
     if (!s.done) outcome.appended = std::span<const int32_t>(&token, 1);
     sched_->on_step_done(ss.seq_id, outcome);
     if (first) {
       try {
-        fork_children(r, mine.subspan(1));
+        fork_children(r, mine.subspan(chain.size()));
       } catch (const std::exception& ex) {
         fail(r, ex.what());
       }

@@ -7,6 +7,14 @@
 // the prompt's KV blocks. Outputs do not depend on what else is in the batch: the kernels reduce
 // in a batch-independent order and every draw is keyed by (sequence seed, step).
 //
+// Speculative decoding (EngineConfig::proposer): before a step, each decoding sequence may get up to
+// num_speculative_tokens drafts from the proposer; the step computes them with its last token and
+// yields d + 1 logits rows, drawn in order, each with the sequence's state after the previous ones
+// and the draw keyed by (seed, step) as without drafts. Drafts are kept while the drawn token equals
+// them; the first mismatch's token (or row d's when all match) is the next token. So every token is
+// the one a run without a proposer draws, whatever the temperature (given logits that do not depend
+// on how a step is batched: the CPU backend, or CUDA with --deterministic).
+//
 // Request states: queued (in the scheduler) -> running -> finished (all children done) | aborted.
 #pragma once
 #include <cstdint>
@@ -23,6 +31,7 @@
 #include "engine/sample/detokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
+#include "engine/spec/proposer.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
@@ -35,6 +44,10 @@ struct EngineConfig {
   // memory after the weights and the activations of a full step (vLLM's --gpu-memory-utilization).
   double gpu_memory_utilization = 0;
   int max_context = 0;                 // 0 = the model's max_position_embeddings
+  // Speculative decoding: drafts of up to num_speculative_tokens per decoding sequence and step
+  // (fewer near max_tokens or when the step's token budget runs short). null or 0 = off.
+  std::shared_ptr<const Proposer> proposer;
+  int num_speculative_tokens = 0;
 };
 
 struct SequenceOutput {
@@ -67,8 +80,11 @@ struct EngineStats {
   double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
   double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
   double usage_peak = 0;  // highest fraction of blocks in use after a step
+  int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
+  int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
   KvCacheStats kv;        // now
   double mean_waste() const { return steps ? waste_sum / double(steps) : 0; }
+  double acceptance_rate() const { return draft_tokens ? double(accepted_draft_tokens) / double(draft_tokens) : 0; }
 };
 
 // What a stream callback receives: the text of sequence `index` that became safe to emit, and the
@@ -127,8 +143,12 @@ class Engine {
   // The step's per-sequence entries, its logits rows (plan rows, ascending) and its draws, decided
   // once from the scheduler's output.
   std::vector<StepSeq> plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows, std::vector<Draw>& draws);
+  // Before schedule(): drafts from cfg_.proposer for the decoding sequences (Scheduler::append_draft).
+  void propose_drafts();
   // Draws every token of the step: on the device where the backend samples and the sequence
-  // allows it, on the host (its row copied over) otherwise. Appends each token to its state.
+  // allows it, on the host (its row copied over) otherwise. Appends each token to its state. The
+  // rows of a sequence's drafts are drawn in order until one draws something other than its draft
+  // (or a stop token); the rows after it are skipped.
   void draw_tokens(std::vector<Draw>& draws, const Tensor& logits);
   // Records sequence `child`'s new token and decides whether it ends.
   void accept_token(Request& r, int child, const SampleResult& res);

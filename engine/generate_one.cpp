@@ -7,8 +7,11 @@
 namespace llmctl {
 
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
-                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text) {
+                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text,
+                               std::shared_ptr<const Proposer> proposer, int num_speculative_tokens) {
   EngineConfig ec;
+  ec.proposer = std::move(proposer);
+  ec.num_speculative_tokens = num_speculative_tokens;
   ec.sched.max_num_seqs = std::max(1, params.num_generated_sequences());
   ec.sched.max_num_batched_tokens = 512;  // prefill chunk
   const int64_t tokens = int64_t(prompt.size()) + params.max_tokens;
@@ -31,6 +34,7 @@ GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, s
   out.prompt_ids = std::move(r.prompt_ids);
   out.prefill_seconds = r.first_token_seconds > 0 ? r.first_token_seconds - r.submit_seconds : 0;
   out.decode_seconds = r.first_token_seconds > 0 ? r.finish_seconds - r.first_token_seconds : 0;
+  out.stats = engine.stats();
   return out;
 }
 

@@ -2,6 +2,7 @@
 // this request (KV blocks for prompt + max_tokens), text streamed as it becomes safe to emit.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -14,10 +15,13 @@ struct GenerateOneResult {
   std::vector<int> prompt_ids;
   double prefill_seconds = 0;  // submit -> first token
   double decode_seconds = 0;   // first token -> finish
+  EngineStats stats;           // the engine's at the end (speculative drafts and acceptance among them)
 };
 
 // Throws InputError for a request the engine refuses (empty prompt, over the context, ...).
+// proposer and num_speculative_tokens: speculative decoding (EngineConfig), off by default.
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
-                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {});
+                               const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {},
+                               std::shared_ptr<const Proposer> proposer = nullptr, int num_speculative_tokens = 0);
 
 }  // namespace llmctl
