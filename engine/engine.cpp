@@ -358,10 +358,19 @@ void Engine::propose_drafts() {
   std::sort(decoding.begin(), decoding.end());  // sequence ids grow with submission: oldest first
   // Every decoding sequence keeps its one token in the step; drafts take what is left of the budget.
   int budget = cfg_.sched.max_num_batched_tokens - int(std::min<size_t>(decoding.size(), size_t(cfg_.sched.max_num_seqs)));
+  // Drafts only take KV blocks that no decoding sequence needs for its own next token (one each at
+  // most): a draft never makes the scheduler preempt a sequence.
+  const KvCacheManager& kv = sched_->kv();
+  int spare_blocks = kv.num_available_blocks() - int(decoding.size());
   for (int64_t seq_id : decoding) {
     const llmctl::Request& q = sched_->request(seq_id);
+    // The step writes positions [N - 1, N - 1 + d]: N + d slots. The table holds `held` blocks; the
+    // sequence's own token needs blocks_for(N), the drafts what lies beyond.
+    const int n = int(q.tokens.size()), B = kv.block_size();
+    const int own_blocks = std::max(int(kv.block_table(seq_id).size()), kv.blocks_for(n));
+    const int slot_room = (own_blocks + std::max(spare_blocks, 0)) * B - n;
     // Drafts + the token after them stay within max_tokens (max_total_tokens).
-    const int room = std::min({k, budget, q.max_total_tokens - int(q.tokens.size()) - 1});
+    const int room = std::min({k, budget, q.max_total_tokens - n - 1, slot_room});
     if (room <= 0) continue;
     std::vector<int32_t> drafts = cfg_.proposer->propose(q.tokens, room);
     if (int(drafts.size()) > room) drafts.resize(size_t(room));
@@ -371,6 +380,7 @@ void Engine::propose_drafts() {
     if (drafts.empty()) continue;
     sched_->append_draft(seq_id, drafts);
     budget -= int(drafts.size());
+    spare_blocks -= kv.blocks_for(n + int(drafts.size())) - own_blocks;
   }
 }
 
@@ -459,11 +469,11 @@ bool Engine::step() {
     if (gone) continue;
     if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
       s.done = true;
-      sched_->on_step_done(ss.seq_id, StepOutcome{.finished = true});
+      sched_->on_step_done(ss.seq_id, StepOutcome{.num_accepted = 0, .appended = {}, .finished = true});
       continue;
     }
     const int32_t token = s.done ? 0 : s.out.token_ids.back();
-    StepOutcome outcome{.num_accepted = accepted, .finished = s.done};
+    StepOutcome outcome{.num_accepted = accepted, .appended = {}, .finished = s.done};
     if (!s.done) outcome.appended = std::span<const int32_t>(&token, 1);
     sched_->on_step_done(ss.seq_id, outcome);
     if (first) {
