@@ -385,6 +385,16 @@ void Engine::propose_drafts() {
 }
 
 bool Engine::step() {
+  // While the step runs, a request aborted from a stream callback keeps its Request object (the
+  // step may still be using it); it is completed and removed when the step ends.
+  // (Those of a step that threw are completed by the next one.)
+  complete_aborted_in_step();
+  struct InStep {
+    bool& flag;
+    explicit InStep(bool& f) : flag(f) { flag = true; }
+    ~InStep() { flag = false; }
+  };
+  std::optional<InStep> in_step(std::in_place, in_step_);
   propose_drafts();
   SchedulerOutput out = sched_->schedule();
   if (out.empty()) return false;
@@ -441,9 +451,7 @@ bool Engine::step() {
     Sequence& s = r.seqs[size_t(child)];
     // Tokens in order: each drawn draft is kept, the first other token (or the last row's) ends the
     // chain; so does the end of the sequence (stop token or string, max_tokens) or an error.
-    const int64_t request_id = r.id;
     int accepted = 0;
-    bool gone = false;  // aborted from its own stream callback: r and s are gone
     for (const Draw& d : chain) {
       if (d.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
       if (!d.error.empty()) {
@@ -456,17 +464,12 @@ bool Engine::step() {
         fail(r, ex.what());
         break;
       }
-      if (e.chain_len > 1 && !requests_.count(request_id)) {
-        gone = true;
-        break;
-      }
       if (d.draft < 0 || d.res.token != d.draft) break;
       ++accepted;
       if (s.done) break;
     }
     stats_.draft_tokens += e.chain_len - 1;
     stats_.accepted_draft_tokens += accepted;
-    if (gone) continue;
     if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
       s.done = true;
       sched_->on_step_done(ss.seq_id, StepOutcome{.num_accepted = 0, .appended = {}, .finished = true});
@@ -493,7 +496,15 @@ bool Engine::step() {
   const KvCacheStats kv = sched_->kv().stats();
   stats_.waste_sum += kv.waste;
   stats_.usage_peak = std::max(stats_.usage_peak, kv.usage);
+  in_step.reset();
+  complete_aborted_in_step();
   return true;
+}
+
+void Engine::complete_aborted_in_step() {
+  std::vector<int64_t> ids;
+  ids.swap(aborted_in_step_);
+  for (int64_t id : ids) complete_if_done(id);
 }
 
 // After the prompt step of a request with several sequences: children 1.. take their first token
@@ -582,7 +593,10 @@ void Engine::abort(int64_t request_id) {
     if (s.seq_id >= 0) sched_->abort(s.seq_id);
     finish_sequence(r, i, "abort");
   }
-  complete_if_done(request_id);
+  if (in_step_)
+    aborted_in_step_.push_back(request_id);  // step() may still use r: completed when it ends
+  else
+    complete_if_done(request_id);
 }
 
 void Engine::drain() {

@@ -157,6 +157,7 @@ class Engine {
   void emit(Request& r, int child, std::string_view piece, bool done);
   void fork_children(Request& r, std::span<const Draw> children);
   void complete_if_done(int64_t request_id);
+  void complete_aborted_in_step();  // complete_if_done for each request in aborted_in_step_
   // Ends every sequence of r with finish_reason "error", frees them in the scheduler and records
   // the message in the result.
   void fail_request(Request& r, const std::string& message);
@@ -174,6 +175,8 @@ class Engine {
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
   std::unordered_map<int64_t, RequestResult> finished_;
   EngineStats stats_;
+  bool in_step_ = false;                  // inside step(): stream callbacks may run
+  std::vector<int64_t> aborted_in_step_;  // aborted from a callback during the step: completed at its end
 };
 
 }  // namespace llmctl
