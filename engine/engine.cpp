@@ -272,7 +272,7 @@ void Engine::accept_token(Request& r, int child, const SampleResult& res) {
 // BatchPlan's logits rows and the draws are both read from the step's list of these.
 struct Engine::StepSeq {
   const ScheduledSeq* ss = nullptr;
-  Request* r = nullptr;              // valid until the first callback of the step (then look up by id)
+  Request* r = nullptr;              // valid for the whole step (an abort during it removes r when it ends)
   std::vector<int> prompt_scored;    // prompt positions scored by its prompt rows (logits first_logit...)
   int first_logit = 0;               // index in the step's logits of its first row
   // Its draws: its own chain (one per draft, then the row after them: chain_len = num_draft + 1),
@@ -427,8 +427,8 @@ bool Engine::step() {
   stats_.preemptions += int64_t(out.preempted.size());
 
   // A sequence whose draw, decode or stop check throws fails its own request (failed, handled
-  // after the loop); every other sequence goes on. Stream callbacks run from here on: requests are
-  // looked up by id, a sequence no longer in the scheduler was aborted meanwhile.
+  // after the loop); every other sequence goes on. Stream callbacks run from here on: a request
+  // they abort stays until the step ends, and its sequences are no longer in the scheduler.
   std::vector<int64_t> touched;
   std::vector<std::pair<int64_t, std::string>> failed;
   auto fail = [&](Request& r, const std::string& msg) {
