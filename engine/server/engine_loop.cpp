@@ -162,8 +162,9 @@ void EngineLoop::update_gauges() {
   const EngineStats s = engine_.stats();
   metrics_.set_gauges(engine_.num_running_requests(), engine_.scheduler().num_waiting(), s.kv.usage,
                       s.kv.prefix_hit_rate);
-  metrics_.add_preemptions(s.preemptions - preemptions_seen_);
-  preemptions_seen_ = s.preemptions;
+  metrics_.add_step_counts(s.preemptions - seen_.preemptions, s.draft_tokens - seen_.draft_tokens,
+                           s.accepted_draft_tokens - seen_.accepted_draft_tokens);
+  seen_ = s;
 }
 
 void EngineLoop::run() {

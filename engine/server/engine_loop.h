@@ -95,7 +95,7 @@ class EngineLoop {
   bool stop_ = false;
   std::atomic<bool> ready_{false};
   std::vector<std::shared_ptr<Job>> active_;  // engine thread only
-  int64_t preemptions_seen_ = 0;
+  EngineStats seen_;  // the engine's counters at the last update_gauges (metrics add the difference)
   std::thread thread_;
 };
 

@@ -59,9 +59,11 @@ void Metrics::request_done(const std::string& finish_reason, double ttft, double
   ++success_[finish_reason];
 }
 
-void Metrics::add_preemptions(int64_t n) {
+void Metrics::add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens) {
   std::lock_guard<std::mutex> l(mu_);
-  preemptions_ += n;
+  preemptions_ += preemptions;
+  draft_tokens_ += draft_tokens;
+  accepted_draft_tokens_ += accepted_draft_tokens;
 }
 
 void Metrics::request_error(int status) {
@@ -92,6 +94,10 @@ std::string Metrics::render() const {
   out += "llmctl_generation_tokens_total " + std::to_string(generation_tokens_) + "\n";
   header(out, "llmctl_preemptions_total", "counter", "Sequences preempted (recomputed) for lack of KV blocks.");
   out += "llmctl_preemptions_total " + std::to_string(preemptions_) + "\n";
+  header(out, "llmctl_spec_decode_draft_tokens_total", "counter", "Speculative draft tokens verified.");
+  out += "llmctl_spec_decode_draft_tokens_total " + std::to_string(draft_tokens_) + "\n";
+  header(out, "llmctl_spec_decode_accepted_tokens_total", "counter", "Speculative draft tokens accepted (kept).");
+  out += "llmctl_spec_decode_accepted_tokens_total " + std::to_string(accepted_draft_tokens_) + "\n";
   header(out, "llmctl_request_success_total", "counter", "Requests finished, by finish reason.");
   for (const char* r : {"stop", "length"})
     out += std::string("llmctl_request_success_total{finish_reason=\"") + r + "\"} " +

@@ -198,6 +198,7 @@ try:
                  "llmctl_prefix_cache_hit_ratio", "llmctl_time_to_first_token_seconds_count",
                  "llmctl_time_per_output_token_seconds_count", "llmctl_e2e_request_latency_seconds_count",
                  "llmctl_prompt_tokens_total", "llmctl_generation_tokens_total", "llmctl_preemptions_total",
+                 "llmctl_spec_decode_draft_tokens_total", "llmctl_spec_decode_accepted_tokens_total",
                  'llmctl_request_success_total{finish_reason="length"}']:
         check(name in m, f"/metrics has {name}")
     check(m["llmctl_e2e_request_latency_seconds_count"] >= len(load), "every load request is in the latency histogram")

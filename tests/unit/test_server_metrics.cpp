@@ -60,7 +60,8 @@ TEST_CASE("metrics render every stable name with the recorded values") {
   m.set_gauges(3, 5, 0.25, 0.5);
   m.request_done("stop", 0.05, 0.01, 0.3, 12, 7);
   m.request_done("length", 0.07, 0.02, 0.5, 8, 16);
-  m.add_preemptions(2);
+  m.add_step_counts(2, 9, 4);
+  m.add_step_counts(0, 3, 3);
   m.request_error(400);
   m.request_error(400);
   m.request_error(429);
@@ -75,6 +76,8 @@ TEST_CASE("metrics render every stable name with the recorded values") {
   CHECK(v.at("llmctl_prompt_tokens_total") == 20);
   CHECK(v.at("llmctl_generation_tokens_total") == 23);
   CHECK(v.at("llmctl_preemptions_total") == 2);
+  CHECK(v.at("llmctl_spec_decode_draft_tokens_total") == 12);
+  CHECK(v.at("llmctl_spec_decode_accepted_tokens_total") == 7);
   CHECK(v.at("llmctl_request_success_total{finish_reason=\"stop\"}") == 1);
   CHECK(v.at("llmctl_request_success_total{finish_reason=\"length\"}") == 1);
   CHECK(v.at("llmctl_request_errors_total{code=\"400\"}") == 2);
