@@ -9,9 +9,12 @@ std::vector<int32_t> Backend::sample(const Tensor&, const std::vector<SampleJob>
   return {};
 }
 
+void Backend::require_support(WeightFormat f) const {
+  LLM_REQUIRE(supports(f)) << "backend " << name() << " cannot run linear weights in format " << weight_format_name(f);
+}
+
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
-  LLM_REQUIRE(supports(w.format)) << "backend " << name() << " cannot run linear weights in format "
-                                  << weight_format_name(w.format);
+  require_support(w.format);
   LLM_CHECK(is_dense(w.format)) << "no linear kernel dispatch for format " << weight_format_name(w.format);
   LLM_CHECK(w.data.dtype == dense_dtype(w.format) && w.data.rank() == 2 && w.data.dim(0) == w.n &&
             w.data.dim(1) == w.k)

@@ -107,6 +107,8 @@ class Backend {
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
   // Whether linear() runs weights stored in format f (engine/backend/linear_weight.h).
   virtual bool supports(WeightFormat f) const = 0;
+  // Throws InputError naming the backend and the format unless supports(f).
+  void require_support(WeightFormat f) const;
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...). w is this rank's slice [N, K].
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);

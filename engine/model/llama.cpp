@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/layers/rope.h"
+#include "engine/model/llama_tensors.h"
 #include "engine/model/registry.h"
 
 namespace llmctl {

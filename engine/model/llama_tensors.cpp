@@ -7,10 +7,10 @@
 
 namespace llmctl {
 
-std::vector<LlamaTensorSpec> llama_tensor_specs(const ModelConfig& c) {
+std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, q = int64_t(c.num_heads) * c.head_dim,
                 kv = int64_t(c.num_kv_heads) * c.head_dim;
-  std::vector<LlamaTensorSpec> s = {{"model.embed_tokens.weight", {c.vocab_size, H}}, {"model.norm.weight", {H}, true}};
+  std::vector<WeightSpec> s = {{"model.embed_tokens.weight", {c.vocab_size, H}}, {"model.norm.weight", {H}, true}};
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     s.push_back({p + "input_layernorm.weight", {H}, true});
@@ -59,7 +59,7 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
   const std::string where = "checkpoint '" + ck.source_path + "'";
   std::vector<std::string> missing, wrong;
   std::set<std::string> expected;
-  for (const LlamaTensorSpec& spec : llama_tensor_specs(c)) {
+  for (const WeightSpec& spec : llama_tensor_specs(c)) {
     expected.insert(spec.name);
     auto it = ck.tensors.find(spec.name);
     if (it == ck.tensors.end()) {

@@ -2,23 +2,17 @@
 // ModelConfig implies), and the check every loaded checkpoint goes through before any kernel sees
 // a weight: missing tensors named, shapes compared, extra tensors reported.
 #pragma once
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/model/checkpoint.h"
+#include "engine/model/weight_spec.h"
 
 namespace llmctl {
 
-struct LlamaTensorSpec {
-  std::string name;
-  std::vector<int64_t> shape;
-  bool norm = false;  // an RMSNorm weight (centred on 1, not 0)
-};
-
 // Embedding, final norm, then each layer's norms and projections (q/k/v biases when
 // c.attention_bias); lm_head last when untied. c must be validated (sizes bounded).
-std::vector<LlamaTensorSpec> llama_tensor_specs(const ModelConfig& c);
+std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c);
 
 // Checks ck.tensors against llama_tensor_specs(ck.config): throws InputError naming every missing
 // tensor, every shape that differs from the expected one (both given) and every non-float weight.

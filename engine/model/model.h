@@ -8,12 +8,10 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/config.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/weight_spec.h"
 
 namespace llmctl {
 
-// A weight the model reads: its checkpoint name and expected shape (the weight-name map).
-using WeightSpec = LlamaTensorSpec;
 
 // Widths (elements per token / per logits row) of the step buffers a model writes.
 struct ActivationWidths {

@@ -46,6 +46,13 @@ inline std::unique_ptr<Engine> make_engine(TinyModel& m, EngineConfig config = t
 
 inline std::unique_ptr<Scorer> make_scorer(TinyModel& m) { return std::make_unique<Scorer>(m.new_executor(), m.tokenizer); }
 
+// A prompt of len lowercase letters (byte tokenizer ids), varied by salt.
+inline std::vector<int> prompt_of(int len, int salt = 0) {
+  std::vector<int> p;
+  for (int i = 0; i < len; ++i) p.push_back('a' + (i * 7 + salt) % 26);
+  return p;
+}
+
 // A request run alone on a fresh engine, to the end.
 inline RequestResult run_alone(TinyModel& m, const std::vector<int>& prompt, const SamplingParams& params) {
   auto engine = make_engine(m);

@@ -16,12 +16,6 @@ using namespace llmctl::test;
 
 namespace {
 
-std::vector<int> prompt_of(int len, int salt = 0) {
-  std::vector<int> p;
-  for (int i = 0; i < len; ++i) p.push_back('a' + (i * 7 + salt) % 26);
-  return p;
-}
-
 SamplingParams sampled(uint64_t seed, int max_tokens) {
   SamplingParams p;
   p.temperature = 1.0f;

@@ -11,16 +11,6 @@
 using namespace llmctl;
 using namespace llmctl::test;
 
-namespace {
-
-std::vector<int> prompt_of(int len, int salt) {
-  std::vector<int> p;
-  for (int i = 0; i < len; ++i) p.push_back('a' + (i * 7 + salt) % 26);
-  return p;
-}
-
-}  // namespace
-
 TEST_CASE("engine: abort of requests of the running step from a stream callback") {
   TinyModel m;
   SamplingParams p;

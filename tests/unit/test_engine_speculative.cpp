@@ -20,12 +20,6 @@ using namespace llmctl::test;
 
 namespace {
 
-std::vector<int> prompt_of(int len, int salt) {
-  std::vector<int> p;
-  for (int i = 0; i < len; ++i) p.push_back('a' + (i * 7 + salt) % 26);
-  return p;
-}
-
 SamplingParams greedy(int max_tokens) {
   SamplingParams p;
   p.temperature = 0;

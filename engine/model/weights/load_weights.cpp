@@ -19,19 +19,13 @@ LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, Weight
   const DType t = host_slice.dtype;
   LLM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16)
       << "a dense weight must be stored as f32, f16 or bf16, not " << dtype_name(t);
-  LLM_CHECK(host_slice.rank() == 2) << "a linear weight is [N, K], not " << host_slice.shape_str();
-  LinearWeight w;
-  w.format = format;
-  w.n = host_slice.dim(0);
-  w.k = host_slice.dim(1);
-  w.data = host_slice;
-  w.shard = spec;
+  LinearWeight w = dense_linear(host_slice, spec);
+  w.format = format;  // upload converts the stored dtype to it
   return w;
 }
 
 LinearWeight upload_linear(const LinearWeight& packed, Backend& backend) {
-  LLM_REQUIRE(backend.supports(packed.format)) << "backend " << backend.name() << " cannot run linear weights in format "
-                                               << weight_format_name(packed.format);
+  backend.require_support(packed.format);
   LLM_CHECK(is_dense(packed.format)) << "upload of format " << weight_format_name(packed.format)
                                      << " is not implemented";
   LinearWeight w = packed;
