@@ -61,6 +61,27 @@ int64_t count_f16_overflow(const Tensor& t) {
 
 }  // namespace
 
+void write_tokenizer_files(const Checkpoint& ck, const Tokenizer& tok, const std::string& dir) {
+  const fs::path out(dir);
+  // Tokenizer: an HF source keeps its own files; a GGUF source gets them written from its vocab.
+  bool copied = false;
+  if (ck.source_format == "hf" && fs::exists(fs::path(ck.hf_dir) / "tokenizer.json")) {
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"})
+      if (fs::exists(fs::path(ck.hf_dir) / f))
+        fs::copy_file(fs::path(ck.hf_dir) / f, out / f, fs::copy_options::overwrite_existing);
+    copied = true;
+  }
+  if (!copied) {
+    write_json(out / "tokenizer.json", tok.to_hf_tokenizer_json());
+    write_json(out / "tokenizer_config.json", tok.to_hf_tokenizer_config(ck.config.max_position_embeddings));
+  }
+  nlohmann::json gen = ck.generation_config.is_object() ? ck.generation_config : nlohmann::json::object();
+  if (!gen.contains("bos_token_id") && tok.bos_id() >= 0) gen["bos_token_id"] = tok.bos_id();
+  if (!gen.contains("eos_token_id") && tok.eos_id() >= 0) gen["eos_token_id"] = tok.eos_id();
+  if (!gen.contains("pad_token_id") && tok.pad_id() >= 0) gen["pad_token_id"] = tok.pad_id();
+  write_json(out / "generation_config.json", gen);
+}
+
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn) {
   LLM_REQUIRE(fs::absolute(opts.input) != fs::absolute(opts.output)) << "input and output are the same path";
   LoadOptions lo;
@@ -91,64 +112,17 @@ ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function
   else if (overflow)
     warn(std::to_string(overflow) + " values exceed f16's range (65504) and become inf");
 
-  // Shards of at most max_shard_bytes (a tensor larger than that gets a shard of its own).
-  std::vector<std::vector<size_t>> shards(1);
-  uint64_t cur = 0, total = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const uint64_t n = tensors[i].second.nbytes();
-    if (cur > 0 && cur + n > opts.max_shard_bytes) {
-      shards.emplace_back();
-      cur = 0;
-    }
-    shards.back().push_back(i);
-    cur += n;
-    total += n;
-  }
-  const std::map<std::string, std::string> meta = {{"format", "pt"}};
-  nlohmann::json weight_map = nlohmann::json::object();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    char name[64];
-    if (shards.size() == 1)
-      std::snprintf(name, sizeof name, "model.safetensors");
-    else
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-    std::vector<std::pair<std::string, Tensor>> part;
-    for (size_t i : shards[s]) {
-      part.push_back(tensors[i]);
-      weight_map[tensors[i].first] = name;
-    }
-    write_safetensors((out / name).string(), part, meta);
-  }
-  if (shards.size() > 1)
-    write_json(out / "model.safetensors.index.json", {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}});
-  else
-    fs::remove(out / "model.safetensors.index.json");
+  const ShardedWrite written = write_sharded_safetensors(opts.output, tensors, opts.max_shard_bytes);
 
   cfg.torch_dtype = out_dtype == DType::BF16 ? "bfloat16" : out_dtype == DType::F16 ? "float16" : "float32";
   write_json(out / "config.json", cfg.to_hf_json());
 
-  // Tokenizer: an HF source keeps its own files; a GGUF source gets them written from its vocab.
-  bool copied = false;
-  if (ck.source_format == "hf" && fs::exists(fs::path(ck.hf_dir) / "tokenizer.json")) {
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"})
-      if (fs::exists(fs::path(ck.hf_dir) / f))
-        fs::copy_file(fs::path(ck.hf_dir) / f, out / f, fs::copy_options::overwrite_existing);
-    copied = true;
-  }
-  if (!copied) {
-    write_json(out / "tokenizer.json", tok->to_hf_tokenizer_json());
-    write_json(out / "tokenizer_config.json", tok->to_hf_tokenizer_config(cfg.max_position_embeddings));
-  }
-  nlohmann::json gen = ck.generation_config.is_object() ? ck.generation_config : nlohmann::json::object();
-  if (!gen.contains("bos_token_id") && tok->bos_id() >= 0) gen["bos_token_id"] = tok->bos_id();
-  if (!gen.contains("eos_token_id") && tok->eos_id() >= 0) gen["eos_token_id"] = tok->eos_id();
-  if (!gen.contains("pad_token_id") && tok->pad_id() >= 0) gen["pad_token_id"] = tok->pad_id();
-  write_json(out / "generation_config.json", gen);
+  write_tokenizer_files(ck, *tok, opts.output);
 
   ConvertReport r;
   r.num_tensors = tensors.size();
-  r.num_shards = shards.size();
-  r.total_bytes = total;
+  r.num_shards = written.num_shards;
+  r.total_bytes = written.total_bytes;
   return r;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "engine/core/dtype.h"
+#include "engine/model/checkpoint.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
 
@@ -23,6 +25,11 @@ struct ConvertReport {
 
 // "2GB", "500MB", "1.5GiB", "123" (bytes). Throws InputError.
 uint64_t parse_byte_size(const std::string& s);
+
+// The files beside the weights of an HF directory: tokenizer.json, tokenizer_config.json (an HF
+// source's own, copied; a GGUF source's vocabulary written out) and generation_config.json (with
+// bos/eos/pad ids filled in from the tokenizer). Shared by convert and quantize.
+void write_tokenizer_files(const Checkpoint& ck, const Tokenizer& tok, const std::string& dir);
 
 // warn receives messages worth a user's attention (e.g. bf16 values that overflow f16).
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn);

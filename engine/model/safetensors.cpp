@@ -234,4 +234,46 @@ std::map<std::string, Tensor> load_safetensors_dir(const std::string& dir) {
   return out;
 }
 
+
+ShardedWrite write_sharded_safetensors(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                       uint64_t max_shard_bytes) {
+  namespace fs = std::filesystem;
+  const fs::path out(dir);
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t cur = 0, total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t n = tensors[i].second.nbytes();
+    if (cur > 0 && cur + n > max_shard_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(i);
+    cur += n;
+    total += n;
+  }
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char name[64];
+    if (shards.size() == 1)
+      std::snprintf(name, sizeof name, "model.safetensors");
+    else
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    std::vector<std::pair<std::string, Tensor>> part;
+    for (size_t i : shards[s]) {
+      part.push_back(tensors[i]);
+      weight_map[tensors[i].first] = name;
+    }
+    write_safetensors((out / name).string(), part, meta);
+  }
+  if (shards.size() > 1) {
+    std::ofstream f(out / "model.safetensors.index.json");
+    f << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+    LLM_REQUIRE(f.good()) << "error writing " << (out / "model.safetensors.index.json").string();
+  } else {
+    fs::remove(out / "model.safetensors.index.json");
+  }
+  return {shards.size(), total};
+}
+
 }  // namespace llmctl

@@ -42,6 +42,16 @@ const char* safetensors_dtype_name(DType t);
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// An HF directory's weights: tensors (host, contiguous) in order, split into shards of at most
+// max_shard_bytes (a larger tensor gets a shard of its own): model.safetensors alone, or
+// model-0000i-of-0000n.safetensors with model.safetensors.index.json (removed when one shard).
+struct ShardedWrite {
+  size_t num_shards = 0;
+  uint64_t total_bytes = 0;
+};
+ShardedWrite write_sharded_safetensors(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                       uint64_t max_shard_bytes);
+
 // All tensors of an HF directory: model.safetensors.index.json (shards listed in its weight_map)
 // if present, else model.safetensors, else the only *.safetensors file. Views keep their mappings
 // alive. Throws InputError when none is found or a shard is missing or inconsistent.
