@@ -12,7 +12,6 @@ Runner add_generate(CLI::App& app);
 Runner add_convert(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_bench(CLI::App& app);
-// Subcommands whose issue has not landed: they say so and exit 2.
-Runner add_not_landed(CLI::App& app, const char* name, const char* description, const char* what);
+Runner add_quantize(CLI::App& app);
 
 }  // namespace llmctl::cli

@@ -14,8 +14,7 @@ int main(int argc, char** argv) {
   runners["generate"] = add_generate(app);
   runners["serve"] = add_serve(app);
   runners["bench"] = add_bench(app);
-  runners["quantize"] = add_not_landed(app, "quantize", "weight quantization: RTN, AWQ, GPTQ int4, int8 KV cache",
-                                       "quantization");
+  runners["quantize"] = add_quantize(app);
   runners["convert"] = add_convert(app);
   try {
     app.parse(argc, argv);

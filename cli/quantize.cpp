@@ -1,0 +1,52 @@
+// llmctl quantize IN OUT: RTN / GPTQ / AWQ weights (and fp8 KV scales) into an HF directory in the
+// compressed-tensors, AutoAWQ or GPTQ layout. The work is quant/algo/quantize_model.h.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "quant/algo/quantize_model.h"
+
+namespace llmctl::cli {
+
+Runner add_quantize(CLI::App& app) {
+  auto o = std::make_shared<quant::QuantizeOptions>();
+  auto device = std::make_shared<std::string>("cpu");
+  auto asym = std::make_shared<bool>(false);
+  auto* s = app.add_subcommand("quantize", "quantize weights (RTN, GPTQ, AWQ; int4/int8) and calibrate fp8 KV scales, "
+                                           "writing an HF directory vLLM and transformers load");
+  s->add_option("input", o->input, "dense HF directory or .gguf file")->required();
+  s->add_option("output", o->output, "output directory (written as OUT.part, renamed when complete)")->required();
+  s->add_option("--method", o->method, "rtn, gptq or awq")->capture_default_str();
+  s->add_option("--bits", o->scheme.bits, "4 or 8")->capture_default_str();
+  s->add_option("--group-size", o->scheme.group_size, "inputs per scale: 128, 64, 32, or -1 for per channel")
+      ->capture_default_str();
+  s->add_flag("--sym", [o](int64_t) { o->scheme.symmetric = true; }, "symmetric (default)");
+  s->add_flag("--asym", *asym, "asymmetric: a zero point per group");
+  s->add_flag("--act-order", o->act_order, "gptq: quantize columns by descending Hessian diagonal (static groups)");
+  s->add_option("--format", o->format, "compressed-tensors, awq (AutoAWQ GEMM) or gptq")->capture_default_str();
+  s->add_option("--calib", o->calib.files, "calibration text or JSONL (\"text\" field) files, for gptq, awq and fp8 KV");
+  s->add_option("--calib-samples", o->calib.samples, "calibration samples")->capture_default_str();
+  s->add_option("--calib-seq-len", o->calib.seq_len, "tokens per calibration sample")->capture_default_str();
+  s->add_option("--seed", o->calib.seed, "seed of the calibration draw")->capture_default_str();
+  s->add_option("--calib-dump", o->calib_dump, "write the drawn calibration samples there (JSONL of token ids)");
+  s->add_option("--kv-cache", o->kv_cache, "fp8: calibrate per-head k_scale/v_scale; int8: record dynamic int8 KV");
+  s->add_option("--ignore", o->ignore, "modules left dense: names or re:PATTERN (default: lm_head)")->capture_default_str();
+  s->add_option("--dampening", o->dampening, "gptq: fraction of the mean Hessian diagonal added")->capture_default_str();
+  s->add_option("--awq-search-samples", o->awq_search_samples,
+                "awq: calibration samples the scale search runs on (0: all)")->capture_default_str();
+  s->add_option("--device", *device, "cpu (cuda: not implemented for quantize yet)")->capture_default_str();
+  s->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  return [o, device, asym]() -> int {
+    if (*asym) o->scheme.symmetric = false;
+    if (*device != "cpu") {
+      std::cerr << "llmctl: error: --device " << *device << ": quantize runs on the CPU in this build\n";
+      return 1;
+    }
+    quant::QuantizeReport r = quant::quantize_model(*o, [](const std::string& m) { std::cerr << "llmctl: " << m << "\n"; });
+    std::cerr << "llmctl: quantized " << r.linears_quantized << " linears (" << r.linears_dense << " left dense) in "
+              << r.layers << " layers, " << r.bytes_written / 1e6 << " MB, in " << r.seconds << " s, to " << o->output
+              << "\n";
+    return 0;
+  };
+}
+
+}  // namespace llmctl::cli

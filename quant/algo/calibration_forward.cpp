@@ -1,0 +1,142 @@
+#include "quant/algo/calibration_forward.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/core/error.h"
+#include "engine/model/layers/rope.h"
+
+namespace llmctl::quant {
+
+namespace {
+
+Tensor f32_copy(const Tensor& t) {
+  Tensor out = Tensor::empty_host(DType::F32, t.shape);
+  if (t.dtype == DType::F32)
+    std::memcpy(out.data, t.data, t.nbytes());
+  else
+    out = convert_host(t, DType::F32);
+  return out;
+}
+
+// Rows of several [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases).
+Tensor stack_rows(const std::vector<const Tensor*>& parts) {
+  int64_t rows = 0;
+  for (const Tensor* p : parts) rows += p->dim(0);
+  std::vector<int64_t> shape = parts[0]->shape;
+  shape[0] = rows;
+  Tensor out = Tensor::empty_host(DType::F32, shape);
+  char* dst = static_cast<char*>(out.data);
+  for (const Tensor* p : parts) {
+    std::memcpy(dst, p->data, p->nbytes());
+    dst += p->nbytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  DenseLayer L;
+  L.input_norm = f32_copy(ck.get(p + "input_layernorm.weight"));
+  L.post_norm = f32_copy(ck.get(p + "post_attention_layernorm.weight"));
+  L.q = f32_copy(ck.get(p + "self_attn.q_proj.weight"));
+  L.k = f32_copy(ck.get(p + "self_attn.k_proj.weight"));
+  L.v = f32_copy(ck.get(p + "self_attn.v_proj.weight"));
+  L.o = f32_copy(ck.get(p + "self_attn.o_proj.weight"));
+  L.gate = f32_copy(ck.get(p + "mlp.gate_proj.weight"));
+  L.up = f32_copy(ck.get(p + "mlp.up_proj.weight"));
+  L.down = f32_copy(ck.get(p + "mlp.down_proj.weight"));
+  if (ck.has(p + "self_attn.q_proj.bias")) {
+    L.q_bias = f32_copy(ck.get(p + "self_attn.q_proj.bias"));
+    L.k_bias = f32_copy(ck.get(p + "self_attn.k_proj.bias"));
+    L.v_bias = f32_copy(ck.get(p + "self_attn.v_proj.bias"));
+  }
+  return L;
+}
+
+CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
+                                       const std::vector<std::vector<int32_t>>& samples)
+    : be_(be), c_(c) {
+  LLM_REQUIRE(be.device() == Device::CPU) << "calibration runs on the CPU backend";
+  LLM_REQUIRE(!samples.empty()) << "no calibration samples";
+  seq_len_ = int64_t(samples[0].size());
+  const int B = 16;
+  const int blocks_per_seq = int((seq_len_ + B - 1) / B);
+  plan_.max_blocks_per_seq = blocks_per_seq;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    LLM_REQUIRE(int64_t(samples[s].size()) == seq_len_) << "calibration samples differ in length";
+    for (int64_t i = 0; i < seq_len_; ++i) {
+      LLM_REQUIRE(samples[s][size_t(i)] >= 0 && samples[s][size_t(i)] < c.vocab_size)
+          << "calibration token id " << samples[s][size_t(i)] << " outside the vocabulary";
+      plan_.token_ids.push_back(samples[s][size_t(i)]);
+      plan_.positions.push_back(int32_t(i));
+      plan_.slot_mapping.push_back(int32_t(s * blocks_per_seq * B + i));
+    }
+    plan_.query_start.push_back(int32_t((s + 1) * seq_len_));
+    plan_.context_len.push_back(int32_t(seq_len_));
+    for (int b = 0; b < blocks_per_seq; ++b) plan_.block_table.push_back(int32_t(s * blocks_per_seq + b));
+  }
+  tokens_ = int64_t(plan_.token_ids.size());
+  const int num_blocks = int(samples.size()) * blocks_per_seq;
+  plan_.validate(B, num_blocks);
+  batch_ = be_.prepare_batch(plan_);
+  kv_.k = be_.alloc(DType::F32, {num_blocks, B, c.num_kv_heads, c.head_dim});
+  kv_.v = be_.alloc(DType::F32, {num_blocks, B, c.num_kv_heads, c.head_dim});
+  rope_ = make_rope_params(c);
+  qkv_ = alloc(int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
+  gate_up_ = alloc(2 * int64_t(c.intermediate_size));
+}
+
+Tensor CalibrationForward::alloc(int64_t cols) const { return Tensor::empty_host(DType::F32, {tokens_, cols}); }
+
+Tensor CalibrationForward::embed(const Tensor& table) {
+  Tensor out = alloc(c_.hidden_size);
+  be_.embed(table, batch_, out);
+  return out;
+}
+
+void CalibrationForward::norm(const Tensor& x, const Tensor& w, Tensor& out) {
+  be_.rms_norm(x, w, c_.rms_norm_eps, out, nullptr);
+}
+
+void CalibrationForward::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  be_.linear(x, w, bias, out);
+}
+
+void CalibrationForward::attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvAbsMax* amax) {
+  qkv_w_ = stack_rows({&L.q, &L.k, &L.v});
+  qkv_b_ = L.q_bias.empty() ? Tensor{} : stack_rows({&L.q_bias, &L.k_bias, &L.v_bias});
+  be_.linear(attn_in, qkv_w_, qkv_b_.empty() ? nullptr : &qkv_b_, qkv_);
+  be_.rope_write_kv(qkv_, batch_, rope_, c_.num_heads, c_.num_kv_heads, kv_);
+  be_.attention(qkv_, kv_, batch_, c_.num_heads, c_.num_kv_heads, 1.0f / std::sqrt(float(c_.head_dim)), o_in);
+  if (amax) {
+    const int64_t D = c_.head_dim, Hq = c_.num_heads, Hkv = c_.num_kv_heads, W = (Hq + 2 * Hkv) * D;
+    amax->k.assign(size_t(Hkv), 0.0f);
+    amax->v.assign(size_t(Hkv), 0.0f);
+    const float* p = qkv_.ptr<float>();
+    for (int64_t t = 0; t < tokens_; ++t)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          amax->k[size_t(h)] = std::max(amax->k[size_t(h)], std::fabs(p[t * W + (Hq + h) * D + d]));
+          amax->v[size_t(h)] = std::max(amax->v[size_t(h)], std::fabs(p[t * W + (Hq + Hkv + h) * D + d]));
+        }
+  }
+}
+
+void CalibrationForward::gated_act(const DenseLayer& L, const Tensor& mlp_in, Tensor& down_in) {
+  Tensor gate_up_w = stack_rows({&L.gate, &L.up});
+  be_.linear(mlp_in, gate_up_w, nullptr, gate_up_);
+  be_.silu_mul(gate_up_, down_in);
+}
+
+void CalibrationForward::add(Tensor& a, const Tensor& b) {
+  LLM_CHECK(a.numel() == b.numel()) << "add: sizes differ";
+  float* x = a.ptr<float>();
+  const float* y = b.ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) x[i] += y[i];
+}
+
+}  // namespace llmctl::quant

@@ -1,0 +1,71 @@
+// The f32 forward of one Llama-family decoder layer over the whole calibration batch (S samples of
+// L tokens run as one prefill step) on a CPU backend, with the activation each linear reads exposed:
+// what GPTQ builds its Hessians from and AWQ searches its scales on. The quantize driver runs it
+// layer by layer: only one layer's f32 weights and the batch's activations are in memory at once.
+//
+//   x [T, H] --input_norm--> attn_in [T, H] --q,k,v + rope + causal attention--> o_in [T, Hq D]
+//     --o--> + x = h [T, H] --post_norm--> mlp_in [T, H] --gate, up, silu*--> down_in [T, I]
+//     --down--> + h = next x [T, H]                                    (T = S * L)
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/checkpoint.h"
+
+namespace llmctl::quant {
+
+// One decoder layer's weights as f32 host tensors, linears [N, K] under their HF roles.
+struct DenseLayer {
+  Tensor input_norm, post_norm;      // [H]
+  Tensor q, k, v, o, gate, up, down; // [N, K]
+  Tensor q_bias, k_bias, v_bias;     // [N] (Qwen2) or empty
+
+  // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
+  static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
+};
+
+// Per-kv-head absolute maxima of the rotated keys and of the values the cache would hold: what an
+// fp8 KV cache's per-head k_scale / v_scale are calibrated from.
+struct KvAbsMax {
+  std::vector<float> k, v;  // [Hkv]
+};
+
+class CalibrationForward {
+ public:
+  // samples: S token sequences of one length L. The backend must be a CPU backend (f32).
+  CalibrationForward(Backend& be, const ModelConfig& c, const std::vector<std::vector<int32_t>>& samples);
+
+  int64_t tokens() const { return tokens_; }
+  int64_t seq_len() const { return seq_len_; }
+  Backend& backend() { return be_; }
+  const ModelConfig& config() const { return c_; }
+
+  Tensor alloc(int64_t cols) const;                // [T, cols] f32
+  Tensor embed(const Tensor& table);               // [T, H]: the first layer's input
+  // out = rmsnorm(x) * w
+  void norm(const Tensor& x, const Tensor& w, Tensor& out);
+  // out = x @ w^T (+ bias); x [T, K], w [N, K]
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
+  // o_in = causal attention of q, k, v projections of attn_in (with rope); amax, when given, takes
+  // the maxima of the cached keys/values.
+  void attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvAbsMax* amax = nullptr);
+  // down_in = silu(attn_in @ gate^T) * (mlp_in @ up^T)
+  void gated_act(const DenseLayer& L, const Tensor& mlp_in, Tensor& down_in);
+  // a += b, elementwise over [T, C]
+  static void add(Tensor& a, const Tensor& b);
+
+ private:
+  Backend& be_;
+  ModelConfig c_;
+  int64_t tokens_ = 0, seq_len_ = 0;
+  BatchPlan plan_;
+  DeviceBatch batch_;
+  KvLayer kv_;
+  RopeParams rope_;
+  Tensor qkv_, gate_up_;  // scratch [T, (Hq + 2 Hkv) D], [T, 2 I]
+  Tensor qkv_w_, qkv_b_;  // fused q/k/v weight and bias of the layer attention() last ran
+};
+
+}  // namespace llmctl::quant

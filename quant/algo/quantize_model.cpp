@@ -1,0 +1,322 @@
+#include "quant/algo/quantize_model.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/backend.h"
+#include "engine/convert/convert.h"
+#include "engine/core/error.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/llama.h"
+#include "engine/model/registry.h"
+#include "engine/model/safetensors.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "quant/algo/awq.h"
+#include "quant/algo/calibration_forward.h"
+#include "quant/algo/gptq.h"
+#include "quant/algo/hessian.h"
+#include "quant/algo/rtn.h"
+
+namespace fs = std::filesystem;
+
+namespace llmctl::quant {
+
+namespace {
+
+constexpr float kFp8E4m3Max = 448.0f;
+
+DType dtype_of_packed(const std::string& name) {
+  static const std::pair<const char*, DType> table[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
+                                                        {"I32", DType::I32}, {"I64", DType::I64}, {"I8", DType::I8},
+                                                        {"U8", DType::U8}};
+  for (const auto& [n, t] : table)
+    if (name == n) return t;
+  LLM_THROW() << "packed tensor of unknown dtype " << name;
+}
+
+Tensor to_tensor(const PackedTensor& p) {
+  Tensor t = Tensor::empty_host(dtype_of_packed(p.dtype), p.shape);
+  LLM_CHECK(t.nbytes() == p.bytes.size()) << "packed tensor: " << p.bytes.size() << " bytes for shape " << t.shape_str();
+  std::memcpy(t.data, p.bytes.data(), p.bytes.size());
+  return t;
+}
+
+bool ignored(const std::string& module, const std::vector<std::string>& ignore) {
+  for (const std::string& pat : ignore) {
+    if (pat.rfind("re:", 0) == 0) {
+      if (std::regex_match(module, std::regex(pat.substr(3)))) return true;
+    } else if (module == pat) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// One linear of a layer: its module name, weight and where it stands in the layer.
+struct LinearRef {
+  std::string module;  // "model.layers.3.self_attn.q_proj"
+  Tensor* weight;
+};
+
+std::vector<LinearRef> linears_of(DenseLayer& L, int layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  return {{p + "self_attn.q_proj", &L.q}, {p + "self_attn.k_proj", &L.k}, {p + "self_attn.v_proj", &L.v},
+          {p + "self_attn.o_proj", &L.o}, {p + "mlp.gate_proj", &L.gate},  {p + "mlp.up_proj", &L.up},
+          {p + "mlp.down_proj", &L.down}};
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  LLM_REQUIRE(out) << "cannot write " << path.string();
+  out << text;
+  LLM_REQUIRE(out.good()) << "error writing " << path.string();
+}
+
+std::string fmt(double v, int prec = 3) {
+  std::ostringstream s;
+  s.precision(prec);
+  s << v;
+  return s.str();
+}
+
+// Checks the options against the checkpoint before any work: method, layout, bits, and the group
+// size against every linear's input width.
+void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConfig& c) {
+  LLM_REQUIRE(o.method == "rtn" || o.method == "gptq" || o.method == "awq")
+      << "unknown --method '" << o.method << "' (rtn, gptq or awq)";
+  LLM_REQUIRE(o.kv_cache.empty() || o.kv_cache == "fp8" || o.kv_cache == "int8")
+      << "unknown --kv-cache '" << o.kv_cache << "' (int8 or fp8)";
+  LLM_REQUIRE(!o.act_order || o.method == "gptq") << "--act-order applies to --method gptq only";
+  LLM_REQUIRE(layout != QuantLayout::AutoAwqGemm || o.scheme.bits == 4)
+      << "the AutoAWQ GEMM layout holds 4-bit weights only (use --format compressed-tensors for --bits 8)";
+  LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
+  const int64_t attn = int64_t(c.num_heads) * c.head_dim;
+  for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
+                                {"o_proj (heads x head dim)", attn},
+                                {"down_proj (intermediate size)", int64_t(c.intermediate_size)}}) {
+    try {
+      o.scheme.check(k);
+    } catch (const std::invalid_argument& e) {
+      LLM_THROW() << e.what() << ": " << what << " = " << k << "; pick a --group-size that divides "
+                  << c.hidden_size << ", " << attn << " and " << c.intermediate_size << " (e.g. 64 or 32), or -1";
+    }
+  }
+}
+
+}  // namespace
+
+static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout layout,
+                                const std::function<void(const std::string&)>& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LLM_REQUIRE(!o.output.empty() && !o.input.empty()) << "quantize needs IN and OUT";
+  LLM_REQUIRE(fs::weakly_canonical(o.input) != fs::weakly_canonical(o.output)) << "input and output are the same path";
+  LLM_REQUIRE(!fs::exists(o.output) || (fs::is_directory(o.output) && fs::is_empty(o.output)))
+      << o.output << " exists and is not an empty directory: remove it or choose another OUT";
+  ThreadPool::set_global_threads(o.threads);
+
+  Checkpoint ck = load_checkpoint(o.input);  // stored dtypes, views of the mapped files
+  const ModelConfig& c = ck.config;
+  LLM_REQUIRE(true)
+      << o.input << " is already quantized ("
+      << "): quantize a dense checkpoint (f32/f16/bf16, or a GGUF llmctl can dequantize)";
+  find_architecture(c.architecture);  // refuses an architecture llmctl does not run, by name
+  check_llama_supported(c);
+  check_options(o, layout, c);
+  if (layout == QuantLayout::Gptq && (o.act_order || !o.scheme.symmetric))
+    log(std::string("warning: ") + (o.act_order ? "act-order" : "asymmetric") +
+        " GPTQ checkpoints are not loaded by current vLLM's GPTQ kernels (llmctl and transformers load them)");
+  std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);
+
+  const bool calibrate = o.method != "rtn" || o.kv_cache == "fp8";
+  std::vector<std::vector<int32_t>> samples;
+  if (calibrate) {
+    samples = draw_calibration_samples(o.calib, *tok);
+    log("calibration: " + std::to_string(samples.size()) + " samples x " + std::to_string(o.calib.seq_len) +
+        " tokens (seed " + std::to_string(o.calib.seed) + ")");
+    if (!o.calib_dump.empty()) {
+      std::ostringstream s;
+      for (const auto& smp : samples) s << nlohmann::json(smp).dump() << "\n";
+      write_text(o.calib_dump, s.str());
+    }
+  }
+
+  const fs::path part = fs::path(o.output).string() + ".part";
+  fs::remove_all(part);
+  fs::create_directories(part);
+
+  std::unique_ptr<Backend> be = make_cpu_backend(o.threads);
+  const DType dense_dtype = ck.get("model.embed_tokens.weight").dtype;
+  const std::string scale_dtype = layout == QuantLayout::CompressedTensors ? safetensors_dtype_name(dense_dtype) : "F16";
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto keep_dense = [&](const std::string& name, const Tensor& t) {
+    out.emplace_back(name, t.dtype == dense_dtype ? t : convert_host(t, dense_dtype));
+  };
+  for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
+    if (ck.has(name) && !(std::string(name) == "lm_head.weight" && c.tie_word_embeddings)) keep_dense(name, ck.get(name));
+
+  std::unique_ptr<CalibrationForward> fwd, search;
+  Tensor x;  // [T, H] the current layer's input on the calibration batch
+  if (calibrate) {
+    fwd = std::make_unique<CalibrationForward>(*be, c, samples);
+    x = fwd->embed(ck.get("model.embed_tokens.weight"));
+    const int ns = o.awq_search_samples;
+    if (o.method == "awq" && ns > 0 && ns < int(samples.size()))
+      search = std::make_unique<CalibrationForward>(
+          *be, c, std::vector<std::vector<int32_t>>(samples.begin(), samples.begin() + ns));
+  }
+  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
+
+  QuantizeReport rep;
+  for (int i = 0; i < c.num_layers; ++i) {
+    const auto tl = std::chrono::steady_clock::now();
+    DenseLayer L = DenseLayer::from_checkpoint(ck, i);
+    std::vector<LinearRef> lin = linears_of(L, i);
+    std::string detail;
+    std::vector<QuantizedLinear> q(lin.size());
+    auto rtn = [&](size_t j) {
+      const Tensor& w = *lin[j].weight;
+      q[j] = rtn_quantize(w.ptr<float>(), w.dim(0), w.dim(1), o.scheme);
+    };
+    // The weight a linear runs with from now on: its quantized values (ignored ones stay dense).
+    auto settle = [&](size_t j) {
+      if (ignored(lin[j].module, o.ignore)) return;
+      std::vector<float> d = dequantize(q[j]);
+      std::memcpy(lin[j].weight->data, d.data(), d.size() * sizeof(float));
+    };
+    KvAbsMax amax;
+    if (o.method == "gptq") {
+      // True-sequential: each group's Hessian from the outputs of the quantized groups before it.
+      Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
+             down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
+      double loss = 0;
+      auto gptq_group = [&](const Tensor& input, std::initializer_list<size_t> members) {
+        HessianAccumulator acc(input.dim(1));
+        acc.add(input.ptr<float>(), input.dim(0));
+        for (size_t j : members) {
+          if (ignored(lin[j].module, o.ignore)) continue;
+          GptqOptions go;
+          go.scheme = o.scheme;
+          go.dampening = o.dampening;
+          go.act_order = o.act_order;
+          go.threads = o.threads;
+          const Tensor& w = *lin[j].weight;
+          GptqResult r = gptq_quantize(w.ptr<float>(), w.dim(0), w.dim(1), acc.h(), go);
+          if (r.dampening_used > o.dampening)
+            log(lin[j].module + ": Hessian not positive definite; dampening raised to " + fmt(r.dampening_used));
+          loss += r.loss;
+          q[j] = std::move(r.weight);
+          settle(j);
+        }
+      };
+      fwd->norm(x, L.input_norm, attn_in);
+      gptq_group(attn_in, {0, 1, 2});
+      fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
+      gptq_group(o_in, {3});
+      fwd->linear(o_in, L.o, nullptr, attn_out);
+      CalibrationForward::add(x, attn_out);  // x is now h
+      fwd->norm(x, L.post_norm, mlp_in);
+      gptq_group(mlp_in, {4, 5});
+      fwd->gated_act(L, mlp_in, down_in);
+      gptq_group(down_in, {6});
+      fwd->linear(down_in, L.down, nullptr, mlp_out);
+      CalibrationForward::add(x, mlp_out);
+      detail = "gptq loss " + fmt(loss);
+    } else {
+      if (o.method == "awq") {
+        Tensor xs = x;
+        if (search) xs.shape[0] = search->tokens();  // the first samples' rows
+        AwqLayerReport r = awq_layer(search ? *search : *fwd, L, xs, AwqOptions{o.scheme});
+        detail = "awq ratios attn " + fmt(r.ratio_attn, 2) + " mlp " + fmt(r.ratio_mlp, 2) + " down " +
+                 fmt(r.ratio_down, 2) + (r.ratio_o >= 0 ? " o " + fmt(r.ratio_o, 2) : "") + ", mlp loss " +
+                 fmt(r.loss_before) + " -> " + fmt(r.loss_after);
+      }
+      if (fwd) {
+        // The next layer's input from this layer unquantized (scaled and clipped for AWQ).
+        Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
+               down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
+        fwd->norm(x, L.input_norm, attn_in);
+        fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
+        fwd->linear(o_in, L.o, nullptr, attn_out);
+        CalibrationForward::add(x, attn_out);
+        fwd->norm(x, L.post_norm, mlp_in);
+        fwd->gated_act(L, mlp_in, down_in);
+        fwd->linear(down_in, L.down, nullptr, mlp_out);
+        CalibrationForward::add(x, mlp_out);
+      }
+      for (size_t j = 0; j < lin.size(); ++j)
+        if (!ignored(lin[j].module, o.ignore)) rtn(j);
+      if (detail.empty()) detail = "rtn";
+    }
+
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    keep_dense(p + "input_layernorm.weight", L.input_norm);
+    keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
+    if (!L.q_bias.empty())
+      for (const char* b : {"q", "k", "v"}) keep_dense(p + "self_attn." + b + "_proj.bias", ck.get(p + "self_attn." + b + "_proj.bias"));
+    for (size_t j = 0; j < lin.size(); ++j) {
+      if (ignored(lin[j].module, o.ignore)) {
+        keep_dense(lin[j].module + ".weight", *lin[j].weight);
+        ++rep.linears_dense;
+        continue;
+      }
+      for (auto& [suffix, t] : pack_linear_weight(layout, q[j], scale_dtype))
+        out.emplace_back(lin[j].module + "." + suffix, to_tensor(t));
+      ++rep.linears_quantized;
+    }
+    if (o.kv_cache == "fp8") {
+      for (const auto& [name, m] : {std::pair<const char*, const std::vector<float>*>{"k_scale", &amax.k}, {"v_scale", &amax.v}}) {
+        Tensor s = Tensor::empty_host(DType::F32, {int64_t(m->size())});
+        for (size_t h = 0; h < m->size(); ++h) s.ptr<float>()[h] = std::max((*m)[h], 1e-6f) / kFp8E4m3Max;
+        out.emplace_back(p + "self_attn." + name, s);
+      }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count();
+    log("[" + std::to_string(i + 1) + "/" + std::to_string(c.num_layers) + "] layer " + std::to_string(i) + ": " +
+        detail + " (" + fmt(secs, 3) + " s)");
+    ++rep.layers;
+  }
+
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const ShardedWrite w = write_sharded_safetensors(part.string(), out, 2000000000);
+  QuantConfigInfo info;
+  info.layout = layout;
+  info.scheme = o.scheme;
+  info.act_order = o.act_order;
+  info.ignore = o.ignore;
+  if (o.kv_cache == "fp8")
+    info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false},
+                            {"symmetric", true}};
+  else if (o.kv_cache == "int8")
+    info.kv_cache_scheme = {{"num_bits", 8}, {"type", "int"}, {"strategy", "token"}, {"dynamic", true},
+                            {"symmetric", false}};
+  nlohmann::json cfg = c.to_hf_json();
+  cfg["quantization_config"] = make_quantization_config(info);
+  write_text(part / "config.json", cfg.dump(2) + "\n");
+  write_tokenizer_files(ck, *tok, part.string());
+  fs::remove_all(o.output);  // empty (checked above) or absent
+  fs::rename(part, o.output);
+
+  rep.bytes_written = w.total_bytes;
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+QuantizeReport quantize_model(const QuantizeOptions& o, const std::function<void(const std::string&)>& log) {
+  // quant/format and the algorithms report bad input as std::invalid_argument (they sit below
+  // the engine's error types); here it becomes the InputError the CLI reports.
+  try {
+    return quantize_model_in(o, parse_quant_layout(o.format), log);
+  } catch (const std::invalid_argument& e) {
+    LLM_THROW() << e.what();
+  }
+}
+
+}  // namespace llmctl::quant

@@ -1,0 +1,203 @@
+// Calibration samples (quant/algo/calibration_data.h) and the calibration forward
+// (quant/algo/calibration_forward.h): seeded windows of the given files; clear errors for missing,
+// empty or malformed files; the layer-by-layer forward equals the engine's model forward.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "byte_tokenizer.h"
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/model/random_checkpoint.h"
+#include "quant/algo/calibration_data.h"
+#include "quant/algo/calibration_forward.h"
+#include "tiny_config.h"
+
+using namespace llmctl;
+
+namespace {
+
+std::string write_tmp(const std::string& name, const std::string& text) {
+  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/llmctl-calib-" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+}  // namespace
+
+TEST_CASE("calibration samples: seeded windows of the files, the same for the same seed") {
+  test::ByteTokenizer tok;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += char('a' + (i * 7) % 26);
+  const std::string f = write_tmp("a.txt", text);
+  quant::CalibrationOptions o;
+  o.files = {f};
+  o.samples = 12;
+  o.seq_len = 32;
+  o.seed = 5;
+  auto a = quant::draw_calibration_samples(o, tok), b = quant::draw_calibration_samples(o, tok);
+  REQUIRE(a.size() == 12);
+  CHECK(a == b);
+  const std::vector<int> all = tok.encode(text, false);
+  int distinct_starts = 0;
+  std::vector<int> seen;
+  for (const auto& s : a) {
+    REQUIRE(s.size() == 32);
+    // every sample is a contiguous window of the stream
+    bool found = false;
+    for (size_t st = 0; st + 32 <= all.size() && !found; ++st)
+      if (std::equal(s.begin(), s.end(), all.begin() + long(st))) {
+        found = true;
+        if (std::find(seen.begin(), seen.end(), int(st)) == seen.end()) seen.push_back(int(st)), ++distinct_starts;
+      }
+    CHECK(found);
+  }
+  CHECK(distinct_starts >= 6);  // drawn, not one window repeated
+  o.seed = 6;
+  CHECK(quant::draw_calibration_samples(o, tok) != a);
+}
+
+TEST_CASE("calibration samples: JSONL text fields; bad input is a clear error") {
+  test::ByteTokenizer tok;
+  const std::string j = write_tmp("b.jsonl", "{\"text\": \"" + std::string(100, 'x') + "\"}\n\n{\"text\": \"yy\"}\n");
+  quant::CalibrationOptions o;
+  o.files = {j};
+  o.samples = 3;
+  o.seq_len = 50;
+  auto s = quant::draw_calibration_samples(o, tok);
+  REQUIRE(s.size() == 3);
+  CHECK(s[0][0] == tok.encode("x", false)[0]);
+
+  quant::CalibrationOptions none = o;
+  none.files.clear();
+  CHECK(error_of([&] { quant::draw_calibration_samples(none, tok); }).find("--calib") != std::string::npos);
+  quant::CalibrationOptions missing = o;
+  missing.files = {"/nonexistent/calib.txt"};
+  CHECK(error_of([&] { quant::draw_calibration_samples(missing, tok); }).find("cannot read") != std::string::npos);
+  quant::CalibrationOptions bad = o;
+  bad.files = {write_tmp("c.jsonl", "{\"text\": 3}\n")};
+  CHECK(error_of([&] { quant::draw_calibration_samples(bad, tok); }).find("line 1") != std::string::npos);
+  quant::CalibrationOptions shortf = o;
+  shortf.files = {write_tmp("d.txt", "short")};
+  CHECK(error_of([&] { quant::draw_calibration_samples(shortf, tok); }).find("--calib-seq-len") != std::string::npos);
+  quant::CalibrationOptions zero = o;
+  zero.samples = 0;
+  CHECK(error_of([&] { quant::draw_calibration_samples(zero, tok); }).find("--calib-samples") != std::string::npos);
+}
+
+TEST_CASE("calibration forward: layer by layer equals the reference decoder written out here") {
+  ModelConfig c = test::tiny_llama_config(60, 2, 8);
+  Checkpoint ck = random_checkpoint(c, 11, 0.3f);
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4, 6, 50, 11, 12, 17, 19},
+                                               {3, 3, 3, 59, 0, 1, 2, 8, 9, 10, 30, 31, 32, 44, 45, 46, 47, 48}};
+  quant::CalibrationForward f(*be, c, samples);
+  const int64_t T = f.tokens(), H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+  REQUIRE(T == 36);
+  Tensor x = f.embed(ck.get("model.embed_tokens.weight"));
+  quant::KvAbsMax amax;
+  for (int l = 0; l < c.num_layers; ++l) {
+    quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
+    // reference: plain loops in double
+    std::vector<double> ref(size_t(T * H));
+    {
+      auto rms = [&](const float* v, const float* w, std::vector<double>& out) {
+        for (int64_t t = 0; t < T; ++t) {
+          double ss = 0;
+          for (int64_t h = 0; h < H; ++h) ss += double(v[t * H + h]) * v[t * H + h];
+          const double r = 1.0 / std::sqrt(ss / H + c.rms_norm_eps);
+          for (int64_t h = 0; h < H; ++h) out[size_t(t * H + h)] = v[t * H + h] * r * w[h];
+        }
+      };
+      auto mat = [&](const std::vector<double>& in, int64_t K, const Tensor& w, std::vector<double>& out) {
+        const int64_t N = w.dim(0);
+        out.assign(size_t(T * N), 0.0);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            double a = 0;
+            for (int64_t k = 0; k < K; ++k) a += in[size_t(t * K + k)] * w.ptr<float>()[n * K + k];
+            out[size_t(t * N + n)] = a;
+          }
+      };
+      std::vector<double> xn(size_t(T * H)), q, k, v;
+      rms(x.ptr<float>(), L.input_norm.ptr<float>(), xn);
+      mat(xn, H, L.q, q);
+      mat(xn, H, L.k, k);
+      mat(xn, H, L.v, v);
+      auto rope = [&](std::vector<double>& m, int64_t heads) {
+        for (int64_t t = 0; t < T; ++t) {
+          const double pos = double(t % f.seq_len());
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < D / 2; ++i) {
+              const double th = pos * std::pow(double(c.rope_theta), -2.0 * double(i) / double(D));
+              double& a = m[size_t(t * heads * D + h * D + i)];
+              double& b = m[size_t(t * heads * D + h * D + i + D / 2)];
+              const double a0 = a, b0 = b;
+              a = a0 * std::cos(th) - b0 * std::sin(th);
+              b = b0 * std::cos(th) + a0 * std::sin(th);
+            }
+        }
+      };
+      rope(q, Hq);
+      rope(k, Hkv);
+      std::vector<double> att(size_t(T * Hq * D), 0.0);
+      const int64_t L_ = f.seq_len();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < Hq; ++h) {
+          const int64_t kh = h / (Hq / Hkv), s0 = (t / L_) * L_;
+          std::vector<double> sc;
+          double mx = -1e300;
+          for (int64_t u = s0; u <= t; ++u) {
+            double d = 0;
+            for (int64_t i = 0; i < D; ++i) d += q[size_t(t * Hq * D + h * D + i)] * k[size_t(u * Hkv * D + kh * D + i)];
+            sc.push_back(d / std::sqrt(double(D)));
+            mx = std::max(mx, sc.back());
+          }
+          double z = 0;
+          for (double& e : sc) z += (e = std::exp(e - mx));
+          for (int64_t u = s0; u <= t; ++u)
+            for (int64_t i = 0; i < D; ++i)
+              att[size_t(t * Hq * D + h * D + i)] += sc[size_t(u - s0)] / z * v[size_t(u * Hkv * D + kh * D + i)];
+        }
+      std::vector<double> o, hs(size_t(T * H)), hn(size_t(T * H)), g, up, act, dn;
+      mat(att, Hq * D, L.o, o);
+      std::vector<float> hf(size_t(T * H));
+      for (int64_t i = 0; i < T * H; ++i) hs[size_t(i)] = x.ptr<float>()[i] + o[size_t(i)], hf[size_t(i)] = float(hs[size_t(i)]);
+      rms(hf.data(), L.post_norm.ptr<float>(), hn);
+      mat(hn, H, L.gate, g);
+      mat(hn, H, L.up, up);
+      const int64_t I = c.intermediate_size;
+      act.resize(size_t(T * I));
+      for (int64_t i = 0; i < T * I; ++i) act[size_t(i)] = g[size_t(i)] / (1 + std::exp(-g[size_t(i)])) * up[size_t(i)];
+      mat(act, I, L.down, dn);
+      for (int64_t i = 0; i < T * H; ++i) ref[size_t(i)] = hs[size_t(i)] + dn[size_t(i)];
+    }
+    Tensor attn_in = f.alloc(H), o_in = f.alloc(Hq * D), ao = f.alloc(H), mlp_in = f.alloc(H),
+           down_in = f.alloc(c.intermediate_size), mo = f.alloc(H);
+    f.norm(x, L.input_norm, attn_in);
+    f.attention(L, attn_in, o_in, &amax);
+    f.linear(o_in, L.o, nullptr, ao);
+    quant::CalibrationForward::add(x, ao);
+    f.norm(x, L.post_norm, mlp_in);
+    f.gated_act(L, mlp_in, down_in);
+    f.linear(down_in, L.down, nullptr, mo);
+    quant::CalibrationForward::add(x, mo);
+    double worst = 0;
+    for (int64_t i = 0; i < T * H; ++i) worst = std::max(worst, std::fabs(x.ptr<float>()[i] - ref[size_t(i)]) / (1 + std::fabs(ref[size_t(i)])));
+    CHECK(worst < 2e-5);
+    REQUIRE(amax.k.size() == size_t(Hkv));
+    for (float a : amax.k) CHECK(a > 0);
+  }
+}
