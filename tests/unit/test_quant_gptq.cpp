@@ -82,7 +82,7 @@ TEST_CASE("gptq: Hessian equals llm-compressor's accumulate_hessian") {
   CHECK(max_diff <= 1e-5 * max_ref);  // theirs is an fp32 sum
   CHECK(h[size_t(5 * k + 5)] == 0);   // the dead input
 
-  // Row order alone decides the sum: one row at a time on one thread gives the same bits.
+  // The row stream alone decides the sum: one row at a time on one thread gives the same bits.
   quant::HessianAccumulator one(k, 1);
   for (int64_t r = 0; r < seqs * rows; ++r) one.add(x.data() + r * k, 1, 0);
   CHECK(one.samples() == 0);
@@ -105,36 +105,41 @@ TEST_CASE("gptq: Hessian against a naive sum") {
 }
 
 TEST_CASE("gptq: upper Cholesky factor of the inverse") {
-  const int64_t k = 70;
+  const int64_t k = 150;  // blocks of 64 columns: two full, one partial
   const std::vector<float> a = random_matrix(k, 2 * k, 9, 1.0f);
   std::vector<double> h(size_t(k * k), 0.0);
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < k; ++j)
       for (int64_t m = 0; m < 2 * k; ++m) h[size_t(i * k + j)] += double(a[size_t(i * 2 * k + m)]) * a[size_t(j * 2 * k + m)];
+  std::vector<double> first;
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     std::vector<double> u;
     REQUIRE(quant::upper_cholesky_of_inverse(h, k, u, pool));
-    // U upper with positive diagonal, and (U^T U) H = I.
-    double worst = 0;
+    if (first.empty())
+      first = u;
+    else
+      CHECK(u == first);  // the same bits on any thread count
+    // U upper with a positive diagonal, and (U^T U) H = I.
     for (int64_t i = 0; i < k; ++i) {
       CHECK(u[size_t(i * k + i)] > 0);
-      for (int64_t j = 0; j < i; ++j) CHECK(u[size_t(i * k + j)] == 0);
+      for (int64_t j = 0; j < i; ++j) REQUIRE(u[size_t(i * k + j)] == 0);
     }
+    std::vector<double> inv(size_t(k * k), 0.0);  // U^T U
+    for (int64_t t = 0; t < k; ++t)
+      for (int64_t i = t; i < k; ++i)
+        for (int64_t m = t; m < k; ++m) inv[size_t(i * k + m)] += u[size_t(t * k + i)] * u[size_t(t * k + m)];
+    double worst = 0;
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < k; ++j) {
         double s = 0;
-        for (int64_t m = 0; m < k; ++m) {
-          double inv_im = 0;  // (U^T U)[i][m]
-          for (int64_t t = 0; t <= std::min(i, m); ++t) inv_im += u[size_t(t * k + i)] * u[size_t(t * k + m)];
-          s += inv_im * h[size_t(m * k + j)];
-        }
+        for (int64_t m = 0; m < k; ++m) s += inv[size_t(i * k + m)] * h[size_t(m * k + j)];
         worst = std::max(worst, std::fabs(s - (i == j ? 1.0 : 0.0)));
       }
     CHECK(worst < 1e-9);
   }
   std::vector<double> not_pd = h, u;
-  not_pd[0] = -1;
+  not_pd[size_t(100 * k + 100)] = -1;  // a bad pivot in the last block
   ThreadPool pool(1);
   CHECK_FALSE(quant::upper_cholesky_of_inverse(not_pd, k, u, pool));
 }
