@@ -21,7 +21,9 @@ struct Problem {
   std::vector<double> u;        // [K, K] upper Cholesky factor of H^-1 (permuted)
   std::vector<int64_t> perm;    // permuted column j is original column perm[j]
   std::vector<int32_t> group;   // [K] group of permuted column j
-  const QuantizedLinear* out;   // scales and zeros
+  QuantizedLinear* out;         // scales and zeros (rewritten per row when update_group_qparams)
+  bool update_group_qparams = false;
+  int64_t group_size = 0;       // columns per group (K: per channel)
 };
 
 // GPTQ over rows [r0, r1): codes (original column order) into q, per-row loss into loss.
@@ -37,6 +39,17 @@ void quantize_rows(const Problem& p, int64_t r0, int64_t r1, int block, std::vec
       const int64_t i2 = std::min(k, i1 + block);
       for (int64_t i = i1; i < i2; ++i) {
         const double* ui = &p.u[size_t(i * k)];
+        if (p.update_group_qparams && i % p.group_size == 0)  // columns [i, i + group) are in this block
+          for (int64_t r = t0; r < t1; ++r) {
+            const double* wr = &w[size_t(r * k)];
+            float lo = float(wr[i]), hi = lo;
+            for (int64_t c = i; c < i + p.group_size; ++c) {
+              lo = std::min(lo, float(wr[c]));
+              hi = std::max(hi, float(wr[c]));
+            }
+            const size_t gi = size_t(r * g + p.group[size_t(i)]);
+            group_qparams(lo, hi, s, &p.out->scales[gi], &p.out->zeros[gi]);
+          }
         for (int64_t r = t0; r < t1; ++r) {
           double* wr = &w[size_t(r * k)];
           const size_t gi = size_t(r * g + p.group[size_t(i)]);
@@ -72,6 +85,8 @@ GptqResult gptq_quantize(const float* w, int64_t n, int64_t k, const std::vector
   LLM_CHECK(h.size() == size_t(k * k)) << "Hessian of " << h.size() << " elements for " << k << " input features";
   LLM_CHECK(o.block_size > 0) << "GPTQ block size " << o.block_size;
   LLM_CHECK(o.dampening >= 0 && std::isfinite(o.dampening)) << "GPTQ dampening " << o.dampening;
+  LLM_REQUIRE(!(o.update_group_qparams && o.act_order))
+      << "GPTQ: group qparams from the updated weights need groups of consecutive columns, not act-order";
   for (double v : h) LLM_CHECK(std::isfinite(v)) << "the Hessian has a non-finite element (calibration activations overflowed?)";
 
   std::unique_ptr<ThreadPool> own_pool;
@@ -94,6 +109,10 @@ GptqResult gptq_quantize(const float* w, int64_t n, int64_t k, const std::vector
     std::stable_sort(p.perm.begin(), p.perm.end(),
                      [&](int64_t a, int64_t b) { return h[size_t(a * k + a)] > h[size_t(b * k + b)]; });
   const int64_t gs = o.scheme.group_size <= 0 ? k : o.scheme.group_size;
+  p.update_group_qparams = o.update_group_qparams;
+  p.group_size = gs;
+  int block = o.block_size;
+  if (o.update_group_qparams) block = int(std::max<int64_t>(gs, block / gs * gs));
   p.group.resize(size_t(k));
   for (int64_t j = 0; j < k; ++j) p.group[size_t(j)] = int32_t(p.perm[size_t(j)] / gs);
 
@@ -147,7 +166,7 @@ GptqResult gptq_quantize(const float* w, int64_t n, int64_t k, const std::vector
   // 5. and 6.: rows in parallel, codes written back to original column positions.
   out.q.assign(size_t(n * k), 0);
   std::vector<double> row_loss(size_t(n), 0.0);
-  pool.parallel_for(n, [&](int64_t r0, int64_t r1) { quantize_rows(p, r0, r1, o.block_size, wp, out.q, row_loss); });
+  pool.parallel_for(n, [&](int64_t r0, int64_t r1) { quantize_rows(p, r0, r1, block, wp, out.q, row_loss); });
   for (double l : row_loss) res.loss += l / 2;
   return res;
 }

@@ -3,7 +3,9 @@
 // fp64 where it works in fp32:
 //   1. scales and zero points of every group are fixed first, by RTN's min/max rule on the weight
 //      as given (llm-compressor's weight observer runs before GPTQ; they are not re-derived from
-//      the updated weights);
+//      the updated weights). Option update_group_qparams instead derives each group's from the
+//      current, already-updated weights when its first column is reached (the GPTQ paper's code
+//      and AutoGPTQ without static groups; no act-order then);
 //   2. act_order: columns (and H's rows and columns) permuted by descending diag(H); the groups stay
 //      those of the original columns ("static groups", actorder static/weight), so the result needs
 //      no g_idx;
@@ -31,6 +33,10 @@ struct GptqOptions {
   int block_size = 128;
   double dampening = 0.01;  // fraction of mean(diag H) added to the diagonal
   bool act_order = false;   // with static groups: groups fixed before the permutation
+  // Group scales/zeros from the updated weights at the group's first column (not with act_order;
+  // block_size is then rounded down to a multiple of the group size, at least one group, so a
+  // group's columns are all current when it starts).
+  bool update_group_qparams = false;
   int threads = 0;          // 0: the process-wide pool
 };
 
