@@ -63,13 +63,13 @@ void quantize_rows(const Problem& p, int64_t r0, int64_t r1, int block, std::vec
           for (int64_t c = i + 1; c < i2; ++c) wr[c] -= e * ui[c];
         }
       }
-      // Lazy update of the columns after the block: W[:, i2:] -= Err @ U[i1:i2, i2:].
-      for (int64_t r = t0; r < t1; ++r) {
-        double* wr = &w[size_t(r * k)];
-        const double* er = &err[size_t((r - t0) * block)];
-        for (int64_t j = i1; j < i2; ++j) {
-          const double e = er[j - i1];
-          const double* uj = &p.u[size_t(j * k)];
+      // Lazy update of the columns after the block: W[:, i2:] -= Err @ U[i1:i2, i2:]. Each row of U
+      // serves the whole tile of rows while it is in cache; every row still subtracts in j order.
+      for (int64_t j = i1; j < i2; ++j) {
+        const double* uj = &p.u[size_t(j * k)];
+        for (int64_t r = t0; r < t1; ++r) {
+          double* wr = &w[size_t(r * k)];
+          const double e = err[size_t((r - t0) * block + (j - i1))];
           for (int64_t c = i2; c < k; ++c) wr[c] -= e * uj[c];
         }
       }
