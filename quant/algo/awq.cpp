@@ -122,7 +122,10 @@ std::vector<double> search_scales(const std::vector<double>& x_mean, const std::
   return best;
 }
 
-// AWQ's clipping search for one linear w [N, K] on input rows x [T, K] (a strided subset).
+// AWQ's clipping search for one linear w [N, K] on input rows x [T, K] (a strided subset of
+// clip_tokens rows). The error of a candidate for (row n, group g) is the squared difference of
+// the group's partial outputs over those rows, sum_t (x_t . (q - w))^2 = d^T (X_g^T X_g) d with
+// d = q - w: the Gram matrix of each group's inputs is formed once and shared by all rows.
 void clip_linear(Tensor& w, const Tensor& x, const AwqOptions& o) {
   const int64_t N = w.dim(0), K = w.dim(1), T = x.dim(0);
   const int64_t gs = o.scheme.group_size <= 0 ? K : o.scheme.group_size, G = K / gs;
@@ -130,34 +133,54 @@ void clip_linear(Tensor& w, const Tensor& x, const AwqOptions& o) {
   std::vector<int64_t> rows;
   for (int64_t t = 0; t < T && int64_t(rows.size()) < o.clip_tokens; t += step) rows.push_back(t);
   const float* xp = x.ptr<float>();
+  // gram[g] = X_g^T X_g, [gs, gs] per group
+  std::vector<double> gram(size_t(G * gs * gs), 0.0);
+  ThreadPool::global().parallel_for(G, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      double* m = gram.data() + g * gs * gs;
+      for (int64_t t : rows) {
+        const float* xr = xp + t * K + g * gs;
+        for (int64_t i = 0; i < gs; ++i)
+          for (int64_t j = 0; j <= i; ++j) m[i * gs + j] += double(xr[i]) * xr[j];
+      }
+      for (int64_t i = 0; i < gs; ++i)
+        for (int64_t j = 0; j < i; ++j) m[j * gs + i] = m[i * gs + j];
+    }
+  });
   float* wp = w.ptr<float>();
   const int steps = int(o.max_shrink * o.clip_grid);
   ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> cur(static_cast<size_t>(gs)), q(static_cast<size_t>(gs));
-    std::vector<double> org(rows.size());
+    std::vector<double> d(static_cast<size_t>(gs));
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t g = 0; g < G; ++g) {
         float* wg = wp + n * K + g * gs;
+        const double* m = gram.data() + g * gs * gs;
         float org_max = 0;
         for (int64_t j = 0; j < gs; ++j) org_max = std::max(org_max, std::fabs(wg[j]));
-        for (size_t r = 0; r < rows.size(); ++r) {
-          double acc = 0;
-          for (int64_t j = 0; j < gs; ++j) acc += double(xp[rows[r] * K + g * gs + j]) * wg[j];
-          org[r] = acc;
-        }
         double best_err = std::numeric_limits<double>::infinity();
         float best_max = org_max;
         for (int i = 0; i < steps; ++i) {
           const float mx = org_max * (1.0f - float(i) / float(o.clip_grid));
-          for (int64_t j = 0; j < gs; ++j) cur[size_t(j)] = std::clamp(wg[j], -mx, mx);
-          QuantScheme one = o.scheme;
-          one.group_size = int(gs);
-          fake_quantize(cur.data(), 1, gs, one, q.data());
+          // the group clamped to [-mx, mx], fake-quantized on its own min/max
+          float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+          for (int64_t j = 0; j < gs; ++j) {
+            const float c = std::clamp(wg[j], -mx, mx);
+            lo = std::min(lo, c);
+            hi = std::max(hi, c);
+          }
+          float scale = 0;
+          int32_t zero = 0;
+          group_qparams(lo, hi, o.scheme, &scale, &zero);
+          for (int64_t j = 0; j < gs; ++j) {
+            const float c = std::clamp(wg[j], -mx, mx);
+            const float q = float(int(quantize_value(c, scale, zero, o.scheme)) - zero) * scale;
+            d[size_t(j)] = double(q) - double(wg[j]);
+          }
           double err = 0;
-          for (size_t r = 0; r < rows.size(); ++r) {
-            double acc = 0;
-            for (int64_t j = 0; j < gs; ++j) acc += double(xp[rows[r] * K + g * gs + j]) * q[size_t(j)];
-            err += (acc - org[r]) * (acc - org[r]);
+          for (int64_t a = 0; a < gs; ++a) {
+            double row = 0;
+            for (int64_t b = 0; b < gs; ++b) row += m[a * gs + b] * d[size_t(b)];
+            err += d[size_t(a)] * row;
           }
           if (err < best_err) {
             best_err = err;

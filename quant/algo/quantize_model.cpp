@@ -199,7 +199,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       double loss = 0;
       auto gptq_group = [&](const Tensor& input, std::initializer_list<size_t> members) {
         HessianAccumulator acc(input.dim(1));
-        acc.add(input.ptr<float>(), input.dim(0));
+        acc.add(input.ptr<float>(), input.dim(0), int64_t(samples.size()));  // one sample per sequence, as llm-compressor counts
         for (size_t j : members) {
           if (ignored(lin[j].module, o.ignore)) continue;
           GptqOptions go;
