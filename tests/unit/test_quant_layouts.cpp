@@ -1,7 +1,7 @@
 // Checkpoint layouts of quantized linears (quant/format/checkpoint_layout.h): pack -> unpack identity
 // on random weights for every layout x bits x sym/asym x group size, refusals of bad tensors and
 // configs, and the reference fixtures of tests/golden/quant/layout_fixtures.* (packed by
-// compressed-tensors' and AutoAWQ's own code; GPTQ from its published layout, see the script):
+// compressed-tensors', AutoAWQ's and GPTQModel's own code, see the script):
 // each unpacks to exactly the reference's dequantized values and packs back to the same bytes.
 #include <doctest/doctest.h>
 
