@@ -7,7 +7,8 @@
 //                        (n, k) at bits [bits*(k%(32/bits)), ...) of word k/(32/bits)
 //     weight_scale       F16/BF16/F32 [N, G] (the model dtype)
 //     weight_zero_point  I32 [ceil(N*bits/32), G], asymmetric only: zero points packed the same
-//                        way along N (dim 0); symmetric checkpoints carry none (zero 2^(bits-1))
+//                        way along N (dim 0); symmetric checkpoints carry none (zero 2^(bits-1)).
+//                        Read also: I8 [N, G] unpacked signed zero points (older compressed-tensors)
 //     weight_shape       I64 [2] = {N, K}
 //     weight_g_idx       I32 [K], optional: only older llm-compressor (actorder "group") wrote it
 //   AutoAWQ GEMM (4 bits only; always has zero points; scales F16):

@@ -308,6 +308,25 @@ TEST_CASE("quant layouts: the layouts' limits and bad tensors are refused by nam
   refused(QuantLayout::Gptq, s4, 16, 64, gq, "qzeros");
 }
 
+TEST_CASE("quant layouts: compressed-tensors zero points stored unpacked as signed int8 (older writers)") {
+  for (int bits : {4, 8}) {
+    const QuantScheme s{bits, 32, false};
+    const QuantizedLinear w = random_linear(10, 64, s, 40 + bits, true);
+    Packed p = pack_linear_weight(QuantLayout::CompressedTensors, w, "F32");
+    std::vector<int8_t> signed_zp(w.zeros.size());
+    for (size_t i = 0; i < w.zeros.size(); ++i) signed_zp[i] = int8_t(w.zeros[i] - s.sym_zero());
+    for (auto& [name, t] : p)
+      if (name == "weight_zero_point") {
+        t.dtype = "I8";
+        t.shape = {10, 2};
+        t.bytes.assign(reinterpret_cast<const uint8_t*>(signed_zp.data()),
+                       reinterpret_cast<const uint8_t*>(signed_zp.data()) + signed_zp.size());
+      }
+    const QuantConfigInfo info = parse_quantization_config(make_quantization_config(info_for(QuantLayout::CompressedTensors, s)));
+    check_same(w, unpack_linear_weight(QuantLayout::CompressedTensors, info, 10, 64, views(p)));
+  }
+}
+
 TEST_CASE("quant layouts: reference fixtures unpack exactly and pack back to the same bytes") {
   const std::string dir = std::string(LLMCTL_SOURCE_DIR) + "/tests/golden/quant/";
   if (!std::filesystem::exists(dir + "layout_fixtures.json")) LLMCTL_SKIP("tests/golden/quant/layout_fixtures.json absent");
