@@ -12,20 +12,6 @@ namespace llmctl {
 
 namespace {
 
-// Every tensor suffix a layout may store for one module (see checkpoint_layout.h).
-const std::vector<std::string>& layout_suffixes(quant::QuantLayout l) {
-  static const std::vector<std::string> ct = {"weight_packed", "weight_scale", "weight_zero_point", "weight_shape",
-                                              "weight_g_idx"};
-  static const std::vector<std::string> awq = {"qweight", "qzeros", "scales"};
-  static const std::vector<std::string> gptq = {"qweight", "qzeros", "scales", "g_idx"};
-  switch (l) {
-    case quant::QuantLayout::CompressedTensors: return ct;
-    case quant::QuantLayout::AutoAwqGemm: return awq;
-    case quant::QuantLayout::Gptq: return gptq;
-  }
-  return ct;
-}
-
 quant::PackedTensorView view_of_tensor(const Tensor& t) {
   return {safetensors_dtype_name(t.dtype), t.shape, static_cast<const uint8_t*>(t.data), t.nbytes()};
 }
@@ -70,7 +56,7 @@ void dequantize_quantized_linears(Checkpoint& ck, const nlohmann::json& config_j
         << "'" << ck.source_path << "': module '" << prefix << "' is both quantized and dense ('" << prefix << ".weight')";
     std::map<std::string, quant::PackedTensorView> by_suffix;
     std::vector<std::string> names;
-    for (const std::string& suffix : layout_suffixes(info.layout)) {
+    for (const std::string& suffix : quant::layout_tensor_suffixes(info.layout)) {
       auto it = ck.tensors.find(prefix + "." + suffix);
       if (it == ck.tensors.end()) continue;
       by_suffix[suffix] = view_of_tensor(it->second);

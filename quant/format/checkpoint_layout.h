@@ -50,8 +50,9 @@ struct QuantConfigInfo {  // what config.json's quantization_config says
   // "compressed-tensors int4 g32 sym", for messages.
   std::string label() const;
   // True when module (e.g. "lm_head", "model.layers.0.mlp.down_proj") is named by `ignore`, exactly
-  // or by a "re:" pattern (std::regex ECMAScript, matched against the whole name as Python's
-  // re.match does for these anchored-by-use patterns: a search from the start).
+  // or by a "re:" pattern (std::regex ECMAScript, anchored at the start as Python's re.match is).
+  // parse_quantization_config refuses patterns that do not compile; a bad one here throws
+  // std::invalid_argument.
   bool ignores(const std::string& module) const;
 };
 
@@ -84,5 +85,8 @@ QuantizedLinear unpack_linear_weight(QuantLayout, const QuantConfigInfo&, int64_
 
 // The suffix whose presence marks a module as quantized in a layout ("weight_packed" / "qweight").
 const char* quantized_marker_suffix(QuantLayout);
+// Every tensor suffix a layout may store for one module (the names pack/unpack use, optional ones
+// included), so a reader can gather a module's tensors and know which of its tensors are packed.
+const std::vector<std::string>& layout_tensor_suffixes(QuantLayout);
 
 }  // namespace llmctl::quant

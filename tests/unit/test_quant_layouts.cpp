@@ -160,6 +160,10 @@ TEST_CASE("quant layouts: ignore list, exact and re: patterns") {
   CHECK(info.ignores("model.layers.3.mlp.down_proj"));
   CHECK_FALSE(info.ignores("model.layers.3.mlp.up_proj"));
   CHECK_FALSE(info.ignores("model.lm_head_x"));
+  json qc = make_quantization_config(info_for(QuantLayout::CompressedTensors, QuantScheme{4, 32, true}));
+  qc["ignore"] = {"re:(unclosed"};
+  CHECK_THROWS_WITH_AS(parse_quantization_config(qc), doctest::Contains("not a valid regular expression"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("quant layouts: unsupported quantization_config refused by name") {
