@@ -58,7 +58,9 @@ struct QuantConfigInfo {  // what config.json's quantization_config says
 
 // config.json "quantization_config" for a checkpoint written in info.layout, with the keys the
 // reference tools write (llm-compressor 0.14 / compressed-tensors 0.19, AutoAWQ 0.2.9, GPTQModel).
-// Throws std::invalid_argument for what the layout cannot express (AWQ 8 bits, ...).
+// GPTQ: desc_act and static_groups both follow act_order (llmctl's act-order keeps static groups);
+// lm_head is true unless "lm_head" is in ignore. Throws std::invalid_argument for what the layout
+// cannot express (AWQ 8 bits, ...).
 nlohmann::json make_quantization_config(const QuantConfigInfo& info);
 
 // The reverse, for reading. Throws std::invalid_argument naming what it does not support (another

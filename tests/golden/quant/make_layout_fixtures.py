@@ -15,7 +15,7 @@ where that code runs here, with the reference's own dequantization of it (fp32).
                       code imports from the unpacked PyPI sdist (--gptqmodel-src DIR, the
                       gptqmodel-7.7.0 folder of `pip download --no-deps gptqmodel==7.7.0`) once the
                       packages it imports for logging, device and tokenizer helpers -- none of which
-                      the packing math uses -- are stubbed (STUBBED below). Every GPTQ fixture is also
+                      the packing math uses -- are stubbed (reference_packers.py). Every GPTQ fixture is also
                       packed here from the published layout (qweight [K*bits/32, N] packed along K,
                       qzeros [G, N*bits/32] holding zero - 1, scales f16 [G, N], g_idx [K]) and the
                       two must agree byte for byte; without --gptqmodel-src only that spec packing
@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -46,6 +47,10 @@ args = ap.parse_args()
 import compressed_tensors
 from compressed_tensors.compressors.pack_quantized import PackedQuantizationCompressor
 from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_packers import awq_packing, gptqmodel_packing  # noqa: E402
+
 
 gen = torch.Generator().manual_seed(1234)
 tensors, fixtures = {}, []
@@ -106,15 +111,11 @@ ct_fixture("ct_int4_channel_asym", 12, 36, 4, -1, False, torch.float32)  # 36 co
 
 # ---- AutoAWQ GEMM ---------------------------------------------------------------------------------
 def awq_fixtures():
-    if args.awq_src:
-        sys.path.insert(0, args.awq_src)
-    try:
-        from awq.modules.linear.gemm import WQLinear_GEMM
-        from awq.utils.packing_utils import dequantize_gemm
-        import awq
-    except Exception as e:  # noqa: BLE001
-        print(f"AutoAWQ's packing code is not importable ({e}); pass --awq-src. No awq fixtures written.")
+    ref = awq_packing(args.awq_src)
+    if ref is None:
+        print("no awq fixtures written")
         return
+    WQLinear_GEMM, dequantize_gemm, awq_version = ref
 
     def one(name, n, k, group):
         G = k // group if group > 0 else 1
@@ -139,7 +140,7 @@ def awq_fixtures():
         qc = {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": True, "version": "gemm",
               "modules_to_not_convert": None}
         fixtures.append({"name": name, "layout": "awq", "n": n, "k": k, "quantization_config": qc,
-                         "source": f"AutoAWQ {awq.__version__} WQLinear_GEMM.from_linear / dequantize_gemm"})
+                         "source": f"AutoAWQ {awq_version} WQLinear_GEMM.from_linear / dequantize_gemm"})
 
     one("awq_int4_g32", 32, 64, 32)
     one("awq_int4_g64", 64, 128, 64)
@@ -150,50 +151,7 @@ awq_fixtures()
 
 
 # ---- GPTQ v1 ---------------------------------------------------------------------------------------
-# Third-party packages GPTQModel imports at module level for logging, device queries, tokenizers and
-# calibration data; the packing code does not call them. Only these names are stubbed.
-STUBBED = {"pcre", "logbar", "device_smi", "tokenicer", "defuser", "torchao", "threadpoolctl", "maturin",
-           "datasets", "dill", "pyarrow", "triton"}
-
-
-def import_gptqmodel_packing():
-    if not args.gptqmodel_src:
-        return None
-    import importlib.abc
-    import importlib.machinery
-    import types
-    from unittest import mock
-
-    class Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, name, path, target=None):
-            if name.split(".")[0] not in STUBBED:
-                return None
-            for f in sys.meta_path:  # a real installed package wins
-                if f is not self and getattr(f, "find_spec", None) and f.find_spec(name, path, target):
-                    return None
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-
-        def create_module(self, spec):
-            m = mock.MagicMock(name=spec.name)
-            m.__path__, m.__spec__, m.__name__ = [], spec, spec.name
-            return m
-
-        def exec_module(self, module):
-            pass
-
-    sys.meta_path.append(Stubs())
-    sys.path.insert(0, args.gptqmodel_src)
-    try:
-        from gptqmodel.nn_modules.qlinear.torch import TorchLinear
-        from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
-        import gptqmodel
-        return TorchLinear, convert_gptq_v2_to_v1_format_module, gptqmodel.__version__, types
-    except Exception as e:  # noqa: BLE001
-        print(f"GPTQModel's packing code is not importable ({e}); GPTQ fixtures from the published layout only")
-        return None
-
-
-GPTQMODEL = import_gptqmodel_packing()
+GPTQMODEL = gptqmodel_packing(args.gptqmodel_src)
 
 
 def gptq_fixture(name, n, k, bits, group, sym, act_order):
@@ -224,7 +182,7 @@ def gptq_fixture(name, n, k, bits, group, sym, act_order):
     deq_t = torch.from_numpy(np.ascontiguousarray(deq, dtype=np.float32))
     source = "written from the published GPTQ v1 layout (GPTQModel's code not given: --gptqmodel-src)"
     if GPTQMODEL:
-        TorchLinear, v2_to_v1, version, types = GPTQMODEL
+        TorchLinear, v2_to_v1, version = GPTQMODEL
         weight = torch.from_numpy(deq.copy())  # exactly (q - z) * s: pack_original recovers q
         lin = torch.nn.Linear(k, n, bias=False)
         lin.weight.data = weight
@@ -236,7 +194,7 @@ def gptq_fixture(name, n, k, bits, group, sym, act_order):
         m.scales = f16_scales.float()  # dequantize in f32: the exact products
         ref = m.dequantize_weight().t().contiguous().float()
         m.scales = f16_scales
-        v2_to_v1(module=m, quantize_config=types.SimpleNamespace(bits=bits, pack_dtype=torch.int32))  # as saved
+        v2_to_v1(module=m, quantize_config=SimpleNamespace(bits=bits, pack_dtype=torch.int32))  # as saved
         assert torch.equal(ref, deq_t), name
         assert torch.equal(m.qweight, qweight_t) and torch.equal(m.qzeros, qzeros_t), name + ": GPTQModel != spec"
         assert torch.equal(m.scales, s) and torch.equal(m.g_idx, torch.from_numpy(g_idx).int()), name
