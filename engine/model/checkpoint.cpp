@@ -10,6 +10,7 @@
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_llama.h"
 #include "engine/model/llama_tensors.h"
+#include "engine/model/quantized_checkpoint.h"
 #include "engine/model/safetensors.h"
 
 namespace llmctl {
@@ -61,12 +62,14 @@ Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
       << "'" << dir.string() << "' has no config.json (not an HF model directory)";
 
   Checkpoint ck;
-  ck.config = parse_hf_config(read_json_file(dir / "config.json"));
+  const json config_json = read_json_file(dir / "config.json");
+  ck.config = parse_hf_config(config_json);
   ck.source_path = dir.string();
   ck.source_format = "hf";
   ck.hf_dir = dir.string();
   if (fs::exists(dir / "generation_config.json")) ck.generation_config = read_json_file(dir / "generation_config.json");
   ck.tensors = load_safetensors_dir(dir.string());
+  dequantize_quantized_linears(ck, config_json);  // quantized checkpoints: dense f32 linears from here on
   LLM_REQUIRE(ck.has("model.embed_tokens.weight"))
       << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
   LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))

@@ -5,7 +5,11 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
+
+#include "quant/format/checkpoint_layout.h"
 
 namespace llmctl {
 
@@ -52,6 +56,10 @@ struct ModelConfig {
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";
+  // Set when the checkpoint was stored quantized (config.json quantization_config); its linears were
+  // dequantized at load (engine/model/quantized_checkpoint.h). Not written by to_hf_json: what
+  // llmctl writes from a loaded checkpoint is dense.
+  std::optional<quant::QuantConfigInfo> source_quantization;
 
   // Checks every value is in range (ConfigLimits, kMaxVocabSize; floats finite and positive) and
   // consistent (GQA ratio, even head_dim, token ids in the vocabulary); throws InputError giving

@@ -7,7 +7,8 @@
 //                        (n, k) at bits [bits*(k%(32/bits)), ...) of word k/(32/bits)
 //     weight_scale       F16/BF16/F32 [N, G] (the model dtype)
 //     weight_zero_point  I32 [ceil(N*bits/32), G], asymmetric only: zero points packed the same
-//                        way along N (dim 0); symmetric checkpoints carry none (zero 2^(bits-1))
+//                        way along N (dim 0); symmetric checkpoints carry none (zero 2^(bits-1)).
+//                        Read also: I8 [N, G] unpacked signed zero points (older compressed-tensors)
 //     weight_shape       I64 [2] = {N, K}
 //     weight_g_idx       I32 [K], optional: only older llm-compressor (actorder "group") wrote it
 //   AutoAWQ GEMM (4 bits only; always has zero points; scales F16):
@@ -49,14 +50,17 @@ struct QuantConfigInfo {  // what config.json's quantization_config says
   // "compressed-tensors int4 g32 sym", for messages.
   std::string label() const;
   // True when module (e.g. "lm_head", "model.layers.0.mlp.down_proj") is named by `ignore`, exactly
-  // or by a "re:" pattern (std::regex ECMAScript, matched against the whole name as Python's
-  // re.match does for these anchored-by-use patterns: a search from the start).
+  // or by a "re:" pattern (std::regex ECMAScript, anchored at the start as Python's re.match is).
+  // parse_quantization_config refuses patterns that do not compile; a bad one here throws
+  // std::invalid_argument.
   bool ignores(const std::string& module) const;
 };
 
 // config.json "quantization_config" for a checkpoint written in info.layout, with the keys the
 // reference tools write (llm-compressor 0.14 / compressed-tensors 0.19, AutoAWQ 0.2.9, GPTQModel).
-// Throws std::invalid_argument for what the layout cannot express (AWQ 8 bits, ...).
+// GPTQ: desc_act and static_groups both follow act_order (llmctl's act-order keeps static groups);
+// lm_head is true unless "lm_head" is in ignore. Throws std::invalid_argument for what the layout
+// cannot express (AWQ 8 bits, ...).
 nlohmann::json make_quantization_config(const QuantConfigInfo& info);
 
 // The reverse, for reading. Throws std::invalid_argument naming what it does not support (another
@@ -83,5 +87,8 @@ QuantizedLinear unpack_linear_weight(QuantLayout, const QuantConfigInfo&, int64_
 
 // The suffix whose presence marks a module as quantized in a layout ("weight_packed" / "qweight").
 const char* quantized_marker_suffix(QuantLayout);
+// Every tensor suffix a layout may store for one module (the names pack/unpack use, optional ones
+// included), so a reader can gather a module's tensors and know which of its tensors are packed.
+const std::vector<std::string>& layout_tensor_suffixes(QuantLayout);
 
 }  // namespace llmctl::quant

@@ -143,13 +143,22 @@ QuantizedLinear unpack_ct(const QuantConfigInfo& info, int64_t n, int64_t k, con
     w.zeros.assign(size_t(n * G), w.scheme.sym_zero());
   } else {
     const PackedTensorView& zv = need(by, "weight_zero_point");
-    const int64_t zrows = ceil_div(n * bits, 32);
-    expect_shape(zv, "weight_zero_point", {zrows, G});
-    std::vector<int32_t> zp = read_i32(zv, "weight_zero_point");
     w.zeros.resize(size_t(n * G));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t g = 0; g < G; ++g)
-        w.zeros[size_t(r * G + g)] = int32_t((uint32_t(zp[size_t((r / per) * G + g)]) >> (bits * (r % per))) & mask);
+    if (zv.dtype == "I8") {
+      // Unpacked [N, G] int8 in the signed code domain, as compressed-tensors wrote zero points
+      // before it packed them: shifted to the unsigned domain like the codes.
+      expect_shape(zv, "weight_zero_point", {n, G});
+      if (zv.nbytes != size_t(n * G)) bad("tensor 'weight_zero_point': size does not match its shape");
+      for (int64_t i = 0; i < n * G; ++i)
+        w.zeros[size_t(i)] = int32_t(static_cast<int8_t>(zv.data[i])) + w.scheme.sym_zero();
+    } else {
+      const int64_t zrows = ceil_div(n * bits, 32);
+      expect_shape(zv, "weight_zero_point", {zrows, G});
+      std::vector<int32_t> zp = read_i32(zv, "weight_zero_point");
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t g = 0; g < G; ++g)
+          w.zeros[size_t(r * G + g)] = int32_t((uint32_t(zp[size_t((r / per) * G + g)]) >> (bits * (r % per))) & mask);
+    }
   }
   if (auto it = by.find("weight_g_idx"); it != by.end()) read_g_idx(w, it->second, "weight_g_idx");
   check_valid(w);

@@ -29,13 +29,31 @@ const char* quantized_marker_suffix(QuantLayout l) {
   return l == QuantLayout::CompressedTensors ? "weight_packed" : "qweight";
 }
 
+const std::vector<std::string>& layout_tensor_suffixes(QuantLayout l) {
+  static const std::vector<std::string> ct = {"weight_packed", "weight_scale", "weight_zero_point", "weight_shape",
+                                              "weight_g_idx"};
+  static const std::vector<std::string> awq = {"qweight", "qzeros", "scales"};
+  static const std::vector<std::string> gptq = {"qweight", "qzeros", "scales", "g_idx"};
+  return l == QuantLayout::CompressedTensors ? ct : l == QuantLayout::AutoAwqGemm ? awq : gptq;
+}
+
+namespace {
+std::regex compile_pattern(const std::string& pat) {
+  try {
+    return std::regex(pat);
+  } catch (const std::regex_error& e) {
+    throw std::invalid_argument("ignore pattern 're:" + pat + "' is not a valid regular expression");
+  }
+}
+}  // namespace
+
 std::string QuantConfigInfo::label() const { return std::string(quant_layout_name(layout)) + " " + scheme.label(); }
 
 bool QuantConfigInfo::ignores(const std::string& module) const {
   for (const std::string& pat : ignore) {
     if (pat.rfind("re:", 0) == 0) {
       // compressed-tensors matches with Python's re.match: anchored at the start only.
-      if (std::regex_search(module, std::regex(pat.substr(3)), std::regex_constants::match_continuous)) return true;
+      if (std::regex_search(module, compile_pattern(pat.substr(3)), std::regex_constants::match_continuous)) return true;
     } else if (pat == module) {
       return true;
     }
@@ -90,6 +108,7 @@ std::vector<std::string> get_names(const json& j, const char* key) {
     if (!s.is_string() || s.get_ref<const std::string&>().size() > kMaxName)
       refuse(std::string("'") + key + "' holds something other than a module name");
     out.push_back(s.get<std::string>());
+    if (out.back().rfind("re:", 0) == 0) compile_pattern(out.back().substr(3));  // refused now, not at use
   }
   return out;
 }

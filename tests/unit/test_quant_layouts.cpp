@@ -1,7 +1,7 @@
 // Checkpoint layouts of quantized linears (quant/format/checkpoint_layout.h): pack -> unpack identity
 // on random weights for every layout x bits x sym/asym x group size, refusals of bad tensors and
 // configs, and the reference fixtures of tests/golden/quant/layout_fixtures.* (packed by
-// compressed-tensors' and AutoAWQ's own code; GPTQ from its published layout, see the script):
+// compressed-tensors', AutoAWQ's and GPTQModel's own code, see the script):
 // each unpacks to exactly the reference's dequantized values and packs back to the same bytes.
 #include <doctest/doctest.h>
 
@@ -160,6 +160,10 @@ TEST_CASE("quant layouts: ignore list, exact and re: patterns") {
   CHECK(info.ignores("model.layers.3.mlp.down_proj"));
   CHECK_FALSE(info.ignores("model.layers.3.mlp.up_proj"));
   CHECK_FALSE(info.ignores("model.lm_head_x"));
+  json qc = make_quantization_config(info_for(QuantLayout::CompressedTensors, QuantScheme{4, 32, true}));
+  qc["ignore"] = {"re:(unclosed"};
+  CHECK_THROWS_WITH_AS(parse_quantization_config(qc), doctest::Contains("not a valid regular expression"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("quant layouts: unsupported quantization_config refused by name") {
@@ -306,6 +310,25 @@ TEST_CASE("quant layouts: the layouts' limits and bad tensors are refused by nam
   gq = pack_linear_weight(QuantLayout::Gptq, w, "F16");
   find(gq, "qzeros").bytes.assign(find(gq, "qzeros").bytes.size(), 0xff);  // every zero - 1 == 15
   refused(QuantLayout::Gptq, s4, 16, 64, gq, "qzeros");
+}
+
+TEST_CASE("quant layouts: compressed-tensors zero points stored unpacked as signed int8 (older writers)") {
+  for (int bits : {4, 8}) {
+    const QuantScheme s{bits, 32, false};
+    const QuantizedLinear w = random_linear(10, 64, s, 40 + bits, true);
+    Packed p = pack_linear_weight(QuantLayout::CompressedTensors, w, "F32");
+    std::vector<int8_t> signed_zp(w.zeros.size());
+    for (size_t i = 0; i < w.zeros.size(); ++i) signed_zp[i] = int8_t(w.zeros[i] - s.sym_zero());
+    for (auto& [name, t] : p)
+      if (name == "weight_zero_point") {
+        t.dtype = "I8";
+        t.shape = {10, 2};
+        t.bytes.assign(reinterpret_cast<const uint8_t*>(signed_zp.data()),
+                       reinterpret_cast<const uint8_t*>(signed_zp.data()) + signed_zp.size());
+      }
+    const QuantConfigInfo info = parse_quantization_config(make_quantization_config(info_for(QuantLayout::CompressedTensors, s)));
+    check_same(w, unpack_linear_weight(QuantLayout::CompressedTensors, info, 10, 64, views(p)));
+  }
 }
 
 TEST_CASE("quant layouts: reference fixtures unpack exactly and pack back to the same bytes") {

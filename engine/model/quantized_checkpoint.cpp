@@ -1,0 +1,79 @@
+#include "engine/model/quantized_checkpoint.h"
+
+#include <cstring>
+#include <set>
+
+#include "engine/core/error.h"
+#include "engine/model/llama_tensors.h"
+#include "engine/model/safetensors.h"
+#include "quant/format/checkpoint_layout.h"
+
+namespace llmctl {
+
+namespace {
+
+quant::PackedTensorView view_of_tensor(const Tensor& t) {
+  return {safetensors_dtype_name(t.dtype), t.shape, static_cast<const uint8_t*>(t.data), t.nbytes()};
+}
+
+}  // namespace
+
+void dequantize_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json) {
+  if (!config_json.is_object() || !config_json.contains("quantization_config") ||
+      config_json["quantization_config"].is_null())
+    return;
+  quant::QuantConfigInfo info;
+  try {
+    info = quant::parse_quantization_config(config_json["quantization_config"]);
+  } catch (const std::invalid_argument& e) {
+    LLM_THROW() << "'" << ck.source_path << "': config.json: " << e.what();
+  }
+  ck.config.source_quantization = info;
+
+  // The dense shape of every linear the model reads, by module prefix.
+  std::map<std::string, std::vector<int64_t>> linear_shapes;
+  for (const WeightSpec& s : llama_tensor_specs(ck.config)) {
+    const std::string suffix = ".weight";
+    if (!s.norm && s.shape.size() == 2 && s.name.size() > suffix.size() &&
+        s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      linear_shapes[s.name.substr(0, s.name.size() - suffix.size())] = s.shape;
+  }
+
+  const std::string marker = std::string(".") + quant::quantized_marker_suffix(info.layout);
+  std::vector<std::string> modules;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.size() > marker.size() && name.compare(name.size() - marker.size(), marker.size(), marker) == 0)
+      modules.push_back(name.substr(0, name.size() - marker.size()));
+  LLM_REQUIRE(!modules.empty()) << "'" << ck.source_path << "': config.json declares " << info.label()
+                                << " quantization, but no tensor is named '*" << marker << "'";
+
+  for (const std::string& prefix : modules) {
+    auto shape = linear_shapes.find(prefix);
+    LLM_REQUIRE(shape != linear_shapes.end())
+        << "'" << ck.source_path << "': quantized tensor '" << prefix << marker << "' is not a linear layer of this "
+        << ck.config.architecture << " model";
+    LLM_REQUIRE(!ck.has(prefix + ".weight"))
+        << "'" << ck.source_path << "': module '" << prefix << "' is both quantized and dense ('" << prefix << ".weight')";
+    std::map<std::string, quant::PackedTensorView> by_suffix;
+    std::vector<std::string> names;
+    for (const std::string& suffix : quant::layout_tensor_suffixes(info.layout)) {
+      auto it = ck.tensors.find(prefix + "." + suffix);
+      if (it == ck.tensors.end()) continue;
+      by_suffix[suffix] = view_of_tensor(it->second);
+      names.push_back(it->first);
+    }
+    const int64_t n = shape->second[0], k = shape->second[1];
+    std::vector<float> dense;
+    try {
+      dense = quant::dequantize(quant::unpack_linear_weight(info.layout, info, n, k, by_suffix));
+    } catch (const std::invalid_argument& e) {
+      LLM_THROW() << "'" << ck.source_path << "': " << info.label() << " weight '" << prefix << "': " << e.what();
+    }
+    Tensor w = Tensor::empty_host(DType::F32, {n, k});
+    std::memcpy(w.data, dense.data(), dense.size() * sizeof(float));
+    for (const std::string& name : names) ck.tensors.erase(name);
+    ck.tensors[prefix + ".weight"] = std::move(w);
+  }
+}
+
+}  // namespace llmctl

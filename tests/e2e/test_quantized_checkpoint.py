@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Quantized HF checkpoints in llmctl (dequantized at load, engine/model/quantized_checkpoint.h):
+tests/golden/quant/tiny_llama_ct_w4g32 is a tiny random Llama quantized by llm-compressor (int4
+sym, group 32, compressed-tensors pack-quantized). Checks, against transformers' run of the same
+checkpoint (tiny_llama_ct_w4g32_golden.json, made by make_ct_model_golden.py):
+  - top-20 log-probabilities within 1e-3 at every position, and identical greedy continuations
+    (the JSON records that the unquantized model is far outside that bound);
+  - `llmctl generate` loads it and says it was dequantized at load; `bench ppl` scores a text with it;
+  - `llmctl convert` writes a dense checkpoint (no quantization_config, no packed tensors) that
+    scores the same;
+  - compressed-tensors k_scale / v_scale tensors (kv_cache_scheme) are not refused as unknown;
+  - an unsupported quantization_config and a corrupted packed tensor are refused by name.
+Usage: test_quantized_checkpoint.py BUILD_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+build = sys.argv[1]
+src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
+model = os.path.join(src, "tests/golden/quant/tiny_llama_ct_w4g32")
+golden_path = os.path.join(src, "tests/golden/quant/tiny_llama_ct_w4g32_golden.json")
+if not (os.path.exists(os.path.join(model, "model.safetensors")) and os.path.exists(golden_path)):
+    print(f"SKIP: fixture {model} or its golden JSON is absent (tests/golden/quant/make_ct_model_golden.py)")
+    sys.exit(77)
+LLMCTL = os.path.join(build, "llmctl")
+TOL = 1e-3
+failures = []
+golden = json.load(open(golden_path))
+tmp = tempfile.mkdtemp()
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+def score(model_dir):
+    r = run([os.path.join(build, "llmctl_score"), golden_path, "--model", model_dir, "--dtype", "f32", "--device", "cpu"])
+    if r.returncode != 0:
+        failures.append(f"llmctl_score on {model_dir} failed: {r.stderr.strip()}")
+        return None
+    return json.loads(r.stdout)
+
+
+def compare(ours, label):
+    if ours is None:
+        return
+    if [c["name"] for c in ours["cases"]] != [c["name"] for c in golden["cases"]]:
+        failures.append(f"{label}: cases differ from the golden file")
+        return
+    for g, o in zip(golden["cases"], ours["cases"]):
+        worst = max(abs(a - b) for ra, rb in zip(g["top_logprobs"], o["logprobs_at_ref_ids"]) for a, b in zip(ra, rb))
+        rows_ok = len(g["top_logprobs"]) == len(o["logprobs_at_ref_ids"])
+        greedy_ok = g["greedy_ids"] == o["greedy_ids"]
+        print(f"{label} {g['name']}: max |dlogprob| top-20 = {worst:.2e} (bound {TOL:g}; unquantized model: "
+              f"{golden['dense_model_max_dlogprob']:.2f}), greedy {'identical' if greedy_ok else 'DIFFERS'}")
+        if worst > TOL or not rows_ok or not greedy_ok:
+            failures.append(f"{label} {g['name']}: max |dlogprob| {worst:.2e}, rows {rows_ok}, greedy {greedy_ok}")
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return header, data
+
+
+def write_safetensors(path, header, data):
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def copy_model(name):
+    d = os.path.join(tmp, name)
+    shutil.copytree(model, d)
+    return d
+
+
+try:
+    # 1. logits against transformers
+    compare(score(model), "compressed-tensors")
+
+    # 2. generate and bench ppl load it
+    r = run([LLMCTL, "generate", "-m", model, "hello there", "-n", "8", "--temperature", "0"])
+    if r.returncode != 0 or "dequantized at load" not in r.stderr or "compressed-tensors int4 g32 sym" not in r.stderr:
+        failures.append(f"generate: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
+    text = os.path.join(tmp, "text.txt")
+    with open(text, "w") as f:
+        f.write("The quick brown fox jumps over the lazy dog. " * 12)
+    r = run([LLMCTL, "bench", "ppl", "-m", model, "--text", text, "--ctx", "64", "--stride", "32", "--no-progress",
+             "--json", os.path.join(tmp, "ppl.json")])
+    if r.returncode != 0:
+        failures.append(f"bench ppl: rc {r.returncode}: {r.stderr.strip()[-400:]}")
+    else:
+        print("bench ppl: ok")
+
+    # 3. convert gives a dense checkpoint that scores the same
+    out = os.path.join(tmp, "dense")
+    r = run([LLMCTL, "convert", model, out])
+    if r.returncode != 0:
+        failures.append(f"convert: rc {r.returncode}: {r.stderr.strip()[-400:]}")
+    else:
+        cfg = json.load(open(os.path.join(out, "config.json")))
+        names = set()
+        for fn in os.listdir(out):
+            if fn.endswith(".safetensors"):
+                names |= set(read_safetensors(os.path.join(out, fn))[0])
+        if "quantization_config" in cfg:
+            failures.append("convert: output config.json still has quantization_config")
+        if any(n.endswith(("weight_packed", "weight_scale", "weight_shape")) for n in names):
+            failures.append("convert: output still has packed tensors")
+        if "model.layers.0.mlp.down_proj.weight" not in names:
+            failures.append("convert: output has no dense model.layers.0.mlp.down_proj.weight")
+        shutil.copy(os.path.join(model, "tokenizer.json"), out)
+        compare(score(out), "converted")
+
+    # 4. k_scale / v_scale of a compressed-tensors kv_cache_scheme load (another stage reads them)
+    d = copy_model("kv_scales")
+    header, data = read_safetensors(os.path.join(d, "model.safetensors"))
+    extra = b""
+    for i in range(2):
+        for kv in ("k_scale", "v_scale"):
+            header[f"model.layers.{i}.self_attn.{kv}"] = {"dtype": "F32", "shape": [1],
+                                                         "data_offsets": [len(data) + len(extra), len(data) + len(extra) + 4]}
+            extra += struct.pack("<f", 0.05)
+    write_safetensors(os.path.join(d, "model.safetensors"), header, data + extra)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["quantization_config"]["kv_cache_scheme"] = {"num_bits": 8, "type": "float", "strategy": "tensor",
+                                                     "dynamic": False, "symmetric": True}
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    r = run([LLMCTL, "generate", "-m", d, "hi", "-n", "4", "--temperature", "0"])
+    if r.returncode != 0:
+        failures.append(f"k_scale/v_scale checkpoint refused: {r.stderr.strip()[-400:]}")
+    else:
+        print("k_scale / v_scale tensors: loaded")
+
+    # 5. refusals by name
+    d = copy_model("fp8")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    r = run([LLMCTL, "generate", "-m", d, "hi", "-n", "4"])
+    if r.returncode == 0 or "'fp8' is not supported" not in r.stderr:
+        failures.append(f"fp8 quantization_config: rc {r.returncode}, stderr: {r.stderr.strip()[-300:]}")
+    else:
+        print("fp8 quantization_config: refused by name")
+    d = copy_model("bad_packed")
+    header, data = read_safetensors(os.path.join(d, "model.safetensors"))
+    header["model.layers.1.mlp.up_proj.weight_packed"]["shape"][1] //= 2
+    b, e = header["model.layers.1.mlp.up_proj.weight_packed"]["data_offsets"]
+    header["model.layers.1.mlp.up_proj.weight_packed"]["data_offsets"] = [b, b + (e - b) // 2]
+    write_safetensors(os.path.join(d, "model.safetensors"), header, data)
+    r = run([LLMCTL, "generate", "-m", d, "hi", "-n", "4"])
+    if r.returncode == 0 or "model.layers.1.mlp.up_proj" not in r.stderr or "weight_packed" not in r.stderr:
+        failures.append(f"corrupt weight_packed: rc {r.returncode}, stderr: {r.stderr.strip()[-300:]}")
+    else:
+        print("corrupt weight_packed: refused by name")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
+sys.exit(1 if failures else 0)
