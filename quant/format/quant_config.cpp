@@ -1,5 +1,6 @@
 // config.json "quantization_config" of the three checkpoint layouts: writing (the keys the reference
 // tools write) and reading (untrusted: every field checked, anything not understood refused by name).
+#include <cctype>
 #include <regex>
 #include <stdexcept>
 

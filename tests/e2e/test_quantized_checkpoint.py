@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Quantized HF checkpoints in llmctl (dequantized at load, engine/model/quantized_checkpoint.h):
-tests/golden/quant/tiny_llama_ct_w4g32 is a tiny random Llama quantized by llm-compressor (int4
-sym, group 32, compressed-tensors pack-quantized). Checks, against transformers' run of the same
-checkpoint (tiny_llama_ct_w4g32_golden.json, made by make_ct_model_golden.py):
-  - top-20 log-probabilities within 1e-3 at every position, and identical greedy continuations
-    (the JSON records that the unquantized model is far outside that bound);
-  - `llmctl generate` loads it and says it was dequantized at load; `bench ppl` scores a text with it;
-  - `llmctl convert` writes a dense checkpoint (no quantization_config, no packed tensors) that
-    scores the same;
-  - compressed-tensors k_scale / v_scale tensors (kv_cache_scheme) are not refused as unknown;
-  - an unsupported quantization_config and a corrupted packed tensor are refused by name.
+"""Quantized HF checkpoints in llmctl (dequantized at load, engine/model/quantized_checkpoint.h), on
+tiny random Llamas under tests/golden/quant/:
+  tiny_llama_ct_w4g32  quantized by llm-compressor (int4 sym g32, compressed-tensors pack-quantized);
+                       golden: transformers' own load of it (it decompresses compressed-tensors)
+  tiny_llama_awq_g32   packed by AutoAWQ's WQLinear_GEMM (int4 asym g32, f16 elsewhere)
+  tiny_llama_gptq_g32  packed by GPTQModel's TorchLinear, saved as GPTQ v1 (int4 sym g32)
+                       golden for these two: transformers fp32 with each linear set to the packer's own
+                       dequantization (make_awq_gptq_model_golden.py says why)
+Checks, for each: top-20 log-probabilities within 1e-3 at every position and identical greedy
+continuations (each golden JSON records that the unquantized model is far outside that bound), and
+that `llmctl generate` names the format and says it dequantized at load. On the compressed-tensors
+one also: `bench ppl` runs; `llmctl convert` writes a dense checkpoint (no quantization_config, no
+packed tensors) that scores the same; compressed-tensors k_scale / v_scale tensors (kv_cache_scheme)
+are not refused as unknown; an unsupported quantization_config and a corrupted packed tensor are
+refused by name. Exits 77 (skipped) when a fixture is absent and nothing failed.
 Usage: test_quantized_checkpoint.py BUILD_DIR
 """
 import json
@@ -22,15 +26,20 @@ import tempfile
 
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
-model = os.path.join(src, "tests/golden/quant/tiny_llama_ct_w4g32")
-golden_path = os.path.join(src, "tests/golden/quant/tiny_llama_ct_w4g32_golden.json")
-if not (os.path.exists(os.path.join(model, "model.safetensors")) and os.path.exists(golden_path)):
-    print(f"SKIP: fixture {model} or its golden JSON is absent (tests/golden/quant/make_ct_model_golden.py)")
+QDIR = os.path.join(src, "tests/golden/quant")
+MODELS = [("tiny_llama_ct_w4g32", "compressed-tensors int4 g32 sym"), ("tiny_llama_awq_g32", "awq int4 g32 asym"),
+          ("tiny_llama_gptq_g32", "gptq int4 g32 sym")]
+present = [(m, label) for m, label in MODELS
+           if os.path.exists(os.path.join(QDIR, m, "model.safetensors")) and os.path.exists(os.path.join(QDIR, m + "_golden.json"))]
+missing = [m for m, _ in MODELS if m not in [p for p, _ in present]]
+if not present:
+    print(f"SKIP: no quantized fixture under {QDIR} (tests/golden/quant/make_*_model_golden.py)")
     sys.exit(77)
+model = os.path.join(QDIR, "tiny_llama_ct_w4g32")
+golden_path = os.path.join(QDIR, "tiny_llama_ct_w4g32_golden.json")
 LLMCTL = os.path.join(build, "llmctl")
 TOL = 1e-3
 failures = []
-golden = json.load(open(golden_path))
 tmp = tempfile.mkdtemp()
 
 
@@ -38,7 +47,7 @@ def run(args):
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
 
-def score(model_dir):
+def score(model_dir, golden_path):
     r = run([os.path.join(build, "llmctl_score"), golden_path, "--model", model_dir, "--dtype", "f32", "--device", "cpu"])
     if r.returncode != 0:
         failures.append(f"llmctl_score on {model_dir} failed: {r.stderr.strip()}")
@@ -46,9 +55,10 @@ def score(model_dir):
     return json.loads(r.stdout)
 
 
-def compare(ours, label):
+def compare(ours, golden_path, label):
     if ours is None:
         return
+    golden = json.load(open(golden_path))
     if [c["name"] for c in ours["cases"]] != [c["name"] for c in golden["cases"]]:
         failures.append(f"{label}: cases differ from the golden file")
         return
@@ -84,13 +94,17 @@ def copy_model(name):
 
 
 try:
-    # 1. logits against transformers
-    compare(score(model), "compressed-tensors")
+    # 1. logits against the reference, and generate, for every layout
+    for name, label in present:
+        d = os.path.join(QDIR, name)
+        compare(score(d, os.path.join(QDIR, name + "_golden.json")), os.path.join(QDIR, name + "_golden.json"), label)
+        r = run([LLMCTL, "generate", "-m", d, "hello there", "-n", "8", "--temperature", "0"])
+        if r.returncode != 0 or f"{label} checkpoint, dequantized at load" not in r.stderr:
+            failures.append(f"generate {name}: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
+    if not os.path.exists(os.path.join(model, "model.safetensors")):
+        raise SystemExit(1 if failures else 77)
 
-    # 2. generate and bench ppl load it
-    r = run([LLMCTL, "generate", "-m", model, "hello there", "-n", "8", "--temperature", "0"])
-    if r.returncode != 0 or "dequantized at load" not in r.stderr or "compressed-tensors int4 g32 sym" not in r.stderr:
-        failures.append(f"generate: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
+    # 2. bench ppl
     text = os.path.join(tmp, "text.txt")
     with open(text, "w") as f:
         f.write("The quick brown fox jumps over the lazy dog. " * 12)
@@ -119,7 +133,7 @@ try:
         if "model.layers.0.mlp.down_proj.weight" not in names:
             failures.append("convert: output has no dense model.layers.0.mlp.down_proj.weight")
         shutil.copy(os.path.join(model, "tokenizer.json"), out)
-        compare(score(out), "converted")
+        compare(score(out, golden_path), golden_path, "converted")
 
     # 4. k_scale / v_scale of a compressed-tensors kv_cache_scheme load (another stage reads them)
     d = copy_model("kv_scales")
@@ -167,5 +181,7 @@ finally:
 
 for f in failures:
     print("FAIL:", f)
+for m in missing:
+    print(f"SKIP: fixture {m} absent")
 print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-sys.exit(1 if failures else 0)
+sys.exit(1 if failures else (77 if missing else 0))

@@ -5,6 +5,7 @@
 // each unpacks to exactly the reference's dequantized values and packs back to the same bytes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
