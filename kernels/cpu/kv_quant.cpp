@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/linear.h"
 #include "kernels/fp8_e4m3.h"
 
 namespace llmctl::kernels {
@@ -46,36 +45,21 @@ void dequantize_kv_row_fp8(const uint8_t* q, int64_t D, float scale, float* out)
   for (int64_t d = 0; d < D; ++d) out[d] = kFp8.v[q[d]] * scale;
 }
 
-void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
-                                int32_t position, int64_t kvh, float scale, float* scratch, float* out) {
+void dequantize_kv_positions(const PagedKvQuantView& c, const int32_t* block_table, int32_t j0, int32_t j1,
+                             float* k_out, float* v_out) {
   const int64_t D = c.head_dim, B = c.block_size, H = c.num_kv_heads;
-  float* scores = scratch;
-  float* row = scratch + position + 1;  // [D] the dequantized key or value row
-  // Dequantizes row j of `codes` (k or v) into row.
-  auto load = [&](const void* codes, const float* scales, int32_t j) {
-    const int64_t slot = int64_t(block_table[j / B]) * B + j % B, at = slot * H + kvh;
-    if (c.kind == KvQuant::Int8)
-      dequantize_kv_row_int8(static_cast<const int8_t*>(codes) + at * D, D, scales + at * 2, row);
-    else
-      dequantize_kv_row_fp8(static_cast<const uint8_t*>(codes) + at * D, D, scales[kvh], row);
-  };
-  float m = -INFINITY;
-  for (int32_t j = 0; j <= position; ++j) {
-    load(c.k, c.k_scale, j);
-    scores[j] = dot_f32(q, row, D) * scale;
-    m = std::max(m, scores[j]);
-  }
-  double denom = 0;
-  for (int32_t j = 0; j <= position; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    denom += scores[j];
-  }
-  const float inv = float(1.0 / denom);
-  std::fill(out, out + D, 0.0f);
-  for (int32_t j = 0; j <= position; ++j) {
-    const float p = scores[j] * inv;
-    load(c.v, c.v_scale, j);
-    for (int64_t d = 0; d < D; ++d) out[d] += p * row[d];
+  for (int32_t j = j0; j < j1; ++j) {
+    const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t at = slot * H + h, dst = (int64_t(j) * H + h) * D;
+      if (c.kind == KvQuant::Int8) {
+        dequantize_kv_row_int8(static_cast<const int8_t*>(c.k) + at * D, D, c.k_scale + at * 2, k_out + dst);
+        dequantize_kv_row_int8(static_cast<const int8_t*>(c.v) + at * D, D, c.v_scale + at * 2, v_out + dst);
+      } else {
+        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.k) + at * D, D, c.k_scale[h], k_out + dst);
+        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.v) + at * D, D, c.v_scale[h], v_out + dst);
+      }
+    }
   }
 }
 

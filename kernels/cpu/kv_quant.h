@@ -29,10 +29,11 @@ struct PagedKvQuantView {
   int64_t block_size, num_kv_heads, head_dim;
 };
 
-// paged_attention_head (kernels/cpu/attention.h) over a quantized cache: each key and value row is
-// dequantized to f32 as it is read, then the same f32 arithmetic. scratch holds position + 1 + 2*D
-// floats.
-void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
-                                int32_t position, int64_t kvh, float scale, float* scratch, float* out);
+// The keys and values of one sequence's positions [j0, j1), read through its block table, as f32:
+// k_out / v_out [position, Hkv, D] (row j at offset j * Hkv * D). Attention over a quantized cache
+// dequantizes a sequence's context once per step with this, then runs the f32 kernel
+// (kernels/cpu/attention.h) over it: the same arithmetic for every query token and head.
+void dequantize_kv_positions(const PagedKvQuantView& cache, const int32_t* block_table, int32_t j0, int32_t j1,
+                             float* k_out, float* v_out);
 
 }  // namespace llmctl::kernels

@@ -136,21 +136,7 @@ class CpuBackend final : public Backend {
       for (int t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) seq_of[t] = s;
     const int group = hq / hkv;
     const int64_t max_ctx = plan.max_context_len();
-    if (cache.quant != KvCacheDtype::Auto) {
-      const kernels::PagedKvQuantView qview{cache.quant == KvCacheDtype::Int8 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
-                                            cache.k.data, cache.v.data, cache.k_scale.ptr<float>(),
-                                            cache.v_scale.ptr<float>(), cache.k.dim(1), hkv, D};
-      pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
-        std::vector<float> scratch(max_ctx + 1 + D);
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t t = i / hq, h = i % hq;
-          const int32_t* table = plan.block_table.data() + int64_t(seq_of[t]) * plan.max_blocks_per_seq;
-          kernels::paged_attention_head_quant(qkv.ptr<float>() + t * W + h * D, qview, table, plan.positions[t],
-                                              h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
-        }
-      });
-      return;
-    }
+    if (cache.quant != KvCacheDtype::Auto) return attention_quant(qkv, cache, plan, hq, hkv, scale, out);
     pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(max_ctx + 1);
       for (int64_t i = i0; i < i1; ++i) {
@@ -195,6 +181,40 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Attention over an int8 or fp8 cache, one sequence at a time: its context is dequantized once
+  // (not once per query token and head), then the f32 kernel runs over that copy, a single block
+  // of n tokens.
+  void attention_quant(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan, int hq, int hkv, float scale,
+                       Tensor& out) {
+    const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
+    const kernels::PagedKvQuantView qview{cache.quant == KvCacheDtype::Int8 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
+                                          cache.k.data, cache.v.data, cache.k_scale.ptr<float>(),
+                                          cache.v_scale.ptr<float>(), cache.k.dim(1), hkv, D};
+    const int group = hq / hkv;
+    const int32_t first_block[1] = {0};
+    std::vector<float> k, v;
+    for (int s = 0; s < plan.num_seqs(); ++s) {
+      const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
+      if (q0 == q1) continue;
+      const int32_t n = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
+      k.resize(size_t(n * row));
+      v.resize(size_t(n * row));
+      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq;
+      pool_.parallel_for(n, [&](int64_t j0, int64_t j1) {
+        kernels::dequantize_kv_positions(qview, table, int32_t(j0), int32_t(j1), k.data(), v.data());
+      });
+      const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
+      pool_.parallel_for(int64_t(q1 - q0) * hq, [&](int64_t i0, int64_t i1) {
+        std::vector<float> scratch(size_t(n) + 1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t t = q0 + i / hq, h = i % hq;
+          kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
+                                        h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+        }
+      });
+    }
+  }
+
   // write_kv into an int8 or fp8 cache: each token's k and v head rows quantized into their slot.
   void write_kv_quant(const Tensor& qkv, const std::vector<int32_t>& slots, int hq, int hkv, KvLayer& cache) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), T = int64_t(slots.size());
