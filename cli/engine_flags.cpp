@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include "cli/fetch_model.h"
+#include "engine/core/error.h"
 #include "engine/spec/ngram_proposer.h"
 
 namespace llmctl::cli {
@@ -15,6 +16,11 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
   s->add_flag("--deterministic", f.deterministic,
               "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
               "(the CPU backend always is)");
+  s->add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                "KV cache element type: auto (the activation dtype), int8 (per-token, per-head scales and zero "
+                "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU only for now")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "int8", "fp8", "fp8_e4m3"}));
 }
 
 void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
@@ -56,6 +62,9 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   ro.enforce_eager = f.enforce_eager;
   ro.deterministic = f.deterministic;
   if (!f.dtype.empty()) ro.dtype = parse_dtype(f.dtype);
+  const auto kv = parse_kv_cache_dtype(f.kv_cache_dtype);
+  LLM_REQUIRE(kv) << "--kv-cache-dtype " << f.kv_cache_dtype << ": expected auto, int8 or fp8";
+  ro.kv_cache_dtype = *kv;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
 }

@@ -11,7 +11,7 @@
 namespace llmctl::cli {
 
 struct EngineFlags {
-  std::string model, dtype, device = "auto";
+  std::string model, dtype, device = "auto", kv_cache_dtype = "auto";
   int threads = 0;
   bool enforce_eager = false, deterministic = false;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
@@ -20,7 +20,7 @@ struct EngineFlags {
 };
 
 // Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, --enforce-eager,
-// --deterministic) on s.
+// --deterministic, --kv-cache-dtype) on s.
 void add_runtime_flags(CLI::App* s, EngineFlags& f);
 // Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
 // help (e.g. "with --prompts: ").

@@ -60,13 +60,14 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
     if (auto budget = exec_.kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
       kv_bytes = double(*budget);
   }
-  const KvCacheSpec kv_spec = exec_.kv_spec(B);
-  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(kv_bytes / double(kv_spec.bytes_per_block()), 1e9));
+  kv_spec_ = exec_.kv_spec(B);
+  const double block_bytes_budget = std::max(0.0, kv_bytes - double(kv_spec_.fixed_bytes()));  // fp8's per-head scales
+  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(block_bytes_budget / double(kv_spec_.bytes_per_block()), 1e9));
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;
   LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
-  exec_.alloc_kv_cache(kv_spec, num_blocks_);
+  exec_.alloc_kv_cache(kv_spec_, num_blocks_);
   eos_ids_ = mc.eos_token_ids;
   if (tok_.eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_.eos_id()) == eos_ids_.end())
     eos_ids_.push_back(tok_.eos_id());

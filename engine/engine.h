@@ -132,6 +132,7 @@ class Engine {
   int max_context() const { return max_context_; }
   int sample_vocab() const { return sample_vocab_; }  // ids that may be drawn: [0, sample_vocab())
   int num_blocks() const { return num_blocks_; }
+  const KvCacheSpec& kv_spec() const { return kv_spec_; }
   EngineStats stats() const;
   const Scheduler& scheduler() const { return *sched_; }
 
@@ -167,6 +168,7 @@ class Engine {
   EngineConfig cfg_;
   int max_context_ = 0;
   int num_blocks_ = 0;
+  KvCacheSpec kv_spec_;
   int sample_vocab_ = 0;  // ids [0, sample_vocab_) may be drawn: min(model, tokenizer) vocabulary
   std::unique_ptr<Scheduler> sched_;
   std::vector<int> eos_ids_;

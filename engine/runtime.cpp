@@ -1,6 +1,7 @@
 #include "engine/runtime.h"
 
 #include <chrono>
+#include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/executor/local_executor.h"
@@ -41,7 +42,10 @@ Runtime load_runtime(const RuntimeOptions& opts) {
 #endif
   if (!rt.backend) rt.backend = make_cpu_backend(opts.threads);
   rt.model = make_model(ckpt, *rt.backend, weight_dtype);
-  rt.executor = std::make_unique<LocalExecutor>(*rt.model);
+  rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);  // refuses a KV dtype the backend lacks
+  if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty())
+    std::cerr << "llmctl: warning: --kv-cache-dtype fp8 without k_scale/v_scale in the checkpoint: using scale 1.0 "
+                 "for every layer (accuracy may suffer; calibrate them with llmctl quantize --kv-cache fp8)\n";
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rt;
 }

@@ -19,6 +19,7 @@ struct RuntimeOptions {
   std::string device = "auto";     // auto | cpu | cuda (auto: the GPU when one is present)
   bool enforce_eager = false;      // CUDA: no graphs
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
 };
 
 struct Runtime {

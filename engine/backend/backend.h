@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend/batch_plan.h"
+#include "engine/backend/kv_cache_dtype.h"
 #include "engine/backend/linear_weight.h"
 #include "engine/core/tensor.h"
 
@@ -26,9 +27,13 @@ struct RopeParams {
   std::vector<float> inv_freq;  // [D/2], scaling (linear, llama3) already applied
 };
 
-// One layer's paged KV cache: k and v are [NB, B, Hkv, D].
+// One layer's paged KV cache: k and v are [NB, B, Hkv, D] of the activation dtype (Auto), int8
+// codes (Int8) or fp8 e4m3 codes as U8 (Fp8). Scales, f32: Int8 [NB, B, Hkv, 2] (scale, zero point)
+// per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none.
 struct KvLayer {
   Tensor k, v;
+  KvCacheDtype quant = KvCacheDtype::Auto;
+  Tensor k_scale, v_scale;
 };
 
 // A step's BatchPlan in the backend's memory (device copies of the index arrays).
@@ -109,13 +114,16 @@ class Backend {
   virtual bool supports(WeightFormat f) const = 0;
   // Throws InputError naming the backend and the format unless supports(f).
   void require_support(WeightFormat f) const;
+  // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
+  virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...). w is this rank's slice [N, K].
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
   // The attention ops take the fused projection qkv[T, (Hq + 2*Hkv) * D]: q, then k, then v.
   // In place: rotates the q and k parts at b.positions.
   virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;
-  // cache.k/v[slot_mapping[t]] = the k/v parts of qkv[t]
+  // cache.k/v[slot_mapping[t]] = the k/v parts of qkv[t] (quantized, with their scales, for a
+  // quantized cache)
   virtual void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) = 0;
   // rope then write_kv; backends fuse them into one pass.
   virtual void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads,
@@ -132,7 +140,7 @@ class Backend {
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
   // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v
-  // becomes a copy of block src.
+  // (and their per-token scales) becomes a copy of block src.
   virtual void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) = 0;
 };
 

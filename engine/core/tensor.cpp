@@ -59,6 +59,8 @@ float load_f32(const void* p, DType t, int64_t i) {
     case DType::F32: return static_cast<const float*>(p)[i];
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::I8: return float(static_cast<const int8_t*>(p)[i]);  // integer codes (a KV cache's), as values
+    case DType::U8: return float(static_cast<const uint8_t*>(p)[i]);
     default: LLM_CHECK(false) << "convert_host: unsupported source dtype " << dtype_name(t);
   }
   return 0;

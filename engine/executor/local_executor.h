@@ -8,7 +8,7 @@ namespace llmctl {
 
 class LocalExecutor final : public Executor {
  public:
-  explicit LocalExecutor(Model& model) : runner_(model) {}
+  explicit LocalExecutor(Model& model, KvCacheDtype kv_dtype = KvCacheDtype::Auto) : runner_(model, kv_dtype) {}
 
   ModelRunner& runner() { return runner_; }
 

@@ -1,5 +1,7 @@
 #include "engine/kv/kv_cache_spec.h"
 
+#include <cstdio>
+
 namespace llmctl {
 
 size_t KvCacheSpec::scale_bytes_per_block() const {
@@ -16,6 +18,31 @@ size_t KvCacheSpec::bytes_per_block() const {
 size_t KvCacheSpec::fixed_bytes() const {
   if (scale_layout != KvScaleLayout::PerHead) return 0;
   return size_t(2) * num_layers * num_kv_heads * dtype_size(scale_dtype);  // k_scale, v_scale per head
+}
+
+KvCacheSpec make_kv_cache_spec(KvCacheDtype kind, DType activation, int block_size, int num_layers, int num_kv_heads,
+                               int head_dim) {
+  KvCacheSpec s;
+  s.kind = kind;
+  switch (kind) {
+    case KvCacheDtype::Auto: s.dtype = activation; break;
+    case KvCacheDtype::Int8: s.dtype = DType::I8, s.scale_layout = KvScaleLayout::PerTokenPerHead; break;
+    case KvCacheDtype::Fp8: s.dtype = DType::U8, s.scale_layout = KvScaleLayout::PerHead; break;
+  }
+  s.scale_dtype = DType::F32;
+  s.block_size = block_size;
+  s.num_layers = num_layers;
+  s.num_kv_heads = num_kv_heads;
+  s.head_dim = head_dim;
+  return s;
+}
+
+std::string describe_kv_cache(const KvCacheSpec& spec, int num_blocks) {
+  const std::string kind = spec.kind == KvCacheDtype::Auto ? dtype_name(spec.dtype) : kv_cache_dtype_name(spec.kind);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s KV cache: %d blocks = %lld tokens (%.1f KiB a token)", kind.c_str(), num_blocks,
+                (long long)num_blocks * spec.block_size, double(spec.bytes_per_block()) / spec.block_size / 1024.0);
+  return buf;
 }
 
 const char* kv_scale_layout_name(KvScaleLayout l) {

@@ -5,10 +5,13 @@
 //                       for k and v of each layer -> stored per block, counted in bytes_per_block()
 //   per-head            (fp8, calibrated k_scale/v_scale): one scale per kv head for k and v of each
 //                       layer, fixed for the whole cache -> fixed_bytes(), nothing per block
-// Only the unquantized layout (dtype = the backend's activation dtype, no scales) runs today.
+// --kv-cache-dtype picks one (make_kv_cache_spec): auto = the activation dtype, no scales; int8 =
+// I8 + per-token-per-head; fp8 = e4m3 codes as U8 + per-head. Scales are f32.
 #pragma once
 #include <cstddef>
+#include <string>
 
+#include "engine/backend/kv_cache_dtype.h"
 #include "engine/core/dtype.h"
 
 namespace llmctl {
@@ -16,6 +19,7 @@ namespace llmctl {
 enum class KvScaleLayout { None, PerTokenPerHead, PerHead };
 
 struct KvCacheSpec {
+  KvCacheDtype kind = KvCacheDtype::Auto;  // what the user asked for; dtype and scale_layout follow
   DType dtype = DType::F32;  // element type of k and v
   KvScaleLayout scale_layout = KvScaleLayout::None;
   DType scale_dtype = DType::F32;  // of scales and zero points
@@ -30,6 +34,13 @@ struct KvCacheSpec {
   size_t fixed_bytes() const;
 };
 
-const char* kv_scale_layout_name(KvScaleLayout l);  // "none", "per-token-per-head", "per-head"
+const char* kv_scale_layout_name(KvScaleLayout l);
+
+// "int8 KV cache: 1234 blocks = 19744 tokens (9.5 KiB a token)": what a cache of num_blocks holds.
+std::string describe_kv_cache(const KvCacheSpec& spec, int num_blocks);
+
+// The spec of a `kind` cache on a backend whose activations are `activation` (auto's dtype).
+KvCacheSpec make_kv_cache_spec(KvCacheDtype kind, DType activation, int block_size, int num_layers, int num_kv_heads,
+                               int head_dim);  // "none", "per-token-per-head", "per-head"
 
 }  // namespace llmctl

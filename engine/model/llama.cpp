@@ -40,6 +40,7 @@ class LlamaModel final : public Model {
   DType weight_dtype() const override { return w_.weight_dtype; }
   std::vector<WeightSpec> weight_specs() const override { return llama_tensor_specs(config_); }
   void check_context(int context) const override { check_llama_context(config_, context); }
+  std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
 
   ActivationWidths activation_widths() const override {
     const ModelConfig& c = config_;

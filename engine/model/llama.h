@@ -26,6 +26,7 @@ struct LlamaWeights {
   LinearWeight lm_head;   // [V, H]; shares embed's storage when tied
   RmsNorm final_norm;
   std::vector<Layer> layers;
+  std::vector<KvScales> kv_scales;  // fp8 KV cache scales per layer (host), empty when the checkpoint has none
 };
 
 // Checks the checkpoint against the config and uploads every weight (q/k/v fused, gate/up fused;

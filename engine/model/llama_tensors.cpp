@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/model/kv_scales.h"
 
 namespace llmctl {
 
@@ -84,7 +85,7 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
                              << " not match the config: " << list_text(wrong, 4);
   std::vector<std::string> extra;
   for (const auto& [name, t] : ck.tensors) {
-    if (expected.count(name)) continue;
+    if (expected.count(name) || is_kv_scale_name(name)) continue;  // kv scales: load_kv_scales checks them
     if (name == "lm_head.weight" && c.tie_word_embeddings && t.shape == std::vector<int64_t>{c.vocab_size, c.hidden_size})
       continue;  // a tied head saved anyway: unused, as transformers does
     extra.push_back(name);

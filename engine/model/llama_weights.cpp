@@ -57,6 +57,7 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
       case WeightRole::Down: L->mlp.down = linear(); break;
     }
   }
+  w.kv_scales = load_kv_scales(ckpt);
   return w;
 }
 

@@ -8,6 +8,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/config.h"
+#include "engine/model/kv_scales.h"
 #include "engine/model/weight_spec.h"
 
 namespace llmctl {
@@ -54,6 +55,8 @@ class Model {
   // Throws InputError when the model cannot run `context` tokens exactly (e.g. a sliding window
   // shorter than the context: llmctl's attention reads the whole context).
   virtual void check_context(int context) const = 0;
+  // The checkpoint's calibrated fp8 KV cache scales, one KvScales per layer; empty when it has none.
+  virtual std::vector<KvScales> kv_scales() const { return {}; }
   // Enqueues one step: buf.logits[0, plan.rows) = logits of the plan's logits rows. kv: one
   // KvLayer per layer.
   virtual void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) = 0;

@@ -15,32 +15,60 @@ uint64_t next_graph_epoch() {
 }
 }  // namespace
 
-ModelRunner::ModelRunner(Model& model)
-    : model_(model), widths_(model.activation_widths()), graph_epoch_(next_graph_epoch()) {}
+ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
+    : model_(model), kv_dtype_(kv_dtype), widths_(model.activation_widths()), graph_epoch_(next_graph_epoch()) {
+  LLM_REQUIRE(backend().supports_kv_cache(kv_dtype))
+      << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype)
+      << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto"
+      << (backend().device() == Device::CPU ? "" : " or --device cpu");
+}
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   const ModelConfig& c = model_.config();
-  KvCacheSpec s;
-  s.dtype = backend().activation_dtype();
-  s.block_size = block_size;
-  s.num_layers = c.num_layers;
-  s.num_kv_heads = c.num_kv_heads;
-  s.head_dim = c.head_dim;
-  return s;
+  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, c.num_layers, c.num_kv_heads,
+                            c.head_dim);
 }
 
 void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   const ModelConfig& c = model_.config();
-  LLM_CHECK(spec.scale_layout == KvScaleLayout::None)
-      << "KV cache scale layout " << kv_scale_layout_name(spec.scale_layout) << " is not implemented";
+  const KvCacheSpec expect = make_kv_cache_spec(spec.kind, backend().activation_dtype(), spec.block_size,
+                                                c.num_layers, c.num_kv_heads, c.head_dim);
   LLM_CHECK(spec.num_layers == c.num_layers && spec.num_kv_heads == c.num_kv_heads && spec.head_dim == c.head_dim)
       << "KV cache spec does not match the model";
+  LLM_CHECK(spec.dtype == expect.dtype && spec.scale_layout == expect.scale_layout &&
+            spec.scale_dtype == expect.scale_dtype)
+      << "a " << kv_cache_dtype_name(spec.kind) << " KV cache of " << dtype_name(spec.dtype) << " with "
+      << kv_scale_layout_name(spec.scale_layout) << " scales is not implemented";
+  LLM_REQUIRE(backend().supports_kv_cache(spec.kind))
+      << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(spec.kind) << " KV cache";
   LLM_CHECK(num_blocks > 0 && spec.block_size > 0) << "KV cache of " << num_blocks << " blocks of " << spec.block_size;
+  std::vector<KvScales> fp8_scales;
+  if (spec.kind == KvCacheDtype::Fp8) {
+    fp8_scales = model_.kv_scales();
+    LLM_CHECK(fp8_scales.empty() || int(fp8_scales.size()) == c.num_layers) << "KV scales for " << fp8_scales.size()
+                                                                             << " layers";
+  }
+  // [Hkv] f32 on the backend: the layer's calibrated scales, or 1.0 (the warning is the runtime's).
+  auto per_head = [&](const std::vector<float>* s) {
+    Tensor h = Tensor::empty_host(DType::F32, {c.num_kv_heads});
+    for (int i = 0; i < c.num_kv_heads; ++i) h.ptr<float>()[i] = s ? s->at(size_t(i)) : 1.0f;
+    return backend().upload(h);
+  };
   kv_.clear();  // the old cache goes before the new one is allocated
   kv_.resize(size_t(c.num_layers));
-  for (auto& l : kv_) {  // + 1: the scratch block
-    l.k = backend().alloc(spec.dtype, {num_blocks + 1, spec.block_size, c.num_kv_heads, c.head_dim});
-    l.v = backend().alloc(spec.dtype, {num_blocks + 1, spec.block_size, c.num_kv_heads, c.head_dim});
+  for (size_t i = 0; i < kv_.size(); ++i) {  // + 1: the scratch block
+    KvLayer& l = kv_[i];
+    const std::vector<int64_t> shape = {num_blocks + 1, spec.block_size, c.num_kv_heads, c.head_dim};
+    l.k = backend().alloc(spec.dtype, shape);
+    l.v = backend().alloc(spec.dtype, shape);
+    l.quant = spec.kind;
+    if (spec.kind == KvCacheDtype::Int8) {  // (scale, zero point) per token and kv head
+      l.k_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, c.num_kv_heads, 2});
+      l.v_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, c.num_kv_heads, 2});
+    } else if (spec.kind == KvCacheDtype::Fp8) {
+      l.k_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].k);
+      l.v_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].v);
+    }
   }
 }
 

@@ -17,17 +17,20 @@ namespace llmctl {
 
 class ModelRunner {
  public:
-  explicit ModelRunner(Model& model);
+  // kv_dtype: the cache kv_spec() describes (--kv-cache-dtype); the backend must support it.
+  explicit ModelRunner(Model& model, KvCacheDtype kv_dtype = KvCacheDtype::Auto);
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
   Model& model() const { return model_; }
   Backend& backend() const { return model_.backend(); }
 
-  // The cache layout this runner allocates: the backend's activation dtype, no scales.
+  // The cache layout this runner allocates: auto = the backend's activation dtype, no scales; int8
+  // and fp8 as engine/kv/kv_cache_spec.h describes.
   KvCacheSpec kv_spec(int block_size) const;
   // num_blocks blocks of spec.block_size tokens, one KvLayer per layer, plus one scratch block (id
-  // num_blocks) that padded graph rows write to and no request owns.
+  // num_blocks) that padded graph rows write to and no request owns. Fp8 caches take the model's
+  // calibrated k/v scales (Model::kv_scales), 1.0 where it has none.
   void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks);
   std::vector<KvLayer>& kv_cache() { return kv_; }
   // Frees the cache (allocated -> none); graphs captured with it are dropped.
@@ -51,6 +54,7 @@ class ModelRunner {
   AttentionPlan plan_attention(const DeviceBatch& b, int64_t T, int64_t R) const;
 
   Model& model_;
+  KvCacheDtype kv_dtype_;
   ActivationWidths widths_;
   StepBuffers ws_;
   int64_t ws_tokens_ = 0, ws_rows_ = 0;

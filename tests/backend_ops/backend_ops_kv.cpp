@@ -5,20 +5,11 @@
 #include <numeric>
 #include <string>
 
+#include "backend_ops_paged.h"
 #include "backend_ops_util.h"
-#include "engine/backend/batch_plan.h"
 
 namespace llmctl::backend_ops {
 
-namespace {
-
-struct Seq {
-  int before;  // tokens already in the cache
-  int fresh;   // new tokens this step
-};
-
-// A plan over a pool of shuffled blocks with spare ones between (block tables with holes: physical
-// ids out of order, unused ids, a -1 padded column).
 BatchPlan paged_plan(const std::vector<Seq>& seqs, int B, std::mt19937& rng, int* num_blocks) {
   int total = 0, widest = 0;
   for (Seq s : seqs) {
@@ -56,6 +47,8 @@ std::string seqs_str(const std::vector<Seq>& seqs) {
   for (Seq q : seqs) s += (s.empty() ? "" : ",") + std::to_string(q.before) + "+" + std::to_string(q.fresh);
   return s;
 }
+
+namespace {
 
 // The cache rows [NB*B, Hkv, D] after writing the k and v parts of qkv at the plan's slots.
 void write_reference(const BatchPlan& plan, const std::vector<float>& qkv, int Hq, int Hkv, int D,

@@ -98,6 +98,7 @@ namespace llmctl::backend_ops {
 // The table's rows, by file: backend_ops_dense.cpp, backend_ops_kv.cpp, backend_ops_sample.cpp.
 void add_dense_cases(std::vector<OpCase>& t);
 void add_kv_cases(std::vector<OpCase>& t);
+void add_kv_quant_cases(std::vector<OpCase>& t);
 void add_sample_cases(std::vector<OpCase>& t);
 }  // namespace llmctl::backend_ops
 

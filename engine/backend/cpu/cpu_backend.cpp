@@ -9,6 +9,7 @@
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
 
 namespace llmctl {
@@ -112,9 +113,12 @@ class CpuBackend final : public Backend {
     });
   }
 
+  bool supports_kv_cache(KvCacheDtype) const override { return true; }
+
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = hkv * D;
     const auto& slots = b.plan->slot_mapping;
+    if (cache.quant != KvCacheDtype::Auto) return write_kv_quant(qkv, slots, hq, hkv, cache);
     for (size_t t = 0; t < slots.size(); ++t) {
       const float* src = qkv.ptr<float>() + t * W + hq * D;
       std::memcpy(cache.k.ptr<float>() + int64_t(slots[t]) * row, src, row * 4);
@@ -132,6 +136,7 @@ class CpuBackend final : public Backend {
       for (int t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) seq_of[t] = s;
     const int group = hq / hkv;
     const int64_t max_ctx = plan.max_context_len();
+    if (cache.quant != KvCacheDtype::Auto) return attention_quant(qkv, cache, plan, hq, hkv, scale, out);
     pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(max_ctx + 1);
       for (int64_t i = i0; i < i1; ++i) {
@@ -159,10 +164,15 @@ class CpuBackend final : public Backend {
 
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override {
     for (KvLayer& l : cache) {
-      const size_t block_bytes = l.k.nbytes() / size_t(l.k.dim(0));
+      // Int8 caches have per-token scales beside the codes: blocks of those move too (fp8's per-head
+      // scales are not per block).
+      std::vector<Tensor*> per_block = {&l.k, &l.v};
+      if (l.quant == KvCacheDtype::Int8) per_block.insert(per_block.end(), {&l.k_scale, &l.v_scale});
       for (auto [src, dst] : pairs) {
         LLM_CHECK(src >= 0 && dst >= 0 && src < l.k.dim(0) && dst < l.k.dim(0)) << "copy_blocks: bad block id";
-        for (Tensor* t : {&l.k, &l.v}) {
+        for (Tensor* t : per_block) {
+          LLM_CHECK(t->dim(0) == l.k.dim(0)) << "copy_blocks: a per-block tensor of " << t->dim(0) << " blocks";
+          const size_t block_bytes = t->nbytes() / size_t(t->dim(0));
           char* base = static_cast<char*>(t->data);
           std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
         }
@@ -171,6 +181,63 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Attention over an int8 or fp8 cache, one sequence at a time: its context is dequantized once
+  // (not once per query token and head), then the f32 kernel runs over that copy, a single block
+  // of n tokens.
+  void attention_quant(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan, int hq, int hkv, float scale,
+                       Tensor& out) {
+    const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
+    const kernels::PagedKvQuantView qview{cache.quant == KvCacheDtype::Int8 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
+                                          cache.k.data, cache.v.data, cache.k_scale.ptr<float>(),
+                                          cache.v_scale.ptr<float>(), cache.k.dim(1), hkv, D};
+    const int group = hq / hkv;
+    const int32_t first_block[1] = {0};
+    std::vector<float> k, v;
+    for (int s = 0; s < plan.num_seqs(); ++s) {
+      const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
+      if (q0 == q1) continue;
+      const int32_t n = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
+      k.resize(size_t(n * row));
+      v.resize(size_t(n * row));
+      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq;
+      pool_.parallel_for(n, [&](int64_t j0, int64_t j1) {
+        kernels::dequantize_kv_positions(qview, table, int32_t(j0), int32_t(j1), k.data(), v.data());
+      });
+      const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
+      pool_.parallel_for(int64_t(q1 - q0) * hq, [&](int64_t i0, int64_t i1) {
+        std::vector<float> scratch(size_t(n) + 1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t t = q0 + i / hq, h = i % hq;
+          kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
+                                        h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+        }
+      });
+    }
+  }
+
+  // write_kv into an int8 or fp8 cache: each token's k and v head rows quantized into their slot.
+  void write_kv_quant(const Tensor& qkv, const std::vector<int32_t>& slots, int hq, int hkv, KvLayer& cache) {
+    const int64_t D = cache.k.dim(3), W = qkv.dim(1), T = int64_t(slots.size());
+    const bool int8 = cache.quant == KvCacheDtype::Int8;
+    LLM_CHECK(cache.k.dtype == (int8 ? DType::I8 : DType::U8) && cache.k_scale.dtype == DType::F32)
+        << "write_kv: a " << kv_cache_dtype_name(cache.quant) << " cache of " << dtype_name(cache.k.dtype);
+    pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int h = 0; h < hkv; ++h) {
+          const int64_t at = int64_t(slots[size_t(t)]) * hkv + h;  // (slot, head) row of the cache
+          const float* k = qkv.ptr<float>() + t * W + (hq + h) * D;
+          const float* v = k + int64_t(hkv) * D;
+          if (int8) {
+            kernels::quantize_kv_row_int8(k, D, cache.k.ptr<int8_t>() + at * D, cache.k_scale.ptr<float>() + at * 2);
+            kernels::quantize_kv_row_int8(v, D, cache.v.ptr<int8_t>() + at * D, cache.v_scale.ptr<float>() + at * 2);
+          } else {
+            kernels::quantize_kv_row_fp8(k, D, cache.k_scale.ptr<float>()[h], cache.k.ptr<uint8_t>() + at * D);
+            kernels::quantize_kv_row_fp8(v, D, cache.v_scale.ptr<float>()[h], cache.v.ptr<uint8_t>() + at * D);
+          }
+        }
+    });
+  }
+
   ThreadPool pool_;
 };
 
