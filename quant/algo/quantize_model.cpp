@@ -50,14 +50,9 @@ Tensor to_tensor(const PackedTensor& p) {
 }
 
 bool ignored(const std::string& module, const std::vector<std::string>& ignore) {
-  for (const std::string& pat : ignore) {
-    if (pat.rfind("re:", 0) == 0) {
-      if (std::regex_match(module, std::regex(pat.substr(3)))) return true;
-    } else if (module == pat) {
-      return true;
-    }
-  }
-  return false;
+  QuantConfigInfo info;
+  info.ignore = ignore;
+  return info.ignores(module);
 }
 
 // One linear of a layer: its module name, weight and where it stands in the layer.
@@ -124,8 +119,8 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
 
   Checkpoint ck = load_checkpoint(o.input);  // stored dtypes, views of the mapped files
   const ModelConfig& c = ck.config;
-  LLM_REQUIRE(true)
-      << o.input << " is already quantized ("
+  LLM_REQUIRE(!c.source_quantization.has_value())
+      << o.input << " is already quantized (" << c.source_quantization->label()
       << "): quantize a dense checkpoint (f32/f16/bf16, or a GGUF llmctl can dequantize)";
   find_architecture(c.architecture);  // refuses an architecture llmctl does not run, by name
   check_llama_supported(c);
