@@ -31,6 +31,8 @@ struct RopeParams {
 // codes (Int8) or fp8 e4m3 codes as U8 (Fp8). Scales, f32: Int8 [NB, B, Hkv, 2] (scale, zero point)
 // per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none.
 struct KvLayer {
+  KvLayer() = default;
+  KvLayer(Tensor k_cache, Tensor v_cache) : k(std::move(k_cache)), v(std::move(v_cache)) {}  // unquantized
   Tensor k, v;
   KvCacheDtype quant = KvCacheDtype::Auto;
   Tensor k_scale, v_scale;

@@ -92,6 +92,9 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
   LLM_REQUIRE(!o.act_order || o.method == "gptq") << "--act-order applies to --method gptq only";
   LLM_REQUIRE(layout != QuantLayout::AutoAwqGemm || o.scheme.bits == 4)
       << "the AutoAWQ GEMM layout holds 4-bit weights only (use --format compressed-tensors for --bits 8)";
+  LLM_REQUIRE(layout != QuantLayout::Gptq || o.scheme.symmetric)
+      << "the GPTQ (v1) layout stores zero points minus one and cannot hold the zero point 0 that asymmetric groups "
+         "produce: use --format compressed-tensors (or awq) for --asym";
   LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
   for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
@@ -125,9 +128,8 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   find_architecture(c.architecture);  // refuses an architecture llmctl does not run, by name
   check_llama_supported(c);
   check_options(o, layout, c);
-  if (layout == QuantLayout::Gptq && (o.act_order || !o.scheme.symmetric))
-    log(std::string("warning: ") + (o.act_order ? "act-order" : "asymmetric") +
-        " GPTQ checkpoints are not loaded by current vLLM's GPTQ kernels (llmctl and transformers load them)");
+  if (layout == QuantLayout::Gptq && o.act_order)
+    log("warning: act-order (desc_act) GPTQ checkpoints are not run by every vLLM GPTQ kernel; llmctl loads them");
   std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);
 
   const bool calibrate = o.method != "rtn" || o.kv_cache == "fp8";

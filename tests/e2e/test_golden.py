@@ -4,7 +4,7 @@ model (tests/golden/smollm2_golden.json, made by tests/golden/make_golden.py).
 
 Passes when, for every teacher-forced case, the log-probabilities of the reference's top-20 tokens
 at every position differ by at most 2e-3, and every 64-token greedy continuation is identical.
-Usage: test_golden.py BUILD_DIR [--device cuda --dtype bf16 --tol 5e-2]
+Usage: test_golden.py BUILD_DIR [--device cuda --dtype bf16 --tol 5e-2] [--model DIR --golden FILE]
 """
 import argparse
 import json
@@ -18,10 +18,11 @@ ap.add_argument("--dtype", default="f32")
 ap.add_argument("--tol", type=float, default=2e-3)
 ap.add_argument("--model", default="")
 ap.add_argument("--device", default="cpu")
+ap.add_argument("--golden", default="", help="another golden file of the same format (e.g. a quantized model's)")
 args = ap.parse_args()
 
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
-golden_path = os.path.join(src, "tests/golden/smollm2_golden.json")
+golden_path = args.golden or os.path.join(src, "tests/golden/smollm2_golden.json")
 home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 model = args.model or os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
 if not os.path.exists(model):
