@@ -1,5 +1,6 @@
 #include "quant/algo/calibration_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -58,8 +59,9 @@ DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
 }
 
 CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
-                                       const std::vector<std::vector<int32_t>>& samples)
-    : be_(be), c_(c) {
+                                       const std::vector<std::vector<int32_t>>& samples, int64_t chunk_rows)
+    : be_(be), c_(c), chunk_rows_(chunk_rows) {
+  LLM_REQUIRE(chunk_rows > 0) << "chunk rows must be positive";
   LLM_REQUIRE(be.device() == Device::CPU) << "calibration runs on the CPU backend";
   LLM_REQUIRE(!samples.empty()) << "no calibration samples";
   seq_len_ = int64_t(samples[0].size());
@@ -87,7 +89,7 @@ CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
   kv_.v = be_.alloc(DType::F32, {num_blocks, B, c.num_kv_heads, c.head_dim});
   rope_ = make_rope_params(c);
   qkv_ = alloc(int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
-  gate_up_ = alloc(2 * int64_t(c.intermediate_size));
+  gate_up_ = Tensor::empty_host(DType::F32, {std::min(chunk_rows_, tokens_), 2 * int64_t(c.intermediate_size)});
 }
 
 Tensor CalibrationForward::alloc(int64_t cols) const { return Tensor::empty_host(DType::F32, {tokens_, cols}); }
@@ -127,9 +129,17 @@ void CalibrationForward::attention(const DenseLayer& L, const Tensor& attn_in, T
 }
 
 void CalibrationForward::gated_act(const DenseLayer& L, const Tensor& mlp_in, Tensor& down_in) {
+  // In chunks of rows: the [rows, 2I] gate/up scratch is the largest activation of the layer.
   Tensor gate_up_w = stack_rows({&L.gate, &L.up});
-  be_.linear(mlp_in, gate_up_w, nullptr, gate_up_);
-  be_.silu_mul(gate_up_, down_in);
+  const int64_t H = mlp_in.dim(1), I = down_in.dim(1);
+  for (int64_t r0 = 0; r0 < tokens_; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, tokens_ - r0);
+    Tensor in = Tensor::view(const_cast<float*>(mlp_in.ptr<float>()) + r0 * H, DType::F32, {rows, H});
+    Tensor gu = Tensor::view(gate_up_.data, DType::F32, {rows, 2 * I});
+    Tensor out = Tensor::view(down_in.ptr<float>() + r0 * I, DType::F32, {rows, I});
+    be_.linear(in, gate_up_w, nullptr, gu);
+    be_.silu_mul(gu, out);
+  }
 }
 
 void CalibrationForward::add(Tensor& a, const Tensor& b) {

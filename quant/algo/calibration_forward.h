@@ -35,7 +35,9 @@ struct KvAbsMax {
 class CalibrationForward {
  public:
   // samples: S token sequences of one length L. The backend must be a CPU backend (f32).
-  CalibrationForward(Backend& be, const ModelConfig& c, const std::vector<std::vector<int32_t>>& samples);
+  // chunk_rows: rows per GEMM of gated_act (its [rows, 2I] scratch is the layer's largest).
+  CalibrationForward(Backend& be, const ModelConfig& c, const std::vector<std::vector<int32_t>>& samples,
+                     int64_t chunk_rows = 4096);
 
   int64_t tokens() const { return tokens_; }
   int64_t seq_len() const { return seq_len_; }
@@ -64,7 +66,8 @@ class CalibrationForward {
   DeviceBatch batch_;
   KvLayer kv_;
   RopeParams rope_;
-  Tensor qkv_, gate_up_;  // scratch [T, (Hq + 2 Hkv) D], [T, 2 I]
+  int64_t chunk_rows_ = 4096;
+  Tensor qkv_, gate_up_;  // scratch [T, (Hq + 2 Hkv) D], [min(T, chunk_rows), 2 I]
   Tensor qkv_w_, qkv_b_;  // fused q/k/v weight and bias of the layer attention() last ran
 };
 

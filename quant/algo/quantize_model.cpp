@@ -191,8 +191,9 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     KvAbsMax amax;
     if (o.method == "gptq") {
       // True-sequential: each group's Hessian from the outputs of the quantized groups before it.
-      Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
-             down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
+      // attn_in is free once o_in exists (mlp_in reuses it), attn_out once it is added (mlp_out reuses it).
+      Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), down_in = fwd->alloc(I);
+      Tensor &mlp_in = attn_in, &mlp_out = attn_out;
       double loss = 0;
       auto gptq_group = [&](const Tensor& input, std::initializer_list<size_t> members) {
         HessianAccumulator acc(input.dim(1));

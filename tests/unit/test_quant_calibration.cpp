@@ -103,7 +103,7 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
   std::unique_ptr<Backend> be = make_cpu_backend(1);
   std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4, 6, 50, 11, 12, 17, 19},
                                                {3, 3, 3, 59, 0, 1, 2, 8, 9, 10, 30, 31, 32, 44, 45, 46, 47, 48}};
-  quant::CalibrationForward f(*be, c, samples);
+  quant::CalibrationForward f(*be, c, samples, /*chunk_rows=*/7);  // the MLP in chunks that do not divide T
   const int64_t T = f.tokens(), H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
   REQUIRE(T == 36);
   Tensor x = f.embed(ck.get("model.embed_tokens.weight"));
