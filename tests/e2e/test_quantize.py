@@ -82,7 +82,7 @@ try:
                           (["--format", "gptq", "--asym"], "zero point"),
                           (["--format", "exl2"], "exl2"),
                           (["--device", "cuda"], "CPU")):
-        rc, log = run("quantize", model, out, "--group-size", "64", *flags)
+        rc, log = run("quantize", model, out, *([] if "--group-size" in flags else ["--group-size", "64"]), *flags)
         check(rc == 1 and reason in log and not os.path.exists(out), f"quantize {' '.join(flags)}: exit {rc}, "
               f"names '{reason}': {log.strip().splitlines()[-1][:150] if log.strip() else ''}")
 
