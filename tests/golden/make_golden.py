@@ -52,7 +52,21 @@ def main():
     model.eval()
     out = {"model": "SmolLM2-135M-Instruct.Q4_1.gguf (dequantized to fp32 by transformers)",
            "transformers": transformers.__version__, "torch": torch.__version__,
-           "seq_len": SEQ, "top_k": TOPK, "new_tokens": NEW, "cases": []}
+           "seq_len": SEQ, "top_k": TOPK, "new_tokens": NEW}
+    out["cases"] = run_cases(model, tok)
+    if os.path.exists(os.path.join(CONVERTED, "config.json")):
+        out["converted_check"] = check_converted(model, tok)
+        print("converted:", out["converted_check"], file=sys.stderr)
+    with open(OUT, "w") as fh:
+        json.dump(out, fh, indent=None, separators=(",", ":"))
+        fh.write("\n")
+    print("wrote", OUT, file=sys.stderr)
+
+
+def run_cases(model, tok):
+    """CASES through model: teacher-forced top-K log-probabilities over the first SEQ tokens of each
+    text, and a NEW-token greedy continuation (no EOS stop) with the top-1/top-2 margin per step."""
+    cases = []
     for name, messages, text in CASES:
         if messages is not None:
             prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -82,15 +96,9 @@ def main():
             case["greedy_prompt_ids"] = list(gen_prompt)
             case["greedy_ids"] = seq[len(gen_prompt):]
             case["greedy_margins"] = margins
-        out["cases"].append(case)
+        cases.append(case)
         print(name, len(ids), "tokens;", repr(tok.decode(case["greedy_ids"])[:80]), file=sys.stderr)
-    if os.path.exists(os.path.join(CONVERTED, "config.json")):
-        out["converted_check"] = check_converted(model, tok)
-        print("converted:", out["converted_check"], file=sys.stderr)
-    with open(OUT, "w") as fh:
-        json.dump(out, fh, indent=None, separators=(",", ":"))
-        fh.write("\n")
-    print("wrote", OUT, file=sys.stderr)
+    return cases
 
 
 def check_converted(ref_model, ref_tok):

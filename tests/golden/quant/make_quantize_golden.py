@@ -23,7 +23,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from make_golden import CASES, NEW, SEQ, TOPK  # noqa: E402
+from make_golden import NEW, SEQ, TOPK, run_cases  # noqa: E402
 
 QDIR = sys.argv[1]
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2_rtn_w4g64_golden.json")
@@ -41,33 +41,8 @@ def main():
            "quantization_config": json.load(open(os.path.join(QDIR, "config.json")))["quantization_config"],
            "transformers": transformers.__version__, "torch": torch.__version__,
            "compressed_tensors": compressed_tensors.__version__,
-           "seq_len": SEQ, "top_k": TOPK, "new_tokens": NEW, "cases": []}
-    for name, messages, text in CASES:
-        prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) if messages else text
-        ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        case = {"name": name, "prompt": prompt}
-        with torch.no_grad():
-            if messages is None:
-                x = torch.tensor([ids[:SEQ]])
-                logp = torch.log_softmax(model(x).logits[0].double(), dim=-1)
-                top = torch.topk(logp, TOPK, dim=-1)
-                case["input_ids"] = ids[:SEQ]
-                case["top_ids"] = top.indices.tolist()
-                case["top_logprobs"] = [[round(v, 6) for v in row] for row in top.values.tolist()]
-                gen_prompt = ids[:32]
-            else:
-                gen_prompt = ids
-            seq, margins = list(gen_prompt), []
-            for _ in range(NEW):
-                logits = model(torch.tensor([seq])).logits[0, -1]
-                t2 = torch.topk(logits, 2)
-                margins.append(round(float(t2.values[0] - t2.values[1]), 5))
-                seq.append(int(t2.indices[0]))
-            case["greedy_prompt_ids"] = list(gen_prompt)
-            case["greedy_ids"] = seq[len(gen_prompt):]
-            case["greedy_margins"] = margins
-        out["cases"].append(case)
-        print(name, repr(tok.decode(case["greedy_ids"])[:80]), file=sys.stderr)
+           "seq_len": SEQ, "top_k": TOPK, "new_tokens": NEW}
+    out["cases"] = run_cases(model, tok)
     with open(OUT, "w") as fh:
         json.dump(out, fh, indent=None, separators=(",", ":"))
         fh.write("\n")
