@@ -34,15 +34,15 @@ for cfg in "rtn-int8:--bits 8 --group-size -1" "rtn-g64-sym:--group-size 64" "rt
   timed "$name" q "$name" --method rtn ${cfg#*:}
   echo "  ppl $(ppl "$OUT/$name")"
 done
-CAL=(--calib "$CALIB" --calib-samples "$SAMPLES" --calib-seq-len "$SEQ")
-timed gptq q gptq --method gptq --group-size 64 "${CAL[@]}" --calib-dump "$OUT/calib.jsonl"
+CAL=(--calib "$CALIB" --calib-seq-len "$SEQ")
+timed gptq q gptq --method gptq --group-size 64 "${CAL[@]}" --calib-samples "$SAMPLES" --calib-dump "$OUT/calib.jsonl"
 echo "  ppl $(ppl "$OUT/gptq")"
 # AWQ on the first AWQ_SAMPLES of the same draw (its grid search is the slow part), searched on all of them
 AWQ_N=${AWQ_SAMPLES:-16}
 head -n "$AWQ_N" "$OUT/calib.jsonl" > "$OUT/calib-awq.jsonl"
 timed awq q awq --method awq --asym --group-size 64 "${CAL[@]}" --calib-samples "$AWQ_N" --awq-search-samples 0
 echo "  ppl $(ppl "$OUT/awq")"
-timed kv-fp8 q kv-fp8 --method rtn --bits 8 --group-size -1 --kv-cache fp8 "${CAL[@]}"
+timed kv-fp8 q kv-fp8 --method rtn --bits 8 --group-size -1 --kv-cache fp8 "${CAL[@]}" --calib-samples 16
 for kv in auto int8 fp8; do echo "  int8 weights, --kv-cache-dtype $kv: ppl $(ppl "$OUT/kv-fp8" --kv-cache-dtype "$kv")"; done
 
 if [ -n "${REF_PYTHON:-}" ]; then
