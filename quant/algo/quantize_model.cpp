@@ -257,8 +257,9 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     const std::string p = "model.layers." + std::to_string(i) + ".";
     keep_dense(p + "input_layernorm.weight", L.input_norm);
     keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
-    if (!L.q_bias.empty())
-      for (const char* b : {"q", "k", "v"}) keep_dense(p + "self_attn." + b + "_proj.bias", ck.get(p + "self_attn." + b + "_proj.bias"));
+    if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
+      for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})
+        keep_dense(p + "self_attn." + b + "_proj.bias", *t);
     for (size_t j = 0; j < lin.size(); ++j) {
       if (ignored(lin[j].module, o.ignore)) {
         keep_dense(lin[j].module + ".weight", *lin[j].weight);
