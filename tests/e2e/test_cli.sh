@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI end to end: help, subcommands not landed, bad use (clear message, non-zero exit, no
+# The CLI end to end: help, bad use (clear message, non-zero exit, no
 # crash), and generate/convert on the default model.
 set -uo pipefail
 BUILD=${1:?usage: test_cli.sh BUILD_DIR}
@@ -24,7 +24,8 @@ expect_error() {
 for sub in generate serve bench quantize convert; do
   grep -q "^  $sub" "$TMP/help" && pass "help lists $sub" || fail "help lists $sub"
 done
-expect_error "quantize not landed exits 2" 2 "not available yet" -- "$LLMCTL" quantize
+expect_error "quantize needs IN and OUT" 106 "input is required" -- "$LLMCTL" quantize
+expect_error "quantize missing model" 1 "nonexistent" -- "$LLMCTL" quantize /nonexistent/model "$TMP/q" --group-size 64
 expect_error "serve bad port" 1 "port must be in" -- "$LLMCTL" serve --port 70000
 expect_error "serve missing model" 1 "nonexistent" -- "$LLMCTL" serve --model /nonexistent/model
 expect_error "bench needs a mode" 106 "subcommand is required" -- "$LLMCTL" bench
