@@ -25,24 +25,26 @@ ppl() {  # DIR [FLAGS...]: perplexity of 4096 wikitext tokens
   "$BIN" bench ppl -m "$d" --text "$TEXT" --ctx 512 --stride 256 --max-tokens 4096 --threads "$THREADS" --no-progress "$@" \
     2>/dev/null | grep -A2 "mean NLL" | tail -1 | awk -F'|' '{gsub(/ /, "", $8); print $8}'
 }
-q() { "$BIN" quantize "$MODEL" "$OUT/$1" "${@:2}" --threads "$THREADS"; }
+Q=("$BIN" quantize "$MODEL")  # then OUT/NAME and the flags (/usr/bin/time runs programs, not functions)
 
 echo "f32: ppl $(ppl "$MODEL")"
 for cfg in "rtn-int8:--bits 8 --group-size -1" "rtn-g64-sym:--group-size 64" "rtn-g32-sym:--group-size 32" \
            "rtn-g64-asym:--group-size 64 --asym" "rtn-g32-asym:--group-size 32 --asym"; do
   name=${cfg%%:*}
-  timed "$name" q "$name" --method rtn ${cfg#*:}
+  timed "$name" "${Q[@]}" "$OUT/$name" --method rtn ${cfg#*:} --threads "$THREADS"
   echo "  ppl $(ppl "$OUT/$name")"
 done
-CAL=(--calib "$CALIB" --calib-seq-len "$SEQ")
-timed gptq q gptq --method gptq --group-size 64 "${CAL[@]}" --calib-samples "$SAMPLES" --calib-dump "$OUT/calib.jsonl"
+CAL=(--calib "$CALIB" --calib-seq-len "$SEQ" --threads "$THREADS")
+timed gptq "${Q[@]}" "$OUT/gptq" --method gptq --group-size 64 "${CAL[@]}" --calib-samples "$SAMPLES" \
+  --calib-dump "$OUT/calib.jsonl"
 echo "  ppl $(ppl "$OUT/gptq")"
 # AWQ on the first AWQ_SAMPLES of the same draw (its grid search is the slow part), searched on all of them
 AWQ_N=${AWQ_SAMPLES:-16}
 head -n "$AWQ_N" "$OUT/calib.jsonl" > "$OUT/calib-awq.jsonl"
-timed awq q awq --method awq --asym --group-size 64 "${CAL[@]}" --calib-samples "$AWQ_N" --awq-search-samples 0
+timed awq "${Q[@]}" "$OUT/awq" --method awq --asym --group-size 64 "${CAL[@]}" --calib-samples "$AWQ_N" \
+  --awq-search-samples 0
 echo "  ppl $(ppl "$OUT/awq")"
-timed kv-fp8 q kv-fp8 --method rtn --bits 8 --group-size -1 --kv-cache fp8 "${CAL[@]}" --calib-samples 16
+timed kv-fp8 "${Q[@]}" "$OUT/kv-fp8" --method rtn --bits 8 --group-size -1 --kv-cache fp8 "${CAL[@]}" --calib-samples 16
 for kv in auto int8 fp8; do echo "  int8 weights, --kv-cache-dtype $kv: ppl $(ppl "$OUT/kv-fp8" --kv-cache-dtype "$kv")"; done
 
 if [ -n "${REF_PYTHON:-}" ]; then
