@@ -49,12 +49,6 @@ Tensor to_tensor(const PackedTensor& p) {
   return t;
 }
 
-bool ignored(const std::string& module, const std::vector<std::string>& ignore) {
-  QuantConfigInfo info;
-  info.ignore = ignore;
-  return info.ignores(module);
-}
-
 // One linear of a layer: its module name, weight and where it stands in the layer.
 struct LinearRef {
   std::string module;  // "model.layers.3.self_attn.q_proj"
@@ -131,6 +125,13 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   if (layout == QuantLayout::Gptq && o.act_order)
     log("warning: act-order (desc_act) GPTQ checkpoints are not run by every vLLM GPTQ kernel; llmctl loads them");
   std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);
+  // What config.json will say; its ignore list decides which linears stay dense.
+  QuantConfigInfo info;
+  info.layout = layout;
+  info.scheme = o.scheme;
+  info.act_order = o.act_order;
+  info.ignore = o.ignore;
+  info.ignores("lm_head");  // a bad "re:" pattern is refused here, before any work
 
   const bool calibrate = o.method != "rtn" || o.kv_cache == "fp8";
   std::vector<std::vector<int32_t>> samples;
@@ -184,7 +185,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     };
     // The weight a linear runs with from now on: its quantized values (ignored ones stay dense).
     auto settle = [&](size_t j) {
-      if (ignored(lin[j].module, o.ignore)) return;
+      if (info.ignores(lin[j].module)) return;
       std::vector<float> d = dequantize(q[j]);
       std::memcpy(lin[j].weight->data, d.data(), d.size() * sizeof(float));
     };
@@ -199,7 +200,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
         HessianAccumulator acc(input.dim(1));
         acc.add(input.ptr<float>(), input.dim(0), int64_t(samples.size()));  // one sample per sequence, as llm-compressor counts
         for (size_t j : members) {
-          if (ignored(lin[j].module, o.ignore)) continue;
+          if (info.ignores(lin[j].module)) continue;
           GptqOptions go;
           go.scheme = o.scheme;
           go.dampening = o.dampening;
@@ -250,7 +251,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
         CalibrationForward::add(x, mlp_out);
       }
       for (size_t j = 0; j < lin.size(); ++j)
-        if (!ignored(lin[j].module, o.ignore)) rtn(j);
+        if (!info.ignores(lin[j].module)) rtn(j);
       if (detail.empty()) detail = "rtn";
     }
 
@@ -261,7 +262,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})
         keep_dense(p + "self_attn." + b + "_proj.bias", *t);
     for (size_t j = 0; j < lin.size(); ++j) {
-      if (ignored(lin[j].module, o.ignore)) {
+      if (info.ignores(lin[j].module)) {
         keep_dense(lin[j].module + ".weight", *lin[j].weight);
         ++rep.linears_dense;
         continue;
@@ -285,11 +286,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
 
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const ShardedWrite w = write_sharded_safetensors(part.string(), out, 2000000000);
-  QuantConfigInfo info;
-  info.layout = layout;
-  info.scheme = o.scheme;
-  info.act_order = o.act_order;
-  info.ignore = o.ignore;
   if (o.kv_cache == "fp8")
     info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false},
                             {"symmetric", true}};
