@@ -15,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
 [ $# -gt 0 ] && shift
-ALL=(gguf safetensors tokenizer_json bpe sentencepiece jinja openai tgi sampling_params http_parser)
+ALL=(gguf safetensors tokenizer_json bpe sentencepiece jinja openai tgi sampling_params http_parser
+     quantized_checkpoint)
 HARNESSES=("$@")
 [ ${#HARNESSES[@]} -eq 0 ] && HARNESSES=("${ALL[@]}")
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}

@@ -12,10 +12,16 @@
 #include <string>
 #include <vector>
 
+#include <cstring>
+#include <random>
+
+#include "engine/model/random_checkpoint.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "quant/format/checkpoint_layout.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/unit/format_test_util.h"
+#include "tests/unit/tiny_config.h"
 
 using namespace llmctl;
 namespace fs = std::filesystem;
@@ -121,6 +127,75 @@ void safetensors_seeds() {
             Bytes(data.begin(), data.begin() + 12)));
   seed("safetensors", "padded.safetensors",
        file(R"({"w":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}}      )", Bytes(data.begin(), data.begin() + 8)));
+}
+
+// quantized_checkpoint: config.json, NUL, model.safetensors of a one-layer tiny Llama (hidden 32,
+// intermediate 48, vocab 16) whose linears are packed in each layout, lm_head tied, the last
+// down_proj left dense (ignored); one seed also carries fp8 KV scales (kv_cache_scheme).
+std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool kv_scales) {
+  const ModelConfig c = llmctl::test::tiny_llama_config(16, 1, 8);
+  Checkpoint ck = random_checkpoint(c, 3, 0.05f);
+  std::mt19937 rng(7);
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto add = [&](const std::string& name, DType dt, const std::vector<int64_t>& shape, const void* bytes) {
+    Tensor t = Tensor::empty_host(dt, shape);
+    std::memcpy(t.data, bytes, t.nbytes());
+    out.emplace_back(name, t);
+  };
+  for (auto& [name, t] : ck.tensors) {
+    const std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
+    if (name.find("_proj.weight") == std::string::npos || info.ignores(prefix)) {
+      out.emplace_back(name, t);
+      continue;
+    }
+    quant::QuantizedLinear w;
+    w.n = t.shape[0], w.k = t.shape[1], w.scheme = info.scheme;
+    std::uniform_int_distribution<int> code(0, w.scheme.max_code()), zero(1, w.scheme.max_code());  // GPTQ v1: no zero 0
+    for (int64_t i = 0; i < w.n * w.k; ++i) w.q.push_back(uint8_t(code(rng)));
+    for (int64_t i = 0; i < w.n * w.groups(); ++i) {
+      w.scales.push_back(0.01f + 0.001f * float(i % 17));
+      w.zeros.push_back(w.scheme.symmetric ? w.scheme.sym_zero() : zero(rng));
+    }
+    for (auto& [suffix, p] : quant::pack_linear_weight(info.layout, w, "F16")) {
+      const DType dt = p.dtype == "I32" ? DType::I32 : p.dtype == "I64" ? DType::I64 : DType::F16;
+      add(prefix + "." + suffix, dt, p.shape, p.bytes.data());
+    }
+  }
+  if (kv_scales) {
+    const float k[2] = {0.02f, 0.03f}, v[2] = {0.01f, 0.04f};
+    add("model.layers.0.self_attn.k_scale", DType::F32, {2}, k);
+    add("model.layers.0.self_attn.v_scale", DType::F32, {1}, v);
+  }
+  nlohmann::json cfg = c.to_hf_json();
+  cfg["quantization_config"] = quant::make_quantization_config(info);
+  const fs::path tmp = fs::temp_directory_path() / "llmctl-make-corpus.safetensors";
+  write_safetensors(tmp.string(), out);
+  std::string seed_bytes = cfg.dump(1) + std::string(1, '\0') + read_text(tmp);
+  fs::remove(tmp);
+  return seed_bytes;
+}
+
+void quantized_checkpoint_seeds() {
+  struct Case {
+    const char* name;
+    quant::QuantLayout layout;
+    quant::QuantScheme scheme;
+    bool kv;
+  };
+  const Case cases[] = {{"ct_int4_g16_sym", quant::QuantLayout::CompressedTensors, {4, 16, true}, false},
+                        {"ct_int4_g16_asym_kvfp8", quant::QuantLayout::CompressedTensors, {4, 16, false}, true},
+                        {"ct_int8_channel", quant::QuantLayout::CompressedTensors, {8, -1, true}, false},
+                        {"awq_int4_g16", quant::QuantLayout::AutoAwqGemm, {4, 16, false}, false},
+                        {"gptq_int4_g16", quant::QuantLayout::Gptq, {4, 16, true}, false},
+                        {"gptq_int8_g16_asym", quant::QuantLayout::Gptq, {8, 16, false}, false}};
+  for (const Case& cs : cases) {
+    quant::QuantConfigInfo info;
+    info.layout = cs.layout;
+    info.scheme = cs.scheme;
+    info.ignore = {"lm_head", "re:.*down_proj$"};
+    if (cs.kv) info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false}, {"symmetric", true}};
+    seed("quantized_checkpoint", cs.name, quantized_checkpoint_seed(info, cs.kv));
+  }
 }
 
 void tokenizer_seeds() {
@@ -261,6 +336,7 @@ int main(int argc, char** argv) {
   jinja_seeds();
   request_seeds();
   http_seeds();
+  quantized_checkpoint_seeds();
   std::printf("seeds written under %s\n", (g_root / "tests/fuzz/corpus").c_str());
   return 0;
 }

@@ -74,8 +74,11 @@ Tensor outlier_input(quant::CalibrationForward& f, const Checkpoint& ck) {
 
 }  // namespace
 
-TEST_CASE("awq: folded scales leave the unquantized layer's output unchanged (no clipping)") {
-  Fixture fx;
+namespace {
+
+// Runs awq_layer without clipping on fx's layer 0 and returns the worst relative change of the
+// unquantized layer's output (the folds alone must leave it unchanged) and the report.
+double fold_change(Fixture& fx, quant::AwqLayerReport& r) {
   quant::CalibrationForward f(*fx.be, fx.c, fx.samples);
   Tensor x = outlier_input(f, fx.ck);
   quant::DenseLayer L = quant::DenseLayer::from_checkpoint(fx.ck, 0);
@@ -83,16 +86,39 @@ TEST_CASE("awq: folded scales leave the unquantized layer's output unchanged (no
   quant::AwqOptions o;
   o.scheme = {4, 32, false};
   o.max_shrink = 0;  // no clipping: scales only
-  quant::AwqLayerReport r = quant::awq_layer(f, L, x, o);
-  CHECK(r.ratio_attn >= 0);
-  CHECK(r.loss_after <= r.loss_before);
-  CHECK(r.ratio_o == -1);  // GQA: v -> o is skipped, as in AutoAWQ / llm-compressor
+  r = quant::awq_layer(f, L, x, o);
   const Tensor after = layer_out(f, L, x);
   double worst = 0;
   for (int64_t i = 0; i < before.numel(); ++i)
     worst = std::max(worst, std::fabs(double(before.ptr<float>()[i]) - after.ptr<float>()[i]) /
                                 (1.0 + std::fabs(double(before.ptr<float>()[i]))));
-  CHECK(worst < 1e-4);
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("awq: folded scales leave the unquantized layer's output unchanged (no clipping)") {
+  Fixture fx;
+  quant::AwqLayerReport r;
+  CHECK(fold_change(fx, r) < 1e-4);
+  CHECK(r.ratio_attn >= 0);
+  CHECK(r.loss_after <= r.loss_before);
+  CHECK(r.ratio_o == -1);  // GQA: v -> o is skipped, as in AutoAWQ / llm-compressor
+}
+
+TEST_CASE("awq: a Qwen2-shaped layer (q/k/v biases, no GQA) folds v -> o and v's bias unchanged") {
+  Fixture fx;
+  fx.c.num_kv_heads = fx.c.num_heads;  // v's outputs are o's inputs one to one
+  fx.c.attention_bias = true;
+  fx.ck = random_checkpoint(fx.c, 3, 0.2f);
+  for (const char* b : {"q", "k", "v"}) {  // biases large enough that dropping the fold shows
+    float* p = fx.ck.tensors.at(std::string("model.layers.0.self_attn.") + b + "_proj.bias").ptr<float>();
+    for (int64_t i = 0; i < 64; ++i) p[i] = 0.5f * std::sin(float(i) * 0.7f + float(*b));
+  }
+  quant::AwqLayerReport r;
+  CHECK(fold_change(fx, r) < 1e-4);
+  MESSAGE("v -> o ratio " << r.ratio_o);
+  CHECK(r.ratio_o > 0);  // the v -> o search ran and chose scales other than 1
 }
 
 TEST_CASE("awq: on outlier activations the quantized layer is closer to the original than RTN's") {

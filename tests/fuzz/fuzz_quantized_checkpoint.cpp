@@ -1,0 +1,60 @@
+// Quantized HF checkpoints (engine/model/quantized_checkpoint, quant/format): the input is
+// config.json (up to the first NUL; its quantization_config picks compressed-tensors, AutoAWQ or
+// GPTQ) followed by model.safetensors. Both are written into a scratch directory that
+// load_checkpoint reads as a model directory: the config is validated, every packed linear is
+// unpacked and dequantized, and the fp8 KV scales (k_scale / v_scale) are read. Every loaded
+// tensor is then read in full.
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/model/checkpoint.h"
+#include "engine/model/kv_scales.h"
+#include "tests/fuzz/fuzz_util.h"
+
+using namespace llmctl;
+using namespace llmctl::fuzz;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path& scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("llmctl-fuzz-qck-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+void write_file(const fs::path& p, std::string_view bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Bytes in(data, size);
+  const fs::path& dir = scratch_dir();
+  write_file(dir / "config.json", in.until_nul());
+  write_file(dir / "model.safetensors", in.rest());
+  expect_errors([&] {
+    const Checkpoint ck = load_checkpoint(dir.string());
+    volatile uint64_t sink = 0;
+    for (const auto& [name, t] : ck.tensors) {
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      const size_t n = t.nbytes();
+      if (n && !p) __builtin_trap();
+      uint64_t s = 0;
+      for (size_t i = 0; i < n; ++i) s = s * 31 + p[i];
+      sink = sink + s;
+    }
+    for (const KvScales& l : load_kv_scales(ck))
+      if (l.k.size() != size_t(ck.config.num_kv_heads) || l.v.size() != l.k.size()) __builtin_trap();
+  });
+  return 0;
+}
