@@ -4,13 +4,16 @@
 # with wall time and peak memory from /usr/bin/time -v.
 #   scripts/bench-quantize.sh OUT_DIR [THREADS] [SAMPLES] [SEQ_LEN]
 # Environment: LLMCTL_BIN (default build/llmctl); AWQ_SAMPLES (default 16); REF_PYTHON: a Python with torch, transformers,
-# llmcompressor (without it the llm-compressor rows are left out). Hours on 2 cores: AWQ dominates.
+# llmcompressor (without it the llm-compressor rows are left out); LLAMA_CPP=0 leaves out the llama.cpp rows
+# (llama-quantize's Q8_0 / Q4_0 / Q4_K_M of the model's Q4_1 GGUF, built by scripts/build-llama-cpp.sh,
+# LLAMA_CPP_DIR), scored by the same `bench ppl` and by llama-perplexity. Hours on 2 cores: AWQ dominates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: bench-quantize.sh OUT_DIR [THREADS] [SAMPLES] [SEQ_LEN]}
 THREADS=${2:-2} SAMPLES=${3:-64} SEQ=${4:-512}
 BIN=${LLMCTL_BIN:-build/llmctl}
 MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
+GGUF=$(dirname "$MODEL")/SmolLM2-135M-Instruct.Q4_1.gguf
 CALIB=../shared/data/tinyshakespeare.txt TEXT=../shared/data/wikitext2-valid.txt
 mkdir -p "$OUT"
 
@@ -28,6 +31,18 @@ ppl() {  # DIR [FLAGS...]: perplexity of 4096 wikitext tokens
 Q=("$BIN" quantize "$MODEL")  # then OUT/NAME and the flags (/usr/bin/time runs programs, not functions)
 
 echo "f32: ppl $(ppl "$MODEL")"
+if [ "${LLAMA_CPP:-1}" = 1 ]; then
+  # llama-perplexity: its own windows (512-token chunks, second half of each scored), 8 chunks
+  LLAMA=${LLAMA_CPP_DIR:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/llama.cpp}
+  scripts/build-llama-cpp.sh llama-quantize llama-perplexity
+  lppl() { "$LLAMA/build/bin/llama-perplexity" -m "$1" -f "$TEXT" -c 512 --chunks 8 -t "$THREADS" 2>&1 |
+           grep -o 'Final estimate: PPL = [0-9.]*' | awk '{print $NF}'; }
+  echo "llama.cpp Q4_1 (the model's own GGUF): ppl $(ppl "$GGUF"), llama-perplexity $(lppl "$GGUF")"
+  for t in Q8_0 Q4_0 Q4_K_M; do
+    "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/llama-$t.gguf" "$t" "$THREADS" > "$OUT/llama-$t.log" 2>&1
+    echo "llama.cpp $t (llama-quantize of the Q4_1 GGUF): ppl $(ppl "$OUT/llama-$t.gguf"), llama-perplexity $(lppl "$OUT/llama-$t.gguf")"
+  done
+fi
 for cfg in "rtn-int8:--bits 8 --group-size -1" "rtn-g64-sym:--group-size 64" "rtn-g32-sym:--group-size 32" \
            "rtn-g64-asym:--group-size 64 --asym" "rtn-g32-asym:--group-size 32 --asym"; do
   name=${cfg%%:*}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `llmctl bench serve`, one workload, against `llmctl serve` and llama.cpp's `llama-server` on the
 # same machine, model (the default model's GGUF; llmctl dequantizes it, llama.cpp runs its Q4_1)
-# and thread count, one server at a time. llama.cpp is built as scripts/bench-cpu.sh builds it.
+# and thread count, one server at a time. llama.cpp is built by scripts/build-llama-cpp.sh.
 # Writes OUT_DIR/{llmctl,llama-server}.{json,csv,svg} and prints both tables.
 # Usage: scripts/bench-serve-compare.sh [OUT_DIR] [THREADS] [NUM_PROMPTS] [INPUT_LEN] [OUTPUT_LEN] [RATES]
 #        (defaults: bench/results/cpu-serve, nproc, 32, 128, 64, "1,inf"; max concurrency 8)
@@ -18,10 +18,10 @@ HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
 MODEL_DIR="$HOME_DIR/models/SmolLM2-135M-Instruct"
 GGUF="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
-LLAMA_SERVER="$HOME_DIR/llama.cpp/build/bin/llama-server"
+LLAMA_SERVER="${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}/build/bin/llama-server"
 mkdir -p "$OUT"
 "$ROOT/scripts/fetch-model.sh" >/dev/null
-BUILD_ONLY=1 "$ROOT/scripts/bench-cpu.sh"
+"$ROOT/scripts/build-llama-cpp.sh" llama-server
 
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null || true' EXIT

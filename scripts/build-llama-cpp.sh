@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds llama.cpp tools (the baselines of the CPU benchmarks) from the llama-cpp-python source
+# package on PyPI (its vendored llama.cpp) into $LLAMA_CPP_DIR (default $LLMCTL_HOME/llama.cpp):
+# src/, build/bin/<target>, VERSION. Only what is missing is built.
+# Usage: scripts/build-llama-cpp.sh [TARGET...]
+#        (default: llama-bench llama-server llama-quantize llama-perplexity)
+# The SIMD flags are those /proc/cpuinfo lists, never -march=native: that turns AMX on, which the
+# virtual machines of this kind do not grant, and GGML_AVX_VNNI (the VEX-encoded AVX-VNNI) dies of
+# an illegal instruction on AMD EPYC machines that have AVX-512 VNNI but not AVX-VNNI.
+set -euo pipefail
+LLAMA=${LLAMA_CPP_DIR:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/llama.cpp}
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(llama-bench llama-server llama-quantize llama-perplexity)
+
+missing=()
+for t in "${TARGETS[@]}"; do [ -x "$LLAMA/build/bin/$t" ] || missing+=("$t"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ ! -f "$LLAMA/src/CMakeLists.txt" ]; then
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --no-binary=:all: -d "$tmp" llama-cpp-python
+  mkdir -p "$LLAMA"
+  tar xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
+  rm -rf "$LLAMA/src"; mv "$tmp"/llama_cpp_python-*/vendor/llama.cpp "$LLAMA/src"
+  basename "$tmp"/llama_cpp_python-*.tar.gz > "$LLAMA/VERSION"
+  rm -rf "$tmp"
+fi
+
+if [ ! -f "$LLAMA/build/CMakeCache.txt" ]; then
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  has() { [[ " $flags " == *" $1 "* ]] && echo ON || echo OFF; }
+  cmake -S "$LLAMA/src" -B "$LLAMA/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+    -DGGML_AVX="$(has avx)" -DGGML_AVX2="$(has avx2)" -DGGML_FMA="$(has fma)" -DGGML_F16C="$(has f16c)" \
+    -DGGML_AVX_VNNI="$(has avx_vnni)" -DGGML_AVX512="$(has avx512f)" -DGGML_AVX512_VBMI="$(has avx512vbmi)" \
+    -DGGML_AVX512_VNNI="$(has avx512_vnni)" -DGGML_AVX512_BF16="$(has avx512_bf16)" \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF >/dev/null
+fi
+cmake --build "$LLAMA/build" -j "${JOBS:-$(nproc)}" --target "${missing[@]}"
