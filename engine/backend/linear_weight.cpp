@@ -10,8 +10,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::DenseF16: return "dense-f16";
     case WeightFormat::DenseBF16: return "dense-bf16";
     case WeightFormat::Int4Group: return "int4-group";
-    case WeightFormat::Int8Channel: return "int8-channel";
-    case WeightFormat::GgufBlocks: return "gguf-blocks";
+    case WeightFormat::Int8Group: return "int8-group";
   }
   return "unknown";
 }

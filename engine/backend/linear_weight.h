@@ -15,16 +15,17 @@
 
 namespace llmctl {
 
-// How a weight's numbers are stored. Only the dense formats are implemented (every backend runs
-// them); the quantized entries name the layouts the quantize issue adds, so that a backend can
-// already answer supports() for them and a loader can refuse them by name.
+// How a weight's numbers are stored. The quantized formats are group-affine (kernels/cpu/qlinear.h):
+//   w[n, k] = scale[n, g] * code[n, k] + offset[n, g],  g = k / group_size,
+// which holds every layout llmctl reads exactly (compressed-tensors / AutoAWQ / GPTQ zero points:
+// offset = -zero * scale; GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K: their block scales
+// and mins expanded per group). Each backend packs the codes in its own layout at load.
 enum class WeightFormat : uint8_t {
   DenseF32,   // data [N, K] f32
   DenseF16,   // data [N, K] f16
   DenseBF16,  // data [N, K] bf16
-  Int4Group,  // not implemented: 4-bit values, scales/zeros per (row, group of group_size inputs)
-  Int8Channel,  // not implemented: data [N, K] i8, scales [N] (one per output row)
-  GgufBlocks,   // not implemented: GGUF quantized blocks as stored (Q4_0, Q8_0, K-quants, ...)
+  Int4Group,  // codes 0..15; data: U8 packed by the backend (CPU: kernels::qweight_pack)
+  Int8Group,  // codes -128..127 (5- and 6-bit GGUF codes too); data: I8/U8 packed likewise
 };
 
 const char* weight_format_name(WeightFormat f);  // "dense-f32", "int4-group", ...
@@ -61,14 +62,14 @@ struct ShardSpec {
 struct LinearWeight {
   WeightFormat format = WeightFormat::DenseF32;
   int64_t n = 0, k = 0;  // this rank's logical [N, K] (the slice the op multiplies by)
-  // Dense: [N, K] in dense_dtype(format). Quantized (not implemented): the format's packed layout.
-  // Between the pack and upload stages a dense host weight may still be in its stored float
-  // dtype: Backend::upload converts it (on the device for CUDA, as the loader always has).
+  // Dense: [N, K] in dense_dtype(format). Between the pack and upload stages a dense host weight may
+  // still be in its stored float dtype: Backend::upload converts it (on the device for CUDA, as the
+  // loader always has). Quantized: the codes packed in the backend's layout (U8, [N, row bytes]).
   Tensor data;
-  Tensor scales;        // quantized: [N, K / group_size] (group) or [N] (channel); empty when dense
-  Tensor zeros;         // asymmetric quantized: like scales (layout per format); empty otherwise
-  int group_size = 0;   // inputs per scale group; -1: one group per row; 0: dense
-  Tensor g_idx;         // act-order: [K] i32, the group of each input column; empty: contiguous groups
+  Tensor scales;        // quantized: [N, K / group_size] F16 or F32 (F16 only when every value is exact in it)
+  Tensor zeros;         // quantized: the offsets, [N, K / group_size], same dtype as scales; empty when dense
+  int group_size = 0;   // quantized: inputs per group (divides K; 16 or a multiple of 32); 0: dense
+  Tensor g_idx;         // unused by the packed formats (act-order is undone at load); kept empty
   ShardSpec shard;      // the slice of the full weight held here (Replicated, world 1 without TP)
 };
 

@@ -149,15 +149,14 @@ TEST_CASE("pack and upload stages: dense weights in the weight dtype; other form
   CHECK(be->supports(WeightFormat::DenseF16));
   CHECK(be->supports(WeightFormat::DenseBF16));
   CHECK_FALSE(be->supports(WeightFormat::Int4Group));
-  CHECK_FALSE(be->supports(WeightFormat::Int8Channel));
-  CHECK_FALSE(be->supports(WeightFormat::GgufBlocks));
+  CHECK_FALSE(be->supports(WeightFormat::Int8Group));
   CHECK(error_of([&] { (void)pack_linear(host, ShardSpec{}, WeightFormat::Int4Group); }).find("int4-group") !=
         std::string::npos);
   LinearWeight q = packed;
-  q.format = WeightFormat::Int8Channel;
-  CHECK(error_of([&] { (void)upload_linear(q, *be); }).find("int8-channel") != std::string::npos);
+  q.format = WeightFormat::Int8Group;
+  CHECK(error_of([&] { (void)upload_linear(q, *be); }).find("int8-group") != std::string::npos);
   Tensor x = random_host({3, 16}, 6), out = be->alloc(DType::F32, {3, 24});
-  CHECK(error_of([&] { be->linear(x, q, nullptr, out); }).find("int8-channel") != std::string::npos);
+  CHECK(error_of([&] { be->linear(x, q, nullptr, out); }).find("int8-group") != std::string::npos);
 }
 
 TEST_CASE("Backend::linear over a LinearWeight equals the tensor overload, bit for bit") {

@@ -1,0 +1,69 @@
+// Group-affine quantized linear kernels (CPU): out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) with
+//   w[n, k] = scale[n, g] * code[n, k] + offset[n, g],  g = k / group,
+// codes 4-bit (0..15) or 8-bit (-128..127), scale/offset f16 or f32. The weight is never expanded
+// to floats in memory: the kernels read the packed codes and dequantize in registers.
+//
+// Packed layout (qweight_pack; one row after another, qweight_row_bytes(bits, k) bytes each):
+//   4 bits: per block of 32 inputs, 16 bytes; byte j holds input j in its low nibble and input
+//           j + 16 in its high nibble (llama.cpp's Q4_0 order). K must be a multiple of 32.
+//   8 bits: K bytes, the signed codes in order. K must be a multiple of 32.
+// group: 16 or a multiple of 32, dividing K (16 is Q6_K's sub-block; 32 Q4_K's and Q8_0's).
+//
+// Activations: ActQuant::None multiplies the f32 activations (exact up to summation order);
+// ActQuant::Int8 first quantizes each activation row per block of 32 to int8 with one f32 scale
+// (absmax / 127, round to nearest) and uses integer dot products, as llama.cpp does (Q8_0/Q8_1):
+// faster, at a small accuracy cost that is measured, not assumed.
+// Batch invariance: every output element is reduced in the same order whatever T is and however the
+// rows [n0, n1) are split among threads, so a request gives the same bits alone or batched.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace llmctl::kernels {
+
+enum class ScaleType { F16, F32 };
+enum class ActQuant { None, Int8 };
+
+struct QWeightView {
+  int bits = 4;         // 4 or 8
+  int64_t n = 0, k = 0;
+  int group = 32;
+  const uint8_t* packed = nullptr;  // n * qweight_row_bytes(bits, k) bytes
+  ScaleType scale_type = ScaleType::F32;
+  const void* scale = nullptr;   // [n, k / group]
+  const void* offset = nullptr;  // [n, k / group]
+};
+
+// Bytes of one packed row.
+int64_t qweight_row_bytes(int bits, int64_t k);
+
+// Packs codes [n, k] (one per byte: 0..15 for 4 bits, int8 as uint8 for 8 bits) into the layout
+// above (out: n * qweight_row_bytes bytes).
+void qweight_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t* out);
+// The reverse (tests, and dequantization for backends without these kernels).
+void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8_t* codes);
+
+// Activations of ActQuant::Int8, quantized once per call (before rows are split among threads):
+// q [T, K] int8, scale [T, K / 32] f32 (one per block of 32), sum [T, K / 16] f32 (scale * the sum
+// of the codes of each half block of 16: what an offset multiplies, for groups of 16 or more).
+struct QActivations {
+  int64_t t = 0, k = 0;
+  const int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const float* sum = nullptr;
+};
+// Bytes of the buffer quantize_activations needs for [T, K].
+size_t qactivation_bytes(int64_t T, int64_t K);
+// Quantizes x [T, K] f32 into buf (qactivation_bytes long, 64-byte aligned); the view points into it.
+QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf);
+
+// out[t * ldo + n] for t < T, n in [n0, n1).
+void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                      float* out, int64_t ldo);
+void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                     float* out, int64_t ldo);
+
+// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time.
+const char* qlinear_isa();
+
+}  // namespace llmctl::kernels
