@@ -85,6 +85,20 @@ Tensor fake_quantize_scaled(const Tensor& w, const std::vector<double>& s, const
   return out;
 }
 
+// llm-compressor's grid of (ratio, duo scaling): with duo scaling, the identity (0, no duo) and
+// then grid - 1 ratios from 0 to 1 inclusive; without, grid ratios from 0 to 1 inclusive.
+std::vector<std::pair<double, bool>> awq_grid(const AwqOptions& o) {
+  LLM_CHECK(o.grid >= 3) << "AWQ grid of " << o.grid << " points";
+  std::vector<std::pair<double, bool>> g;
+  if (o.duo_scaling) {
+    g.emplace_back(0.0, false);
+    for (int i = 0; i < o.grid - 1; ++i) g.emplace_back(double(i) / (o.grid - 2), true);
+  } else {
+    for (int i = 0; i < o.grid; ++i) g.emplace_back(double(i) / (o.grid - 1), false);
+  }
+  return g;
+}
+
 // The grid search of one smoothing pair: returns the best scales (and its ratio) for the weights
 // `ws`, whose fp input statistics are x_mean; eval(quantized weights) gives the parent's loss.
 template <class Eval>
@@ -94,14 +108,15 @@ std::vector<double> search_scales(const std::vector<double>& x_mean, const std::
   std::vector<const Tensor*> cws(ws.begin(), ws.end());
   const std::vector<double> w_mean = weight_group_mean(cws, o.scheme);
   const size_t K = x_mean.size();
+  const std::vector<std::pair<double, bool>> grid = awq_grid(o);
   std::vector<double> best;
   *best_loss = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < o.grid; ++i) {
-    const double r = double(i) / o.grid;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const auto [r, duo] = grid[i];
     std::vector<double> s(K);
     double mx = 0, mn = std::numeric_limits<double>::infinity();
     for (size_t k = 0; k < K; ++k) {
-      s[k] = o.duo_scaling ? std::pow(x_mean[k], r) / (std::pow(w_mean[k], 1 - r) + 1e-4) : std::pow(x_mean[k], r);
+      s[k] = duo ? std::pow(x_mean[k], r) / (std::pow(w_mean[k], 1 - r) + 1e-4) : std::pow(x_mean[k], r);
       s[k] = std::max(s[k], 1e-4);
       mx = std::max(mx, s[k]);
       mn = std::min(mn, s[k]);
@@ -199,7 +214,7 @@ void fake_quantize(const float* w, int64_t n, int64_t k, const QuantScheme& s, f
   std::memcpy(out, d.data(), d.size() * sizeof(float));
 }
 
-AwqLayerReport awq_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
+AwqLayerReport awq_scale_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
   const ModelConfig& c = f.config();
   const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
   AwqLayerReport rep;
@@ -266,9 +281,20 @@ AwqLayerReport awq_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, 
     divide_rows(L.up, s);
     scale_columns(L.down, s, false);
   }
-  // Clipping, on the inputs of the scaled layer.
+  return rep;
+}
+
+void awq_clip_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
+  if (o.max_shrink <= 0) return;
+  const ModelConfig& c = f.config();
+  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
+  // The inputs of each linear in the (scaled) layer.
+  Tensor attn_in = f.alloc(H), o_in = f.alloc(A), attn_out = f.alloc(H), mlp_in = f.alloc(H), down_in = f.alloc(I);
   f.norm(x, L.input_norm, attn_in);
   f.attention(L, attn_in, o_in);
+  f.linear(o_in, L.o, nullptr, attn_out);
+  Tensor h = clone(x);
+  CalibrationForward::add(h, attn_out);
   f.norm(h, L.post_norm, mlp_in);
   f.gated_act(L, mlp_in, down_in);
   clip_linear(L.v, attn_in, o);
@@ -276,6 +302,11 @@ AwqLayerReport awq_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, 
   clip_linear(L.gate, mlp_in, o);
   clip_linear(L.up, mlp_in, o);
   clip_linear(L.down, down_in, o);
+}
+
+AwqLayerReport awq_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
+  AwqLayerReport rep = awq_scale_layer(f, L, x, o);
+  awq_clip_layer(f, L, x, o);
   return rep;
 }
 

@@ -42,6 +42,13 @@ DType dtype_of_packed(const std::string& name) {
   LLM_THROW() << "packed tensor of unknown dtype " << name;
 }
 
+// The first `rows` rows of x [T, H], copied.
+Tensor clone_rows(const Tensor& x, int64_t rows) {
+  Tensor out = Tensor::empty_host(DType::F32, {rows, x.dim(1)});
+  std::memcpy(out.data, x.data, size_t(rows * x.dim(1)) * sizeof(float));
+  return out;
+}
+
 Tensor to_tensor(const PackedTensor& p) {
   Tensor t = Tensor::empty_host(dtype_of_packed(p.dtype), p.shape);
   LLM_CHECK(t.nbytes() == p.bytes.size()) << "packed tensor: " << p.bytes.size() << " bytes for shape " << t.shape_str();
@@ -229,16 +236,21 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       CalibrationForward::add(x, mlp_out);
       detail = "gptq loss " + fmt(loss);
     } else {
+      // AWQ: scales first; the next layer's input comes from the scaled, unclipped layer (its
+      // unquantized function, as AutoAWQ and llm-compressor propagate); clipping last, on a copy
+      // of this layer's input (x is advanced in place).
+      AwqOptions ao{o.scheme};
+      if (!o.awq_clip) ao.max_shrink = 0;
+      Tensor xs;
       if (o.method == "awq") {
-        Tensor xs = x;
-        if (search) xs.shape[0] = search->tokens();  // the first samples' rows
-        AwqLayerReport r = awq_layer(search ? *search : *fwd, L, xs, AwqOptions{o.scheme});
+        xs = clone_rows(x, search ? search->tokens() : x.dim(0));  // the first samples' rows
+        AwqLayerReport r = awq_scale_layer(search ? *search : *fwd, L, xs, ao);
         detail = "awq ratios attn " + fmt(r.ratio_attn, 2) + " mlp " + fmt(r.ratio_mlp, 2) + " down " +
                  fmt(r.ratio_down, 2) + (r.ratio_o >= 0 ? " o " + fmt(r.ratio_o, 2) : "") + ", mlp loss " +
                  fmt(r.loss_before) + " -> " + fmt(r.loss_after);
       }
       if (fwd) {
-        // The next layer's input from this layer unquantized (scaled and clipped for AWQ).
+        // The next layer's input from this layer unquantized.
         Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
                down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
         fwd->norm(x, L.input_norm, attn_in);
@@ -250,6 +262,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
         fwd->linear(down_in, L.down, nullptr, mlp_out);
         CalibrationForward::add(x, mlp_out);
       }
+      if (o.method == "awq") awq_clip_layer(search ? *search : *fwd, L, xs, ao);
       for (size_t j = 0; j < lin.size(); ++j)
         if (!info.ignores(lin[j].module)) rtn(j);
       if (detail.empty()) detail = "rtn";
