@@ -32,7 +32,8 @@ Runner add_quantize(CLI::App& app) {
   s->add_option("--ignore", o->ignore, "modules left dense: names or re:PATTERN (default: lm_head)")->capture_default_str();
   s->add_option("--dampening", o->dampening, "gptq: fraction of the mean Hessian diagonal added")->capture_default_str();
   s->add_flag("--awq-clip,!--no-awq-clip", o->awq_clip,
-              "awq: search a clipping range per weight group after the scales (AutoAWQ does; llm-compressor 0.14 does not)")
+              "awq: search a clipping range per weight group after the scales, as AutoAWQ does (llm-compressor 0.14 "
+              "does not; off by default: it raised the default model's perplexity, docs/PERFORMANCE.md)")
       ->capture_default_str();
   s->add_option("--awq-search-samples", o->awq_search_samples,
                 "awq: calibration samples the scale search runs on (0: all)")->capture_default_str();

@@ -7,8 +7,8 @@
 //         linears before it (q/k/v, then o, then gate/up, then down), the next layer's input from
 //         the quantized layer;
 //   awq   scales searched and folded (awq.h), the next layer's input from the scaled layer
-//         unquantized and unclipped (as AutoAWQ and llm-compressor propagate), then the clipping
-//         search (--no-awq-clip skips it), then round to nearest.
+//         unquantized and unclipped (as AutoAWQ and llm-compressor propagate), then with
+//         --awq-clip AutoAWQ's clipping search, then round to nearest.
 // --kv-cache fp8 also calibrates per-kv-head k_scale / v_scale (amax / 448) on the same batch.
 // Everything is written to OUT.part and renamed to OUT at the end: an interrupted run leaves no OUT.
 #pragma once
@@ -34,7 +34,7 @@ struct QuantizeOptions {
   int threads = 0;
   double dampening = 0.01;     // gptq: fraction of the mean Hessian diagonal added to it
   int awq_search_samples = 16; // awq: calibration samples the scale search runs on (all: 0)
-  bool awq_clip = true;         // awq: the weight-clipping search after the scales (AutoAWQ's apply_clip)
+  bool awq_clip = false;        // awq: AutoAWQ's weight-clipping search after the scales (llm-compressor has none)
   std::string calib_dump;      // when set, the drawn samples are written there as JSONL token ids
 };
 

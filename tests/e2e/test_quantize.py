@@ -115,8 +115,9 @@ try:
     check(qc.get("quant_method") == "gptq" and qc.get("checkpoint_format") == "gptq", f"gptq config: {qc}")
     awq = os.path.join(tmp, "awq")
     check(quantize(awq, "--method", "awq", "--asym", "--bits", "4", "--group-size", "64", "--calib", calib,
-                   "--calib-samples", "4", "--calib-seq-len", "128", "--format", "awq", "--kv-cache", "fp8") == 0,
-          "awq --format awq --kv-cache fp8 runs")
+                   "--calib-samples", "4", "--calib-seq-len", "128", "--format", "awq", "--kv-cache", "fp8",
+                   "--awq-clip") == 0,
+          "awq --format awq --kv-cache fp8 --awq-clip runs")
     for d, name in ((rtn, "rtn compressed-tensors"), (g1, "gptq"), (awq, "awq")):
         p = ppl(d)
         check(base < p < 2.5 * base, f"{name}: perplexity {p:.3f} (f32 {base:.3f})")
