@@ -8,8 +8,8 @@
 //   8 bits: a chunk is 2 blocks (64 bytes); codes + 128 are unsigned, and 128 * sum(a) (one more
 //           vpdpbusd of the activations, once per token) is subtracted: the lane sums stay exact.
 //   Each lane's integer sum becomes f32 and is multiplied-added by (activation scale * weight
-//   scale) of its block into one accumulator a (row, token); a fixed horizontal sum, then the
-//   offsets' term sum_g offset[g] * S[g] (16 groups a vector, its own horizontal sum), then bias.
+//   scale) of its block into one accumulator a (row, token); then the offsets' term offset[g] * S[g]
+//   into the same lanes (16 groups a vector), a fixed horizontal sum, then bias.
 // F32 mode: per block of 32, codes -> f32 -> scale * code + offset in registers, two accumulators
 //   (inputs 0..15 and 16..31 of each block) per (row, token), summed at the end.
 // The per-(row, token) instruction sequence is the same whichever row/token block it falls in, so
@@ -102,26 +102,51 @@ inline float load1(const void* p, int64_t i) {
     return static_cast<const float*>(p)[i];
 }
 
-// sum_g offset[n, g] * S[t, g], 16 groups a step.
+// a + offset[n, g] * S[t, g] for every group g, 16 groups a step (into a's lanes).
 template <bool F16>
-inline float offset_term(const void* offset, int64_t n, int64_t G, const float* S) {
-  __m512 a = _mm512_setzero_ps();
+inline __m512 add_offset_term(__m512 a, const void* offset, int64_t n, int64_t G, const float* S) {
   for (int64_t g = 0; g < G; g += 16) {
     const __mmask16 m = G - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (G - g)) - 1);
     a = _mm512_fmadd_ps(load16<F16>(offset, n * G + g, m), _mm512_maskz_loadu_ps(m, S + g), a);
   }
-  return hsum16(a);
+  return a;
+}
+
+// The int8 activations rearranged once per call for the tiles: per (token, chunk) one record of
+// three vectors, so the inner loop only loads them.
+//   4 bits: [first halves of the 4 blocks | second halves | block scale per lane (block l / 4)]
+//   8 bits: [the 64 codes | 128 * sum of each lane's 4 codes (int32) | block scale per lane (l / 8)]
+constexpr int64_t kRecord = 3 * 64;
+
+void build_records(const QActivations& x, bool four, const ChunkTables& ct, uint8_t* rec) {
+  const int64_t K = x.k, blocks = K / 32, C = int64_t(ct.g_first.size()), CH = four ? 128 : 64;
+  const __m512i didx = four ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+                            : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i bias80 = _mm512_set1_epi8(char(0x80));
+  for (int64_t t = 0; t < x.t; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      uint8_t* r = rec + (t * C + c) * kRecord;
+      const int8_t* q = x.q + t * K + c * CH;
+      if (four) {
+        const __m512i A0 = _mm512_maskz_loadu_epi8(ct.amask0[c], q), A1 = _mm512_maskz_loadu_epi8(ct.amask1[c], q + 64);
+        _mm512_store_si512(r, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm512_store_si512(r + 64, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(3, 1, 3, 1)));
+      } else {
+        const __m512i A = _mm512_maskz_loadu_epi8(ct.amask0[c], q);
+        _mm512_store_si512(r, A);
+        _mm512_store_si512(r + 64, _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A));
+      }
+      _mm512_store_ps(r + 128, _mm512_permutexvar_ps(didx, _mm512_maskz_loadu_ps(ct.dmask[c], x.scale + t * blocks + c * (CH / 32))));
+    }
 }
 
 // NR rows from n x NT tokens from t, int8 activations.
 template <int NR, int NT, bool FOUR, bool SPLIT, bool F16>
-void q8_tile(const QActivations& x, const QWeightView& w, const ChunkTables& ct, const float* S, const float* bias,
+void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, const float* S, const float* bias,
              int64_t n, int64_t t, float* out, int64_t ldo) {
-  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
-  const int64_t C = int64_t(ct.g_first.size()), CH = FOUR ? 128 : 64;
+  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K);
+  const int64_t C = int64_t(ct.g_first.size());
   const __m512i nib = _mm512_set1_epi8(0x0F), bias80 = _mm512_set1_epi8(char(0x80));
-  const __m512i didx = FOUR ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
-                            : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -130,6 +155,9 @@ void q8_tile(const QActivations& x, const QWeightView& w, const ChunkTables& ct,
     __m512 slo[NR], shi[NR];
     for (int r = 0; r < NR; ++r) {
       const uint8_t* row = w.packed + (n + r) * rb;
+      // Decode streams the weights once: ask for the rows two tiles ahead (the hardware prefetcher
+      // alone leaves the loads waiting behind the arithmetic).
+      if (NT == 1 && n + r + 2 * NR < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + 2 * NR * rb + c * 64), _MM_HINT_T0);
       const __m512i W = _mm512_maskz_loadu_epi8(ct.wmask[c], row + c * 64);
       if constexpr (FOUR) {
         wlo[r] = _mm512_and_si512(W, nib);
@@ -142,28 +170,20 @@ void q8_tile(const QActivations& x, const QWeightView& w, const ChunkTables& ct,
       if constexpr (SPLIT) shi[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_hi[c].v), s8);
     }
     for (int j = 0; j < NT; ++j) {
-      const int8_t* q = x.q + (t + j) * K + c * CH;
-      const __m512 d = _mm512_permutexvar_ps(didx, _mm512_maskz_loadu_ps(ct.dmask[c], x.scale + (t + j) * blocks + c * (CH / 32)));
-      if constexpr (FOUR) {
-        const __m512i A0 = _mm512_maskz_loadu_epi8(ct.amask0[c], q), A1 = _mm512_maskz_loadu_epi8(ct.amask1[c], q + 64);
-        const __m512i alo = _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i ahi = _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(3, 1, 3, 1));
-        for (int r = 0; r < NR; ++r) {
-          if constexpr (SPLIT) {
-            const __m512 fl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], alo));
-            const __m512 fh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), whi[r], ahi));
-            acc[r][j] = _mm512_fmadd_ps(fl, _mm512_mul_ps(d, slo[r]), acc[r][j]);
-            acc[r][j] = _mm512_fmadd_ps(fh, _mm512_mul_ps(d, shi[r]), acc[r][j]);
-          } else {
-            const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], alo), whi[r], ahi);
-            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
-          }
-        }
-      } else {
-        const __m512i A = _mm512_maskz_loadu_epi8(ct.amask0[c], q);
-        const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A);  // 128 * sum(a) a lane
-        for (int r = 0; r < NR; ++r) {
-          const __m512i is = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], A), corr);
+      const uint8_t* re = rec + ((t + j) * C + c) * kRecord;
+      const __m512i a0 = _mm512_load_si512(re), a1 = _mm512_load_si512(re + 64);
+      const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(re + 128));
+      for (int r = 0; r < NR; ++r) {
+        if constexpr (FOUR && SPLIT) {
+          const __m512 fl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0));
+          const __m512 fh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), whi[r], a1));
+          acc[r][j] = _mm512_fmadd_ps(fl, _mm512_mul_ps(d, slo[r]), acc[r][j]);
+          acc[r][j] = _mm512_fmadd_ps(fh, _mm512_mul_ps(d, shi[r]), acc[r][j]);
+        } else if constexpr (FOUR) {
+          const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), whi[r], a1);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
+        } else {  // a1: 128 * sum(a) a lane, what the +128 on the codes added
+          const __m512i is = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), a1);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
         }
       }
@@ -171,7 +191,7 @@ void q8_tile(const QActivations& x, const QWeightView& w, const ChunkTables& ct,
   }
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) {
-      const float s = hsum16(acc[r][j]) + offset_term<F16>(w.offset, n + r, G, S + (t + j) * G);
+      const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
       out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
     }
 }
@@ -180,21 +200,26 @@ template <bool FOUR, bool SPLIT, bool F16>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const ChunkTables ct = make_tables(w);
-  const int64_t G = w.k / w.group;
+  const int64_t G = w.k / w.group, C = int64_t(ct.g_first.size());
   std::vector<float> S(static_cast<size_t>(x.t * G));
   qact_group_sums(x, w.group, S.data());
-  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
-    const int64_t ne = std::min(n1, nb + kRowBlock);
+  thread_local std::vector<uint8_t> rec_buf;
+  rec_buf.resize(size_t(x.t * C * kRecord + 64));
+  uint8_t* rec = rec_buf.data() + (64 - reinterpret_cast<uintptr_t>(rec_buf.data()) % 64) % 64;
+  build_records(x, FOUR, ct, rec);
+  constexpr int64_t kRows = 24;  // row block: a multiple of the 3-row tile
+  for (int64_t nb = n0; nb < n1; nb += kRows) {
+    const int64_t ne = std::min(n1, nb + kRows);
     int64_t t = 0;
     for (; t + 4 <= x.t; t += 4) {
       int64_t n = nb;
-      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, SPLIT, F16>(x, w, ct, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 4, FOUR, SPLIT, F16>(x, w, ct, S.data(), bias, n, t, out, ldo);
+      for (; n + 3 <= ne; n += 3) q8_tile<3, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
     }
     for (; t < x.t; ++t) {
       int64_t n = nb;
-      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, SPLIT, F16>(x, w, ct, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 1, FOUR, SPLIT, F16>(x, w, ct, S.data(), bias, n, t, out, ldo);
+      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
     }
   }
 }
