@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>
@@ -57,11 +58,21 @@ LinearWeight canonical(int bits, int64_t N, int64_t K, std::mt19937& rng) {
   return w;
 }
 
-// Median seconds of f() over repetitions filling about min_ms (after one warm-up call).
+struct Timing {
+  double median = 0, best = 0, cpu = 0;  // seconds a call: wall median, wall minimum, process CPU time / threads
+};
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// f() timed over repetitions filling about min_ms (after one warm-up call).
 template <class F>
-double median_s(F&& f, double min_ms) {
+Timing time_calls(F&& f, double min_ms, int threads) {
   f();
   std::vector<double> ts;
+  const double c0 = cpu_now();
   const auto start = std::chrono::steady_clock::now();
   while (ts.size() < 5 || (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() < min_ms &&
                            ts.size() < 10000)) {
@@ -69,8 +80,12 @@ double median_s(F&& f, double min_ms) {
     f();
     ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
   }
-  std::nth_element(ts.begin(), ts.begin() + ts.size() / 2, ts.end());
-  return ts[ts.size() / 2];
+  Timing r;
+  r.cpu = (cpu_now() - c0) / double(ts.size()) / threads;
+  std::sort(ts.begin(), ts.end());
+  r.median = ts[ts.size() / 2];
+  r.best = ts.front();
+  return r;
 }
 
 }  // namespace
@@ -92,7 +107,10 @@ int main(int argc, char** argv) {
     int64_t K, N;
   } shapes[] = {{"qkv", 576, 960}, {"gate_up", 576, 3072}, {"down", 1536, 576}, {"lm_head", 576, 49152}};
   std::printf("qlinear isa %s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::cpu_has_avx2() ? "yes" : "no");
-  std::printf("%-8s %5s %4s %3s %-16s %10s %9s %9s\n", "shape", "K->N", "T", "thr", "weights", "median_us", "GB/s", "GFLOP/s");
+  // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
+  // call / threads (on a shared machine, what the kernel costs when it has the cores).
+  std::printf("%-8s %11s %4s %3s %-21s %10s %9s %9s %9s %9s\n", "shape", "K->N", "T", "thr", "weights", "median_us",
+              "best_us", "cpu_us", "GB/s", "GFLOP/s");
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
     const LinearWeight c4 = canonical(4, s.N, s.K, rng), c8 = canonical(8, s.N, s.K, rng);
@@ -102,9 +120,10 @@ int main(int argc, char** argv) {
       const Tensor x = random_tensor(DType::F32, {T, s.K}, rng, -2.f, 2.f);
       Tensor out = Tensor::empty_host(DType::F32, {T, s.N});
       for (int th : threads) {
-        auto report = [&](const char* what, double bytes, double sec) {
-          std::printf("%-8s %5lld->%-5lld %4d %3d %-16s %10.1f %9.2f %9.2f\n", s.name, (long long)s.K, (long long)s.N, T,
-                      th, what, sec * 1e6, bytes / sec / 1e9, 2.0 * T * s.N * s.K / sec / 1e9);
+        auto report = [&](const char* what, double bytes, const Timing& tm) {
+          std::printf("%-8s %5lld->%-5lld %4d %3d %-21s %10.1f %9.1f %9.1f %9.2f %9.2f\n", s.name, (long long)s.K,
+                      (long long)s.N, T, th, what, tm.median * 1e6, tm.best * 1e6, tm.cpu * 1e6, bytes / tm.median / 1e9,
+                      2.0 * T * s.N * s.K / tm.median / 1e9);
           std::fflush(stdout);
         };
         for (ActQuantMode aq : {ActQuantMode::Int8, ActQuantMode::None}) {
@@ -113,12 +132,12 @@ int main(int argc, char** argv) {
             const LinearWeight w = be->upload_quantized(*c);
             const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
             const std::string what = std::string(c == &c4 ? "int4-g32" : "int8-g32") + " act " + act_quant_name(aq);
-            report(what.c_str(), bytes, median_s([&] { be->linear(x, w, nullptr, out); }, min_ms));
+            report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
         }
         auto be = make_cpu_backend(th);
-        report("dense f32", double(wf32.nbytes()), median_s([&] { be->linear(x, wf32, nullptr, out); }, min_ms));
-        report("dense bf16", double(wbf16.nbytes()), median_s([&] { be->linear(x, wbf16, nullptr, out); }, min_ms));
+        report("dense f32", double(wf32.nbytes()), time_calls([&] { be->linear(x, wf32, nullptr, out); }, min_ms, th));
+        report("dense bf16", double(wbf16.nbytes()), time_calls([&] { be->linear(x, wbf16, nullptr, out); }, min_ms, th));
       }
     }
   }

@@ -40,7 +40,7 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   std::string name() const override {
     return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
-           ", quantized " + kernels::qlinear_isa() + " act-quant " + act_quant_name(act_quant_) + ")";
+           ", quantized " + kernels::qlinear_isa() + ", act-quant " + act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
 
@@ -112,7 +112,15 @@ class CpuBackend final : public Backend {
       const size_t need = kernels::qactivation_bytes(T, K) + 64;
       if (act_scratch_.size() < need) act_scratch_.resize(need);
       const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
-      qx = kernels::quantize_activations(x.ptr<float>(), T, K, act_scratch_.data() + (64 - at % 64) % 64);
+      void* buf = act_scratch_.data() + (64 - at % 64) % 64;
+      if (T == 1) {
+        qx = kernels::quantize_activations(x.ptr<float>(), T, K, buf);
+      } else {  // rows split over the pool (each row's bytes do not depend on the split)
+        qx = kernels::quantize_activation_rows(x.ptr<float>(), T, K, 0, 0, buf);  // the view
+        pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+          kernels::quantize_activation_rows(x.ptr<float>(), T, K, t0, t1, buf);
+        });
+      }
     }
     const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
     pool_.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
