@@ -147,6 +147,14 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
     }
   }
   CHECK(bad == 0);
+  // rows quantized in two parts (as the backend's threads do) give the same bytes
+  std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
+  void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+  kernels::quantize_activation_rows(x.data(), T, K, 1, T, p);
+  const kernels::QActivations parts = kernels::quantize_activation_rows(x.data(), T, K, 0, 1, p);
+  CHECK(std::memcmp(parts.q, a.q.q, size_t(T * K)) == 0);
+  CHECK(std::memcmp(parts.scale, a.q.scale, size_t(T * K / 32) * 4) == 0);
+  CHECK(std::memcmp(parts.sum, a.q.sum, size_t(T * K / 16) * 4) == 0);
 }
 
 TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a table of shapes") {
