@@ -289,6 +289,12 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
         one->linear(xt, w, &bt, o1);
         two->linear(xt, up, &bt, o2);
         CHECK(std::memcmp(o1.data, o2.data, o1.nbytes()) == 0);  // thread count changes no bit
+        for (int64_t t = 0; t < T; ++t) {  // each token alone gives its row of the batch, bit for bit
+          Tensor xr = Tensor::empty_host(DType::F32, {1, K}), orow = Tensor::empty_host(DType::F32, {1, N});
+          std::memcpy(xr.data, x.data() + t * K, size_t(K) * 4);
+          two->linear(xr, up, &bt, orow);
+          CHECK(std::memcmp(orow.data, o2.ptr<float>() + t * N, size_t(N) * 4) == 0);
+        }
         int bad = 0;
         for (int64_t t = 0; t < T; ++t)
           for (int64_t n = 0; n < N; ++n) {
