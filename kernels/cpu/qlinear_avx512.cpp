@@ -115,7 +115,7 @@ inline __m512 add_offset_term(__m512 a, const void* offset, int64_t n, int64_t G
 // The int8 activations rearranged once per call for the tiles: per (token, chunk) one record of
 // three vectors, so the inner loop only loads them.
 //   4 bits: [first halves of the 4 blocks | second halves | block scale per lane (block l / 4)]
-//   8 bits: [the 64 codes | 128 * sum of each lane's 4 codes (int32) | block scale per lane (l / 8)]
+//   8 bits: [the 64 codes | -128 * sum of each lane's 4 codes (int32) | block scale per lane (l / 8)]
 constexpr int64_t kRecord = 3 * 64;
 
 void build_records(const QActivations& x, bool four, const ChunkTables& ct, uint8_t* rec) {
@@ -134,7 +134,7 @@ void build_records(const QActivations& x, bool four, const ChunkTables& ct, uint
       } else {
         const __m512i A = _mm512_maskz_loadu_epi8(ct.amask0[c], q);
         _mm512_store_si512(r, A);
-        _mm512_store_si512(r + 64, _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A));
+        _mm512_store_si512(r + 64, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A)));
       }
       _mm512_store_ps(r + 128, _mm512_permutexvar_ps(didx, _mm512_maskz_loadu_ps(ct.dmask[c], x.scale + t * blocks + c * (CH / 32))));
     }
@@ -182,8 +182,8 @@ void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, co
         } else if constexpr (FOUR) {
           const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), whi[r], a1);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
-        } else {  // a1: 128 * sum(a) a lane, what the +128 on the codes added
-          const __m512i is = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), a1);
+        } else {  // starts from a1 = -128 * sum(a) a lane, taking back what the +128 on the codes adds
+          const __m512i is = _mm512_dpbusd_epi32(a1, wlo[r], a0);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
         }
       }
