@@ -3,6 +3,7 @@
 #include "kernels/cpu/qlinear.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -15,6 +16,11 @@ enum class Isa { Scalar, Avx2, Avx512 };
 Isa detect_isa() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
+  // LLMCTL_QLINEAR_ISA=avx2|scalar steps down to a slower variant (to measure or compare them).
+  const char* want = std::getenv("LLMCTL_QLINEAR_ISA");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (want && std::strcmp(want, "scalar") == 0) return Isa::Scalar;
+  if (want && std::strcmp(want, "avx2") == 0 && avx2) return Isa::Avx2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
     return Isa::Avx512;

@@ -66,7 +66,8 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
 void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                      float* out, int64_t ldo);
 
-// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time.
+// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time
+// (the environment variable LLMCTL_QLINEAR_ISA=avx2|scalar steps down, to measure the others).
 const char* qlinear_isa();
 
 }  // namespace llmctl::kernels

@@ -61,6 +61,7 @@ template <int NR, int NT, bool FOUR, bool F16>
 void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const float* bias, int64_t n, int64_t t,
              float* out, int64_t ldo) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
+  const int64_t ahead = std::max<int64_t>(4, 6144 / rb);
   const __m128i nib = _mm_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NR][NT];
@@ -72,6 +73,8 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
     __m256 s[NR];
     for (int r = 0; r < NR; ++r) {
       const uint8_t* row = w.packed + (n + r) * rb;
+      // decode streams the weights once: fetch about 6 KB ahead (see qlinear_avx512.cpp)
+      if (NT == 1 && n + r + ahead < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + b * (FOUR ? 16 : 32)), _MM_HINT_T0);
       if constexpr (FOUR) {
         const __m128i P = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 16));
         wc[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(P, 4), nib), _mm_and_si128(P, nib));
