@@ -44,7 +44,7 @@ struct ChunkTables {
   std::vector<__mmask16> dmask;    // activation block scales present
 };
 
-ChunkTables make_tables(const QWeightView& w) {
+ChunkTables build_tables(const QWeightView& w) {
   ChunkTables ct;
   const bool four = w.bits == 4;
   const int64_t K = w.k, G = K / w.group, CH = four ? 128 : 64, C = (K + CH - 1) / CH;
@@ -77,6 +77,23 @@ inline float hsum16(__m512 v) {
   const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+// The tables depend on (bits, K, group) only: each thread keeps those of the shapes it has seen
+// (a model has a handful), so decode does not rebuild them on every call.
+const ChunkTables& tables_for(const QWeightView& w) {
+  struct Entry {
+    int bits;
+    int64_t k;
+    int group;
+    ChunkTables ct;
+  };
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.bits == w.bits && e.k == w.k && e.group == w.group) return e.ct;
+  if (cache.size() >= 16) cache.clear();
+  cache.push_back({w.bits, w.k, w.group, build_tables(w)});
+  return cache.back().ct;
 }
 
 // Up to 8 consecutive scales/offsets from p[i] as f32 in the low lanes.
@@ -199,9 +216,10 @@ void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, co
 template <bool FOUR, bool SPLIT, bool F16>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
-  const ChunkTables ct = make_tables(w);
+  const ChunkTables& ct = tables_for(w);
   const int64_t G = w.k / w.group, C = int64_t(ct.g_first.size());
-  std::vector<float> S(static_cast<size_t>(x.t * G));
+  thread_local std::vector<float> S;
+  S.resize(static_cast<size_t>(x.t * G));
   qact_group_sums(x, w.group, S.data());
   thread_local std::vector<uint8_t> rec_buf;
   rec_buf.resize(size_t(x.t * C * kRecord + 64));
