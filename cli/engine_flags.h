@@ -11,7 +11,7 @@
 namespace llmctl::cli {
 
 struct EngineFlags {
-  std::string model, dtype, device = "auto", kv_cache_dtype = "auto";
+  std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8";
   int threads = 0;
   bool enforce_eager = false, deterministic = false;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
@@ -20,7 +20,7 @@ struct EngineFlags {
 };
 
 // Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, --enforce-eager,
-// --deterministic, --kv-cache-dtype) on s.
+// --deterministic, --kv-cache-dtype, --act-quant) on s.
 void add_runtime_flags(CLI::App* s, EngineFlags& f);
 // Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
 // help (e.g. "with --prompts: ").

@@ -40,7 +40,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
 #else
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
-  if (!rt.backend) rt.backend = make_cpu_backend(opts.threads);
+  if (!rt.backend) rt.backend = make_cpu_backend(opts.threads, opts.act_quant);
   rt.model = make_model(ckpt, *rt.backend, weight_dtype);
   rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);  // refuses a KV dtype the backend lacks
   if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty())

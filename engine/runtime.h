@@ -20,6 +20,7 @@ struct RuntimeOptions {
   bool enforce_eager = false;      // CUDA: no graphs
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
+  ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
 };
 
 struct Runtime {

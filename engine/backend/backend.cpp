@@ -15,12 +15,22 @@ void Backend::require_support(WeightFormat f) const {
 
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   require_support(w.format);
-  LLM_CHECK(is_dense(w.format)) << "no linear kernel dispatch for format " << weight_format_name(w.format);
+  if (!is_dense(w.format)) return linear_quantized(x, w, bias, out);
   LLM_CHECK(w.data.dtype == dense_dtype(w.format) && w.data.rank() == 2 && w.data.dim(0) == w.n &&
             w.data.dim(1) == w.k)
       << "linear weight " << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "] holds "
       << dtype_name(w.data.dtype) << " " << w.data.shape_str();
   linear(x, w.data, bias, out);
+}
+
+void Backend::linear_quantized(const Tensor&, const LinearWeight& w, const Tensor*, Tensor&) {
+  LLM_THROW() << "backend " << name() << " has no quantized linear kernel for " << weight_format_name(w.format);
+}
+
+LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
+  LLM_THROW() << "backend " << name() << " cannot load quantized linear weights ("
+                << weight_format_name(canonical.format) << ")";
+  return {};
 }
 
 }  // namespace llmctl

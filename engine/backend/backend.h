@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend/act_quant.h"
 #include "engine/backend/batch_plan.h"
 #include "engine/backend/kv_cache_dtype.h"
 #include "engine/backend/linear_weight.h"
@@ -119,8 +120,17 @@ class Backend {
   // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
   virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
   // The same product for a weight with a format: refuses a format this backend does not support
-  // (by name), dispatches dense weights to linear(x, w.data, ...). w is this rank's slice [N, K].
+  // (by name), dispatches dense weights to linear(x, w.data, ...) and quantized ones to
+  // linear_quantized. w is this rank's slice [N, K].
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // out[T,N] = x[T,K] @ dequant(w)[N,K]^T (+ bias[N]) for a quantized w (Int4Group/Int8Group) as
+  // upload_quantized made it. Default: refuses, naming the backend and the format.
+  virtual void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // A quantized weight in its canonical host form -- format Int4Group/Int8Group, data the codes
+  // unpacked one per byte [N, K] (U8; I8 or U8 for 8 bits), scales and zeros (= offsets)
+  // [N, K / group_size] F16 or F32 -- made ready for linear_quantized in this backend's layout.
+  // Default: refuses by name.
+  virtual LinearWeight upload_quantized(const LinearWeight& canonical);
   // The attention ops take the fused projection qkv[T, (Hq + 2*Hkv) * D]: q, then k, then v.
   // In place: rotates the q and k parts at b.positions.
   virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;
@@ -146,6 +156,7 @@ class Backend {
   virtual void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) = 0;
 };
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+// act_quant: what the quantized linears do with the activations (engine/backend/act_quant.h).
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8);
 
 }  // namespace llmctl

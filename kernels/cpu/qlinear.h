@@ -56,6 +56,9 @@ struct QActivations {
 size_t qactivation_bytes(int64_t T, int64_t K);
 // Quantizes x [T, K] f32 into buf (qactivation_bytes long, 64-byte aligned); the view points into it.
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf);
+// The same for rows [t0, t1) only, written where quantize_activations puts them (threads split the
+// rows; each row's bytes do not depend on the split). Returns the view of all T rows.
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf);
 
 // out[t * ldo + n] for t < T, n in [n0, n1).
 void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
@@ -63,7 +66,8 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
 void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                      float* out, int64_t ldo);
 
-// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time.
+// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time
+// (the environment variable LLMCTL_QLINEAR_ISA=avx2|scalar steps down, to measure the others).
 const char* qlinear_isa();
 
 }  // namespace llmctl::kernels

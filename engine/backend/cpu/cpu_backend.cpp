@@ -1,16 +1,19 @@
-// CPU backend: f32 activations, weights in their stored dtype (f32/f16/bf16), rows split across
-// the thread pool. The reference the CUDA backend is checked against.
+// CPU backend: f32 activations, weights in their stored dtype (f32/f16/bf16) or group-quantized
+// (Int4Group/Int8Group, kernels/cpu/qlinear.h), rows split across the thread pool. The reference
+// the CUDA backend is checked against.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/qlinear.h"
 
 namespace llmctl {
 
@@ -32,11 +35,12 @@ void check_f32(const Tensor& t, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  CpuBackend(int threads, ActQuantMode act_quant) : pool_(threads), act_quant_(act_quant) {}
 
   Device device() const override { return Device::CPU; }
   std::string name() const override {
-    return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") + ")";
+    return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
+           ", quantized " + kernels::qlinear_isa() + ", act-quant " + act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
 
@@ -87,7 +91,46 @@ class CpuBackend final : public Backend {
   }
 
   using Backend::linear;  // the LinearWeight overload
-  bool supports(WeightFormat f) const override { return is_dense(f); }
+  bool supports(WeightFormat f) const override {
+    return is_dense(f) || f == WeightFormat::Int4Group || f == WeightFormat::Int8Group;
+  }
+
+  LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical); }
+
+  // Int8 mode: x quantized once (scratch kept across calls), then the output rows split over the
+  // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
+  void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
+    check_f32(x, "linear input");
+    const kernels::QWeightView view = cpu_qweight_view(w);
+    const int64_t T = x.dim(0), K = x.dim(1), N = w.n;
+    LLM_CHECK(x.rank() == 2 && K == w.k && out.dim(0) == T && out.dim(1) == N)
+        << "linear shapes: x " << x.shape_str() << " w " << weight_format_name(w.format) << " [" << w.n << ", " << w.k
+        << "] out " << out.shape_str();
+    const float* b = bias ? bias->ptr<float>() : nullptr;
+    kernels::QActivations qx;
+    if (act_quant_ == ActQuantMode::Int8) {
+      const size_t need = kernels::qactivation_bytes(T, K) + 64;
+      if (act_scratch_.size() < need) act_scratch_.resize(need);
+      const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
+      void* buf = act_scratch_.data() + (64 - at % 64) % 64;
+      if (T == 1) {
+        qx = kernels::quantize_activations(x.ptr<float>(), T, K, buf);
+      } else {  // rows split over the pool (each row's bytes do not depend on the split)
+        qx = kernels::quantize_activation_rows(x.ptr<float>(), T, K, 0, 0, buf);  // the view
+        pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+          kernels::quantize_activation_rows(x.ptr<float>(), T, K, t0, t1, buf);
+        });
+      }
+    }
+    const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
+    pool_.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      const int64_t n0 = c0 * chunk, n1 = std::min(N, c1 * chunk);
+      if (act_quant_ == ActQuantMode::Int8)
+        kernels::qlinear_rows_q8(qx, view, b, n0, n1, out.ptr<float>(), N);
+      else
+        kernels::qlinear_rows_f32(x.ptr<float>(), T, view, b, n0, n1, out.ptr<float>(), N);
+    });
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
@@ -239,10 +282,14 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  ActQuantMode act_quant_;
+  std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quant) {
+  return std::make_unique<CpuBackend>(num_threads, act_quant);
+}
 
 }  // namespace llmctl

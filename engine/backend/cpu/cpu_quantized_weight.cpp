@@ -1,0 +1,69 @@
+#include "engine/backend/cpu/cpu_quantized_weight.h"
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+namespace {
+// Scales and zeros: [N, K / group] of one float dtype, F16 or F32.
+void check_group_params(const LinearWeight& w) {
+  LLM_CHECK(w.group_size == 16 || (w.group_size > 0 && w.group_size % 32 == 0))
+      << weight_format_name(w.format) << ": group size " << w.group_size << " (16 or a multiple of 32)";
+  LLM_CHECK(w.k % 32 == 0 && w.k % w.group_size == 0)
+      << weight_format_name(w.format) << ": K " << w.k << " must be a multiple of 32 and of the group size " << w.group_size;
+  const std::vector<int64_t> shape = {w.n, w.k / w.group_size};
+  for (const Tensor* t : {&w.scales, &w.zeros})
+    LLM_CHECK((t->dtype == DType::F16 || t->dtype == DType::F32) && t->shape == shape && t->dtype == w.scales.dtype)
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: scales/zeros must be f16 or f32 [" << w.n
+        << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
+        << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
+}
+}  // namespace
+
+int quantized_bits(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Int4Group: return 4;
+    case WeightFormat::Int8Group: return 8;
+    default: LLM_CHECK(false) << "not a quantized weight format: " << weight_format_name(f);
+  }
+  return 0;
+}
+
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
+  const int bits = quantized_bits(canonical.format);
+  check_group_params(canonical);
+  const Tensor& codes = canonical.data;
+  const std::vector<int64_t> nk = {canonical.n, canonical.k};
+  LLM_CHECK((codes.dtype == DType::U8 || (bits == 8 && codes.dtype == DType::I8)) && codes.device == Device::CPU &&
+            codes.shape == nk)
+      << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
+      << canonical.k << "], got " << dtype_name(codes.dtype) << " " << codes.shape_str();
+  const auto* c = static_cast<const uint8_t*>(codes.data);
+  if (bits == 4) {
+    for (int64_t i = 0; i < codes.numel(); ++i)
+      LLM_CHECK(c[i] <= 15) << "int4-group: code " << int(c[i]) << " at " << i << " is outside 0..15";
+  }
+  LinearWeight out = canonical;
+  out.data = Tensor::empty_host(DType::U8, {canonical.n, kernels::qweight_row_bytes(bits, canonical.k)});
+  kernels::qweight_pack(bits, canonical.n, canonical.k, c, out.data.ptr<uint8_t>());
+  return out;
+}
+
+kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
+  kernels::QWeightView v;
+  v.bits = quantized_bits(w.format);
+  check_group_params(w);
+  const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
+  LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
+      << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed data must be u8 [" << w.n << ", "
+      << kernels::qweight_row_bytes(v.bits, w.k) << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
+      << " (was it made by upload_quantized?)";
+  v.n = w.n, v.k = w.k, v.group = w.group_size;
+  v.packed = w.data.ptr<uint8_t>();
+  v.scale_type = w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
+  v.scale = w.scales.data;
+  v.offset = w.zeros.data;
+  return v;
+}
+
+}  // namespace llmctl

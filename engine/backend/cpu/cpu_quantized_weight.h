@@ -1,0 +1,20 @@
+// The CPU backend's quantized linear weights (Int4Group / Int8Group): packing the loader's
+// canonical form into kernels/cpu/qlinear.h's layout, and the kernels' view of a packed weight.
+//   canonical: data = codes one per byte [N, K] (U8; I8 or U8 for 8 bits), scales and zeros
+//              (= offsets) [N, K / group_size] F16 or F32
+//   packed:    data = U8 [N, qweight_row_bytes(bits, K)], scales and zeros kept
+#pragma once
+#include "engine/backend/linear_weight.h"
+#include "kernels/cpu/qlinear.h"
+
+namespace llmctl {
+
+int quantized_bits(WeightFormat f);  // 4 or 8; throws for dense formats
+
+// Checks the canonical weight (shapes, dtypes, group, 4-bit codes <= 15) and packs it.
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical);
+
+// Checks a packed weight and returns the kernels' view of it.
+kernels::QWeightView cpu_qweight_view(const LinearWeight& packed);
+
+}  // namespace llmctl

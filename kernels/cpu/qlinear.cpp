@@ -1,0 +1,161 @@
+// Packing, activation quantization and the run-time choice among the qlinear variants
+// (qlinear_scalar.cpp, qlinear_avx2.cpp, qlinear_avx512.cpp).
+#include "kernels/cpu/qlinear.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/qlinear_impl.h"
+
+namespace llmctl::kernels {
+
+namespace detail {
+namespace {
+enum class Isa { Scalar, Avx2, Avx512 };
+Isa detect_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // LLMCTL_QLINEAR_ISA=avx2|scalar steps down to a slower variant (to measure or compare them).
+  const char* want = std::getenv("LLMCTL_QLINEAR_ISA");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (want && std::strcmp(want, "scalar") == 0) return Isa::Scalar;
+  if (want && std::strcmp(want, "avx2") == 0 && avx2) return Isa::Avx2;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return Isa::Avx2;
+#endif
+  return Isa::Scalar;
+}
+const Isa g_isa = detect_isa();
+}  // namespace
+
+bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
+bool cpu_has_avx2_fma_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+void qact_group_sums(const QActivations& x, int group, float* S) {
+  const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;
+  for (int64_t t = 0; t < x.t; ++t) {
+    const float* h = x.sum + t * halves;
+    for (int64_t g = 0; g < G; ++g) {
+      float s = 0;
+      for (int64_t i = 0; i < per; ++i) s += h[g * per + i];
+      S[t * G + g] = s;
+    }
+  }
+}
+}  // namespace detail
+
+int64_t qweight_row_bytes(int bits, int64_t k) { return bits == 4 ? k / 2 : k; }
+
+void qweight_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t* out) {
+  if (bits == 8) {
+    std::memcpy(out, codes, size_t(n * k));
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const uint8_t* c = codes + r * k + b * 32;
+      uint8_t* o = out + r * (k / 2) + b * 16;
+      for (int j = 0; j < 16; ++j) o[j] = uint8_t((c[j] & 0xF) | (c[j + 16] & 0xF) << 4);
+    }
+}
+
+void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8_t* codes) {
+  if (bits == 8) {
+    std::memcpy(codes, packed, size_t(n * k));
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const uint8_t* p = packed + r * (k / 2) + b * 16;
+      uint8_t* c = codes + r * k + b * 32;
+      for (int j = 0; j < 16; ++j) {
+        c[j] = p[j] & 0xF;
+        c[j + 16] = p[j] >> 4;
+      }
+    }
+}
+
+namespace {
+size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+}  // namespace
+
+size_t qactivation_bytes(int64_t T, int64_t K) {
+  return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + round64(size_t(T * K / 16) * 4);
+}
+
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf) {
+  auto* base = static_cast<uint8_t*>(buf);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
+  auto* sum = reinterpret_cast<float*>(base + round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4));
+  // Round to nearest even by adding and subtracting 1.5 * 2^23 (|v| <= 127): no libm call, and the
+  // loops vectorize.
+  constexpr float kRound = 12582912.0f;
+  for (int64_t b = t0 * K / 32; b < t1 * K / 32; ++b) {  // blocks never straddle rows: K % 32 == 0
+    const float* xb = x + b * 32;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(xb[i]);
+      amax = a > amax ? a : amax;
+    }
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    int8_t* qb = q + b * 32;
+    int32_t qi[32];
+    for (int i = 0; i < 32; ++i) {
+      float v = (xb[i] * id + kRound) - kRound;
+      v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
+      qi[i] = int32_t(v);
+      qb[i] = int8_t(qi[i]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      int32_t s = 0;
+      for (int i = h * 16; i < h * 16 + 16; ++i) s += qi[i];
+      sum[b * 2 + h] = d * float(s);
+    }
+    scale[b] = d;
+  }
+  return QActivations{T, K, q, scale, sum};
+}
+
+QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf) {
+  return quantize_activation_rows(x, T, K, 0, T, buf);
+}
+
+void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                      float* out, int64_t ldo) {
+  switch (detail::g_isa) {
+    case detail::Isa::Avx512: return detail::qlinear_rows_f32_avx512(x, T, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Avx2: return detail::qlinear_rows_f32_avx2(x, T, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Scalar: return detail::qlinear_rows_f32_scalar(x, T, w, bias, n0, n1, out, ldo);
+  }
+}
+
+void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                     float* out, int64_t ldo) {
+  switch (detail::g_isa) {
+    case detail::Isa::Avx512: return detail::qlinear_rows_q8_avx512(x, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Avx2: return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Scalar: return detail::qlinear_rows_q8_scalar(x, w, bias, n0, n1, out, ldo);
+  }
+}
+
+const char* qlinear_isa() {
+  switch (detail::g_isa) {
+    case detail::Isa::Avx512: return "avx512-vnni";
+    case detail::Isa::Avx2: return "avx2";
+    case detail::Isa::Scalar: return "scalar";
+  }
+  return "scalar";
+}
+
+}  // namespace llmctl::kernels

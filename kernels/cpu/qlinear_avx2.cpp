@@ -1,0 +1,215 @@
+// AVX2/FMA/F16C variant of the qlinear kernels (compiled with -mavx2 -mfma -mf16c, chosen at run time
+// on CPUs without AVX-512 VNNI).
+// Int8 mode, per block of 32 inputs: the codes (4 bits: low nibbles then high nibbles, which is the
+// inputs' own order; 8 bits: |code| with the activations' signs flipped where the code is negative)
+// meet the int8 activations in vpmaddubsw (u8 x s8 pairs -> s16, no saturation at these ranges),
+// vpmaddwd sums pairs into 8 int32 lanes (lanes 0..3: inputs 0..15, 4..7: inputs 16..31); lanes
+// become f32 and are multiplied-added by activation scale * weight scale into one accumulator per
+// (row, token); then a fixed horizontal sum, the offsets' term (8 groups a vector, then the rest in
+// order) and bias.
+// F32 mode: per block, codes -> f32 -> scale * code + offset in registers; two accumulators per
+// (row, token) (inputs 0..15 and 16..31), summed at the end.
+// The per-(row, token) instruction sequence does not depend on the tile it falls in: results do not
+// depend on T or on [n0, n1).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+constexpr int64_t kRowBlock = 16;
+
+inline float hsum8(__m256 s) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+template <bool F16>
+inline float load1(const void* p, int64_t i) {
+  if constexpr (F16)
+    return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
+  else
+    return static_cast<const float*>(p)[i];
+}
+template <bool F16>
+inline __m256 load8(const void* p, int64_t i) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+  else
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+}
+
+// sum_g offset[n, g] * S[t, g]: 8 groups a step, horizontal sum, then the remaining groups in order.
+template <bool F16>
+inline float offset_term(const void* offset, int64_t n, int64_t G, const float* S) {
+  __m256 a = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= G; g += 8) a = _mm256_fmadd_ps(load8<F16>(offset, n * G + g), _mm256_loadu_ps(S + g), a);
+  float s = hsum8(a);
+  for (; g < G; ++g) s += load1<F16>(offset, n * G + g) * S[g];
+  return s;
+}
+
+template <int NR, int NT, bool FOUR, bool F16>
+void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const float* bias, int64_t n, int64_t t,
+             float* out, int64_t ldo) {
+  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
+  const int64_t ahead = std::max<int64_t>(4, 6144 / rb);
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
+    __m256i wc[NR];
+    __m256 s[NR];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* row = w.packed + (n + r) * rb;
+      // decode streams the weights once: fetch about 6 KB ahead (see qlinear_avx512.cpp)
+      if (NT == 1 && n + r + ahead < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + b * (FOUR ? 16 : 32)), _MM_HINT_T0);
+      if constexpr (FOUR) {
+        const __m128i P = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 16));
+        wc[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(P, 4), nib), _mm_and_si128(P, nib));
+      } else {
+        wc[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
+      }
+      const float sl = load1<F16>(w.scale, (n + r) * G + glo);
+      s[r] = glo == ghi ? _mm256_set1_ps(sl) : _mm256_setr_m128(_mm_set1_ps(sl), _mm_set1_ps(load1<F16>(w.scale, (n + r) * G + ghi)));
+    }
+    for (int j = 0; j < NT; ++j) {
+      const __m256i A = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t + j) * K + b * 32));
+      const __m256 d = _mm256_set1_ps(x.scale[(t + j) * blocks + b]);
+      for (int r = 0; r < NR; ++r) {
+        __m256i p;
+        if constexpr (FOUR)
+          p = _mm256_maddubs_epi16(wc[r], A);
+        else
+          p = _mm256_maddubs_epi16(_mm256_abs_epi8(wc[r]), _mm256_sign_epi8(A, wc[r]));
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+        acc[r][j] = _mm256_fmadd_ps(f, _mm256_mul_ps(d, s[r]), acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) {
+      const float v = hsum8(acc[r][j]) + offset_term<F16>(w.offset, n + r, G, S + (t + j) * G);
+      out[(t + j) * ldo + n + r] = bias ? v + bias[n + r] : v;
+    }
+}
+
+template <bool FOUR, bool F16>
+void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
+  const int64_t G = w.k / w.group;
+  std::vector<float> S(static_cast<size_t>(x.t * G));
+  qact_group_sums(x, w.group, S.data());
+  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
+    const int64_t ne = std::min(n1, nb + kRowBlock);
+    int64_t t = 0;
+    for (; t + 4 <= x.t; t += 4) {
+      int64_t n = nb;
+      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 4, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+    }
+    for (; t < x.t; ++t) {
+      int64_t n = nb;
+      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 1, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+    }
+  }
+}
+
+template <int NR, int NT, bool FOUR, bool F16>
+void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n, int64_t t, float* out, int64_t ldo) {
+  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  __m256 a0[NR][NT], a1[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) a0[r][j] = a1[r][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
+    __m256 wv[NR][4];  // inputs 0..7, 8..15, 16..23, 24..31 of the block
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* row = w.packed + (n + r) * rb;
+      __m128i lo, hi;  // 16 codes each as bytes
+      if constexpr (FOUR) {
+        const __m128i P = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 16));
+        lo = _mm_and_si128(P, nib);
+        hi = _mm_and_si128(_mm_srli_epi16(P, 4), nib);
+      } else {
+        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32));
+        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32 + 16));
+      }
+      const int64_t base = (n + r) * G;
+      const __m256 sl = _mm256_set1_ps(load1<F16>(w.scale, base + glo)), ol = _mm256_set1_ps(load1<F16>(w.offset, base + glo));
+      const __m256 sh = _mm256_set1_ps(load1<F16>(w.scale, base + ghi)), oh = _mm256_set1_ps(load1<F16>(w.offset, base + ghi));
+      const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+      for (int p = 0; p < 4; ++p) {
+        const __m256i c32 = FOUR ? _mm256_cvtepu8_epi32(parts[p]) : _mm256_cvtepi8_epi32(parts[p]);
+        wv[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c32), p < 2 ? sl : sh, p < 2 ? ol : oh);
+      }
+    }
+    for (int j = 0; j < NT; ++j) {
+      const float* xr = x + (t + j) * K + b * 32;
+      const __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8), x2 = _mm256_loadu_ps(xr + 16),
+                   x3 = _mm256_loadu_ps(xr + 24);
+      for (int r = 0; r < NR; ++r) {
+        a0[r][j] = _mm256_fmadd_ps(x0, wv[r][0], a0[r][j]);
+        a1[r][j] = _mm256_fmadd_ps(x2, wv[r][2], a1[r][j]);
+        a0[r][j] = _mm256_fmadd_ps(x1, wv[r][1], a0[r][j]);
+        a1[r][j] = _mm256_fmadd_ps(x3, wv[r][3], a1[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) {
+      const float v = hsum8(_mm256_add_ps(a0[r][j], a1[r][j]));
+      out[(t + j) * ldo + n + r] = bias ? v + bias[n + r] : v;
+    }
+}
+
+template <bool FOUR, bool F16>
+void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+              int64_t ldo) {
+  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
+    const int64_t ne = std::min(n1, nb + kRowBlock);
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4)
+      for (int64_t n = nb; n < ne; ++n) f32_tile<1, 4, FOUR, F16>(x, w, bias, n, t, out, ldo);
+    for (; t < T; ++t) {
+      int64_t n = nb;
+      for (; n + 2 <= ne; n += 2) f32_tile<2, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
+      for (; n < ne; ++n) f32_tile<1, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
+    }
+  }
+}
+
+}  // namespace
+
+void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                          float* out, int64_t ldo) {
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+}
+
+void qlinear_rows_f32_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                           float* out, int64_t ldo) {
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+}
+
+}  // namespace llmctl::kernels::detail

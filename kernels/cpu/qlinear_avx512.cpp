@@ -1,0 +1,333 @@
+// AVX-512 (F, BW, VL, VNNI) variant of the qlinear kernels, chosen at run time.
+//
+// Int8 mode: vpdpbusd (u8 x s8 -> s32, four products a lane) over chunks of packed codes:
+//   4 bits: a chunk is 4 blocks of 32 inputs (64 code bytes). Low nibbles [b0 | b1 | b2 | b3] (inputs
+//           0..15 of each block) meet the activations' first halves, high nibbles their second
+//           halves, so int32 lane l holds part of block l / 4 (both halves, or each half on its own
+//           when group == 16).
+//   8 bits: a chunk is 2 blocks (64 bytes); codes + 128 are unsigned, and 128 * sum(a) (one more
+//           vpdpbusd of the activations, once per token) is subtracted: the lane sums stay exact.
+//   Each lane's integer sum becomes f32 and is multiplied-added by (activation scale * weight
+//   scale) of its block into one accumulator a (row, token); then the offsets' term offset[g] * S[g]
+//   into the same lanes (16 groups a vector), a fixed horizontal sum, then bias.
+// F32 mode: per block of 32, codes -> f32 -> scale * code + offset in registers, two accumulators
+//   (inputs 0..15 and 16..31 of each block) per (row, token), summed at the end.
+// The per-(row, token) instruction sequence is the same whichever row/token block it falls in, so
+// results do not depend on T or on [n0, n1).
+// GCC 12's AVX-512 headers fill don't-care lanes from _mm512_undefined_*(), which -Wuninitialized
+// reports at every inlined use (false positives).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+constexpr int64_t kRowBlock = 16;  // weight rows kept in L1 while a group of tokens passes over them
+
+// Per-call tables of the int8 mode, one entry per chunk (the same for every row and token).
+struct alignas(64) LaneIdx {
+  int32_t v[16];
+};
+struct ChunkTables {
+  std::vector<LaneIdx> idx_lo, idx_hi;  // lane -> scale slot (0..7) from g_first
+  std::vector<int64_t> g_first;
+  std::vector<__mmask8> smask;     // scales that exist from g_first (at most 8)
+  std::vector<__mmask64> wmask, amask0, amask1;
+  std::vector<__mmask16> dmask;    // activation block scales present
+};
+
+ChunkTables build_tables(const QWeightView& w) {
+  ChunkTables ct;
+  const bool four = w.bits == 4;
+  const int64_t K = w.k, G = K / w.group, CH = four ? 128 : 64, C = (K + CH - 1) / CH;
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t k0 = c * CH, valid = std::min<int64_t>(CH, K - k0), g0 = k0 / w.group;
+    LaneIdx lo, hi;
+    for (int l = 0; l < 16; ++l) {
+      const int64_t klo = four ? k0 + (l / 4) * 32 : k0 + 4 * l, khi = four ? klo + 16 : klo;
+      lo.v[l] = klo < K ? int32_t(klo / w.group - g0) : 0;
+      hi.v[l] = khi < K ? int32_t(khi / w.group - g0) : 0;
+    }
+    ct.idx_lo.push_back(lo);
+    ct.idx_hi.push_back(hi);
+    ct.g_first.push_back(g0);
+    ct.smask.push_back(__mmask8((1u << std::min<int64_t>(8, G - g0)) - 1));
+    const int64_t wbytes = four ? valid / 2 : valid;
+    ct.wmask.push_back(wbytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << wbytes) - 1);
+    const int64_t a0 = std::min<int64_t>(64, valid), a1 = valid - a0;
+    ct.amask0.push_back(a0 >= 64 ? ~__mmask64(0) : (__mmask64(1) << a0) - 1);
+    ct.amask1.push_back(a1 >= 64 ? ~__mmask64(0) : (__mmask64(1) << a1) - 1);
+    ct.dmask.push_back(__mmask16((1u << (valid / 32)) - 1));
+  }
+  return ct;
+}
+
+// Horizontal sum in a fixed order (halves, then quarters, ...).
+inline float hsum16(__m512 v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+// The tables depend on (bits, K, group) only: each thread keeps those of the shapes it has seen
+// (a model has a handful), so decode does not rebuild them on every call.
+const ChunkTables& tables_for(const QWeightView& w) {
+  struct Entry {
+    int bits;
+    int64_t k;
+    int group;
+    ChunkTables ct;
+  };
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.bits == w.bits && e.k == w.k && e.group == w.group) return e.ct;
+  if (cache.size() >= 16) cache.clear();
+  cache.push_back({w.bits, w.k, w.group, build_tables(w)});
+  return cache.back().ct;
+}
+
+// Up to 8 consecutive scales/offsets from p[i] as f32 in the low lanes.
+template <bool F16>
+inline __m512 load8(const void* p, int64_t i, __mmask8 m) {
+  if constexpr (F16)
+    return _mm512_zextps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + i)));
+  else
+    return _mm512_zextps256_ps512(_mm256_maskz_loadu_ps(m, static_cast<const float*>(p) + i));
+}
+template <bool F16>
+inline __m512 load16(const void* p, int64_t i, __mmask16 m) {
+  if constexpr (F16)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + i));
+  else
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + i);
+}
+template <bool F16>
+inline float load1(const void* p, int64_t i) {
+  if constexpr (F16)
+    return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
+  else
+    return static_cast<const float*>(p)[i];
+}
+
+// a + offset[n, g] * S[t, g] for every group g, 16 groups a step (into a's lanes).
+template <bool F16>
+inline __m512 add_offset_term(__m512 a, const void* offset, int64_t n, int64_t G, const float* S) {
+  for (int64_t g = 0; g < G; g += 16) {
+    const __mmask16 m = G - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (G - g)) - 1);
+    a = _mm512_fmadd_ps(load16<F16>(offset, n * G + g, m), _mm512_maskz_loadu_ps(m, S + g), a);
+  }
+  return a;
+}
+
+// The int8 activations rearranged once per call for the tiles: per (token, chunk) one record of
+// three vectors, so the inner loop only loads them.
+//   4 bits: [first halves of the 4 blocks | second halves | block scale per lane (block l / 4)]
+//   8 bits: [the 64 codes | -128 * sum of each lane's 4 codes (int32) | block scale per lane (l / 8)]
+constexpr int64_t kRecord = 3 * 64;
+
+void build_records(const QActivations& x, bool four, const ChunkTables& ct, uint8_t* rec) {
+  const int64_t K = x.k, blocks = K / 32, C = int64_t(ct.g_first.size()), CH = four ? 128 : 64;
+  const __m512i didx = four ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+                            : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i bias80 = _mm512_set1_epi8(char(0x80));
+  for (int64_t t = 0; t < x.t; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      uint8_t* r = rec + (t * C + c) * kRecord;
+      const int8_t* q = x.q + t * K + c * CH;
+      if (four) {
+        const __m512i A0 = _mm512_maskz_loadu_epi8(ct.amask0[c], q), A1 = _mm512_maskz_loadu_epi8(ct.amask1[c], q + 64);
+        _mm512_store_si512(r, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm512_store_si512(r + 64, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(3, 1, 3, 1)));
+      } else {
+        const __m512i A = _mm512_maskz_loadu_epi8(ct.amask0[c], q);
+        _mm512_store_si512(r, A);
+        _mm512_store_si512(r + 64, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A)));
+      }
+      _mm512_store_ps(r + 128, _mm512_permutexvar_ps(didx, _mm512_maskz_loadu_ps(ct.dmask[c], x.scale + t * blocks + c * (CH / 32))));
+    }
+}
+
+// NR rows from n x NT tokens from t, int8 activations.
+template <int NR, int NT, bool FOUR, bool SPLIT, bool F16>
+void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, const float* S, const float* bias,
+             int64_t n, int64_t t, float* out, int64_t ldo) {
+  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K);
+  const int64_t C = int64_t(ct.g_first.size()), ahead = std::max<int64_t>(4, 6144 / rb);
+  const __m512i nib = _mm512_set1_epi8(0x0F), bias80 = _mm512_set1_epi8(char(0x80));
+  __m512 acc[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < C; ++c) {
+    __m512i wlo[NR], whi[NR];
+    __m512 slo[NR], shi[NR];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* row = w.packed + (n + r) * rb;
+      // Decode streams the weights once: ask for the row about 6 KB ahead (the hardware prefetcher
+      // alone leaves the loads waiting behind the arithmetic: int8 lm_head 2x slower without).
+      if (NT == 1 && n + r + ahead < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + c * 64), _MM_HINT_T0);
+      const __m512i W = _mm512_maskz_loadu_epi8(ct.wmask[c], row + c * 64);
+      if constexpr (FOUR) {
+        wlo[r] = _mm512_and_si512(W, nib);
+        whi[r] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);
+      } else {
+        wlo[r] = _mm512_xor_si512(W, bias80);
+      }
+      const __m512 s8 = load8<F16>(w.scale, (n + r) * G + ct.g_first[c], ct.smask[c]);
+      slo[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_lo[c].v), s8);
+      if constexpr (SPLIT) shi[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_hi[c].v), s8);
+    }
+    for (int j = 0; j < NT; ++j) {
+      const uint8_t* re = rec + ((t + j) * C + c) * kRecord;
+      const __m512i a0 = _mm512_load_si512(re), a1 = _mm512_load_si512(re + 64);
+      const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(re + 128));
+      for (int r = 0; r < NR; ++r) {
+        if constexpr (FOUR && SPLIT) {
+          const __m512 fl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0));
+          const __m512 fh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), whi[r], a1));
+          acc[r][j] = _mm512_fmadd_ps(fl, _mm512_mul_ps(d, slo[r]), acc[r][j]);
+          acc[r][j] = _mm512_fmadd_ps(fh, _mm512_mul_ps(d, shi[r]), acc[r][j]);
+        } else if constexpr (FOUR) {
+          const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), whi[r], a1);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
+        } else {  // starts from a1 = -128 * sum(a) a lane, taking back what the +128 on the codes adds
+          const __m512i is = _mm512_dpbusd_epi32(a1, wlo[r], a0);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) {
+      const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
+      out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+    }
+}
+
+template <bool FOUR, bool SPLIT, bool F16>
+void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
+  const ChunkTables& ct = tables_for(w);
+  const int64_t G = w.k / w.group, C = int64_t(ct.g_first.size());
+  thread_local std::vector<float> S;
+  S.resize(static_cast<size_t>(x.t * G));
+  qact_group_sums(x, w.group, S.data());
+  thread_local std::vector<uint8_t> rec_buf;
+  rec_buf.resize(size_t(x.t * C * kRecord + 64));
+  uint8_t* rec = rec_buf.data() + (64 - reinterpret_cast<uintptr_t>(rec_buf.data()) % 64) % 64;
+  build_records(x, FOUR, ct, rec);
+  constexpr int64_t kRows = 24;  // row block: a multiple of the 3-row tile
+  for (int64_t nb = n0; nb < n1; nb += kRows) {
+    const int64_t ne = std::min(n1, nb + kRows);
+    int64_t t = 0;
+    for (; t + 4 <= x.t; t += 4) {
+      int64_t n = nb;
+      for (; n + 3 <= ne; n += 3) q8_tile<3, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+    }
+    for (; t < x.t; ++t) {
+      int64_t n = nb;
+      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+    }
+  }
+}
+
+// F32 mode: NR rows x NT tokens, weights dequantized in registers once per block for all NT tokens.
+template <int NR, int NT, bool FOUR, bool F16>
+void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n, int64_t t, float* out, int64_t ldo) {
+  const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  __m512 a0[NR][NT], a1[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) a0[r][j] = a1[r][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
+    __m512 wlo[NR], whi[NR];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* row = w.packed + (n + r) * rb;
+      __m512 clo, chi;
+      if constexpr (FOUR) {
+        const __m128i P = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 16));
+        clo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(P, nib)));
+        chi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(P, 4), nib)));
+      } else {
+        clo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32))));
+        chi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32 + 16))));
+      }
+      const int64_t base = (n + r) * G;
+      const __m512 sl = _mm512_set1_ps(load1<F16>(w.scale, base + glo)), ol = _mm512_set1_ps(load1<F16>(w.offset, base + glo));
+      wlo[r] = _mm512_fmadd_ps(clo, sl, ol);
+      if (glo == ghi)  // groups of 32 or more: one scale for the block
+        whi[r] = _mm512_fmadd_ps(chi, sl, ol);
+      else
+        whi[r] = _mm512_fmadd_ps(chi, _mm512_set1_ps(load1<F16>(w.scale, base + ghi)), _mm512_set1_ps(load1<F16>(w.offset, base + ghi)));
+    }
+    for (int j = 0; j < NT; ++j) {
+      const float* xr = x + (t + j) * K + b * 32;
+      const __m512 xlo = _mm512_loadu_ps(xr), xhi = _mm512_loadu_ps(xr + 16);
+      for (int r = 0; r < NR; ++r) {
+        a0[r][j] = _mm512_fmadd_ps(xlo, wlo[r], a0[r][j]);
+        a1[r][j] = _mm512_fmadd_ps(xhi, whi[r], a1[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) {
+      const float s = hsum16(_mm512_add_ps(a0[r][j], a1[r][j]));
+      out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+    }
+}
+
+template <bool FOUR, bool F16>
+void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+              int64_t ldo) {
+  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
+    const int64_t ne = std::min(n1, nb + kRowBlock);
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+      int64_t n = nb;
+      for (; n + 2 <= ne; n += 2) f32_tile<2, 4, FOUR, F16>(x, w, bias, n, t, out, ldo);
+      for (; n < ne; ++n) f32_tile<1, 4, FOUR, F16>(x, w, bias, n, t, out, ldo);
+    }
+    for (; t < T; ++t) {
+      int64_t n = nb;
+      for (; n + 4 <= ne; n += 4) f32_tile<4, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
+      for (; n < ne; ++n) f32_tile<1, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
+    }
+  }
+}
+
+}  // namespace
+
+void qlinear_rows_q8_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                            float* out, int64_t ldo) {
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4 && w.group == 16) {
+    f16 ? q8_rows<true, true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, true, false>(x, w, bias, n0, n1, out, ldo);
+  } else if (w.bits == 4) {
+    f16 ? q8_rows<true, false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false, false>(x, w, bias, n0, n1, out, ldo);
+  } else {
+    f16 ? q8_rows<false, false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false, false>(x, w, bias, n0, n1, out, ldo);
+  }
+}
+
+void qlinear_rows_f32_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                             float* out, int64_t ldo) {
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+}
+
+}  // namespace llmctl::kernels::detail

@@ -1,0 +1,35 @@
+// Shared declarations of the scalar, AVX2 and AVX-512 variants behind qlinear.h (internal; the
+// tests call each variant directly). Each variant fixes its own per-element reduction order, the
+// same for every T and every [n0, n1) split; variants differ from each other in that order only.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/qlinear.h"
+#include "kernels/scalar_types.h"
+
+namespace llmctl::kernels::detail {
+
+// Which variants this CPU can run (CPUID, checked once).
+bool cpu_has_avx512_vnni();  // avx512f + bw + vl + vnni
+bool cpu_has_avx2_fma_f16c();
+
+// S[t * (K / group) + g] = the sum of x.sum over group g's half blocks of 16, in order: what the
+// offset of group g multiplies in the Int8 mode. Every variant takes it from here.
+void qact_group_sums(const QActivations& x, int group, float* S);
+
+// Scale/offset element i of a row as f32.
+inline float load_scale(ScaleType st, const void* p, int64_t i) {
+  return st == ScaleType::F32 ? static_cast<const float*>(p)[i] : f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+}
+
+#define LLMCTL_QLINEAR_VARIANT(isa)                                                                           \
+  void qlinear_rows_f32_##isa(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, \
+                              int64_t n1, float* out, int64_t ldo);                                          \
+  void qlinear_rows_q8_##isa(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,      \
+                             int64_t n1, float* out, int64_t ldo);
+LLMCTL_QLINEAR_VARIANT(scalar)
+LLMCTL_QLINEAR_VARIANT(avx2)
+LLMCTL_QLINEAR_VARIANT(avx512)
+#undef LLMCTL_QLINEAR_VARIANT
+
+}  // namespace llmctl::kernels::detail

@@ -1,0 +1,323 @@
+// Quantized linear kernels (kernels/cpu/qlinear.h): every variant this CPU runs against a naive
+// double-precision reference on random codes, scales, offsets and activations; batch invariance
+// (T rows together = each row alone, a split of [0, N) = one call, bit for bit); pack/unpack; the
+// int8 activations' own error; and the CPU backend through Backend::linear(x, LinearWeight).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/core/dtype.h"
+#include "kernels/cpu/qlinear.h"
+#include "kernels/cpu/qlinear_impl.h"
+
+using namespace llmctl;
+using kernels::ActQuant;
+using kernels::ScaleType;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  decltype(&kernels::detail::qlinear_rows_f32_scalar) f32;
+  decltype(&kernels::detail::qlinear_rows_q8_scalar) q8;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v = {{"scalar", kernels::detail::qlinear_rows_f32_scalar, kernels::detail::qlinear_rows_q8_scalar}};
+  if (kernels::detail::cpu_has_avx2_fma_f16c())
+    v.push_back({"avx2", kernels::detail::qlinear_rows_f32_avx2, kernels::detail::qlinear_rows_q8_avx2});
+  else
+    MESSAGE("this CPU has no AVX2/FMA/F16C: the avx2 variant is not tested here");
+  if (kernels::detail::cpu_has_avx512_vnni())
+    v.push_back({"avx512", kernels::detail::qlinear_rows_f32_avx512, kernels::detail::qlinear_rows_q8_avx512});
+  else
+    MESSAGE("this CPU has no AVX-512 VNNI: the avx512 variant is not tested here");
+  return v;
+}
+
+// A random group-affine weight: codes (one per byte), scales/offsets (f16 bits or f32), packed.
+struct QW {
+  int bits, group;
+  int64_t n, k;
+  ScaleType st;
+  std::vector<uint8_t> codes, packed;
+  std::vector<float> scale_f32, offset_f32;      // the values the kernels see (f16-rounded for F16)
+  std::vector<uint16_t> scale_f16, offset_f16;
+  kernels::QWeightView view() const {
+    kernels::QWeightView v;
+    v.bits = bits, v.n = n, v.k = k, v.group = group, v.packed = packed.data(), v.scale_type = st;
+    v.scale = st == ScaleType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_f16.data();
+    v.offset = st == ScaleType::F32 ? static_cast<const void*>(offset_f32.data()) : offset_f16.data();
+    return v;
+  }
+  double w(int64_t r, int64_t c) const {
+    const int code = bits == 4 ? int(codes[r * k + c]) : int(int8_t(codes[r * k + c]));
+    const int64_t g = r * (k / group) + c / group;
+    return double(scale_f32[g]) * code + double(offset_f32[g]);
+  }
+};
+
+QW make_qw(int bits, int group, int64_t n, int64_t k, ScaleType st, uint32_t seed) {
+  std::mt19937 rng(seed);
+  QW q{bits, group, n, k, st, {}, {}, {}, {}, {}, {}};
+  q.codes.resize(size_t(n * k));
+  std::uniform_int_distribution<int> c4(0, 15), c8(-128, 127);
+  for (auto& c : q.codes) c = bits == 4 ? uint8_t(c4(rng)) : uint8_t(int8_t(c8(rng)));
+  q.packed.resize(size_t(n * kernels::qweight_row_bytes(bits, k)));
+  kernels::qweight_pack(bits, n, k, q.codes.data(), q.packed.data());
+  const int64_t G = n * (k / group);
+  std::uniform_real_distribution<float> sd(0.002f, 0.05f), od(-0.3f, 0.3f);
+  std::bernoulli_distribution neg(0.3);
+  for (int64_t i = 0; i < G; ++i) {
+    float s = sd(rng) * (neg(rng) ? -1.f : 1.f), o = od(rng);
+    if (st == ScaleType::F16) {
+      q.scale_f16.push_back(f32_to_f16(s)), q.offset_f16.push_back(f32_to_f16(o));
+      s = f16_to_f32(q.scale_f16.back()), o = f16_to_f32(q.offset_f16.back());
+    }
+    q.scale_f32.push_back(s), q.offset_f32.push_back(o);
+  }
+  return q;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng) + (d(rng) > 2.5f ? 6.0f : 0.0f);  // a few outliers, as real activations have
+  return v;
+}
+
+struct ActBuf {
+  std::vector<uint8_t> raw;
+  kernels::QActivations q;
+  ActBuf(const float* x, int64_t T, int64_t K) : raw(kernels::qactivation_bytes(T, K) + 64) {
+    void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+    q = kernels::quantize_activations(x, T, K, p);
+  }
+  double deq(int64_t t, int64_t k) const { return double(q.q[t * q.k + k]) * q.scale[(t * q.k + k) / 32]; }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("qweight_pack: documented layout and round trip") {
+  for (int bits : {4, 8}) {
+    const int64_t n = 5, k = 96;
+    const QW q = make_qw(bits, 32, n, k, ScaleType::F32, 11 + bits);
+    CHECK(kernels::qweight_row_bytes(bits, k) == (bits == 4 ? 48 : 96));
+    if (bits == 4)  // byte j of a block: input j in the low nibble, input j + 16 in the high one
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t b = 0; b < k / 32; ++b)
+          for (int j = 0; j < 16; ++j) {
+            const uint8_t byte = q.packed[size_t(r * 48 + b * 16 + j)];
+            CHECK((byte & 0xF) == q.codes[size_t(r * k + b * 32 + j)]);
+            CHECK((byte >> 4) == q.codes[size_t(r * k + b * 32 + j + 16)]);
+          }
+    std::vector<uint8_t> back(size_t(n * k), 0xAA);
+    kernels::qweight_unpack(bits, n, k, q.packed.data(), back.data());
+    CHECK(back == q.codes);
+  }
+}
+
+TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {
+  const int64_t T = 3, K = 96;
+  auto x = randn(size_t(T * K), 5);
+  ActBuf a(x.data(), T, K);
+  int bad = 0;
+  for (int64_t b = 0; b < T * K / 32; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(b * 32 + i)]));
+    if (a.q.scale[b] != amax / 127.0f) ++bad;
+    for (int h = 0; h < 2; ++h) {
+      int s = 0;
+      for (int i = h * 16; i < h * 16 + 16; ++i) {
+        const int64_t j = b * 32 + i;
+        s += a.q.q[j];
+        if (std::abs(int(a.q.q[j])) > 127 || std::fabs(x[size_t(j)] - a.deq(0, j)) > 0.5001 * a.q.scale[b]) ++bad;
+      }
+      if (a.q.sum[b * 2 + h] != a.q.scale[b] * float(s)) ++bad;
+    }
+  }
+  CHECK(bad == 0);
+  // rows quantized in two parts (as the backend's threads do) give the same bytes
+  std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
+  void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+  kernels::quantize_activation_rows(x.data(), T, K, 1, T, p);
+  const kernels::QActivations parts = kernels::quantize_activation_rows(x.data(), T, K, 0, 1, p);
+  CHECK(std::memcmp(parts.q, a.q.q, size_t(T * K)) == 0);
+  CHECK(std::memcmp(parts.scale, a.q.scale, size_t(T * K / 32) * 4) == 0);
+  CHECK(std::memcmp(parts.sum, a.q.sum, size_t(T * K / 16) * 4) == 0);
+}
+
+TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a table of shapes") {
+  const auto vs = variants();
+  const int64_t Ns[] = {1, 2, 7, 16, 33, 67, 4, 31};
+  int case_no = 0, cases = 0;
+  for (int64_t K : {32, 96, 576, 1536})
+    for (int group : {16, 32, 64, 128, int(K)})
+      for (int bits : {4, 8})
+        for (ScaleType st : {ScaleType::F32, ScaleType::F16}) {
+          if (K % group || (group == int(K) && K == 32)) continue;  // group = K = 32: already in the list
+          for (int64_t T : {1, 2, 3, 5, 17}) {
+            const int64_t N = Ns[case_no++ % 8];
+            const QW q = make_qw(bits, group, N, K, st, uint32_t(case_no));
+            const auto x = randn(size_t(T * K), uint32_t(1000 + case_no)), bias = randn(size_t(N), uint32_t(7 + case_no));
+            const ActBuf a(x.data(), T, K);
+            // references: on the f32 activations, and on the dequantized int8 ones
+            std::vector<double> ref(size_t(T * N)), refq(size_t(T * N)), mag(size_t(T * N)), qerr(size_t(T * N));
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t n = 0; n < N; ++n) {
+                double s = bias[size_t(n)], sq = bias[size_t(n)], m = std::fabs(bias[size_t(n)]), e = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const double w = q.w(n, k), xv = x[size_t(t * K + k)];
+                  s += xv * w, sq += a.deq(t, k) * w, m += std::fabs(xv * w);
+                  e += std::fabs(w) * 0.5001 * a.q.scale[(t * K + k) / 32];  // |x - deq(x)| <= scale / 2
+                }
+                ref[size_t(t * N + n)] = s, refq[size_t(t * N + n)] = sq, mag[size_t(t * N + n)] = m, qerr[size_t(t * N + n)] = e;
+              }
+            const auto view = q.view();
+            const std::string what = "K " + std::to_string(K) + " N " + std::to_string(N) + " T " + std::to_string(T) +
+                                     " bits " + std::to_string(bits) + " group " + std::to_string(group) +
+                                     (st == ScaleType::F16 ? " f16" : " f32");
+            for (const Variant& v : vs)
+              for (ActQuant mode : {ActQuant::None, ActQuant::Int8}) {
+                const bool i8 = mode == ActQuant::Int8;
+                auto run = [&](int64_t t0, int64_t t1, int64_t n0, int64_t n1, std::vector<float>& out) {
+                  if (!i8) return v.f32(x.data() + t0 * K, t1 - t0, view, bias.data(), n0, n1, out.data() + t0 * N, N);
+                  kernels::QActivations rows = a.q;  // a token range of the same activations
+                  rows.t = t1 - t0, rows.q += t0 * K, rows.scale += t0 * K / 32, rows.sum += t0 * K / 16;
+                  v.q8(rows, view, bias.data(), n0, n1, out.data() + t0 * N, N);
+                };
+                std::vector<float> out(size_t(T * N), NAN), alone(size_t(T * N), NAN), split(size_t(T * N), NAN);
+                run(0, T, 0, N, out);
+                for (int64_t t = 0; t < T; ++t) run(t, t + 1, 0, N, alone);
+                const int64_t cut = (N / 2) | 1;
+                run(0, T, 0, std::min(cut, N), split);
+                if (cut < N) run(0, T, cut, N, split);
+                int bad = 0, bad_q = 0;
+                for (size_t i = 0; i < out.size(); ++i) {
+                  const double want = i8 ? refq[i] : ref[i];
+                  if (!(std::fabs(out[i] - want) <= 1e-5 * mag[i] + 1e-6)) ++bad;
+                  if (i8 && !(std::fabs(out[i] - ref[i]) <= qerr[i] + 1e-5 * mag[i] + 1e-6)) ++bad_q;
+                }
+                INFO(v.name << (i8 ? " int8 " : " f32 ") << what);
+                CHECK(bad == 0);
+                CHECK(bad_q == 0);
+                CHECK(same_bits(out, alone));
+                CHECK(same_bits(out, split));
+              }
+            ++cases;
+          }
+        }
+  MESSAGE(cases << " shapes x " << vs.size() << " variants x 2 activation modes");
+  CHECK(cases == 260);  // the table above, all of it
+}
+
+TEST_CASE("int8 activations: the error against f32 activations is small") {
+  // K = 1536, int4 group 32, as a down projection: relative RMS error of the outputs.
+  const int64_t K = 1536, N = 64, T = 8;
+  const QW q = make_qw(4, 32, N, K, ScaleType::F16, 99);
+  const auto x = randn(size_t(T * K), 100);
+  const ActBuf a(x.data(), T, K);
+  std::vector<float> of(size_t(T * N)), oq(size_t(T * N));
+  kernels::qlinear_rows_f32(x.data(), T, q.view(), nullptr, 0, N, of.data(), N);
+  kernels::qlinear_rows_q8(a.q, q.view(), nullptr, 0, N, oq.data(), N);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < of.size(); ++i) num += (oq[i] - of[i]) * double(oq[i] - of[i]), den += double(of[i]) * of[i];
+  const double rel = std::sqrt(num / den);
+  MESSAGE("int8-activation relative RMS error: " << rel);
+  CHECK(rel < 0.02);
+  CHECK(rel > 0);  // the mode does quantize
+}
+
+TEST_CASE("qlinear dispatch runs the variant qlinear_isa names") {
+  const std::string isa = kernels::qlinear_isa();
+  const QW q = make_qw(4, 32, 9, 96, ScaleType::F32, 3);
+  const auto x = randn(96 * 2, 4);
+  const ActBuf a(x.data(), 2, 96);
+  std::vector<float> o(18), r(18);
+  kernels::qlinear_rows_q8(a.q, q.view(), nullptr, 0, 9, o.data(), 9);
+  if (isa == "avx512-vnni")
+    kernels::detail::qlinear_rows_q8_avx512(a.q, q.view(), nullptr, 0, 9, r.data(), 9);
+  else if (isa == "avx2")
+    kernels::detail::qlinear_rows_q8_avx2(a.q, q.view(), nullptr, 0, 9, r.data(), 9);
+  else
+    kernels::detail::qlinear_rows_q8_scalar(a.q, q.view(), nullptr, 0, 9, r.data(), 9);
+  CHECK(same_bits(o, r));
+}
+
+TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split over threads") {
+  const int64_t T = 5, K = 192, N = 37;
+  const auto x = randn(size_t(T * K), 21), bias = randn(size_t(N), 22);
+  Tensor xt = Tensor::empty_host(DType::F32, {T, K}), bt = Tensor::empty_host(DType::F32, {N});
+  std::memcpy(xt.data, x.data(), x.size() * 4);
+  std::memcpy(bt.data, bias.data(), bias.size() * 4);
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F32, ScaleType::F16}) {
+      const QW q = make_qw(bits, 64, N, K, st, uint32_t(30 + bits));
+      // by hand: packed codes, scales and offsets as the backend keeps them
+      LinearWeight w;
+      w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+      w.n = N, w.k = K, w.group_size = 64;
+      w.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
+      kernels::qweight_pack(bits, N, K, q.codes.data(), w.data.ptr<uint8_t>());
+      const DType sd = st == ScaleType::F16 ? DType::F16 : DType::F32;
+      w.scales = Tensor::empty_host(sd, {N, K / 64});
+      w.zeros = Tensor::empty_host(sd, {N, K / 64});
+      const size_t sb = size_t(N * (K / 64)) * dtype_size(sd);
+      std::memcpy(w.scales.data, st == ScaleType::F16 ? static_cast<const void*>(q.scale_f16.data()) : q.scale_f32.data(), sb);
+      std::memcpy(w.zeros.data, st == ScaleType::F16 ? static_cast<const void*>(q.offset_f16.data()) : q.offset_f32.data(), sb);
+      // the canonical form through upload_quantized packs to the same bytes
+      LinearWeight canon = w;
+      canon.data = Tensor::empty_host(DType::U8, {N, K});
+      std::memcpy(canon.data.data, q.codes.data(), q.codes.size());
+      for (ActQuantMode mode : {ActQuantMode::None, ActQuantMode::Int8}) {
+        auto one = make_cpu_backend(1, mode), two = make_cpu_backend(2, mode);
+        REQUIRE(one->supports(w.format));
+        const LinearWeight up = two->upload_quantized(canon);
+        REQUIRE(up.data.nbytes() == w.data.nbytes());
+        CHECK(std::memcmp(up.data.data, w.data.data, w.data.nbytes()) == 0);
+        Tensor o1 = Tensor::empty_host(DType::F32, {T, N}), o2 = Tensor::empty_host(DType::F32, {T, N});
+        one->linear(xt, w, &bt, o1);
+        two->linear(xt, up, &bt, o2);
+        CHECK(std::memcmp(o1.data, o2.data, o1.nbytes()) == 0);  // thread count changes no bit
+        for (int64_t t = 0; t < T; ++t) {  // each token alone gives its row of the batch, bit for bit
+          Tensor xr = Tensor::empty_host(DType::F32, {1, K}), orow = Tensor::empty_host(DType::F32, {1, N});
+          std::memcpy(xr.data, x.data() + t * K, size_t(K) * 4);
+          two->linear(xr, up, &bt, orow);
+          CHECK(std::memcmp(orow.data, o2.ptr<float>() + t * N, size_t(N) * 4) == 0);
+        }
+        int bad = 0;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            double ref = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
+            for (int64_t k = 0; k < K; ++k) ref += x[size_t(t * K + k)] * q.w(n, k), mag += std::fabs(x[size_t(t * K + k)] * q.w(n, k));
+            // none: exact up to summation order; int8: the activations' rounding (a loose bound)
+            const double tol = mode == ActQuantMode::None ? 1e-5 * mag + 1e-6 : 0.02 * mag;
+            if (!(std::fabs(o1.ptr<float>()[t * N + n] - ref) <= tol)) ++bad;
+          }
+        INFO("bits " << bits << " act-quant " << act_quant_name(mode));
+        CHECK(bad == 0);
+        CHECK(std::string(one->name()).find(std::string("act-quant ") + act_quant_name(mode)) != std::string::npos);
+      }
+    }
+  // a canonical 4-bit code above 15 is refused, as is a dense backend call on an unpacked weight
+  auto be = make_cpu_backend(1);
+  LinearWeight bad;
+  bad.format = WeightFormat::Int4Group, bad.n = 1, bad.k = 32, bad.group_size = 32;
+  bad.data = Tensor::zeros_host(DType::U8, {1, 32});
+  bad.scales = Tensor::zeros_host(DType::F32, {1, 1});
+  bad.zeros = Tensor::zeros_host(DType::F32, {1, 1});
+  bad.data.ptr<uint8_t>()[3] = 16;
+  CHECK_THROWS(be->upload_quantized(bad));
+  Tensor x1 = Tensor::zeros_host(DType::F32, {1, 32}), o1 = Tensor::zeros_host(DType::F32, {1, 1});
+  CHECK_THROWS(be->linear(x1, bad, nullptr, o1));  // [1, 32] bytes is not the packed [1, 16]
+}

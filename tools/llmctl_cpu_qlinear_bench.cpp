@@ -1,0 +1,145 @@
+// CPU quantized-linear microbenchmark (numbers are reported, never asserted): Backend::linear on the
+// CPU backend for the default model's (SmolLM2-135M) linear shapes -- qkv 576 -> 960, gate_up
+// 576 -> 3072, down 1536 -> 576, lm_head 576 -> 49152 -- with int4 and int8 group-32 weights (f16
+// scales and offsets, random codes) under --act-quant int8 and none, against the dense f32 and bf16
+// kernels on the same shapes, at T = 1 and T = 128 tokens, on 1 and 2 threads.
+// Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
+// matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
+// Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/qlinear.h"
+
+using namespace llmctl;
+
+namespace {
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::atoi(item.c_str()));
+  return v;
+}
+
+Tensor random_tensor(DType dt, std::vector<int64_t> shape, std::mt19937& rng, float lo, float hi) {
+  Tensor t = Tensor::empty_host(dt, std::move(shape));
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = d(rng);
+    if (dt == DType::F32) t.ptr<float>()[i] = v;
+    else if (dt == DType::F16) t.ptr<uint16_t>()[i] = f32_to_f16(v);
+    else t.ptr<uint16_t>()[i] = f32_to_bf16(v);
+  }
+  return t;
+}
+
+// Canonical group-32 weight: codes one per byte, f16 scales/offsets.
+LinearWeight canonical(int bits, int64_t N, int64_t K, std::mt19937& rng) {
+  LinearWeight w;
+  w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+  w.n = N, w.k = K, w.group_size = 32;
+  w.data = Tensor::empty_host(DType::U8, {N, K});
+  std::uniform_int_distribution<int> c(0, 255);
+  for (int64_t i = 0; i < N * K; ++i) w.data.ptr<uint8_t>()[i] = uint8_t(bits == 4 ? c(rng) & 15 : c(rng));
+  w.scales = random_tensor(DType::F16, {N, K / 32}, rng, 0.001f, 0.02f);
+  w.zeros = random_tensor(DType::F16, {N, K / 32}, rng, -0.1f, 0.1f);
+  return w;
+}
+
+struct Timing {
+  double median = 0, best = 0, cpu = 0;  // seconds a call: wall median, wall minimum, process CPU time / threads
+};
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// f() timed over repetitions filling about min_ms (after one warm-up call).
+template <class F>
+Timing time_calls(F&& f, double min_ms, int threads) {
+  f();
+  std::vector<double> ts;
+  const double c0 = cpu_now();
+  const auto start = std::chrono::steady_clock::now();
+  while (ts.size() < 5 || (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() < min_ms &&
+                           ts.size() < 10000)) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  Timing r;
+  r.cpu = (cpu_now() - c0) / double(ts.size()) / threads;
+  std::sort(ts.begin(), ts.end());
+  r.median = ts[ts.size() / 2];
+  r.best = ts.front();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> threads = {1, 2}, tokens = {1, 128};
+  double min_ms = 300;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--tokens")) tokens = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--min-ms")) min_ms = std::atof(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300]\n", argv[0]);
+      return 2;
+    }
+  }
+  struct Shape {
+    const char* name;
+    int64_t K, N;
+  } shapes[] = {{"qkv", 576, 960}, {"gate_up", 576, 3072}, {"down", 1536, 576}, {"lm_head", 576, 49152}};
+  std::printf("qlinear isa %s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::cpu_has_avx2() ? "yes" : "no");
+  // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
+  // call / threads (on a shared machine, what the kernel costs when it has the cores).
+  std::printf("%-8s %11s %4s %3s %-21s %10s %9s %9s %9s %9s\n", "shape", "K->N", "T", "thr", "weights", "median_us",
+              "best_us", "cpu_us", "GB/s", "GFLOP/s");
+  std::mt19937 rng(1);
+  for (const Shape& s : shapes) {
+    const LinearWeight c4 = canonical(4, s.N, s.K, rng), c8 = canonical(8, s.N, s.K, rng);
+    const Tensor wf32 = random_tensor(DType::F32, {s.N, s.K}, rng, -0.05f, 0.05f);
+    const Tensor wbf16 = random_tensor(DType::BF16, {s.N, s.K}, rng, -0.05f, 0.05f);
+    for (int T : tokens) {
+      const Tensor x = random_tensor(DType::F32, {T, s.K}, rng, -2.f, 2.f);
+      Tensor out = Tensor::empty_host(DType::F32, {T, s.N});
+      for (int th : threads) {
+        auto report = [&](const char* what, double bytes, const Timing& tm) {
+          std::printf("%-8s %5lld->%-5lld %4d %3d %-21s %10.1f %9.1f %9.1f %9.2f %9.2f\n", s.name, (long long)s.K,
+                      (long long)s.N, T, th, what, tm.median * 1e6, tm.best * 1e6, tm.cpu * 1e6, bytes / tm.median / 1e9,
+                      2.0 * T * s.N * s.K / tm.median / 1e9);
+          std::fflush(stdout);
+        };
+        for (ActQuantMode aq : {ActQuantMode::Int8, ActQuantMode::None}) {
+          auto be = make_cpu_backend(th, aq);
+          for (const LinearWeight* c : {&c4, &c8}) {
+            const LinearWeight w = be->upload_quantized(*c);
+            const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+            const std::string what = std::string(c == &c4 ? "int4-g32" : "int8-g32") + " act " + act_quant_name(aq);
+            report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+          }
+        }
+        auto be = make_cpu_backend(th);
+        report("dense f32", double(wf32.nbytes()), time_calls([&] { be->linear(x, wf32, nullptr, out); }, min_ms, th));
+        report("dense bf16", double(wbf16.nbytes()), time_calls([&] { be->linear(x, wbf16, nullptr, out); }, min_ms, th));
+      }
+    }
+  }
+  return 0;
+}
