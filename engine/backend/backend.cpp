@@ -13,6 +13,12 @@ void Backend::require_support(WeightFormat f) const {
   LLM_REQUIRE(supports(f)) << "backend " << name() << " cannot run linear weights in format " << weight_format_name(f);
 }
 
+LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
+  LLM_REQUIRE(false) << "backend " << name() << " cannot load linear weights in format "
+                     << weight_format_name(canonical.format);
+  return {};
+}
+
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   require_support(w.format);
   LLM_CHECK(is_dense(w.format)) << "no linear kernel dispatch for format " << weight_format_name(w.format);
