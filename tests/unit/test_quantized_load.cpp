@@ -8,6 +8,8 @@
 // the formats loads the same checkpoint dense, with the same logits.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +18,7 @@
 #include "engine/model/registry.h"
 #include "quant_gguf_model.h"
 #include "quant_load_util.h"
+#include "skip.h"
 
 using namespace llmctl;
 using namespace llmctl::test;
@@ -99,4 +102,36 @@ TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K) stays dense
   auto dmodel = make_model(load_checkpoint(path), *cpu);
   const std::vector<int32_t> tokens = prompt(9);
   CHECK(relative_max_diff(prefill_logits(*qmodel, tokens), prefill_logits(*dmodel, tokens)) == 0.0);
+}
+
+TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4Group, values and logits as dense") {
+  const char* home = std::getenv("LLMCTL_HOME");
+  const std::string base = home ? home : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/llmctl";
+  const std::string path = base + "/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) LLMCTL_SKIP(path << " is absent (scripts/fetch-model.sh fetches the default model)");
+  std::vector<int32_t> tokens = {1, 504, 3458, 282, 4649, 314, 253, 1345};
+  std::vector<float> want;
+  {
+    const Checkpoint dense = load_checkpoint(path);
+    const Checkpoint q = load_checkpoint(path, keep());
+    CHECK(q.quantized.size() == 7 * 30);  // every linear (tied lm_head: the Q8_0 embedding, dense)
+    for (const auto& [name, w] : q.quantized) {  // real blocks, q/k rows unpermuted: the dense values
+      INFO(name);
+      const Tensor& d = dense.get(name);
+      REQUIRE(d.shape == std::vector<int64_t>{w.n, w.k});
+      const std::vector<float> v = quant::dequantize(w);
+      CHECK(std::memcmp(v.data(), d.data, d.nbytes()) == 0);
+    }
+    auto cpu = make_cpu_backend(2);
+    want = prefill_logits(*make_model(dense, *cpu), tokens);
+    CanonicalRecordingBackend rec;
+    const std::vector<float> got = prefill_logits(*make_model(q, rec), tokens);
+    REQUIRE(rec.uploaded.size() == 4 * 30);
+    for (const LinearWeight& w : rec.uploaded) {
+      CHECK(w.format == WeightFormat::Int4Group);
+      CHECK(w.group_size == 32);
+      CHECK(w.scales.dtype == DType::F16);  // Q4_1's d and m are f16 values
+    }
+    CHECK(relative_max_diff(got, want) == 0.0);
+  }
 }
