@@ -120,7 +120,7 @@ class Backend {
   // The loader (engine/model/weights/load_weights.h, upload_linear) calls it only for a format
   // supports() accepts, with the weight in canonical form:
   //   format     Int4Group (codes 0..15) or Int8Group (codes -128..127);
-  //   n, k       this rank's [N, K]; group_size: 16 or a multiple of 32 that divides K;
+  //   n, k       this rank's [N, K], K a multiple of 32; group_size: 16 or a multiple of 32 dividing K;
   //   data       host U8 [N, K], one code per byte, row-major (8 bits: the int8 code's bit pattern);
   //   scales     host [N, K / group_size], zeros (the offsets) the same shape and dtype: F16 when
   //              every scale and offset is exact in f16, else F32;

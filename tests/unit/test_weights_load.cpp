@@ -305,6 +305,7 @@ TEST_CASE("quantized pack stage: canonical U8 codes [N, K], scales/offsets F16 o
   CHECK_FALSE(quantized_group_supported(8, 64));
   CHECK_FALSE(quantized_group_supported(48, 96));
   CHECK_FALSE(quantized_group_supported(64, 96));
+  CHECK_FALSE(quantized_group_supported(16, 48));  // K not whole blocks of 32
 }
 
 TEST_CASE("quantized shard stage: fused and split slices hold the dense slices' values; a split cutting a group is refused") {

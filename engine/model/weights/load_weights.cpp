@@ -96,7 +96,7 @@ LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const Shar
 }
 
 bool quantized_group_supported(int group, int64_t k) {
-  return group > 0 && k % group == 0 && (group == 16 || group % 32 == 0);
+  return group > 0 && k % group == 0 && (group == 16 || group % 32 == 0) && k % 32 == 0;
 }
 
 LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, WeightFormat format) {
@@ -132,7 +132,7 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
         why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights";
       else if (!quantized_group_supported(q->group, q->k))
         why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
-              " (the kernels take 16 or a multiple of 32 dividing K)";
+              " (the kernels take K a multiple of 32 and groups of 16 or a multiple of 32 dividing it)";
       else
         return upload_linear(pack_quantized_linear(*q, spec), backend);
     }

@@ -53,7 +53,8 @@ LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, Weight
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec);
 
 // Whether the quantized kernels take groups of `group` inputs over k: 16 or a multiple of 32 that
-// divides k (engine/backend/linear_weight.h).
+// divides k (engine/backend/linear_weight.h), k itself a multiple of 32 (the packed layouts go by
+// blocks of 32 inputs, kernels/cpu/qlinear.h).
 bool quantized_group_supported(int group, int64_t k);
 
 // Stage 4: the packed weight on the backend. Refuses a format the backend does not support, by
