@@ -15,6 +15,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
+#include "engine/model/llama_tensors.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/weights/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
@@ -391,4 +392,28 @@ TEST_CASE("quantized load_linear: canonical on a backend with the format; dense,
   // The default Backend::upload_quantized refuses by name.
   CHECK(error_of([&] { (void)cpu->Backend::upload_quantized(pack_quantized_linear(g8.quantized.begin()->second, {})); })
             .find("int4-group") != std::string::npos);
+}
+
+TEST_CASE("check_llama_tensors covers linears kept quantized: shapes, consistency, dense and quantized at once") {
+  Checkpoint ck = random_checkpoint(small_gqa(false), 24, 0.2f);
+  quantize_layer(ck, 0, 4, 32);
+  CHECK(check_llama_tensors(ck).empty());
+  auto refused = [&](Checkpoint bad, const std::string& needle) {
+    CHECK(error_of([&] { (void)check_llama_tensors(bad); }).find(needle) != std::string::npos);
+  };
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  Checkpoint wrong = ck;
+  wrong.quantized[q] = random_group_affine(4, 32, 64, 32, 1, true);  // 32 rows, the config says 64
+  refused(wrong, q + " (quantized) has shape [32, 64], expected [64, 64]");
+  Checkpoint broken = ck;
+  broken.quantized[q].scale.pop_back();
+  refused(broken, q + " (quantized): group-affine scale/offset: size does not match");
+  Checkpoint both = ck;
+  both.tensors[q] = Tensor::zeros_host(DType::F32, {64, 64});
+  refused(both, q + " is both dense and quantized");
+  Checkpoint extra = ck;
+  extra.quantized["model.layers.9.mlp.up_proj.weight"] = ck.quantized.at(q);
+  const std::vector<std::string> notes = check_llama_tensors(extra);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("model.layers.9.mlp.up_proj.weight (quantized)") != std::string::npos);
 }
