@@ -134,7 +134,8 @@ Runner add_generate(CLI::App& app) {
                  rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, g.prompt_ids.size(), pp, n_out,
                  tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
     if (rt.config.source_quantization)
-      std::fprintf(stderr, "llmctl: %s checkpoint, dequantized at load\n", rt.config.source_quantization->label().c_str());
+      std::fprintf(stderr, "llmctl: %s checkpoint, %s\n", rt.config.source_quantization->label().c_str(),
+                   rt.quantized_linears ? "linears run quantized" : "dequantized at load");
     if (spec.proposer)
       std::fprintf(stderr, "llmctl: speculative (%s, k %d): %lld of %lld drafts accepted (%.1f%%) in %lld steps\n",
                    spec.proposer->name().c_str(), spec.num_speculative_tokens, (long long)g.stats.accepted_draft_tokens,

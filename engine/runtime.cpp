@@ -17,11 +17,6 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
   rt.model_path = resolve_model(opts.model);
-  LoadOptions lo;
-  lo.dtype = opts.dtype;
-  Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
-  rt.config = ckpt.config;
-  rt.tokenizer = load_tokenizer(ckpt);
   LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
   std::optional<DType> weight_dtype = opts.dtype;
@@ -41,6 +36,15 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
   if (!rt.backend) rt.backend = make_cpu_backend(opts.threads, opts.act_quant);
+  // The backend is chosen first: quantized linears stay quantized only for one that runs them;
+  // otherwise the checkpoint dequantizes them as it always has.
+  LoadOptions lo;
+  lo.dtype = opts.dtype;
+  lo.keep_quantized = rt.backend->supports(WeightFormat::Int4Group) && rt.backend->supports(WeightFormat::Int8Group);
+  Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
+  rt.config = ckpt.config;
+  rt.tokenizer = load_tokenizer(ckpt);
+  rt.quantized_linears = !ckpt.quantized.empty();
   rt.model = make_model(ckpt, *rt.backend, weight_dtype);
   rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);  // refuses a KV dtype the backend lacks
   if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty())

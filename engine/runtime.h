@@ -31,6 +31,9 @@ struct Runtime {
   std::unique_ptr<Model> model;        // from the architecture registry
   std::unique_ptr<Executor> executor;  // what Engine, Scorer, serve and bench run the model through
   double load_seconds = 0;
+  // The checkpoint's quantized linears were kept quantized for the backend (it runs Int4Group and
+  // Int8Group); false for a dense checkpoint, or when they were dequantized at load.
+  bool quantized_linears = false;
 };
 
 Runtime load_runtime(const RuntimeOptions& opts);

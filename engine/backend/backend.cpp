@@ -13,6 +13,12 @@ void Backend::require_support(WeightFormat f) const {
   LLM_REQUIRE(supports(f)) << "backend " << name() << " cannot run linear weights in format " << weight_format_name(f);
 }
 
+LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
+  LLM_REQUIRE(false) << "backend " << name() << " cannot load linear weights in format "
+                     << weight_format_name(canonical.format);
+  return {};
+}
+
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   require_support(w.format);
   if (!is_dense(w.format)) return linear_quantized(x, w, bias, out);
@@ -25,12 +31,6 @@ void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
 
 void Backend::linear_quantized(const Tensor&, const LinearWeight& w, const Tensor*, Tensor&) {
   LLM_THROW() << "backend " << name() << " has no quantized linear kernel for " << weight_format_name(w.format);
-}
-
-LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
-  LLM_THROW() << "backend " << name() << " cannot load quantized linear weights ("
-                << weight_format_name(canonical.format) << ")";
-  return {};
 }
 
 }  // namespace llmctl

@@ -117,6 +117,19 @@ class Backend {
   virtual bool supports(WeightFormat f) const = 0;
   // Throws InputError naming the backend and the format unless supports(f).
   void require_support(WeightFormat f) const;
+  // A quantized linear weight (Int4Group / Int8Group) on this backend, packed in its own layout.
+  // The loader (engine/model/weights/load_weights.h, upload_linear) calls it only for a format
+  // supports() accepts, with the weight in canonical form:
+  //   format     Int4Group (codes 0..15) or Int8Group (codes -128..127);
+  //   n, k       this rank's [N, K], K a multiple of 32; group_size: 16 or a multiple of 32 dividing K;
+  //   data       host U8 [N, K], one code per byte, row-major (8 bits: the int8 code's bit pattern);
+  //   scales     host [N, K / group_size], zeros (the offsets) the same shape and dtype: F16 when
+  //              every scale and offset is exact in f16, else F32;
+  //   w[n, k] = scales[n, k / group_size] * code[n, k] + zeros[n, k / group_size];
+  //   g_idx empty; shard as loaded.
+  // Returns the LinearWeight linear() takes (data in the backend's packed layout, on its device;
+  // same format, n, k, group_size, shard). Default: refuses, naming the backend and the format.
+  virtual LinearWeight upload_quantized(const LinearWeight& canonical);
   // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
   virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
   // The same product for a weight with a format: refuses a format this backend does not support
@@ -126,11 +139,6 @@ class Backend {
   // out[T,N] = x[T,K] @ dequant(w)[N,K]^T (+ bias[N]) for a quantized w (Int4Group/Int8Group) as
   // upload_quantized made it. Default: refuses, naming the backend and the format.
   virtual void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
-  // A quantized weight in its canonical host form -- format Int4Group/Int8Group, data the codes
-  // unpacked one per byte [N, K] (U8; I8 or U8 for 8 bits), scales and zeros (= offsets)
-  // [N, K / group_size] F16 or F32 -- made ready for linear_quantized in this backend's layout.
-  // Default: refuses by name.
-  virtual LinearWeight upload_quantized(const LinearWeight& canonical);
   // The attention ops take the fused projection qkv[T, (Hq + 2*Hkv) * D]: q, then k, then v.
   // In place: rotates the q and k parts at b.positions.
   virtual void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) = 0;

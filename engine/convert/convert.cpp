@@ -85,6 +85,7 @@ void write_tokenizer_files(const Checkpoint& ck, const Tokenizer& tok, const std
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn) {
   LLM_REQUIRE(fs::absolute(opts.input) != fs::absolute(opts.output)) << "input and output are the same path";
   LoadOptions lo;
+  lo.keep_quantized = false;  // convert writes dense tensors: quantized linears dequantized to f32
   Checkpoint ck = load_checkpoint(opts.input, lo);  // stored dtypes; converted below tensor by tensor
   ModelConfig cfg = ck.config;
   std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);  // before writing anything: fail early

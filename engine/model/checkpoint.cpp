@@ -40,9 +40,10 @@ bool is_pickle_name(const fs::path& p) {
 
 json read_json_file(const fs::path& p) { return read_json_file_bounded(p.string(), kModelJsonLimits); }
 
-// The tensors against the config, then the notes (unused tensors) to stderr.
+// The tensors against the config, then the notes (those of the readers, and unused tensors) to
+// stderr.
 void check_tensors(Checkpoint& ck) {
-  ck.notes = check_llama_tensors(ck);
+  for (std::string& n : check_llama_tensors(ck)) ck.notes.push_back(std::move(n));
   for (const std::string& n : ck.notes) std::cerr << "llmctl: note: " << n << "\n";
 }
 
@@ -69,10 +70,10 @@ Checkpoint load_hf_dir(const fs::path& dir, const LoadOptions& opts) {
   ck.hf_dir = dir.string();
   if (fs::exists(dir / "generation_config.json")) ck.generation_config = read_json_file(dir / "generation_config.json");
   ck.tensors = load_safetensors_dir(dir.string());
-  dequantize_quantized_linears(ck, config_json);  // quantized checkpoints: dense f32 linears from here on
+  read_quantized_linears(ck, config_json, opts.keep_quantized);  // dense f32 or ck.quantized from here on
   LLM_REQUIRE(ck.has("model.embed_tokens.weight"))
       << "'" << dir.string() << "' has no model.embed_tokens.weight tensor";
-  LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has("lm_head.weight"))
+  LLM_REQUIRE(ck.config.tie_word_embeddings || ck.has_weight("lm_head.weight"))
       << "'" << dir.string() << "' has no lm_head.weight and config.json does not tie word embeddings";
   check_tensors(ck);  // before any conversion reads a tensor
   if (opts.dtype) {

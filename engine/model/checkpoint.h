@@ -1,7 +1,8 @@
 // A loaded checkpoint in canonical form: the ModelConfig plus tensors under their HF names
 // ("model.layers.0.self_attn.q_proj.weight", shapes as in transformers, [out, in] for linears),
 // whatever the source format. GGUF names are mapped and llama.cpp's q/k row permutation is undone
-// so that every later stage sees one layout.
+// so that every later stage sees one layout. The linear weights of a quantized checkpoint may stay
+// quantized (LoadOptions::keep_quantized): they are then in `quantized`, under the same HF names.
 #pragma once
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "engine/core/tensor.h"
 #include "engine/model/config.h"
+#include "quant/format/group_affine.h"
 
 namespace llmctl {
 
@@ -21,6 +23,10 @@ class GgufFile;
 struct Checkpoint {
   ModelConfig config;
   std::map<std::string, Tensor> tensors;  // HF names; host tensors (views into mappings or owned)
+  // Linear weights kept quantized (LoadOptions::keep_quantized), by HF weight name
+  // ("model.layers.0.self_attn.q_proj.weight"), [N, K] as the dense tensor would be; GGUF q/k rows
+  // already unpermuted. A name is in `tensors` or here, never in both; embeddings are always dense.
+  std::map<std::string, quant::GroupAffineWeight> quantized;
   std::string source_path;                // the directory or .gguf file it came from
   std::string source_format;              // "hf" | "gguf"
   // Tokenizer sources, whichever the checkpoint has:
@@ -32,13 +38,22 @@ struct Checkpoint {
   std::vector<std::string> notes;
 
   const Tensor& get(const std::string& name) const;  // throws InputError naming a missing tensor
-  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }  // dense
+  // Dense or kept quantized.
+  bool has_weight(const std::string& name) const { return has(name) || quantized.count(name) != 0; }
 };
 
 struct LoadOptions {
   // Dtype the floating weights are given in. nullopt: keep the stored dtype (f32/f16/bf16 stay as
   // they are; GGUF quantized blocks are dequantized to f32).
   std::optional<DType> dtype;
+  // Linear weights stored quantized (an HF quantization_config: compressed-tensors / AWQ / GPTQ; GGUF
+  // block types with a group-affine form, gguf_group_affine.h): true keeps them in
+  // Checkpoint::quantized, for a backend that runs Int4Group / Int8Group (generate, serve and bench
+  // set it when theirs does); a weight with no group-affine form (act-order g_idx, GGUF Q2_K, ...)
+  // is dequantized anyway, with a note. false: every one is dequantized to a dense f32 tensor, as
+  // convert, quantize and any caller that reads Checkpoint::tensors need. Embeddings are dense either way.
+  bool keep_quantized = false;
 };
 
 // Loads an HF directory (config.json + *.safetensors [+ index]) or a .gguf file.

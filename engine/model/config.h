@@ -57,8 +57,9 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";
   // Set when the checkpoint was stored quantized (config.json quantization_config); its linears were
-  // dequantized at load (engine/model/quantized_checkpoint.h). Not written by to_hf_json: what
-  // llmctl writes from a loaded checkpoint is dense.
+  // dequantized at load or kept quantized (LoadOptions::keep_quantized, engine/model/
+  // quantized_checkpoint.h). Not written by to_hf_json: what llmctl writes from a loaded checkpoint
+  // is dense.
   std::optional<quant::QuantConfigInfo> source_quantization;
 
   // Checks every value is in range (ConfigLimits, kMaxVocabSize; floats finite and positive) and

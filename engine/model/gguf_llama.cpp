@@ -2,10 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <stdexcept>
 
 #include "engine/core/error.h"
 #include "engine/model/registry.h"
 #include "engine/model/llama_tensors.h"
+#include "quant/format/gguf_blocks.h"
+#include "quant/format/gguf_group_affine.h"
 
 namespace llmctl {
 
@@ -177,25 +182,75 @@ Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
   return out;
 }
 
+namespace {
+
+// The linear weights (q/k/v/o, gate/up/down, lm_head) that may stay quantized; the embedding is a
+// table lookup and stays dense.
+bool is_linear_weight_name(const std::string& hf_name) {
+  return hf_name.ends_with("_proj.weight") || hf_name == "lm_head.weight";
+}
+
+// gguf_unpermute_qk's row order as ranges of one row: row `to` of the result is row from[to].
+std::vector<quant::IndexRange> unpermute_qk_rows(int64_t rows, int n_head) {
+  LLM_REQUIRE(rows > 0 && rows % (2 * int64_t(n_head)) == 0)
+      << "q/k tensor of " << rows << " rows does not split into " << n_head << " heads of even size";
+  const int64_t half = rows / n_head / 2;
+  std::vector<quant::IndexRange> from(static_cast<size_t>(rows));
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t pair = 0; pair < 2; ++pair)
+      for (int64_t i = 0; i < half; ++i) from[size_t((h * 2 + pair) * half + i)] = {h * 2 * half + i * 2 + pair, 1};
+  return from;
+}
+
+}  // namespace
+
 Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOptions& opts) {
   Checkpoint ck;
   ck.config = gguf_llama_config(*g);
   ck.source_path = g->path();
   ck.source_format = "gguf";
+  std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
   for (const GgufTensorInfo& info : g->tensors()) {
     if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
     std::string name = gguf_to_hf_name(info.name);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
+    const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
+    if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
+      const std::vector<int64_t> shape = info.shape();
+      std::string why;
+      std::optional<quant::GroupAffineWeight> q;
+      try {
+        q = quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], &why);
+      } catch (const std::invalid_argument& e) {
+        LLM_THROW() << g->path() << ": tensor '" << info.name << "': " << e.what();
+      }
+      if (q) {
+        ck.quantized.emplace(std::move(name), std::move(*q));
+        continue;
+      }
+      ++dense_quantized[quant::ggml_type_label(uint32_t(info.type))];
+    }
     Tensor t = g->load(info, /*keep_float=*/true);
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
     ck.tensors.emplace(std::move(name), std::move(t));
   }
   // Shapes against the config before the q/k rows are reordered by head.
   ck.notes = check_llama_tensors(ck);
+  if (!dense_quantized.empty()) {
+    std::string types;
+    for (const auto& [type, count] : dense_quantized)
+      types += (types.empty() ? "" : ", ") + std::to_string(count) + " " + type;
+    ck.notes.push_back(g->path() + ": linear weights of types with no group-affine form the quantized kernels run (" +
+                       types + ") are loaded dense (dequantized to f32)");
+  }
   for (auto& [name, t] : ck.tensors) {
     const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
     const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
     if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);
+  }
+  for (auto& [name, w] : ck.quantized) {  // the same permutation of whole rows: codes, scales, offsets
+    const bool q = name.ends_with("q_proj.weight"), k = name.ends_with("k_proj.weight");
+    if (q || k) w = quant::select_rows(w, unpermute_qk_rows(w.n, q ? ck.config.num_heads : ck.config.num_kv_heads));
   }
   const Tensor& emb = ck.get("model.embed_tokens.weight");
   ck.config.torch_dtype = emb.dtype == DType::F16 ? "float16" : emb.dtype == DType::BF16 ? "bfloat16" : "float32";

@@ -1,6 +1,7 @@
 #include "engine/model/llama_tensors.h"
 
 #include <set>
+#include <stdexcept>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -63,6 +64,26 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
   for (const WeightSpec& spec : llama_tensor_specs(c)) {
     expected.insert(spec.name);
     auto it = ck.tensors.find(spec.name);
+    auto qit = ck.quantized.find(spec.name);
+    if (it != ck.tensors.end() && qit != ck.quantized.end()) {
+      wrong.push_back(spec.name + " is both dense and quantized");
+      continue;
+    }
+    if (qit != ck.quantized.end()) {  // a linear kept quantized: its [N, K] and its own consistency
+      const quant::GroupAffineWeight& q = qit->second;
+      const std::vector<int64_t> shape{q.n, q.k};
+      if (shape != spec.shape || spec.norm) {
+        wrong.push_back(spec.name + " (quantized) has shape " + shape_text(shape) + ", expected " +
+                        shape_text(spec.shape));
+        continue;
+      }
+      try {
+        q.validate();
+      } catch (const std::invalid_argument& e) {
+        wrong.push_back(spec.name + " (quantized): " + e.what());
+      }
+      continue;
+    }
     if (it == ck.tensors.end()) {
       missing.push_back(spec.name);
       continue;
@@ -90,6 +111,8 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
       continue;  // a tied head saved anyway: unused, as transformers does
     extra.push_back(name);
   }
+  for (const auto& [name, q] : ck.quantized)
+    if (!expected.count(name)) extra.push_back(name + " (quantized)");
   std::vector<std::string> notes;
   if (!extra.empty())
     notes.push_back(where + " has " + std::to_string(extra.size()) + " tensor" + (extra.size() > 1 ? "s" : "") +

@@ -14,8 +14,10 @@ namespace llmctl {
 // c.attention_bias); lm_head last when untied. c must be validated (sizes bounded).
 std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c);
 
-// Checks ck.tensors against llama_tensor_specs(ck.config): throws InputError naming every missing
-// tensor, every shape that differs from the expected one (both given) and every non-float weight.
+// Checks ck.tensors and ck.quantized against llama_tensor_specs(ck.config): throws InputError naming
+// every missing tensor, every shape that differs from the expected one (both given), every non-float
+// dense weight, every quantized weight that is inconsistent (GroupAffineWeight::validate) and every
+// name both dense and quantized.
 // Returns one line per tensor the config does not account for (callers warn about them); a tied
 // lm_head.weight that equals the expected shape is accepted silently.
 std::vector<std::string> check_llama_tensors(const Checkpoint& ck);

@@ -1,8 +1,11 @@
 // Weight loading of the Llama family through the staged loader (engine/model/weights/): the name
 // map (llama_weight_sources) -> shard (megatron_shard; one rank holds everything for now) -> pack ->
-// upload. Linears become LinearWeights in the weight dtype; the embedding is a table in the weight
-// dtype; norms and the qkv bias are f32.
+// upload. Linears become LinearWeights in the weight dtype, or quantized ones where the checkpoint
+// kept them quantized and the backend runs them; the embedding is a table in the weight dtype; norms
+// and the qkv bias are f32.
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/model/llama.h"
@@ -26,9 +29,10 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     L.attention.num_kv_heads = c.num_kv_heads;
   }
   bool have_embed = false;
+  std::vector<std::string> dense_fallbacks;  // quantized weights loaded dense, "<name>: <why>"
   for (const WeightSource& s : llama_weight_sources(c)) {
     const ShardSpec spec = megatron_shard(s.role, c, kRank, kWorld);
-    auto linear = [&] { return load_linear(ckpt, s, spec, w.weight_dtype, backend); };
+    auto linear = [&] { return load_linear(ckpt, s, spec, w.weight_dtype, backend, &dense_fallbacks); };
     auto f32 = [&] { return load_tensor(ckpt, s, spec, DType::F32, backend); };
     LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer)) : nullptr;
     switch (s.role) {
@@ -58,6 +62,10 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     }
   }
   w.kv_scales = load_kv_scales(ckpt);
+  if (!dense_fallbacks.empty())  // one note per model, with the first weight's reason
+    std::cerr << "llmctl: note: " << dense_fallbacks.size() << " quantized linear weight"
+              << (dense_fallbacks.size() > 1 ? "s are" : " is") << " loaded dense (dequantized), e.g. "
+              << dense_fallbacks.front() << "\n";
   return w;
 }
 

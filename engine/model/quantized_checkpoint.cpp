@@ -1,6 +1,7 @@
 #include "engine/model/quantized_checkpoint.h"
 
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "engine/core/error.h"
@@ -18,7 +19,7 @@ quant::PackedTensorView view_of_tensor(const Tensor& t) {
 
 }  // namespace
 
-void dequantize_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json) {
+void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, bool keep_quantized) {
   if (!config_json.is_object() || !config_json.contains("quantization_config") ||
       config_json["quantization_config"].is_null())
     return;
@@ -47,6 +48,8 @@ void dequantize_quantized_linears(Checkpoint& ck, const nlohmann::json& config_j
   LLM_REQUIRE(!modules.empty()) << "'" << ck.source_path << "': config.json declares " << info.label()
                                 << " quantization, but no tensor is named '*" << marker << "'";
 
+  int64_t dense_count = 0;  // kept dense although keep_quantized, and the first reason
+  std::string why_dense;
   for (const std::string& prefix : modules) {
     auto shape = linear_shapes.find(prefix);
     LLM_REQUIRE(shape != linear_shapes.end())
@@ -63,17 +66,33 @@ void dequantize_quantized_linears(Checkpoint& ck, const nlohmann::json& config_j
       names.push_back(it->first);
     }
     const int64_t n = shape->second[0], k = shape->second[1];
-    std::vector<float> dense;
+    quant::QuantizedLinear q;
+    std::optional<quant::GroupAffineWeight> kept;
     try {
-      dense = quant::dequantize(quant::unpack_linear_weight(info.layout, info, n, k, by_suffix));
+      q = quant::unpack_linear_weight(info.layout, info, n, k, by_suffix);
+      std::string why;
+      if (keep_quantized && !(kept = quant::group_affine_from_quantized(q, &why))) {
+        if (why_dense.empty()) why_dense = why;
+        ++dense_count;
+      }
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << "'" << ck.source_path << "': " << info.label() << " weight '" << prefix << "': " << e.what();
     }
+    for (const std::string& name : names) ck.tensors.erase(name);
+    if (kept) {
+      ck.quantized[prefix + ".weight"] = std::move(*kept);
+      continue;
+    }
+    const std::vector<float> dense = quant::dequantize(q);
     Tensor w = Tensor::empty_host(DType::F32, {n, k});
     std::memcpy(w.data, dense.data(), dense.size() * sizeof(float));
-    for (const std::string& name : names) ck.tensors.erase(name);
     ck.tensors[prefix + ".weight"] = std::move(w);
   }
+  if (dense_count)
+    ck.notes.push_back("'" + ck.source_path + "': " + std::to_string(dense_count) + " of " +
+                       std::to_string(modules.size()) + " " + info.label() +
+                       " linear weights are loaded dense (dequantized to f32): " + why_dense +
+                       " has no group-affine form the quantized kernels run");
 }
 
 }  // namespace llmctl

@@ -121,7 +121,9 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       << o.output << " exists and is not an empty directory: remove it or choose another OUT";
   ThreadPool::set_global_threads(o.threads);
 
-  Checkpoint ck = load_checkpoint(o.input);  // stored dtypes, views of the mapped files
+  LoadOptions lo;
+  lo.keep_quantized = false;  // quantize reads dense weights: a GGUF's blocks dequantized to f32
+  Checkpoint ck = load_checkpoint(o.input, lo);  // stored dtypes, views of the mapped files
   const ModelConfig& c = ck.config;
   LLM_REQUIRE(!c.source_quantization.has_value())
       << o.input << " is already quantized (" << c.source_quantization->label()

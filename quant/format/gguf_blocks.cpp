@@ -41,8 +41,10 @@ uint32_t load_u32le(const uint8_t* p) {
 // Legacy 32-element blocks: low nibbles hold elements 0..15, high nibbles 16..31.
 int nibble32(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4); }
 
+}  // namespace
+
 // The 12 packed bytes of 6-bit scales and mins shared by Q4_K and Q5_K.
-void k_scale_min(const uint8_t* s, int i, uint8_t* sc, uint8_t* mn) {
+void ggml_k_scale_min(const uint8_t* s, int i, uint8_t* sc, uint8_t* mn) {
   if (i < 4) {
     *sc = s[i] & 0x3F;
     *mn = s[i + 4] & 0x3F;
@@ -51,8 +53,6 @@ void k_scale_min(const uint8_t* s, int i, uint8_t* sc, uint8_t* mn) {
     *mn = uint8_t((s[i + 4] >> 4) | ((s[i] >> 2) & 0x30));
   }
 }
-
-}  // namespace
 
 bool ggml_block_layout(uint32_t type, GgmlBlockLayout* out) {
   GgmlBlockLayout l;
@@ -230,7 +230,7 @@ void dequantize_q4_k(const uint8_t* src, float* dst, int64_t nb) {
     const uint8_t* qs = src + 16;
     for (int k = 0; k < 8; ++k) {  // 32-element sub-blocks; pairs share 32 bytes of qs
       uint8_t sc, mn;
-      k_scale_min(src + 4, k, &sc, &mn);
+      ggml_k_scale_min(src + 4, k, &sc, &mn);
       float ds = d * float(sc), dm = dmin * float(mn);
       const uint8_t* q = qs + (k / 2) * 32;
       int shift = 4 * (k % 2);
@@ -247,7 +247,7 @@ void dequantize_q5_k(const uint8_t* src, float* dst, int64_t nb) {
     const uint8_t* qs = src + 48;
     for (int k = 0; k < 8; ++k) {
       uint8_t sc, mn;
-      k_scale_min(src + 4, k, &sc, &mn);
+      ggml_k_scale_min(src + 4, k, &sc, &mn);
       float ds = d * float(sc), dm = dmin * float(mn);
       const uint8_t* q = qs + (k / 2) * 32;
       int shift = 4 * (k % 2);

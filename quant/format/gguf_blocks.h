@@ -25,6 +25,10 @@ bool ggml_can_dequantize(uint32_t type);
 // of the block size; dst is untouched then.
 bool dequantize_row(uint32_t type, const void* src, float* dst, int64_t n);
 
+// Q4_K / Q5_K: the 6-bit scale and min of 32-element sub-block i (0..7) from the 12 packed bytes
+// at `scales` (also used by gguf_group_affine.cpp, which must decode them the same way).
+void ggml_k_scale_min(const uint8_t* scales, int i, uint8_t* sc, uint8_t* mn);
+
 // One function per format; nb = number of blocks.
 void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_q4_1(const uint8_t* src, float* dst, int64_t nb);

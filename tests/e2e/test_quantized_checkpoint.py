@@ -9,7 +9,8 @@ tiny random Llamas under tests/golden/quant/:
                        dequantization (make_awq_gptq_model_golden.py says why)
 Checks, for each: top-20 log-probabilities within 1e-3 at every position and identical greedy
 continuations (each golden JSON records that the unquantized model is far outside that bound), and
-that `llmctl generate` names the format and says it dequantized at load. On the compressed-tensors
+that `llmctl generate` names the format and says whether it dequantized at load or runs the
+linears quantized (a backend with Int4Group/Int8Group kernels). On the compressed-tensors
 one also: `bench ppl` runs; `llmctl convert` writes a dense checkpoint (no quantization_config, no
 packed tensors) that scores the same; compressed-tensors k_scale / v_scale tensors (kv_cache_scheme)
 are not refused as unknown; an unsupported quantization_config and a corrupted packed tensor are
@@ -99,7 +100,8 @@ try:
         d = os.path.join(QDIR, name)
         compare(score(d, os.path.join(QDIR, name + "_golden.json")), os.path.join(QDIR, name + "_golden.json"), label)
         r = run([LLMCTL, "generate", "-m", d, "hello there", "-n", "8", "--temperature", "0"])
-        if r.returncode != 0 or f"{label} checkpoint, dequantized at load" not in r.stderr:
+        said = any(f"{label} checkpoint, {how}" in r.stderr for how in ("dequantized at load", "linears run quantized"))
+        if r.returncode != 0 or not said:
             failures.append(f"generate {name}: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
     if not os.path.exists(os.path.join(model, "model.safetensors")):
         raise SystemExit(1 if failures else 77)

@@ -1,6 +1,7 @@
 // GGUF reader: the input is a whole .gguf file (written to a memfd and opened by path, as the
 // engine opens files). Opens it, reads every metadata value through each accessor, loads (and
-// dequantizes) every tensor of modest size in both forms, and reads the llama config from it.
+// dequantizes) every tensor of modest size in both forms, and reads the llama config from it; for
+// inputs up to 1 MiB, loads the whole llama checkpoint with its linears kept quantized.
 #include <cstdint>
 #include <cstring>
 
@@ -61,6 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expect_errors([&] { sink = sink + checksum(g->load(t, true)); });
     }
     expect_errors([&] { (void)gguf_llama_config(*g); });
+    if (size <= (size_t(1) << 20))  // the whole checkpoint, linears kept quantized (group-affine)
+      expect_errors([&] {
+        LoadOptions keep;
+        keep.keep_quantized = true;
+        const Checkpoint ck = load_gguf_checkpoint(g, keep);
+        for (const auto& [name, w] : ck.quantized)
+          if (w.codes.size() != size_t(w.n * w.k) || w.scale.size() != size_t(w.n * w.groups())) __builtin_trap();
+      });
   });
   return 0;
 }

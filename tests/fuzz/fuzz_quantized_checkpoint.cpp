@@ -3,7 +3,8 @@
 // GPTQ) followed by model.safetensors. Both are written into a scratch directory that
 // load_checkpoint reads as a model directory: the config is validated, every packed linear is
 // unpacked and dequantized, and the fp8 KV scales (k_scale / v_scale) are read. Every loaded
-// tensor is then read in full.
+// tensor is then read in full. Then again with the linears kept quantized (group-affine form),
+// each dequantized in full.
 #include <unistd.h>
 
 #include <cstdint>
@@ -55,6 +56,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const KvScales& l : load_kv_scales(ck))
       if (l.k.size() != size_t(ck.config.num_kv_heads) || l.v.size() != l.k.size()) __builtin_trap();
+  });
+  expect_errors([&] {  // the linears kept quantized (group-affine) instead
+    LoadOptions keep;
+    keep.keep_quantized = true;
+    const Checkpoint ck = load_checkpoint(dir.string(), keep);
+    for (const auto& [name, w] : ck.quantized) {
+      if (w.codes.size() != size_t(w.n * w.k) || w.scale.size() != size_t(w.n * w.groups())) __builtin_trap();
+      volatile float sink = 0;
+      for (float v : quant::dequantize(w)) sink = sink + v;
+    }
   });
   return 0;
 }

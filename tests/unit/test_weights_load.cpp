@@ -2,6 +2,8 @@
 // LinearWeight on the CPU backend: the name map's fusions, pack and upload (dtype, refusals by
 // format name), and sharded linears against the full one on random inputs: column-parallel
 // outputs reassembled equal the full output, row-parallel partial outputs summed equal it (f32).
+// Quantized linears (Checkpoint::quantized): the canonical form the pack stage makes (F16/F32
+// scales), fused and sharded slices against the dense ones, and the dense fallbacks with reasons.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,11 +15,14 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
+#include "engine/model/llama_tensors.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/weights/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 #include "engine/model/weights/shard.h"
+#include "quant/format/half_float.h"
+#include "quant_load_util.h"
 #include "tiny_config.h"
 
 using namespace llmctl;
@@ -227,4 +232,188 @@ TEST_CASE("a tied lm_head wraps the uploaded embedding without a second copy") {
   CHECK(head.data.data == embed.data);
   CHECK(head.n == ck.config.vocab_size);
   CHECK(head.k == ck.config.hidden_size);
+}
+
+// ---- quantized linears (Checkpoint::quantized): canonical form, fusing, sharding, fallbacks ----
+
+namespace {
+
+quant::GroupAffineWeight random_group_affine(int bits, int64_t n, int64_t k, int group, uint32_t seed,
+                                             bool f16_exact) {
+  std::mt19937 rng(seed);
+  quant::GroupAffineWeight w;
+  w.bits = bits, w.n = n, w.k = k, w.group = group;
+  for (int64_t i = 0; i < n * k; ++i) w.codes.push_back(uint8_t(bits == 4 ? rng() % 16 : rng() % 256));
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  for (int64_t i = 0; i < n * w.groups(); ++i) {
+    float s = u(rng), o = u(rng);
+    if (f16_exact) s = quant::half_bits_to_f32(quant::f32_to_half_bits(s)), o = quant::half_bits_to_f32(quant::f32_to_half_bits(o));
+    w.scale.push_back(s);
+    w.offset.push_back(o);
+  }
+  return w;
+}
+
+// ck with every linear of `layer` moved from its dense tensors into ck.quantized (random codes).
+void quantize_layer(Checkpoint& ck, int layer, int bits, int group) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  uint32_t seed = 100;
+  for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+    const std::string name = p + m + ".weight";
+    const Tensor& t = ck.get(name);
+    ck.quantized[name] = random_group_affine(bits, t.dim(0), t.dim(1), group, ++seed, true);
+    ck.tensors.erase(name);
+  }
+}
+
+Tensor dequantized(const quant::GroupAffineWeight& w) {
+  const std::vector<float> v = quant::dequantize(w);
+  Tensor t = Tensor::empty_host(DType::F32, {w.n, w.k});
+  std::memcpy(t.data, v.data(), v.size() * 4);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("quantized pack stage: canonical U8 codes [N, K], scales/offsets F16 only when every value is exact") {
+  for (int bits : {4, 8}) {
+    CAPTURE(bits);
+    quant::GroupAffineWeight w = random_group_affine(bits, 6, 64, 32, 3, true);
+    ShardSpec spec;
+    spec.world = 1;
+    LinearWeight lw = pack_quantized_linear(w, spec);
+    CHECK(lw.format == (bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group));
+    CHECK(lw.n == 6);
+    CHECK(lw.k == 64);
+    CHECK(lw.group_size == 32);
+    REQUIRE(lw.data.dtype == DType::U8);
+    REQUIRE(lw.data.shape == std::vector<int64_t>{6, 64});
+    CHECK(std::memcmp(lw.data.data, w.codes.data(), w.codes.size()) == 0);
+    CHECK(lw.scales.dtype == DType::F16);
+    CHECK(lw.zeros.dtype == DType::F16);
+    CHECK(lw.scales.shape == std::vector<int64_t>{6, 2});
+    CHECK(std::memcmp(test::dequantize_canonical(lw).data, dequantized(w).data, 6 * 64 * 4) == 0);
+    // One offset that f16 does not hold exactly: both scales and offsets F32, values unchanged.
+    w.offset[5] = 0.1f;
+    lw = pack_quantized_linear(w, spec);
+    CHECK(lw.scales.dtype == DType::F32);
+    CHECK(lw.zeros.dtype == DType::F32);
+    CHECK(std::memcmp(test::dequantize_canonical(lw).data, dequantized(w).data, 6 * 64 * 4) == 0);
+  }
+  CHECK(quantized_group_supported(16, 64));
+  CHECK(quantized_group_supported(64, 128));
+  CHECK_FALSE(quantized_group_supported(8, 64));
+  CHECK_FALSE(quantized_group_supported(48, 96));
+  CHECK_FALSE(quantized_group_supported(64, 96));
+  CHECK_FALSE(quantized_group_supported(16, 48));  // K not whole blocks of 32
+}
+
+TEST_CASE("quantized shard stage: fused and split slices hold the dense slices' values; a split cutting a group is refused") {
+  Checkpoint ck = random_checkpoint(small_gqa(false), 21, 0.2f);
+  quantize_layer(ck, 0, 4, 32);
+  const ModelConfig& c = ck.config;
+  const auto all = llama_weight_sources(c);
+  for (int world : {1, 2, 4}) {
+    CAPTURE(world);
+    for (const char* name : {"layers.0.qkv", "layers.0.gate_up", "layers.0.o", "layers.0.down"}) {
+      CAPTURE(name);
+      const WeightSource& src = source(all, name);
+      const ShardSpec spec = megatron_shard(src.role, c, world - 1, world);
+      std::string why;
+      const bool row_split = src.role == WeightRole::O || src.role == WeightRole::Down;
+      const int64_t k = src.role == WeightRole::O ? c.hidden_size : c.intermediate_size;
+      if (row_split && (k / world) % 32 != 0) {  // o: K 64 over 4 ranks; down: K 96 over 2 or 4
+        const std::string cut = "columns [" + std::to_string((world - 1) * k / world) + ", " + std::to_string(k) +
+                                "), not on boundaries of the quantization group size 32";
+        CHECK(error_of([&] { (void)gather_quantized_shard(ck, src, spec, &why); }).find(cut) != std::string::npos);
+        continue;
+      }
+      const auto q = gather_quantized_shard(ck, src, spec, &why);
+      REQUIRE_MESSAGE(q.has_value(), why);
+      // gather_shard dequantizes the parts first, then slices: the same values.
+      const Tensor dense = gather_shard(ck, src, spec);
+      REQUIRE(dense.shape == std::vector<int64_t>{q->n, q->k});
+      CHECK(std::memcmp(dequantized(*q).data, dense.data, dense.nbytes()) == 0);
+    }
+  }
+  // A fused weight with one dense part is not fused quantized: load_linear takes it dense and says why.
+  Checkpoint mixed = ck;
+  mixed.tensors["model.layers.0.self_attn.v_proj.weight"] = dequantized(mixed.quantized.at("model.layers.0.self_attn.v_proj.weight"));
+  mixed.quantized.erase("model.layers.0.self_attn.v_proj.weight");
+  std::string why;
+  CHECK_FALSE(gather_quantized_shard(mixed, source(all, "layers.0.qkv"), ShardSpec{}, &why).has_value());
+  CHECK(why.find("v_proj.weight' is dense") != std::string::npos);
+  test::CanonicalRecordingBackend rec;
+  std::vector<std::string> fallbacks;
+  const LinearWeight qkv = load_linear(mixed, source(all, "layers.0.qkv"), ShardSpec{}, DType::F32, rec, &fallbacks);
+  CHECK(qkv.format == WeightFormat::DenseF32);
+  REQUIRE(fallbacks.size() == 1);
+  CHECK(fallbacks[0].find("layers.0.qkv: ") == 0);
+  CHECK(rec.uploaded.empty());
+}
+
+TEST_CASE("quantized load_linear: canonical on a backend with the format; dense, with the reason, otherwise") {
+  Checkpoint ck = random_checkpoint(small_gqa(false), 22, 0.2f);
+  quantize_layer(ck, 1, 8, 32);
+  const auto all = llama_weight_sources(ck.config);
+  const WeightSource& gate_up = source(all, "layers.1.gate_up");
+  const Tensor want = gather_shard(ck, gate_up, ShardSpec{});  // the dequantized values, f32
+
+  test::CanonicalRecordingBackend rec;
+  std::vector<std::string> fallbacks;
+  const LinearWeight on_rec = load_linear(ck, gate_up, ShardSpec{}, DType::BF16, rec, &fallbacks);
+  CHECK(fallbacks.empty());
+  REQUIRE(rec.uploaded.size() == 1);
+  CHECK(rec.uploaded[0].format == WeightFormat::Int8Group);
+  CHECK(rec.uploaded[0].n == 2 * ck.config.intermediate_size);
+  CHECK(std::memcmp(test::dequantize_canonical(rec.uploaded[0]).data, want.data, want.nbytes()) == 0);
+  CHECK(on_rec.n == rec.uploaded[0].n);
+
+  // The CPU backend (no quantized kernels yet): dense in the weight dtype, the dequantized values.
+  auto cpu = make_cpu_backend(1);
+  if (!cpu->supports(WeightFormat::Int8Group)) {
+    const LinearWeight dense = load_linear(ck, gate_up, ShardSpec{}, DType::F32, *cpu, &fallbacks);
+    CHECK(dense.format == WeightFormat::DenseF32);
+    CHECK(std::memcmp(dense.data.data, want.data, want.nbytes()) == 0);
+    REQUIRE(fallbacks.size() == 1);
+    CHECK(fallbacks[0].find("does not run int8-group weights") != std::string::npos);
+  }
+
+  // Groups the kernels do not take (8 inputs): dense, with the reason.
+  Checkpoint g8 = random_checkpoint(small_gqa(false), 23, 0.2f);
+  quantize_layer(g8, 0, 4, 8);
+  fallbacks.clear();
+  const LinearWeight d8 = load_linear(g8, source(all, "layers.0.down"), ShardSpec{}, DType::F32, rec, &fallbacks);
+  CHECK(d8.format == WeightFormat::DenseF32);
+  REQUIRE(fallbacks.size() == 1);
+  CHECK(fallbacks[0].find("groups of 8 inputs") != std::string::npos);
+  CHECK(rec.uploaded.size() == 1);  // nothing more uploaded quantized
+  // The default Backend::upload_quantized refuses by name.
+  CHECK(error_of([&] { (void)cpu->Backend::upload_quantized(pack_quantized_linear(g8.quantized.begin()->second, {})); })
+            .find("int4-group") != std::string::npos);
+}
+
+TEST_CASE("check_llama_tensors covers linears kept quantized: shapes, consistency, dense and quantized at once") {
+  Checkpoint ck = random_checkpoint(small_gqa(false), 24, 0.2f);
+  quantize_layer(ck, 0, 4, 32);
+  CHECK(check_llama_tensors(ck).empty());
+  auto refused = [&](Checkpoint bad, const std::string& needle) {
+    CHECK(error_of([&] { (void)check_llama_tensors(bad); }).find(needle) != std::string::npos);
+  };
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  Checkpoint wrong = ck;
+  wrong.quantized[q] = random_group_affine(4, 32, 64, 32, 1, true);  // 32 rows, the config says 64
+  refused(wrong, q + " (quantized) has shape [32, 64], expected [64, 64]");
+  Checkpoint broken = ck;
+  broken.quantized[q].scale.pop_back();
+  refused(broken, q + " (quantized): group-affine scale/offset: size does not match");
+  Checkpoint both = ck;
+  both.tensors[q] = Tensor::zeros_host(DType::F32, {64, 64});
+  refused(both, q + " is both dense and quantized");
+  Checkpoint extra = ck;
+  extra.quantized["model.layers.9.mlp.up_proj.weight"] = ck.quantized.at(q);
+  const std::vector<std::string> notes = check_llama_tensors(extra);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("model.layers.9.mlp.up_proj.weight (quantized)") != std::string::npos);
 }

@@ -1,16 +1,102 @@
 #include "engine/model/weights/load_weights.h"
 
+#include <cstring>
+#include <stdexcept>
+
 #include "engine/core/error.h"
 #include "engine/model/weights/shard.h"
+#include "quant/format/half_float.h"
 
 namespace llmctl {
+
+namespace {
+
+// A quantized part as a dense f32 host tensor [N, K].
+Tensor dequantized_tensor(const quant::GroupAffineWeight& w) {
+  const std::vector<float> v = quant::dequantize(w);
+  Tensor t = Tensor::empty_host(DType::F32, {w.n, w.k});
+  std::memcpy(t.data, v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+bool exact_in_f16(const std::vector<float>& v) {
+  for (float x : v) {
+    const float back = quant::half_bits_to_f32(quant::f32_to_half_bits(x));
+    if (std::memcmp(&back, &x, sizeof x) != 0) return false;  // NaN, out of range, or rounded
+  }
+  return true;
+}
+
+Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape, const void* data) {
+  Tensor t = Tensor::empty_host(dtype, shape);
+  std::memcpy(t.data, data, t.nbytes());
+  return t;
+}
+
+Tensor scale_tensor(const std::vector<float>& v, int64_t n, int64_t g, bool f16) {
+  if (!f16) return host_tensor(DType::F32, {n, g}, v.data());
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = quant::f32_to_half_bits(v[i]);
+  return host_tensor(DType::F16, {n, g}, h.data());
+}
+
+}  // namespace
 
 Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec) {
   LLM_CHECK(!src.parts.empty()) << "weight " << src.name << " names no checkpoint tensors";
   std::vector<Tensor> parts;
   parts.reserve(src.parts.size());
-  for (const std::string& n : src.parts) parts.push_back(ck.get(n));
+  bool dequantized = false;
+  for (const std::string& n : src.parts) {
+    auto q = ck.quantized.find(n);
+    dequantized |= q != ck.quantized.end();
+    parts.push_back(q != ck.quantized.end() ? dequantized_tensor(q->second) : ck.get(n));
+  }
+  if (dequantized)  // fused with dense parts: all in f32, the dtype the dequantized ones have
+    for (Tensor& t : parts)
+      if (t.dtype != DType::F32) t = convert_host(t, DType::F32);
   return shard_slice(parts, spec);
+}
+
+std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint& ck, const WeightSource& src,
+                                                               const ShardSpec& spec, std::string* why_not) {
+  LLM_CHECK(!src.parts.empty()) << "weight " << src.name << " names no checkpoint tensors";
+  std::vector<const quant::GroupAffineWeight*> parts;
+  for (const std::string& n : src.parts) {
+    auto q = ck.quantized.find(n);
+    if (q == ck.quantized.end()) {
+      if (why_not) *why_not = "'" + n + "' is dense and the fused parts must all be quantized";
+      return std::nullopt;
+    }
+    parts.push_back(&q->second);
+  }
+  if (parts.size() == 1) return shard_quantized(*parts[0], spec);
+  std::optional<quant::GroupAffineWeight> fused = quant::concat_rows(parts, why_not);
+  if (!fused) return std::nullopt;
+  return shard_quantized(*fused, spec);
+}
+
+LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
+  try {
+    w.validate();
+  } catch (const std::invalid_argument& e) {
+    LLM_THROW() << "packing a quantized linear weight: " << e.what();
+  }
+  LinearWeight lw;
+  lw.format = w.bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+  lw.n = w.n;
+  lw.k = w.k;
+  lw.group_size = w.group;
+  lw.shard = spec;
+  lw.data = host_tensor(DType::U8, {w.n, w.k}, w.codes.data());
+  const bool f16 = exact_in_f16(w.scale) && exact_in_f16(w.offset);
+  lw.scales = scale_tensor(w.scale, w.n, w.groups(), f16);
+  lw.zeros = scale_tensor(w.offset, w.n, w.groups(), f16);
+  return lw;
+}
+
+bool quantized_group_supported(int group, int64_t k) {
+  return group > 0 && k % group == 0 && (group == 16 || group % 32 == 0) && k % 32 == 0;
 }
 
 LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, WeightFormat format) {
@@ -26,6 +112,7 @@ LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, Weight
 
 LinearWeight upload_linear(const LinearWeight& packed, Backend& backend) {
   backend.require_support(packed.format);
+  if (!is_dense(packed.format)) return backend.upload_quantized(packed);
   LLM_CHECK(is_dense(packed.format)) << "upload of format " << weight_format_name(packed.format)
                                      << " is not implemented";
   LinearWeight w = packed;
@@ -34,7 +121,23 @@ LinearWeight upload_linear(const LinearWeight& packed, Backend& backend) {
 }
 
 LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec, DType weight_dtype,
-                         Backend& backend) {
+                         Backend& backend, std::vector<std::string>* dense_fallbacks) {
+  bool any_quantized = false;
+  for (const std::string& n : src.parts) any_quantized |= ck.quantized.count(n) != 0;
+  if (any_quantized) {
+    std::string why;
+    if (std::optional<quant::GroupAffineWeight> q = gather_quantized_shard(ck, src, spec, &why)) {
+      const WeightFormat f = q->bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+      if (!backend.supports(f))
+        why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights";
+      else if (!quantized_group_supported(q->group, q->k))
+        why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
+              " (the kernels take K a multiple of 32 and groups of 16 or a multiple of 32 dividing it)";
+      else
+        return upload_linear(pack_quantized_linear(*q, spec), backend);
+    }
+    if (dense_fallbacks) dense_fallbacks->push_back(src.name + ": " + why);
+  }
   return upload_linear(pack_linear(gather_shard(ck, src, spec), spec, dense_format(weight_dtype)), backend);
 }
 

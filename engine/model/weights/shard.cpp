@@ -196,6 +196,16 @@ Tensor shard_reassemble(const std::vector<Tensor>& slices, const ShardSpec& spec
   return full;
 }
 
+quant::GroupAffineWeight shard_quantized(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
+  if (spec.kind == ShardKind::Replicated) return w;
+  const bool rows = spec.kind != ShardKind::Row;
+  const int64_t size = rows ? w.n : w.k;
+  if (!rows) check_group_boundaries(size, spec, w.group);
+  std::vector<quant::IndexRange> ranges;
+  for (const ShardSegment& s : shard_segments(size, spec)) ranges.emplace_back(s.begin, s.length);
+  return rows ? quant::select_rows(w, ranges) : quant::select_columns(w, ranges);
+}
+
 void check_group_boundaries(int64_t k, const ShardSpec& spec, int group_size) {
   if (group_size <= 0 || spec.kind != ShardKind::Row) return;
   for (const ShardSegment& s : shard_segments(k, spec))

@@ -14,6 +14,7 @@
 
 #include "engine/backend/linear_weight.h"
 #include "engine/core/tensor.h"
+#include "quant/format/group_affine.h"
 
 namespace llmctl {
 
@@ -40,6 +41,11 @@ inline Tensor shard_slice(const Tensor& full, const ShardSpec& spec) { return sh
 // the full tensor. Replicated heads (and Replicated tensors) must be equal on every rank that holds
 // them (checked).
 Tensor shard_reassemble(const std::vector<Tensor>& slices, const ShardSpec& spec);
+
+// shard_slice for a quantized weight (the parts already fused, quant::concat_rows): the rows
+// (Column, Vocab) or the columns (Row) of rank spec.rank's segments. Row splits must fall on group
+// boundaries (check_group_boundaries). Replicated: w itself.
+quant::GroupAffineWeight shard_quantized(const quant::GroupAffineWeight& w, const ShardSpec& spec);
 
 // A row-parallel quantized weight must split on group boundaries: each rank's K columns start a
 // group. Throws InputError with the numbers otherwise (group_size <= 0: nothing to check).

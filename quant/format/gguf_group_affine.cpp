@@ -1,0 +1,141 @@
+#include "quant/format/gguf_group_affine.h"
+
+#include <stdexcept>
+
+#include "quant/format/gguf_blocks.h"
+#include "quant/format/half_float.h"
+
+// The scales are the products gguf_blocks.cpp computes (d * sc, dmin * m), rounded the same way.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace llmctl::quant {
+
+namespace {
+
+// The offset of the formats without one: -0, not +0, because x + (-0) is x bit for bit (a -0
+// product stays -0), so dequantize() reproduces the reference's signed zeros too.
+constexpr float kNoOffset = -0.0f;
+
+enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+
+float f16_at(const uint8_t* p) { return half_bits_to_f32(uint16_t(p[0] | (p[1] << 8))); }
+
+uint32_t u32_at(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// Legacy 32-element blocks: low nibbles hold elements 0..15, high nibbles 16..31.
+int nibble32(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4); }
+
+// One block of `bs` elements: writes codes[0..bs) and its groups' scale/offset.
+void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale, float* offset) {
+  switch (type) {
+    case kQ4_0: {
+      const float d = f16_at(b);
+      for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nibble32(b + 2, j));
+      scale[0] = d, offset[0] = -8.0f * d;
+      break;
+    }
+    case kQ4_1:
+      for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nibble32(b + 4, j));
+      scale[0] = f16_at(b), offset[0] = f16_at(b + 2);
+      break;
+    case kQ5_0: case kQ5_1: {
+      const bool q51 = type == kQ5_1;
+      const uint32_t qh = u32_at(b + (q51 ? 4 : 2));
+      const uint8_t* qs = b + (q51 ? 8 : 6);
+      for (int j = 0; j < 32; ++j) {
+        const int q = nibble32(qs, j) | int((qh >> j) & 1u) << 4;
+        codes[j] = uint8_t(int8_t(q51 ? q : q - 16));
+      }
+      scale[0] = f16_at(b), offset[0] = q51 ? f16_at(b + 2) : kNoOffset;
+      break;
+    }
+    case kQ8_0:
+      for (int j = 0; j < 32; ++j) codes[j] = b[2 + j];
+      scale[0] = f16_at(b), offset[0] = kNoOffset;
+      break;
+    case kQ4_K: case kQ5_K: {
+      const bool q5 = type == kQ5_K;
+      const float d = f16_at(b), dmin = f16_at(b + 2);
+      const uint8_t* qh = b + 16;
+      const uint8_t* qs = b + (q5 ? 48 : 16);
+      for (int s = 0; s < 8; ++s) {  // 32-element sub-blocks; pairs share 32 bytes of qs
+        uint8_t sc, mn;
+        ggml_k_scale_min(b + 4, s, &sc, &mn);
+        scale[s] = d * float(sc);
+        offset[s] = -(dmin * float(mn));
+        const uint8_t* q = qs + (s / 2) * 32;
+        const int shift = 4 * (s % 2);
+        for (int j = 0; j < 32; ++j) {
+          int v = (q[j] >> shift) & 0x0F;
+          if (q5) v |= ((qh[j] >> s) & 1) << 4;
+          codes[s * 32 + j] = uint8_t(v);
+        }
+      }
+      break;
+    }
+    case kQ6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = f16_at(b + 208);
+      for (int s = 0; s < 16; ++s) scale[s] = d * float(sc[s]), offset[s] = kNoOffset;
+      for (int i = 0; i < 256; ++i) {
+        const int g = i / 128, r = i % 128;
+        const int lo = (ql[g * 64 + r % 64] >> (4 * (r / 64))) & 0x0F;
+        const int hi = (qh[g * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
+        codes[i] = uint8_t(int8_t((lo | hi << 4) - 32));
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+bool gguf_group_affine_supported(uint32_t type) {
+  switch (type) {
+    case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ4_K: case kQ5_K: case kQ6_K: return true;
+  }
+  return false;
+}
+
+std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
+                                                        int64_t k, std::string* why_not) {
+  if (!gguf_group_affine_supported(type)) {
+    if (why_not) *why_not = std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form";
+    return std::nullopt;
+  }
+  GgmlBlockLayout l;
+  ggml_block_layout(type, &l);
+  if (n <= 0 || k <= 0 || k % l.block_size != 0)
+    throw std::invalid_argument(std::string(ggml_type_label(type)) + " tensor of shape [" + std::to_string(n) + ", " +
+                                std::to_string(k) + "]: rows are not whole blocks of " +
+                                std::to_string(l.block_size));
+  const int64_t blocks = n * (k / l.block_size);
+  if (nbytes != size_t(blocks) * l.type_size)
+    throw std::invalid_argument(std::string(ggml_type_label(type)) + " tensor of shape [" + std::to_string(n) + ", " +
+                                std::to_string(k) + "] has " + std::to_string(nbytes) + " bytes, expected " +
+                                std::to_string(size_t(blocks) * l.type_size));
+  GroupAffineWeight w;
+  w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ4_K) ? 4 : 8;
+  w.n = n;
+  w.k = k;
+  w.group = type == kQ6_K ? 16 : 32;
+  w.codes.resize(size_t(n * k));
+  w.scale.resize(size_t(n * w.groups()));
+  w.offset.resize(w.scale.size());
+  // Rows are whole blocks, so block b covers elements [b * bs, (b + 1) * bs) of the flat [N, K].
+  const int64_t groups_per_block = l.block_size / w.group;
+  for (int64_t b = 0; b < blocks; ++b)
+    convert_block(type, data + size_t(b) * l.type_size, &w.codes[size_t(b * l.block_size)],
+                  &w.scale[size_t(b * groups_per_block)], &w.offset[size_t(b * groups_per_block)]);
+  return w;
+}
+
+}  // namespace llmctl::quant

@@ -1,0 +1,33 @@
+// GGUF block types in group-affine form (group_affine.h), exactly: dequantize() of the result gives
+// gguf_blocks.h's dequantize_row values bit for bit (for finite block scales; a zero may differ in
+// sign only, -0 vs +0, in Q4_0, where the reference computes d * (q - 8) and this d * q + (-8 * d)).
+// "offset 0" below is stored as -0.0f (x + -0 is x, bit for bit).
+//   Q4_0  4-bit codes q,        group 32, scale d,        offset -8 * d
+//   Q4_1  4-bit codes q,        group 32, scale d,        offset m
+//   Q5_0  8-bit codes q - 16,   group 32, scale d,        offset 0
+//   Q5_1  8-bit codes q,        group 32, scale d,        offset m
+//   Q8_0  8-bit codes q,        group 32, scale d,        offset 0
+//   Q4_K  4-bit codes q,        group 32, scale d * sc,   offset -(dmin * m)   (per sub-block)
+//   Q5_K  8-bit codes q,        group 32, scale d * sc,   offset -(dmin * m)
+//   Q6_K  8-bit codes q - 32,   group 16, scale d * sc,   offset 0
+// Other types (Q2_K, Q3_K, the IQ types, ...) are not converted: a loader dequantizes them to dense.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "quant/format/group_affine.h"
+
+namespace llmctl::quant {
+
+// Whether GGML type id `type` converts (the list above).
+bool gguf_group_affine_supported(uint32_t type);
+
+// The [n, k] tensor of `type` stored at data (nbytes long, rows of k / block_size blocks).
+// nullopt with *why_not for a type not in the list. Throws std::invalid_argument when k is not a
+// multiple of the block size or nbytes does not match the shape.
+std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
+                                                        int64_t k, std::string* why_not);
+
+}  // namespace llmctl::quant

@@ -1,0 +1,187 @@
+#include "quant/format/group_affine.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+// dequantize must round scale * code and the sum separately for the exact GGUF conversions to give
+// gguf_blocks' values bit for bit: no FMA contraction here.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace llmctl::quant {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// True when g_idx is what no g_idx means: column c in group c / group_size.
+bool trivial_g_idx(const QuantizedLinear& w) {
+  for (int64_t c = 0; c < w.k; ++c)
+    if (w.g_idx[size_t(c)] != (w.scheme.group_size <= 0 ? 0 : c / w.scheme.group_size)) return false;
+  return true;
+}
+
+}  // namespace
+
+void GroupAffineWeight::validate() const {
+  if (bits != 4 && bits != 8) throw std::invalid_argument("group-affine weight of " + str(bits) + " bits (4 or 8)");
+  if (n <= 0 || k <= 0) throw std::invalid_argument("group-affine weight of shape [" + str(n) + ", " + str(k) + "]");
+  if (group <= 0 || k % group != 0)
+    throw std::invalid_argument("group size " + str(group) + " does not divide the " + str(k) + " input features");
+  if (codes.size() != size_t(n * k)) throw std::invalid_argument("group-affine codes: size does not match [N, K]");
+  if (scale.size() != size_t(n * groups()) || offset.size() != scale.size())
+    throw std::invalid_argument("group-affine scale/offset: size does not match [N, K / group]");
+  if (bits == 4)
+    for (uint8_t c : codes)
+      if (c > 15) throw std::invalid_argument("4-bit code " + str(c) + " exceeds 15");
+}
+
+std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLinear& w, std::string* why_not) {
+  w.validate();
+  if (!w.g_idx.empty() && !trivial_g_idx(w)) {
+    if (why_not) *why_not = "act-order g_idx (the columns of a group are not contiguous)";
+    return std::nullopt;
+  }
+  GroupAffineWeight out;
+  out.bits = w.scheme.bits;
+  out.n = w.n;
+  out.k = w.k;
+  out.group = w.scheme.group_size <= 0 ? int(w.k) : w.scheme.group_size;
+  if (int64_t(out.group) != (w.scheme.group_size <= 0 ? w.k : int64_t(w.scheme.group_size))) {
+    if (why_not) *why_not = "per-channel group of " + str(w.k) + " inputs is too large";
+    return std::nullopt;
+  }
+  out.codes.resize(w.q.size());
+  out.scale = w.scales;
+  out.offset.resize(w.scales.size());
+  if (out.bits == 4) {
+    out.codes = w.q;
+    for (size_t i = 0; i < out.offset.size(); ++i) out.offset[i] = -float(w.zeros[i]) * w.scales[i];
+  } else {
+    for (size_t i = 0; i < w.q.size(); ++i) out.codes[i] = uint8_t(int8_t(int(w.q[i]) - 128));
+    for (size_t i = 0; i < out.offset.size(); ++i) out.offset[i] = float(128 - w.zeros[i]) * w.scales[i];
+  }
+  return out;
+}
+
+std::vector<float> dequantize(const GroupAffineWeight& w) {
+  w.validate();
+  std::vector<float> out(size_t(w.n * w.k));
+  const int64_t G = w.groups();
+  for (int64_t r = 0; r < w.n; ++r)
+    for (int64_t c = 0; c < w.k; ++c) {
+      const size_t i = size_t(r * w.k + c), g = size_t(r * G + c / w.group);
+      const float prod = w.scale[g] * float(w.code_value(i));
+      out[i] = prod + w.offset[g];
+    }
+  return out;
+}
+
+GroupAffineWeight widen_to_8_bits(const GroupAffineWeight& w) {
+  GroupAffineWeight out = w;
+  out.bits = 8;  // codes 0..15 read as int8 are the same numbers
+  return out;
+}
+
+GroupAffineWeight split_groups(const GroupAffineWeight& w, int group) {
+  if (group <= 0 || w.group % group != 0)
+    throw std::invalid_argument("cannot split groups of " + str(w.group) + " into groups of " + str(group));
+  const int64_t f = w.group / group, G = w.groups();
+  GroupAffineWeight out = w;
+  out.group = group;
+  out.scale.resize(size_t(w.n * G * f));
+  out.offset.resize(out.scale.size());
+  for (int64_t i = 0; i < w.n * G; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      out.scale[size_t(i * f + j)] = w.scale[size_t(i)];
+      out.offset[size_t(i * f + j)] = w.offset[size_t(i)];
+    }
+  return out;
+}
+
+std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffineWeight*>& parts, std::string* why_not) {
+  if (parts.empty()) throw std::invalid_argument("concat_rows of no weights");
+  int bits = 4, group = parts[0]->group;
+  for (const GroupAffineWeight* p : parts) {
+    if (p->k != parts[0]->k) {
+      if (why_not) *why_not = "fused parts have " + str(parts[0]->k) + " and " + str(p->k) + " input features";
+      return std::nullopt;
+    }
+    bits = std::max(bits, p->bits);
+    group = std::min(group, p->group);
+  }
+  for (const GroupAffineWeight* p : parts)
+    if (p->group % group != 0) {
+      if (why_not)
+        *why_not = "fused parts have quantization groups of " + str(p->group) + " and " + str(group) + " inputs";
+      return std::nullopt;
+    }
+  GroupAffineWeight out;
+  out.bits = bits;
+  out.k = parts[0]->k;
+  out.group = group;
+  for (const GroupAffineWeight* p : parts) {
+    // Only the parts that differ are copied into the common form.
+    std::optional<GroupAffineWeight> tmp;
+    const GroupAffineWeight* q = p;
+    if (p->group != group) q = &tmp.emplace(split_groups(*p, group));
+    out.n += q->n;
+    out.codes.insert(out.codes.end(), q->codes.begin(), q->codes.end());
+    out.scale.insert(out.scale.end(), q->scale.begin(), q->scale.end());
+    out.offset.insert(out.offset.end(), q->offset.begin(), q->offset.end());
+  }
+  // Widening 4 -> 8 bits changes no byte: the codes 0..15 are already their int8 values.
+  return out;
+}
+
+GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<IndexRange>& rows) {
+  const int64_t G = w.groups();
+  GroupAffineWeight out;
+  out.bits = w.bits;
+  out.k = w.k;
+  out.group = w.group;
+  for (const auto& [begin, len] : rows) {
+    if (begin < 0 || len < 0 || begin + len > w.n)
+      throw std::invalid_argument("rows [" + str(begin) + ", " + str(begin + len) + ") of a weight with " + str(w.n));
+    out.n += len;
+    out.codes.insert(out.codes.end(), w.codes.begin() + begin * w.k, w.codes.begin() + (begin + len) * w.k);
+    out.scale.insert(out.scale.end(), w.scale.begin() + begin * G, w.scale.begin() + (begin + len) * G);
+    out.offset.insert(out.offset.end(), w.offset.begin() + begin * G, w.offset.begin() + (begin + len) * G);
+  }
+  return out;
+}
+
+GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<IndexRange>& cols) {
+  int64_t k = 0;
+  for (const auto& [begin, len] : cols) {
+    if (begin < 0 || len < 0 || begin + len > w.k)
+      throw std::invalid_argument("columns [" + str(begin) + ", " + str(begin + len) + ") of a weight with " +
+                                  str(w.k));
+    if (begin % w.group != 0 || len % w.group != 0)
+      throw std::invalid_argument("columns [" + str(begin) + ", " + str(begin + len) +
+                                  ") do not start and end on a boundary of the quantization groups of " +
+                                  str(w.group) + " inputs");
+    k += len;
+  }
+  const int64_t G = w.groups();
+  GroupAffineWeight out;
+  out.bits = w.bits;
+  out.n = w.n;
+  out.k = k;
+  out.group = w.group;
+  out.codes.reserve(size_t(w.n * k));
+  for (int64_t r = 0; r < w.n; ++r)
+    for (const auto& [begin, len] : cols) {
+      const auto c0 = w.codes.begin() + r * w.k + begin;
+      out.codes.insert(out.codes.end(), c0, c0 + len);
+      const int64_t g0 = r * G + begin / w.group, ng = len / w.group;
+      out.scale.insert(out.scale.end(), w.scale.begin() + g0, w.scale.begin() + g0 + ng);
+      out.offset.insert(out.offset.end(), w.offset.begin() + g0, w.offset.begin() + g0 + ng);
+    }
+  return out;
+}
+
+}  // namespace llmctl::quant

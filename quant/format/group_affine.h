@@ -1,0 +1,72 @@
+// The group-affine form of a quantized linear weight, between a checkpoint's layout and a backend's
+// packed layout (engine/backend/linear_weight.h, WeightFormat::Int4Group / Int8Group):
+//   w[n, k] = scale[n, g] * code[n, k] + offset[n, g],  g = k / group.
+// Every layout llmctl reads converts to it exactly where it can (the converters below and in
+// gguf_group_affine.h say which cannot, and why, so that a loader falls back to dense and says so).
+// No engine dependency: plain vectors, std exceptions.
+//
+// Shapes: N = output features (rows), K = input features, G = K / group.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "quant/format/quantized_linear.h"
+
+namespace llmctl::quant {
+
+struct GroupAffineWeight {
+  int bits = 4;  // 4: codes 0..15; 8: codes -128..127, stored as their uint8 bit pattern
+  int64_t n = 0, k = 0;
+  int group = 32;               // inputs per group; divides k
+  std::vector<uint8_t> codes;   // [N, K], one code per byte
+  std::vector<float> scale;     // [N, G]
+  std::vector<float> offset;    // [N, G]
+
+  int64_t groups() const { return group > 0 ? k / group : 0; }
+  // The signed value of code i (row-major index into codes).
+  int code_value(size_t i) const { return bits == 8 ? int(int8_t(codes[i])) : int(codes[i]); }
+  // Bits 4 or 8, group positive and dividing k, sizes matching, 4-bit codes <= 15. Throws
+  // std::invalid_argument naming the problem. Scales may be negative (GGUF Q6_K's are signed).
+  void validate() const;
+};
+
+// A range of rows or columns: [begin, begin + length).
+using IndexRange = std::pair<int64_t, int64_t>;
+
+// From the unpacked form of compressed-tensors / AutoAWQ / GPTQ (w = (q - zero) * scale):
+//   4 bits: code = q, offset = -zero * scale
+//   8 bits: code = q - 128 (signed), offset = (128 - zero) * scale (0 for symmetric)
+// group -1 (per channel) becomes group = K. nullopt, with *why_not set, when the weight is not
+// representable: a g_idx other than k / group_size (act-order without static groups) puts the
+// columns of one group apart, and permuting the columns instead would need the activations
+// permuted too, so such a weight is left to the caller to dequantize to dense.
+// The values scale * code + offset equal (q - zero) * scale up to f32 rounding (one ulp or so),
+// not bit for bit.
+std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLinear& w, std::string* why_not);
+
+// [N, K] row-major f32: scale * code + offset, each product and sum rounded on its own (no FMA),
+// so that converters that are exact give the source's values bit for bit.
+std::vector<float> dequantize(const GroupAffineWeight& w);
+
+// A copy as 8-bit codes with the same values (a 4-bit code 0..15 is the same int8 value).
+GroupAffineWeight widen_to_8_bits(const GroupAffineWeight& w);
+// A copy with a smaller group that divides the current one (each scale/offset repeated).
+GroupAffineWeight split_groups(const GroupAffineWeight& w, int group);
+
+// The rows of parts one after another (fusing q/k/v or gate/up). Parts must share K. Parts of
+// different bits or groups are brought to one form first, exactly (4-bit parts widened to 8 bits;
+// groups split to the smallest when it divides every other); nullopt with *why_not when that
+// cannot be done (K differs, or no group size divides the others).
+std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffineWeight*>& parts, std::string* why_not);
+
+// The listed row ranges, in order, as one weight (tensor-parallel column split; GGUF q/k row
+// permutation). Throws std::invalid_argument for a range outside [0, N).
+GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<IndexRange>& rows);
+// The listed column ranges, in order (tensor-parallel row split). Each range must start and end
+// on a group boundary: throws std::invalid_argument with the numbers otherwise.
+GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<IndexRange>& cols);
+
+}  // namespace llmctl::quant

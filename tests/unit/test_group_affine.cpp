@@ -1,0 +1,229 @@
+// quant/format/group_affine.h and gguf_group_affine.h: the conversions into the group-affine form
+// give the source layouts' values (GGUF: bit for bit against gguf_blocks' dequantization), and the
+// row/column operations the loader fuses and shards with keep every value where it belongs.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/model/gguf.h"
+#include "quant/format/gguf_blocks.h"
+#include "quant/format/gguf_group_affine.h"
+#include "quant/format/group_affine.h"
+#include "quant/format/half_float.h"
+
+using namespace llmctl;
+using quant::GroupAffineWeight;
+
+namespace {
+
+// Random blocks of a GGML type: random bytes, with every f16 field a random finite half (normal or
+// subnormal; exponent 31 -- inf/NaN -- excluded: see gguf_group_affine.h).
+std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& rng) {
+  quant::GgmlBlockLayout l;
+  REQUIRE(quant::ggml_block_layout(type, &l));
+  std::vector<uint8_t> b(size_t(blocks) * l.type_size);
+  for (uint8_t& x : b) x = uint8_t(rng());
+  std::vector<size_t> halves;
+  switch (type) {
+    case 2: case 6: case 8: halves = {0}; break;
+    case 3: case 7: case 12: case 13: halves = {0, 2}; break;
+    case 14: halves = {208}; break;
+  }
+  for (int64_t i = 0; i < blocks; ++i)
+    for (size_t off : halves) {
+      uint16_t h;
+      do h = uint16_t(rng()); while (((h >> 10) & 0x1f) == 0x1f);
+      if (rng() % 4 == 0) h = quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f);  // typical sizes
+      b[size_t(i) * l.type_size + off] = uint8_t(h), b[size_t(i) * l.type_size + off + 1] = uint8_t(h >> 8);
+    }
+  return b;
+}
+
+// Equal values: bit for bit, except that -0 and +0 count as equal (see gguf_group_affine.h).
+int64_t count_unequal(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i]) && std::memcmp(&a[i], &b[i], 4) != 0) ++bad;  // == alone: -0 == +0
+  return bad;
+}
+
+GroupAffineWeight random_weight(int bits, int64_t n, int64_t k, int group, std::mt19937& rng) {
+  GroupAffineWeight w;
+  w.bits = bits, w.n = n, w.k = k, w.group = group;
+  w.codes.resize(size_t(n * k));
+  for (uint8_t& c : w.codes) c = uint8_t(bits == 4 ? rng() % 16 : rng() % 256);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n * w.groups(); ++i) w.scale.push_back(u(rng)), w.offset.push_back(u(rng));
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") {
+  std::mt19937 rng(1234);
+  const uint32_t types[] = {2, 3, 6, 7, 8, 12, 13, 14};
+  for (uint32_t type : types) {
+    const std::string label = quant::ggml_type_label(type);
+    CAPTURE(label);
+    quant::GgmlBlockLayout l;
+    REQUIRE(quant::ggml_block_layout(type, &l));
+    const int64_t n = 5, k = 2 * 256;
+    const std::vector<uint8_t> blocks = random_blocks(type, n * k / l.block_size, rng);
+    std::vector<float> ref(size_t(n * k));
+    REQUIRE(quant::dequantize_row(type, blocks.data(), ref.data(), n * k));
+    std::string why;
+    auto w = quant::group_affine_from_gguf(type, blocks.data(), blocks.size(), n, k, &why);
+    REQUIRE(w.has_value());
+    w->validate();
+    CHECK(w->bits == (type == 2 || type == 3 || type == 12 ? 4 : 8));
+    CHECK(w->group == (type == 14 ? 16 : 32));
+    const std::vector<float> got = quant::dequantize(*w);
+    CHECK(count_unequal(got, ref) == 0);
+    int64_t differing_bits = 0, nonzero = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      differing_bits += std::memcmp(&got[i], &ref[i], 4) != 0;
+      nonzero += ref[i] != 0;
+    }
+    if (type != 2) CHECK(differing_bits == 0);  // only Q4_0's d * q + (-8 d) may turn -0 into +0
+    CHECK(nonzero > n * k / 2);                 // the data is not degenerate
+  }
+}
+
+TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly, other types refused") {
+  auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
+  for (const char* name : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K", "Q3_K"}) {
+    CAPTURE(name);
+    const GgufTensorInfo* q = g->find_tensor(std::string(name) + ".q");
+    REQUIRE(q);
+    Tensor ref = g->load(*g->find_tensor(std::string(name) + ".ref"));
+    const auto shape = q->shape();
+    std::string why;
+    auto w = quant::group_affine_from_gguf(uint32_t(q->type), q->data, q->nbytes, shape[0], shape[1], &why);
+    if (std::string(name) == "Q2_K" || std::string(name) == "Q3_K") {
+      CHECK_FALSE(w.has_value());
+      CHECK(why.find(name) != std::string::npos);
+      continue;
+    }
+    REQUIRE(w.has_value());
+    const std::vector<float> got = quant::dequantize(*w);
+    CHECK(count_unequal(got, std::vector<float>(ref.ptr<float>(), ref.ptr<float>() + ref.numel())) == 0);
+  }
+  std::vector<uint8_t> bytes(18 * 4);
+  CHECK_THROWS_WITH_AS(quant::group_affine_from_gguf(2, bytes.data(), bytes.size(), 2, 48, nullptr),
+                       doctest::Contains("whole blocks of 32"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(quant::group_affine_from_gguf(2, bytes.data(), bytes.size() - 1, 2, 64, nullptr),
+                       doctest::Contains("expected 72"), std::invalid_argument);
+}
+
+TEST_CASE("group affine: from compressed-tensors / AWQ / GPTQ codes, 4 and 8 bits, sym and asym") {
+  std::mt19937 rng(7);
+  for (int bits : {4, 8})
+    for (bool sym : {true, false})
+      for (int group : {32, -1}) {
+        CAPTURE(bits);
+        CAPTURE(sym);
+        CAPTURE(group);
+        quant::QuantizedLinear q;
+        q.n = 6, q.k = 64;
+        q.scheme = {bits, group, sym};
+        const int64_t G = q.groups();
+        for (int64_t i = 0; i < q.n * q.k; ++i) q.q.push_back(uint8_t(rng() % (1u << bits)));
+        for (int64_t i = 0; i < q.n * G; ++i) {
+          q.scales.push_back(0.001f + float(rng() % 1000) / 7919.0f);
+          q.zeros.push_back(sym ? q.scheme.sym_zero() : int(rng() % (1u << bits)));
+        }
+        if (group > 0 && bits == 8)  // GPTQ without act-order writes the trivial g_idx
+          for (int64_t c = 0; c < q.k; ++c) q.g_idx.push_back(int32_t(c / group));
+        auto w = quant::group_affine_from_quantized(q, nullptr);
+        REQUIRE(w.has_value());
+        w->validate();
+        CHECK(w->bits == bits);
+        CHECK(w->group == (group > 0 ? group : 64));
+        if (bits == 8 && sym)
+          for (float o : w->offset) CHECK(o == 0.0f);
+        const std::vector<float> ref = quant::dequantize(q), got = quant::dequantize(*w);
+        double worst = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const float s = q.scales[size_t(int64_t(i) / q.k * G + q.group_of(int64_t(i) % q.k))];
+          // Two roundings (the offset, the sum) of values up to 2^bits * scale.
+          worst = std::max(worst, std::fabs(double(got[i]) - ref[i]) / (s * (1 << bits) * 1.2e-7));
+        }
+        CHECK(worst <= 2.0);
+      }
+}
+
+TEST_CASE("group affine: an act-order g_idx is not representable (the loader dequantizes it)") {
+  quant::QuantizedLinear q;
+  q.n = 2, q.k = 64;
+  q.scheme = {4, 32, true};
+  q.q.assign(size_t(q.n * q.k), 3);
+  q.scales.assign(size_t(q.n * 2), 0.5f);
+  q.zeros.assign(size_t(q.n * 2), 8);
+  q.g_idx.resize(64);
+  for (int c = 0; c < 64; ++c) q.g_idx[size_t(c)] = c % 2;  // groups interleaved
+  std::string why;
+  CHECK_FALSE(quant::group_affine_from_quantized(q, &why).has_value());
+  CHECK(why.find("act-order") != std::string::npos);
+}
+
+TEST_CASE("group affine: concat_rows fuses equal forms and widens / splits mixed ones exactly") {
+  std::mt19937 rng(99);
+  const GroupAffineWeight a = random_weight(4, 3, 64, 32, rng), b = random_weight(4, 2, 64, 32, rng);
+  const GroupAffineWeight c8 = random_weight(8, 4, 64, 16, rng);
+  auto cat = [](std::vector<std::vector<float>> parts) {
+    std::vector<float> out;
+    for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  auto same = quant::concat_rows({&a, &b}, nullptr);
+  REQUIRE(same.has_value());
+  CHECK(same->bits == 4);
+  CHECK(same->group == 32);
+  CHECK(same->n == 5);
+  CHECK(quant::dequantize(*same) == cat({quant::dequantize(a), quant::dequantize(b)}));
+
+  auto mixed = quant::concat_rows({&a, &c8, &b}, nullptr);  // Q4_K-like q/k with a Q6_K-like v
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->bits == 8);
+  CHECK(mixed->group == 16);
+  CHECK(mixed->n == 9);
+  CHECK(quant::dequantize(*mixed) == cat({quant::dequantize(a), quant::dequantize(c8), quant::dequantize(b)}));
+
+  std::string why;
+  const GroupAffineWeight k96 = random_weight(4, 1, 96, 32, rng), g48 = random_weight(4, 1, 96, 48, rng);
+  CHECK_FALSE(quant::concat_rows({&a, &k96}, &why).has_value());
+  CHECK(why.find("input features") != std::string::npos);
+  CHECK_FALSE(quant::concat_rows({&k96, &g48}, &why).has_value());
+  CHECK(why.find("groups of 48") != std::string::npos);
+}
+
+TEST_CASE("group affine: row and group-aligned column selections") {
+  std::mt19937 rng(5);
+  const GroupAffineWeight w = random_weight(8, 6, 128, 32, rng);
+  const std::vector<float> dense = quant::dequantize(w);
+  const GroupAffineWeight rows = quant::select_rows(w, {{4, 2}, {0, 1}});
+  REQUIRE(rows.n == 3);
+  const std::vector<float> dr = quant::dequantize(rows);
+  for (int64_t c = 0; c < 128; ++c) {
+    CHECK(dr[size_t(c)] == dense[size_t(4 * 128 + c)]);
+    CHECK(dr[size_t(2 * 128 + c)] == dense[size_t(c)]);
+  }
+  const GroupAffineWeight cols = quant::select_columns(w, {{64, 64}, {0, 32}});
+  REQUIRE(cols.k == 96);
+  const std::vector<float> dc = quant::dequantize(cols);
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 96; ++c) {
+      const int64_t src = c < 64 ? 64 + c : c - 64;
+      CHECK(dc[size_t(r * 96 + c)] == dense[size_t(r * 128 + src)]);
+    }
+  CHECK_THROWS_WITH_AS(quant::select_columns(w, {{16, 64}}),
+                       doctest::Contains("columns [16, 80) do not start and end on a boundary of the quantization "
+                                         "groups of 32"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(quant::select_rows(w, {{5, 2}}), std::invalid_argument);
+}
