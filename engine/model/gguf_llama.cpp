@@ -236,6 +236,21 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   }
   // Shapes against the config before the q/k rows are reordered by head.
   ck.notes = check_llama_tensors(ck);
+  // A tied output projection over a quantized embedding table: the lm_head also kept quantized (a
+  // second, packed copy of the table), so decoding does not read the f32 table every token.
+  if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))
+    if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight");
+        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2) {
+      const std::vector<int64_t> shape = e->shape();
+      std::string why;
+      std::optional<quant::GroupAffineWeight> q;
+      try {
+        q = quant::group_affine_from_gguf(uint32_t(e->type), e->data, e->nbytes, shape[0], shape[1], &why);
+      } catch (const std::invalid_argument& ex) {
+        LLM_THROW() << g->path() << ": tensor 'token_embd.weight': " << ex.what();
+      }
+      if (q) ck.quantized.emplace("lm_head.weight", std::move(*q));
+    }
   if (!dense_quantized.empty()) {
     std::string types;
     for (const auto& [type, count] : dense_quantized)

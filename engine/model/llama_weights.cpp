@@ -41,7 +41,12 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
         have_embed = true;
         break;
       case WeightRole::LmHead:
-        if (s.tied) {  // the embedding's device copy, not a second one
+        if (s.tied && ckpt.quantized.count("lm_head.weight")) {
+          // A quantized embedding (GGUF) also kept as a quantized lm_head: the output projection
+          // then reads the packed codes, not the f32 table (the largest linear of small models).
+          const WeightSource q{s.name, s.role, s.layer, {"lm_head.weight"}, false};
+          w.lm_head = load_linear(ckpt, q, spec, w.weight_dtype, backend, &dense_fallbacks);
+        } else if (s.tied) {  // the embedding's device copy, not a second one
           LLM_CHECK(have_embed) << "the name map lists a tied lm_head before the embedding";
           w.lm_head = dense_linear(w.embed, spec);
         } else {

@@ -114,10 +114,11 @@ TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4G
   {
     const Checkpoint dense = load_checkpoint(path);
     const Checkpoint q = load_checkpoint(path, keep());
-    CHECK(q.quantized.size() == 7 * 30);  // every linear (tied lm_head: the Q8_0 embedding, dense)
+    // every linear, and the tied lm_head as a quantized copy of the Q8_0 embedding table
+    CHECK(q.quantized.size() == 7 * 30 + 1);
     for (const auto& [name, w] : q.quantized) {  // real blocks, q/k rows unpermuted: the dense values
       INFO(name);
-      const Tensor& d = dense.get(name);
+      const Tensor& d = dense.get(name == "lm_head.weight" ? "model.embed_tokens.weight" : name);
       REQUIRE(d.shape == std::vector<int64_t>{w.n, w.k});
       const std::vector<float> v = quant::dequantize(w);
       CHECK(std::memcmp(v.data(), d.data, d.nbytes()) == 0);
@@ -126,12 +127,15 @@ TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4G
     want = prefill_logits(*make_model(dense, *cpu), tokens);
     CanonicalRecordingBackend rec;
     const std::vector<float> got = prefill_logits(*make_model(q, rec), tokens);
-    REQUIRE(rec.uploaded.size() == 4 * 30);
+    REQUIRE(rec.uploaded.size() == 4 * 30 + 1);
+    int int4 = 0, int8 = 0;
     for (const LinearWeight& w : rec.uploaded) {
-      CHECK(w.format == WeightFormat::Int4Group);
+      (w.format == WeightFormat::Int4Group ? int4 : int8) += 1;
       CHECK(w.group_size == 32);
-      CHECK(w.scales.dtype == DType::F16);  // Q4_1's d and m are f16 values
+      CHECK(w.scales.dtype == DType::F16);  // Q4_1's d and m, Q8_0's d: f16 values
     }
+    CHECK(int4 == 4 * 30);  // the layers' Q4_1 linears
+    CHECK(int8 == 1);       // the lm_head over the Q8_0 embedding
     CHECK(relative_max_diff(got, want) == 0.0);
   }
 }
