@@ -133,8 +133,10 @@ Runner add_generate(CLI::App& app) {
                  "finish %s | seed %llu\n",
                  rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, g.prompt_ids.size(), pp, n_out,
                  tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
-    if (rt.config.source_quantization)
-      std::fprintf(stderr, "llmctl: %s checkpoint, %s\n", rt.config.source_quantization->label().c_str(),
+    if (rt.config.source_quantization || rt.quantized_linears)
+      std::fprintf(stderr, "llmctl: %s, %s\n",
+                   rt.config.source_quantization ? (rt.config.source_quantization->label() + " checkpoint").c_str()
+                                                 : "quantized GGUF",
                    rt.quantized_linears ? "linears run quantized" : "dequantized at load");
     if (spec.proposer)
       std::fprintf(stderr, "llmctl: speculative (%s, k %d): %lld of %lld drafts accepted (%.1f%%) in %lld steps\n",

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# CPU speed of the default model: llmctl (f32 and bf16 weights) beside llama.cpp's llama-bench on
-# the same GGUF with the same thread count. llama.cpp is built by scripts/build-llama-cpp.sh into
-# $LLMCTL_HOME/llama.cpp, once.
+# CPU speed of the default model: llmctl beside llama.cpp's llama-bench, same thread count.
+#  - dense: llmctl on the f32 directory (f32 and bf16 weights);
+#  - quantized: llmctl running GGUF quants as they are (the model's own Q4_1, and Q8_0 / Q4_0 made by
+#    llama-quantize from it) and `llmctl quantize` int4 g32 asym output, with int8 activations
+#    (default) and exact f32 ones (--act-quant none), beside llama-bench on the same GGUFs.
+# llama.cpp is built by scripts/build-llama-cpp.sh into $LLMCTL_HOME/llama.cpp, once.
 # Usage: scripts/bench-cpu.sh [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]   (defaults: nproc 128 64)
+# Environment: QUANT=0 leaves out the quantized rows; OUT (default /tmp/llmctl-bench-cpu) holds the
+# made GGUFs and checkpoint.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -22,11 +27,27 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "llama.cpp: $(cat "$LLAMA/VERSION")"
 # A prompt of exactly PP tokens is not needed: llmctl reports tokens/s for whatever the prompt is.
 PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-$((PP * 4)))
-for dtype in f32 bf16; do
+run_llmctl() {  # LABEL MODEL FLAGS...: three runs of generate, prefill and decode tok/s
+  local label=$1 model=$2; shift 2
   for rep in 1 2 3; do
-    "$LLMCTL" generate --model "$MODEL_DIR/hf" --dtype $dtype -t "$THREADS" --temperature 0 --ignore-eos \
-      -n "$TG" --json "$PROMPT" 2>/dev/null \
-      | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $dtype rep $rep: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
+    "$LLMCTL" generate --model "$model" -t "$THREADS" --temperature 0 --ignore-eos -n "$TG" --json "$@" "$PROMPT" \
+      2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $label rep $rep: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
   done
-done
+}
+for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; done
 "$LLAMA/build/bin/llama-bench" -m "$GGUF" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md
+[ "${QUANT:-1}" = 1 ] || exit 0
+
+OUT=${OUT:-/tmp/llmctl-bench-cpu}
+mkdir -p "$OUT"
+LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize
+for t in Q8_0 Q4_0; do
+  [ -f "$OUT/$t.gguf" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
+done
+[ -d "$OUT/int4-g32-asym" ] || "$LLMCTL" quantize "$MODEL_DIR/hf" "$OUT/int4-g32-asym" --method rtn --group-size 32 --asym \
+  --threads "$THREADS" 2>/dev/null
+for g in "Q4_1:$GGUF" "Q8_0:$OUT/Q8_0.gguf" "Q4_0:$OUT/Q4_0.gguf"; do
+  for aq in int8 none; do run_llmctl "${g%%:*} act-quant $aq" "${g#*:}" --act-quant "$aq"; done
+  "$LLAMA/build/bin/llama-bench" -m "${g#*:}" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md | tail -n +3
+done
+for aq in int8 none; do run_llmctl "quantize int4 g32 asym act-quant $aq" "$OUT/int4-g32-asym" --act-quant "$aq"; done
