@@ -82,8 +82,12 @@ full=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 "The capital of
 stop=$(echo "$full" | head -c 12 | tail -c 4)
 cut=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 --stop "$stop" "The capital of France is" 2>/dev/null)
 case "$cut" in *"$stop"*) fail "stop string leaked ($cut)";; *) pass "stop string never printed";; esac
-"$LLMCTL" generate --model "$GGUF" --temperature 0 -n 16 "The capital of France is" >"$TMP/g.txt" 2>/dev/null
-[ "$(cat "$TMP/g.txt")" = "$full" ] && pass "GGUF and converted HF dir generate the same" || fail "GGUF vs HF dir"
+# The GGUF's linears run quantized: with exact activations they give the dense directory's tokens;
+# the default int8 activations may differ after a few tokens (test_quantized_inference bounds them).
+"$LLMCTL" generate --model "$GGUF" --act-quant none --temperature 0 -n 16 "The capital of France is" >"$TMP/g.txt" 2>/dev/null
+[ "$(cat "$TMP/g.txt")" = "$full" ] && pass "GGUF (--act-quant none) and converted HF dir generate the same" || fail "GGUF vs HF dir"
+"$LLMCTL" generate --model "$GGUF" --temperature 0 -n 16 "The capital of France is" >"$TMP/g8.txt" 2>/dev/null
+case "$(cat "$TMP/g8.txt")" in " Paris"*) pass "GGUF with int8 activations knows Paris";; *) fail "GGUF int8 ($(cat "$TMP/g8.txt"))";; esac
 
 # convert: GGUF -> bf16 shards with index; loads and generates.
 "$LLMCTL" convert "$GGUF" "$TMP/conv" --dtype bf16 --max-shard-size 100MB 2>"$TMP/err" \
