@@ -1,7 +1,12 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part.
 // parallel_for splits [0, n) into contiguous chunks, one per thread, so each index is always
 // handled by the same code path whatever the thread count (results never depend on it).
+// Hand-off: a decode step runs a few hundred short parallel_for calls, so workers (and the caller,
+// waiting for them) first spin on atomics for a short while and only then sleep on a condition
+// variable: a futex wake per call would cost more than many of the loops themselves. One caller
+// at a time (parallel_for is not reentrant).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,13 +32,15 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards sleepers_ / caller_waiting_ and the condition variables' waits
   std::condition_variable cv_start_, cv_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;  // published by generation_'s release
   int64_t job_n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;             // workers blocked on cv_start_
+  bool caller_waiting_ = false;  // the caller blocked on cv_done_
 };
 
 }  // namespace llmctl
