@@ -2,6 +2,9 @@
 // our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
 // Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
+//                     [--act-quant none|int8]
+// Quantized linears on the CPU run with exact f32 activations unless --act-quant int8 is given: the
+// goldens are transformers' fp32 activations against the same (dequantized) weights.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -17,13 +20,20 @@
 using namespace llmctl;
 
 int main(int argc, char** argv) try {
-  LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]";
+  LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
+                             "[--act-quant none|int8]";
   RuntimeOptions ro;
+  ro.act_quant = ActQuantMode::None;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--model") ro.model = argv[i + 1];
     else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
     else if (k == "--device") ro.device = argv[i + 1];
+    else if (k == "--act-quant") {
+      const auto m = parse_act_quant(argv[i + 1]);
+      LLM_REQUIRE(m) << "--act-quant: expected none or int8, got '" << argv[i + 1] << "'";
+      ro.act_quant = *m;
+    }
     else LLM_THROW() << "unknown option " << k;
   }
   std::ifstream in(argv[1]);
