@@ -265,7 +265,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   rec_buf.resize(size_t(x.t * C * kRecord + 64));
   uint8_t* rec = rec_buf.data() + (64 - reinterpret_cast<uintptr_t>(rec_buf.data()) % 64) % 64;
   build_records(x, FOUR, ct, rec);
-  constexpr int64_t kRows = 24;  // row block: a multiple of the 3-row tile
+  constexpr int64_t kRows = 24;  // row block: a multiple of the 4-row tiles
   const bool expand = x.t >= 4;  // several token tiles per row block: expand its scales once
   thread_local std::vector<float> sx_buf;
   float* sx = nullptr;
@@ -285,7 +285,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     int64_t t = 0;
     for (; t + 4 <= x.t; t += 4) {
       int64_t n = nb;
-      for (; n + 3 <= ne; n += 3) tile(I<3>{}, I<4>{}, n, t);
+      for (; n + 4 <= ne; n += 4) tile(I<4>{}, I<4>{}, n, t);
       for (; n < ne; ++n) tile(I<1>{}, I<4>{}, n, t);
     }
     for (; t < x.t; ++t) {
