@@ -82,6 +82,20 @@ inline float hsum16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
 }
 
+// hsum16 of a, b, c and d (lanes 0..3), every sum formed from the same pairs in the same order:
+// 256-bit halves, then 128-bit quarters, then elements 0 + 2 and 1 + 3, then those two.
+inline __m128 hsum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));  // [a halves | b halves]
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));  // a, b, c, d quarters
+  const __m512 e = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 f = _mm512_add_ps(e, _mm512_permute_ps(e, _MM_SHUFFLE(1, 1, 1, 1)));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), f));
+}
+
 // The tables depend on (bits, K, group) only: each thread keeps those of the shapes it has seen
 // (a model has a handful), so decode does not rebuild them on every call.
 const ChunkTables& tables_for(const QWeightView& w) {
@@ -243,11 +257,21 @@ void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, co
       }
     }
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
-      out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+  for (int r = 0; r < NR; ++r) {
+    if constexpr (NT == 4) {  // four horizontal sums at once, each in hsum16's order
+      alignas(16) float s[4];
+      _mm_store_ps(s, hsum16x4(add_offset_term<F16>(acc[r][0], w.offset, n + r, G, S + t * G),
+                               add_offset_term<F16>(acc[r][1], w.offset, n + r, G, S + (t + 1) * G),
+                               add_offset_term<F16>(acc[r][2], w.offset, n + r, G, S + (t + 2) * G),
+                               add_offset_term<F16>(acc[r][3], w.offset, n + r, G, S + (t + 3) * G)));
+      for (int j = 0; j < 4; ++j) out[(t + j) * ldo + n + r] = bias ? s[j] + bias[n + r] : s[j];
+    } else {
+      for (int j = 0; j < NT; ++j) {
+        const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
+        out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+      }
     }
+  }
 }
 
 template <int V>
