@@ -257,6 +257,14 @@ void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, co
       }
     }
   }
+  if constexpr (NR == 4 && NT == 1) {  // decode: four rows' sums at once, each in hsum16's order
+    const float* St = S + t * G;
+    __m128 s = hsum16x4(add_offset_term<F16>(acc[0][0], w.offset, n, G, St), add_offset_term<F16>(acc[1][0], w.offset, n + 1, G, St),
+                        add_offset_term<F16>(acc[2][0], w.offset, n + 2, G, St), add_offset_term<F16>(acc[3][0], w.offset, n + 3, G, St));
+    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias + n));
+    _mm_storeu_ps(out + t * ldo + n, s);
+    return;
+  }
   for (int r = 0; r < NR; ++r) {
     if constexpr (NT == 4) {  // four horizontal sums at once, each in hsum16's order
       alignas(16) float s[4];
