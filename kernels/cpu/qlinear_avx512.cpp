@@ -1,12 +1,14 @@
 // AVX-512 (F, BW, VL, VNNI) variant of the qlinear kernels, chosen at run time.
 //
-// Int8 mode: vpdpbusd (u8 x s8 -> s32, four products a lane) over chunks of packed codes:
-//   4 bits: a chunk is 4 blocks of 32 inputs (64 code bytes). Low nibbles [b0 | b1 | b2 | b3] (inputs
-//           0..15 of each block) meet the activations' first halves, high nibbles their second
-//           halves, so int32 lane l holds part of block l / 4 (both halves, or each half on its own
-//           when group == 16).
-//   8 bits: a chunk is 2 blocks (64 bytes); codes + 128 are unsigned, and 128 * sum(a) (one more
-//           vpdpbusd of the activations, once per token) is subtracted: the lane sums stay exact.
+// Int8 mode: vpdpbusd (u8 x s8 -> s32, four products a lane) over chunks of 4 blocks of 32 inputs:
+//   the blocks' first halves (inputs 0..15 of each, [b0 | b1 | b2 | b3]) meet the activations' first
+//   halves, their second halves the second halves, so int32 lane l holds part of block l / 4 (both
+//   halves, or each half on its own when group == 16).
+//   4 bits: the chunk's 64 code bytes: low nibbles are the first halves, high nibbles the second.
+//   8 bits: the chunk's 128 code bytes, 16-byte quarters regrouped by one shuffle each way; codes
+//           + 128 are unsigned, and 128 * sum(a) (one more vpdpbusd of the activations, once per
+//           token) is subtracted: the lane sums stay exact. One conversion, scale multiply and FMA
+//           per 128 inputs, as for 4 bits (a chunk of 64 took as many before).
 //   Each lane's integer sum becomes f32 and is multiplied-added by (activation scale * weight
 //   scale) of its block into one accumulator a (row, token); then the offsets' term offset[g] * S[g]
 //   into the same lanes (16 groups a vector), a fixed horizontal sum, then bias.
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -47,12 +50,12 @@ struct ChunkTables {
 ChunkTables build_tables(const QWeightView& w) {
   ChunkTables ct;
   const bool four = w.bits == 4;
-  const int64_t K = w.k, G = K / w.group, CH = four ? 128 : 64, C = (K + CH - 1) / CH;
+  const int64_t K = w.k, G = K / w.group, CH = 128, C = (K + CH - 1) / CH;
   for (int64_t c = 0; c < C; ++c) {
     const int64_t k0 = c * CH, valid = std::min<int64_t>(CH, K - k0), g0 = k0 / w.group;
     LaneIdx lo, hi;
     for (int l = 0; l < 16; ++l) {
-      const int64_t klo = four ? k0 + (l / 4) * 32 : k0 + 4 * l, khi = four ? klo + 16 : klo;
+      const int64_t klo = k0 + (l / 4) * 32, khi = klo + 16;
       lo.v[l] = klo < K ? int32_t(klo / w.group - g0) : 0;
       hi.v[l] = khi < K ? int32_t(khi / w.group - g0) : 0;
     }
@@ -77,6 +80,20 @@ inline float hsum16(__m512 v) {
   const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+// hsum16 of a, b, c and d (lanes 0..3), every sum formed from the same pairs in the same order:
+// 256-bit halves, then 128-bit quarters, then elements 0 + 2 and 1 + 3, then those two.
+inline __m128 hsum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));  // [a halves | b halves]
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));  // a, b, c, d quarters
+  const __m512 e = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 f = _mm512_add_ps(e, _mm512_permute_ps(e, _MM_SHUFFLE(1, 1, 1, 1)));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), f));
 }
 
 // The tables depend on (bits, K, group) only: each thread keeps those of the shapes it has seen
@@ -129,38 +146,57 @@ inline __m512 add_offset_term(__m512 a, const void* offset, int64_t n, int64_t G
   return a;
 }
 
-// The int8 activations rearranged once per call for the tiles: per (token, chunk) one record of
-// three vectors, so the inner loop only loads them.
-//   4 bits: [first halves of the 4 blocks | second halves | block scale per lane (block l / 4)]
-//   8 bits: [the 64 codes | -128 * sum of each lane's 4 codes (int32) | block scale per lane (l / 8)]
-constexpr int64_t kRecord = 3 * 64;
+// The int8 activations rearranged once per call for the tiles: per (token, chunk of 128 inputs) one
+// record, so the inner loop only loads it:
+//   [first halves of the 4 blocks | second halves | block scale per lane (block l / 4)
+//    | 8 bits: -128 * sum of the codes each lane meets in the first halves (int32) | in the second]
+constexpr int64_t kRecord = 5 * 64;
 
 void build_records(const QActivations& x, bool four, const ChunkTables& ct, uint8_t* rec) {
-  const int64_t K = x.k, blocks = K / 32, C = int64_t(ct.g_first.size()), CH = four ? 128 : 64;
-  const __m512i didx = four ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
-                            : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i bias80 = _mm512_set1_epi8(char(0x80));
+  const int64_t K = x.k, blocks = K / 32, C = int64_t(ct.g_first.size()), CH = 128;
+  const __m512i didx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i bias80 = _mm512_set1_epi8(char(0x80)), zero = _mm512_setzero_si512();
   for (int64_t t = 0; t < x.t; ++t)
     for (int64_t c = 0; c < C; ++c) {
       uint8_t* r = rec + (t * C + c) * kRecord;
       const int8_t* q = x.q + t * K + c * CH;
-      if (four) {
-        const __m512i A0 = _mm512_maskz_loadu_epi8(ct.amask0[c], q), A1 = _mm512_maskz_loadu_epi8(ct.amask1[c], q + 64);
-        _mm512_store_si512(r, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm512_store_si512(r + 64, _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(3, 1, 3, 1)));
-      } else {
-        const __m512i A = _mm512_maskz_loadu_epi8(ct.amask0[c], q);
-        _mm512_store_si512(r, A);
-        _mm512_store_si512(r + 64, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias80, A)));
-      }
+      const __m512i A0 = _mm512_maskz_loadu_epi8(ct.amask0[c], q), A1 = _mm512_maskz_loadu_epi8(ct.amask1[c], q + 64);
+      const __m512i lo = _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i hi = _mm512_shuffle_i64x2(A0, A1, _MM_SHUFFLE(3, 1, 3, 1));
+      _mm512_store_si512(r, lo);
+      _mm512_store_si512(r + 64, hi);
       _mm512_store_ps(r + 128, _mm512_permutexvar_ps(didx, _mm512_maskz_loadu_ps(ct.dmask[c], x.scale + t * blocks + c * (CH / 32))));
+      if (!four) {
+        _mm512_store_si512(r + 192, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias80, lo)));
+        _mm512_store_si512(r + 256, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias80, hi)));
+      }
     }
 }
 
-// NR rows from n x NT tokens from t, int8 activations.
-template <int NR, int NT, bool FOUR, bool SPLIT, bool F16>
+// The per-lane weight scales of rows [n, n + rows), every chunk, as the tiles use them: per (row, chunk)
+// two vectors [scale of lane l's first half | of its second half] (equal unless group == 16). Built
+// once per row block when several token tiles pass over it (prefill), so the tiles load them
+// instead of converting and permuting f16 scales again for every group of 4 tokens; the values are
+// the same either way.
+constexpr int64_t kScaleRec = 2 * 16;  // floats per (row, chunk)
+
+template <bool F16>
+void expand_scales(const QWeightView& w, const ChunkTables& ct, int64_t n, int64_t rows, float* sx) {
+  const int64_t G = w.k / w.group, C = int64_t(ct.g_first.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const __m512 s8 = load8<F16>(w.scale, (n + r) * G + ct.g_first[c], ct.smask[c]);
+      float* o = sx + (r * C + c) * kScaleRec;
+      _mm512_store_ps(o, _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_lo[c].v), s8));
+      _mm512_store_ps(o + 16, _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_hi[c].v), s8));
+    }
+}
+
+// NR rows from n x NT tokens from t, int8 activations. PRE: sx holds expand_scales of rows from n;
+// otherwise the tile converts the scales itself.
+template <int NR, int NT, bool FOUR, bool SPLIT, bool F16, bool PRE>
 void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, const float* S, const float* bias,
-             int64_t n, int64_t t, float* out, int64_t ldo) {
+             int64_t n, int64_t t, float* out, int64_t ldo, const float* sx) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K);
   const int64_t C = int64_t(ct.g_first.size()), ahead = std::max<int64_t>(4, 6144 / rb);
   const __m512i nib = _mm512_set1_epi8(0x0F), bias80 = _mm512_set1_epi8(char(0x80));
@@ -174,44 +210,80 @@ void q8_tile(const QWeightView& w, const ChunkTables& ct, const uint8_t* rec, co
       const uint8_t* row = w.packed + (n + r) * rb;
       // Decode streams the weights once: ask for the row about 6 KB ahead (the hardware prefetcher
       // alone leaves the loads waiting behind the arithmetic: int8 lm_head 2x slower without).
-      if (NT == 1 && n + r + ahead < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + c * 64), _MM_HINT_T0);
-      const __m512i W = _mm512_maskz_loadu_epi8(ct.wmask[c], row + c * 64);
       if constexpr (FOUR) {
+        if (NT == 1 && n + r + ahead < w.n) _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + c * 64), _MM_HINT_T0);
+        const __m512i W = _mm512_maskz_loadu_epi8(ct.wmask[c], row + c * 64);
         wlo[r] = _mm512_and_si512(W, nib);
         whi[r] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);
-      } else {
-        wlo[r] = _mm512_xor_si512(W, bias80);
+      } else {  // 128 codes: blocks' first halves to wlo, second halves to whi, as unsigned codes + 128
+        if (NT == 1 && n + r + ahead < w.n) {
+          _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + c * 128), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(row + ahead * rb + c * 128 + 64), _MM_HINT_T0);
+        }
+        const __m512i W0 = _mm512_maskz_loadu_epi8(ct.amask0[c], row + c * 128);
+        const __m512i W1 = _mm512_maskz_loadu_epi8(ct.amask1[c], row + c * 128 + 64);
+        wlo[r] = _mm512_xor_si512(_mm512_shuffle_i64x2(W0, W1, _MM_SHUFFLE(2, 0, 2, 0)), bias80);
+        whi[r] = _mm512_xor_si512(_mm512_shuffle_i64x2(W0, W1, _MM_SHUFFLE(3, 1, 3, 1)), bias80);
       }
-      const __m512 s8 = load8<F16>(w.scale, (n + r) * G + ct.g_first[c], ct.smask[c]);
-      slo[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_lo[c].v), s8);
-      if constexpr (SPLIT) shi[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_hi[c].v), s8);
+      if constexpr (PRE) {
+        slo[r] = _mm512_load_ps(sx + (r * C + c) * kScaleRec);
+        if constexpr (SPLIT) shi[r] = _mm512_load_ps(sx + (r * C + c) * kScaleRec + 16);
+      } else {
+        const __m512 s8 = load8<F16>(w.scale, (n + r) * G + ct.g_first[c], ct.smask[c]);
+        slo[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_lo[c].v), s8);
+        if constexpr (SPLIT) shi[r] = _mm512_permutexvar_ps(_mm512_load_si512(ct.idx_hi[c].v), s8);
+      }
     }
     for (int j = 0; j < NT; ++j) {
       const uint8_t* re = rec + ((t + j) * C + c) * kRecord;
       const __m512i a0 = _mm512_load_si512(re), a1 = _mm512_load_si512(re + 64);
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(re + 128));
+      // 8 bits: the sums start from -128 * sum(a) a lane, taking back what the +128 on the codes adds
+      __m512i c0 = _mm512_setzero_si512(), c1 = c0;
+      if constexpr (!FOUR) {
+        c0 = _mm512_load_si512(re + 192), c1 = _mm512_load_si512(re + 256);
+        if constexpr (!SPLIT) c0 = _mm512_add_epi32(c0, c1);
+      }
       for (int r = 0; r < NR; ++r) {
-        if constexpr (FOUR && SPLIT) {
-          const __m512 fl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0));
-          const __m512 fh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), whi[r], a1));
+        if constexpr (SPLIT) {
+          const __m512 fl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c0, wlo[r], a0));
+          const __m512 fh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c1, whi[r], a1));
           acc[r][j] = _mm512_fmadd_ps(fl, _mm512_mul_ps(d, slo[r]), acc[r][j]);
           acc[r][j] = _mm512_fmadd_ps(fh, _mm512_mul_ps(d, shi[r]), acc[r][j]);
-        } else if constexpr (FOUR) {
-          const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo[r], a0), whi[r], a1);
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
-        } else {  // starts from a1 = -128 * sum(a) a lane, taking back what the +128 on the codes adds
-          const __m512i is = _mm512_dpbusd_epi32(a1, wlo[r], a0);
+        } else {
+          const __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c0, wlo[r], a0), whi[r], a1);
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, slo[r]), acc[r][j]);
         }
       }
     }
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
-      out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+  if constexpr (NR == 4 && NT == 1) {  // decode: four rows' sums at once, each in hsum16's order
+    const float* St = S + t * G;
+    __m128 s = hsum16x4(add_offset_term<F16>(acc[0][0], w.offset, n, G, St), add_offset_term<F16>(acc[1][0], w.offset, n + 1, G, St),
+                        add_offset_term<F16>(acc[2][0], w.offset, n + 2, G, St), add_offset_term<F16>(acc[3][0], w.offset, n + 3, G, St));
+    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias + n));
+    _mm_storeu_ps(out + t * ldo + n, s);
+    return;
+  }
+  for (int r = 0; r < NR; ++r) {
+    if constexpr (NT == 4) {  // four horizontal sums at once, each in hsum16's order
+      alignas(16) float s[4];
+      _mm_store_ps(s, hsum16x4(add_offset_term<F16>(acc[r][0], w.offset, n + r, G, S + t * G),
+                               add_offset_term<F16>(acc[r][1], w.offset, n + r, G, S + (t + 1) * G),
+                               add_offset_term<F16>(acc[r][2], w.offset, n + r, G, S + (t + 2) * G),
+                               add_offset_term<F16>(acc[r][3], w.offset, n + r, G, S + (t + 3) * G)));
+      for (int j = 0; j < 4; ++j) out[(t + j) * ldo + n + r] = bias ? s[j] + bias[n + r] : s[j];
+    } else {
+      for (int j = 0; j < NT; ++j) {
+        const float s = hsum16(add_offset_term<F16>(acc[r][j], w.offset, n + r, G, S + (t + j) * G));
+        out[(t + j) * ldo + n + r] = bias ? s + bias[n + r] : s;
+      }
     }
+  }
 }
+
+template <int V>
+using I = std::integral_constant<int, V>;
 
 template <bool FOUR, bool SPLIT, bool F16>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
@@ -225,19 +297,33 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   rec_buf.resize(size_t(x.t * C * kRecord + 64));
   uint8_t* rec = rec_buf.data() + (64 - reinterpret_cast<uintptr_t>(rec_buf.data()) % 64) % 64;
   build_records(x, FOUR, ct, rec);
-  constexpr int64_t kRows = 24;  // row block: a multiple of the 3-row tile
+  constexpr int64_t kRows = 24;  // row block: a multiple of the 4-row tiles
+  const bool expand = x.t >= 4;  // several token tiles per row block: expand its scales once
+  thread_local std::vector<float> sx_buf;
+  float* sx = nullptr;
+  if (expand) {
+    sx_buf.resize(size_t(kRows * C * kScaleRec + 16));
+    sx = sx_buf.data() + (16 - reinterpret_cast<uintptr_t>(sx_buf.data()) / 4 % 16) % 16;
+  }
   for (int64_t nb = n0; nb < n1; nb += kRows) {
     const int64_t ne = std::min(n1, nb + kRows);
+    if (expand) expand_scales<F16>(w, ct, nb, ne - nb, sx);
+    auto tile = [&](auto nr, auto nt, int64_t n, int64_t t) {
+      if (expand)
+        q8_tile<nr(), nt(), FOUR, SPLIT, F16, true>(w, ct, rec, S.data(), bias, n, t, out, ldo, sx + (n - nb) * C * kScaleRec);
+      else
+        q8_tile<nr(), nt(), FOUR, SPLIT, F16, false>(w, ct, rec, S.data(), bias, n, t, out, ldo, nullptr);
+    };
     int64_t t = 0;
     for (; t + 4 <= x.t; t += 4) {
       int64_t n = nb;
-      for (; n + 3 <= ne; n += 3) q8_tile<3, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 4, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n + 4 <= ne; n += 4) tile(I<4>{}, I<4>{}, n, t);
+      for (; n < ne; ++n) tile(I<1>{}, I<4>{}, n, t);
     }
     for (; t < x.t; ++t) {
       int64_t n = nb;
-      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 1, FOUR, SPLIT, F16>(w, ct, rec, S.data(), bias, n, t, out, ldo);
+      for (; n + 4 <= ne; n += 4) tile(I<4>{}, I<1>{}, n, t);
+      for (; n < ne; ++n) tile(I<1>{}, I<1>{}, n, t);
     }
   }
 }
@@ -316,6 +402,8 @@ void qlinear_rows_q8_avx512(const QActivations& x, const QWeightView& w, const f
     f16 ? q8_rows<true, true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, true, false>(x, w, bias, n0, n1, out, ldo);
   } else if (w.bits == 4) {
     f16 ? q8_rows<true, false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false, false>(x, w, bias, n0, n1, out, ldo);
+  } else if (w.group == 16) {
+    f16 ? q8_rows<false, true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, true, false>(x, w, bias, n0, n1, out, ldo);
   } else {
     f16 ? q8_rows<false, false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false, false>(x, w, bias, n0, n1, out, ldo);
   }
