@@ -202,6 +202,19 @@ std::vector<quant::IndexRange> unpermute_qk_rows(int64_t rows, int n_head) {
   return from;
 }
 
+// A 2-D block-quantized tensor in group-affine form, or nullopt for a type that has none (it is then
+// loaded dense). A malformed tensor is an InputError naming it.
+std::optional<quant::GroupAffineWeight> group_affine_of(const GgufFile& g, const GgufTensorInfo& info) {
+  const std::vector<int64_t> shape = info.shape();
+  std::string why;
+  try {
+    return quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], &why);
+  } catch (const std::invalid_argument& e) {
+    LLM_THROW() << g.path() << ": tensor '" << info.name << "': " << e.what();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOptions& opts) {
@@ -216,14 +229,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
-      const std::vector<int64_t> shape = info.shape();
-      std::string why;
-      std::optional<quant::GroupAffineWeight> q;
-      try {
-        q = quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], &why);
-      } catch (const std::invalid_argument& e) {
-        LLM_THROW() << g->path() << ": tensor '" << info.name << "': " << e.what();
-      }
+      std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info);
       if (q) {
         ck.quantized.emplace(std::move(name), std::move(*q));
         continue;
@@ -240,17 +246,9 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   // second, packed copy of the table), so decoding does not read the f32 table every token.
   if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))
     if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight");
-        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2) {
-      const std::vector<int64_t> shape = e->shape();
-      std::string why;
-      std::optional<quant::GroupAffineWeight> q;
-      try {
-        q = quant::group_affine_from_gguf(uint32_t(e->type), e->data, e->nbytes, shape[0], shape[1], &why);
-      } catch (const std::invalid_argument& ex) {
-        LLM_THROW() << g->path() << ": tensor 'token_embd.weight': " << ex.what();
-      }
-      if (q) ck.quantized.emplace("lm_head.weight", std::move(*q));
-    }
+        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2)
+      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, *e))
+        ck.quantized.emplace("lm_head.weight", std::move(*q));
   if (!dense_quantized.empty()) {
     std::string types;
     for (const auto& [type, count] : dense_quantized)
