@@ -158,7 +158,7 @@ Runner add_bench(CLI::App& app) {
     if (tp->parsed()) {
       bench::ThroughputOptions o;
       if (!a->sweep.empty()) bench::parse_sweep(a->sweep, o.sweep_key, o.sweep_values);
-      Runtime rt = load_runtime(runtime_options(a->engine));
+      Runtime rt = load_engine_runtime(a->engine);
       o.requests = bench::make_requests(dataset_options(*a, tp), rt.tokenizer.get());
       o.engine = engine_config(a->engine, tp);
       o.progress = progress;
@@ -173,7 +173,7 @@ Runner add_bench(CLI::App& app) {
       o.repetitions = a->repetitions;
       o.warmup = a->warmup;
       o.seed = a->seed;
-      Runtime rt = load_runtime(runtime_options(a->engine));
+      Runtime rt = load_engine_runtime(a->engine);
       o.engine = engine_config(a->engine, lat);
       o.engine.sched.max_num_batched_tokens =
           lat->count("--max-num-batched-tokens") ? a->engine.max_num_batched_tokens : 0;
@@ -212,7 +212,7 @@ Runner add_bench(CLI::App& app) {
     o.max_tokens = a->max_tokens;
     o.progress = progress;
     o.stop = &g_stop;
-    Runtime rt = load_runtime(runtime_options(a->engine));
+    Runtime rt = load_engine_runtime(a->engine);
     return finish(bench::run_perplexity(rt, o), *a);
   };
 }

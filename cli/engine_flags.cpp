@@ -1,7 +1,12 @@
 #include "cli/engine_flags.h"
 
 #include "cli/fetch_model.h"
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "engine/core/error.h"
+#include "engine/parallel/launcher.h"
 #include "engine/spec/ngram_proposer.h"
 
 namespace llmctl::cli {
@@ -11,7 +16,12 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
   s->add_option("--dtype", f.dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
   s->add_option("--device", f.device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
-  s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores)");
+  s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores; with -tp N, each rank's share)");
+  s->add_option("--tensor-parallel-size", f.tensor_parallel,
+                "(also -tp) split the model over N ranks (Megatron tensor parallelism, CPU ranks over MPI): llmctl starts them "
+                "under mpirun on this node; across nodes, run llmctl under mpirun -np N -H ... yourself")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   s->add_flag("--enforce-eager", f.enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
   s->add_flag("--deterministic", f.deterministic,
               "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
@@ -73,8 +83,26 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
+  ro.tensor_parallel = f.tensor_parallel;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
+}
+
+namespace {
+std::vector<std::string> g_command_line;
+}  // namespace
+
+void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+
+Runtime load_engine_runtime(const EngineFlags& f) {
+  const RuntimeOptions ro = runtime_options(f);  // the default model is fetched once, before the ranks start
+  if (ro.tensor_parallel > 1 && !launched_by_mpi()) exec_under_mpirun(ro.tensor_parallel, g_command_line);
+  Runtime rt = load_runtime(ro);
+  if (rt.is_worker_rank()) {
+    serve_ranks(rt);
+    std::exit(0);  // rank 0 reports; this rank has nothing to print
+  }
+  return rt;
 }
 
 EngineConfig engine_config(const EngineFlags& f, const CLI::App* s) {

@@ -31,7 +31,7 @@ struct GenerateArgs {
 static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   std::ifstream in(a.prompts_file);
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
-  Runtime rt = load_runtime(runtime_options(a.engine));
+  Runtime rt = load_engine_runtime(a.engine);
   Engine engine(*rt.executor, *rt.tokenizer, engine_config(a.engine, cmd));
   std::fprintf(stderr, "llmctl: %s\n", describe_kv_cache(engine.kv_spec(), engine.num_blocks()).c_str());
   BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
@@ -87,7 +87,7 @@ Runner add_generate(CLI::App& app) {
     LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument or on stdin)";
     LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
 
-    Runtime rt = load_runtime(runtime_options(a->engine));
+    Runtime rt = load_engine_runtime(a->engine);
     std::vector<int> ids;
     if (a->chat) {
       nlohmann::json messages = nlohmann::json::array();

@@ -1,9 +1,22 @@
 // llmctl: one binary, five subcommands. Errors thrown inside are caught here and reported.
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "engine/parallel/launcher.h"
 #include "engine/core/error.h"
+
+namespace {
+// Under mpirun, errors of ranks > 0 say which rank they come from.
+std::string rank_prefix() {
+  const int r = llmctl::launcher_rank();
+  return r > 0 ? "rank " + std::to_string(r) + ": " : "";
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace llmctl::cli;
@@ -16,18 +29,24 @@ int main(int argc, char** argv) {
   runners["bench"] = add_bench(app);
   runners["quantize"] = add_quantize(app);
   runners["convert"] = add_convert(app);
+  set_command_line(argc, argv);
+  // vLLM's -tp spelling (CLI11 takes one-letter short names only).
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& a : args)
+    if (a == "-tp") a = "--tensor-parallel-size";
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
     for (auto* sub : app.get_subcommands()) return runners.at(sub->get_name())();
   } catch (const llmctl::InputError& e) {
-    std::cerr << "llmctl: error: " << e.what() << "\n";
+    std::cerr << "llmctl: " << rank_prefix() << "error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "llmctl: internal error: " << e.what() << "\n";
+    std::cerr << "llmctl: " << rank_prefix() << "internal error: " << e.what() << "\n";
     return 3;
   }
   return 0;

@@ -47,7 +47,7 @@ Runner add_serve(CLI::App& app) {
     LLM_REQUIRE(a->server.header_timeout_s > 0) << "--header-timeout must be positive";
     LLM_REQUIRE(a->server.port >= 0 && a->server.port < 65536) << "--port must be in [0, 65535]";
     server::block_shutdown_signals();  // before any thread starts
-    Runtime rt = load_runtime(runtime_options(a->engine));
+    Runtime rt = load_engine_runtime(a->engine);
     if (!s->count("--served-model-name")) {
       std::filesystem::path p(rt.model_path);
       if (p.filename() == "hf") p = p.parent_path();  // $LLMCTL_HOME/models/NAME/hf

@@ -1,10 +1,15 @@
 #include "engine/runtime.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/executor/local_executor.h"
+#include "engine/executor/tensor_parallel_executor.h"
+#include "engine/parallel/launcher.h"
+#include "engine/parallel/mpi_comm.h"
 #include "engine/model/default_model.h"
 #include "engine/model/registry.h"
 #ifdef LLMCTL_HAVE_CUDA
@@ -13,15 +18,36 @@
 
 namespace llmctl {
 
+namespace {
+
+// The communicator of a -tp run, checked against the ranks mpirun started.
+std::unique_ptr<Comm> make_rank_comm(const RuntimeOptions& opts) {
+  LLM_REQUIRE(opts.tensor_parallel >= 1) << "--tensor-parallel-size must be at least 1, got " << opts.tensor_parallel;
+  if (opts.tensor_parallel == 1) return nullptr;
+  LLM_REQUIRE(launched_by_mpi()) << "--tensor-parallel-size " << opts.tensor_parallel
+                                 << ": this process was not started by mpirun (llmctl starts its own ranks on one node; "
+                                    "across nodes run it under mpirun -np N)";
+  std::unique_ptr<Comm> comm = make_mpi_comm();
+  LLM_REQUIRE(comm->world() == opts.tensor_parallel)
+      << "mpirun started " << comm->world() << " ranks but --tensor-parallel-size is " << opts.tensor_parallel
+      << " (one rank per tensor-parallel shard; pipeline parallelism is not available yet)";
+  return comm;
+}
+
+}  // namespace
+
 Runtime load_runtime(const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
+  rt.comm = make_rank_comm(opts);
+  rt.rank = rt.comm ? rt.comm->rank() : 0;
+  const int world = rt.comm ? rt.comm->world() : 1;
   rt.model_path = resolve_model(opts.model);
   LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
   std::optional<DType> weight_dtype = opts.dtype;
 #ifdef LLMCTL_HAVE_CUDA
-  if (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available())) {
+  if (world == 1 && (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available()))) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
     // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
     const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
@@ -35,7 +61,14 @@ Runtime load_runtime(const RuntimeOptions& opts) {
 #else
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
-  if (!rt.backend) rt.backend = make_cpu_backend(opts.threads, opts.act_quant);
+  LLM_REQUIRE(world == 1 || opts.device != "cuda")
+      << "--tensor-parallel-size " << world << " with --device cuda: the NCCL communicator is not built yet; "
+      << "tensor parallelism runs on CPU ranks (--device cpu)";
+  // Ranks share the node's cores unless --threads says otherwise.
+  const int threads = opts.threads > 0 || world == 1
+                          ? opts.threads
+                          : std::max(1, int(std::thread::hardware_concurrency()) / world);
+  if (!rt.backend) rt.backend = make_cpu_backend(threads, opts.act_quant);
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;
   // otherwise the checkpoint dequantizes them as it always has.
   LoadOptions lo;
@@ -45,13 +78,26 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();
-  rt.model = make_model(ckpt, *rt.backend, weight_dtype);
-  rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);  // refuses a KV dtype the backend lacks
-  if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty())
+  ParallelContext par;
+  par.rank = rt.rank, par.world = world, par.comm = rt.comm.get();
+  rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
+  // Each refuses a KV dtype the backend lacks.
+  if (rt.rank == 0 && world > 1)
+    rt.executor = make_tensor_parallel_executor(*rt.model, opts.kv_cache_dtype, *rt.comm);
+  else
+    rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);
+  if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty() && rt.rank == 0)
     std::cerr << "llmctl: warning: --kv-cache-dtype fp8 without k_scale/v_scale in the checkpoint: using scale 1.0 "
                  "for every layer (accuracy may suffer; calibrate them with llmctl quantize --kv-cache fp8)\n";
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rt;
+}
+
+void serve_ranks(Runtime& rt) {
+  LLM_CHECK(rt.is_worker_rank() && rt.comm) << "serve_ranks on rank " << rt.rank;
+  auto* local = dynamic_cast<LocalExecutor*>(rt.executor.get());
+  LLM_CHECK(local) << "rank " << rt.rank << " has no local executor";
+  serve_rank_steps(*local, *rt.comm);
 }
 
 }  // namespace llmctl

@@ -8,6 +8,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/executor/executor.h"
 #include "engine/model/model.h"
+#include "engine/parallel/comm.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
@@ -21,12 +22,16 @@ struct RuntimeOptions {
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
   ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
+  // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by
+  // mpirun (engine/parallel/launcher.h); 1 = this process alone.
+  int tensor_parallel = 1;
 };
 
 struct Runtime {
   std::string model_path;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Comm> comm;          // tensor parallel: the ranks' communicator (else null); outlives the model
   std::unique_ptr<Backend> backend;    // declared first: destroyed after what runs on it
   std::unique_ptr<Model> model;        // from the architecture registry
   std::unique_ptr<Executor> executor;  // what Engine, Scorer, serve and bench run the model through
@@ -34,8 +39,17 @@ struct Runtime {
   // The checkpoint's quantized linears were kept quantized for the backend (it runs Int4Group and
   // Int8Group); false for a dense checkpoint, or when they were dequantized at load.
   bool quantized_linears = false;
+  // Tensor parallel: this process's rank. Rank 0 runs everything above the executor (whose calls
+  // reach every rank); the others only serve_ranks().
+  int rank = 0;
+  bool is_worker_rank() const { return rank != 0; }
 };
 
+// Loads the model (tensor parallel: this rank's share; the process must have been started by
+// mpirun with -np opts.tensor_parallel ranks).
 Runtime load_runtime(const RuntimeOptions& opts);
+
+// Ranks > 0 of a tensor-parallel run: executes rank 0's steps until rank 0's executor is gone.
+void serve_ranks(Runtime& rt);
 
 }  // namespace llmctl

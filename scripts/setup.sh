@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config ccache python3 python3-pip
-          libcli11-dev nlohmann-json3-dev libsentencepiece-dev doctest-dev libcpp-httplib-dev libpcre2-dev)
+          libcli11-dev nlohmann-json3-dev libsentencepiece-dev doctest-dev libcpp-httplib-dev libpcre2-dev
+          openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

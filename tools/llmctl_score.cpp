@@ -2,7 +2,8 @@
 // our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
 // Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
-//                     [--act-quant none|int8]
+//                     [--act-quant none|int8] [--tensor-parallel-size N]
+// With --tensor-parallel-size N > 1 it must run under `mpirun -np N`; rank 0 prints.
 // Quantized linears on the CPU run with exact f32 activations unless --act-quant int8 is given: the
 // goldens are transformers' fp32 activations against the same (dequantized) weights.
 #include <algorithm>
@@ -21,7 +22,7 @@ using namespace llmctl;
 
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
-                             "[--act-quant none|int8]";
+                             "[--act-quant none|int8] [--tensor-parallel-size N]";
   RuntimeOptions ro;
   ro.act_quant = ActQuantMode::None;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) try {
     if (k == "--model") ro.model = argv[i + 1];
     else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
     else if (k == "--device") ro.device = argv[i + 1];
+    else if (k == "--tensor-parallel-size") ro.tensor_parallel = std::stoi(argv[i + 1]);
     else if (k == "--act-quant") {
       const auto m = parse_act_quant(argv[i + 1]);
       LLM_REQUIRE(m) << "--act-quant: expected none or int8, got '" << argv[i + 1] << "'";
@@ -40,6 +42,10 @@ int main(int argc, char** argv) try {
   LLM_REQUIRE(in) << "cannot read " << argv[1];
   nlohmann::json golden = nlohmann::json::parse(in);
   Runtime rt = load_runtime(ro);
+  if (rt.is_worker_rank()) {
+    serve_ranks(rt);
+    return 0;
+  }
   Scorer scorer(*rt.executor, *rt.tokenizer);
   const int topk = golden.value("top_k", 20);
   nlohmann::json out = {{"model", rt.model_path}, {"backend", rt.backend->name()}, {"cases", nlohmann::json::array()}};

@@ -106,8 +106,10 @@ class Backend {
   virtual bool can_sample() const { return false; }
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs);
 
-  // out[T,H] = table[ids[t], :]                             table [V,H] any float dtype
-  virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) = 0;
+  // out[T,H] = table[ids[t] - vocab_begin, :]               table [V,H] any float dtype
+  // A vocab-parallel rank's table holds ids [vocab_begin, vocab_begin + V): other ids give zero rows
+  // (the all-reduce over the ranks fills them in). Single rank: vocab_begin 0, every id must be < V.
+  virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) = 0;
   // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
   // The residual stream is f32 on every backend; x may be f32 while out is the activation dtype.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;

@@ -27,11 +27,13 @@ namespace {
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype)
-      : config_(ckpt.config), backend_(backend) {
+  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
+      : config_(ckpt.config), backend_(backend), par_(par) {
+    LLM_CHECK(par_.world == 1 || (par_.comm && par_.comm->world() == par_.world && par_.comm->rank() == par_.rank))
+        << "tensor parallel rank " << par_.rank << " of " << par_.world << " without its communicator";
     config_.validate();
     check_llama_supported(config_);
-    w_ = load_llama_weights(ckpt, backend_, weight_dtype);
+    w_ = load_llama_weights(ckpt, backend_, weight_dtype, par_);
     rope_ = make_rope_params(config_);
   }
 
@@ -41,28 +43,35 @@ class LlamaModel final : public Model {
   std::vector<WeightSpec> weight_specs() const override { return llama_tensor_specs(config_); }
   void check_context(int context) const override { check_llama_context(config_, context); }
   std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
+  int kv_heads() const override { return num_kv_heads(); }
 
+  // This rank's widths (tensor parallel: its heads, its intermediate features, its vocab shard).
   ActivationWidths activation_widths() const override {
     const ModelConfig& c = config_;
+    const int64_t world = par_.world;
     ActivationWidths w;
     w.hidden = c.hidden_size;
-    w.qkv = int64_t(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-    w.attn = int64_t(c.num_heads) * c.head_dim;
-    w.gate_up = 2 * int64_t(c.intermediate_size);
-    w.act = c.intermediate_size;
+    w.qkv = int64_t(c.num_heads / world + 2 * num_kv_heads()) * c.head_dim;
+    w.attn = int64_t(c.num_heads / world) * c.head_dim;
+    w.gate_up = 2 * int64_t(c.intermediate_size) / world;
+    w.act = c.intermediate_size / world;
     w.vocab = c.vocab_size;
+    w.vocab_local = world > 1 ? c.vocab_size / world : 0;
     return w;
   }
 
   // Per layer: input norm (+ the previous layer's mlp out into the residual) -> attention ->
-  // post norm (+ attention out) -> gated MLP. The residual stream stays f32.
+  // post norm (+ attention out) -> gated MLP. The residual stream stays f32. Tensor parallel: the
+  // embedding rows of other ranks' vocab come in by an all-reduce, so do the row-parallel o and
+  // down outputs; the lm_head's logits shards are gathered into full rows on every rank.
   void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override {
     const int64_t T = plan.tokens, R = plan.rows;
     Backend& be = backend_;
     Tensor hidden = first_rows(buf.hidden, T), residual = first_rows(buf.residual, T);
     Tensor normed = first_rows(buf.normed, T), qkv = first_rows(buf.qkv, T), attn = first_rows(buf.attn, T);
     Tensor gate_up = first_rows(buf.gate_up, T), act = first_rows(buf.act, T);
-    be.embed(w_.embed, *plan.batch, residual);
+    be.embed(w_.embed, *plan.batch, residual, w_.vocab_begin);
+    all_reduce(residual);
     for (size_t i = 0; i < w_.layers.size(); ++i) {
       const LlamaWeights::Layer& L = w_.layers[i];
       if (i == 0)
@@ -70,14 +79,22 @@ class LlamaModel final : public Model {
       else
         L.input_norm(be, hidden, normed, &residual);
       L.attention.run(be, plan, rope_, normed, qkv, attn, kv[i], hidden);
+      all_reduce(hidden);
       L.post_norm(be, hidden, normed, &residual);
       L.mlp.run(be, normed, gate_up, act, hidden);
+      all_reduce(hidden);
     }
     w_.final_norm(be, hidden, normed, &residual);
     if (R == 0) return;
     Tensor last = first_rows(buf.last, R), logits = first_rows(buf.logits, R);
     be.gather_rows(normed, *plan.batch, last);
-    be.linear(last, w_.lm_head, nullptr, logits);
+    if (par_.world == 1) {
+      be.linear(last, w_.lm_head, nullptr, logits);
+      return;
+    }
+    Tensor shard = first_rows(buf.logits_local, R);
+    be.linear(last, w_.lm_head, nullptr, shard);
+    par_.comm->all_gather_cols(shard, logits);
   }
 
   void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
@@ -87,22 +104,31 @@ class LlamaModel final : public Model {
     L.attention.run_linears(backend_, first_rows(buf.normed, T), qkv, first_rows(buf.attn, T), hidden);
     L.mlp.run_linears(backend_, first_rows(buf.normed, T), gate_up, first_rows(buf.act, T), hidden);
     if (R > 0) {
-      Tensor logits = first_rows(buf.logits, R);
+      Tensor logits = first_rows(par_.world == 1 ? buf.logits : buf.logits_local, R);
       backend_.linear(first_rows(buf.last, R), w_.lm_head, nullptr, logits);
     }
   }
 
  private:
+  int num_kv_heads() const {
+    return config_.num_kv_heads >= par_.world ? config_.num_kv_heads / par_.world : 1;
+  }
+  void all_reduce(Tensor& x) {
+    if (par_.world > 1) par_.comm->all_reduce_sum(x);
+  }
+
   ModelConfig config_;
   Backend& backend_;
+  ParallelContext par_;
   LlamaWeights w_;
   RopeParams rope_;
 };
 
 }  // namespace
 
-std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
-  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype);
+std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                        const ParallelContext& par) {
+  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype, par);
 }
 
 }  // namespace llmctl

@@ -11,6 +11,7 @@
 #include "engine/model/layers/gated_mlp.h"
 #include "engine/model/layers/rms_norm.h"
 #include "engine/model/model.h"
+#include "engine/parallel/parallel_context.h"
 
 namespace llmctl {
 
@@ -22,7 +23,8 @@ struct LlamaWeights {
     GatedMlp mlp;
   };
   DType weight_dtype = DType::F32;
-  Tensor embed;           // [V, H] in weight_dtype
+  Tensor embed;           // [V, H] in weight_dtype (tensor parallel: this rank's V / world ids)
+  int64_t vocab_begin = 0;  // the first token id of embed's and lm_head's rows
   LinearWeight lm_head;   // [V, H]; shares embed's storage when tied
   RmsNorm final_norm;
   std::vector<Layer> layers;
@@ -30,9 +32,11 @@ struct LlamaWeights {
 };
 
 // Checks the checkpoint against the config and uploads every weight (q/k/v fused, gate/up fused;
-// linears in weight_dtype, or as stored when nullopt; norms and biases f32). The one place a
-// Llama-family model reads a checkpoint.
-LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype);
+// linears in weight_dtype, or as stored when nullopt; norms and biases f32): rank par.rank's
+// Megatron share of each (engine/model/weights/megatron_split.h), after refusing a world size
+// the shapes do not divide. The one place a Llama-family model reads a checkpoint.
+LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                const ParallelContext& par = {});
 
 // Throws InputError when a Llama-family config cannot run `context` tokens: a sliding window
 // shorter than the context (llmctl's attention reads the whole context, so it would be silently
@@ -43,6 +47,7 @@ void check_llama_context(const ModelConfig& c, int context);
 // bias: HF Llama's attention_bias).
 void check_llama_supported(const ModelConfig& c);
 
-std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype);
+std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                        const ParallelContext& par);
 
 }  // namespace llmctl

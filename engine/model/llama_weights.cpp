@@ -1,6 +1,6 @@
 // Weight loading of the Llama family through the staged loader (engine/model/weights/): the name
-// map (llama_weight_sources) -> shard (megatron_shard; one rank holds everything for now) -> pack ->
-// upload. Linears become LinearWeights in the weight dtype, or quantized ones where the checkpoint
+// map (llama_weight_sources) -> shard (megatron_shard: this rank's share under tensor parallelism,
+// everything on a single rank) -> pack -> upload. Linears become LinearWeights in the weight dtype, or quantized ones where the checkpoint
 // kept them quantized and the backend runs them; the embedding is a table in the weight dtype; norms
 // and the qkv bias are f32.
 #include <iostream>
@@ -16,17 +16,34 @@
 
 namespace llmctl {
 
-LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
+namespace {
+
+// The kv heads rank `rank` of `world` holds: its share, or (fewer heads than ranks) one replica.
+std::vector<int> local_kv_heads(int heads, int rank, int world) {
+  std::vector<int> h;
+  if (heads >= world)
+    for (int i = rank * heads / world; i < (rank + 1) * heads / world; ++i) h.push_back(i);
+  else
+    h.push_back(rank * heads / world);
+  return h;
+}
+
+}  // namespace
+
+LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                const ParallelContext& par) {
   const ModelConfig& c = ckpt.config;
   check_llama_tensors(ckpt);  // every shape against the config before a kernel reads a weight
-  constexpr int kRank = 0, kWorld = 1;
-  check_tensor_parallel(c, kWorld);
+  const int kRank = par.rank, kWorld = par.world;
+  check_tensor_parallel(c, kWorld);  // sizes that do not divide, refused before any weight is read
   LlamaWeights w;
   w.weight_dtype = weight_dtype.value_or(ckpt.get("model.embed_tokens.weight").dtype);
+  w.vocab_begin = int64_t(c.vocab_size) / kWorld * kRank;
+  const std::vector<int> kv_heads = local_kv_heads(c.num_kv_heads, kRank, kWorld);
   w.layers.resize(size_t(c.num_layers));
   for (LlamaWeights::Layer& L : w.layers) {
-    L.attention.num_q_heads = c.num_heads;
-    L.attention.num_kv_heads = c.num_kv_heads;
+    L.attention.num_q_heads = c.num_heads / kWorld;
+    L.attention.num_kv_heads = int(kv_heads.size());
   }
   bool have_embed = false;
   std::vector<std::string> dense_fallbacks;  // quantized weights loaded dense, "<name>: <why>"
@@ -67,7 +84,13 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     }
   }
   w.kv_scales = load_kv_scales(ckpt);
-  if (!dense_fallbacks.empty())  // one note per model, with the first weight's reason
+  if (kWorld > 1)  // this rank's kv heads only
+    for (KvScales& s : w.kv_scales) {
+      KvScales mine;
+      for (int h : kv_heads) mine.k.push_back(s.k.at(size_t(h))), mine.v.push_back(s.v.at(size_t(h)));
+      s = std::move(mine);
+    }
+  if (!dense_fallbacks.empty() && kRank == 0)  // one note per model, with the first weight's reason
     std::cerr << "llmctl: note: " << dense_fallbacks.size() << " quantized linear weight"
               << (dense_fallbacks.size() > 1 ? "s are" : " is") << " loaded dense (dequantized), e.g. "
               << dense_fallbacks.front() << "\n";

@@ -14,9 +14,12 @@
 namespace llmctl {
 
 
-// Widths (elements per token / per logits row) of the step buffers a model writes.
+// Widths (elements per token / per logits row) of the step buffers a model writes: this rank's
+// share under tensor parallelism (qkv, attn, gate_up, act; vocab_local for its lm_head shard),
+// except hidden and vocab (the full logits rows every rank gathers).
 struct ActivationWidths {
   int64_t hidden = 0, qkv = 0, attn = 0, gate_up = 0, act = 0, vocab = 0;
+  int64_t vocab_local = 0;  // 0: vocab (no vocab split)
 };
 
 // One step's activation buffers, allocated by the runner for at least T tokens and R rows; a
@@ -24,6 +27,7 @@ struct ActivationWidths {
 struct StepBuffers {
   Tensor hidden, residual, normed, qkv, attn, gate_up, act;  // [T, width]
   Tensor last, logits;                                       // [R, H], [R, V]
+  Tensor logits_local;  // [R, vocab_local] when the lm_head is vocab-parallel; else empty
 };
 
 // The per-step facts every layer's attention reads, derived once per step by the runner
@@ -52,10 +56,13 @@ class Model {
   // Every checkpoint tensor the model reads, by name, with its shape.
   virtual std::vector<WeightSpec> weight_specs() const = 0;
   virtual ActivationWidths activation_widths() const = 0;
+  // KV heads this rank's cache holds: config().num_kv_heads, or its share under tensor parallelism.
+  virtual int kv_heads() const { return config().num_kv_heads; }
   // Throws InputError when the model cannot run `context` tokens exactly (e.g. a sliding window
   // shorter than the context: llmctl's attention reads the whole context).
   virtual void check_context(int context) const = 0;
-  // The checkpoint's calibrated fp8 KV cache scales, one KvScales per layer; empty when it has none.
+  // The checkpoint's calibrated fp8 KV cache scales, one KvScales per layer (of this rank's
+  // kv_heads()); empty when it has none.
   virtual std::vector<KvScales> kv_scales() const { return {}; }
   // Enqueues one step: buf.logits[0, plan.rows) = logits of the plan's logits rows. kv: one
   // KvLayer per layer.

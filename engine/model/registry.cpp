@@ -43,8 +43,9 @@ const Architecture& find_gguf_architecture(const std::string& gguf_name) {
                    names(&Architecture::gguf_name) + ")");
 }
 
-std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype) {
-  return find_architecture(ckpt.config.architecture).make(ckpt, backend, weight_dtype);
+std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                  const ParallelContext& par) {
+  return find_architecture(ckpt.config.architecture).make(ckpt, backend, weight_dtype, par);
 }
 
 }  // namespace llmctl

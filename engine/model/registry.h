@@ -10,10 +10,11 @@
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
+#include "engine/parallel/parallel_context.h"
 
 namespace llmctl {
 
-using ModelFactory = std::unique_ptr<Model> (*)(const Checkpoint&, Backend&, std::optional<DType>);
+using ModelFactory = std::unique_ptr<Model> (*)(const Checkpoint&, Backend&, std::optional<DType>, const ParallelContext&);
 
 struct Architecture {
   const char* name;        // HF class name, e.g. "LlamaForCausalLM"
@@ -32,8 +33,9 @@ const Architecture& find_architecture(const std::string& hf_name);
 const Architecture& find_gguf_architecture(const std::string& gguf_name);
 
 // Builds the model of ckpt.config.architecture on `backend` (weights in weight_dtype, or as
-// stored). Throws InputError for an architecture the registry does not run.
+// stored); under tensor parallelism, rank par.rank's share of it. Throws InputError for an
+// architecture the registry does not run, or a world size the model's shapes do not divide.
 std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend,
-                                  std::optional<DType> weight_dtype = std::nullopt);
+                                  std::optional<DType> weight_dtype = std::nullopt, const ParallelContext& par = {});
 
 }  // namespace llmctl

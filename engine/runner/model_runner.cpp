@@ -25,15 +25,16 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   const ModelConfig& c = model_.config();
-  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, c.num_layers, c.num_kv_heads,
+  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, c.num_layers, model_.kv_heads(),
                             c.head_dim);
 }
 
 void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   const ModelConfig& c = model_.config();
+  const int kv_heads = model_.kv_heads();  // this rank's
   const KvCacheSpec expect = make_kv_cache_spec(spec.kind, backend().activation_dtype(), spec.block_size,
-                                                c.num_layers, c.num_kv_heads, c.head_dim);
-  LLM_CHECK(spec.num_layers == c.num_layers && spec.num_kv_heads == c.num_kv_heads && spec.head_dim == c.head_dim)
+                                                c.num_layers, kv_heads, c.head_dim);
+  LLM_CHECK(spec.num_layers == c.num_layers && spec.num_kv_heads == kv_heads && spec.head_dim == c.head_dim)
       << "KV cache spec does not match the model";
   LLM_CHECK(spec.dtype == expect.dtype && spec.scale_layout == expect.scale_layout &&
             spec.scale_dtype == expect.scale_dtype)
@@ -50,21 +51,21 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   }
   // [Hkv] f32 on the backend: the layer's calibrated scales, or 1.0 (the warning is the runtime's).
   auto per_head = [&](const std::vector<float>* s) {
-    Tensor h = Tensor::empty_host(DType::F32, {c.num_kv_heads});
-    for (int i = 0; i < c.num_kv_heads; ++i) h.ptr<float>()[i] = s ? s->at(size_t(i)) : 1.0f;
+    Tensor h = Tensor::empty_host(DType::F32, {kv_heads});
+    for (int i = 0; i < kv_heads; ++i) h.ptr<float>()[i] = s ? s->at(size_t(i)) : 1.0f;
     return backend().upload(h);
   };
   kv_.clear();  // the old cache goes before the new one is allocated
   kv_.resize(size_t(c.num_layers));
   for (size_t i = 0; i < kv_.size(); ++i) {  // + 1: the scratch block
     KvLayer& l = kv_[i];
-    const std::vector<int64_t> shape = {num_blocks + 1, spec.block_size, c.num_kv_heads, c.head_dim};
+    const std::vector<int64_t> shape = {num_blocks + 1, spec.block_size, kv_heads, c.head_dim};
     l.k = backend().alloc(spec.dtype, shape);
     l.v = backend().alloc(spec.dtype, shape);
     l.quant = spec.kind;
     if (spec.kind == KvCacheDtype::Int8) {  // (scale, zero point) per token and kv head
-      l.k_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, c.num_kv_heads, 2});
-      l.v_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, c.num_kv_heads, 2});
+      l.k_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, kv_heads, 2});
+      l.v_scale = backend().alloc(DType::F32, {num_blocks + 1, spec.block_size, kv_heads, 2});
     } else if (spec.kind == KvCacheDtype::Fp8) {
       l.k_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].k);
       l.v_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].v);
@@ -83,7 +84,7 @@ size_t ModelRunner::activation_bytes(int64_t T, int64_t R) const {
   const size_t a = dtype_size(backend().activation_dtype());
   const int64_t per_token = 3 * w.hidden + w.qkv + w.attn + w.gate_up + w.act;
   return size_t(T) * (size_t(per_token) * a + size_t(w.hidden) * 4) +              // + the f32 residual
-         size_t(R) * (size_t(w.hidden) * a + size_t(w.vocab) * 4);
+         size_t(R) * (size_t(w.hidden) * a + size_t(w.vocab + w.vocab_local) * 4);
 }
 
 void ModelRunner::ensure_workspace(int64_t T, int64_t R) {
@@ -95,6 +96,7 @@ void ModelRunner::ensure_workspace(int64_t T, int64_t R) {
     ws_rows_ = R;
     ws_.last = be.alloc(dt, {R, w.hidden});
     ws_.logits = be.alloc(DType::F32, {R, w.vocab});  // f32: logprobs need the precision
+    if (w.vocab_local > 0) ws_.logits_local = be.alloc(DType::F32, {R, w.vocab_local});
   }
   if (ws_tokens_ >= T) return;
   be.clear_graphs();
@@ -137,6 +139,8 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   LLM_CHECK(int(kv_.size()) == c.num_layers) << "no KV cache: alloc_kv_cache before execute";
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
   plan.validate(block_size, pool_blocks);
+  for (int32_t id : plan.token_ids)  // the embedding (one vocab shard per rank) takes them as given
+    LLM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id << " is outside the vocabulary (" << c.vocab_size << ")";
 
   if (be.graphs_enabled() && graphable_decode(plan)) {
     const int bucket = decode_graph_bucket(plan.num_seqs());

@@ -20,7 +20,7 @@ inline void check_float(DType t, const char* what) {
 template <class T>
 __global__ void embed_kernel(EmbedParams p) {
   const int64_t t = blockIdx.x;
-  const int32_t id = p.ids[t];
+  const int64_t id = int64_t(p.ids[t]) - p.vocab_begin;
   T* out = static_cast<T*>(p.out) + t * p.hidden;
   const bool ok = id >= 0 && id < p.vocab;
   for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x)

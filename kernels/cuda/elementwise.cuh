@@ -10,12 +10,13 @@
 
 namespace llmctl::cuda {
 
-// out[T,H] = table[ids[t], :]   table [V,H]; ids out of [0,V) give zero rows
+// out[T,H] = table[ids[t] - vocab_begin, :]   table [V,H]; ids out of [vocab_begin, vocab_begin + V)
+// give zero rows (a vocab-parallel rank's shard)
 struct EmbedParams {
   const void* table; DType table_dtype;
   const int32_t* ids;
   void* out; DType dtype;
-  int64_t num_tokens, hidden, vocab;
+  int64_t num_tokens, hidden, vocab, vocab_begin;
 };
 void launch_embed(const EmbedParams& p, cudaStream_t stream);
 

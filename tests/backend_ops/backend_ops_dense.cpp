@@ -29,20 +29,25 @@ BatchPlan row_plan(std::vector<int32_t> ids, std::vector<int32_t> positions = {}
   return p;
 }
 
-void embed_case(Ctx& c, DType table_dt, int V, int H, int T) {
+// vocab_begin > 0: the table is a vocab-parallel shard of ids [vocab_begin, vocab_begin + V); ids
+// below and above it (other ranks' shards) give zero rows.
+void embed_case(Ctx& c, DType table_dt, int V, int H, int T, int vocab_begin = 0) {
   Rand table = random_tensor(c, table_dt, {V, H});
   std::vector<int32_t> ids(static_cast<size_t>(T));
-  std::uniform_int_distribution<int> u(0, V - 1);
+  std::uniform_int_distribution<int> u(0, vocab_begin > 0 ? 2 * vocab_begin + V - 1 : V - 1);
   for (auto& i : ids) i = u(c.rng);
-  ids[0] = 0, ids[size_t(T) - 1] = V - 1;  // both ends of the table
+  ids[0] = vocab_begin, ids[size_t(T) - 1] = vocab_begin + V - 1;  // both ends of the table
+  if (vocab_begin > 0) ids[1] = vocab_begin - 1, ids[2] = vocab_begin + V;  // just outside it
   BatchPlan plan = row_plan(ids);
   DeviceBatch b = c.be.prepare_batch(plan);
   Tensor out = poisoned(c, c.act(), {T, H});
-  c.be.embed(table.dev, b, out);
+  c.be.embed(table.dev, b, out, vocab_begin);
   std::vector<float> ref;
-  for (int t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) ref.push_back(round_to(c.act(), table.f[size_t(ids[t]) * H + h]));
-  c.exact(str("table %s [%d, %d] T=%d", dtype_name(table_dt), V, H, T), to_vec(c, out), ref);
+  for (int t = 0; t < T; ++t) {
+    const int id = ids[size_t(t)] - vocab_begin;
+    for (int h = 0; h < H; ++h) ref.push_back(id >= 0 && id < V ? round_to(c.act(), table.f[size_t(id) * H + h]) : 0.f);
+  }
+  c.exact(str("table %s [%d, %d] T=%d vocab_begin %d", dtype_name(table_dt), V, H, T, vocab_begin), to_vec(c, out), ref);
 }
 
 void rms_norm_case(Ctx& c, int T, int H, bool with_residual) {
@@ -134,6 +139,7 @@ void add_dense_cases(std::vector<OpCase>& t) {
                    if (!contains(c.target.weight_dtypes, dt)) return;
                    embed_case(c, dt, 317, 72, 19);
                    embed_case(c, dt, 1000, 136, 1);
+                   embed_case(c, dt, 250, 72, 23, 250);  // rank 1 of a vocab split 4 ways
                  }});
   for (int H : {64, 577, 2048})
     for (bool res : {false, true})

@@ -49,7 +49,7 @@ TEST_CASE("cuda: embed") {
       DeviceBatch b = be.prepare_batch(plan);
       Tensor dtab = be.upload(table.t, table_dt);
       Tensor out = poisoned(be, dt, {T, H});
-      be.embed(dtab, b, out);
+      be.embed(dtab, b, out, 0);
       std::vector<double> ref(size_t(T) * H);
       for (int t = 0; t < T; ++t)
         for (int h = 0; h < H; ++h) ref[size_t(t) * H + h] = round_to(dt, table.f[size_t(ids[t]) * H + h]);

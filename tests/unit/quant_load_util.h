@@ -62,7 +62,9 @@ class CanonicalRecordingBackend final : public Backend {
   Tensor upload(const Tensor& host, std::optional<DType> dtype) override { return cpu_->upload(host, dtype); }
   Tensor to_host_f32(const Tensor& t) override { return cpu_->to_host_f32(t); }
   DeviceBatch prepare_batch(const BatchPlan& plan) override { return cpu_->prepare_batch(plan); }
-  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override { cpu_->embed(table, b, out); }
+  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
+    cpu_->embed(table, b, out, vocab_begin);
+  }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override {
     cpu_->rms_norm(x, w, eps, out, residual);
   }

@@ -59,14 +59,19 @@ class CpuBackend final : public Backend {
     return b;  // the CPU kernels read the plan's host arrays directly
   }
 
-  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out) override {
+  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
     check_f32(out, "embed output");
     const auto& ids = b.plan->token_ids;
     const int64_t H = table.dim(1), V = table.dim(0);
     for (size_t t = 0; t < ids.size(); ++t) {
-      LLM_CHECK(ids[t] >= 0 && ids[t] < V) << "token id " << ids[t] << " outside the vocabulary of " << V;
+      LLM_CHECK(ids[t] >= 0) << "token id " << ids[t] << " is negative";
       float* o = out.ptr<float>() + t * H;
-      const size_t off = size_t(ids[t]) * H;
+      const int64_t id = int64_t(ids[t]) - vocab_begin;
+      if (id < 0 || id >= V) {  // another rank's part of the vocabulary (the runner checked the id)
+        std::fill(o, o + H, 0.0f);
+        continue;
+      }
+      const size_t off = size_t(id) * H;
       switch (table.dtype) {
         case DType::F32: std::memcpy(o, table.ptr<float>() + off, H * 4); break;
         case DType::BF16:

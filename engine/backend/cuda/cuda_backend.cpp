@@ -227,14 +227,14 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   return db;
 }
 
-void CudaBackend::embed(const Tensor& table, const DeviceBatch& b, Tensor& out) {
+void CudaBackend::embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) {
   check_device(table, "embed table");
   check_device(out, "embed out");
   const int64_t T = b.token_ids.numel();
   LLM_CHECK(table.rank() == 2 && out.numel() == T * table.dim(1))
       << "embed: table " << table.shape_str() << ", out " << out.shape_str() << ", " << T << " tokens";
   cuda::launch_embed({table.data, table.dtype, b.token_ids.ptr<int32_t>(), out.data, out.dtype, T, table.dim(1),
-                      table.dim(0)},
+                      table.dim(0), vocab_begin},
                      stream_);
 }
 

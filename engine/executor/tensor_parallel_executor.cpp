@@ -1,0 +1,166 @@
+#include "engine/executor/tensor_parallel_executor.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/executor/plan_codec.h"
+
+namespace llmctl {
+
+namespace {
+
+enum class Op : int32_t { Execute = 1, AllocKv, CopyBlocks, Tune, KvBudget, Shutdown };
+
+// What rank 0 broadcasts before each call; payload_bytes of payload follow it.
+struct Command {
+  Op op = Op::Shutdown;
+  int32_t i = 0;   // AllocKv: block size; Tune: max rows
+  int64_t n = 0;   // AllocKv: blocks; Tune: max tokens; KvBudget: reserved bytes
+  double d = 0;    // KvBudget: gpu memory utilization
+  int32_t kind = 0;  // AllocKv: KvCacheDtype
+  uint64_t payload_bytes = 0;
+};
+
+// The budget as one number for the minimum over ranks: -1 = no device limit (nullopt).
+int64_t budget_code(const std::optional<size_t>& b) { return b ? int64_t(*b) : -1; }
+
+// The same call on a LocalExecutor, for rank 0 and the others alike. Returns false on Shutdown.
+bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::vector<uint8_t>& payload,
+                 Tensor* logits, std::optional<size_t>* budget) {
+  switch (c.op) {
+    case Op::Execute: {
+      const BatchPlan plan = decode_plan(payload);
+      Tensor out = local.execute(plan);
+      if (logits) *logits = out;
+      return true;
+    }
+    case Op::AllocKv: {
+      KvCacheSpec spec = local.kv_spec(c.i);
+      LLM_CHECK(int32_t(spec.kind) == c.kind) << "rank " << comm.rank() << " has another KV cache dtype than rank 0";
+      local.alloc_kv_cache(spec, int(c.n));
+      return true;
+    }
+    case Op::CopyBlocks: {
+      LLM_CHECK(payload.size() % (2 * sizeof(int32_t)) == 0) << "copy_blocks payload of " << payload.size() << " bytes";
+      std::vector<std::pair<int, int>> pairs(payload.size() / (2 * sizeof(int32_t)));
+      const auto* v = reinterpret_cast<const int32_t*>(payload.data());
+      for (size_t k = 0; k < pairs.size(); ++k) pairs[k] = {v[2 * k], v[2 * k + 1]};
+      local.copy_blocks(pairs);
+      return true;
+    }
+    case Op::Tune: local.tune(c.n, c.i); return true;
+    case Op::KvBudget: {
+      const int64_t mine = budget_code(local.kv_cache_budget(c.d, size_t(c.n)));
+      // -1 (no device limit) must not win the minimum over real budgets: rank budgets are all
+      // nullopt or all numbers (same backend), so the minimum of the codes is the answer.
+      const int64_t least = comm.all_reduce_min(mine);
+      if (budget) *budget = least < 0 ? std::nullopt : std::optional<size_t>(size_t(least));
+      return true;
+    }
+    case Op::Shutdown: return false;
+  }
+  LLM_CHECK(false) << "unknown command " << int(c.op) << " from rank 0";
+  return false;
+}
+
+class TensorParallelExecutor final : public Executor {
+ public:
+  TensorParallelExecutor(Model& model, KvCacheDtype kv_dtype, Comm& comm) : local_(model, kv_dtype), comm_(comm) {
+    LLM_CHECK(comm.rank() == 0) << "the tensor-parallel executor runs on rank 0, not " << comm.rank();
+  }
+  ~TensorParallelExecutor() override {
+    // The other ranks leave serve_rank_steps; an exception here would end the process anyway.
+    try {
+      send({Op::Shutdown}, {});
+    } catch (...) {
+    }
+  }
+
+  const ModelConfig& config() const override { return local_.config(); }
+  DType weight_dtype() const override { return local_.weight_dtype(); }
+  void check_context(int context) const override { local_.check_context(context); }
+  KvCacheSpec kv_spec(int block_size) const override { return local_.kv_spec(block_size); }
+  std::optional<size_t> kv_cache_budget(double util, size_t reserve) override {
+    Command c{Op::KvBudget};
+    c.d = util, c.n = int64_t(reserve);
+    std::optional<size_t> budget;
+    run(c, {}, nullptr, &budget);
+    return budget;
+  }
+  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override {
+    LLM_CHECK(spec.num_kv_heads == local_.kv_spec(spec.block_size).num_kv_heads) << "KV cache spec of another rank";
+    Command c{Op::AllocKv};
+    c.i = spec.block_size, c.n = num_blocks, c.kind = int32_t(spec.kind);
+    run(c, {}, nullptr, nullptr);
+  }
+  size_t activation_bytes(int64_t tokens, int64_t rows) const override { return local_.activation_bytes(tokens, rows); }
+  void tune(int64_t max_tokens, int64_t max_rows) override {
+    Command c{Op::Tune};
+    c.n = max_tokens, c.i = int32_t(max_rows);
+    run(c, {}, nullptr, nullptr);
+  }
+  void copy_blocks(const std::vector<std::pair<int, int>>& pairs) override {
+    std::vector<uint8_t> payload(pairs.size() * 2 * sizeof(int32_t));
+    auto* v = reinterpret_cast<int32_t*>(payload.data());
+    for (size_t k = 0; k < pairs.size(); ++k) v[2 * k] = pairs[k].first, v[2 * k + 1] = pairs[k].second;
+    run({Op::CopyBlocks}, payload, nullptr, nullptr);
+  }
+  Tensor execute(const BatchPlan& plan) override {
+    Tensor logits;
+    run({Op::Execute}, encode_plan(plan), &logits, nullptr);
+    return logits;
+  }
+  Tensor to_host(const Tensor& logits) override { return local_.to_host(logits); }
+  bool can_sample() const override { return local_.can_sample(); }
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
+    return local_.sample(logits, jobs);
+  }
+  void step_timer_begin() override { local_.step_timer_begin(); }
+  double step_timer_end() override { return local_.step_timer_end(); }
+
+ private:
+  void send(Command c, const std::vector<uint8_t>& payload) {
+    c.payload_bytes = payload.size();
+    comm_.broadcast(&c, sizeof c, 0);
+    if (!payload.empty()) comm_.broadcast(const_cast<uint8_t*>(payload.data()), payload.size(), 0);
+  }
+  // Sends the command, then runs it here. Once the others have it, a failure here cannot be taken
+  // back (they are inside the same collectives): every rank is stopped with the message.
+  void run(const Command& c, const std::vector<uint8_t>& payload, Tensor* logits, std::optional<size_t>* budget) {
+    send(c, payload);
+    try {
+      run_command(local_, comm_, c, payload, logits, budget);
+    } catch (const std::exception& e) {
+      comm_.abort_all(e.what());
+    }
+  }
+
+  LocalExecutor local_;
+  Comm& comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_tensor_parallel_executor(Model& model, KvCacheDtype kv_dtype, Comm& comm) {
+  return std::make_unique<TensorParallelExecutor>(model, kv_dtype, comm);
+}
+
+void serve_rank_steps(LocalExecutor& local, Comm& comm) {
+  LLM_CHECK(comm.rank() != 0) << "rank 0 runs the engine, not serve_rank_steps";
+  std::vector<uint8_t> payload;
+  for (;;) {
+    Command c;
+    comm.broadcast(&c, sizeof c, 0);
+    payload.resize(size_t(c.payload_bytes));
+    if (!payload.empty()) comm.broadcast(payload.data(), payload.size(), 0);
+    try {
+      if (!run_command(local, comm, c, payload, nullptr, nullptr)) return;
+    } catch (const std::exception& e) {
+      comm.abort_all(e.what());
+    }
+  }
+}
+
+}  // namespace llmctl

@@ -1,0 +1,34 @@
+#include "engine/parallel/comm.h"
+
+#include <cstring>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+namespace {
+
+class SingleRankComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  std::string name() const override { return "single-rank"; }
+  void all_reduce_sum(Tensor&) override {}
+  void all_gather_cols(const Tensor& x, Tensor& out) override {
+    LLM_CHECK(x.device == Device::CPU && out.device == Device::CPU && x.dtype == DType::F32 && out.dtype == DType::F32 &&
+              x.numel() == out.numel())
+        << "all_gather_cols: x " << x.shape_str() << ", out " << out.shape_str() << " (f32 host tensors of one size)";
+    if (x.data != out.data) std::memcpy(out.data, x.data, x.nbytes());
+  }
+  void broadcast(void*, size_t, int root) override { LLM_CHECK(root == 0) << "broadcast from rank " << root << " of 1"; }
+  int64_t all_reduce_min(int64_t v) override { return v; }
+  void send(const void*, size_t, int peer) override { LLM_CHECK(false) << "send to rank " << peer << ": world size 1"; }
+  void recv(void*, size_t, int peer) override { LLM_CHECK(false) << "recv from rank " << peer << ": world size 1"; }
+  void abort_all(const std::string& why) override { LLM_CHECK(false) << why; }
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_single_rank_comm() { return std::make_unique<SingleRankComm>(); }
+
+}  // namespace llmctl

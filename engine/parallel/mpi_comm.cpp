@@ -1,0 +1,132 @@
+#include "engine/parallel/mpi_comm.h"
+
+#include "engine/core/error.h"
+
+#ifdef LLMCTL_HAVE_MPI
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <vector>
+#endif
+
+namespace llmctl {
+
+#ifdef LLMCTL_HAVE_MPI
+namespace {
+
+void mpi_check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  LLM_CHECK(false) << what << " failed: " << std::string(msg, size_t(len));
+}
+
+void init_mpi_once() {
+  int done = 0;
+  MPI_Initialized(&done);
+  if (done) return;
+  int provided = 0;
+  mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  LLM_CHECK(provided >= MPI_THREAD_SERIALIZED) << "MPI gives thread level " << provided << ", llmctl needs SERIALIZED";
+  std::atexit([] {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+  });
+}
+
+void check_host_f32(const Tensor& t, const char* what) {
+  LLM_CHECK(t.device == Device::CPU && t.dtype == DType::F32)
+      << "MPI " << what << ": a host f32 tensor is needed, got " << dtype_name(t.dtype) << " " << t.shape_str()
+      << (t.device == Device::CPU ? "" : " on a GPU (NCCL is the GPU communicator)");
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm() {
+    init_mpi_once();
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string name() const override { return "mpi"; }
+
+  void all_reduce_sum(Tensor& x) override {
+    check_host_f32(x, "all_reduce_sum");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.data, int(x.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  }
+
+  void all_gather_cols(const Tensor& x, Tensor& out) override {
+    check_host_f32(x, "all_gather_cols");
+    check_host_f32(out, "all_gather_cols");
+    LLM_CHECK(x.rank() == 2 && out.rank() == 2 && out.dim(0) == x.dim(0) && out.dim(1) == x.dim(1) * world_)
+        << "all_gather_cols: x " << x.shape_str() << ", out " << out.shape_str() << ", world " << world_;
+    const int64_t R = x.dim(0), C = x.dim(1);
+    gathered_.resize(size_t(R * C * world_));
+    mpi_check(MPI_Allgather(x.data, int(R * C), MPI_FLOAT, gathered_.data(), int(R * C), MPI_FLOAT, MPI_COMM_WORLD),
+              "MPI_Allgather");
+    // gathered_ is [world, R, C]; out is [R, world * C].
+    for (int64_t r = 0; r < R; ++r)
+      for (int w = 0; w < world_; ++w)
+        std::copy_n(gathered_.data() + (int64_t(w) * R + r) * C, C, out.ptr<float>() + r * C * world_ + w * C);
+  }
+
+  void broadcast(void* data, size_t bytes, int root) override {
+    // MPI counts are int: send large payloads in pieces.
+    auto* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes; off += kPiece)
+      mpi_check(MPI_Bcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+
+  int64_t all_reduce_min(int64_t v) override {
+    long long in = v, out = 0;
+    mpi_check(MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(min)");
+    return out;
+  }
+
+  void send(const void* data, size_t bytes, int peer) override {
+    const auto* p = static_cast<const char*>(data);
+    for (size_t off = 0; off < bytes; off += kPiece)
+      mpi_check(MPI_Send(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+  }
+  void recv(void* data, size_t bytes, int peer) override {
+    auto* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes; off += kPiece)
+      mpi_check(MPI_Recv(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE),
+                "MPI_Recv");
+  }
+
+  void abort_all(const std::string& why) override {
+    std::cerr << "llmctl: rank " << rank_ << ": error: " << why << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::abort();  // MPI_Abort does not return
+  }
+
+ private:
+  static constexpr size_t kPiece = size_t(1) << 30;
+  int rank_ = 0, world_ = 1;
+  std::vector<float> gathered_;
+};
+
+}  // namespace
+
+bool mpi_available() { return true; }
+std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+
+#else
+
+bool mpi_available() { return false; }
+std::unique_ptr<Comm> make_mpi_comm() {
+  LLM_REQUIRE(false) << "this llmctl was built without MPI: tensor parallelism needs Open MPI "
+                        "(apt-get install openmpi-bin libopenmpi-dev, then rebuild)";
+  return nullptr;
+}
+
+#endif
+
+}  // namespace llmctl
