@@ -34,6 +34,22 @@ std::unique_ptr<Comm> make_rank_comm(const RuntimeOptions& opts) {
   return comm;
 }
 
+// Ranks > 0 read the same files as rank 0: while they load, their notes (written to stderr) would
+// only repeat rank 0's. Errors are exceptions, reported by the caller, and still reach the user.
+class QuietNotes {
+ public:
+  explicit QuietNotes(bool quiet) : old_(quiet ? std::cerr.rdbuf(&null_) : nullptr) {}
+  ~QuietNotes() {
+    if (old_) std::cerr.rdbuf(old_);
+  }
+
+ private:
+  struct NullBuf : std::streambuf {
+    int overflow(int c) override { return c; }
+  } null_;
+  std::streambuf* old_;
+};
+
 }  // namespace
 
 Runtime load_runtime(const RuntimeOptions& opts) {
@@ -42,6 +58,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.comm = make_rank_comm(opts);
   rt.rank = rt.comm ? rt.comm->rank() : 0;
   const int world = rt.comm ? rt.comm->world() : 1;
+  QuietNotes quiet(rt.rank > 0);
   rt.model_path = resolve_model(opts.model);
   LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";

@@ -1,5 +1,6 @@
 #include "engine/parallel/launcher.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +40,11 @@ void exec_under_mpirun(int world, const std::vector<std::string>& argv) {
   std::vector<char*> c;
   for (const std::string& s : cmd) c.push_back(const_cast<char*>(s.c_str()));
   c.push_back(nullptr);
+  // exec keeps the signal mask: serve blocks SIGINT/SIGTERM for its signal thread before it loads
+  // the model, and mpirun must receive them to stop the ranks.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   execvp(c[0], c.data());
   LLM_REQUIRE(false) << "cannot start " << world << " ranks: running mpirun failed (" << std::strerror(errno)
                      << "); install Open MPI (apt-get install openmpi-bin) or start the ranks yourself with mpirun";

@@ -6,7 +6,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <iostream>
 #include <vector>
 #endif
@@ -76,10 +78,21 @@ class MpiComm final : public Comm {
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
-    // MPI counts are int: send large payloads in pieces.
+    // MPI counts are int: send large payloads in pieces. A rank waiting for rank 0's next command
+    // may wait for a long time (an idle server): it polls, then sleeps between polls, instead of
+    // spinning on a core the other ranks need.
     auto* p = static_cast<char*>(data);
-    for (size_t off = 0; off < bytes; off += kPiece)
-      mpi_check(MPI_Bcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    for (size_t off = 0; off < bytes; off += kPiece) {
+      MPI_Request req;
+      mpi_check(MPI_Ibcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, MPI_COMM_WORLD, &req),
+                "MPI_Ibcast");
+      int done = 0;
+      for (int polls = 0;; ++polls) {
+        mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) break;
+        if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 1000 : 50));
+      }
+    }
   }
 
   int64_t all_reduce_min(int64_t v) override {

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Tensor parallelism on CPU ranks (Open MPI), against one rank and against transformers' goldens.
+
+1. Golden cases through llmctl_score under `mpirun -np N`: the default model (9 query heads, 3 KV
+   heads: TP=3) and a tiny int4 Llama packed by llm-compressor (4 query heads, 2 KV heads: TP=2
+   splits them and its quantized row-parallel weights on group boundaries; TP=4, which would cut
+   o_proj's groups of 32 into 16 columns, is refused, and runs on its dense conversion, where the
+   KV heads are replicated). Every greedy continuation identical to one rank's, top-20
+   log-probabilities within 1e-4 of one rank's and within the golden test's tolerance of
+   transformers'.
+2. `llmctl generate -tp 3` starts its own ranks: 64 prompts batched give exactly what each gives
+   alone (--max-num-seqs 1 runs them one at a time, through the same ranks).
+3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
+   numbers, and no rank hangs.
+4. `llmctl serve -tp 3`: chat and completions requests (streamed and not) answer as one rank does;
+   SIGTERM stops every rank; a rank killed mid-stream ends the server non-zero within 10 s.
+Skips (77) without Open MPI's mpirun or the default model.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from server_util import HOME, MODEL, SRC, Server, check, finish  # noqa: E402
+
+build = sys.argv[1]
+if not shutil.which("mpirun"):
+    print("SKIP: mpirun not found (apt-get install openmpi-bin)")
+    sys.exit(77)
+if not os.path.exists(MODEL):
+    print(f"SKIP: default model not found at {MODEL}")
+    sys.exit(77)
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+TINY = os.path.join(SRC, "tests/golden/quant/tiny_llama_ct_w4g32")
+
+
+def score(golden, model, tp, expect_ok=True):
+    cmd = [os.path.join(build, "llmctl_score"), golden, "--model", model, "--device", "cpu"]
+    if tp > 1:
+        cmd = ["mpirun", "-np", str(tp), "--oversubscribe", "--bind-to", "none"] + cmd + ["--tensor-parallel-size", str(tp)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if not expect_ok:
+        return r
+    check(r.returncode == 0, f"llmctl_score TP={tp} on {os.path.basename(model)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def compare(name, golden_path, one, many, tp, golden_tol):
+    golden = json.load(open(golden_path))
+    if not one or not many:
+        return
+    check([c["name"] for c in many["cases"]] == [c["name"] for c in golden["cases"]], f"{name} TP={tp}: every case")
+    worst_one = worst_ref = 0.0
+    for g, a, b in zip(golden["cases"], one["cases"], many["cases"]):
+        if "top_logprobs" in g:
+            for rg, ra, rb in zip(g["top_logprobs"], a["logprobs_at_ref_ids"], b["logprobs_at_ref_ids"]):
+                for x, y, z in zip(rg, ra, rb):
+                    worst_one, worst_ref = max(worst_one, abs(z - y)), max(worst_ref, abs(z - x))
+        for key in a:
+            if key.startswith("greedy"):
+                check(a[key] == b[key], f"{name} TP={tp} {g['name']}: greedy continuation equals TP=1's")
+    check(worst_one <= 1e-4, f"{name} TP={tp}: top-20 logprobs within 1e-4 of TP=1 (worst {worst_one:.2e})")
+    check(worst_ref <= golden_tol, f"{name} TP={tp}: within {golden_tol} of transformers (worst {worst_ref:.2e})")
+
+
+# 1. Goldens.
+golden = os.path.join(SRC, "tests/golden/smollm2_golden.json")
+one = score(golden, MODEL, 1)
+compare("default model", golden, one, score(golden, MODEL, 3), 3, 2e-3)
+tiny_golden = os.path.join(SRC, "tests/golden/quant/tiny_llama_ct_w4g32_golden.json")
+tiny_one = score(tiny_golden, TINY, 1)
+compare("tiny int4 llama", tiny_golden, tiny_one, score(tiny_golden, TINY, 2), 2, 1e-3)
+r = score(tiny_golden, TINY, 4, expect_ok=False)
+check(r.returncode != 0 and "not on boundaries of the quantization group size 32" in r.stderr,
+      f"TP=4 of the int4 g32 llama refused: its o_proj rows would split groups (exit {r.returncode})")
+with tempfile.TemporaryDirectory() as tmp:
+    dense = os.path.join(tmp, "dense")
+    c = subprocess.run([os.path.join(build, "llmctl"), "convert", TINY, dense, "--dtype", "f32"], capture_output=True, text=True)
+    check(c.returncode == 0, "convert the tiny int4 llama to f32" + ("" if c.returncode == 0 else ": " + c.stderr[-500:]))
+    if c.returncode == 0:
+        compare("tiny llama (dense)", tiny_golden, score(tiny_golden, dense, 1), score(tiny_golden, dense, 4), 4, 1e-3)
+
+# 2. Batched equals alone, through llmctl's own launcher.
+words = open(os.path.join(SRC, "../shared/data/wikitext2-valid.txt")).read().split()[:4000] \
+    if os.path.exists(os.path.join(SRC, "../shared/data/wikitext2-valid.txt")) else ["The", "cat", "sat"] * 400
+with tempfile.TemporaryDirectory() as tmp:
+    prompts = os.path.join(tmp, "prompts.jsonl")
+    with open(prompts, "w") as f:
+        for i in range(64):
+            start = (i * 37) % 3000
+            f.write(json.dumps({"prompt": " ".join(words[start:start + 3 + i % 40]), "max_tokens": 8 + i % 9,
+                                "temperature": 0}) + "\n")
+
+    def run_prompts(*flags):
+        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu", "-tp", "3",
+                            "-t", "1", "--prompts", prompts, *flags], capture_output=True, text=True, env=env, timeout=600)
+        check(r.returncode == 0, f"generate -tp 3 --prompts {' '.join(flags)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
+        return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+    t0 = time.time()
+    batched = run_prompts("--max-num-seqs", "64")
+    alone = run_prompts("--max-num-seqs", "1")
+    check(len(batched) == 64 and len(alone) == 64, f"64 answers each way ({len(batched)}, {len(alone)})")
+    same = sum(1 for a, b in zip(batched, alone) if a.get("text") == b.get("text") and "error" not in a)
+    check(same == 64, f"TP=3: 64 batched prompts equal their runs alone ({same}/64; {time.time() - t0:.0f} s)")
+
+# 3. A size that does not divide.
+t0 = time.time()
+r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu", "-tp", "2", "-n", "4",
+                    "hello"], capture_output=True, text=True, env=env, timeout=120)
+check(r.returncode != 0 and "9" in r.stderr and "query heads" in r.stderr and "2" in r.stderr,
+      f"-tp 2 of 9 query heads refused with the numbers, exit {r.returncode} in {time.time() - t0:.1f} s: "
+      + r.stderr.strip().splitlines()[0][:200] if r.stderr.strip() else "(no message)")
+
+
+# 4. serve -tp 3.
+def ranks_of(pid):
+    """Pids of the processes mpirun (pid) started, by OMPI_COMM_WORLD_RANK."""
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{p}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            envs = open(f"/proc/{p}/environ", "rb").read().split(b"\0")
+            for e in envs:
+                if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    out[int(e.split(b"=")[1])] = int(p)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+ref = Server(build, "--device", "cpu")
+srv = Server(build, "--device", "cpu", "-tp", "3", "-t", "1")
+chat = {"messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 24, "temperature": 0}
+comp = {"prompt": "The capital of France is", "max_tokens": 16, "temperature": 0, "logprobs": 3}
+for path, body in (("/v1/chat/completions", chat), ("/v1/completions", comp)):
+    s1, a = ref.request("POST", path, body)
+    s2, b = srv.request("POST", path, body)
+    key = "message" if "messages" in body else "text"
+    ta = a["choices"][0][key] if s1 == 200 else None
+    tb = b["choices"][0][key] if s2 == 200 else None
+    check(s2 == 200 and ta == tb, f"serve -tp 3 {path}: same answer as one rank ({s1}, {s2})")
+s, streamed = srv.request("POST", "/v1/completions", dict(comp, stream=True))
+check(s == 200 and "[DONE]" in str(streamed), "serve -tp 3: a streamed completion ends with [DONE]")
+ref.proc.terminate()
+ref.proc.wait(timeout=30)
+
+ranks = ranks_of(srv.proc.pid)
+check(sorted(ranks) == [0, 1, 2], f"serve -tp 3 runs ranks 0, 1, 2 under mpirun ({sorted(ranks)})")
+# A rank killed mid-stream: the server (mpirun) exits non-zero within 10 s, every rank with it.
+import threading  # noqa: E402
+
+
+def stream_until_cut():
+    try:  # the stream is cut when the rank dies: the error is expected
+        srv.request("POST", "/v1/completions", dict(comp, max_tokens=2000, stream=True, ignore_eos=True), timeout=60)
+    except Exception as e:  # noqa: BLE001
+        print(f"     (stream ended: {type(e).__name__})")
+
+
+streaming = threading.Thread(target=stream_until_cut)
+streaming.start()
+time.sleep(1.0)
+if 1 in ranks:
+    os.kill(ranks[1], signal.SIGKILL)
+    t0 = time.time()
+    try:
+        rc = srv.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc is not None and rc != 0, f"rank 1 killed: the server exited non-zero ({rc}) in {time.time() - t0:.1f} s")
+    time.sleep(0.5)
+    alive = [p for p in ranks.values() if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()]
+    check(not alive, f"no rank left running ({alive})")
+if srv.proc.poll() is None:
+    srv.proc.kill()
+streaming.join(timeout=30)
+
+# SIGTERM stops every rank.
+srv2 = Server(build, "--device", "cpu", "-tp", "3", "-t", "1")
+ranks = ranks_of(srv2.proc.pid)
+srv2.proc.terminate()
+t0 = time.time()
+try:
+    rc = srv2.proc.wait(timeout=10)
+except subprocess.TimeoutExpired:
+    rc = None
+    srv2.proc.kill()
+time.sleep(0.5)
+alive = [p for p in ranks.values() if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()]
+check(rc is not None and not alive, f"SIGTERM: server and its {len(ranks)} ranks gone in {time.time() - t0:.1f} s (exit {rc})")
+finish()
