@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
-#include <thread>
+#include <fstream>
 #include <iostream>
+#include <string>
+#include <thread>
 #include <vector>
 #endif
 
@@ -26,6 +29,28 @@ void mpi_check(int rc, const char* what) {
   LLM_CHECK(false) << what << " failed: " << std::string(msg, size_t(len));
 }
 
+// Time spent in the step's collectives (waiting for the slowest rank included), per process; with
+// LLMCTL_COMM_STATS=1 each rank prints them at exit (scripts/bench-tp-cpu.sh reads them).
+struct CollectiveStats {
+  int64_t reduces = 0, gathers = 0;
+  double reduce_s = 0, gather_s = 0;
+};
+CollectiveStats g_stats;
+
+class Timed {
+ public:
+  Timed(int64_t& count, double& seconds) : count_(count), seconds_(seconds), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    ++count_;
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  int64_t& count_;
+  double& seconds_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 void init_mpi_once() {
   int done = 0;
   MPI_Initialized(&done);
@@ -36,7 +61,22 @@ void init_mpi_once() {
   std::atexit([] {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (fin) return;
+    const char* stats = std::getenv("LLMCTL_COMM_STATS");
+    if (stats && std::string(stats) == "1") {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      // Memory at exit: anonymous (the rank's own weights, cache, buffers) and file-backed (pages of
+      // the memory-mapped checkpoint it read: page cache, shared and reclaimable), and the peak.
+      std::ifstream st("/proc/self/status");
+      std::string line, mem;
+      while (std::getline(st, line))
+        if (line.rfind("VmHWM", 0) == 0 || line.rfind("RssAnon", 0) == 0 || line.rfind("RssFile", 0) == 0)
+          mem += " " + line.substr(0, line.find(':')) + " " + std::to_string(std::stol(line.substr(line.find(':') + 1)) / 1024) + " MiB";
+      std::fprintf(stderr, "llmctl: rank %d: comm: %lld all-reduces %.3f s, %lld all-gathers %.3f s; memory:%s\n", rank,
+                   (long long)g_stats.reduces, g_stats.reduce_s, (long long)g_stats.gathers, g_stats.gather_s, mem.c_str());
+    }
+    MPI_Finalize();
   });
 }
 
@@ -59,6 +99,7 @@ class MpiComm final : public Comm {
 
   void all_reduce_sum(Tensor& x) override {
     check_host_f32(x, "all_reduce_sum");
+    Timed t(g_stats.reduces, g_stats.reduce_s);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.data, int(x.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
   }
 
@@ -68,6 +109,7 @@ class MpiComm final : public Comm {
     LLM_CHECK(x.rank() == 2 && out.rank() == 2 && out.dim(0) == x.dim(0) && out.dim(1) == x.dim(1) * world_)
         << "all_gather_cols: x " << x.shape_str() << ", out " << out.shape_str() << ", world " << world_;
     const int64_t R = x.dim(0), C = x.dim(1);
+    Timed t(g_stats.gathers, g_stats.gather_s);
     gathered_.resize(size_t(R * C * world_));
     mpi_check(MPI_Allgather(x.data, int(R * C), MPI_FLOAT, gathered_.data(), int(R * C), MPI_FLOAT, MPI_COMM_WORLD),
               "MPI_Allgather");

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Tensor parallelism on CPU ranks: TP=2 (one thread a rank) against one rank (two threads) on the
+# same machine. The default model's 9 heads do not split in two, so the model is a random Llama of
+# the same family with 12 heads, 4 KV heads, hidden 768, 12 layers, intermediate 2048 and the
+# default model's vocabulary (tools/llmctl_random_model; ~113 M parameters, f32). Reports per run:
+# prefill / decode tokens/s (llmctl generate --json), peak RSS of every process (GNU time), and
+# for TP=2 each rank's time inside all-reduce / all-gather (LLMCTL_COMM_STATS=1), divided by steps.
+# Usage: scripts/bench-tp-cpu.sh [PROMPT_TOKENS] [GEN_TOKENS]   (defaults 128 64)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PP=${1:-128}
+TG=${2:-64}
+BUILD=${BUILD:-$ROOT/build}
+HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
+BASE="$HOME_DIR/models/SmolLM2-135M-Instruct/hf"
+MODEL=${MODEL:-/tmp/llmctl-bench-tp-model}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+"$ROOT/scripts/fetch-model.sh" >/dev/null
+[ -f "$MODEL/config.json" ] || "$BUILD/llmctl_random_model" "$BASE" "$MODEL" --hidden 768 --heads 12 --kv-heads 4 \
+  --layers 12 --intermediate 2048 --seed 7
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); model $MODEL"
+PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-$((PP * 4)))
+summary() {  # reads generate --json on stdin
+  python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
+}
+for rep in 1 2 3; do
+  echo "TP=1 (2 threads) rep $rep: $(/usr/bin/time -f '%M' -o /tmp/llmctl-tp1.rss "$BUILD/llmctl" generate -m "$MODEL" \
+    --device cpu -t 2 --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" 2>/dev/null | summary), peak RSS $(( $(cat /tmp/llmctl-tp1.rss) / 1024 )) MiB"
+  LLMCTL_COMM_STATS=1 mpirun -np 2 --oversubscribe --bind-to none /usr/bin/time -f 'peak RSS %M KiB' "$BUILD/llmctl" generate \
+    -m "$MODEL" --device cpu -tp 2 -t 1 --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" \
+    >/tmp/llmctl-tp2.json 2>/tmp/llmctl-tp2.err
+  echo "TP=2 (1 thread a rank) rep $rep: $(summary </tmp/llmctl-tp2.json), $(grep -o 'peak RSS [0-9]* KiB' /tmp/llmctl-tp2.err \
+    | awk '{printf "%s%d MiB", (NR>1?" / ":"rank peak RSS "), $3/1024}')"
+  grep 'comm:' /tmp/llmctl-tp2.err | sed "s/^/  /; s/\$/ over $((TG + 1)) steps/"
+done
