@@ -22,6 +22,10 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "under mpirun on this node; across nodes, run llmctl under mpirun -np N -H ... yourself")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  s->add_option("--pipeline-parallel-size", f.pipeline_parallel,
+                "(also -pp) split the layers over M pipeline stages, one rank (or -tp ranks) each, started as for -tp")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   s->add_flag("--enforce-eager", f.enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
   s->add_flag("--deterministic", f.deterministic,
               "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
@@ -84,6 +88,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
   ro.tensor_parallel = f.tensor_parallel;
+  ro.pipeline_parallel = f.pipeline_parallel;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
 }
@@ -96,7 +101,8 @@ void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv 
 
 Runtime load_engine_runtime(const EngineFlags& f) {
   const RuntimeOptions ro = runtime_options(f);  // the default model is fetched once, before the ranks start
-  if (ro.tensor_parallel > 1 && !launched_by_mpi()) exec_under_mpirun(ro.tensor_parallel, g_command_line);
+  const int ranks = ro.tensor_parallel * ro.pipeline_parallel;
+  if (ranks > 1 && !launched_by_mpi()) exec_under_mpirun(ranks, g_command_line);
   Runtime rt = load_runtime(ro);
   if (rt.is_worker_rank()) {
     serve_ranks(rt);

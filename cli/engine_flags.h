@@ -13,7 +13,7 @@ namespace llmctl::cli {
 struct EngineFlags {
   std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8";
   int threads = 0;
-  int tensor_parallel = 1;
+  int tensor_parallel = 1, pipeline_parallel = 1;
   bool enforce_eager = false, deterministic = false;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
@@ -21,7 +21,7 @@ struct EngineFlags {
 };
 
 // Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, -tp/--tensor-parallel-size,
-// --enforce-eager, --deterministic, --kv-cache-dtype, --act-quant) on s.
+// -pp/--pipeline-parallel-size, --enforce-eager, --deterministic, --kv-cache-dtype, --act-quant) on s.
 void add_runtime_flags(CLI::App* s, EngineFlags& f);
 // Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
 // help (e.g. "with --prompts: ").
@@ -35,8 +35,9 @@ void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope = ""
 
 // Without --model, fetches the default model first when it is absent (cli/fetch_model.h).
 RuntimeOptions runtime_options(const EngineFlags& f);
-// runtime_options, then load_runtime. With -tp N > 1 in a process mpirun did not start, this
-// process is first replaced by `mpirun -np N` of the same command line (engine/parallel/launcher.h).
+// runtime_options, then load_runtime. With -tp N x -pp M > 1 in a process mpirun did not start,
+// this process is first replaced by `mpirun -np N*M` of the same command line
+// (engine/parallel/launcher.h).
 // On ranks > 0 it never returns: they serve rank 0's steps, then the process exits.
 Runtime load_engine_runtime(const EngineFlags& f);
 

@@ -30,10 +30,11 @@ int main(int argc, char** argv) {
   runners["quantize"] = add_quantize(app);
   runners["convert"] = add_convert(app);
   set_command_line(argc, argv);
-  // vLLM's -tp spelling (CLI11 takes one-letter short names only).
+  // vLLM's -tp / -pp spelling (CLI11 takes one-letter short names only).
   std::vector<std::string> args(argv + 1, argv + argc);
   for (std::string& a : args)
     if (a == "-tp") a = "--tensor-parallel-size";
+    else if (a == "-pp") a = "--pipeline-parallel-size";
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
     app.parse(args);

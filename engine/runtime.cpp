@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <thread>
 #include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/executor/local_executor.h"
-#include "engine/executor/tensor_parallel_executor.h"
+#include "engine/executor/multi_rank_executor.h"
 #include "engine/parallel/launcher.h"
 #include "engine/parallel/mpi_comm.h"
 #include "engine/model/default_model.h"
@@ -20,17 +21,19 @@ namespace llmctl {
 
 namespace {
 
-// The communicator of a -tp run, checked against the ranks mpirun started.
-std::unique_ptr<Comm> make_rank_comm(const RuntimeOptions& opts) {
+// The communicator of every rank of a -tp x -pp run, checked against the ranks mpirun started.
+std::unique_ptr<Comm> make_run_comm(const RuntimeOptions& opts) {
   LLM_REQUIRE(opts.tensor_parallel >= 1) << "--tensor-parallel-size must be at least 1, got " << opts.tensor_parallel;
-  if (opts.tensor_parallel == 1) return nullptr;
-  LLM_REQUIRE(launched_by_mpi()) << "--tensor-parallel-size " << opts.tensor_parallel
-                                 << ": this process was not started by mpirun (llmctl starts its own ranks on one node; "
-                                    "across nodes run it under mpirun -np N)";
+  LLM_REQUIRE(opts.pipeline_parallel >= 1) << "--pipeline-parallel-size must be at least 1, got " << opts.pipeline_parallel;
+  const int ranks = opts.tensor_parallel * opts.pipeline_parallel;
+  if (ranks == 1) return nullptr;
+  LLM_REQUIRE(launched_by_mpi()) << ranks << " ranks (-tp " << opts.tensor_parallel << " x -pp " << opts.pipeline_parallel
+                                 << "): this process was not started by mpirun (llmctl starts its own ranks on one node; "
+                                    "across nodes run it under mpirun -np "
+                                 << ranks << ")";
   std::unique_ptr<Comm> comm = make_mpi_comm();
-  LLM_REQUIRE(comm->world() == opts.tensor_parallel)
-      << "mpirun started " << comm->world() << " ranks but --tensor-parallel-size is " << opts.tensor_parallel
-      << " (one rank per tensor-parallel shard; pipeline parallelism is not available yet)";
+  LLM_REQUIRE(comm->world() == ranks) << "mpirun started " << comm->world() << " ranks but -tp "
+                                      << opts.tensor_parallel << " x -pp " << opts.pipeline_parallel << " needs " << ranks;
   return comm;
 }
 
@@ -55,16 +58,19 @@ class QuietNotes {
 Runtime load_runtime(const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
-  rt.comm = make_rank_comm(opts);
+  rt.comm = make_run_comm(opts);
   rt.rank = rt.comm ? rt.comm->rank() : 0;
-  const int world = rt.comm ? rt.comm->world() : 1;
+  const int ranks = rt.comm ? rt.comm->world() : 1;
+  // Rank r is tensor-parallel rank r % tp of pipeline stage r / tp; each stage's ranks form a group.
+  const int world = opts.tensor_parallel, stage = rt.rank / world;
+  if (ranks > 1) rt.tp_comm = rt.comm->split(stage, rt.rank % world);
   QuietNotes quiet(rt.rank > 0);
   rt.model_path = resolve_model(opts.model);
   LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
   std::optional<DType> weight_dtype = opts.dtype;
 #ifdef LLMCTL_HAVE_CUDA
-  if (world == 1 && (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available()))) {
+  if (ranks == 1 && (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available()))) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
     // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
     const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
@@ -78,13 +84,13 @@ Runtime load_runtime(const RuntimeOptions& opts) {
 #else
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
-  LLM_REQUIRE(world == 1 || opts.device != "cuda")
-      << "--tensor-parallel-size " << world << " with --device cuda: the NCCL communicator is not built yet; "
-      << "tensor parallelism runs on CPU ranks (--device cpu)";
+  LLM_REQUIRE(ranks == 1 || opts.device != "cuda")
+      << ranks << " ranks with --device cuda: the NCCL communicator is not built yet; tensor and pipeline "
+      << "parallelism run on CPU ranks (--device cpu)";
   // Ranks share the node's cores unless --threads says otherwise.
-  const int threads = opts.threads > 0 || world == 1
+  const int threads = opts.threads > 0 || ranks == 1
                           ? opts.threads
-                          : std::max(1, int(std::thread::hardware_concurrency()) / world);
+                          : std::max(1, int(std::thread::hardware_concurrency()) / ranks);
   if (!rt.backend) rt.backend = make_cpu_backend(threads, opts.act_quant);
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;
   // otherwise the checkpoint dequantizes them as it always has.
@@ -96,11 +102,12 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();
   ParallelContext par;
-  par.rank = rt.rank, par.world = world, par.comm = rt.comm.get();
+  par.rank = rt.rank % world, par.world = world, par.comm = rt.tp_comm.get();
+  par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();
   rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
   // Each refuses a KV dtype the backend lacks.
-  if (rt.rank == 0 && world > 1)
-    rt.executor = make_tensor_parallel_executor(*rt.model, opts.kv_cache_dtype, *rt.comm);
+  if (rt.rank == 0 && ranks > 1)
+    rt.executor = make_multi_rank_executor(*rt.model, opts.kv_cache_dtype, *rt.comm);
   else
     rt.executor = std::make_unique<LocalExecutor>(*rt.model, opts.kv_cache_dtype);
   if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty() && rt.rank == 0)
@@ -114,6 +121,10 @@ void serve_ranks(Runtime& rt) {
   LLM_CHECK(rt.is_worker_rank() && rt.comm) << "serve_ranks on rank " << rt.rank;
   auto* local = dynamic_cast<LocalExecutor*>(rt.executor.get());
   LLM_CHECK(local) << "rank " << rt.rank << " has no local executor";
+  // Ctrl-C / SIGTERM reach every rank (mpirun forwards them): rank 0 decides when to stop (serve
+  // finishes its requests) and then shuts this rank down; if it dies instead, mpirun ends the run.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
   serve_rank_steps(*local, *rt.comm);
 }
 

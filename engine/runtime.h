@@ -25,13 +25,16 @@ struct RuntimeOptions {
   // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by
   // mpirun (engine/parallel/launcher.h); 1 = this process alone.
   int tensor_parallel = 1;
+  // -pp: pipeline stages (the layers split in order); tensor_parallel x pipeline_parallel ranks.
+  int pipeline_parallel = 1;
 };
 
 struct Runtime {
   std::string model_path;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Comm> comm;          // tensor parallel: the ranks' communicator (else null); outlives the model
+  std::unique_ptr<Comm> comm;          // several ranks: all of them (else null); outlives the model
+  std::unique_ptr<Comm> tp_comm;       // several ranks: this rank's tensor-parallel group
   std::unique_ptr<Backend> backend;    // declared first: destroyed after what runs on it
   std::unique_ptr<Model> model;        // from the architecture registry
   std::unique_ptr<Executor> executor;  // what Engine, Scorer, serve and bench run the model through
@@ -39,17 +42,17 @@ struct Runtime {
   // The checkpoint's quantized linears were kept quantized for the backend (it runs Int4Group and
   // Int8Group); false for a dense checkpoint, or when they were dequantized at load.
   bool quantized_linears = false;
-  // Tensor parallel: this process's rank. Rank 0 runs everything above the executor (whose calls
-  // reach every rank); the others only serve_ranks().
+  // Several ranks: this process's rank in the run. Rank 0 runs everything above the executor (whose
+  // calls reach every rank); the others only serve_ranks().
   int rank = 0;
   bool is_worker_rank() const { return rank != 0; }
 };
 
-// Loads the model (tensor parallel: this rank's share; the process must have been started by
-// mpirun with -np opts.tensor_parallel ranks).
+// Loads the model (several ranks: this rank's share; the process must have been started by mpirun
+// with -np tensor_parallel x pipeline_parallel ranks).
 Runtime load_runtime(const RuntimeOptions& opts);
 
-// Ranks > 0 of a tensor-parallel run: executes rank 0's steps until rank 0's executor is gone.
+// Ranks > 0 of a multi-rank run: executes rank 0's steps until rank 0's executor is gone.
 void serve_ranks(Runtime& rt);
 
 }  // namespace llmctl

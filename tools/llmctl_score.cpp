@@ -2,8 +2,8 @@
 // our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
 // Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
-//                     [--act-quant none|int8] [--tensor-parallel-size N]
-// With --tensor-parallel-size N > 1 it must run under `mpirun -np N`; rank 0 prints.
+//                     [--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M]
+// With N x M > 1 it must run under `mpirun -np N*M`; rank 0 prints.
 // Quantized linears on the CPU run with exact f32 activations unless --act-quant int8 is given: the
 // goldens are transformers' fp32 activations against the same (dequantized) weights.
 #include <algorithm>
@@ -22,7 +22,7 @@ using namespace llmctl;
 
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
-                             "[--act-quant none|int8] [--tensor-parallel-size N]";
+                             "[--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M]";
   RuntimeOptions ro;
   ro.act_quant = ActQuantMode::None;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -31,6 +31,7 @@ int main(int argc, char** argv) try {
     else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
     else if (k == "--device") ro.device = argv[i + 1];
     else if (k == "--tensor-parallel-size") ro.tensor_parallel = std::stoi(argv[i + 1]);
+    else if (k == "--pipeline-parallel-size") ro.pipeline_parallel = std::stoi(argv[i + 1]);
     else if (k == "--act-quant") {
       const auto m = parse_act_quant(argv[i + 1]);
       LLM_REQUIRE(m) << "--act-quant: expected none or int8, got '" << argv[i + 1] << "'";

@@ -31,6 +31,9 @@ class LlamaModel final : public Model {
       : config_(ckpt.config), backend_(backend), par_(par) {
     LLM_CHECK(par_.world == 1 || (par_.comm && par_.comm->world() == par_.world && par_.comm->rank() == par_.rank))
         << "tensor parallel rank " << par_.rank << " of " << par_.world << " without its communicator";
+    LLM_CHECK(par_.stages == 1 || (par_.pp_comm && par_.pp_comm->world() == par_.world * par_.stages &&
+                                   par_.pp_comm->rank() == par_.rank_in_stage(par_.stage)))
+        << "pipeline stage " << par_.stage << " of " << par_.stages << " without its communicator";
     config_.validate();
     check_llama_supported(config_);
     w_ = load_llama_weights(ckpt, backend_, weight_dtype, par_);
@@ -44,6 +47,7 @@ class LlamaModel final : public Model {
   void check_context(int context) const override { check_llama_context(config_, context); }
   std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
   int kv_heads() const override { return num_kv_heads(); }
+  int num_local_layers() const override { return int(w_.layers.size()); }
 
   // This rank's widths (tensor parallel: its heads, its intermediate features, its vocab shard).
   ActivationWidths activation_widths() const override {
@@ -63,18 +67,25 @@ class LlamaModel final : public Model {
   // Per layer: input norm (+ the previous layer's mlp out into the residual) -> attention ->
   // post norm (+ attention out) -> gated MLP. The residual stream stays f32. Tensor parallel: the
   // embedding rows of other ranks' vocab come in by an all-reduce, so do the row-parallel o and
-  // down outputs; the lm_head's logits shards are gathered into full rows on every rank.
+  // down outputs; the lm_head's logits shards are gathered into full rows on every rank. Pipeline
+  // parallel: a stage after the first starts from the previous stage's (hidden, residual), a stage
+  // before the last hands its own on; the last stage's logits go to rank 0.
   void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override {
     const int64_t T = plan.tokens, R = plan.rows;
     Backend& be = backend_;
     Tensor hidden = first_rows(buf.hidden, T), residual = first_rows(buf.residual, T);
     Tensor normed = first_rows(buf.normed, T), qkv = first_rows(buf.qkv, T), attn = first_rows(buf.attn, T);
     Tensor gate_up = first_rows(buf.gate_up, T), act = first_rows(buf.act, T);
-    be.embed(w_.embed, *plan.batch, residual, w_.vocab_begin);
-    all_reduce(residual);
+    if (par_.first_stage()) {
+      be.embed(w_.embed, *plan.batch, residual, w_.vocab_begin);
+      all_reduce(residual);
+    } else {
+      recv(hidden, par_.stage - 1);
+      recv(residual, par_.stage - 1);
+    }
     for (size_t i = 0; i < w_.layers.size(); ++i) {
       const LlamaWeights::Layer& L = w_.layers[i];
-      if (i == 0)
+      if (w_.layer_begin + i == 0)
         L.input_norm(be, residual, normed);
       else
         L.input_norm(be, hidden, normed, &residual);
@@ -84,21 +95,32 @@ class LlamaModel final : public Model {
       L.mlp.run(be, normed, gate_up, act, hidden);
       all_reduce(hidden);
     }
+    Tensor logits = first_rows(buf.logits, R);
+    if (!par_.last_stage()) {
+      send(hidden, par_.stage + 1);
+      send(residual, par_.stage + 1);
+      // rank 0 samples: the last stage's logits come back to it
+      if (par_.first_stage() && par_.rank == 0 && R > 0)
+        par_.pp_comm->recv(logits.data, logits.nbytes(), par_.pp_comm->world() - par_.world);
+      return;
+    }
     w_.final_norm(be, hidden, normed, &residual);
     if (R == 0) return;
-    Tensor last = first_rows(buf.last, R), logits = first_rows(buf.logits, R);
+    Tensor last = first_rows(buf.last, R);
     be.gather_rows(normed, *plan.batch, last);
     if (par_.world == 1) {
       be.linear(last, w_.lm_head, nullptr, logits);
-      return;
+    } else {
+      Tensor shard = first_rows(buf.logits_local, R);
+      be.linear(last, w_.lm_head, nullptr, shard);
+      par_.comm->all_gather_cols(shard, logits);
     }
-    Tensor shard = first_rows(buf.logits_local, R);
-    be.linear(last, w_.lm_head, nullptr, shard);
-    par_.comm->all_gather_cols(shard, logits);
+    if (par_.stages > 1 && par_.rank == 0) par_.pp_comm->send(logits.data, logits.nbytes(), 0);
   }
 
   void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
     if (w_.layers.empty()) return;
+    if (!par_.last_stage()) R = 0;  // no lm_head here
     const LlamaWeights::Layer& L = w_.layers[0];  // every layer has the same shapes
     Tensor qkv = first_rows(buf.qkv, T), hidden = first_rows(buf.hidden, T), gate_up = first_rows(buf.gate_up, T);
     L.attention.run_linears(backend_, first_rows(buf.normed, T), qkv, first_rows(buf.attn, T), hidden);
@@ -116,6 +138,10 @@ class LlamaModel final : public Model {
   void all_reduce(Tensor& x) {
     if (par_.world > 1) par_.comm->all_reduce_sum(x);
   }
+  // A step's activations to / from the same tensor-parallel rank of another pipeline stage (host
+  // tensors: pipeline stages run on CPU ranks).
+  void send(const Tensor& x, int stage) { par_.pp_comm->send(x.data, x.nbytes(), par_.rank_in_stage(stage)); }
+  void recv(Tensor& x, int stage) { par_.pp_comm->recv(x.data, x.nbytes(), par_.rank_in_stage(stage)); }
 
   ModelConfig config_;
   Backend& backend_;

@@ -27,7 +27,8 @@ struct LlamaWeights {
   int64_t vocab_begin = 0;  // the first token id of embed's and lm_head's rows
   LinearWeight lm_head;   // [V, H]; shares embed's storage when tied
   RmsNorm final_norm;
-  std::vector<Layer> layers;
+  std::vector<Layer> layers;  // pipeline parallel: this stage's, from layer_begin
+  int layer_begin = 0;
   std::vector<KvScales> kv_scales;  // fp8 KV cache scales per layer (host), empty when the checkpoint has none
 };
 

@@ -36,11 +36,14 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
   check_llama_tensors(ckpt);  // every shape against the config before a kernel reads a weight
   const int kRank = par.rank, kWorld = par.world;
   check_tensor_parallel(c, kWorld);  // sizes that do not divide, refused before any weight is read
+  check_pipeline_parallel(c, par.stages);
+  const int first = par.layer_begin(c.num_layers), last = par.layer_end(c.num_layers);
   LlamaWeights w;
+  w.layer_begin = first;
   w.weight_dtype = weight_dtype.value_or(ckpt.get("model.embed_tokens.weight").dtype);
   w.vocab_begin = int64_t(c.vocab_size) / kWorld * kRank;
   const std::vector<int> kv_heads = local_kv_heads(c.num_kv_heads, kRank, kWorld);
-  w.layers.resize(size_t(c.num_layers));
+  w.layers.resize(size_t(last - first));  // this pipeline stage's
   for (LlamaWeights::Layer& L : w.layers) {
     L.attention.num_q_heads = c.num_heads / kWorld;
     L.attention.num_kv_heads = int(kv_heads.size());
@@ -48,10 +51,17 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
   bool have_embed = false;
   std::vector<std::string> dense_fallbacks;  // quantized weights loaded dense, "<name>: <why>"
   for (const WeightSource& s : llama_weight_sources(c)) {
+    // Pipeline parallel: the first stage embeds, the last one normalizes and projects (and needs
+    // the embedding too when the lm_head is tied to it); each holds its own layers.
+    const bool mine = s.layer >= 0 ? s.layer >= first && s.layer < last
+                      : s.role == WeightRole::Embed
+                          ? par.first_stage() || (par.last_stage() && c.tie_word_embeddings)
+                          : par.last_stage();  // lm_head, final norm
+    if (!mine) continue;
     const ShardSpec spec = megatron_shard(s.role, c, kRank, kWorld);
     auto linear = [&] { return load_linear(ckpt, s, spec, w.weight_dtype, backend, &dense_fallbacks); };
     auto f32 = [&] { return load_tensor(ckpt, s, spec, DType::F32, backend); };
-    LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer)) : nullptr;
+    LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
     switch (s.role) {
       case WeightRole::Embed:
         w.embed = load_tensor(ckpt, s, spec, w.weight_dtype, backend);
@@ -84,6 +94,8 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     }
   }
   w.kv_scales = load_kv_scales(ckpt);
+  if (!w.kv_scales.empty())  // this stage's layers only
+    w.kv_scales = std::vector<KvScales>(w.kv_scales.begin() + first, w.kv_scales.begin() + last);
   if (kWorld > 1)  // this rank's kv heads only
     for (KvScales& s : w.kv_scales) {
       KvScales mine;

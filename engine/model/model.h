@@ -58,6 +58,8 @@ class Model {
   virtual ActivationWidths activation_widths() const = 0;
   // KV heads this rank's cache holds: config().num_kv_heads, or its share under tensor parallelism.
   virtual int kv_heads() const { return config().num_kv_heads; }
+  // Layers this rank runs, and so holds KV for: config().num_layers, or its pipeline stage's share.
+  virtual int num_local_layers() const { return config().num_layers; }
   // Throws InputError when the model cannot run `context` tokens exactly (e.g. a sliding window
   // shorter than the context: llmctl's attention reads the whole context).
   virtual void check_context(int context) const = 0;
@@ -65,7 +67,8 @@ class Model {
   // kv_heads()); empty when it has none.
   virtual std::vector<KvScales> kv_scales() const { return {}; }
   // Enqueues one step: buf.logits[0, plan.rows) = logits of the plan's logits rows. kv: one
-  // KvLayer per layer.
+  // KvLayer per local layer. Pipeline parallel: a stage takes its input from the previous one and
+  // hands its output to the next; the logits arrive on rank 0 (other ranks' buf.logits: unspecified).
   virtual void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) = 0;
   // Runs each distinct linear of a step once at T tokens (the lm_head at R rows, when R > 0):
   // what the runner times to tune GEMM algorithms. Reads and writes buf only.

@@ -25,6 +25,7 @@ class SingleRankComm final : public Comm {
   void send(const void*, size_t, int peer) override { LLM_CHECK(false) << "send to rank " << peer << ": world size 1"; }
   void recv(void*, size_t, int peer) override { LLM_CHECK(false) << "recv from rank " << peer << ": world size 1"; }
   void abort_all(const std::string& why) override { LLM_CHECK(false) << why; }
+  std::unique_ptr<Comm> split(int, int) override { return std::make_unique<SingleRankComm>(); }
 };
 
 }  // namespace

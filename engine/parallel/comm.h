@@ -35,6 +35,9 @@ class Comm {
   // Host bytes to / from one peer (pipeline stages).
   virtual void send(const void* data, size_t bytes, int peer) = 0;
   virtual void recv(void* data, size_t bytes, int peer) = 0;
+  // The ranks with the same color form a new communicator, numbered by key (MPI_Comm_split): a
+  // run of TP x PP ranks splits into one tensor-parallel group per pipeline stage.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
   // Ends every rank of the run: writes "llmctl: rank <r>: error: <why>" to stderr and aborts the
   // job (MPI_Abort; the launcher reports it and exits non-zero). Used when ranks can no longer
   // agree on what runs next. World 1: throws Error(why).

@@ -88,10 +88,10 @@ void check_host_f32(const Tensor& t, const char* what) {
 
 class MpiComm final : public Comm {
  public:
-  MpiComm() {
-    init_mpi_once();
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  // The world of the ranks mpirun started, or (split) a part of it.
+  explicit MpiComm(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
   }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
@@ -100,7 +100,7 @@ class MpiComm final : public Comm {
   void all_reduce_sum(Tensor& x) override {
     check_host_f32(x, "all_reduce_sum");
     Timed t(g_stats.reduces, g_stats.reduce_s);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.data, int(x.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.data, int(x.numel()), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
   }
 
   void all_gather_cols(const Tensor& x, Tensor& out) override {
@@ -111,7 +111,7 @@ class MpiComm final : public Comm {
     const int64_t R = x.dim(0), C = x.dim(1);
     Timed t(g_stats.gathers, g_stats.gather_s);
     gathered_.resize(size_t(R * C * world_));
-    mpi_check(MPI_Allgather(x.data, int(R * C), MPI_FLOAT, gathered_.data(), int(R * C), MPI_FLOAT, MPI_COMM_WORLD),
+    mpi_check(MPI_Allgather(x.data, int(R * C), MPI_FLOAT, gathered_.data(), int(R * C), MPI_FLOAT, comm_),
               "MPI_Allgather");
     // gathered_ is [world, R, C]; out is [R, world * C].
     for (int64_t r = 0; r < R; ++r)
@@ -126,7 +126,7 @@ class MpiComm final : public Comm {
     auto* p = static_cast<char*>(data);
     for (size_t off = 0; off < bytes; off += kPiece) {
       MPI_Request req;
-      mpi_check(MPI_Ibcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, MPI_COMM_WORLD, &req),
+      mpi_check(MPI_Ibcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, comm_, &req),
                 "MPI_Ibcast");
       int done = 0;
       for (int polls = 0;; ++polls) {
@@ -139,31 +139,38 @@ class MpiComm final : public Comm {
 
   int64_t all_reduce_min(int64_t v) override {
     long long in = v, out = 0;
-    mpi_check(MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(min)");
+    mpi_check(MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, comm_), "MPI_Allreduce(min)");
     return out;
   }
 
   void send(const void* data, size_t bytes, int peer) override {
     const auto* p = static_cast<const char*>(data);
     for (size_t off = 0; off < bytes; off += kPiece)
-      mpi_check(MPI_Send(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+      mpi_check(MPI_Send(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, comm_), "MPI_Send");
   }
   void recv(void* data, size_t bytes, int peer) override {
     auto* p = static_cast<char*>(data);
     for (size_t off = 0; off < bytes; off += kPiece)
-      mpi_check(MPI_Recv(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, MPI_COMM_WORLD,
+      mpi_check(MPI_Recv(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, comm_,
                          MPI_STATUS_IGNORE),
                 "MPI_Recv");
   }
 
+  std::unique_ptr<Comm> split(int color, int key) override {
+    MPI_Comm part;
+    mpi_check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+    return std::make_unique<MpiComm>(part);  // freed by MPI_Finalize
+  }
+
   void abort_all(const std::string& why) override {
     std::cerr << "llmctl: rank " << rank_ << ": error: " << why << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the whole run, not just this group
     std::abort();  // MPI_Abort does not return
   }
 
  private:
   static constexpr size_t kPiece = size_t(1) << 30;
+  MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   std::vector<float> gathered_;
 };
@@ -171,7 +178,10 @@ class MpiComm final : public Comm {
 }  // namespace
 
 bool mpi_available() { return true; }
-std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+std::unique_ptr<Comm> make_mpi_comm() {
+  init_mpi_once();
+  return std::make_unique<MpiComm>(MPI_COMM_WORLD);
+}
 
 #else
 

@@ -25,16 +25,16 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   const ModelConfig& c = model_.config();
-  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, c.num_layers, model_.kv_heads(),
+  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, model_.num_local_layers(), model_.kv_heads(),
                             c.head_dim);
 }
 
 void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   const ModelConfig& c = model_.config();
-  const int kv_heads = model_.kv_heads();  // this rank's
+  const int kv_heads = model_.kv_heads(), layers = model_.num_local_layers();  // this rank's
   const KvCacheSpec expect = make_kv_cache_spec(spec.kind, backend().activation_dtype(), spec.block_size,
-                                                c.num_layers, kv_heads, c.head_dim);
-  LLM_CHECK(spec.num_layers == c.num_layers && spec.num_kv_heads == kv_heads && spec.head_dim == c.head_dim)
+                                                layers, kv_heads, c.head_dim);
+  LLM_CHECK(spec.num_layers == layers && spec.num_kv_heads == kv_heads && spec.head_dim == c.head_dim)
       << "KV cache spec does not match the model";
   LLM_CHECK(spec.dtype == expect.dtype && spec.scale_layout == expect.scale_layout &&
             spec.scale_dtype == expect.scale_dtype)
@@ -46,7 +46,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   std::vector<KvScales> fp8_scales;
   if (spec.kind == KvCacheDtype::Fp8) {
     fp8_scales = model_.kv_scales();
-    LLM_CHECK(fp8_scales.empty() || int(fp8_scales.size()) == c.num_layers) << "KV scales for " << fp8_scales.size()
+    LLM_CHECK(fp8_scales.empty() || int(fp8_scales.size()) == layers) << "KV scales for " << fp8_scales.size()
                                                                              << " layers";
   }
   // [Hkv] f32 on the backend: the layer's calibrated scales, or 1.0 (the warning is the runtime's).
@@ -56,7 +56,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
     return backend().upload(h);
   };
   kv_.clear();  // the old cache goes before the new one is allocated
-  kv_.resize(size_t(c.num_layers));
+  kv_.resize(size_t(layers));
   for (size_t i = 0; i < kv_.size(); ++i) {  // + 1: the scratch block
     KvLayer& l = kv_[i];
     const std::vector<int64_t> shape = {num_blocks + 1, spec.block_size, kv_heads, c.head_dim};
@@ -136,7 +136,7 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   Backend& be = backend();
   const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
   LLM_CHECK(T > 0) << "empty batch";
-  LLM_CHECK(int(kv_.size()) == c.num_layers) << "no KV cache: alloc_kv_cache before execute";
+  LLM_CHECK(int(kv_.size()) == model_.num_local_layers()) << "no KV cache: alloc_kv_cache before execute";
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
   plan.validate(block_size, pool_blocks);
   for (int32_t id : plan.token_ids)  // the embedding (one vocab shard per rank) takes them as given

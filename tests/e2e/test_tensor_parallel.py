@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tensor parallelism on CPU ranks (Open MPI), against one rank and against transformers' goldens.
+"""Tensor and pipeline parallelism on CPU ranks (Open MPI), against one rank and against
+transformers' goldens.
 
 1. Golden cases through llmctl_score under `mpirun -np N`: the default model (9 query heads, 3 KV
    heads: TP=3) and a tiny int4 Llama packed by llm-compressor (4 query heads, 2 KV heads: TP=2
@@ -7,7 +8,9 @@
    o_proj's groups of 32 into 16 columns, is refused, and runs on its dense conversion, where the
    KV heads are replicated). Every greedy continuation identical to one rank's, top-20
    log-probabilities within 1e-4 of one rank's and within the golden test's tolerance of
-   transformers'.
+   transformers'. Pipeline parallel: the default model in 2 stages of 15 layers (bitwise equal to
+   one rank: no sum changes order), and the tiny llama at TP=2 x PP=2 (4 ranks); -pp 4 of 30
+   layers is refused.
 2. `llmctl generate -tp 3` starts its own ranks: 64 prompts batched give exactly what each gives
    alone (--max-num-seqs 1 runs them one at a time, through the same ranks).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
@@ -39,14 +42,15 @@ env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 TINY = os.path.join(SRC, "tests/golden/quant/tiny_llama_ct_w4g32")
 
 
-def score(golden, model, tp, expect_ok=True):
+def score(golden, model, tp, expect_ok=True, pp=1):
     cmd = [os.path.join(build, "llmctl_score"), golden, "--model", model, "--device", "cpu"]
-    if tp > 1:
-        cmd = ["mpirun", "-np", str(tp), "--oversubscribe", "--bind-to", "none"] + cmd + ["--tensor-parallel-size", str(tp)]
+    if tp * pp > 1:
+        cmd = ["mpirun", "-np", str(tp * pp), "--oversubscribe", "--bind-to", "none"] + cmd + [
+            "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if not expect_ok:
         return r
-    check(r.returncode == 0, f"llmctl_score TP={tp} on {os.path.basename(model)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
+    check(r.returncode == 0, f"llmctl_score TP={tp} PP={pp} on {os.path.basename(model)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
@@ -72,9 +76,11 @@ def compare(name, golden_path, one, many, tp, golden_tol):
 golden = os.path.join(SRC, "tests/golden/smollm2_golden.json")
 one = score(golden, MODEL, 1)
 compare("default model", golden, one, score(golden, MODEL, 3), 3, 2e-3)
+compare("default model", golden, one, score(golden, MODEL, 1, pp=2), "1 x PP=2", 2e-3)
 tiny_golden = os.path.join(SRC, "tests/golden/quant/tiny_llama_ct_w4g32_golden.json")
 tiny_one = score(tiny_golden, TINY, 1)
 compare("tiny int4 llama", tiny_golden, tiny_one, score(tiny_golden, TINY, 2), 2, 1e-3)
+compare("tiny int4 llama", tiny_golden, tiny_one, score(tiny_golden, TINY, 2, pp=2), "2 x PP=2", 1e-3)
 r = score(tiny_golden, TINY, 4, expect_ok=False)
 check(r.returncode != 0 and "not on boundaries of the quantization group size 32" in r.stderr,
       f"TP=4 of the int4 g32 llama refused: its o_proj rows would split groups (exit {r.returncode})")
@@ -97,17 +103,18 @@ with tempfile.TemporaryDirectory() as tmp:
                                 "temperature": 0}) + "\n")
 
     def run_prompts(*flags):
-        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu", "-tp", "3",
+        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu",
                             "-t", "1", "--prompts", prompts, *flags], capture_output=True, text=True, env=env, timeout=600)
-        check(r.returncode == 0, f"generate -tp 3 --prompts {' '.join(flags)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
+        check(r.returncode == 0, f"generate --prompts {' '.join(flags)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
         return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
-    t0 = time.time()
-    batched = run_prompts("--max-num-seqs", "64")
-    alone = run_prompts("--max-num-seqs", "1")
-    check(len(batched) == 64 and len(alone) == 64, f"64 answers each way ({len(batched)}, {len(alone)})")
-    same = sum(1 for a, b in zip(batched, alone) if a.get("text") == b.get("text") and "error" not in a)
-    check(same == 64, f"TP=3: 64 batched prompts equal their runs alone ({same}/64; {time.time() - t0:.0f} s)")
+    for par in (["-tp", "3"], ["-pp", "2"]):
+        t0 = time.time()
+        batched = run_prompts(*par, "--max-num-seqs", "64")
+        alone = run_prompts(*par, "--max-num-seqs", "1")
+        check(len(batched) == 64 and len(alone) == 64, f"64 answers each way ({len(batched)}, {len(alone)})")
+        same = sum(1 for a, b in zip(batched, alone) if a.get("text") == b.get("text") and "error" not in a)
+        check(same == 64, f"{' '.join(par)}: 64 batched prompts equal their runs alone ({same}/64; {time.time() - t0:.0f} s)")
 
 # 3. A size that does not divide.
 t0 = time.time()
@@ -116,6 +123,12 @@ r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL,
 check(r.returncode != 0 and "9" in r.stderr and "query heads" in r.stderr and "2" in r.stderr,
       f"-tp 2 of 9 query heads refused with the numbers, exit {r.returncode} in {time.time() - t0:.1f} s: "
       + r.stderr.strip().splitlines()[0][:200] if r.stderr.strip() else "(no message)")
+
+
+r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu", "-pp", "4", "-n", "4",
+                    "hello"], capture_output=True, text=True, env=env, timeout=120)
+check(r.returncode != 0 and "cannot split 30 layers over 4 pipeline stages" in r.stderr,
+      f"-pp 4 of 30 layers refused with the numbers (exit {r.returncode})")
 
 
 # 4. serve -tp 3.

@@ -56,4 +56,11 @@ void check_tensor_parallel(const ModelConfig& c, int world) {
   for (const auto& [role, size] : dims) (void)shard_segments(size, megatron_shard(role, c, 0, world));
 }
 
+void check_pipeline_parallel(const ModelConfig& c, int stages) {
+  LLM_REQUIRE(stages >= 1) << "pipeline-parallel size must be at least 1, got " << stages;
+  LLM_REQUIRE(c.num_layers % stages == 0)
+      << "cannot split " << c.num_layers << " layers over " << stages << " pipeline stages: " << c.num_layers
+      << " is not a multiple of " << stages;
+}
+
 }  // namespace llmctl

@@ -21,4 +21,8 @@ ShardSpec megatron_shard(WeightRole role, const ModelConfig& c, int rank, int wo
 // intermediate size or vocabulary does not divide: InputError with the numbers.
 void check_tensor_parallel(const ModelConfig& c, int world);
 
+// Refuses, before any weight is read, a number of pipeline stages that does not divide the
+// layers: InputError with the numbers.
+void check_pipeline_parallel(const ModelConfig& c, int stages);
+
 }  // namespace llmctl

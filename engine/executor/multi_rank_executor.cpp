@@ -1,4 +1,4 @@
-#include "engine/executor/tensor_parallel_executor.h"
+#include "engine/executor/multi_rank_executor.h"
 
 #include <exception>
 #include <string>
@@ -65,12 +65,12 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
   return false;
 }
 
-class TensorParallelExecutor final : public Executor {
+class MultiRankExecutor final : public Executor {
  public:
-  TensorParallelExecutor(Model& model, KvCacheDtype kv_dtype, Comm& comm) : local_(model, kv_dtype), comm_(comm) {
-    LLM_CHECK(comm.rank() == 0) << "the tensor-parallel executor runs on rank 0, not " << comm.rank();
+  MultiRankExecutor(Model& model, KvCacheDtype kv_dtype, Comm& comm) : local_(model, kv_dtype), comm_(comm) {
+    LLM_CHECK(comm.rank() == 0) << "the multi-rank executor runs on rank 0, not " << comm.rank();
   }
-  ~TensorParallelExecutor() override {
+  ~MultiRankExecutor() override {
     // The other ranks leave serve_rank_steps; an exception here would end the process anyway.
     try {
       send({Op::Shutdown}, {});
@@ -143,8 +143,8 @@ class TensorParallelExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_tensor_parallel_executor(Model& model, KvCacheDtype kv_dtype, Comm& comm) {
-  return std::make_unique<TensorParallelExecutor>(model, kv_dtype, comm);
+std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheDtype kv_dtype, Comm& comm) {
+  return std::make_unique<MultiRankExecutor>(model, kv_dtype, comm);
 }
 
 void serve_rank_steps(LocalExecutor& local, Comm& comm) {
