@@ -96,7 +96,7 @@ Tensor CalibrationForward::alloc(int64_t cols) const { return Tensor::empty_host
 
 Tensor CalibrationForward::embed(const Tensor& table) {
   Tensor out = alloc(c_.hidden_size);
-  be_.embed(table, batch_, out);
+  be_.embed(table, batch_, out, 0);
   return out;
 }
 

@@ -38,7 +38,10 @@ def require_model():
 class Server:
     def __init__(self, build, *flags, api_key=None):
         self.api_key = api_key
-        cmd = [os.path.join(build, "llmctl"), "serve", "--model", MODEL, "--port", "0", *flags]
+        # LLMCTL_TEST_SERVE_ARGS: flags added to every server a test starts (e.g. "-tp 3 -t 1": the
+        # OpenAI client suite against tensor-parallel ranks, tests/e2e/test_tensor_parallel.py).
+        extra = os.environ.get("LLMCTL_TEST_SERVE_ARGS", "").split()
+        cmd = [os.path.join(build, "llmctl"), "serve", "--model", MODEL, "--port", "0", *flags, *extra]
         if api_key:
             cmd += ["--api-key", api_key]
         self.log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"llmctl-serve-{os.getpid()}-{time.time_ns()}.log")
