@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <iostream>
 
@@ -11,6 +13,7 @@
 #include "engine/executor/multi_rank_executor.h"
 #include "engine/parallel/launcher.h"
 #include "engine/parallel/mpi_comm.h"
+#include "engine/parallel/nccl_comm.h"
 #include "engine/model/default_model.h"
 #include "engine/model/registry.h"
 #ifdef LLMCTL_HAVE_CUDA
@@ -70,23 +73,31 @@ Runtime load_runtime(const RuntimeOptions& opts) {
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
   std::optional<DType> weight_dtype = opts.dtype;
 #ifdef LLMCTL_HAVE_CUDA
-  if (ranks == 1 && (opts.device == "cuda" || (opts.device == "auto" && cuda_device_available()))) {
+  // Several ranks take the GPU only when asked (--device cuda): CPU ranks are the tested default.
+  if (opts.device == "cuda" || (opts.device == "auto" && ranks == 1 && cuda_device_available())) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
+    LLM_REQUIRE(ranks == 1 || nccl_available()) << ranks << " ranks with --device cuda need NCCL, and this llmctl was "
+                                                << "built without it; run the ranks on the CPU (--device cpu)";
+    LLM_REQUIRE(opts.pipeline_parallel == 1)
+        << "--pipeline-parallel-size " << opts.pipeline_parallel << " with --device cuda: pipeline stages hand "
+        << "their activations over in host memory, so they run on CPU ranks only for now (--device cpu)";
     // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
     const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
     CudaOptions co;
     co.graphs = !opts.enforce_eager;
     co.deterministic = opts.deterministic;
     co.autotune_dir = llmctl_home();  // measured GEMM algorithms, reused by later runs
-    rt.backend = make_cuda_backend(compute, 0, co);
+    // One GPU per rank on a node: the rank's place among the node's ranks picks it.
+    rt.backend = make_cuda_backend(compute, launcher_local_rank() % cuda_device_count(), co);
     weight_dtype = compute;
+    // The step's collectives on the GPU (NCCL, on the backend's stream); at world 1 only when asked,
+    // to compare the NCCL path with the plain one (scripts/gpu-check.sh).
+    const char* world1 = std::getenv("LLMCTL_NCCL_WORLD1");
+    if (world > 1 || (world1 && std::string(world1) == "1")) rt.device_comm = make_nccl_comm(rt.tp_comm.get(), *rt.backend);
   }
 #else
   LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
-  LLM_REQUIRE(ranks == 1 || opts.device != "cuda")
-      << ranks << " ranks with --device cuda: the NCCL communicator is not built yet; tensor and pipeline "
-      << "parallelism run on CPU ranks (--device cpu)";
   // Ranks share the node's cores unless --threads says otherwise.
   const int threads = opts.threads > 0 || ranks == 1
                           ? opts.threads
@@ -102,7 +113,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();
   ParallelContext par;
-  par.rank = rt.rank % world, par.world = world, par.comm = rt.tp_comm.get();
+  par.rank = rt.rank % world, par.world = world, par.comm = rt.device_comm ? rt.device_comm.get() : rt.tp_comm.get();
   par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();
   rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
   // Each refuses a KV dtype the backend lacks.

@@ -36,6 +36,7 @@ struct Runtime {
   std::unique_ptr<Comm> comm;          // several ranks: all of them (else null); outlives the model
   std::unique_ptr<Comm> tp_comm;       // several ranks: this rank's tensor-parallel group
   std::unique_ptr<Backend> backend;    // declared first: destroyed after what runs on it
+  std::unique_ptr<Comm> device_comm;   // GPU ranks: the tensor-parallel group over NCCL, on the backend's stream
   std::unique_ptr<Model> model;        // from the architecture registry
   std::unique_ptr<Executor> executor;  // what Engine, Scorer, serve and bench run the model through
   double load_seconds = 0;

@@ -33,3 +33,23 @@ for rep in 1 2 3; do
     | awk '{printf "%s%d MiB", (NR>1?" / ":"rank peak RSS "), $3/1024}')"
   grep 'comm:' /tmp/llmctl-tp2.err | sed "s/^/  /; s/\$/ over $((TG + 1)) steps/"
 done
+
+# Prefill-heavy offline throughput, where pipeline stages can overlap: a step of several sequences
+# is cut into micro-batches that follow each other through the stages (LLMCTL_PP_MICROBATCHES=1
+# turns that off, to see what it brings).
+echo "== bench throughput: 32 prompts of 512 tokens, 8 generated each"
+tput() {  # LABEL ENV... -- FLAGS...
+  local label=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "$label: $(env "${envs[@]}" "$BUILD/llmctl" bench throughput -m "$MODEL" --device cpu --input-len 512 --output-len 8 \
+    --num-prompts 32 --max-num-batched-tokens 2048 "$@" 2>/dev/null |
+    awk -F'|' '$2 ~ /[0-9]/ {printf "%s s, total %s tok/s, TTFT p50 %s ms", $5, $8, $9}' | tr -s ' ')"
+}
+for rep in 1 2; do
+  tput "PP=1 TP=1 (2 threads) rep $rep" X=1 -- -t 2
+  tput "PP=2 (1 thread a rank) rep $rep" X=1 -- -pp 2 -t 1
+  tput "PP=2 without micro-batches rep $rep" LLMCTL_PP_MICROBATCHES=1 -- -pp 2 -t 1
+  tput "TP=2 (1 thread a rank) rep $rep" X=1 -- -tp 2 -t 1
+done

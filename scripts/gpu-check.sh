@@ -11,7 +11,9 @@
 # Writes into ${OUT:-bench/results}: nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log,
 # gpu-golden.log (the golden test in f16 and bf16 on the GPU, when the default model's GGUF is
 # present: GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
-# test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones).
+# test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones),
+# gpu-nccl-world1.log (the NCCL communicator at world size 1 against the plain path: identical
+# outputs, and offline throughput of each).
 # Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
 # Extra benchmark flags can also sweep offline throughput through the engine, e.g.
 #   GPU_BENCH_ARGS="--throughput 128/128,512/128,1024/1024 --concurrency 1,16,64,256"
@@ -100,5 +102,26 @@ else
   echo "gpu-check: batching test skipped ($HF_MODEL missing)" | tee "$RESULTS/gpu-batching-deterministic.log"
 fi
 
-echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc batching rc=$batch_rc; results in $RESULTS"
-exit $((test_rc || golden_rc || batch_rc))
+echo "== NCCL path at world size 1: the step's all-reduces and logits all-gather through NCCL == the plain path"
+nccl_rc=0
+if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" ]]; then
+  {
+    "$BUILD/llmctl_score" tests/golden/smollm2_golden.json --model "$GOLDEN_MODEL" --device cuda --dtype bf16 \
+      >"$RESULTS/nccl-plain.json" && LLMCTL_NCCL_WORLD1=1 "$BUILD/llmctl_score" tests/golden/smollm2_golden.json \
+      --model "$GOLDEN_MODEL" --device cuda --dtype bf16 >"$RESULTS/nccl-world1.json" &&
+      python3 -c "import json,sys; a,b=(json.load(open(sys.argv[i])) for i in (1,2)); same=a['cases']==b['cases']; print('NCCL world 1 outputs identical to the plain path:', same); sys.exit(0 if same else 1)" \
+        "$RESULTS/nccl-plain.json" "$RESULTS/nccl-world1.json"
+  } 2>&1 | tee "$RESULTS/gpu-nccl-world1.log"
+  nccl_rc=${PIPESTATUS[0]}
+  # Throughput: offline 128/128 at 64 concurrent, plain and through NCCL.
+  for nccl in 0 1; do
+    LLMCTL_NCCL_WORLD1=$nccl "$BUILD/llmctl" bench throughput --model "$HF_MODEL" --device cuda --input-len 128 \
+      --output-len 128 --num-prompts 256 --max-num-seqs 64 2>&1 | tail -3 | sed "s/^/LLMCTL_NCCL_WORLD1=$nccl: /" |
+      tee -a "$RESULTS/gpu-nccl-world1.log"
+  done
+else
+  echo "gpu-check: NCCL check skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee "$RESULTS/gpu-nccl-world1.log"
+fi
+
+echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc batching rc=$batch_rc nccl rc=$nccl_rc; results in $RESULTS"
+exit $((test_rc || golden_rc || batch_rc || nccl_rc))

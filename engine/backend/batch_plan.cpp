@@ -33,6 +33,27 @@ void BatchPlan::validate(int block_size, int num_blocks) const {
       << "graph_context " << graph_context << " does not cover the plan";
 }
 
+BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1) {
+  LLM_CHECK(0 <= s0 && s0 < s1 && s1 <= plan.num_seqs()) << "slice_plan: sequences [" << s0 << ", " << s1 << ") of "
+                                                          << plan.num_seqs();
+  LLM_CHECK(std::is_sorted(plan.logits_rows.begin(), plan.logits_rows.end())) << "slice_plan: logits rows out of order";
+  const int t0 = plan.query_start[s0], t1 = plan.query_start[s1];
+  BatchPlan p;
+  p.token_ids.assign(plan.token_ids.begin() + t0, plan.token_ids.begin() + t1);
+  p.positions.assign(plan.positions.begin() + t0, plan.positions.begin() + t1);
+  p.slot_mapping.assign(plan.slot_mapping.begin() + t0, plan.slot_mapping.begin() + t1);
+  p.query_start.clear();
+  for (int s = s0; s <= s1; ++s) p.query_start.push_back(plan.query_start[s] - t0);
+  p.context_len.assign(plan.context_len.begin() + s0, plan.context_len.begin() + s1);
+  p.max_blocks_per_seq = plan.max_blocks_per_seq;
+  p.block_table.assign(plan.block_table.begin() + int64_t(s0) * plan.max_blocks_per_seq,
+                       plan.block_table.begin() + int64_t(s1) * plan.max_blocks_per_seq);
+  for (int32_t r : plan.logits_rows)
+    if (r >= t0 && r < t1) p.logits_rows.push_back(r - t0);
+  p.graph_context = plan.graph_context;
+  return p;
+}
+
 BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, int block_size, int scratch_block) {
   LLM_CHECK(plan.decode_only() && seqs >= plan.num_seqs()) << "pad_decode_plan: not a decode step that fits";
   LLM_CHECK(graph_context >= plan.max_context_len() && graph_context % block_size == 0)

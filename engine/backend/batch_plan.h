@@ -36,6 +36,12 @@ struct BatchPlan {
   bool decode_only() const { return num_tokens() == num_seqs() && num_seqs() > 0; }
 };
 
+// The sequences [s0, s1) of a plan as a plan of their own (a pipeline micro-batch): their tokens,
+// rebased to start at 0, their block table rows, and the logits rows among their tokens (rebased).
+// logits_rows must be ascending (the scheduler's order), so the sub-plans' logits rows, one after
+// another, are the plan's.
+BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1);
+
 // A decode-only plan padded to `seqs` sequences with block tables `graph_context / block_size` wide
 // (graph_context >= the plan's longest context): the extra sequences decode token 0 at position 0
 // into block `scratch_block`, which no request owns. Logits rows: one per sequence, in order.

@@ -29,7 +29,7 @@ class LlamaModel final : public Model {
  public:
   LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
       : config_(ckpt.config), backend_(backend), par_(par) {
-    LLM_CHECK(par_.world == 1 || (par_.comm && par_.comm->world() == par_.world && par_.comm->rank() == par_.rank))
+    LLM_CHECK(par_.comm ? par_.comm->world() == par_.world && par_.comm->rank() == par_.rank : par_.world == 1)
         << "tensor parallel rank " << par_.rank << " of " << par_.world << " without its communicator";
     LLM_CHECK(par_.stages == 1 || (par_.pp_comm && par_.pp_comm->world() == par_.world * par_.stages &&
                                    par_.pp_comm->rank() == par_.rank_in_stage(par_.stage)))
@@ -60,7 +60,7 @@ class LlamaModel final : public Model {
     w.gate_up = 2 * int64_t(c.intermediate_size) / world;
     w.act = c.intermediate_size / world;
     w.vocab = c.vocab_size;
-    w.vocab_local = world > 1 ? c.vocab_size / world : 0;
+    w.vocab_local = par_.comm ? c.vocab_size / world : 0;  // logits gathered through the communicator
     return w;
   }
 
@@ -99,23 +99,30 @@ class LlamaModel final : public Model {
     if (!par_.last_stage()) {
       send(hidden, par_.stage + 1);
       send(residual, par_.stage + 1);
-      // rank 0 samples: the last stage's logits come back to it
-      if (par_.first_stage() && par_.rank == 0 && R > 0)
-        par_.pp_comm->recv(logits.data, logits.nbytes(), par_.pp_comm->world() - par_.world);
       return;
     }
     w_.final_norm(be, hidden, normed, &residual);
     if (R == 0) return;
     Tensor last = first_rows(buf.last, R);
     be.gather_rows(normed, *plan.batch, last);
-    if (par_.world == 1) {
+    if (!par_.comm) {
       be.linear(last, w_.lm_head, nullptr, logits);
     } else {
       Tensor shard = first_rows(buf.logits_local, R);
       be.linear(last, w_.lm_head, nullptr, shard);
       par_.comm->all_gather_cols(shard, logits);
     }
-    if (par_.stages > 1 && par_.rank == 0) par_.pp_comm->send(logits.data, logits.nbytes(), 0);
+  }
+
+  int pipeline_stages() const override { return par_.stages; }
+  // rank 0 samples: the last stage's logits come back to it (one message a step, after every
+  // micro-batch, so no stage waits on rank 0 while it still feeds the pipeline).
+  void collect_logits(Tensor& logits) override {
+    if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0) return;
+    if (par_.last_stage())
+      par_.pp_comm->send(logits.data, logits.nbytes(), 0);
+    else if (par_.first_stage())
+      par_.pp_comm->recv(logits.data, logits.nbytes(), par_.pp_comm->world() - par_.world);
   }
 
   void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
@@ -126,7 +133,7 @@ class LlamaModel final : public Model {
     L.attention.run_linears(backend_, first_rows(buf.normed, T), qkv, first_rows(buf.attn, T), hidden);
     L.mlp.run_linears(backend_, first_rows(buf.normed, T), gate_up, first_rows(buf.act, T), hidden);
     if (R > 0) {
-      Tensor logits = first_rows(par_.world == 1 ? buf.logits : buf.logits_local, R);
+      Tensor logits = first_rows(par_.comm ? buf.logits_local : buf.logits, R);
       backend_.linear(first_rows(buf.last, R), w_.lm_head, nullptr, logits);
     }
   }
@@ -135,8 +142,9 @@ class LlamaModel final : public Model {
   int num_kv_heads() const {
     return config_.num_kv_heads >= par_.world ? config_.num_kv_heads / par_.world : 1;
   }
+  // Through the communicator whenever there is one (at world 1 only to check the NCCL path).
   void all_reduce(Tensor& x) {
-    if (par_.world > 1) par_.comm->all_reduce_sum(x);
+    if (par_.comm) par_.comm->all_reduce_sum(x);
   }
   // A step's activations to / from the same tensor-parallel rank of another pipeline stage (host
   // tensors: pipeline stages run on CPU ranks).

@@ -47,6 +47,14 @@ inline Tensor first_rows(const Tensor& t, int64_t n) {
   return v;
 }
 
+// A view of rows [begin, begin + n) of a buffer (a pipeline micro-batch's part of a step's buffer).
+inline Tensor row_slice(const Tensor& t, int64_t begin, int64_t n) {
+  Tensor v = t;
+  v.shape[0] = n;
+  v.data = static_cast<char*>(t.data) + begin * (t.nbytes() / size_t(t.dim(0)));
+  return v;
+}
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -68,8 +76,14 @@ class Model {
   virtual std::vector<KvScales> kv_scales() const { return {}; }
   // Enqueues one step: buf.logits[0, plan.rows) = logits of the plan's logits rows. kv: one
   // KvLayer per local layer. Pipeline parallel: a stage takes its input from the previous one and
-  // hands its output to the next; the logits arrive on rank 0 (other ranks' buf.logits: unspecified).
+  // hands its output to the next; the last stage's logits reach rank 0 through collect_logits.
   virtual void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) = 0;
+  // Pipeline parallel (stages > 1): the runner cuts a step of several sequences into micro-batches
+  // that follow each other through the stages (stage s works on micro-batch i while stage s + 1
+  // works on i - 1), then calls collect_logits once: the last stage sends the step's logits rows
+  // to rank 0, which receives them into `logits` [R, V].
+  virtual int pipeline_stages() const { return 1; }
+  virtual void collect_logits(Tensor& logits) { (void)logits; }
   // Runs each distinct linear of a step once at T tokens (the lm_head at R rows, when R > 0):
   // what the runner times to tune GEMM algorithms. Reads and writes buf only.
   virtual void run_linears(StepBuffers& buf, int64_t T, int64_t R) = 0;

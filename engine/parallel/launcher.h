@@ -12,6 +12,8 @@ bool launched_by_mpi();
 // World size and rank the launcher gave this process (1 / 0 when not launched by MPI).
 int launcher_world_size();
 int launcher_rank();
+// This process's place among the ranks on its node (picks its GPU), 0 when not launched by MPI.
+int launcher_local_rank();
 
 // The mpirun command line that starts `world` copies of argv (argv[0] is replaced by this
 // executable's path): -np world, --oversubscribe and --bind-to none (ranks share the cores the

@@ -1,7 +1,9 @@
 #include "engine/runner/model_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 #include "engine/core/error.h"
 #include "engine/runner/decode_graphs.h"
@@ -161,9 +163,48 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
     return first_rows(ws_.logits, R);
   }
   ensure_workspace(T, R);
-  DeviceBatch b = be.prepare_batch(plan);
-  model_.forward(plan_attention(b, T, R), ws_, kv_);
+  if (model_.pipeline_stages() > 1) {
+    execute_pipelined(plan);
+  } else {
+    DeviceBatch b = be.prepare_batch(plan);
+    model_.forward(plan_attention(b, T, R), ws_, kv_);
+  }
   return R == 0 ? Tensor::empty_host(DType::F32, {0, c.vocab_size}) : first_rows(ws_.logits, R);
+}
+
+int ModelRunner::micro_batches(const BatchPlan& plan) const {
+  // Each micro-batch reads the stage's weights again: worth it where a step is compute-bound
+  // (prefill), not in decode steps, which are bound by those reads. LLMCTL_PP_MICROBATCHES
+  // overrides the count (1: none), for measurements.
+  const int stages = model_.pipeline_stages(), S = plan.num_seqs();
+  if (const char* env = std::getenv("LLMCTL_PP_MICROBATCHES")) return std::clamp(std::atoi(env), 1, S);
+  return plan.num_tokens() >= kMicroBatchTokens * stages ? std::min(stages, S) : 1;
+}
+
+void ModelRunner::execute_pipelined(const BatchPlan& plan) {
+  Backend& be = backend();
+  const int M = micro_batches(plan), S = plan.num_seqs();
+  const int64_t T = plan.num_tokens();
+  // Cut the sequences into M runs of about T / M tokens each, in order.
+  std::vector<int> cuts = {0};
+  for (int s = 1; s < S && int(cuts.size()) < M; ++s)
+    if (int64_t(plan.query_start[s]) * M >= T * int64_t(cuts.size())) cuts.push_back(s);
+  cuts.push_back(S);
+  int64_t rows = 0;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const BatchPlan part = cuts.size() == 2 ? plan : slice_plan(plan, cuts[i], cuts[i + 1]);
+    const int64_t t0 = plan.query_start[cuts[i]], Ti = part.num_tokens(), Ri = int64_t(part.logits_rows.size());
+    StepBuffers view = ws_;  // this micro-batch's rows of every buffer
+    for (Tensor* t : {&view.hidden, &view.residual, &view.normed, &view.qkv, &view.attn, &view.gate_up, &view.act})
+      *t = row_slice(*t, t0, Ti);
+    for (Tensor* t : {&view.last, &view.logits, &view.logits_local})
+      if (!t->empty()) *t = row_slice(*t, rows, Ri);
+    DeviceBatch b = be.prepare_batch(part);
+    model_.forward(plan_attention(b, Ti, Ri), view, kv_);
+    rows += Ri;
+  }
+  Tensor logits = first_rows(ws_.logits, int64_t(plan.logits_rows.size()));
+  model_.collect_logits(logits);
 }
 
 }  // namespace llmctl

@@ -23,15 +23,17 @@ int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / std::m
 
 }  // namespace
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // clear the (non-sticky) error
-    return false;
+    return 0;
   }
-  return n > 0;
+  return n;
 }
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype, int device_index, CudaOptions options) {
   return std::make_unique<CudaBackend>(compute_dtype, device_index, options);

@@ -21,6 +21,8 @@
 namespace llmctl {
 
 bool cuda_device_available();
+// Devices visible to this process (0 when none or no driver).
+int cuda_device_count();
 
 struct CudaOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
