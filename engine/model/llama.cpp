@@ -95,7 +95,6 @@ class LlamaModel final : public Model {
       L.mlp.run(be, normed, gate_up, act, hidden);
       all_reduce(hidden);
     }
-    Tensor logits = first_rows(buf.logits, R);
     if (!par_.last_stage()) {
       send(hidden, par_.stage + 1);
       send(residual, par_.stage + 1);
@@ -103,7 +102,7 @@ class LlamaModel final : public Model {
     }
     w_.final_norm(be, hidden, normed, &residual);
     if (R == 0) return;
-    Tensor last = first_rows(buf.last, R);
+    Tensor last = first_rows(buf.last, R), logits = first_rows(buf.logits, R);
     be.gather_rows(normed, *plan.batch, last);
     if (!par_.comm) {
       be.linear(last, w_.lm_head, nullptr, logits);

@@ -203,7 +203,8 @@ void ModelRunner::execute_pipelined(const BatchPlan& plan) {
     model_.forward(plan_attention(b, Ti, Ri), view, kv_);
     rows += Ri;
   }
-  Tensor logits = first_rows(ws_.logits, int64_t(plan.logits_rows.size()));
+  if (rows == 0) return;
+  Tensor logits = first_rows(ws_.logits, rows);
   model_.collect_logits(logits);
 }
 
