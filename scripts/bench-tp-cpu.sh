@@ -37,14 +37,14 @@ done
 # Prefill-heavy offline throughput, where pipeline stages can overlap: a step of several sequences
 # is cut into micro-batches that follow each other through the stages (LLMCTL_PP_MICROBATCHES=1
 # turns that off, to see what it brings).
-echo "== bench throughput: 32 prompts of 512 tokens, 8 generated each"
+echo "== bench throughput: 16 prompts of 512 tokens, 8 generated each"
 tput() {  # LABEL ENV... -- FLAGS...
   local label=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   echo "$label: $(env "${envs[@]}" "$BUILD/llmctl" bench throughput -m "$MODEL" --device cpu --input-len 512 --output-len 8 \
-    --num-prompts 32 --max-num-batched-tokens 2048 "$@" 2>/dev/null |
+    --num-prompts 16 --max-num-batched-tokens 2048 "$@" 2>/dev/null |
     awk -F'|' '$2 ~ /[0-9]/ {printf "%s s, total %s tok/s, TTFT p50 %s ms", $5, $8, $9}' | tr -s ' ')"
 }
 for rep in 1 2; do
