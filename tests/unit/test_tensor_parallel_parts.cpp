@@ -1,5 +1,6 @@
 // The parts of tensor parallelism that need no second process: the BatchPlan wire format, the
-// mpirun command line and the single-rank communicator (several ranks: tests/e2e/test_tensor_parallel.py).
+// mpirun command line, the single-rank communicator and the pipeline micro-batch cut of a plan
+// (several ranks: tests/e2e/test_tensor_parallel.py).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -71,4 +72,34 @@ TEST_CASE("single-rank comm: all_gather_cols copies, reductions are identities, 
   int b = 0;
   CHECK_THROWS_AS(c->send(&b, sizeof b, 1), Error);
   CHECK_THROWS_AS(c->recv(&b, sizeof b, 1), Error);
+}
+
+TEST_CASE("slice_plan: sequences [s0, s1) as their own plan, logits rows rebased") {
+  // Three sequences: 3 prompt tokens (logits at its last), 1 decode token, 2 tokens (logits at both).
+  BatchPlan p;
+  p.token_ids = {10, 11, 12, 20, 30, 31};
+  p.positions = {0, 1, 2, 7, 4, 5};
+  p.slot_mapping = {16, 17, 18, 39, 52, 53};
+  p.query_start = {0, 3, 4, 6};
+  p.context_len = {3, 8, 6};
+  p.max_blocks_per_seq = 2;
+  p.block_table = {1, -1, 2, -1, 3, -1};
+  p.logits_rows = {2, 3, 4, 5};
+  p.validate(16, 8);
+  const BatchPlan a = slice_plan(p, 0, 1), b = slice_plan(p, 1, 3);
+  a.validate(16, 8);
+  b.validate(16, 8);
+  CHECK(a.token_ids == std::vector<int32_t>{10, 11, 12});
+  CHECK(a.logits_rows == std::vector<int32_t>{2});
+  CHECK(b.token_ids == std::vector<int32_t>{20, 30, 31});
+  CHECK(b.query_start == std::vector<int32_t>{0, 1, 3});
+  CHECK(b.context_len == std::vector<int32_t>{8, 6});
+  CHECK(b.block_table == std::vector<int32_t>{2, -1, 3, -1});
+  CHECK(b.slot_mapping == std::vector<int32_t>{39, 52, 53});
+  CHECK(b.logits_rows == std::vector<int32_t>{0, 1, 2});  // rows 3, 4, 5 of the whole step
+  CHECK_THROWS_AS(slice_plan(p, 2, 2), Error);
+  CHECK_THROWS_AS(slice_plan(p, 0, 4), Error);
+  BatchPlan unsorted = p;
+  unsorted.logits_rows = {3, 2};
+  CHECK_THROWS_AS(slice_plan(unsorted, 0, 2), Error);
 }
