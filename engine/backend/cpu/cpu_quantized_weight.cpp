@@ -18,6 +18,9 @@ void check_group_params(const LinearWeight& w) {
         << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
         << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
 }
+kernels::ScaleType scale_type_of(const LinearWeight& w) {
+  return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
+}
 }  // namespace
 
 int quantized_bits(WeightFormat f) {
@@ -48,8 +51,17 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
         LLM_CHECK(c[i] <= 15) << "int4-group: code " << int(c[i]) << " at " << i << " is outside 0..15";
   }
   LinearWeight out = canonical;
-  out.data = Tensor::empty_host(DType::U8, {canonical.n, kernels::qweight_row_bytes(bits, canonical.k)});
-  kernels::qweight_pack(bits, canonical.n, canonical.k, c, out.data.ptr<uint8_t>());
+  const int64_t N = canonical.n, K = canonical.k;
+  if (kernels::qweight_preferred_layout(bits, canonical.group_size) == kernels::QLayout::RowLane16) {
+    const kernels::ScaleType st = scale_type_of(canonical);
+    out.data = Tensor::empty_host(DType::U8, {(N + 15) / 16, kernels::qweight_rowlane_block_bytes(bits, K, canonical.group_size, st)});
+    kernels::qweight_pack_rowlane(bits, N, K, canonical.group_size, st, c, canonical.scales.data, canonical.zeros.data,
+                                  out.data.ptr<uint8_t>());
+    // the kernels read the copies inside data; these stay as documented ([N, K / group]) for the contract
+    return out;
+  }
+  out.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
+  kernels::qweight_pack(bits, N, K, c, out.data.ptr<uint8_t>());
   return out;
 }
 
@@ -57,14 +69,24 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
   kernels::QWeightView v;
   v.bits = quantized_bits(w.format);
   check_group_params(w);
+  v.n = w.n, v.k = w.k, v.group = w.group_size;
+  v.scale_type = scale_type_of(w);
+  if (kernels::qweight_preferred_layout(v.bits, w.group_size) == kernels::QLayout::RowLane16) {
+    const std::vector<int64_t> shape = {(w.n + 15) / 16, kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type)};
+    LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == shape)
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << shape[0]
+        << ", " << shape[1] << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
+        << " (was it made by upload_quantized?)";
+    v.layout = kernels::QLayout::RowLane16;
+    v.packed = w.data.ptr<uint8_t>();
+    return v;
+  }
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
   LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
       << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed data must be u8 [" << w.n << ", "
       << kernels::qweight_row_bytes(v.bits, w.k) << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
       << " (was it made by upload_quantized?)";
-  v.n = w.n, v.k = w.k, v.group = w.group_size;
   v.packed = w.data.ptr<uint8_t>();
-  v.scale_type = w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
   v.scale = w.scales.data;
   v.offset = w.zeros.data;
   return v;
