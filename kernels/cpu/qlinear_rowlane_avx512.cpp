@@ -3,7 +3,8 @@
 //   int8 mode: 8 vpdpbusd (4 inputs x 16 rows each, the token's 4 int8 activations broadcast), one
 //              convert and one FMA by (16 row scales x the block's activation scale); per group one
 //              more FMA, offsets x S[group]; no horizontal sums, one masked store of 16 outputs.
-//              4 bits: the codes' low and high nibbles (inputs 4v + j and 16 + 4v + j) are unsigned.
+//              4 bits: the codes' low and high nibbles (inputs 4v + j and 16 + 4v + j) are unsigned;
+//              the high ones are used in place (16 x code), their chain's sum shifted right by 4.
 //              8 bits: codes are stored + 128 (unsigned); the integer sums start from -128 * the sum
 //              of the block's activation codes, so they stay exact.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
@@ -52,7 +53,7 @@ template <int NT, bool FOUR, bool F16>
 void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& x, const int32_t* corr,
              const float* S, int64_t t, const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i nib = _mm512_set1_epi8(0x0F), hin = _mm512_set1_epi8(char(0xF0));
   __m512 acc[NT];
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
@@ -66,8 +67,8 @@ void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& 
       if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
           const __m512i W = _mm512_loadu_si512(cp + 64 * v);
-          wv[v] = _mm512_and_si512(W, nib);                           // inputs 4v + j
-          wv[4 + v] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+          wv[v] = _mm512_and_si512(W, nib);       // inputs 4v + j
+          wv[4 + v] = _mm512_and_si512(W, hin);   // 16 x inputs 16 + 4v + j (unshifted: one op less)
         }
       } else {
         for (int v = 0; v < 8; ++v) wv[v] = _mm512_loadu_si512(cp + 64 * v);  // inputs 4v + j
@@ -80,6 +81,7 @@ void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& 
           i0 = _mm512_dpbusd_epi32(i0, wv[v], bcast4(a + 4 * v));
           i1 = _mm512_dpbusd_epi32(i1, wv[4 + v], bcast4(a + 16 + 4 * v));
         }
+        if constexpr (FOUR) i1 = _mm512_srai_epi32(i1, 4);  // exact: every term was a multiple of 16
         const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(x.scale[(t + j) * blocks + b]));
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sd, acc[j]);
       }
