@@ -19,6 +19,9 @@
 //   8 bits: 8 vectors of 64 bytes; in vector v, byte 4r + j is row r's input 4v + j, code + 128
 //           (stored unsigned, code ^ 0x80).
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
+// Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
+// Q4_0 (z = 8) and Q8_0 (z = 0)): the offsets are not stored, and the kernels take -z * scale
+// (z = 0: no offset term at all), the same values: fewer bytes streamed per token.
 //
 // Activations: ActQuant::None multiplies the f32 activations (exact up to summation order);
 // ActQuant::Int8 first quantizes each activation row per block of 32 to int8 with one f32 scale
@@ -45,6 +48,7 @@ struct QWeightView {
   ScaleType scale_type = ScaleType::F32;
   const void* scale = nullptr;   // Rows: [n, k / group]; RowLane16: unused
   const void* offset = nullptr;  // Rows: [n, k / group]; RowLane16: unused
+  int implied_zero = -1;         // RowLane16: -1 offsets stored; z >= 0: offset = -z * scale, not stored
 };
 
 // Bytes of one packed row.
@@ -59,11 +63,14 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 // The row-lane layout: bytes of one block of 16 rows (ceil(n / 16) blocks in all), the packing of
 // codes [n, k] (as qweight_pack takes them) with scale/offset [n, k / group] of scale_type, and the
 // codes back (tests). group: a multiple of 32 dividing k.
-int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st);
+int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
-                          const void* scale, const void* offset, uint8_t* out);
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero = -1);
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
-                            uint8_t* codes);
+                            uint8_t* codes, int implied_zero = -1);
+// z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? +0 :
+// scale * -z; else -1.
+int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
 // The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
 // AVX-512 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the AVX2
 // one runs RowLane16 through the scalar reference: correct, slow, never picked by this function).

@@ -2,7 +2,8 @@
 // its readable reference. Each output row is one lane; per (row, token) the order is
 //   int8 mode: per group, per block b of 32 inputs: acc = fma(float(exact integer dot product),
 //              scale * activation scale[b], acc); then acc = fma(offset, S[group], acc)
-//              (S: qact_group_sums); at the end acc + bias.
+//              (S: qact_group_sums; with an implied zero z the offset is implied_offset(z, scale),
+//              and z = 0 has no offset term); at the end acc + bias.
 //   f32 mode:  four accumulators a[j], j = input % 4; per block, in the order the layout stores the
 //              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j),
 //              w = fma(code, scale, offset), a[j] = fma(x, w, a[j]); at the end
@@ -21,7 +22,7 @@ namespace llmctl::kernels {
 
 namespace detail {
 
-RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st) {
+RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
   KERNEL_CHECK((bits == 4 || bits == 8) && group > 0 && group % 32 == 0 && k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
       << " (4 or 8 bits, a group that is a multiple of 32 and divides K)";
@@ -29,7 +30,8 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st) {
   g.blocks_per_group = group / 32;
   g.code_bytes = bits == 4 ? 256 : 512;
   g.param_bytes = 16 * (st == ScaleType::F16 ? 2 : 4);
-  g.group_bytes = g.blocks_per_group * g.code_bytes + 2 * g.param_bytes;
+  g.offsets = implied_zero < 0;
+  g.group_bytes = g.blocks_per_group * g.code_bytes + (g.offsets ? 2 : 1) * g.param_bytes;
   g.groups = k / group;
   g.row_block_bytes = g.groups * g.group_bytes;
   return g;
@@ -68,7 +70,7 @@ inline int f32_input(int bits, int step) {  // step 0..31
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type);
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups, blocks = K / 32;
   std::vector<float> S(static_cast<size_t>(x.t * G));
   qact_group_sums(x, w.group, S.data());
@@ -81,14 +83,15 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rb + g * geo.group_bytes;
         const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-        const float s = load_scale(w.scale_type, params, r), o = load_scale(w.scale_type, params + geo.param_bytes, r);
+        const float s = load_scale(w.scale_type, params, r);
+        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           int32_t dot = 0;
           for (int i = 0; i < 32; ++i) dot += code_of(w.bits, gp + j * geo.code_bytes, r, i) * int32_t(q[b * 32 + i]);
           acc = std::fma(float(dot), s * x.scale[t * blocks + b], acc);
         }
-        acc = std::fma(o, S[size_t(t * G + g)], acc);
+        if (w.implied_zero != 0) acc = std::fma(o, S[size_t(t * G + g)], acc);  // z = 0: no offset term
       }
       out[t * ldo + n] = bias ? acc + bias[n] : acc;
     }
@@ -98,7 +101,7 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
 void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type);
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
@@ -109,7 +112,8 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rb + g * geo.group_bytes;
         const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-        const float s = load_scale(w.scale_type, params, r), o = load_scale(w.scale_type, params + geo.param_bytes, r);
+        const float s = load_scale(w.scale_type, params, r);
+        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           for (int step = 0; step < 32; ++step) {
@@ -127,13 +131,27 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 
 }  // namespace detail
 
-int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st) {
-  return detail::rowlane_geometry(bits, k, group, st).row_block_bytes;
+int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
+  return detail::rowlane_geometry(bits, k, group, st, implied_zero).row_block_bytes;
+}
+
+int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset) {
+  const int64_t count = n * (k / group);
+  for (int z : {0, 8}) {
+    if (z == 8 && bits != 4) continue;
+    int64_t i = 0;
+    for (; i < count; ++i) {
+      const float want = detail::implied_offset(z, detail::load_scale(st, scale, i)), got = detail::load_scale(st, offset, i);
+      if (std::memcmp(&want, &got, 4) != 0) break;
+    }
+    if (i == count) return z;
+  }
+  return -1;
 }
 
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
-                          const void* scale, const void* offset, uint8_t* out) {
-  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st);
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero) {
+  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   const int64_t nb = (n + 15) / 16, G = geo.groups;
   std::memset(out, 0, size_t(nb * geo.row_block_bytes));  // padding rows: scale 0, offset 0
   const size_t ps = st == ScaleType::F16 ? 2 : 4;
@@ -157,14 +175,15 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
       if (row >= n) continue;
       uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
       std::memcpy(params + r * ps, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
-      std::memcpy(params + geo.param_bytes + r * ps, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
+      if (geo.offsets)
+        std::memcpy(params + geo.param_bytes + r * ps, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
     }
   }
 }
 
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
-                            uint8_t* codes) {
-  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st);
+                            uint8_t* codes, int implied_zero) {
+  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   for (int64_t row = 0; row < n; ++row) {
     const uint8_t* rb = packed + (row / 16) * geo.row_block_bytes;
     for (int64_t b = 0; b < k / 32; ++b) {

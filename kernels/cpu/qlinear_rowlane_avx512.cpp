@@ -50,7 +50,7 @@ inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {  // lanes of ro
 // One row block (rows nb..nb+15, its bytes at rb) x NT tokens from t, int8 activations.
 // corr[t * blocks + b]: -128 * the sum of token t's codes in block b (8 bits only).
 template <int NT, bool FOUR, bool F16>
-void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& x, const int32_t* corr,
+void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
              const float* S, int64_t t, const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
   const __m512i nib = _mm512_set1_epi8(0x0F), hin = _mm512_set1_epi8(char(0xF0));
@@ -86,7 +86,8 @@ void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& 
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sd, acc[j]);
       }
     }
-    const __m512 o = load16<F16>(params + geo.param_bytes);
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
     for (int j = 0; j < NT; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[j]);
   }
   const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + nb) : _mm512_setzero_ps();
@@ -96,8 +97,8 @@ void q8_tile(const RowLaneGeometry& geo, const uint8_t* rb, const QActivations& 
 
 // The same tile in the f32 mode.
 template <int NT, bool FOUR, bool F16>
-void f32_tile(const RowLaneGeometry& geo, const uint8_t* rb, const float* x, int64_t K, int64_t t, const float* bias,
-              int64_t nb, __mmask16 m, float* out, int64_t ldo) {
+void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
+              const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
   const __m512i mask = _mm512_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm512_set1_epi32(128);
   __m512 acc[NT][4];
@@ -106,7 +107,9 @@ void f32_tile(const RowLaneGeometry& geo, const uint8_t* rb, const float* x, int
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp = rb + g * geo.group_bytes;
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    const __m512 s = load16<F16>(params), o = load16<F16>(params + geo.param_bytes);
+    const __m512 s = load16<F16>(params);
+    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes)
+                     : zero == 0 ? _mm512_setzero_ps() : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
@@ -164,7 +167,7 @@ void for_tiles(const RowLaneGeometry& geo, const uint8_t* packed, int64_t T, int
 template <bool FOUR, bool F16>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
-  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type);
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, blocks = K / 32;
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups));
@@ -179,16 +182,16 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     }
   }
   for_tiles<8>(geo, w.packed, x.t, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    q8_tile<nt(), FOUR, F16>(geo, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo);
+    q8_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo);
   });
 }
 
 template <bool FOUR, bool F16>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
-  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type);
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, F16>(geo, rb, x, w.k, t, bias, nb, m, out, ldo);
+    f32_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo);
   });
 }
 

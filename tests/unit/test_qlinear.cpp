@@ -49,24 +49,27 @@ struct QW {
   std::vector<float> scale_f32, offset_f32;      // the values the kernels see (f16-rounded for F16)
   std::vector<uint16_t> scale_f16, offset_f16;
   kernels::QLayout layout = kernels::QLayout::Rows;
+  int implied_zero = -1;  // RowLane16 packed without offsets (they are -z * scale)
   const void* scales() const { return st == ScaleType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_f16.data(); }
   const void* offsets() const { return st == ScaleType::F32 ? static_cast<const void*>(offset_f32.data()) : offset_f16.data(); }
   kernels::QWeightView view() const {
     kernels::QWeightView v;
     v.bits = bits, v.n = n, v.k = k, v.group = group, v.packed = packed.data(), v.scale_type = st, v.layout = layout;
+    v.implied_zero = implied_zero;
     if (layout == kernels::QLayout::Rows) v.scale = scales(), v.offset = offsets();  // RowLane16: inside packed
     return v;
   }
   // The same weight packed in the other layout (RowLane16 needs group % 32 == 0).
-  QW as(kernels::QLayout l) const {
+  QW as(kernels::QLayout l, int zero = -1) const {
     QW q = *this;
     q.layout = l;
+    q.implied_zero = zero;
     if (l == kernels::QLayout::Rows) {
       q.packed.assign(size_t(n * kernels::qweight_row_bytes(bits, k)), 0);
       kernels::qweight_pack(bits, n, k, codes.data(), q.packed.data());
     } else {
-      q.packed.assign(size_t((n + 15) / 16 * kernels::qweight_rowlane_block_bytes(bits, k, group, st)), 0xEE);
-      kernels::qweight_pack_rowlane(bits, n, k, group, st, codes.data(), scales(), offsets(), q.packed.data());
+      q.packed.assign(size_t((n + 15) / 16 * kernels::qweight_rowlane_block_bytes(bits, k, group, st, zero)), 0xEE);
+      kernels::qweight_pack_rowlane(bits, n, k, group, st, codes.data(), scales(), offsets(), q.packed.data(), zero);
     }
     return q;
   }
@@ -241,6 +244,44 @@ TEST_CASE("row-lane kernels: AVX-512 equals the scalar reference bit for bit; T 
   CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
 }
 
+TEST_CASE("row-lane implied zero points (Q4_0: offset -8 x scale, Q8_0: 0): same bits, offsets not stored") {
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F16, ScaleType::F32})
+      for (int z : {0, 8}) {
+        if (z == 8 && bits == 8) continue;
+        const int64_t N = 37, K = 160;
+        const int group = 32;
+        QW q = make_qw(bits, group, N, K, st, uint32_t(70 + bits + z));
+        for (size_t i = 0; i < q.scale_f32.size(); ++i) {  // offsets := -z * scale, exactly
+          q.offset_f32[i] = kernels::detail::implied_offset(z, q.scale_f32[i]);
+          if (st == ScaleType::F16) q.offset_f16[i] = f32_to_f16(q.offset_f32[i]);
+        }
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == z);
+        const QW stored = q.as(kernels::QLayout::RowLane16), implied = q.as(kernels::QLayout::RowLane16, z);
+        CHECK(implied.packed.size() < stored.packed.size());
+        std::vector<uint8_t> back(size_t(N * K));
+        kernels::qweight_unpack_rowlane(bits, N, K, group, st, implied.packed.data(), back.data(), z);
+        CHECK(back == q.codes);
+        const int64_t T = 5;
+        const auto x = randn(size_t(T * K), 80), bias = randn(size_t(N), 81);
+        const ActBuf a(x.data(), T, K);
+        for (const Variant& v : variants()) {
+          std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+          v.q8(a.q, stored.view(), bias.data(), 0, N, o1.data(), N);
+          v.q8(a.q, implied.view(), bias.data(), 0, N, o2.data(), N);
+          v.f32(x.data(), T, stored.view(), bias.data(), 0, N, f1.data(), N);
+          v.f32(x.data(), T, implied.view(), bias.data(), 0, N, f2.data(), N);
+          INFO(v.name << " bits " << bits << " z " << z << (st == ScaleType::F16 ? " f16" : " f32"));
+          CHECK(same_bits(o1, o2));
+          CHECK(same_bits(f1, f2));
+        }
+        // one offset off by a bit: not implied
+        q.offset_f32[7] = std::nextafter(q.offset_f32[7], 1.0f);
+        if (st == ScaleType::F16) q.offset_f16[7] = uint16_t(q.offset_f16[7] ^ 1);
+        CHECK(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == -1);
+      }
+}
+
 TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {
   const int64_t T = 3, K = 96;
   auto x = randn(size_t(T * K), 5);
@@ -388,8 +429,13 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
       w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
       w.n = N, w.k = K, w.group_size = 64;
       if (kernels::qweight_preferred_layout(bits, 64) == kernels::QLayout::RowLane16) {  // AVX-512 CPUs
-        w.data = Tensor::empty_host(DType::U8, {(N + 15) / 16, kernels::qweight_rowlane_block_bytes(bits, K, 64, st)});
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, 64, st, q.scales(), q.offsets()) == -1);  // random offsets
+        const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, 64, st);
+        w.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});  // + the descriptor row: "RL16", zero -1
         kernels::qweight_pack_rowlane(bits, N, K, 64, st, q.codes.data(), q.scales(), q.offsets(), w.data.ptr<uint8_t>());
+        const int32_t zero = -1;
+        std::memcpy(w.data.ptr<uint8_t>() + blocks * bb, "RL16", 4);
+        std::memcpy(w.data.ptr<uint8_t>() + blocks * bb + 4, &zero, 4);
       } else {
         w.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
         kernels::qweight_pack(bits, N, K, q.codes.data(), w.data.ptr<uint8_t>());

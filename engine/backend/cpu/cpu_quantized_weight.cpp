@@ -1,5 +1,7 @@
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 
+#include <cstring>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
@@ -18,6 +20,8 @@ void check_group_params(const LinearWeight& w) {
         << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
         << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
 }
+constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
+
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
 }
@@ -54,9 +58,14 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   const int64_t N = canonical.n, K = canonical.k;
   if (kernels::qweight_preferred_layout(bits, canonical.group_size) == kernels::QLayout::RowLane16) {
     const kernels::ScaleType st = scale_type_of(canonical);
-    out.data = Tensor::empty_host(DType::U8, {(N + 15) / 16, kernels::qweight_rowlane_block_bytes(bits, K, canonical.group_size, st)});
-    kernels::qweight_pack_rowlane(bits, N, K, canonical.group_size, st, c, canonical.scales.data, canonical.zeros.data,
-                                  out.data.ptr<uint8_t>());
+    const int group = canonical.group_size;
+    const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
+    const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero);
+    out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
+    uint8_t* d = out.data.ptr<uint8_t>();
+    kernels::qweight_pack_rowlane(bits, N, K, group, st, c, canonical.scales.data, canonical.zeros.data, d, zero);
+    std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row: tag, implied zero
+    std::memcpy(d + blocks * bb + 4, &zero, 4);
     // the kernels read the copies inside data; these stay as documented ([N, K / group]) for the contract
     return out;
   }
@@ -72,13 +81,19 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
   v.n = w.n, v.k = w.k, v.group = w.group_size;
   v.scale_type = scale_type_of(w);
   if (kernels::qweight_preferred_layout(v.bits, w.group_size) == kernels::QLayout::RowLane16) {
-    const std::vector<int64_t> shape = {(w.n + 15) / 16, kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type)};
-    LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == shape)
-        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << shape[0]
-        << ", " << shape[1] << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
+    const int64_t blocks = (w.n + 15) / 16;
+    const auto* d = w.data.ptr<uint8_t>();
+    const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
+                        w.data.dim(1) >= 8 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
+    int zero = -2;
+    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4);
+    LLM_CHECK(tagged && zero >= -1 && w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
+        << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
         << " (was it made by upload_quantized?)";
     v.layout = kernels::QLayout::RowLane16;
-    v.packed = w.data.ptr<uint8_t>();
+    v.implied_zero = zero;
+    v.packed = d;
     return v;
   }
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
