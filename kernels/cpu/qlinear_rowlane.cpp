@@ -152,31 +152,39 @@ int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
                           const void* scale, const void* offset, uint8_t* out, int implied_zero) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
-  const int64_t nb = (n + 15) / 16, G = geo.groups;
-  std::memset(out, 0, size_t(nb * geo.row_block_bytes));  // padding rows: scale 0, offset 0
+  const int64_t nb = (n + 15) / 16, G = geo.groups, bpg = geo.blocks_per_group;
   const size_t ps = st == ScaleType::F16 ? 2 : 4;
-  const uint8_t zeros[32] = {};
-  for (int64_t row = 0; row < nb * 16; ++row) {  // padding rows: code 0
-    uint8_t* rb = out + (row / 16) * geo.row_block_bytes;
-    const int r = int(row % 16);
+  const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
+  // Written in layout order, one row block at a time (the code_byte map, unrolled).
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    const uint8_t* rows[16];
+    for (int r = 0; r < 16; ++r) rows[r] = blk * 16 + r < n ? codes + (blk * 16 + r) * k : zero_row.data();
     for (int64_t g = 0; g < G; ++g) {
-      uint8_t* gp = rb + g * geo.group_bytes;
-      for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
-        const uint8_t* c = row < n ? codes + row * k + (g * geo.blocks_per_group + j) * 32 : zeros;
-        for (int i = 0; i < 32; ++i) {
-          bool high = false;
-          uint8_t& byte = gp[j * geo.code_bytes + detail::code_byte(bits, r, i, &high)];
-          if (bits == 8)
-            byte = uint8_t(c[i] ^ 0x80);
-          else
-            byte = uint8_t(byte | (c[i] & 0xF) << (high ? 4 : 0));
+      uint8_t* gp = out + blk * geo.row_block_bytes + g * geo.group_bytes;
+      for (int64_t jb = 0; jb < bpg; ++jb) {
+        const int64_t c0 = (g * bpg + jb) * 32;
+        uint8_t* o = gp + jb * geo.code_bytes;
+        for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)
+          for (int r = 0; r < 16; ++r)
+            for (int j = 0; j < 4; ++j) {
+              const uint8_t* c = rows[r] + c0;
+              o[v * 64 + 4 * r + j] = bits == 8 ? uint8_t(c[4 * v + j] ^ 0x80)
+                                                : uint8_t((c[4 * v + j] & 0xF) | (c[16 + 4 * v + j] & 0xF) << 4);
+            }
+      }
+      uint8_t* params = gp + bpg * geo.code_bytes;
+      for (int r = 0; r < 16; ++r) {
+        const int64_t row = blk * 16 + r;
+        uint8_t* sp = params + r * ps;
+        uint8_t* op = params + geo.param_bytes + r * ps;
+        if (row < n) {
+          std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
+          if (geo.offsets) std::memcpy(op, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
+        } else {
+          std::memset(sp, 0, ps);
+          if (geo.offsets) std::memset(op, 0, ps);
         }
       }
-      if (row >= n) continue;
-      uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-      std::memcpy(params + r * ps, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
-      if (geo.offsets)
-        std::memcpy(params + geo.param_bytes + r * ps, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
     }
   }
 }
