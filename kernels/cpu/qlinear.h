@@ -20,8 +20,9 @@
 //           (stored unsigned, code ^ 0x80).
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
 // Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
-// Q4_0 (z = 8) and Q8_0 (z = 0)): the offsets are not stored, and the kernels take -z * scale
-// (z = 0: no offset term at all), the same values: fewer bytes streamed per token.
+// Q4_0 (z = 8) and Q8_0 (z = 0, offsets -0.0)): the offsets are not stored, and the kernels take
+// -z * scale, the same values (z = 0: the int8 mode skips its offset term, adding -0 x S, which
+// could only turn an exactly -0 sum into +0): fewer bytes streamed per token.
 //
 // Activations: ActQuant::None multiplies the f32 activations (exact up to summation order);
 // ActQuant::Int8 first quantizes each activation row per block of 32 to int8 with one f32 scale
@@ -68,8 +69,8 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
                           const void* scale, const void* offset, uint8_t* out, int implied_zero = -1);
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
                             uint8_t* codes, int implied_zero = -1);
-// z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? +0 :
-// scale * -z; else -1.
+// z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
+// scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
 // The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
 // AVX-512 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the AVX2

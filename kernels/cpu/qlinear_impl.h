@@ -47,6 +47,7 @@ struct RowLaneGeometry {
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero);
 
 // The offset of a row-lane group's row given its scale s when the offsets are implied (z >= 0).
-inline float implied_offset(int z, float s) { return z == 0 ? 0.0f : s * float(-z); }
+// z = 0 gives -0.0, what the GGUF conversion writes for "no offset" (fma(c, s, -0) is c * s exactly).
+inline float implied_offset(int z, float s) { return z == 0 ? -0.0f : s * float(-z); }
 
 }  // namespace llmctl::kernels::detail

@@ -109,7 +109,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const __m512 s = load16<F16>(params);
     const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes)
-                     : zero == 0 ? _mm512_setzero_ps() : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
+                     : zero == 0 ? _mm512_set1_ps(-0.0f) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
