@@ -3,12 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear.h"
 
 namespace llmctl::kernels {
 
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scores, float* out) {
+  // the same results, faster, where dot_f32 runs its AVX2 variant (the order it follows)
+  if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out)) return;
+  detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out);
+}
+
+namespace detail {
+void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
+                                   int64_t kvh, float scale, float* scores, float* out) {
   const int64_t D = c.head_dim, B = c.block_size;
   auto row = [&](const float* base, int32_t j) {
     const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
@@ -32,5 +41,6 @@ void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* b
     for (int64_t d = 0; d < D; ++d) out[d] += p * vr[d];
   }
 }
+}  // namespace detail
 
 }  // namespace llmctl::kernels

@@ -9,6 +9,21 @@
 //   8 bits: K bytes, the signed codes in order. K must be a multiple of 32.
 // group: 16 or a multiple of 32, dividing K (16 is Q6_K's sub-block; 32 Q4_K's and Q8_0's).
 //
+// Row-lane layout (QLayout::RowLane16, qweight_pack_rowlane; groups that are multiples of 32 only):
+// rows in blocks of 16 (the last one padded with zero codes, scales and offsets), one SIMD lane per
+// row, so a block's 16 outputs are reduced lane by lane with no horizontal sums. A row block is
+// qweight_rowlane_block_bytes bytes; in it, per group g in order: the codes of its group / 32 blocks
+// of 32 inputs, then the 16 rows' scales, then their offsets (scale_type: 16 f16 or 16 f32 each).
+//   4 bits: a block of 32 inputs is 4 vectors of 64 bytes; in vector v, bytes 4r..4r+3 are row r's:
+//           byte j holds input 4v + j in its low nibble and input 16 + 4v + j in its high nibble.
+//   8 bits: 8 vectors of 64 bytes; in vector v, byte 4r + j is row r's input 4v + j, code + 128
+//           (stored unsigned, code ^ 0x80).
+// Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
+// Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
+// Q4_0 (z = 8) and Q8_0 (z = 0, offsets -0.0)): the offsets are not stored, and the kernels take
+// -z * scale, the same values (z = 0: the int8 mode skips its offset term, adding -0 x S, which
+// could only turn an exactly -0 sum into +0): fewer bytes streamed per token.
+//
 // Activations: ActQuant::None multiplies the f32 activations (exact up to summation order);
 // ActQuant::Int8 first quantizes each activation row per block of 32 to int8 with one f32 scale
 // (absmax / 127, round to nearest) and uses integer dot products, as llama.cpp does (Q8_0/Q8_1):
@@ -23,15 +38,18 @@ namespace llmctl::kernels {
 
 enum class ScaleType { F16, F32 };
 enum class ActQuant { None, Int8 };
+enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 
 struct QWeightView {
   int bits = 4;         // 4 or 8
   int64_t n = 0, k = 0;
   int group = 32;
-  const uint8_t* packed = nullptr;  // n * qweight_row_bytes(bits, k) bytes
+  QLayout layout = QLayout::Rows;
+  const uint8_t* packed = nullptr;  // Rows: n * qweight_row_bytes(bits, k) bytes; RowLane16: see above
   ScaleType scale_type = ScaleType::F32;
-  const void* scale = nullptr;   // [n, k / group]
-  const void* offset = nullptr;  // [n, k / group]
+  const void* scale = nullptr;   // Rows: [n, k / group]; RowLane16: unused
+  const void* offset = nullptr;  // Rows: [n, k / group]; RowLane16: unused
+  int implied_zero = -1;         // RowLane16: -1 offsets stored; z >= 0: offset = -z * scale, not stored
 };
 
 // Bytes of one packed row.
@@ -42,6 +60,23 @@ int64_t qweight_row_bytes(int bits, int64_t k);
 void qweight_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t* out);
 // The reverse (tests, and dequantization for backends without these kernels).
 void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8_t* codes);
+
+// The row-lane layout: bytes of one block of 16 rows (ceil(n / 16) blocks in all), the packing of
+// codes [n, k] (as qweight_pack takes them) with scale/offset [n, k / group] of scale_type, and the
+// codes back (tests). group: a multiple of 32 dividing k.
+int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
+void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero = -1);
+void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
+                            uint8_t* codes, int implied_zero = -1);
+// z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
+// scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
+int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
+// The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
+// AVX-512 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the AVX2
+// one runs RowLane16 through the scalar reference: correct, slow, never picked by this function).
+// LLMCTL_QLINEAR_LAYOUT=rows keeps Rows everywhere (to measure the two).
+QLayout qweight_preferred_layout(int bits, int group);
 
 // Activations of ActQuant::Int8, quantized once per call (before rows are split among threads):
 // q [T, K] int8, scale [T, K / 32] f32 (one per block of 32), sum [T, K / 16] f32 (scale * the sum

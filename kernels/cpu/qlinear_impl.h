@@ -30,6 +30,24 @@ inline float load_scale(ScaleType st, const void* p, int64_t i) {
 LLMCTL_QLINEAR_VARIANT(scalar)
 LLMCTL_QLINEAR_VARIANT(avx2)
 LLMCTL_QLINEAR_VARIANT(avx512)
+LLMCTL_QLINEAR_VARIANT(rowlane_scalar)
+LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 #undef LLMCTL_QLINEAR_VARIANT
+
+// Where things are in the row-lane layout (qlinear.h), for the packer and the rowlane kernels.
+struct RowLaneGeometry {
+  int64_t blocks_per_group;  // group / 32
+  int64_t code_bytes;        // per block of 32 inputs x 16 rows: 256 (4 bits) or 512 (8 bits)
+  int64_t param_bytes;       // 16 scales or 16 offsets: 32 (f16) or 64 (f32)
+  bool offsets;              // stored (implied_zero < 0)
+  int64_t group_bytes;       // blocks_per_group * code_bytes + (offsets ? 2 : 1) * param_bytes
+  int64_t groups;            // K / group
+  int64_t row_block_bytes;   // groups * group_bytes
+};
+RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero);
+
+// The offset of a row-lane group's row given its scale s when the offsets are implied (z >= 0).
+// z = 0 gives -0.0, what the GGUF conversion writes for "no offset" (fma(c, s, -0) is c * s exactly).
+inline float implied_offset(int z, float s) { return z == 0 ? -0.0f : s * float(-z); }
 
 }  // namespace llmctl::kernels::detail

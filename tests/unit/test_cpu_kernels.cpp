@@ -2,11 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "engine/core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
@@ -161,6 +163,31 @@ TEST_CASE("paged attention equals contiguous softmax attention over scattered bl
       CHECK(out[d] == doctest::Approx(ref).epsilon(1e-4).scale(1));
     }
   }
+}
+
+TEST_CASE("paged attention: the AVX2 variant equals the portable kernel bit for bit (head_dim 64, 128)") {
+  if (!kernels::cpu_has_avx2()) {
+    MESSAGE("SKIPPED: this CPU has no AVX2/FMA (the portable kernel runs everywhere)");
+    return;
+  }
+  const int64_t B = 16, Hkv = 3, NB = 12;
+  for (int64_t D : {64, 128})
+    for (int32_t ctx : {1, 2, 15, 16, 17, 100, 161}) {
+      auto k = randn(NB * B * Hkv * D, 51 + ctx), v = randn(NB * B * Hkv * D, 52 + ctx), q = randn(D, 53 + ctx);
+      const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
+      const kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
+      for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+        std::vector<float> s1(ctx), s2(ctx), a(D, NAN), b(D, NAN);
+        REQUIRE(kernels::detail::paged_attention_head_avx2(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data()));
+        kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s2.data(), b.data());
+        INFO("D " << D << " ctx " << ctx << " kvh " << kvh);
+        CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+      }
+    }
+  const std::vector<float> z(96 * 16);
+  std::vector<float> s(1), o(96);
+  const int32_t t0[1] = {0};
+  CHECK_FALSE(kernels::detail::paged_attention_head_avx2(z.data(), {z.data(), z.data(), 16, 1, 96}, t0, 0, 0, 1.f, s.data(), o.data()));
 }
 
 TEST_CASE("f16 and bf16 conversions round to nearest even and keep specials") {

@@ -48,12 +48,30 @@ struct QW {
   std::vector<uint8_t> codes, packed;
   std::vector<float> scale_f32, offset_f32;      // the values the kernels see (f16-rounded for F16)
   std::vector<uint16_t> scale_f16, offset_f16;
+  kernels::QLayout layout = kernels::QLayout::Rows;
+  int implied_zero = -1;  // RowLane16 packed without offsets (they are -z * scale)
+  const void* scales() const { return st == ScaleType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_f16.data(); }
+  const void* offsets() const { return st == ScaleType::F32 ? static_cast<const void*>(offset_f32.data()) : offset_f16.data(); }
   kernels::QWeightView view() const {
     kernels::QWeightView v;
-    v.bits = bits, v.n = n, v.k = k, v.group = group, v.packed = packed.data(), v.scale_type = st;
-    v.scale = st == ScaleType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_f16.data();
-    v.offset = st == ScaleType::F32 ? static_cast<const void*>(offset_f32.data()) : offset_f16.data();
+    v.bits = bits, v.n = n, v.k = k, v.group = group, v.packed = packed.data(), v.scale_type = st, v.layout = layout;
+    v.implied_zero = implied_zero;
+    if (layout == kernels::QLayout::Rows) v.scale = scales(), v.offset = offsets();  // RowLane16: inside packed
     return v;
+  }
+  // The same weight packed in the other layout (RowLane16 needs group % 32 == 0).
+  QW as(kernels::QLayout l, int zero = -1) const {
+    QW q = *this;
+    q.layout = l;
+    q.implied_zero = zero;
+    if (l == kernels::QLayout::Rows) {
+      q.packed.assign(size_t(n * kernels::qweight_row_bytes(bits, k)), 0);
+      kernels::qweight_pack(bits, n, k, codes.data(), q.packed.data());
+    } else {
+      q.packed.assign(size_t((n + 15) / 16 * kernels::qweight_rowlane_block_bytes(bits, k, group, st, zero)), 0xEE);
+      kernels::qweight_pack_rowlane(bits, n, k, group, st, codes.data(), scales(), offsets(), q.packed.data(), zero);
+    }
+    return q;
   }
   double w(int64_t r, int64_t c) const {
     const int code = bits == 4 ? int(codes[r * k + c]) : int(int8_t(codes[r * k + c]));
@@ -127,6 +145,143 @@ TEST_CASE("qweight_pack: documented layout and round trip") {
   }
 }
 
+TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F32, ScaleType::F16}) {
+      const int64_t n = 19, k = 192;  // two row blocks, the second padded; groups of 64
+      const int group = 64;
+      const QW q = make_qw(bits, group, n, k, st, uint32_t(21 + bits)).as(kernels::QLayout::RowLane16);
+      const int64_t ps = st == ScaleType::F16 ? 2 : 4, cb = bits == 4 ? 256 : 512, gb = 2 * cb + 32 * ps;
+      REQUIRE(kernels::qweight_rowlane_block_bytes(bits, k, group, st) == 3 * gb);
+      REQUIRE(q.packed.size() == size_t(2 * 3 * gb));
+      int bad = 0;
+      for (int64_t row = 0; row < 32; ++row)
+        for (int64_t c = 0; c < k; ++c) {
+          const int r = int(row % 16), b = int(c % group / 32), i = int(c % 32);
+          const uint8_t* blk = q.packed.data() + (row / 16) * 3 * gb + (c / group) * gb + b * cb;
+          // 4 bits: vector (i % 16) / 4, byte 4r + i % 4, low nibble for i < 16; 8 bits: vector i / 4, code ^ 0x80
+          const int got = bits == 4 ? (blk[(i % 16) / 4 * 64 + 4 * r + i % 4] >> (i < 16 ? 0 : 4)) & 0xF
+                                    : int(int8_t(blk[i / 4 * 64 + 4 * r + i % 4] ^ 0x80));
+          const int want = row < n ? (bits == 4 ? int(q.codes[size_t(row * k + c)]) : int(int8_t(q.codes[size_t(row * k + c)]))) : 0;
+          if (got != want) ++bad;
+          if (c % group == 0) {  // the group's scales, then offsets, after its codes
+            const uint8_t* params = q.packed.data() + (row / 16) * 3 * gb + (c / group) * gb + 2 * cb;
+            const int64_t gi = row * (k / group) + c / group;
+            const bool ok = row >= n ? (std::memcmp(params + r * ps, "\0\0\0\0", size_t(ps)) == 0 &&
+                                        std::memcmp(params + 16 * ps + r * ps, "\0\0\0\0", size_t(ps)) == 0)
+                            : st == ScaleType::F32
+                                ? std::memcmp(params + r * ps, &q.scale_f32[size_t(gi)], 4) == 0 &&
+                                      std::memcmp(params + 16 * ps + r * ps, &q.offset_f32[size_t(gi)], 4) == 0
+                                : std::memcmp(params + r * ps, &q.scale_f16[size_t(gi)], 2) == 0 &&
+                                      std::memcmp(params + 16 * ps + r * ps, &q.offset_f16[size_t(gi)], 2) == 0;
+            if (!ok) ++bad;
+          }
+        }
+      CHECK(bad == 0);
+      std::vector<uint8_t> back(size_t(n * k), 0xAA);
+      kernels::qweight_unpack_rowlane(bits, n, k, group, st, q.packed.data(), back.data());
+      CHECK(back == q.codes);
+    }
+  CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 64, 16, ScaleType::F32));  // group 16 stays on Rows
+}
+
+TEST_CASE("row-lane kernels: AVX-512 equals the scalar reference bit for bit; T = 1..9, odd N, any split") {
+  if (!kernels::detail::cpu_has_avx512_vnni()) {
+    MESSAGE("SKIPPED: this CPU has no AVX-512 VNNI (the scalar reference is checked in the table test)");
+    return;
+  }
+  int cases = 0;
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F16, ScaleType::F32})
+      for (int64_t K : {96, 160, 576})
+        for (int group : {32, 96, 160}) {
+          if (K % group) continue;
+          const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
+          const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
+          for (int64_t T = 1; T <= 9; ++T) {
+            const auto x = randn(size_t(T * K), uint32_t(600 + cases * 10 + T)), bias = randn(size_t(N), uint32_t(7 + T));
+            const ActBuf a(x.data(), T, K);
+            const float* bp = T % 2 ? bias.data() : nullptr;
+            for (bool i8 : {false, true}) {
+              auto run = [&](bool simd, int64_t n0, int64_t n1, std::vector<float>& out) {
+                if (i8)
+                  (simd ? kernels::detail::qlinear_rows_q8_rowlane_avx512 : kernels::detail::qlinear_rows_q8_rowlane_scalar)(
+                      a.q, q.view(), bp, n0, n1, out.data(), N);
+                else
+                  (simd ? kernels::detail::qlinear_rows_f32_rowlane_avx512 : kernels::detail::qlinear_rows_f32_rowlane_scalar)(
+                      x.data(), T, q.view(), bp, n0, n1, out.data(), N);
+              };
+              std::vector<float> ref(size_t(T * N), NAN), simd(size_t(T * N), NAN), split(size_t(T * N), NAN);
+              run(false, 0, N, ref);
+              run(true, 0, N, simd);
+              const int64_t c1 = 5 + T, c2 = N - 3 - T;  // cuts inside row blocks
+              run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
+              INFO("bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T << (i8 ? " int8" : " f32"));
+              CHECK(same_bits(ref, simd));
+              CHECK(same_bits(ref, split));
+              // and the token rows one at a time
+              std::vector<float> alone(size_t(T * N), NAN);
+              for (int64_t t = 0; t < T; ++t) {
+                if (i8) {
+                  kernels::QActivations rows = a.q;
+                  rows.t = 1, rows.q += t * K, rows.scale += t * K / 32, rows.sum += t * K / 16;
+                  kernels::detail::qlinear_rows_q8_rowlane_avx512(rows, q.view(), bp, 0, N, alone.data() + t * N, N);
+                } else {
+                  kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data() + t * K, 1, q.view(), bp, 0, N, alone.data() + t * N, N);
+                }
+              }
+              CHECK(same_bits(ref, alone));
+            }
+          }
+          ++cases;
+        }
+  CHECK(cases == 24);
+  // a Rows view given to a row-lane kernel is refused, not misread
+  const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
+  const auto x = randn(64, 10);
+  std::vector<float> o(16);
+  CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
+  CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
+}
+
+TEST_CASE("row-lane implied zero points (Q4_0: offset -8 x scale, Q8_0: 0): same bits, offsets not stored") {
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F16, ScaleType::F32})
+      for (int z : {0, 8}) {
+        if (z == 8 && bits == 8) continue;
+        const int64_t N = 37, K = 160;
+        const int group = 32;
+        QW q = make_qw(bits, group, N, K, st, uint32_t(70 + bits + z));
+        for (size_t i = 0; i < q.scale_f32.size(); ++i) {  // offsets := -z * scale, exactly
+          q.offset_f32[i] = kernels::detail::implied_offset(z, q.scale_f32[i]);
+          if (st == ScaleType::F16) q.offset_f16[i] = f32_to_f16(q.offset_f32[i]);
+        }
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == z);
+        const QW stored = q.as(kernels::QLayout::RowLane16), implied = q.as(kernels::QLayout::RowLane16, z);
+        CHECK(implied.packed.size() < stored.packed.size());
+        std::vector<uint8_t> back(size_t(N * K));
+        kernels::qweight_unpack_rowlane(bits, N, K, group, st, implied.packed.data(), back.data(), z);
+        CHECK(back == q.codes);
+        const int64_t T = 5;
+        const auto x = randn(size_t(T * K), 80), bias = randn(size_t(N), 81);
+        const ActBuf a(x.data(), T, K);
+        for (const Variant& v : variants()) {
+          std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+          v.q8(a.q, stored.view(), bias.data(), 0, N, o1.data(), N);
+          v.q8(a.q, implied.view(), bias.data(), 0, N, o2.data(), N);
+          v.f32(x.data(), T, stored.view(), bias.data(), 0, N, f1.data(), N);
+          v.f32(x.data(), T, implied.view(), bias.data(), 0, N, f2.data(), N);
+          INFO(v.name << " bits " << bits << " z " << z << (st == ScaleType::F16 ? " f16" : " f32"));
+          CHECK(same_bits(o1, o2));
+          CHECK(same_bits(f1, f2));
+        }
+        // one offset off by a bit: not implied
+        q.offset_f32[7] = std::nextafter(q.offset_f32[7], 1.0f);
+        if (st == ScaleType::F16) q.offset_f16[7] = uint16_t(q.offset_f16[7] ^ 1);
+        CHECK(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == -1);
+      }
+}
+
 TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {
   const int64_t T = 3, K = 96;
   auto x = randn(size_t(T * K), 5);
@@ -183,10 +338,15 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                 }
                 ref[size_t(t * N + n)] = s, refq[size_t(t * N + n)] = sq, mag[size_t(t * N + n)] = m, qerr[size_t(t * N + n)] = e;
               }
-            const auto view = q.view();
+            std::vector<kernels::QLayout> layouts = {kernels::QLayout::Rows};
+            if (group % 32 == 0) layouts.push_back(kernels::QLayout::RowLane16);
+            for (kernels::QLayout layout : layouts) {
+            const QW ql = q.as(layout);
+            const auto view = ql.view();
             const std::string what = "K " + std::to_string(K) + " N " + std::to_string(N) + " T " + std::to_string(T) +
                                      " bits " + std::to_string(bits) + " group " + std::to_string(group) +
-                                     (st == ScaleType::F16 ? " f16" : " f32");
+                                     (st == ScaleType::F16 ? " f16" : " f32") +
+                                     (layout == kernels::QLayout::Rows ? " rows" : " rowlane16");
             for (const Variant& v : vs)
               for (ActQuant mode : {ActQuant::None, ActQuant::Int8}) {
                 const bool i8 = mode == ActQuant::Int8;
@@ -214,10 +374,11 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                 CHECK(same_bits(out, alone));
                 CHECK(same_bits(out, split));
               }
+            }
             ++cases;
           }
         }
-  MESSAGE(cases << " shapes x " << vs.size() << " variants x 2 activation modes");
+  MESSAGE(cases << " shapes (the group-32k ones in both layouts) x " << vs.size() << " variants x 2 activation modes");
   CHECK(cases == 260);  // the table above, all of it
 }
 
@@ -267,8 +428,18 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
       LinearWeight w;
       w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
       w.n = N, w.k = K, w.group_size = 64;
-      w.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
-      kernels::qweight_pack(bits, N, K, q.codes.data(), w.data.ptr<uint8_t>());
+      if (kernels::qweight_preferred_layout(bits, 64) == kernels::QLayout::RowLane16) {  // AVX-512 CPUs
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, 64, st, q.scales(), q.offsets()) == -1);  // random offsets
+        const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, 64, st);
+        w.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});  // + the descriptor row: "RL16", zero -1
+        kernels::qweight_pack_rowlane(bits, N, K, 64, st, q.codes.data(), q.scales(), q.offsets(), w.data.ptr<uint8_t>());
+        const int32_t zero = -1;
+        std::memcpy(w.data.ptr<uint8_t>() + blocks * bb, "RL16", 4);
+        std::memcpy(w.data.ptr<uint8_t>() + blocks * bb + 4, &zero, 4);
+      } else {
+        w.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
+        kernels::qweight_pack(bits, N, K, q.codes.data(), w.data.ptr<uint8_t>());
+      }
       const DType sd = st == ScaleType::F16 ? DType::F16 : DType::F32;
       w.scales = Tensor::empty_host(sd, {N, K / 64});
       w.zeros = Tensor::empty_host(sd, {N, K / 64});

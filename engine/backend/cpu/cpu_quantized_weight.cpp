@@ -1,5 +1,7 @@
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 
+#include <cstring>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
@@ -17,6 +19,11 @@ void check_group_params(const LinearWeight& w) {
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: scales/zeros must be f16 or f32 [" << w.n
         << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
         << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
+}
+constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
+
+kernels::ScaleType scale_type_of(const LinearWeight& w) {
+  return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
 }
 }  // namespace
 
@@ -48,8 +55,22 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
         LLM_CHECK(c[i] <= 15) << "int4-group: code " << int(c[i]) << " at " << i << " is outside 0..15";
   }
   LinearWeight out = canonical;
-  out.data = Tensor::empty_host(DType::U8, {canonical.n, kernels::qweight_row_bytes(bits, canonical.k)});
-  kernels::qweight_pack(bits, canonical.n, canonical.k, c, out.data.ptr<uint8_t>());
+  const int64_t N = canonical.n, K = canonical.k;
+  if (kernels::qweight_preferred_layout(bits, canonical.group_size) == kernels::QLayout::RowLane16) {
+    const kernels::ScaleType st = scale_type_of(canonical);
+    const int group = canonical.group_size;
+    const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
+    const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero);
+    out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
+    uint8_t* d = out.data.ptr<uint8_t>();
+    kernels::qweight_pack_rowlane(bits, N, K, group, st, c, canonical.scales.data, canonical.zeros.data, d, zero);
+    std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row: tag, implied zero
+    std::memcpy(d + blocks * bb + 4, &zero, 4);
+    // the kernels read the copies inside data; these stay as documented ([N, K / group]) for the contract
+    return out;
+  }
+  out.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
+  kernels::qweight_pack(bits, N, K, c, out.data.ptr<uint8_t>());
   return out;
 }
 
@@ -57,14 +78,30 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
   kernels::QWeightView v;
   v.bits = quantized_bits(w.format);
   check_group_params(w);
+  v.n = w.n, v.k = w.k, v.group = w.group_size;
+  v.scale_type = scale_type_of(w);
+  if (kernels::qweight_preferred_layout(v.bits, w.group_size) == kernels::QLayout::RowLane16) {
+    const int64_t blocks = (w.n + 15) / 16;
+    const auto* d = w.data.ptr<uint8_t>();
+    const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
+                        w.data.dim(1) >= 8 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
+    int zero = -2;
+    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4);
+    LLM_CHECK(tagged && zero >= -1 && w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
+        << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
+        << " (was it made by upload_quantized?)";
+    v.layout = kernels::QLayout::RowLane16;
+    v.implied_zero = zero;
+    v.packed = d;
+    return v;
+  }
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
   LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
       << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed data must be u8 [" << w.n << ", "
       << kernels::qweight_row_bytes(v.bits, w.k) << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
       << " (was it made by upload_quantized?)";
-  v.n = w.n, v.k = w.k, v.group = w.group_size;
   v.packed = w.data.ptr<uint8_t>();
-  v.scale_type = w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
   v.scale = w.scales.data;
   v.offset = w.zeros.data;
   return v;

@@ -2,7 +2,12 @@
 // canonical form into kernels/cpu/qlinear.h's layout, and the kernels' view of a packed weight.
 //   canonical: data = codes one per byte [N, K] (U8; I8 or U8 for 8 bits), scales and zeros
 //              (= offsets) [N, K / group_size] F16 or F32
-//   packed:    data = U8 [N, qweight_row_bytes(bits, K)], scales and zeros kept
+//   packed:    the layout kernels::qweight_preferred_layout picks on this CPU (one per process):
+//              Rows:      data = U8 [N, qweight_row_bytes(bits, K)], scales and zeros kept
+//              RowLane16: data = U8 [ceil(N / 16) + 1, qweight_rowlane_block_bytes] (codes, scales
+//                         and offsets interleaved by blocks of 16 rows), then one descriptor row:
+//                         "RL16", the implied zero point (int32: -1 offsets stored, 0 or 8 not);
+//                         scales and zeros kept as they were (the kernels read the copies in data)
 #pragma once
 #include "engine/backend/linear_weight.h"
 #include "kernels/cpu/qlinear.h"

@@ -1,0 +1,213 @@
+// The row-lane layout (qlinear.h, QLayout::RowLane16): packing, and the portable kernels that are
+// its readable reference. Each output row is one lane; per (row, token) the order is
+//   int8 mode: per group, per block b of 32 inputs: acc = fma(float(exact integer dot product),
+//              scale * activation scale[b], acc); then acc = fma(offset, S[group], acc)
+//              (S: qact_group_sums; with an implied zero z the offset is implied_offset(z, scale),
+//              and z = 0 has no offset term); at the end acc + bias.
+//   f32 mode:  four accumulators a[j], j = input % 4; per block, in the order the layout stores the
+//              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j),
+//              w = fma(code, scale, offset), a[j] = fma(x, w, a[j]); at the end
+//              (a[0] + a[1]) + (a[2] + a[3]) + bias.
+// The AVX-512 kernels (qlinear_rowlane_avx512.cpp) do the same operations in the same order, so
+// their results equal these bit for bit; neither depends on T or on the [n0, n1) split.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
+
+namespace llmctl::kernels {
+
+namespace detail {
+
+RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
+  KERNEL_CHECK((bits == 4 || bits == 8) && group > 0 && group % 32 == 0 && k % group == 0)
+      << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
+      << " (4 or 8 bits, a group that is a multiple of 32 and divides K)";
+  RowLaneGeometry g{};
+  g.blocks_per_group = group / 32;
+  g.code_bytes = bits == 4 ? 256 : 512;
+  g.param_bytes = 16 * (st == ScaleType::F16 ? 2 : 4);
+  g.offsets = implied_zero < 0;
+  g.group_bytes = g.blocks_per_group * g.code_bytes + (g.offsets ? 2 : 1) * g.param_bytes;
+  g.groups = k / group;
+  g.row_block_bytes = g.groups * g.group_bytes;
+  return g;
+}
+
+namespace {
+
+// Byte offset, within a block's code bytes, of row r's input i (0..31), and the nibble (4 bits).
+inline int64_t code_byte(int bits, int r, int i, bool* high) {
+  if (bits == 8) {
+    *high = false;
+    return (i / 4) * 64 + 4 * r + i % 4;
+  }
+  *high = i >= 16;
+  const int j = i % 16;
+  return (j / 4) * 64 + 4 * r + j % 4;
+}
+
+// Code of row r, input i of a block (0..15, or -128..127).
+inline int code_of(int bits, const uint8_t* blk, int r, int i) {
+  bool high = false;
+  const uint8_t b = blk[code_byte(bits, r, i, &high)];
+  if (bits == 8) return int(b) - 128;
+  return high ? b >> 4 : b & 0xF;
+}
+
+// Activation k's inputs in the order the f32 mode takes them within a block (see the top).
+inline int f32_input(int bits, int step) {  // step 0..31
+  if (bits == 8) return step;
+  const int v = step / 8, half = (step / 4) % 2, j = step % 4;
+  return half * 16 + 4 * v + j;
+}
+
+}  // namespace
+
+void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
+                                    int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  const int64_t K = w.k, G = geo.groups, blocks = K / 32;
+  std::vector<float> S(static_cast<size_t>(x.t * G));
+  qact_group_sums(x, w.group, S.data());
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
+    const int r = int(n % 16);
+    for (int64_t t = 0; t < x.t; ++t) {
+      const int8_t* q = x.q + t * K;
+      float acc = 0;
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* gp = rb + g * geo.group_bytes;
+        const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
+        const float s = load_scale(w.scale_type, params, r);
+        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
+        for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
+          const int64_t b = g * geo.blocks_per_group + j;
+          int32_t dot = 0;
+          for (int i = 0; i < 32; ++i) dot += code_of(w.bits, gp + j * geo.code_bytes, r, i) * int32_t(q[b * 32 + i]);
+          acc = std::fma(float(dot), s * x.scale[t * blocks + b], acc);
+        }
+        if (w.implied_zero != 0) acc = std::fma(o, S[size_t(t * G + g)], acc);  // z = 0: no offset term
+      }
+      out[t * ldo + n] = bias ? acc + bias[n] : acc;
+    }
+  }
+}
+
+void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
+                                     int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  const int64_t K = w.k, G = geo.groups;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
+    const int r = int(n % 16);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xr = x + t * K;
+      float a[4] = {0, 0, 0, 0};
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* gp = rb + g * geo.group_bytes;
+        const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
+        const float s = load_scale(w.scale_type, params, r);
+        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
+        for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
+          const int64_t b = g * geo.blocks_per_group + j;
+          for (int step = 0; step < 32; ++step) {
+            const int i = f32_input(w.bits, step);
+            const float wv = std::fma(float(code_of(w.bits, gp + j * geo.code_bytes, r, i)), s, o);
+            a[i % 4] = std::fma(xr[b * 32 + i], wv, a[i % 4]);
+          }
+        }
+      }
+      const float sum = (a[0] + a[1]) + (a[2] + a[3]);
+      out[t * ldo + n] = bias ? sum + bias[n] : sum;
+    }
+  }
+}
+
+}  // namespace detail
+
+int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
+  return detail::rowlane_geometry(bits, k, group, st, implied_zero).row_block_bytes;
+}
+
+int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset) {
+  const int64_t count = n * (k / group);
+  for (int z : {0, 8}) {
+    if (z == 8 && bits != 4) continue;
+    int64_t i = 0;
+    for (; i < count; ++i) {
+      const float want = detail::implied_offset(z, detail::load_scale(st, scale, i)), got = detail::load_scale(st, offset, i);
+      if (std::memcmp(&want, &got, 4) != 0) break;
+    }
+    if (i == count) return z;
+  }
+  return -1;
+}
+
+void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero) {
+  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
+  const int64_t nb = (n + 15) / 16, G = geo.groups, bpg = geo.blocks_per_group;
+  const size_t ps = st == ScaleType::F16 ? 2 : 4;
+  const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
+  // Written in layout order, one row block at a time (the code_byte map, unrolled).
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    const uint8_t* rows[16];
+    for (int r = 0; r < 16; ++r) rows[r] = blk * 16 + r < n ? codes + (blk * 16 + r) * k : zero_row.data();
+    for (int64_t g = 0; g < G; ++g) {
+      uint8_t* gp = out + blk * geo.row_block_bytes + g * geo.group_bytes;
+      for (int64_t jb = 0; jb < bpg; ++jb) {
+        const int64_t c0 = (g * bpg + jb) * 32;
+        uint8_t* o = gp + jb * geo.code_bytes;
+        for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)
+          for (int r = 0; r < 16; ++r)
+            for (int j = 0; j < 4; ++j) {
+              const uint8_t* c = rows[r] + c0;
+              o[v * 64 + 4 * r + j] = bits == 8 ? uint8_t(c[4 * v + j] ^ 0x80)
+                                                : uint8_t((c[4 * v + j] & 0xF) | (c[16 + 4 * v + j] & 0xF) << 4);
+            }
+      }
+      uint8_t* params = gp + bpg * geo.code_bytes;
+      for (int r = 0; r < 16; ++r) {
+        const int64_t row = blk * 16 + r;
+        uint8_t* sp = params + r * ps;
+        uint8_t* op = params + geo.param_bytes + r * ps;
+        if (row < n) {
+          std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
+          if (geo.offsets) std::memcpy(op, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
+        } else {
+          std::memset(sp, 0, ps);
+          if (geo.offsets) std::memset(op, 0, ps);
+        }
+      }
+    }
+  }
+}
+
+void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
+                            uint8_t* codes, int implied_zero) {
+  const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
+  for (int64_t row = 0; row < n; ++row) {
+    const uint8_t* rb = packed + (row / 16) * geo.row_block_bytes;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const uint8_t* blk = rb + (b / geo.blocks_per_group) * geo.group_bytes + (b % geo.blocks_per_group) * geo.code_bytes;
+      for (int i = 0; i < 32; ++i) codes[row * k + b * 32 + i] = uint8_t(detail::code_of(bits, blk, int(row % 16), i));
+    }
+  }
+}
+
+QLayout qweight_preferred_layout(int /*bits*/, int group) {
+  // LLMCTL_QLINEAR_LAYOUT=rows keeps the Rows layout (to measure one against the other).
+  static const bool rows_only = [] {
+    const char* v = std::getenv("LLMCTL_QLINEAR_LAYOUT");
+    return v && std::strcmp(v, "rows") == 0;
+  }();
+  return detail::cpu_has_avx512_vnni() && group % 32 == 0 && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
+}
+
+}  // namespace llmctl::kernels

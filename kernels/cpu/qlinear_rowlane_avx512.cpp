@@ -1,0 +1,220 @@
+// AVX-512 (F, BW, VL, VNNI) kernels of the row-lane layout (qlinear.h, QLayout::RowLane16): lane r
+// of every vector is row r of a block of 16, so one block of 32 inputs is, per token,
+//   int8 mode: 8 vpdpbusd (4 inputs x 16 rows each, the token's 4 int8 activations broadcast), one
+//              convert and one FMA by (16 row scales x the block's activation scale); per group one
+//              more FMA, offsets x S[group]; no horizontal sums, one masked store of 16 outputs.
+//              4 bits: the codes' low and high nibbles (inputs 4v + j and 16 + 4v + j) are unsigned;
+//              the high ones are used in place (16 x code), their chain's sum shifted right by 4.
+//              8 bits: codes are stored + 128 (unsigned); the integer sums start from -128 * the sum
+//              of the block's activation codes, so they stay exact.
+//   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
+//              accumulator input % 4.
+// A tile is one row block x NT tokens (NT <= 8): its weight codes are loaded and split once for the
+// NT tokens. The operations per (row, token), and their order, are those of the scalar reference
+// (qlinear_rowlane.cpp) whatever NT, T or [n0, n1): the results equal it bit for bit.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+template <bool F16>
+inline __m512 load16(const uint8_t* p) {
+  if constexpr (F16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  else
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+inline __m512i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {  // lanes of rows nb + r in [n0, n1)
+  const int64_t lo = std::max<int64_t>(0, n0 - nb), hi = std::min<int64_t>(16, n1 - nb);
+  return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// One row block (rows nb..nb+15, its bytes at rb) x NT tokens from t, int8 activations.
+// corr[t * blocks + b]: -128 * the sum of token t's codes in block b (8 bits only).
+template <int NT, bool FOUR, bool F16>
+void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
+             const float* S, int64_t t, const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
+  const __m512i nib = _mm512_set1_epi8(0x0F), hin = _mm512_set1_epi8(char(0xF0));
+  __m512 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    const __m512 s = load16<F16>(params);
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes;
+      __m512i wv[8];
+      if constexpr (FOUR) {
+        for (int v = 0; v < 4; ++v) {
+          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
+          wv[v] = _mm512_and_si512(W, nib);       // inputs 4v + j
+          wv[4 + v] = _mm512_and_si512(W, hin);   // 16 x inputs 16 + 4v + j (unshifted: one op less)
+        }
+      } else {
+        for (int v = 0; v < 8; ++v) wv[v] = _mm512_loadu_si512(cp + 64 * v);  // inputs 4v + j
+      }
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* a = x.q + (t + j) * K + b * 32;
+        __m512i i0 = FOUR ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[(t + j) * blocks + b]);
+        __m512i i1 = _mm512_setzero_si512();
+        for (int v = 0; v < 4; ++v) {  // two independent chains (inputs 0..15, 16..31)
+          i0 = _mm512_dpbusd_epi32(i0, wv[v], bcast4(a + 4 * v));
+          i1 = _mm512_dpbusd_epi32(i1, wv[4 + v], bcast4(a + 16 + 4 * v));
+        }
+        if constexpr (FOUR) i1 = _mm512_srai_epi32(i1, 4);  // exact: every term was a multiple of 16
+        const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(x.scale[(t + j) * blocks + b]));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sd, acc[j]);
+      }
+    }
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
+    for (int j = 0; j < NT; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[j]);
+  }
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + nb) : _mm512_setzero_ps();
+  for (int j = 0; j < NT; ++j)
+    _mm512_mask_storeu_ps(out + (t + j) * ldo + nb, m, bias ? _mm512_add_ps(acc[j], bv) : acc[j]);
+}
+
+// The same tile in the f32 mode.
+template <int NT, bool FOUR, bool F16>
+void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
+              const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
+  const int64_t G = geo.groups, bpg = geo.blocks_per_group;
+  const __m512i mask = _mm512_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm512_set1_epi32(128);
+  __m512 acc[NT][4];
+  for (int j = 0; j < NT; ++j)
+    for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    const __m512 s = load16<F16>(params);
+    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes)
+                     : zero == 0 ? _mm512_set1_ps(-0.0f) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes;
+      // one input's 16 codes -> 16 weights, then every token's FMA
+      auto step = [&](__m512i W, int shift, int input) {
+        __m512i c = _mm512_and_si512(_mm512_srli_epi32(W, shift), mask);
+        if constexpr (!FOUR) c = _mm512_sub_epi32(c, c128);
+        const __m512 wf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), s, o);
+        for (int j = 0; j < NT; ++j)
+          acc[j][input % 4] = _mm512_fmadd_ps(_mm512_set1_ps(x[(t + j) * K + b * 32 + input]), wf, acc[j][input % 4]);
+      };
+      if constexpr (FOUR) {
+        for (int v = 0; v < 4; ++v) {
+          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
+          for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
+          for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
+        }
+      } else {
+        for (int v = 0; v < 8; ++v) {
+          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
+          for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
+        }
+      }
+    }
+  }
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + nb) : _mm512_setzero_ps();
+  for (int j = 0; j < NT; ++j) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]), _mm512_add_ps(acc[j][2], acc[j][3]));
+    _mm512_mask_storeu_ps(out + (t + j) * ldo + nb, m, bias ? _mm512_add_ps(sum, bv) : sum);
+  }
+}
+
+// Token tiles of up to NMAX over every row block of [n0, n1); tile(nt, t, rb, nb, mask).
+template <int NMAX, class Tile>
+void for_tiles(const RowLaneGeometry& geo, const uint8_t* packed, int64_t T, int64_t n0, int64_t n1, Tile&& tile) {
+  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+    const __mmask16 m = lane_mask(nb, n0, n1);
+    const uint8_t* rb = packed + (nb / 16) * geo.row_block_bytes;
+    int64_t t = 0;
+    for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t, rb, nb, m);
+    const int64_t rest = T - t;
+    switch (rest) {  // the remainder as one tile (NMAX <= 8)
+      case 1: tile(std::integral_constant<int, 1>{}, t, rb, nb, m); break;
+      case 2: tile(std::integral_constant<int, 2>{}, t, rb, nb, m); break;
+      case 3: tile(std::integral_constant<int, 3>{}, t, rb, nb, m); break;
+      case 4: if constexpr (NMAX > 4) tile(std::integral_constant<int, 4>{}, t, rb, nb, m); break;
+      case 5: if constexpr (NMAX > 5) tile(std::integral_constant<int, 5>{}, t, rb, nb, m); break;
+      case 6: if constexpr (NMAX > 6) tile(std::integral_constant<int, 6>{}, t, rb, nb, m); break;
+      case 7: if constexpr (NMAX > 7) tile(std::integral_constant<int, 7>{}, t, rb, nb, m); break;
+      default: break;
+    }
+  }
+}
+
+template <bool FOUR, bool F16>
+void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  const int64_t K = w.k, blocks = K / 32;
+  thread_local std::vector<float> S;
+  S.resize(static_cast<size_t>(x.t * geo.groups));
+  qact_group_sums(x, w.group, S.data());
+  thread_local std::vector<int32_t> corr;
+  if constexpr (!FOUR) {
+    corr.resize(static_cast<size_t>(x.t * blocks));
+    for (int64_t i = 0; i < x.t * blocks; ++i) {
+      int32_t s = 0;
+      for (int k = 0; k < 32; ++k) s += x.q[i * 32 + k];
+      corr[size_t(i)] = -128 * s;
+    }
+  }
+  for_tiles<8>(geo, w.packed, x.t, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
+    q8_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo);
+  });
+}
+
+template <bool FOUR, bool F16>
+void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+              int64_t ldo) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
+    f32_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo);
+  });
+}
+
+}  // namespace
+
+void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
+                                    int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+}
+
+void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
+                                     int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+}
+
+}  // namespace llmctl::kernels::detail
