@@ -21,6 +21,10 @@
 namespace llmctl {
 
 bool cuda_device_available();
+// Whether the quantized CUDA kernels (linears, cuda_quantized.cpp) are switched on: only with
+// LLMCTL_CUDA_QUANTIZED=1 until a GPU run has verified them; otherwise quantized checkpoints are
+// dequantized at load as before.
+bool cuda_quantized_enabled();
 
 struct CudaOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
@@ -72,7 +76,10 @@ class CudaBackend final : public Backend {
   // weights in the compute dtype).
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   using Backend::linear;  // the LinearWeight overload
-  bool supports(WeightFormat f) const override { return is_dense(f); }  // quantized: issue 14
+  // Dense always; Int4Group / Int8Group only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  bool supports(WeightFormat f) const override;
+  LinearWeight upload_quantized(const LinearWeight& canonical) override;
+  void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,

@@ -1,0 +1,102 @@
+// CudaBackend's group-affine quantized linears (Int4Group / Int8Group): upload_quantized packs the
+// loader's canonical codes into kernels/cuda/qlinear.cuh's layout and uploads codes, scales and
+// offsets as they are; linear_quantized runs kernels/cuda/qlinear.cu on them.
+//
+// Gate: until a GPU run has verified these kernels (tests/gpu/test_cuda_qlinear.cpp via
+// scripts/gpu-check.sh), supports() accepts the quantized formats only when the environment variable
+// LLMCTL_CUDA_QUANTIZED=1 is set; otherwise the loader dequantizes quantized checkpoints as before.
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/core/error.h"
+#include "kernels/cuda/qlinear.cuh"
+
+namespace llmctl {
+
+bool cuda_quantized_enabled() {
+  const char* v = std::getenv("LLMCTL_CUDA_QUANTIZED");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool CudaBackend::supports(WeightFormat f) const {
+  if (is_dense(f)) return true;
+  return (f == WeightFormat::Int4Group || f == WeightFormat::Int8Group) && cuda_quantized_enabled();
+}
+
+LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
+  require_support(c.format);
+  const int bits = c.format == WeightFormat::Int4Group ? 4 : 8;
+  const int64_t N = c.n, K = c.k;
+  LLM_CHECK(N > 0 && K > 0 && K % 32 == 0) << "upload_quantized: [N, K] = [" << N << ", " << K
+                                           << "], K must be a multiple of 32";
+  LLM_CHECK(c.group_size == 16 || (c.group_size > 0 && c.group_size % 32 == 0 && K % c.group_size == 0))
+      << "upload_quantized: group " << c.group_size << " for K " << K;
+  LLM_CHECK(c.data.device == Device::CPU && (c.data.dtype == DType::U8 || c.data.dtype == DType::I8) &&
+            c.data.numel() == N * K)
+      << "upload_quantized: codes must be host U8 [" << N << ", " << K << "], got " << dtype_name(c.data.dtype)
+      << c.data.shape_str();
+  const int64_t G = K / c.group_size;
+  LLM_CHECK((c.scales.dtype == DType::F16 || c.scales.dtype == DType::F32) && c.scales.numel() == N * G)
+      << "upload_quantized: scales " << dtype_name(c.scales.dtype) << c.scales.shape_str() << ", want [" << N
+      << ", " << G << "] f16/f32";
+  LLM_CHECK(c.zeros.numel() == 0 || (c.zeros.dtype == c.scales.dtype && c.zeros.numel() == N * G))
+      << "upload_quantized: offsets " << dtype_name(c.zeros.dtype) << c.zeros.shape_str() << " vs scales "
+      << dtype_name(c.scales.dtype) << c.scales.shape_str();
+  const uint8_t* codes = static_cast<const uint8_t*>(c.data.data);
+  if (bits == 4)
+    for (int64_t i = 0; i < N * K; ++i)
+      LLM_CHECK(codes[i] <= 15) << "upload_quantized: 4-bit code " << int(codes[i]) << " at " << i;
+
+  const int64_t row_bytes = cuda::qlinear_row_bytes(bits, K);
+  Tensor packed = Tensor::empty_host(DType::U8, {N, row_bytes});
+  cuda::qlinear_pack(bits, N, K, codes, static_cast<uint8_t*>(packed.data));
+  LinearWeight w;
+  w.format = c.format;
+  w.n = N;
+  w.k = K;
+  w.group_size = c.group_size;
+  w.shard = c.shard;
+  w.data = upload(packed, DType::U8);
+  w.scales = upload(c.scales, c.scales.dtype);
+  if (c.zeros.numel()) w.zeros = upload(c.zeros, c.zeros.dtype);
+  return w;
+}
+
+void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  require_support(w.format);
+  check_device(x, "linear_quantized x");
+  check_device(w.data, "linear_quantized codes");
+  check_device(w.scales, "linear_quantized scales");
+  check_device(out, "linear_quantized out");
+  const int64_t K = x.dim(-1), T = x.numel() / std::max<int64_t>(K, 1), N = w.n;
+  LLM_CHECK(K == w.k) << "linear_quantized: x " << x.shape_str() << " vs weight [" << w.n << ", " << w.k << "]";
+  LLM_CHECK(out.numel() == T * N && out.dim(-1) == N)
+      << "linear_quantized: out " << out.shape_str() << ", want [" << T << ", " << N << "]";
+  cuda::QLinearParams p;
+  p.x = x.data;
+  p.x_dtype = x.dtype;
+  p.packed = static_cast<const uint8_t*>(w.data.data);
+  p.bits = w.format == WeightFormat::Int4Group ? 4 : 8;
+  p.group = w.group_size;
+  p.scale = w.scales.data;
+  p.scale_dtype = w.scales.dtype;
+  if (w.zeros.numel()) {
+    check_device(w.zeros, "linear_quantized offsets");
+    p.offset = w.zeros.data;
+  }
+  if (bias) {
+    check_device(*bias, "linear_quantized bias");
+    LLM_CHECK(bias->numel() == N) << "linear_quantized: bias " << bias->shape_str() << " for N=" << N;
+    p.bias = bias->data;
+    p.bias_dtype = bias->dtype;
+  }
+  p.out = out.data;
+  p.out_dtype = out.dtype;
+  p.T = T;
+  p.N = N;
+  p.K = K;
+  cuda::qlinear(p, stream_);
+}
+
+}  // namespace llmctl
