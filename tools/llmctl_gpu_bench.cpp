@@ -350,6 +350,53 @@ int main(int argc, char** argv) try {
     out["prefill_linear"] = prefill_rows;
   }
 
+  // (c4) W4A16: the int4 group-128 quantized linear (kernels/cuda/qlinear.cu) on Llama-3-8B shapes at
+  // decode batch sizes, beside the bf16 linear (tuned path) of the same shape: microseconds, GB/s over
+  // the 4-bit codes, speed-up. The bench switches the kernels' gate on (LLMCTL_CUDA_QUANTIZED=1).
+  {
+    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+    json rows = json::array();
+    struct QLin {
+      const char* name;
+      int64_t N, K;
+    };
+    const QLin qlins[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    for (const QLin& l : qlins) {
+      const int group = 128;
+      LinearWeight c;
+      c.format = WeightFormat::Int4Group;
+      c.n = l.N;
+      c.k = l.K;
+      c.group_size = group;
+      c.data = Tensor::empty_host(DType::U8, {l.N, l.K});
+      std::uniform_int_distribution<int> code(0, 15);
+      for (int64_t i = 0; i < l.N * l.K; ++i) c.data.ptr<uint8_t>()[i] = uint8_t(code(rng));
+      {
+        Tensor sf = Tensor::empty_host(DType::F32, {l.N, l.K / group});
+        Tensor zf = Tensor::empty_host(DType::F32, {l.N, l.K / group});
+        std::uniform_real_distribution<float> u(0.001f, 0.004f);
+        for (int64_t i = 0; i < sf.numel(); ++i) sf.ptr<float>()[i] = u(rng), zf.ptr<float>()[i] = -8 * u(rng);
+        c.scales = convert_host(sf, DType::F16);
+        c.zeros = convert_host(zf, DType::F16);
+      }
+      const LinearWeight qw = be.upload_quantized(c);
+      Tensor wd = random_dev(be, dt, {l.N, l.K}, 0.02f);
+      const double qbytes = double(l.N) * l.K / 2;
+      for (int64_t T : {1, 8, 16, 32}) {
+        Tensor x = random_dev(be, dt, {T, l.K}, 1.f), y = be.alloc(dt, {T, l.N});
+        const double q_ms = median_ms(be, 3, 20, [&] { be.linear(x, qw, nullptr, y); });
+        const double d_ms = median_ms(be, 3, 20, [&] { be.linear(x, wd, nullptr, y); });
+        const double gbps = qbytes / (q_ms * 1e-3) / 1e9;
+        rows.push_back({{"layer", l.name}, {"n", l.N}, {"k", l.K}, {"group", group}, {"batch", T},
+                        {"int4_us", q_ms * 1e3}, {"int4_gbps", gbps}, {"bf16_us", d_ms * 1e3},
+                        {"speedup_vs_bf16", d_ms / q_ms}, {"fraction_of_copy_bw", gbps / copy_gbps}});
+        std::fprintf(stderr, "w4a16 g128 %-8s %5lldx%-5lld T=%-3lld %9.1f us  %7.1f GB/s (4-bit)  bf16 %9.1f us  x%.2f\n",
+                     l.name, (long long)l.N, (long long)l.K, (long long)T, q_ms * 1e3, gbps, d_ms * 1e3, d_ms / q_ms);
+      }
+    }
+    out["w4a16_linear"] = rows;
+  }
+
   // (c3) causal prefill attention of one sequence (tensor-core kernel), Llama-3-8B heads.
   {
     json rows = json::array();
