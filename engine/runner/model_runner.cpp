@@ -52,7 +52,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   auto per_head = [&](const std::vector<float>* s) {
     Tensor h = Tensor::empty_host(DType::F32, {c.num_kv_heads});
     for (int i = 0; i < c.num_kv_heads; ++i) h.ptr<float>()[i] = s ? s->at(size_t(i)) : 1.0f;
-    return backend().upload(h);
+    return backend().upload(h, DType::F32);  // stays f32 (a float upload would become the compute dtype on CUDA)
   };
   kv_.clear();  // the old cache goes before the new one is allocated
   kv_.resize(size_t(c.num_layers));

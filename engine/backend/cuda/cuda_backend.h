@@ -80,6 +80,8 @@ class CudaBackend final : public Backend {
   bool supports(WeightFormat f) const override;
   LinearWeight upload_quantized(const LinearWeight& canonical) override;
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  // Auto always; int8 / fp8 only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  bool supports_kv_cache(KvCacheDtype d) const override;
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
@@ -102,6 +104,11 @@ class CudaBackend final : public Backend {
   int* attention_split_counters(size_t count);  // zeroed when (re)allocated; kernels leave them zero
   // A device buffer that only grows; growing clears the graphs (they hold its old address).
   void* grow(void*& buf, size_t& cap, size_t bytes);
+  // Quantized KV caches (cuda_quantized.cpp): write_kv quantizing, and attention over the step's
+  // context dequantized into kvq_scratch_ (a dense paged cache with an identity block table).
+  void write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache);
+  void attention_quant(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
+                       int num_kv_heads, float scale, Tensor& out);
 
   DType dtype_;
   CudaOptions options_;
@@ -123,6 +130,8 @@ class CudaBackend final : public Backend {
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  void* kvq_scratch_ = nullptr;  // attention_quant's dequantized context (k, v, block table)
+  size_t kvq_scratch_bytes_ = 0;
   // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.
   void* sample_dev_ = nullptr;
   size_t sample_dev_bytes_ = 0;
