@@ -10,11 +10,17 @@
 // K a multiple of 32; group 16 or a multiple of 32 dividing K; scales/offsets [N, K / group], f16 or
 // f32 (offsets may be absent: 0).
 //
-// Batch invariance: one kernel family for every T. A warp owns output rows, each lane a fixed set of
-// 32-input chunks of K; every token's sum is the same sequence of fmaf (ascending k in a lane, then a
-// fixed shuffle tree), whatever T is and whichever tokens share the launch, so a row's bits do not
-// depend on the batch. No atomics, no T-dependent split-K.
-// Not yet: a tensor-core path for large T (prefill re-reads the codes once per 8 tokens, from L2).
+// Two kernels, each batch invariant on its own (no atomics, no T-dependent split-K):
+//   qlinear (CUDA cores, qlinear.cu; any activation dtype): a warp owns output rows, each lane a
+//     fixed set of 32-input chunks of K; every token's sum is the same sequence of fmaf (ascending k
+//     in a lane, then a fixed shuffle tree) whatever T is and whichever tokens share the launch.
+//     Shaped for decode (small T): streams the codes once per 1/4/8 tokens.
+//   qlinear_mma (tensor cores, qlinear_mma.cu; f16/bf16 activations): tiles of codes dequantized to
+//     the activation dtype in shared memory, wmma 16x16x16 with f32 accumulators, K in ascending
+//     16-wide steps for every tile shape, so a row's result does not depend on T either.
+// The two differ from each other in rounding (the tensor-core path rounds the dequantized weights to
+// the activation dtype), so a caller that needs invariance across T uses one of them for every T
+// (CudaBackend: qlinear_mma under --deterministic; otherwise qlinear for T <= kQLinearSmallT).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -45,5 +51,9 @@ int64_t qlinear_row_bytes(int bits, int64_t K);
 void qlinear_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t* out);
 // Throws KernelError for an unsupported shape, dtype or alignment.
 void qlinear(const QLinearParams& p, cudaStream_t stream);
+// The tensor-core form: x and out f16/bf16 (out may also be f32), same checks otherwise.
+bool qlinear_mma_fits(const QLinearParams& p);
+void qlinear_mma(const QLinearParams& p, cudaStream_t stream);
+constexpr int64_t kQLinearSmallT = 8;  // up to this many tokens the CUDA-core kernel is the default
 
 }  // namespace llmctl::cuda

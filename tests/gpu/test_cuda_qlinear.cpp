@@ -179,36 +179,44 @@ TEST_CASE("cuda: quantized linear with f32 activations (kernel direct)") {
     }
 }
 
+// Row t of a T-token call equals the same row alone (T = 1) and inside a batch of 3, bitwise.
+void check_batch_invariant(CudaBackend& be, DType dt, const QCase& c, int64_t T, std::mt19937& rng) {
+  const QWeight q = random_qweight(c, rng);
+  const LinearWeight lw = be.upload_quantized(q.canonical);
+  HostData x = random_host(dt, {T, c.K}, rng);
+  Tensor full = poisoned(be, dt, {T, c.N});
+  be.linear(be.upload(x.t, dt), lw, nullptr, full);
+  const std::vector<float> all = to_vec(be, full);
+  auto rows = [&](int64_t t0, int64_t n) {
+    Tensor xs = Tensor::empty_host(dt, {n, c.K});
+    std::memcpy(xs.data, static_cast<const char*>(x.t.data) + t0 * c.K * dtype_size(dt),
+                size_t(n * c.K) * dtype_size(dt));
+    Tensor o = poisoned(be, dt, {n, c.N});
+    be.linear(be.upload(xs, dt), lw, nullptr, o);
+    return to_vec(be, o);
+  };
+  int64_t mismatched = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float> one = rows(t, 1);
+    mismatched += std::memcmp(one.data(), all.data() + t * c.N, size_t(c.N) * sizeof(float)) != 0;
+  }
+  const std::vector<float> three = rows(2, 3);
+  mismatched += std::memcmp(three.data(), all.data() + 2 * c.N, size_t(3 * c.N) * sizeof(float)) != 0;
+  INFO(case_name(c, T) << " " << dtype_name(dt) << (be.options().deterministic ? " deterministic" : ""));
+  CHECK(mismatched == 0);
+}
+
 TEST_CASE("cuda: quantized linear is batch invariant (a row's bits alone = in any batch)") {
   GateOn gate;
   std::mt19937 rng(1518);
-  for (DType dt : kHalfTypes)
-    for (const QCase& c : {QCase{4, 32, 961, 1536, DType::F16, true}, QCase{8, 16, 257, 576, DType::F32, false}}) {
-      CudaBackend& be = backend(dt);
-      const QWeight q = random_qweight(c, rng);
-      const LinearWeight lw = be.upload_quantized(q.canonical);
-      const int64_t T = 17;
-      HostData x = random_host(dt, {T, c.K}, rng);
-      Tensor dx = be.upload(x.t, dt);
-      Tensor full = poisoned(be, dt, {T, c.N});
-      be.linear(dx, lw, nullptr, full);
-      const std::vector<float> all = to_vec(be, full);
-      // Each row alone (T = 1), and rows 5..7 as a batch of 3 (the T <= 4 instance).
-      auto rows_of = [&](int64_t t0, int64_t n) {
-        Tensor xs = Tensor::empty_host(dt, {n, c.K});
-        std::memcpy(xs.data, static_cast<const char*>(x.t.data) + t0 * c.K * dtype_size(dt), size_t(n * c.K) * dtype_size(dt));
-        Tensor o = poisoned(be, dt, {n, c.N});
-        be.linear(be.upload(xs, dt), lw, nullptr, o);
-        return to_vec(be, o);
-      };
-      int64_t mismatched = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        const std::vector<float> one = rows_of(t, 1);
-        mismatched += std::memcmp(one.data(), all.data() + t * c.N, size_t(c.N) * sizeof(float)) != 0;
-      }
-      const std::vector<float> three = rows_of(5, 3);
-      mismatched += std::memcmp(three.data(), all.data() + 5 * c.N, size_t(3 * c.N) * sizeof(float)) != 0;
-      INFO(case_name(c, T) << " " << dtype_name(dt));
-      CHECK(mismatched == 0);
-    }
+  const QCase cases[] = {QCase{4, 32, 961, 1536, DType::F16, true}, QCase{8, 16, 257, 576, DType::F32, false}};
+  for (DType dt : kHalfTypes) {
+    // Default options: up to kQLinearSmallT tokens stay on the CUDA-core kernel (1, 4 or 8 a block).
+    for (const QCase& c : cases) check_batch_invariant(backend(dt), dt, c, cuda::kQLinearSmallT, rng);
+    // --deterministic: the tensor-core kernel for every T (64-token tiles for 17, 16-token alone).
+    CudaOptions o;
+    o.deterministic = true;
+    CudaBackend det(dt, 0, o);
+    for (const QCase& c : cases) check_batch_invariant(det, dt, c, 17, rng);
+  }
 }

@@ -1,7 +1,7 @@
 // CudaBackend's quantized paths:
 //   - group-affine linears (Int4Group / Int8Group): upload_quantized packs the loader's canonical
 //     codes into kernels/cuda/qlinear.cuh's layout and uploads codes, scales and offsets as they are;
-//     linear_quantized runs kernels/cuda/qlinear.cu on them;
+//     linear_quantized runs kernels/cuda/qlinear.cu (decode sizes) or qlinear_mma.cu on them;
 //   - int8 / fp8 KV caches (kernels/cuda/kv_quant.cuh): write_kv quantizes, attention reads the
 //     step's context dequantized into a scratch dense paged cache, copy_blocks moves int8's scales.
 //
@@ -105,7 +105,12 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   p.T = T;
   p.N = N;
   p.K = K;
-  cuda::qlinear(p, stream_);
+  // Tensor cores past decode sizes; under --deterministic for every T (batch invariant: a row's
+  // bits do not depend on T), as the dense path's gemm_invariant. f32 activations: CUDA cores.
+  if (cuda::qlinear_mma_fits(p) && (options_.deterministic || T > cuda::kQLinearSmallT))
+    cuda::qlinear_mma(p, stream_);
+  else
+    cuda::qlinear(p, stream_);
 }
 
 namespace {
