@@ -20,7 +20,10 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
   LLM_REQUIRE(backend().supports_kv_cache(kv_dtype))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype)
       << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto"
-      << (backend().device() == Device::CPU ? "" : " or --device cpu");
+      << (backend().device() == Device::CPU
+              ? ""
+              : " or --device cpu (CUDA's int8/fp8 KV kernels are off until verified on a GPU: "
+                "LLMCTL_CUDA_QUANTIZED=1 turns them on)");
 }
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
