@@ -71,34 +71,40 @@ __global__ void __launch_bounds__(kThreads) qlinear_kernel(QLinearParams p) {
 
   const bool sf32 = p.scale_dtype == DType::F32;
   const int chunks = int(K / 32);
-  for (int c = lane; c < chunks; c += 32) {
-    const int64_t k0 = int64_t(c) * 32;
+  // One chunk's codes and its one or two (group 16) scale/offset pairs per row.
+  struct Chunk {
     uint32_t wd[R][8];
     float sc[R][2], of[R][2];
+  };
+  const auto load_chunk = [&](int c, Chunk& ch) {
+    const int64_t k0 = int64_t(c) * 32;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if constexpr (BITS == 4) {
         const uint4 v = __ldg(wrow[r] + c);
-        wd[r][0] = v.x; wd[r][1] = v.y; wd[r][2] = v.z; wd[r][3] = v.w;
+        ch.wd[r][0] = v.x; ch.wd[r][1] = v.y; ch.wd[r][2] = v.z; ch.wd[r][3] = v.w;
       } else {
         const uint4 a = __ldg(wrow[r] + 2 * c), b = __ldg(wrow[r] + 2 * c + 1);
-        wd[r][0] = a.x; wd[r][1] = a.y; wd[r][2] = a.z; wd[r][3] = a.w;
-        wd[r][4] = b.x; wd[r][5] = b.y; wd[r][6] = b.z; wd[r][7] = b.w;
+        ch.wd[r][0] = a.x; ch.wd[r][1] = a.y; ch.wd[r][2] = a.z; ch.wd[r][3] = a.w;
+        ch.wd[r][4] = b.x; ch.wd[r][5] = b.y; ch.wd[r][6] = b.z; ch.wd[r][7] = b.w;
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // the groups of inputs k0 and k0 + 16 (equal unless group is 16)
         const int64_t g = srow[r] + (k0 + 16 * h) / p.group;
-        sc[r][h] = load_param(p.scale, sf32, g);
-        of[r][h] = p.offset ? load_param(p.offset, sf32, g) : 0.f;
+        ch.sc[r][h] = load_param(p.scale, sf32, g);
+        ch.of[r][h] = p.offset ? load_param(p.offset, sf32, g) : 0.f;
       }
     }
+  };
+  const auto use_chunk = [&](int c, const Chunk& ch) {
+    const int64_t k0 = int64_t(c) * 32;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       float w[R][8];
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) w[r][i] = fmaf(sc[r][q / 2], code_of<BITS>(wd[r], q, i), of[r][q / 2]);
+        for (int i = 0; i < 8; ++i) w[r][i] = fmaf(ch.sc[r][q / 2], code_of<BITS>(ch.wd[r], q, i), ch.of[r][q / 2]);
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         float xv[8];
@@ -109,6 +115,24 @@ __global__ void __launch_bounds__(kThreads) qlinear_kernel(QLinearParams p) {
           for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(w[r][i], xv[i], acc[r][t]);
       }
     }
+  };
+  // The lane's chunks c, c + 32, c + 64, ... in ascending order, two loaded before either is used
+  // (more bytes in flight); the order of the arithmetic is that of one chunk at a time.
+  // (8 tokens a block: one chunk at a time, to stay within the registers.)
+  int c = lane;
+  if constexpr (NT <= 4) {
+    for (; c + 32 < chunks; c += 64) {
+      Chunk a, b;
+      load_chunk(c, a);
+      load_chunk(c + 32, b);
+      use_chunk(c, a);
+      use_chunk(c + 32, b);
+    }
+  }
+  for (; c < chunks; c += 32) {
+    Chunk a;
+    load_chunk(c, a);
+    use_chunk(c, a);
   }
 
 #pragma unroll
