@@ -43,6 +43,7 @@ int main() {
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/qlinear.cuh"
 
 using namespace llmctl;
 using json = nlohmann::json;
@@ -386,12 +387,33 @@ int main(int argc, char** argv) try {
         Tensor x = random_dev(be, dt, {T, l.K}, 1.f), y = be.alloc(dt, {T, l.N});
         const double q_ms = median_ms(be, 3, 20, [&] { be.linear(x, qw, nullptr, y); });
         const double d_ms = median_ms(be, 3, 20, [&] { be.linear(x, wd, nullptr, y); });
+        // Each kernel on its own, to place the switch between them (cuda::kQLinearSmallT).
+        cuda::QLinearParams qp;
+        qp.x = x.data;
+        qp.x_dtype = dt;
+        qp.packed = static_cast<const uint8_t*>(qw.data.data);
+        qp.bits = 4;
+        qp.group = group;
+        qp.scale = qw.scales.data;
+        qp.offset = qw.zeros.data;
+        qp.scale_dtype = qw.scales.dtype;
+        qp.out = y.data;
+        qp.out_dtype = dt;
+        qp.T = T;
+        qp.N = l.N;
+        qp.K = l.K;
+        const double cores_ms = median_ms(be, 3, 20, [&] { cuda::qlinear(qp, be.stream()); });
+        const double mma_ms = median_ms(be, 3, 20, [&] { cuda::qlinear_mma(qp, be.stream()); });
         const double gbps = qbytes / (q_ms * 1e-3) / 1e9;
         rows.push_back({{"layer", l.name}, {"n", l.N}, {"k", l.K}, {"group", group}, {"batch", T},
                         {"int4_us", q_ms * 1e3}, {"int4_gbps", gbps}, {"bf16_us", d_ms * 1e3},
-                        {"speedup_vs_bf16", d_ms / q_ms}, {"fraction_of_copy_bw", gbps / copy_gbps}});
-        std::fprintf(stderr, "w4a16 g128 %-8s %5lldx%-5lld T=%-3lld %9.1f us  %7.1f GB/s (4-bit)  bf16 %9.1f us  x%.2f\n",
-                     l.name, (long long)l.N, (long long)l.K, (long long)T, q_ms * 1e3, gbps, d_ms * 1e3, d_ms / q_ms);
+                        {"speedup_vs_bf16", d_ms / q_ms}, {"fraction_of_copy_bw", gbps / copy_gbps},
+                        {"cuda_cores_us", cores_ms * 1e3}, {"tensor_cores_us", mma_ms * 1e3}});
+        std::fprintf(stderr,
+                     "w4a16 g128 %-8s %5lldx%-5lld T=%-3lld %9.1f us  %7.1f GB/s (4-bit)  bf16 %9.1f us  x%.2f  "
+                     "(cores %.1f us, mma %.1f us)\n",
+                     l.name, (long long)l.N, (long long)l.K, (long long)T, q_ms * 1e3, gbps, d_ms * 1e3, d_ms / q_ms,
+                     cores_ms * 1e3, mma_ms * 1e3);
       }
     }
     out["w4a16_linear"] = rows;
