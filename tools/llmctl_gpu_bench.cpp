@@ -218,11 +218,26 @@ json throughput_run(Executor& m, const Tokenizer& tok, int in, int out, int conc
 
 // Median ms of one Backend::attention call over S sequences, each with `fresh` new tokens ending at
 // context ctx (random q, k and v, blocks scattered in the pool).
+// kv_dtype int8 / fp8: a quantized cache of arbitrary codes and zero scales (timing only).
 double attention_ms(CudaBackend& be, const Shape& sh, DType dt, int S, int ctx, int fresh, int warmup, int reps,
-                    std::mt19937& rng) {
+                    std::mt19937& rng, KvCacheDtype kv_dtype = KvCacheDtype::Auto) {
   int NB = 0;
   BatchPlan plan = make_plan(S, ctx, fresh, sh.B, &NB, rng);
-  KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+  KvLayer kv;
+  if (kv_dtype == KvCacheDtype::Auto) {
+    kv = KvLayer{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+  } else {
+    const bool int8 = kv_dtype == KvCacheDtype::Int8;
+    kv.quant = kv_dtype;
+    for (Tensor* t : {&kv.k, &kv.v}) {
+      *t = be.alloc(int8 ? DType::I8 : DType::U8, {NB, sh.B, sh.Hkv, sh.D});
+      CUDA_CHECK(cudaMemsetAsync(t->data, 0x11, t->nbytes(), be.stream()));
+    }
+    for (Tensor* t : {&kv.k_scale, &kv.v_scale}) {
+      *t = int8 ? be.alloc(DType::F32, {NB, sh.B, sh.Hkv, 2}) : be.alloc(DType::F32, {sh.Hkv});
+      CUDA_CHECK(cudaMemsetAsync(t->data, 0, t->nbytes(), be.stream()));
+    }
+  }
   Tensor qkv = random_dev(be, dt, {int64_t(S) * fresh, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
   Tensor o = be.alloc(dt, {int64_t(S) * fresh, sh.Hq * sh.D});
   DeviceBatch b = be.prepare_batch(plan);
@@ -305,6 +320,21 @@ int main(int argc, char** argv) try {
                      ms, gbps, 100 * gbps / copy_gbps);
       }
     out["decode_attention"] = rows;
+    // The same over int8 / fp8 caches (gate on): the context is dequantized into a scratch cache
+    // first (kernels/cuda/kv_quant.cuh), so this shows that pass's cost beside the bf16 kernel.
+    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+    json qrows = json::array();
+    for (KvCacheDtype kd : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
+      for (int S : {1, 32})
+        for (int ctx : {1024, 4096}) {
+          const double ms = attention_ms(be, sh, dt, S, ctx, 1, 3, 20, rng, kd);
+          const double base = attention_ms(be, sh, dt, S, ctx, 1, 3, 20, rng);
+          qrows.push_back({{"kv_dtype", kv_cache_dtype_name(kd)}, {"batch", S}, {"context", ctx}, {"ms", ms},
+                           {"bf16_ms", base}, {"slowdown_vs_bf16", ms / base}});
+          std::fprintf(stderr, "attention decode kv %-4s batch %3d ctx %4d %9.4f ms  (bf16 %.4f ms, x%.2f)\n",
+                       kv_cache_dtype_name(kd), S, ctx, ms, base, ms / base);
+        }
+    out["decode_attention_quantized_kv"] = qrows;
   }
 
   // (c2) the batch-1 linear layers of a decode step: cuBLAS's default choice, each GEMV variant, and
