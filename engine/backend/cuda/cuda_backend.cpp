@@ -173,6 +173,12 @@ Tensor CudaBackend::to_host_f32(const Tensor& t) {
     CUDA_CHECK(cudaMemcpyAsync(hi.data, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
     synchronize();
     for (int64_t i = 0; i < t.numel(); ++i) h.ptr<float>()[i] = float(hi.ptr<int32_t>()[i]);
+  } else if (t.dtype == DType::I8 || t.dtype == DType::U8) {  // quantized KV codes, as numbers
+    std::vector<uint8_t> raw(t.nbytes());
+    CUDA_CHECK(cudaMemcpyAsync(raw.data(), t.data, raw.size(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      h.ptr<float>()[i] = t.dtype == DType::I8 ? float(int8_t(raw[size_t(i)])) : float(raw[size_t(i)]);
   } else {
     LLM_CHECK(false) << "to_host_f32: unsupported dtype " << dtype_name(t.dtype);
   }
