@@ -32,7 +32,7 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
               "(the CPU backend always is)");
   s->add_option("--kv-cache-dtype", f.kv_cache_dtype,
                 "KV cache element type: auto (the activation dtype), int8 (per-token, per-head scales and zero "
-                "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU only for now")
+                "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU (CUDA: only with LLMCTL_CUDA_QUANTIZED=1 until verified on a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "int8", "fp8", "fp8_e4m3"}));
   s->add_option("--act-quant", f.act_quant,

@@ -43,6 +43,7 @@ int main() {
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/qlinear.cuh"
 
 using namespace llmctl;
 using json = nlohmann::json;
@@ -217,11 +218,26 @@ json throughput_run(Executor& m, const Tokenizer& tok, int in, int out, int conc
 
 // Median ms of one Backend::attention call over S sequences, each with `fresh` new tokens ending at
 // context ctx (random q, k and v, blocks scattered in the pool).
+// kv_dtype int8 / fp8: a quantized cache of arbitrary codes and zero scales (timing only).
 double attention_ms(CudaBackend& be, const Shape& sh, DType dt, int S, int ctx, int fresh, int warmup, int reps,
-                    std::mt19937& rng) {
+                    std::mt19937& rng, KvCacheDtype kv_dtype = KvCacheDtype::Auto) {
   int NB = 0;
   BatchPlan plan = make_plan(S, ctx, fresh, sh.B, &NB, rng);
-  KvLayer kv{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+  KvLayer kv;
+  if (kv_dtype == KvCacheDtype::Auto) {
+    kv = KvLayer{random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f), random_dev(be, dt, {NB, sh.B, sh.Hkv, sh.D}, 1.f)};
+  } else {
+    const bool int8 = kv_dtype == KvCacheDtype::Int8;
+    kv.quant = kv_dtype;
+    for (Tensor* t : {&kv.k, &kv.v}) {
+      *t = be.alloc(int8 ? DType::I8 : DType::U8, {NB, sh.B, sh.Hkv, sh.D});
+      CUDA_CHECK(cudaMemsetAsync(t->data, 0x11, t->nbytes(), be.stream()));
+    }
+    for (Tensor* t : {&kv.k_scale, &kv.v_scale}) {
+      *t = int8 ? be.alloc(DType::F32, {NB, sh.B, sh.Hkv, 2}) : be.alloc(DType::F32, {sh.Hkv});
+      CUDA_CHECK(cudaMemsetAsync(t->data, 0, t->nbytes(), be.stream()));
+    }
+  }
   Tensor qkv = random_dev(be, dt, {int64_t(S) * fresh, (sh.Hq + 2 * sh.Hkv) * sh.D}, 1.f);
   Tensor o = be.alloc(dt, {int64_t(S) * fresh, sh.Hq * sh.D});
   DeviceBatch b = be.prepare_batch(plan);
@@ -304,6 +320,21 @@ int main(int argc, char** argv) try {
                      ms, gbps, 100 * gbps / copy_gbps);
       }
     out["decode_attention"] = rows;
+    // The same over int8 / fp8 caches (gate on): the context is dequantized into a scratch cache
+    // first (kernels/cuda/kv_quant.cuh), so this shows that pass's cost beside the bf16 kernel.
+    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+    json qrows = json::array();
+    for (KvCacheDtype kd : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
+      for (int S : {1, 32})
+        for (int ctx : {1024, 4096}) {
+          const double ms = attention_ms(be, sh, dt, S, ctx, 1, 3, 20, rng, kd);
+          const double base = attention_ms(be, sh, dt, S, ctx, 1, 3, 20, rng);
+          qrows.push_back({{"kv_dtype", kv_cache_dtype_name(kd)}, {"batch", S}, {"context", ctx}, {"ms", ms},
+                           {"bf16_ms", base}, {"slowdown_vs_bf16", ms / base}});
+          std::fprintf(stderr, "attention decode kv %-4s batch %3d ctx %4d %9.4f ms  (bf16 %.4f ms, x%.2f)\n",
+                       kv_cache_dtype_name(kd), S, ctx, ms, base, ms / base);
+        }
+    out["decode_attention_quantized_kv"] = qrows;
   }
 
   // (c2) the batch-1 linear layers of a decode step: cuBLAS's default choice, each GEMV variant, and
@@ -348,6 +379,74 @@ int main(int argc, char** argv) try {
     }
     out["decode_linear"] = rows;
     out["prefill_linear"] = prefill_rows;
+  }
+
+  // (c4) W4A16: the int4 group-128 quantized linear (kernels/cuda/qlinear.cu) on Llama-3-8B shapes at
+  // decode batch sizes, beside the bf16 linear (tuned path) of the same shape: microseconds, GB/s over
+  // the 4-bit codes, speed-up. The bench switches the kernels' gate on (LLMCTL_CUDA_QUANTIZED=1).
+  {
+    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+    json rows = json::array();
+    struct QLin {
+      const char* name;
+      int64_t N, K;
+    };
+    const QLin qlins[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    for (const QLin& l : qlins) {
+      const int group = 128;
+      LinearWeight c;
+      c.format = WeightFormat::Int4Group;
+      c.n = l.N;
+      c.k = l.K;
+      c.group_size = group;
+      c.data = Tensor::empty_host(DType::U8, {l.N, l.K});
+      std::uniform_int_distribution<int> code(0, 15);
+      for (int64_t i = 0; i < l.N * l.K; ++i) c.data.ptr<uint8_t>()[i] = uint8_t(code(rng));
+      {
+        Tensor sf = Tensor::empty_host(DType::F32, {l.N, l.K / group});
+        Tensor zf = Tensor::empty_host(DType::F32, {l.N, l.K / group});
+        std::uniform_real_distribution<float> u(0.001f, 0.004f);
+        for (int64_t i = 0; i < sf.numel(); ++i) sf.ptr<float>()[i] = u(rng), zf.ptr<float>()[i] = -8 * u(rng);
+        c.scales = convert_host(sf, DType::F16);
+        c.zeros = convert_host(zf, DType::F16);
+      }
+      const LinearWeight qw = be.upload_quantized(c);
+      Tensor wd = random_dev(be, dt, {l.N, l.K}, 0.02f);
+      const double qbytes = double(l.N) * l.K / 2;
+      for (int64_t T : {1, 8, 16, 32}) {
+        Tensor x = random_dev(be, dt, {T, l.K}, 1.f), y = be.alloc(dt, {T, l.N});
+        const double q_ms = median_ms(be, 3, 20, [&] { be.linear(x, qw, nullptr, y); });
+        const double d_ms = median_ms(be, 3, 20, [&] { be.linear(x, wd, nullptr, y); });
+        // Each kernel on its own, to place the switch between them (cuda::kQLinearSmallT).
+        cuda::QLinearParams qp;
+        qp.x = x.data;
+        qp.x_dtype = dt;
+        qp.packed = static_cast<const uint8_t*>(qw.data.data);
+        qp.bits = 4;
+        qp.group = group;
+        qp.scale = qw.scales.data;
+        qp.offset = qw.zeros.data;
+        qp.scale_dtype = qw.scales.dtype;
+        qp.out = y.data;
+        qp.out_dtype = dt;
+        qp.T = T;
+        qp.N = l.N;
+        qp.K = l.K;
+        const double cores_ms = median_ms(be, 3, 20, [&] { cuda::qlinear(qp, be.stream()); });
+        const double mma_ms = median_ms(be, 3, 20, [&] { cuda::qlinear_mma(qp, be.stream()); });
+        const double gbps = qbytes / (q_ms * 1e-3) / 1e9;
+        rows.push_back({{"layer", l.name}, {"n", l.N}, {"k", l.K}, {"group", group}, {"batch", T},
+                        {"int4_us", q_ms * 1e3}, {"int4_gbps", gbps}, {"bf16_us", d_ms * 1e3},
+                        {"speedup_vs_bf16", d_ms / q_ms}, {"fraction_of_copy_bw", gbps / copy_gbps},
+                        {"cuda_cores_us", cores_ms * 1e3}, {"tensor_cores_us", mma_ms * 1e3}});
+        std::fprintf(stderr,
+                     "w4a16 g128 %-8s %5lldx%-5lld T=%-3lld %9.1f us  %7.1f GB/s (4-bit)  bf16 %9.1f us  x%.2f  "
+                     "(cores %.1f us, mma %.1f us)\n",
+                     l.name, (long long)l.N, (long long)l.K, (long long)T, q_ms * 1e3, gbps, d_ms * 1e3, d_ms / q_ms,
+                     cores_ms * 1e3, mma_ms * 1e3);
+      }
+    }
+    out["w4a16_linear"] = rows;
   }
 
   // (c3) causal prefill attention of one sequence (tensor-core kernel), Llama-3-8B heads.

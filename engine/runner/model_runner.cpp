@@ -22,7 +22,10 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
   LLM_REQUIRE(backend().supports_kv_cache(kv_dtype))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype)
       << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto"
-      << (backend().device() == Device::CPU ? "" : " or --device cpu");
+      << (backend().device() == Device::CPU
+              ? ""
+              : " or --device cpu (CUDA's int8/fp8 KV kernels are off until verified on a GPU: "
+                "LLMCTL_CUDA_QUANTIZED=1 turns them on)");
 }
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
@@ -55,7 +58,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   auto per_head = [&](const std::vector<float>* s) {
     Tensor h = Tensor::empty_host(DType::F32, {kv_heads});
     for (int i = 0; i < kv_heads; ++i) h.ptr<float>()[i] = s ? s->at(size_t(i)) : 1.0f;
-    return backend().upload(h);
+    return backend().upload(h, DType::F32);  // stays f32 (a float upload would become the compute dtype on CUDA)
   };
   kv_.clear();  // the old cache goes before the new one is allocated
   kv_.resize(size_t(layers));

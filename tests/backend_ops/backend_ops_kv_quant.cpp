@@ -38,7 +38,7 @@ template <typename T>
 Tensor upload_codes(Ctx& c, DType dt, const std::vector<T>& codes, std::vector<int64_t> shape) {
   Tensor h = Tensor::empty_host(dt, std::move(shape));
   std::copy(codes.begin(), codes.end(), static_cast<T*>(h.data));
-  return c.be.upload(h);
+  return c.be.upload(h, dt);  // as stored: f32 scales stay f32 (a plain float upload becomes the compute dtype on CUDA)
 }
 Tensor upload_f32(Ctx& c, const std::vector<float>& v, std::vector<int64_t> shape) {
   return upload_codes<float>(c, DType::F32, v, std::move(shape));

@@ -73,7 +73,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  for (void* p : {batch_dev_, sample_dev_, sample_scratch_})
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, kvq_scratch_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
   tuner_.reset();
@@ -175,6 +175,12 @@ Tensor CudaBackend::to_host_f32(const Tensor& t) {
     CUDA_CHECK(cudaMemcpyAsync(hi.data, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
     synchronize();
     for (int64_t i = 0; i < t.numel(); ++i) h.ptr<float>()[i] = float(hi.ptr<int32_t>()[i]);
+  } else if (t.dtype == DType::I8 || t.dtype == DType::U8) {  // quantized KV codes, as numbers
+    std::vector<uint8_t> raw(t.nbytes());
+    CUDA_CHECK(cudaMemcpyAsync(raw.data(), t.data, raw.size(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      h.ptr<float>()[i] = t.dtype == DType::I8 ? float(int8_t(raw[size_t(i)])) : float(raw[size_t(i)]);
   } else {
     LLM_CHECK(false) << "to_host_f32: unsupported dtype " << dtype_name(t.dtype);
   }
@@ -345,6 +351,7 @@ void CudaBackend::rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& rp, 
 void CudaBackend::write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) {
   check_device(qkv, "write_kv qkv");
   check_device(cache.k, "write_kv cache");
+  if (cache.quant != KvCacheDtype::Auto) return write_kv_quant(qkv, b, hq, hkv, cache);
   const int D = cache.k.rank() == 4 ? int(cache.k.dim(3)) : 0;
   // qkv is only read when do_rope is false.
   cuda::RopeKvParams p = rope_params(const_cast<Tensor&>(qkv), b, hq, hkv, D);
@@ -357,6 +364,10 @@ void CudaBackend::rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopePar
                                 KvLayer& cache) {
   check_device(qkv, "rope_write_kv qkv");
   check_device(cache.k, "rope_write_kv cache");
+  if (cache.quant != KvCacheDtype::Auto) {  // a quantized cache: rope, then the quantizing write
+    rope(qkv, b, rp, hq, hkv);
+    return write_kv(qkv, b, hq, hkv, cache);
+  }
   cuda::RopeKvParams p = rope_params(qkv, b, hq, hkv, rp.head_dim);
   set_inv_freq(p, rp);
   set_cache(p, qkv, cache, hkv, rp.head_dim);
@@ -384,6 +395,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   check_device(cache.v, "attention v cache");
   check_device(out, "attention out");
   LLM_CHECK(b.plan) << "attention: DeviceBatch without its BatchPlan";
+  if (cache.quant != KvCacheDtype::Auto) return attention_quant(qkv, cache, b, hq, hkv, scale, out);
   const BatchPlan& plan = *b.plan;
   LLM_CHECK(cache.k.rank() == 4 && cache.k.shape == cache.v.shape && cache.k.dim(2) == hkv)
       << "attention: kv cache " << cache.k.shape_str() << " with " << hkv << " kv heads";
@@ -458,13 +470,19 @@ void CudaBackend::gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out
 void CudaBackend::copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) {
   for (KvLayer& l : cache) {
     check_device(l.k, "copy_blocks k");
-    const size_t block_bytes = l.k.nbytes() / size_t(l.k.dim(0));
+    // Int8 caches have per-token scales beside the codes: their blocks move too (fp8's per-head
+    // scales are not per block).
+    std::vector<Tensor*> per_block = {&l.k, &l.v};
+    if (l.quant == KvCacheDtype::Int8) per_block.insert(per_block.end(), {&l.k_scale, &l.v_scale});
     for (auto [src, dst] : pairs) {
       LLM_CHECK(src >= 0 && dst >= 0 && src < l.k.dim(0) && dst < l.k.dim(0)) << "copy_blocks: bad block id";
-      for (Tensor* t : {&l.k, &l.v})
+      for (Tensor* t : per_block) {
+        LLM_CHECK(t->dim(0) == l.k.dim(0)) << "copy_blocks: a per-block tensor of " << t->dim(0) << " blocks";
+        const size_t block_bytes = t->nbytes() / size_t(t->dim(0));
         CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(t->data) + dst * block_bytes,
                                    static_cast<const char*>(t->data) + src * block_bytes, block_bytes,
                                    cudaMemcpyDeviceToDevice, stream_));
+      }
     }
   }
 }

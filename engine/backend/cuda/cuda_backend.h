@@ -23,6 +23,10 @@ namespace llmctl {
 bool cuda_device_available();
 // Devices visible to this process (0 when none or no driver).
 int cuda_device_count();
+// Whether the quantized CUDA kernels (linears, cuda_quantized.cpp) are switched on: only with
+// LLMCTL_CUDA_QUANTIZED=1 until a GPU run has verified them; otherwise quantized checkpoints are
+// dequantized at load as before.
+bool cuda_quantized_enabled();
 
 struct CudaOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
@@ -74,7 +78,12 @@ class CudaBackend final : public Backend {
   // weights in the compute dtype).
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   using Backend::linear;  // the LinearWeight overload
-  bool supports(WeightFormat f) const override { return is_dense(f); }  // quantized: issue 14
+  // Dense always; Int4Group / Int8Group only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  bool supports(WeightFormat f) const override;
+  LinearWeight upload_quantized(const LinearWeight& canonical) override;
+  void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  // Auto always; int8 / fp8 only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  bool supports_kv_cache(KvCacheDtype d) const override;
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
@@ -97,6 +106,11 @@ class CudaBackend final : public Backend {
   int* attention_split_counters(size_t count);  // zeroed when (re)allocated; kernels leave them zero
   // A device buffer that only grows; growing clears the graphs (they hold its old address).
   void* grow(void*& buf, size_t& cap, size_t bytes);
+  // Quantized KV caches (cuda_quantized.cpp): write_kv quantizing, and attention over the step's
+  // context dequantized into kvq_scratch_ (a dense paged cache with an identity block table).
+  void write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache);
+  void attention_quant(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
+                       int num_kv_heads, float scale, Tensor& out);
 
   DType dtype_;
   CudaOptions options_;
@@ -118,6 +132,8 @@ class CudaBackend final : public Backend {
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  void* kvq_scratch_ = nullptr;  // attention_quant's dequantized context (k, v, block table)
+  size_t kvq_scratch_bytes_ = 0;
   // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.
   void* sample_dev_ = nullptr;
   size_t sample_dev_bytes_ = 0;

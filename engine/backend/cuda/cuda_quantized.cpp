@@ -1,0 +1,195 @@
+// CudaBackend's quantized paths:
+//   - group-affine linears (Int4Group / Int8Group): upload_quantized packs the loader's canonical
+//     codes into kernels/cuda/qlinear.cuh's layout and uploads codes, scales and offsets as they are;
+//     linear_quantized runs kernels/cuda/qlinear.cu (decode sizes) or qlinear_mma.cu on them;
+//   - int8 / fp8 KV caches (kernels/cuda/kv_quant.cuh): write_kv quantizes, attention reads the
+//     step's context dequantized into a scratch dense paged cache, copy_blocks moves int8's scales.
+//
+// Gate: until a GPU run has verified these kernels (tests/gpu/test_cuda_qlinear.cpp,
+// test_cuda_kv_quant.cpp via scripts/gpu-check.sh), supports() and supports_kv_cache() accept the
+// quantized formats only when the environment variable LLMCTL_CUDA_QUANTIZED=1 is set; otherwise the
+// loader dequantizes quantized checkpoints as before and --kv-cache-dtype int8/fp8 is refused.
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/core/error.h"
+#include "kernels/cuda/kv_quant.cuh"
+#include "kernels/cuda/qlinear.cuh"
+
+namespace llmctl {
+
+bool cuda_quantized_enabled() {
+  const char* v = std::getenv("LLMCTL_CUDA_QUANTIZED");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool CudaBackend::supports(WeightFormat f) const {
+  if (is_dense(f)) return true;
+  return (f == WeightFormat::Int4Group || f == WeightFormat::Int8Group) && cuda_quantized_enabled();
+}
+
+bool CudaBackend::supports_kv_cache(KvCacheDtype d) const {
+  return d == KvCacheDtype::Auto || cuda_quantized_enabled();
+}
+
+LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
+  require_support(c.format);
+  const int bits = c.format == WeightFormat::Int4Group ? 4 : 8;
+  const int64_t N = c.n, K = c.k;
+  LLM_CHECK(N > 0 && K > 0 && K % 32 == 0) << "upload_quantized: [N, K] = [" << N << ", " << K
+                                           << "], K must be a multiple of 32";
+  LLM_CHECK(c.group_size == 16 || (c.group_size > 0 && c.group_size % 32 == 0 && K % c.group_size == 0))
+      << "upload_quantized: group " << c.group_size << " for K " << K;
+  LLM_CHECK(c.data.device == Device::CPU && (c.data.dtype == DType::U8 || c.data.dtype == DType::I8) &&
+            c.data.numel() == N * K)
+      << "upload_quantized: codes must be host U8 [" << N << ", " << K << "], got " << dtype_name(c.data.dtype)
+      << c.data.shape_str();
+  const int64_t G = K / c.group_size;
+  LLM_CHECK((c.scales.dtype == DType::F16 || c.scales.dtype == DType::F32) && c.scales.numel() == N * G)
+      << "upload_quantized: scales " << dtype_name(c.scales.dtype) << c.scales.shape_str() << ", want [" << N
+      << ", " << G << "] f16/f32";
+  LLM_CHECK(c.zeros.numel() == 0 || (c.zeros.dtype == c.scales.dtype && c.zeros.numel() == N * G))
+      << "upload_quantized: offsets " << dtype_name(c.zeros.dtype) << c.zeros.shape_str() << " vs scales "
+      << dtype_name(c.scales.dtype) << c.scales.shape_str();
+  const uint8_t* codes = static_cast<const uint8_t*>(c.data.data);
+  if (bits == 4)
+    for (int64_t i = 0; i < N * K; ++i)
+      LLM_CHECK(codes[i] <= 15) << "upload_quantized: 4-bit code " << int(codes[i]) << " at " << i;
+
+  const int64_t row_bytes = cuda::qlinear_row_bytes(bits, K);
+  Tensor packed = Tensor::empty_host(DType::U8, {N, row_bytes});
+  cuda::qlinear_pack(bits, N, K, codes, static_cast<uint8_t*>(packed.data));
+  LinearWeight w;
+  w.format = c.format;
+  w.n = N;
+  w.k = K;
+  w.group_size = c.group_size;
+  w.shard = c.shard;
+  w.data = upload(packed, DType::U8);
+  w.scales = upload(c.scales, c.scales.dtype);
+  if (c.zeros.numel()) w.zeros = upload(c.zeros, c.zeros.dtype);
+  return w;
+}
+
+void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  require_support(w.format);
+  check_device(x, "linear_quantized x");
+  check_device(w.data, "linear_quantized codes");
+  check_device(w.scales, "linear_quantized scales");
+  check_device(out, "linear_quantized out");
+  const int64_t K = x.dim(-1), T = x.numel() / std::max<int64_t>(K, 1), N = w.n;
+  LLM_CHECK(K == w.k) << "linear_quantized: x " << x.shape_str() << " vs weight [" << w.n << ", " << w.k << "]";
+  LLM_CHECK(out.numel() == T * N && out.dim(-1) == N)
+      << "linear_quantized: out " << out.shape_str() << ", want [" << T << ", " << N << "]";
+  cuda::QLinearParams p;
+  p.x = x.data;
+  p.x_dtype = x.dtype;
+  p.packed = static_cast<const uint8_t*>(w.data.data);
+  p.bits = w.format == WeightFormat::Int4Group ? 4 : 8;
+  p.group = w.group_size;
+  p.scale = w.scales.data;
+  p.scale_dtype = w.scales.dtype;
+  if (w.zeros.numel()) {
+    check_device(w.zeros, "linear_quantized offsets");
+    p.offset = w.zeros.data;
+  }
+  if (bias) {
+    check_device(*bias, "linear_quantized bias");
+    LLM_CHECK(bias->numel() == N) << "linear_quantized: bias " << bias->shape_str() << " for N=" << N;
+    p.bias = bias->data;
+    p.bias_dtype = bias->dtype;
+  }
+  p.out = out.data;
+  p.out_dtype = out.dtype;
+  p.T = T;
+  p.N = N;
+  p.K = K;
+  // Tensor cores past decode sizes; under --deterministic for every T (batch invariant: a row's
+  // bits do not depend on T), as the dense path's gemm_invariant. f32 activations: CUDA cores.
+  if (cuda::qlinear_mma_fits(p) && (options_.deterministic || T > cuda::kQLinearSmallT))
+    cuda::qlinear_mma(p, stream_);
+  else
+    cuda::qlinear(p, stream_);
+}
+
+namespace {
+void check_quant_cache(const KvLayer& c, int hkv) {
+  const bool int8 = c.quant == KvCacheDtype::Int8;
+  LLM_CHECK(c.k.rank() == 4 && c.k.shape == c.v.shape && c.k.dim(2) == hkv)
+      << "kv cache " << c.k.shape_str() << " with " << hkv << " kv heads";
+  LLM_CHECK(c.k.dtype == (int8 ? DType::I8 : DType::U8) && c.v.dtype == c.k.dtype)
+      << "a " << kv_cache_dtype_name(c.quant) << " kv cache of " << dtype_name(c.k.dtype);
+  const int64_t want = int8 ? c.k.numel() / c.k.dim(3) * 2 : hkv;
+  LLM_CHECK(c.k_scale.dtype == DType::F32 && c.v_scale.dtype == DType::F32 && c.k_scale.numel() == want &&
+            c.v_scale.numel() == want)
+      << "kv cache scales " << dtype_name(c.k_scale.dtype) << c.k_scale.shape_str() << ", want " << want << " f32";
+}
+}  // namespace
+
+void CudaBackend::write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) {
+  LLM_REQUIRE(supports_kv_cache(cache.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(cache.quant)
+                                              << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
+  check_quant_cache(cache, hkv);
+  const int D = int(cache.k.dim(3));
+  LLM_CHECK(qkv.dim(-1) == int64_t(hq + 2 * hkv) * D) << "write_kv: qkv " << qkv.shape_str();
+  cuda::KvQuantWriteParams p;
+  p.kind = cache.quant == KvCacheDtype::Int8 ? cuda::KvQuantKind::Int8 : cuda::KvQuantKind::Fp8;
+  p.qkv = qkv.data;
+  p.dtype = qkv.dtype;
+  p.slot_mapping = b.slot_mapping.ptr<int32_t>();
+  p.k = cache.k.data;
+  p.v = cache.v.data;
+  p.k_scale = cache.k_scale.ptr<float>();
+  p.v_scale = cache.v_scale.ptr<float>();
+  p.num_tokens = b.slot_mapping.numel();
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = D;
+  cuda::launch_kv_quant_write(p, stream_);
+}
+
+void CudaBackend::attention_quant(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
+                                  float scale, Tensor& out) {
+  LLM_REQUIRE(supports_kv_cache(cache.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(cache.quant)
+                                              << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
+  check_quant_cache(cache, hkv);
+  const BatchPlan& plan = *b.plan;
+  cuda::KvDequantParams p;
+  p.kind = cache.quant == KvCacheDtype::Int8 ? cuda::KvQuantKind::Int8 : cuda::KvQuantKind::Fp8;
+  p.k = cache.k.data;
+  p.v = cache.v.data;
+  p.k_scale = cache.k_scale.ptr<float>();
+  p.v_scale = cache.v_scale.ptr<float>();
+  p.block_table = b.block_table.ptr<int32_t>();
+  p.context_len = b.context_len.ptr<int32_t>();
+  p.num_seqs = plan.num_seqs();
+  p.max_blocks_per_seq = plan.max_blocks_per_seq;
+  p.block_size = int(cache.k.dim(1));
+  p.num_kv_heads = hkv;
+  p.head_dim = int(cache.k.dim(3));
+  p.dtype = qkv.dtype;
+  if (p.num_seqs == 0) return;
+  // Scratch: k, v, then the identity block table, each 256-byte aligned.
+  const size_t kv_bytes = (cuda::kv_dequant_scratch_bytes(p) + 255) / 256 * 256;
+  const size_t table_count = size_t(p.num_seqs) * p.max_blocks_per_seq;
+  grow(kvq_scratch_, kvq_scratch_bytes_, 2 * kv_bytes + table_count * sizeof(int32_t));
+  char* base = static_cast<char*>(kvq_scratch_);
+  p.k_out = base;
+  p.v_out = base + kv_bytes;
+  p.table_out = reinterpret_cast<int32_t*>(base + 2 * kv_bytes);
+  cuda::launch_kv_dequant_context(p, stream_);
+
+  const auto device_view = [](void* data, DType dt, std::vector<int64_t> shape) {
+    Tensor t = Tensor::view(data, dt, std::move(shape));
+    t.device = Device::CUDA;
+    return t;
+  };
+  const std::vector<int64_t> dense_shape = {int64_t(table_count), cache.k.dim(1), hkv, cache.k.dim(3)};
+  const KvLayer dense(device_view(p.k_out, qkv.dtype, dense_shape), device_view(p.v_out, qkv.dtype, dense_shape));
+  DeviceBatch remapped = b;
+  remapped.block_table = device_view(p.table_out, DType::I32, {p.num_seqs, p.max_blocks_per_seq});
+  attention(qkv, dense, remapped, hq, hkv, scale, out);
+}
+
+}  // namespace llmctl

@@ -1,0 +1,140 @@
+// Quantized KV cache writes and the context dequantization for attention (kv_quant.cuh).
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/kv_quant.cuh"
+
+namespace llmctl::cuda {
+namespace {
+
+constexpr int kMaxPerLane = 8;  // head_dim <= 256
+
+__device__ __forceinline__ float warp_min(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float fp8_value(uint8_t c) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// One warp per (token, kv head, k or v): blockIdx.y = token, warps over 2 * Hkv rows.
+template <class T>
+__global__ void kv_quant_write_kernel(KvQuantWriteParams p) {
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+  const int Hkv = p.num_kv_heads, D = p.head_dim;
+  if (r >= 2 * Hkv) return;
+  const int64_t t = blockIdx.y;
+  const int32_t slot = p.slot_mapping[t];
+  if (slot < 0) return;
+  const bool is_v = r >= Hkv;
+  const int h = is_v ? r - Hkv : r;
+  const T* src = static_cast<const T*>(p.qkv) + t * int64_t(p.num_q_heads + 2 * Hkv) * D +
+                 int64_t(p.num_q_heads + (is_v ? Hkv : 0) + h) * D;
+  const int64_t at = int64_t(slot) * Hkv + h;  // (slot, head) row of the cache
+  float x[kMaxPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    x[i] = d < D ? to_f32(src[d]) : 0.f;
+  }
+  if (p.kind == KvQuantKind::Int8) {
+    float lo = INFINITY, hi = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i)
+      if (lane + 32 * i < D) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    lo = warp_min(lo);
+    hi = warp_max(hi);
+    const float scale = (hi - lo) / 255.0f;
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;  // a constant row: every code -128, exact
+    int8_t* q = static_cast<int8_t*>(is_v ? p.v : p.k) + at * D;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= D) continue;
+      const float c = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(x[i], lo), inv)), 0.f), 255.f);
+      q[d] = int8_t(int(c) - 128);
+    }
+    if (lane == 0) {
+      float* sz = (is_v ? p.v_scale : p.k_scale) + at * 2;
+      sz[0] = scale;
+      sz[1] = lo;
+    }
+  } else {
+    const float inv = 1.0f / (is_v ? p.v_scale : p.k_scale)[h];
+    uint8_t* q = static_cast<uint8_t*>(is_v ? p.v : p.k) + at * D;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) q[d] = uint8_t(__nv_cvt_float_to_fp8(__fmul_rn(x[i], inv), __NV_SATFINITE, __NV_E4M3));
+    }
+  }
+}
+
+// Block (s * Mb + i, k or v): logical block i of sequence s, 4 values a thread a step.
+template <class T>
+__global__ void kv_dequant_kernel(KvDequantParams p) {
+  const int64_t b = blockIdx.x;
+  const int s = int(b / p.max_blocks_per_seq), i = int(b % p.max_blocks_per_seq);
+  const bool is_v = blockIdx.y == 1;
+  if (!is_v && threadIdx.x == 0) p.table_out[b] = int32_t(b);
+  const int32_t phys = p.block_table[b];
+  const int B = p.block_size, Hkv = p.num_kv_heads, D = p.head_dim;
+  const int valid = min(B, p.context_len[s] - i * B);  // positions of this block in the context
+  if (phys < 0 || valid <= 0) return;
+  const int64_t row = int64_t(Hkv) * D, n = int64_t(valid) * row;
+  const float* sc = is_v ? p.v_scale : p.k_scale;
+  T* dst = static_cast<T*>(is_v ? p.v_out : p.k_out) + b * B * row;
+  const uint8_t* codes = static_cast<const uint8_t*>(is_v ? p.v : p.k) + int64_t(phys) * B * row;
+  for (int64_t e = int64_t(threadIdx.x) * 4; e < n; e += int64_t(blockDim.x) * 4) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(codes + e);
+    const int h = int((e / D) % Hkv);
+    float v[4];
+    if (p.kind == KvQuantKind::Int8) {
+      const int64_t at = (int64_t(phys) * B + e / row) * Hkv + h;
+      const float s_ = sc[at * 2], z = sc[at * 2 + 1];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = fmaf(float(int(int8_t(w >> (8 * u))) + 128), s_, z);
+    } else {
+      const float s_ = sc[h];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = fp8_value(uint8_t(w >> (8 * u))) * s_;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) dst[e + u] = from_f32<T>(v[u]);
+  }
+}
+
+}  // namespace
+
+void launch_kv_quant_write(const KvQuantWriteParams& p, cudaStream_t stream) {
+  KERNEL_CHECK(p.head_dim > 0 && p.head_dim <= 32 * kMaxPerLane) << "kv_quant_write: head_dim " << p.head_dim;
+  KERNEL_CHECK(p.num_kv_heads > 0 && p.k && p.v && p.k_scale && p.v_scale && p.slot_mapping)
+      << "kv_quant_write: missing cache tensors";
+  if (p.num_tokens == 0) return;
+  KERNEL_CHECK(p.num_tokens < 65536 * 32) << "kv_quant_write: " << p.num_tokens << " tokens";
+  constexpr int kWarpsPerBlock = 4;
+  const dim3 grid(unsigned((2 * p.num_kv_heads + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned(p.num_tokens));
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T, {
+    kv_quant_write_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(p);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+size_t kv_dequant_scratch_bytes(const KvDequantParams& p) {
+  return size_t(p.num_seqs) * p.max_blocks_per_seq * p.block_size * p.num_kv_heads * p.head_dim * dtype_size(p.dtype);
+}
+
+void launch_kv_dequant_context(const KvDequantParams& p, cudaStream_t stream) {
+  KERNEL_CHECK(p.head_dim % 4 == 0 && p.block_size > 0 && p.max_blocks_per_seq > 0) << "kv_dequant: head_dim "
+                                                                                   << p.head_dim;
+  if (p.num_seqs == 0) return;
+  const dim3 grid(unsigned(int64_t(p.num_seqs) * p.max_blocks_per_seq), 2);
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T, { kv_dequant_kernel<T><<<grid, 256, 0, stream>>>(p); });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace llmctl::cuda

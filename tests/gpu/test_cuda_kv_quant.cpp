@@ -1,0 +1,197 @@
+// int8 and fp8 KV caches on CUDA (kernels/cuda/kv_quant.cu through CudaBackend's write_kv,
+// attention and copy_blocks) against the CPU backend (kernels/cpu/kv_quant.h, the reference): the
+// same random starting cache (codes and scales) on both, the same step's qkv (the GPU's rounded
+// values as f32 on the CPU), then: codes and scales after write_kv equal the CPU's exactly, and the
+// attention outputs agree to the activation dtype's tolerance (decode, split decode, prefill, mixed).
+// The tests switch the gate (LLMCTL_CUDA_QUANTIZED=1) on themselves.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "gpu_test_util.h"
+#include "kernels/fp8_e4m3.h"
+
+using namespace llmctl;
+using namespace llmctl::gpu_test;
+
+namespace {
+
+struct Seq {
+  int before, fresh;
+};
+
+BatchPlan plan_of(const std::vector<Seq>& seqs, int B, std::mt19937& rng, int* num_blocks) {
+  BatchPlan p;
+  int total = 0, widest = 0;
+  for (Seq s : seqs) {
+    const int nb = (s.before + s.fresh + B - 1) / B;
+    total += nb;
+    widest = std::max(widest, nb);
+  }
+  *num_blocks = total + 3;
+  std::vector<int32_t> pool(static_cast<size_t>(*num_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  p.max_blocks_per_seq = widest + 1;
+  size_t next = 0;
+  for (Seq s : seqs) {
+    const int ctx = s.before + s.fresh;
+    std::vector<int32_t> row(size_t(p.max_blocks_per_seq), -1);
+    for (int i = 0; i < (ctx + B - 1) / B; ++i) row[size_t(i)] = pool[next++];
+    for (int pos = s.before; pos < ctx; ++pos) {
+      p.token_ids.push_back(1);
+      p.positions.push_back(pos);
+      p.slot_mapping.push_back(row[size_t(pos / B)] * B + pos % B);
+    }
+    p.block_table.insert(p.block_table.end(), row.begin(), row.end());
+    p.context_len.push_back(ctx);
+    p.query_start.push_back(p.query_start.back() + s.fresh);
+    p.logits_rows.push_back(p.query_start.back() - 1);
+  }
+  p.validate(B, *num_blocks);
+  return p;
+}
+
+std::vector<uint8_t> device_bytes(CudaBackend& be, const Tensor& t) {
+  std::vector<uint8_t> h(t.nbytes());
+  be.synchronize();
+  CUDA_CHECK(cudaMemcpy(h.data(), t.data, h.size(), cudaMemcpyDeviceToHost));
+  return h;
+}
+Tensor device_from(CudaBackend& be, const Tensor& host) {
+  return be.upload(host, host.dtype);  // as stored (codes, f32 scales)
+}
+
+// A random starting cache: codes and scales, host tensors shared by both backends.
+KvLayer random_cache(KvCacheDtype kind, int NB, int B, int Hkv, int D, std::mt19937& rng) {
+  KvLayer c;
+  c.quant = kind;
+  const bool int8 = kind == KvCacheDtype::Int8;
+  const std::vector<int64_t> shape = {NB, B, Hkv, D};
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (Tensor* t : {&c.k, &c.v}) {
+    *t = Tensor::empty_host(int8 ? DType::I8 : DType::U8, shape);
+    for (int64_t i = 0; i < t->numel(); ++i)
+      static_cast<uint8_t*>(t->data)[i] = int8 ? uint8_t(int(std::lround(u(rng) * 127.f))) : f32_to_fp8_e4m3(2.f * u(rng));
+  }
+  for (Tensor* t : {&c.k_scale, &c.v_scale}) {
+    *t = int8 ? Tensor::empty_host(DType::F32, {NB, B, Hkv, 2}) : Tensor::empty_host(DType::F32, {Hkv});
+    float* f = t->ptr<float>();
+    if (int8)
+      for (int64_t i = 0; i < t->numel(); i += 2) f[i] = 0.004f + 0.004f * std::fabs(u(rng)), f[i + 1] = -0.5f + 0.1f * u(rng);
+    else
+      for (int64_t i = 0; i < t->numel(); ++i) f[i] = 0.5f + 0.25f * (u(rng) + 1.f);
+  }
+  return c;
+}
+
+KvLayer to_device(CudaBackend& be, const KvLayer& h) {
+  KvLayer d;
+  d.quant = h.quant;
+  d.k = device_from(be, h.k);
+  d.v = device_from(be, h.v);
+  d.k_scale = device_from(be, h.k_scale);
+  d.v_scale = device_from(be, h.v_scale);
+  return d;
+}
+
+void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, const std::vector<Seq>& seqs,
+                 const char* what, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CudaBackend& be = backend(dt);
+  std::unique_ptr<Backend> cpu = make_cpu_backend(2);
+  REQUIRE(be.supports_kv_cache(kind));
+  const int Hq = Hkv * G, W = (Hq + 2 * Hkv) * D;
+  int NB = 0;
+  const BatchPlan plan = plan_of(seqs, B, rng, &NB);
+  const int T = plan.num_tokens();
+  const float scale = 1.f / std::sqrt(float(D));
+  KvLayer host_cache = random_cache(kind, NB, B, Hkv, D, rng);
+  HostData qkv = random_host(dt, {T, W}, rng, -2.f, 2.f);
+
+  KvLayer gcache = to_device(be, host_cache);
+  Tensor dqkv = be.upload(qkv.t, dt);
+  DeviceBatch gb = be.prepare_batch(plan);
+  be.write_kv(dqkv, gb, Hq, Hkv, gcache);
+  Tensor gout = poisoned(be, dt, {T, Hq * D});
+  be.attention(dqkv, gcache, gb, Hq, Hkv, scale, gout);
+  const std::vector<float> got = to_vec(be, gout);
+
+  KvLayer ccache = host_cache;  // the CPU works in place on host copies
+  for (Tensor* t : {&ccache.k, &ccache.v, &ccache.k_scale, &ccache.v_scale}) {
+    Tensor c = Tensor::empty_host(t->dtype, t->shape);
+    std::memcpy(c.data, t->data, t->nbytes());
+    *t = c;
+  }
+  Tensor cqkv = Tensor::empty_host(DType::F32, {T, W});
+  std::memcpy(cqkv.data, qkv.f.data(), qkv.f.size() * sizeof(float));
+  DeviceBatch cb = cpu->prepare_batch(plan);
+  cpu->write_kv(cqkv, cb, Hq, Hkv, ccache);
+  Tensor cout = Tensor::empty_host(DType::F32, {T, Hq * D});
+  cpu->attention(cqkv, ccache, cb, Hq, Hkv, scale, cout);
+
+  INFO(kv_cache_dtype_name(kind) << " " << what << " " << dtype_name(dt) << " D=" << D << " Hkv=" << Hkv << " G=" << G
+                                 << " B=" << B);
+  // The written rows: codes and scales as the CPU writes them, exactly.
+  CHECK(device_bytes(be, gcache.k) == std::vector<uint8_t>(static_cast<uint8_t*>(ccache.k.data),
+                                                           static_cast<uint8_t*>(ccache.k.data) + ccache.k.nbytes()));
+  CHECK(device_bytes(be, gcache.v) == std::vector<uint8_t>(static_cast<uint8_t*>(ccache.v.data),
+                                                           static_cast<uint8_t*>(ccache.v.data) + ccache.v.nbytes()));
+  if (kind == KvCacheDtype::Int8)
+    CHECK(device_bytes(be, gcache.k_scale) ==
+          std::vector<uint8_t>(static_cast<uint8_t*>(ccache.k_scale.data),
+                               static_cast<uint8_t*>(ccache.k_scale.data) + ccache.k_scale.nbytes()));
+  const std::vector<double> ref(cout.ptr<float>(), cout.ptr<float>() + cout.numel());
+  char name[160];
+  std::snprintf(name, sizeof name, "kv %-4s attention %-8s D=%-3d Hkv=%d G=%d B=%-2d T=%d", kv_cache_dtype_name(kind),
+                what, D, Hkv, G, B, T);
+  // The GPU attends over the context dequantized to the activation dtype (one more rounding).
+  expect_close(name, dt, got, ref, 2.0);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: int8 and fp8 KV cache write + attention against the CPU backend") {
+  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+  const std::vector<Seq> decode = {{0, 1}, {16, 1}, {99, 1}, {1500, 1}};
+  const std::vector<Seq> prefill = {{0, 40}, {33, 17}, {0, 2}};
+  const std::vector<Seq> mixed = {{0, 17}, {60, 1}, {900, 30}, {5, 1}};
+  uint32_t seed = 300;
+  for (KvCacheDtype kind : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
+    for (DType dt : kHalfTypes)
+      for (int D : {64, 128}) {
+        run_kv_case(kind, dt, D, 2, 4, 16, decode, "decode", seed++);
+        run_kv_case(kind, dt, D, 2, 4, 16, prefill, "prefill", seed++);
+        run_kv_case(kind, dt, D, 2, 1, 32, mixed, "mixed", seed++);
+      }
+}
+
+TEST_CASE("cuda: int8 KV copy_blocks moves codes and scales") {
+  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+  std::mt19937 rng(77);
+  CudaBackend& be = backend(DType::BF16);
+  const KvLayer h = random_cache(KvCacheDtype::Int8, 6, 16, 2, 64, rng);
+  std::vector<KvLayer> layers = {to_device(be, h)};
+  be.copy_blocks(layers, {{1, 4}, {3, 0}});
+  for (auto [t, ht] : {std::pair{&layers[0].k, &h.k}, {&layers[0].v, &h.v}, {&layers[0].k_scale, &h.k_scale},
+                       {&layers[0].v_scale, &h.v_scale}}) {
+    const std::vector<uint8_t> got = device_bytes(be, *t);
+    const size_t bb = ht->nbytes() / size_t(ht->dim(0));
+    const uint8_t* src = static_cast<const uint8_t*>(ht->data);
+    CHECK(std::memcmp(got.data() + 4 * bb, src + 1 * bb, bb) == 0);
+    CHECK(std::memcmp(got.data() + 0 * bb, src + 3 * bb, bb) == 0);
+    CHECK(std::memcmp(got.data() + 2 * bb, src + 2 * bb, bb) == 0);  // untouched
+  }
+}
+
+TEST_CASE("cuda: quantized KV cache gate follows LLMCTL_CUDA_QUANTIZED") {
+  CudaBackend& be = backend(DType::BF16);
+  unsetenv("LLMCTL_CUDA_QUANTIZED");
+  CHECK(be.supports_kv_cache(KvCacheDtype::Auto));
+  CHECK_FALSE(be.supports_kv_cache(KvCacheDtype::Int8));
+  CHECK_FALSE(be.supports_kv_cache(KvCacheDtype::Fp8));
+  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+  CHECK(be.supports_kv_cache(KvCacheDtype::Fp8));
+}
