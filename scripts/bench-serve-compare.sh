@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `llmctl bench serve`, one workload, against `llmctl serve` and llama.cpp's `llama-server` on the
-# same machine, model (the default model's GGUF; llmctl dequantizes it, llama.cpp runs its Q4_1)
-# and thread count, one server at a time. llama.cpp is built by scripts/build-llama-cpp.sh.
+# same machine, model (the default model's Q4_1 GGUF, run quantized by both) and thread count, one
+# server at a time. llama.cpp is built by scripts/build-llama-cpp.sh.
 # Writes OUT_DIR/{llmctl,llama-server}.{json,csv,svg} and prints both tables.
 # Usage: scripts/bench-serve-compare.sh [OUT_DIR] [THREADS] [NUM_PROMPTS] [INPUT_LEN] [OUTPUT_LEN] [RATES]
 #        (defaults: bench/results/cpu-serve, nproc, 32, 128, 64, "1,inf"; max concurrency 8)
@@ -18,7 +18,8 @@ HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
 MODEL_DIR="$HOME_DIR/models/SmolLM2-135M-Instruct"
 GGUF="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
-LLAMA_SERVER="${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}/build/bin/llama-server"
+LLAMA_DIR="${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}"
+LLAMA_SERVER="$LLAMA_DIR/build/bin/llama-server"
 mkdir -p "$OUT"
 "$ROOT/scripts/fetch-model.sh" >/dev/null
 "$ROOT/scripts/build-llama-cpp.sh" llama-server
@@ -39,10 +40,10 @@ run_bench() {  # NAME URL
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
-echo "llmctl: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown); llama.cpp: $(cat "$HOME_DIR/llama.cpp/VERSION")"
+echo "llmctl: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown); llama.cpp: $(cat "$LLAMA_DIR/VERSION")"
 echo "workload: $N requests, $IN prompt tokens, $OUTLEN output tokens (EOS ignored), rates $RATES, max concurrency $CONC"
 
-echo "== llmctl serve (GGUF dequantized to f32, --max-num-seqs $CONC)"
+echo "== llmctl serve (Q4_1 run quantized, --max-num-seqs $CONC)"
 "$LLMCTL" serve --model "$GGUF" --port 8931 -t "$THREADS" --max-num-seqs "$CONC" 2>"$OUT/llmctl-server.log" &
 PID=$!
 wait_ready http://127.0.0.1:8931 /ready
