@@ -4,18 +4,18 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <thread>
-#include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/executor/local_executor.h"
 #include "engine/executor/multi_rank_executor.h"
+#include "engine/model/default_model.h"
+#include "engine/model/registry.h"
 #include "engine/parallel/launcher.h"
 #include "engine/parallel/mpi_comm.h"
 #include "engine/parallel/nccl_comm.h"
-#include "engine/model/default_model.h"
-#include "engine/model/registry.h"
 #ifdef LLMCTL_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
@@ -29,6 +29,10 @@ std::unique_ptr<Comm> make_run_comm(const RuntimeOptions& opts) {
   LLM_REQUIRE(opts.tensor_parallel >= 1) << "--tensor-parallel-size must be at least 1, got " << opts.tensor_parallel;
   LLM_REQUIRE(opts.pipeline_parallel >= 1) << "--pipeline-parallel-size must be at least 1, got " << opts.pipeline_parallel;
   const int ranks = opts.tensor_parallel * opts.pipeline_parallel;
+  // mpirun -np 2 of a one-rank command would start two independent copies (two servers on one port)
+  LLM_REQUIRE(ranks > 1 || launcher_world_size() == 1)
+      << "mpirun started " << launcher_world_size() << " ranks but -tp " << opts.tensor_parallel << " x -pp "
+      << opts.pipeline_parallel << " needs 1 (give -tp / -pp, or run it without mpirun)";
   if (ranks == 1) return nullptr;
   LLM_REQUIRE(launched_by_mpi()) << ranks << " ranks (-tp " << opts.tensor_parallel << " x -pp " << opts.pipeline_parallel
                                  << "): this process was not started by mpirun (llmctl starts its own ranks on one node; "
