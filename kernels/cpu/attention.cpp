@@ -16,6 +16,15 @@ void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* b
 }
 
 namespace detail {
+float softmax_unnormalized(float* scores, int32_t n, float m) {
+  double denom = 0;
+  for (int32_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - m);
+    denom += scores[j];
+  }
+  return float(1.0 / denom);
+}
+
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out) {
   const int64_t D = c.head_dim, B = c.block_size;
@@ -28,12 +37,7 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
     scores[j] = dot_f32(q, row(c.k, j), D) * scale;
     m = std::max(m, scores[j]);
   }
-  double denom = 0;
-  for (int32_t j = 0; j <= position; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    denom += scores[j];
-  }
-  const float inv = float(1.0 / denom);
+  const float inv = softmax_unnormalized(scores, position + 1, m);
   std::fill(out, out + D, 0.0f);
   for (int32_t j = 0; j <= position; ++j) {
     const float p = scores[j] * inv;

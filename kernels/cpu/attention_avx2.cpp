@@ -48,12 +48,7 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
     scores[j] = hsum(a0, a1) * scale;
     m = std::max(m, scores[j]);
   }
-  double denom = 0;
-  for (int32_t j = 0; j <= position; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    denom += scores[j];
-  }
-  const float inv = float(1.0 / denom);
+  const float inv = softmax_unnormalized(scores, position + 1, m);
   __m256 acc[C];
   for (int i = 0; i < C; ++i) acc[i] = _mm256_setzero_ps();
   for (int32_t j = 0; j <= position; ++j) {

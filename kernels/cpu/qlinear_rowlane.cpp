@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -65,6 +66,15 @@ inline int f32_input(int bits, int step) {  // step 0..31
   return half * 16 + 4 * v + j;
 }
 
+// Row r's scale and offset in the group whose codes start at gp (its parameters follow the codes;
+// an implied zero point stores no offset).
+inline std::pair<float, float> group_scale_offset(const QWeightView& w, const RowLaneGeometry& geo, const uint8_t* gp,
+                                                  int r) {
+  const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
+  const float s = load_scale(w.scale_type, params, r);
+  return {s, geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s)};
+}
+
 }  // namespace
 
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
@@ -82,9 +92,7 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
       float acc = 0;
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rb + g * geo.group_bytes;
-        const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-        const float s = load_scale(w.scale_type, params, r);
-        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
+        const auto [s, o] = group_scale_offset(w, geo, gp, r);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           int32_t dot = 0;
@@ -111,9 +119,7 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
       float a[4] = {0, 0, 0, 0};
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rb + g * geo.group_bytes;
-        const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-        const float s = load_scale(w.scale_type, params, r);
-        const float o = geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s);
+        const auto [s, o] = group_scale_offset(w, geo, gp, r);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           for (int step = 0; step < 32; ++step) {
