@@ -119,6 +119,9 @@ class Backend {
   virtual bool supports(WeightFormat f) const = 0;
   // Throws InputError naming the backend and the format unless supports(f).
   void require_support(WeightFormat f) const;
+  // Whether linear_quantized takes a weight with an input_perm (act-order: it gathers x's columns).
+  // A backend that does not gets such weights dequantized by the loader, with a note.
+  virtual bool supports_input_perm() const { return false; }
   // A quantized linear weight (Int4Group / Int8Group) on this backend, packed in its own layout.
   // The loader (engine/model/weights/load_weights.h, upload_linear) calls it only for a format
   // supports() accepts, with the weight in canonical form:
@@ -128,7 +131,7 @@ class Backend {
   //   scales     host [N, K / group_size], zeros (the offsets) the same shape and dtype: F16 when
   //              every scale and offset is exact in f16, else F32;
   //   w[n, k] = scales[n, k / group_size] * code[n, k] + zeros[n, k / group_size];
-  //   g_idx empty; shard as loaded.
+  //   input_perm empty, or host I32 [K] (act-order) when supports_input_perm(); shard as loaded.
   // Returns the LinearWeight linear() takes (data in the backend's packed layout, on its device;
   // same format, n, k, group_size, shard). Default: refuses, naming the backend and the format.
   virtual LinearWeight upload_quantized(const LinearWeight& canonical);

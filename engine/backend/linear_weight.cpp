@@ -1,5 +1,7 @@
 #include "engine/backend/linear_weight.h"
 
+#include <vector>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
@@ -47,6 +49,23 @@ const char* shard_kind_name(ShardKind k) {
     case ShardKind::Vocab: return "vocab";
   }
   return "unknown";
+}
+
+void check_input_perm(const LinearWeight& w) {
+  if (w.input_perm.empty()) return;
+  LLM_CHECK(!is_dense(w.format)) << "a dense weight has no input permutation";
+  LLM_CHECK(w.input_perm.dtype == DType::I32 && w.input_perm.device == Device::CPU &&
+            w.input_perm.shape == std::vector<int64_t>{w.k})
+      << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: input_perm must be host i32 [" << w.k
+      << "], got " << dtype_name(w.input_perm.dtype) << " " << w.input_perm.shape_str();
+  std::vector<bool> seen(size_t(w.k), false);
+  const auto* p = w.input_perm.ptr<int32_t>();
+  for (int64_t j = 0; j < w.k; ++j) {
+    LLM_CHECK(p[j] >= 0 && p[j] < w.k && !seen[size_t(p[j])])
+        << weight_format_name(w.format) << ": input_perm[" << j << "] = " << p[j] << " is not a permutation of 0.."
+        << w.k - 1;
+    seen[size_t(p[j])] = true;
+  }
 }
 
 }  // namespace llmctl

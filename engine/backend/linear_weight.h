@@ -69,8 +69,15 @@ struct LinearWeight {
   Tensor scales;        // quantized: [N, K / group_size] F16 or F32 (F16 only when every value is exact in it)
   Tensor zeros;         // quantized: the offsets, [N, K / group_size], same dtype as scales; empty when dense
   int group_size = 0;   // quantized: inputs per group (divides K; 16 or a multiple of 32); 0: dense
-  Tensor g_idx;         // unused by the packed formats (act-order is undone at load); kept empty
+  // Quantized act-order weights (quant::GroupAffineWeight::perm): I32 [K], packed column j is input
+  // feature input_perm[j], so the op is x[:, input_perm] @ dequant(w)^T; the backend gathers x's
+  // columns (Backend::supports_input_perm). Empty (no data): columns in input order (dense always).
+  Tensor input_perm;
   ShardSpec shard;      // the slice of the full weight held here (Replicated, world 1 without TP)
 };
+
+// An input_perm, if any, is a host I32 [K] permutation of 0..K-1 on a quantized weight; throws
+// (internal error, naming the weight's format and the bad entry) otherwise. Backends call it on upload.
+void check_input_perm(const LinearWeight& w);
 
 }  // namespace llmctl

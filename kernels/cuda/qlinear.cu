@@ -173,6 +173,16 @@ void launch_bits(const QLinearParams& p, cudaStream_t stream) {
 
 bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// out[t, j] = x[t, perm[j]]; one thread per element, element type by size (2 or 4 bytes).
+template <class E>
+__global__ void gather_columns_kernel(const E* __restrict__ x, const int32_t* __restrict__ perm, int64_t T, int64_t K,
+                                      E* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * K) return;
+  const int64_t t = i / K, j = i - t * K;
+  out[i] = x[t * K + perm[j]];
+}
+
 }  // namespace
 
 int64_t qlinear_row_bytes(int bits, int64_t K) { return bits == 4 ? K / 2 : K; }
@@ -206,6 +216,24 @@ void qlinear(const QLinearParams& p, cudaStream_t stream) {
     else
       launch_bits<T, 8>(p, stream);
   });
+}
+
+void qlinear_gather_columns(const void* x, DType dtype, const int32_t* perm, int64_t T, int64_t K, void* out,
+                            cudaStream_t stream) {
+  KERNEL_CHECK(is_float_dtype(dtype)) << "qlinear_gather_columns: dtype " << dtype_name(dtype);
+  KERNEL_CHECK(x && perm && out && x != out) << "qlinear_gather_columns: null or in-place pointers";
+  const int64_t n = T * K;
+  if (n == 0) return;
+  const int threads = 256;
+  const int64_t blocks = (n + threads - 1) / threads;
+  KERNEL_CHECK(blocks <= 0x7fffffff) << "qlinear_gather_columns: [" << T << ", " << K << "] too large";
+  if (dtype == DType::F32)
+    gather_columns_kernel<uint32_t><<<unsigned(blocks), threads, 0, stream>>>(
+        static_cast<const uint32_t*>(x), perm, T, K, static_cast<uint32_t*>(out));
+  else
+    gather_columns_kernel<uint16_t><<<unsigned(blocks), threads, 0, stream>>>(
+        static_cast<const uint16_t*>(x), perm, T, K, static_cast<uint16_t*>(out));
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace llmctl::cuda

@@ -55,5 +55,9 @@ void qlinear(const QLinearParams& p, cudaStream_t stream);
 bool qlinear_mma_fits(const QLinearParams& p);
 void qlinear_mma(const QLinearParams& p, cudaStream_t stream);
 constexpr int64_t kQLinearSmallT = 8;  // up to this many tokens the CUDA-core kernel is the default
+// Act-order weights (engine/backend/linear_weight.h, input_perm): out[t, j] = x[t, perm[j]] for x,
+// out [T, K] f32/f16/bf16 (distinct buffers), perm [K] on the device. The qlinear input then.
+void qlinear_gather_columns(const void* x, DType dtype, const int32_t* perm, int64_t T, int64_t K, void* out,
+                            cudaStream_t stream);
 
 }  // namespace llmctl::cuda

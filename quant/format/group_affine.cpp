@@ -37,14 +37,51 @@ void GroupAffineWeight::validate() const {
   if (bits == 4)
     for (uint8_t c : codes)
       if (c > 15) throw std::invalid_argument("4-bit code " + str(c) + " exceeds 15");
+  if (!perm.empty()) {
+    if (perm.size() != size_t(k)) throw std::invalid_argument("input permutation of " + str(int64_t(perm.size())) +
+                                                               " entries for " + str(k) + " input features");
+    std::vector<bool> seen(size_t(k), false);
+    for (int32_t c : perm) {
+      if (c < 0 || c >= k || seen[size_t(c)])
+        throw std::invalid_argument("input permutation is not a permutation of 0.." + str(k - 1) + " (entry " +
+                                    str(c) + ")");
+      seen[size_t(c)] = true;
+    }
+  }
 }
+
+namespace {
+
+// Act-order: the stable sort of the columns by g_idx, when each group g then occupies exactly the
+// columns [g * group, (g + 1) * group). nullopt with *why_not otherwise.
+std::optional<std::vector<int32_t>> group_sorting_perm(const QuantizedLinear& w, int group, std::string* why_not) {
+  const int64_t G = w.k / group;
+  std::vector<int64_t> count(size_t(G), 0);
+  for (int32_t g : w.g_idx) {
+    if (g < 0 || g >= G) {
+      if (why_not) *why_not = "act-order g_idx names group " + str(g) + " of " + str(G);
+      return std::nullopt;
+    }
+    ++count[size_t(g)];
+  }
+  for (int64_t g = 0; g < G; ++g)
+    if (count[size_t(g)] != group) {
+      if (why_not)
+        *why_not = "act-order g_idx puts " + str(count[size_t(g)]) + " columns in group " + str(g) + " (not " +
+                   str(group) + ")";
+      return std::nullopt;
+    }
+  std::vector<int64_t> next(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) next[size_t(g)] = g * group;
+  std::vector<int32_t> perm(size_t(w.k));
+  for (int64_t c = 0; c < w.k; ++c) perm[size_t(next[size_t(w.g_idx[size_t(c)])]++)] = int32_t(c);
+  return perm;
+}
+
+}  // namespace
 
 std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLinear& w, std::string* why_not) {
   w.validate();
-  if (!w.g_idx.empty() && !trivial_g_idx(w)) {
-    if (why_not) *why_not = "act-order g_idx (the columns of a group are not contiguous)";
-    return std::nullopt;
-  }
   GroupAffineWeight out;
   out.bits = w.scheme.bits;
   out.n = w.n;
@@ -53,6 +90,11 @@ std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLine
   if (int64_t(out.group) != (w.scheme.group_size <= 0 ? w.k : int64_t(w.scheme.group_size))) {
     if (why_not) *why_not = "per-channel group of " + str(w.k) + " inputs is too large";
     return std::nullopt;
+  }
+  if (!w.g_idx.empty() && !trivial_g_idx(w)) {
+    std::optional<std::vector<int32_t>> perm = group_sorting_perm(w, out.group, why_not);
+    if (!perm) return std::nullopt;
+    out.perm = std::move(*perm);
   }
   out.codes.resize(w.q.size());
   out.scale = w.scales;
@@ -63,6 +105,14 @@ std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLine
   } else {
     for (size_t i = 0; i < w.q.size(); ++i) out.codes[i] = uint8_t(int8_t(int(w.q[i]) - 128));
     for (size_t i = 0; i < out.offset.size(); ++i) out.offset[i] = float(128 - w.zeros[i]) * w.scales[i];
+  }
+  if (!out.perm.empty()) {  // column j of the result is input column perm[j]
+    std::vector<uint8_t> row(size_t(w.k));
+    for (int64_t r = 0; r < w.n; ++r) {
+      uint8_t* c = out.codes.data() + r * w.k;
+      for (int64_t j = 0; j < w.k; ++j) row[size_t(j)] = c[out.perm[size_t(j)]];
+      std::copy(row.begin(), row.end(), c);
+    }
   }
   return out;
 }
@@ -75,7 +125,7 @@ std::vector<float> dequantize(const GroupAffineWeight& w) {
     for (int64_t c = 0; c < w.k; ++c) {
       const size_t i = size_t(r * w.k + c), g = size_t(r * G + c / w.group);
       const float prod = w.scale[g] * float(w.code_value(i));
-      out[i] = prod + w.offset[g];
+      out[size_t(r * w.k) + size_t(w.perm.empty() ? c : w.perm[size_t(c)])] = prod + w.offset[g];
     }
   return out;
 }
@@ -114,6 +164,11 @@ std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffine
     group = std::min(group, p->group);
   }
   for (const GroupAffineWeight* p : parts)
+    if (p->perm != parts[0]->perm) {
+      if (why_not) *why_not = "fused parts were quantized with different act-order column permutations";
+      return std::nullopt;
+    }
+  for (const GroupAffineWeight* p : parts)
     if (p->group % group != 0) {
       if (why_not)
         *why_not = "fused parts have quantization groups of " + str(p->group) + " and " + str(group) + " inputs";
@@ -123,6 +178,7 @@ std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffine
   out.bits = bits;
   out.k = parts[0]->k;
   out.group = group;
+  out.perm = parts[0]->perm;
   for (const GroupAffineWeight* p : parts) {
     // Only the parts that differ are copied into the common form.
     std::optional<GroupAffineWeight> tmp;
@@ -143,6 +199,7 @@ GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<Inde
   out.bits = w.bits;
   out.k = w.k;
   out.group = w.group;
+  out.perm = w.perm;
   for (const auto& [begin, len] : rows) {
     if (begin < 0 || len < 0 || begin + len > w.n)
       throw std::invalid_argument("rows [" + str(begin) + ", " + str(begin + len) + ") of a weight with " + str(w.n));
@@ -155,6 +212,9 @@ GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<Inde
 }
 
 GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<IndexRange>& cols) {
+  if (!w.perm.empty())
+    throw std::invalid_argument("an act-order weight (input columns permuted into groups) cannot be split by input "
+                                "columns: a slice of the inputs is not a set of whole groups");
   int64_t k = 0;
   for (const auto& [begin, len] : cols) {
     if (begin < 0 || len < 0 || begin + len > w.k)

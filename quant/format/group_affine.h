@@ -24,12 +24,17 @@ struct GroupAffineWeight {
   std::vector<uint8_t> codes;   // [N, K], one code per byte
   std::vector<float> scale;     // [N, G]
   std::vector<float> offset;    // [N, G]
+  // Act-order: column j of codes is input feature perm[j], so that each group's columns are
+  // contiguous (GPTQ desc_act / llm-compressor actorder="group" scatter them). The product is then
+  // x[:, perm] @ codes^T: the kernels gather the activations' columns once per call. Empty: identity.
+  std::vector<int32_t> perm;    // [K] or empty
 
   int64_t groups() const { return group > 0 ? k / group : 0; }
   // The signed value of code i (row-major index into codes).
   int code_value(size_t i) const { return bits == 8 ? int(int8_t(codes[i])) : int(codes[i]); }
-  // Bits 4 or 8, group positive and dividing k, sizes matching, 4-bit codes <= 15. Throws
-  // std::invalid_argument naming the problem. Scales may be negative (GGUF Q6_K's are signed).
+  // Bits 4 or 8, group positive and dividing k, sizes matching, 4-bit codes <= 15, perm empty or a
+  // permutation of 0..K-1. Throws std::invalid_argument naming the problem. Scales may be negative
+  // (GGUF Q6_K's are signed).
   void validate() const;
 };
 
@@ -39,16 +44,16 @@ using IndexRange = std::pair<int64_t, int64_t>;
 // From the unpacked form of compressed-tensors / AutoAWQ / GPTQ (w = (q - zero) * scale):
 //   4 bits: code = q, offset = -zero * scale
 //   8 bits: code = q - 128 (signed), offset = (128 - zero) * scale (0 for symmetric)
-// group -1 (per channel) becomes group = K. nullopt, with *why_not set, when the weight is not
-// representable: a g_idx other than k / group_size (act-order without static groups) puts the
-// columns of one group apart, and permuting the columns instead would need the activations
-// permuted too, so such a weight is left to the caller to dequantize to dense.
+// group -1 (per channel) becomes group = K. A g_idx other than k / group_size (act-order without
+// static groups) puts the columns of one group apart: the columns are then sorted by group (stable)
+// into perm, which is exact when every group has group_size columns (as GPTQ writes them); nullopt,
+// with *why_not set, otherwise, and the caller dequantizes to dense.
 // The values scale * code + offset equal (q - zero) * scale up to f32 rounding (one ulp or so),
 // not bit for bit.
 std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLinear& w, std::string* why_not);
 
-// [N, K] row-major f32: scale * code + offset, each product and sum rounded on its own (no FMA),
-// so that converters that are exact give the source's values bit for bit.
+// [N, K] row-major f32 in input order (perm undone): scale * code + offset, each product and sum
+// rounded on its own (no FMA), so that converters that are exact give the source's values bit for bit.
 std::vector<float> dequantize(const GroupAffineWeight& w);
 
 // A copy as 8-bit codes with the same values (a 4-bit code 0..15 is the same int8 value).
@@ -59,14 +64,16 @@ GroupAffineWeight split_groups(const GroupAffineWeight& w, int group);
 // The rows of parts one after another (fusing q/k/v or gate/up). Parts must share K. Parts of
 // different bits or groups are brought to one form first, exactly (4-bit parts widened to 8 bits;
 // groups split to the smallest when it divides every other); nullopt with *why_not when that
-// cannot be done (K differs, or no group size divides the others).
+// cannot be done (K differs, no group size divides the others, or the parts' perms differ: one
+// gather of the activations must serve the fused weight).
 std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffineWeight*>& parts, std::string* why_not);
 
 // The listed row ranges, in order, as one weight (tensor-parallel column split; GGUF q/k row
 // permutation). Throws std::invalid_argument for a range outside [0, N).
 GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<IndexRange>& rows);
 // The listed column ranges, in order (tensor-parallel row split). Each range must start and end
-// on a group boundary: throws std::invalid_argument with the numbers otherwise.
+// on a group boundary, and w must have no perm (a rank's input columns would not be whole groups):
+// throws std::invalid_argument with the numbers otherwise.
 GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<IndexRange>& cols);
 
 }  // namespace llmctl::quant

@@ -5,12 +5,14 @@ tiny random Llamas under tests/golden/quant/:
                        golden: transformers' own load of it (it decompresses compressed-tensors)
   tiny_llama_awq_g32   packed by AutoAWQ's WQLinear_GEMM (int4 asym g32, f16 elsewhere)
   tiny_llama_gptq_g32  packed by GPTQModel's TorchLinear, saved as GPTQ v1 (int4 sym g32)
-                       golden for these two: transformers fp32 with each linear set to the packer's own
-                       dequantization (make_awq_gptq_model_golden.py says why)
+  tiny_llama_gptq_g32_actorder  the same with desc_act (g_idx scatters each group's columns)
+                       golden for these three: transformers fp32 with each linear set to the packer's
+                       own dequantization (make_awq_gptq_model_golden.py says why)
 Checks, for each: top-20 log-probabilities within 1e-3 at every position and identical greedy
 continuations (each golden JSON records that the unquantized model is far outside that bound), and
 that `llmctl generate` names the format and says whether it dequantized at load or runs the
-linears quantized (a backend with Int4Group/Int8Group kernels). On the compressed-tensors
+linears quantized (a backend with Int4Group/Int8Group kernels); the act-order one must run quantized
+on the CPU backend (its columns permuted once at load), with no weight left dense. On the compressed-tensors
 one also: `bench ppl` runs; `llmctl convert` writes a dense checkpoint (no quantization_config, no
 packed tensors) that scores the same; compressed-tensors k_scale / v_scale tensors (kv_cache_scheme)
 are not refused as unknown; an unsupported quantization_config and a corrupted packed tensor are
@@ -29,7 +31,7 @@ build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 QDIR = os.path.join(src, "tests/golden/quant")
 MODELS = [("tiny_llama_ct_w4g32", "compressed-tensors int4 g32 sym"), ("tiny_llama_awq_g32", "awq int4 g32 asym"),
-          ("tiny_llama_gptq_g32", "gptq int4 g32 sym")]
+          ("tiny_llama_gptq_g32", "gptq int4 g32 sym"), ("tiny_llama_gptq_g32_actorder", "gptq int4 g32 sym")]
 present = [(m, label) for m, label in MODELS
            if os.path.exists(os.path.join(QDIR, m, "model.safetensors")) and os.path.exists(os.path.join(QDIR, m + "_golden.json"))]
 missing = [m for m, _ in MODELS if m not in [p for p, _ in present]]
@@ -103,6 +105,10 @@ try:
         said = any(f"{label} checkpoint, {how}" in r.stderr for how in ("dequantized at load", "linears run quantized"))
         if r.returncode != 0 or not said:
             failures.append(f"generate {name}: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
+        if name.endswith("_actorder") and ("linears run quantized" not in r.stderr or "loaded dense" in r.stderr):
+            failures.append(f"generate {name}: act-order weights did not all run quantized: {r.stderr.strip()[-400:]}")
+        elif name.endswith("_actorder"):
+            print(f"{name}: act-order linears run quantized")
     if not os.path.exists(os.path.join(model, "model.safetensors")):
         raise SystemExit(1 if failures else 77)
 

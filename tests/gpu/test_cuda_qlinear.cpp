@@ -3,8 +3,10 @@
 // f32 activations: exact up to summation order) on random codes, scales, offsets and activations:
 // 4 and 8 bits, groups 16/32/64/128, f16 and f32 scales, with and without offsets, K not a multiple
 // of 256 (96, 576, 1536), odd N, T from 1 to 128, bf16/f16 activations through the backend and f32
-// through the kernel; then batch invariance (a row's bits do not depend on T or its neighbours).
+// through the kernel; act-order weights (input_perm: x's columns gathered first); then batch
+// invariance (a row's bits do not depend on T or its neighbours).
 // The tests switch the gate (LLMCTL_CUDA_QUANTIZED=1) on themselves.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -104,6 +106,25 @@ void run_backend_case(const QCase& c, int64_t T, DType dt, bool with_bias, std::
                cpu_reference(q, x.f, T, with_bias ? b.f.data() : nullptr));
 }
 
+// An act-order weight: packed column j is input perm[j]. The reference multiplies x[:, perm].
+void run_act_order_case(const QCase& c, int64_t T, DType dt, std::mt19937& rng) {
+  CudaBackend& be = backend(dt);
+  QWeight q = random_qweight(c, rng);
+  std::vector<int32_t> perm(size_t(c.K));
+  for (int64_t i = 0; i < c.K; ++i) perm[size_t(i)] = int32_t(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  q.canonical.input_perm = Tensor::empty_host(DType::I32, {c.K});
+  std::memcpy(q.canonical.input_perm.data, perm.data(), perm.size() * sizeof(int32_t));
+  const LinearWeight lw = be.upload_quantized(q.canonical);
+  HostData x = random_host(dt, {T, c.K}, rng);
+  std::vector<float> gathered(x.f.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < c.K; ++j) gathered[size_t(t * c.K + j)] = x.f[size_t(t * c.K + perm[size_t(j)])];
+  Tensor out = poisoned(be, dt, {T, c.N});
+  be.linear(be.upload(x.t, dt), lw, nullptr, out);
+  expect_close("act-order qlinear " + case_name(c, T), dt, to_vec(be, out), cpu_reference(q, gathered, T, nullptr));
+}
+
 }  // namespace
 
 TEST_CASE("cuda: quantized linear gate follows LLMCTL_CUDA_QUANTIZED") {
@@ -112,9 +133,20 @@ TEST_CASE("cuda: quantized linear gate follows LLMCTL_CUDA_QUANTIZED") {
   CHECK_FALSE(be.supports(WeightFormat::Int4Group));
   CHECK_FALSE(be.supports(WeightFormat::Int8Group));
   CHECK(be.supports(WeightFormat::DenseBF16));
+  CHECK_FALSE(be.supports_input_perm());
   setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   CHECK(be.supports(WeightFormat::Int4Group));
   CHECK(be.supports(WeightFormat::Int8Group));
+  CHECK(be.supports_input_perm());
+}
+
+TEST_CASE("cuda: quantized linear with an act-order input permutation, decode and batch sizes") {
+  GateOn gate;
+  std::mt19937 rng(1517);
+  for (int64_t T : {1, 4, 17, 128})
+    for (int bits : {4, 8})
+      for (DType dt : kHalfTypes) run_act_order_case({bits, 128, 961, 1536, DType::F16, bits == 8}, T, dt, rng);
+  run_act_order_case({4, 32, 33, 96, DType::F32, true}, 3, DType::BF16, rng);
 }
 
 TEST_CASE("cuda: quantized linear, every bits/group/scale/offset variant against the CPU kernel") {

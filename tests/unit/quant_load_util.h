@@ -4,7 +4,8 @@
 //                              returns it dequantized (by its own naive reading of the canonical
 //                              form) as a dense f32 weight. It stands in for a backend with quantized
 //                              kernels, so the loader's output is checked end to end without them.
-//   dequantize_canonical       that naive reading: scales[n, g] * code[n, k] + zeros[n, g].
+//   dequantize_canonical       that naive reading: scales[n, g] * code[n, k] + zeros[n, g], at
+//                              input column input_perm[k] for an act-order weight.
 //   prefill_logits             logits [T, V] of one prompt, every position.
 #pragma once
 #include <doctest/doctest.h>
@@ -37,6 +38,13 @@ inline Tensor dequantize_canonical(const LinearWeight& w) {
   const Tensor s = convert_host(w.scales, DType::F32), z = convert_host(w.zeros, DType::F32);
   Tensor out = Tensor::empty_host(DType::F32, {w.n, w.k});
   const uint8_t* codes = w.data.ptr<uint8_t>();
+  std::vector<int64_t> column(size_t(w.k));  // input feature of packed column c (act-order: input_perm)
+  for (int64_t c = 0; c < w.k; ++c) column[size_t(c)] = c;
+  if (!w.input_perm.empty()) {
+    REQUIRE(w.input_perm.dtype == DType::I32);
+    REQUIRE(w.input_perm.shape == std::vector<int64_t>{w.k});
+    for (int64_t c = 0; c < w.k; ++c) column[size_t(c)] = w.input_perm.ptr<int32_t>()[c];
+  }
   int64_t bad_codes = 0;
   for (int64_t r = 0; r < w.n; ++r)
     for (int64_t c = 0; c < w.k; ++c) {
@@ -45,7 +53,7 @@ inline Tensor dequantize_canonical(const LinearWeight& w) {
       const int code = w.format == WeightFormat::Int4Group ? int(raw) : int(int8_t(raw));
       const int64_t g = r * G + c / w.group_size;
       const volatile float prod = s.ptr<float>()[g] * float(code);  // rounded on its own, as the loader's
-      out.ptr<float>()[r * w.k + c] = prod + z.ptr<float>()[g];
+      out.ptr<float>()[r * w.k + column[size_t(c)]] = prod + z.ptr<float>()[g];
     }
   CHECK(bad_codes == 0);  // 4-bit codes are 0..15
   return out;
@@ -72,6 +80,7 @@ class CanonicalRecordingBackend final : public Backend {
     cpu_->linear(x, w, bias, out);
   }
   bool supports(WeightFormat) const override { return true; }
+  bool supports_input_perm() const override { return true; }
   LinearWeight upload_quantized(const LinearWeight& canonical) override {
     uploaded.push_back(canonical);
     LinearWeight dense = canonical;

@@ -3,8 +3,10 @@
 // row/column operations the loader fuses and shards with keep every value where it belongs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -157,7 +159,59 @@ TEST_CASE("group affine: from compressed-tensors / AWQ / GPTQ codes, 4 and 8 bit
       }
 }
 
-TEST_CASE("group affine: an act-order g_idx is not representable (the loader dequantizes it)") {
+TEST_CASE("group affine: an act-order g_idx becomes a column permutation that dequantizes to the same weights") {
+  std::mt19937 rng(31);
+  quant::QuantizedLinear q;
+  q.n = 3, q.k = 96;
+  q.scheme = {4, 32, false};
+  std::uniform_int_distribution<int> code(0, 15), zero(1, 15);
+  for (int64_t i = 0; i < q.n * q.k; ++i) q.q.push_back(uint8_t(code(rng)));
+  for (int64_t i = 0; i < q.n * 3; ++i) {
+    q.scales.push_back(0.01f * float(1 + i));
+    q.zeros.push_back(zero(rng));
+  }
+  std::vector<int32_t> order(size_t(q.k));  // GPTQ desc_act: group i / 32 of a shuffled order
+  for (int64_t i = 0; i < q.k; ++i) order[size_t(i)] = int32_t(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  q.g_idx.assign(size_t(q.k), 0);
+  for (int64_t i = 0; i < q.k; ++i) q.g_idx[size_t(order[size_t(i)])] = int32_t(i / 32);
+
+  std::string why;
+  const std::optional<GroupAffineWeight> w = quant::group_affine_from_quantized(q, &why);
+  REQUIRE_MESSAGE(w.has_value(), why);
+  REQUIRE(w->perm.size() == size_t(q.k));
+  w->validate();
+  for (int64_t j = 0; j < q.k; ++j) {  // packed column j: input perm[j], in group j / 32, codes moved
+    CHECK(q.g_idx[size_t(w->perm[size_t(j)])] == j / 32);
+    if (j > 0 && j % 32 != 0) CHECK(w->perm[size_t(j)] > w->perm[size_t(j - 1)]);  // stable within a group
+    for (int64_t r = 0; r < q.n; ++r) CHECK(w->codes[size_t(r * q.k + j)] == q.q[size_t(r * q.k + w->perm[size_t(j)])]);
+  }
+  const std::vector<float> got = quant::dequantize(*w), ref = quant::dequantize(q);
+  for (size_t i = 0; i < ref.size(); ++i) CHECK(got[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+
+  // Rows keep the order; concat_rows needs one order for all parts; a column split is refused.
+  const GroupAffineWeight rows = quant::select_rows(*w, {{1, 2}});
+  CHECK(rows.perm == w->perm);
+  const auto fused = quant::concat_rows({&*w, &rows}, nullptr);
+  REQUIRE(fused.has_value());
+  CHECK(fused->perm == w->perm);
+  GroupAffineWeight other = *w;
+  std::swap(other.perm[0], other.perm[1]);
+  CHECK_FALSE(quant::concat_rows({&*w, &other}, &why).has_value());
+  CHECK(why.find("permutation") != std::string::npos);
+  GroupAffineWeight plain = *w;
+  plain.perm.clear();
+  CHECK_FALSE(quant::concat_rows({&plain, &*w}, nullptr).has_value());
+  CHECK_THROWS_WITH_AS(quant::select_columns(*w, {{0, 32}}), doctest::Contains("act-order"), std::invalid_argument);
+
+  // validate: not a permutation
+  other.perm[0] = other.perm[1];
+  CHECK_THROWS_WITH_AS(other.validate(), doctest::Contains("not a permutation"), std::invalid_argument);
+  other.perm.resize(5);
+  CHECK_THROWS_AS(other.validate(), std::invalid_argument);
+}
+
+TEST_CASE("group affine: an act-order g_idx with groups of unequal size is not representable (loaded dense)") {
   quant::QuantizedLinear q;
   q.n = 2, q.k = 64;
   q.scheme = {4, 32, true};
@@ -165,10 +219,11 @@ TEST_CASE("group affine: an act-order g_idx is not representable (the loader deq
   q.scales.assign(size_t(q.n * 2), 0.5f);
   q.zeros.assign(size_t(q.n * 2), 8);
   q.g_idx.resize(64);
-  for (int c = 0; c < 64; ++c) q.g_idx[size_t(c)] = c % 2;  // groups interleaved
+  for (int c = 0; c < 64; ++c) q.g_idx[size_t(c)] = c % 3 == 0 ? 1 : 0;  // 22 and 42 columns
   std::string why;
   CHECK_FALSE(quant::group_affine_from_quantized(q, &why).has_value());
   CHECK(why.find("act-order") != std::string::npos);
+  CHECK(why.find("42 columns in group 0") != std::string::npos);
 }
 
 TEST_CASE("group affine: concat_rows fuses equal forms and widens / splits mixed ones exactly") {

@@ -16,6 +16,7 @@
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
+#include "engine/model/weights/load_weights.h"
 #include "format_test_util.h"
 #include "quant/format/checkpoint_layout.h"
 #include "quant/format/half_float.h"
@@ -64,13 +65,21 @@ struct Written {
   std::map<std::string, Tensor> tensors;
 };
 
-// Packs every linear of a random checkpoint except `dense_module` in layout info.layout; with
-// shuffled_g_idx, each with an act-order g_idx that scatters every group's columns (GPTQ desc_act
-// without static groups).
+// How quantize_checkpoint sets g_idx:
+//   None        no g_idx (column k in group k / group_size)
+//   ActOrder    GPTQ desc_act without static groups: a shuffled order, groups of group_size columns
+//               in it, so each group's columns are scattered; modules with one input (q/k/v,
+//               gate/up) share the order, as GPTQ's (from the same Hessian) does
+//   PerModule   the same, but a different order for every module (the fused parts then differ)
+//   Uneven      groups of different sizes (group 0 three quarters of the columns)
+enum class GIdx { None, ActOrder, PerModule, Uneven };
+
+// Packs every linear of a random checkpoint except `dense_module` in layout info.layout.
 Written quantize_checkpoint(const ModelConfig& c, const quant::QuantConfigInfo& info, const std::string& dense_module,
-                            bool shuffled_g_idx = false) {
+                            GIdx g_idx = GIdx::None) {
   Checkpoint ck = random_checkpoint(c, 11, 0.05f);
   std::mt19937 rng(5);
+  std::map<std::string, std::vector<int32_t>> orders;  // by the module's input
   Written out;
   for (auto& [name, t] : ck.tensors) {
     const bool linear = name.find("_proj.weight") != std::string::npos;
@@ -80,11 +89,21 @@ Written quantize_checkpoint(const ModelConfig& c, const quant::QuantConfigInfo& 
       continue;
     }
     quant::QuantizedLinear w = random_linear(t.shape[0], t.shape[1], info.scheme, rng);
-    if (shuffled_g_idx) {
-      std::vector<int32_t> perm(size_t(w.k));
-      for (int64_t i = 0; i < w.k; ++i) perm[size_t(i)] = int32_t(i);
-      std::shuffle(perm.begin(), perm.end(), rng);
+    if (g_idx == GIdx::ActOrder || g_idx == GIdx::PerModule) {
+      std::string input = prefix;  // q/k/v and gate/up read the same input
+      for (const char* shared : {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"})
+        if (const size_t at = input.find(shared); at != std::string::npos && g_idx == GIdx::ActOrder)
+          input = input.substr(0, at) + (shared[0] == 'g' || shared[0] == 'u' ? "mlp_in" : "attn_in");
+      std::vector<int32_t>& perm = orders[input];
+      if (perm.empty()) {
+        perm.resize(size_t(w.k));
+        for (int64_t i = 0; i < w.k; ++i) perm[size_t(i)] = int32_t(i);
+        std::shuffle(perm.begin(), perm.end(), rng);
+      }
       for (int64_t i = 0; i < w.k; ++i) w.g_idx.push_back(perm[size_t(i)] / info.scheme.group_size);
+    } else if (g_idx == GIdx::Uneven) {
+      const int64_t G = w.k / info.scheme.group_size;
+      for (int64_t i = 0; i < w.k; ++i) w.g_idx.push_back(int32_t(i < w.k * 3 / 4 ? 0 : G - 1));
     }
     out.expected[name] = quant::dequantize(w);
     for (auto& [suffix, p] : quant::pack_linear_weight(info.layout, w, "F32"))
@@ -245,26 +264,109 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
   }
 }
 
-TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights are loaded dense, with a note") {
+TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay quantized, input columns permuted") {
   const ModelConfig c = tiny_llama_config(64, 2, 16);
   quant::QuantConfigInfo info;
   info.layout = quant::QuantLayout::Gptq;
   info.scheme = {4, 32, true};
   info.act_order = true;
-  const Written w = quantize_checkpoint(c, info, "", /*shuffled_g_idx=*/true);
+  const Written w = quantize_checkpoint(c, info, "", GIdx::ActOrder);
   ScratchDir dir("qck_actorder");
   write_dir(dir, c, quant::make_quantization_config(info), w.tensors);
   LoadOptions keep;
   keep.keep_quantized = true;
   const Checkpoint q = load_checkpoint(dir.path.string(), keep);
-  CHECK(q.quantized.empty());
-  for (const auto& [name, values] : w.expected) {  // dense exactly as without keep_quantized
+  CHECK(q.notes.empty());
+  REQUIRE(q.quantized.size() == 14);
+  for (const auto& [name, values] : w.expected) {
     INFO(name);
-    const Tensor& t = q.get(name);
-    REQUIRE(t.dtype == DType::F32);
-    CHECK(std::memcmp(t.data, values.data(), values.size() * 4) == 0);
+    const quant::GroupAffineWeight& g = q.quantized.at(name);
+    REQUIRE(g.perm.size() == size_t(g.k));
+    const std::vector<float> got = quant::dequantize(g);  // in input order again
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(got[i]) - values[i]));
+      scale = std::max(scale, std::fabs(double(values[i])));
+    }
+    CHECK(worst <= scale * 1e-6);
   }
-  REQUIRE(q.notes.size() == 1);
-  CHECK(q.notes[0].find("14 of 14") != std::string::npos);
-  CHECK(q.notes[0].find("act-order") != std::string::npos);
+
+  // Loaded: every linear quantized with its permutation (q/k/v and gate/up fuse: one order each).
+  test::CanonicalRecordingBackend rec;
+  auto qmodel = make_model(q, rec);
+  REQUIRE(rec.uploaded.size() == 8);
+  for (const LinearWeight& lw : rec.uploaded) {
+    CHECK(lw.format == WeightFormat::Int4Group);
+    CHECK(lw.input_perm.numel() == lw.k);
+  }
+  // Tensor parallel: column splits keep the order; a row split (o, down) would give a rank input
+  // columns that are not whole groups, so the loader takes it dense (named in its note).
+  WeightSource down{"layers.0.down", WeightRole::Down, 0, {"model.layers.0.mlp.down_proj.weight"}};
+  ShardSpec row{ShardKind::Row, 0, 2, 1, {{96, "intermediate rows"}}};
+  std::string why;
+  CHECK_FALSE(gather_quantized_shard(q, down, row, &why).has_value());
+  CHECK(why.find("act-order") != std::string::npos);
+  WeightSource gate{"layers.0.gate_up", WeightRole::GateUp, 0,
+                    {"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"}};
+  ShardSpec col{ShardKind::Column, 1, 2, 1, {{96, "gate rows"}, {96, "up rows"}}};
+  const std::optional<quant::GroupAffineWeight> half = gather_quantized_shard(q, gate, col, &why);
+  REQUIRE(half.has_value());
+  CHECK(half->n == 96);
+  CHECK(half->perm == q.quantized.at("model.layers.0.mlp.gate_proj.weight").perm);
+
+  // The CPU kernels (gathering x's columns) against the dense checkpoint: f32 activations within
+  // rounding; int8 activations (quantized after the gather) within their own error.
+  const std::vector<int32_t> tokens = {1, 5, 9, 17, 33, 2, 7};
+  auto cpu_dense = make_cpu_backend(1, ActQuantMode::None);
+  auto dense = make_model(load_checkpoint(dir.path.string()), *cpu_dense);
+  const std::vector<float> want = test::prefill_logits(*dense, tokens);
+  for (ActQuantMode mode : {ActQuantMode::None, ActQuantMode::Int8}) {
+    auto cpu = make_cpu_backend(1, mode);
+    auto kept = make_model(q, *cpu);
+    const double diff = test::relative_max_diff(test::prefill_logits(*kept, tokens), want);
+    INFO("int8 activations: " << (mode == ActQuantMode::Int8) << ", diff " << diff);
+    CHECK(diff < (mode == ActQuantMode::None ? 1e-5 : 2e-2));
+  }
+}
+
+TEST_CASE("quantized checkpoint, keep_quantized: act-order orders that cannot run quantized load dense, with a note") {
+  const ModelConfig c = tiny_llama_config(64, 2, 16);
+  quant::QuantConfigInfo info;
+  info.layout = quant::QuantLayout::Gptq;
+  info.scheme = {4, 32, true};
+  info.act_order = true;
+  LoadOptions keep;
+  keep.keep_quantized = true;
+  {  // groups of unequal sizes: no group-affine form; dense exactly as without keep_quantized
+    const Written w = quantize_checkpoint(c, info, "", GIdx::Uneven);
+    ScratchDir dir("qck_actorder_uneven");
+    write_dir(dir, c, quant::make_quantization_config(info), w.tensors);
+    const Checkpoint q = load_checkpoint(dir.path.string(), keep);
+    CHECK(q.quantized.empty());
+    for (const auto& [name, values] : w.expected) {
+      INFO(name);
+      const Tensor& t = q.get(name);
+      REQUIRE(t.dtype == DType::F32);
+      CHECK(std::memcmp(t.data, values.data(), values.size() * 4) == 0);
+    }
+    REQUIRE(q.notes.size() == 1);
+    CHECK(q.notes[0].find("14 of 14") != std::string::npos);
+    CHECK(q.notes[0].find("act-order") != std::string::npos);
+  }
+  {  // a different order per module: q/k/v and gate/up cannot fuse into one gather, so they load
+     // dense; o and down stay quantized
+    const Written w = quantize_checkpoint(c, info, "", GIdx::PerModule);
+    ScratchDir dir("qck_actorder_permodule");
+    write_dir(dir, c, quant::make_quantization_config(info), w.tensors);
+    const Checkpoint q = load_checkpoint(dir.path.string(), keep);
+    CHECK(q.quantized.size() == 14);
+    test::CanonicalRecordingBackend rec;
+    auto qmodel = make_model(q, rec);
+    CHECK(rec.uploaded.size() == 4);  // o and down of both layers
+    const std::vector<int32_t> tokens = {1, 5, 9, 17, 33, 2, 7};
+    auto cpu = make_cpu_backend(1, ActQuantMode::None), cpu_dense = make_cpu_backend(1, ActQuantMode::None);
+    auto kept = make_model(q, *cpu);
+    auto dense = make_model(load_checkpoint(dir.path.string()), *cpu_dense);
+    CHECK(test::relative_max_diff(test::prefill_logits(*kept, tokens), test::prefill_logits(*dense, tokens)) < 1e-5);
+  }
 }

@@ -101,6 +101,7 @@ class CpuBackend final : public Backend {
   }
 
   LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical); }
+  bool supports_input_perm() const override { return true; }
 
   // Int8 mode: x quantized once (scratch kept across calls), then the output rows split over the
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
@@ -112,6 +113,17 @@ class CpuBackend final : public Backend {
         << "linear shapes: x " << x.shape_str() << " w " << weight_format_name(w.format) << " [" << w.n << ", " << w.k
         << "] out " << out.shape_str();
     const float* b = bias ? bias->ptr<float>() : nullptr;
+    const float* xp = x.ptr<float>();
+    if (!w.input_perm.empty()) {  // act-order: xp[t, j] = x[t, input_perm[j]], the packed column order
+      if (perm_scratch_.size() < size_t(T * K)) perm_scratch_.resize(size_t(T * K));
+      const int32_t* perm = w.input_perm.ptr<int32_t>();
+      float* dst = perm_scratch_.data();
+      pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t j = 0; j < K; ++j) dst[t * K + j] = xp[t * K + perm[j]];
+      });
+      xp = dst;
+    }
     kernels::QActivations qx;
     if (act_quant_ == ActQuantMode::Int8) {
       const size_t need = kernels::qactivation_bytes(T, K) + 64;
@@ -119,11 +131,11 @@ class CpuBackend final : public Backend {
       const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
       void* buf = act_scratch_.data() + (64 - at % 64) % 64;
       if (T == 1) {
-        qx = kernels::quantize_activations(x.ptr<float>(), T, K, buf);
+        qx = kernels::quantize_activations(xp, T, K, buf);
       } else {  // rows split over the pool (each row's bytes do not depend on the split)
-        qx = kernels::quantize_activation_rows(x.ptr<float>(), T, K, 0, 0, buf);  // the view
+        qx = kernels::quantize_activation_rows(xp, T, K, 0, 0, buf);  // the view
         pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
-          kernels::quantize_activation_rows(x.ptr<float>(), T, K, t0, t1, buf);
+          kernels::quantize_activation_rows(xp, T, K, t0, t1, buf);
         });
       }
     }
@@ -133,7 +145,7 @@ class CpuBackend final : public Backend {
       if (act_quant_ == ActQuantMode::Int8)
         kernels::qlinear_rows_q8(qx, view, b, n0, n1, out.ptr<float>(), N);
       else
-        kernels::qlinear_rows_f32(x.ptr<float>(), T, view, b, n0, n1, out.ptr<float>(), N);
+        kernels::qlinear_rows_f32(xp, T, view, b, n0, n1, out.ptr<float>(), N);
     });
   }
 
@@ -289,6 +301,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   ActQuantMode act_quant_;
   std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
+  std::vector<float> perm_scratch_;   // an act-order weight's input with its columns gathered
 };
 
 }  // namespace

@@ -50,10 +50,13 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     const int64_t count = codes.numel();
     uint8_t worst = 0;  // one pass without a branch per code; the message names the first bad one
     for (int64_t i = 0; i < count; ++i) worst |= c[i];
-    if (worst > 15)
-      for (int64_t i = 0; i < count; ++i)
+    if (worst > 15) {
+      for (int64_t i = 0; i < count; ++i) {
         LLM_CHECK(c[i] <= 15) << "int4-group: code " << int(c[i]) << " at " << i << " is outside 0..15";
+      }
+    }
   }
+  check_input_perm(canonical);  // kept as it is: linear_quantized gathers x by it
   LinearWeight out = canonical;
   const int64_t N = canonical.n, K = canonical.k;
   if (kernels::qweight_preferred_layout(bits, canonical.group_size) == kernels::QLayout::RowLane16) {

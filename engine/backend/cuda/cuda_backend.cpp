@@ -73,7 +73,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, kvq_scratch_})
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, kvq_scratch_, perm_scratch_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
   tuner_.reset();

@@ -80,6 +80,7 @@ class CudaBackend final : public Backend {
   using Backend::linear;  // the LinearWeight overload
   // Dense always; Int4Group / Int8Group only when cuda_quantized_enabled() (cuda_quantized.cpp).
   bool supports(WeightFormat f) const override;
+  bool supports_input_perm() const override;  // with LLMCTL_CUDA_QUANTIZED=1, as supports()
   LinearWeight upload_quantized(const LinearWeight& canonical) override;
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   // Auto always; int8 / fp8 only when cuda_quantized_enabled() (cuda_quantized.cpp).
@@ -134,6 +135,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
   void* kvq_scratch_ = nullptr;  // attention_quant's dequantized context (k, v, block table)
   size_t kvq_scratch_bytes_ = 0;
+  void* perm_scratch_ = nullptr;  // linear_quantized's input with an act-order weight's columns gathered
+  size_t perm_scratch_bytes_ = 0;
   // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.
   void* sample_dev_ = nullptr;
   size_t sample_dev_bytes_ = 0;

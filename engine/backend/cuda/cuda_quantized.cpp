@@ -29,6 +29,8 @@ bool CudaBackend::supports(WeightFormat f) const {
   return (f == WeightFormat::Int4Group || f == WeightFormat::Int8Group) && cuda_quantized_enabled();
 }
 
+bool CudaBackend::supports_input_perm() const { return cuda_quantized_enabled(); }
+
 bool CudaBackend::supports_kv_cache(KvCacheDtype d) const {
   return d == KvCacheDtype::Auto || cuda_quantized_enabled();
 }
@@ -53,9 +55,11 @@ LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
       << "upload_quantized: offsets " << dtype_name(c.zeros.dtype) << c.zeros.shape_str() << " vs scales "
       << dtype_name(c.scales.dtype) << c.scales.shape_str();
   const uint8_t* codes = static_cast<const uint8_t*>(c.data.data);
-  if (bits == 4)
-    for (int64_t i = 0; i < N * K; ++i)
+  if (bits == 4) {
+    for (int64_t i = 0; i < N * K; ++i) {
       LLM_CHECK(codes[i] <= 15) << "upload_quantized: 4-bit code " << int(codes[i]) << " at " << i;
+    }
+  }
 
   const int64_t row_bytes = cuda::qlinear_row_bytes(bits, K);
   Tensor packed = Tensor::empty_host(DType::U8, {N, row_bytes});
@@ -69,6 +73,8 @@ LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
   w.data = upload(packed, DType::U8);
   w.scales = upload(c.scales, c.scales.dtype);
   if (c.zeros.numel()) w.zeros = upload(c.zeros, c.zeros.dtype);
+  check_input_perm(c);
+  if (!c.input_perm.empty()) w.input_perm = upload(c.input_perm, DType::I32);
   return w;
 }
 
@@ -84,6 +90,12 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
       << "linear_quantized: out " << out.shape_str() << ", want [" << T << ", " << N << "]";
   cuda::QLinearParams p;
   p.x = x.data;
+  if (!w.input_perm.empty()) {  // act-order: the kernels read x[:, input_perm] (gathered into scratch)
+    check_device(w.input_perm, "linear_quantized input_perm");
+    void* xp = grow(perm_scratch_, perm_scratch_bytes_, size_t(T * K) * dtype_size(x.dtype));
+    cuda::qlinear_gather_columns(x.data, x.dtype, w.input_perm.ptr<int32_t>(), T, K, xp, stream_);
+    p.x = xp;
+  }
   p.x_dtype = x.dtype;
   p.packed = static_cast<const uint8_t*>(w.data.data);
   p.bits = w.format == WeightFormat::Int4Group ? 4 : 8;

@@ -70,10 +70,16 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
     }
     parts.push_back(&q->second);
   }
-  if (parts.size() == 1) return shard_quantized(*parts[0], spec);
-  std::optional<quant::GroupAffineWeight> fused = quant::concat_rows(parts, why_not);
-  if (!fused) return std::nullopt;
-  return shard_quantized(*fused, spec);
+  std::optional<quant::GroupAffineWeight> fused;
+  if (parts.size() > 1 && !(fused = quant::concat_rows(parts, why_not))) return std::nullopt;
+  const quant::GroupAffineWeight& w = fused ? *fused : *parts[0];
+  if (!w.perm.empty() && spec.kind == ShardKind::Row && spec.world > 1) {
+    if (why_not)
+      *why_not = "act-order (input columns permuted into groups) cannot be split by input columns over " +
+                 std::to_string(spec.world) + " tensor-parallel ranks";
+    return std::nullopt;
+  }
+  return shard_quantized(w, spec);
 }
 
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
@@ -92,6 +98,7 @@ LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const Shar
   const bool f16 = exact_in_f16(w.scale) && exact_in_f16(w.offset);
   lw.scales = scale_tensor(w.scale, w.n, w.groups(), f16);
   lw.zeros = scale_tensor(w.offset, w.n, w.groups(), f16);
+  if (!w.perm.empty()) lw.input_perm = host_tensor(DType::I32, {w.k}, w.perm.data());
   return lw;
 }
 
@@ -133,6 +140,9 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
               (backend.device() == Device::CUDA
                    ? " (its quantized kernels are off until verified on a GPU: LLMCTL_CUDA_QUANTIZED=1 turns them on)"
                    : "");
+      else if (!q->perm.empty() && !backend.supports_input_perm())
+        why = "backend " + backend.name() + " does not run act-order (input-permuted) quantized weights" +
+              (backend.device() == Device::CUDA ? " unless LLMCTL_CUDA_QUANTIZED=1" : "");
       else if (!quantized_group_supported(q->group, q->k))
         why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
               " (the kernels take K a multiple of 32 and groups of 16 or a multiple of 32 dividing it)";

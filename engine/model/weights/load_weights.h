@@ -36,7 +36,8 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
 
 // Stage 2 for quantized parts: when every part of src is in ck.quantized, rank spec.rank's slice
 // of them fused along rows (quant::concat_rows: parts of different bits or groups are brought to
-// one form exactly). nullopt, with *why_not, when a part is dense or the parts do not fuse.
+// one form exactly). nullopt, with *why_not, when a part is dense, the parts do not fuse, or an
+// act-order weight (perm) would be split by input columns over several ranks.
 // Throws InputError when a row-parallel split cuts a quantization group (with the numbers).
 std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint& ck, const WeightSource& src,
                                                                const ShardSpec& spec, std::string* why_not);
@@ -49,7 +50,8 @@ LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, Weight
 
 // Stage 3 for a quantized slice: the canonical LinearWeight Backend::upload_quantized takes (see
 // there): Int4Group / Int8Group by w.bits, data the codes U8 [N, K], scales / zeros (= offsets)
-// [N, K / group] in F16 when every scale and offset round-trips through f16 exactly, else F32.
+// [N, K / group] in F16 when every scale and offset round-trips through f16 exactly, else F32;
+// input_perm I32 [K] from w.perm (act-order), else empty.
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec);
 
 // Whether the quantized kernels take groups of `group` inputs over k: 16 or a multiple of 32 that

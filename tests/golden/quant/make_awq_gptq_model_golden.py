@@ -6,12 +6,17 @@ own code, with the quantization_config keys they write:
   awq   AutoAWQ 0.2.9 WQLinear_GEMM.from_linear (asymmetric, zero points), version gemm
   gptq  GPTQModel 7.7.0 TorchLinear.pack_original + its v2 -> v1 qzeros conversion (symmetric,
         checkpoint_format gptq)
+  gptq_actorder  the same with desc_act: each linear's columns ordered by descending diag(X^T X) of
+        its inputs on 8 x 32 random calibration tokens (GPTQ's act-order), groups of GS consecutive
+        columns in that order, so g_idx scatters each group's columns (modules that share an input,
+        q/k/v and gate/up, share the order)
 and <name>_golden.json: transformers' fp32 run of the same model with each linear replaced by the
 reference's own dequantization of the packed tensors (dequantize_gemm / dequantize_weight, scales
 widened to f32). Neither project installs on a CPU-only machine, and transformers needs them to load
 these formats, so this is the closest reference run available here; the layouts themselves are
 checked bit for bit by the unit fixtures (make_layout_fixtures.py).
 Usage (in /work/venv-ref): make_awq_gptq_model_golden.py --awq-src DIR --gptqmodel-src DIR [--out DIR]
+  [--layouts awq,gptq,gptq_actorder]
 (the unpacked `pip download --no-deps autoawq==0.2.9` / `gptqmodel==7.7.0` sdists; reference_packers.py)
 """
 import argparse
@@ -36,6 +41,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--awq-src", required=True)
 ap.add_argument("--gptqmodel-src", required=True)
 ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+ap.add_argument("--layouts", default="awq,gptq,gptq_actorder")
 args = ap.parse_args()
 AWQ = awq_packing(args.awq_src)
 GPTQ = gptqmodel_packing(args.gptqmodel_src)
@@ -67,17 +73,47 @@ def exact(q, s, z):  # (q - z) * s, exactly: what both references' pack function
     return (q - z.repeat_interleave(GS, 1)) * s.repeat_interleave(GS, 1)
 
 
+def act_order_perms():
+    """GPTQ's desc_act order of each linear's input columns: descending diag(X^T X) over calibration
+    tokens (stable, so equal inputs give equal orders)."""
+    sq, hooks = {}, []
+    for mod in LINEARS:
+        def hook(m, inp, out, mod=mod):
+            x = inp[0].reshape(-1, inp[0].shape[-1]).float()
+            sq[mod] = sq.get(mod, 0) + (x * x).sum(0)
+        hooks.append(dense.get_submodule(mod).register_forward_hook(hook))
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        dense(torch.randint(3, 256, (8, 32), generator=gen))
+    for h in hooks:
+        h.remove()
+    return {mod: torch.sort(-sq[mod], stable=True).indices for mod in LINEARS}
+
+
 def build(layout):
-    name = f"tiny_llama_{layout}_g{GS}"
+    act_order = layout == "gptq_actorder"
+    perms = act_order_perms() if act_order else None
+    if act_order:
+        layout = "gptq"
+    name = f"tiny_llama_{layout}_g{GS}" + ("_actorder" if act_order else "")
     out_dir = os.path.join(args.out, name)
     state = {k: v.half() for k, v in dense.state_dict().items()}  # saved in f16, as both tools save
     ref_state = {k: v.float() for k, v in state.items()}  # the reference run: f16 values in f32
     for mod in LINEARS:
         w = dense.get_submodule(mod).weight.data.float()
         n, k = w.shape
-        q, s, z = rtn(w, sym=(layout == "gptq"))
         lin = torch.nn.Linear(k, n, bias=False)
-        lin.weight.data = exact(q, s, z)
+        g_idx = (torch.arange(k) // GS).int()
+        if act_order:  # quantized in the permuted order; column perm[i] is in group i // GS
+            perm = perms[mod]
+            q, s, z = rtn(w[:, perm], sym=True)
+            lin.weight.data = torch.empty_like(w)
+            lin.weight.data[:, perm] = exact(q, s, z)
+            g_idx = torch.empty(k, dtype=torch.int32)
+            g_idx[perm] = (torch.arange(k) // GS).int()
+        else:
+            q, s, z = rtn(w, sym=(layout == "gptq"))
+            lin.weight.data = exact(q, s, z)
         del state[mod + ".weight"]
         if layout == "awq":
             WQLinear_GEMM, dequantize_gemm, _ = AWQ
@@ -86,8 +122,9 @@ def build(layout):
             state.update({f"{mod}.qweight": m.qweight, f"{mod}.qzeros": m.qzeros, f"{mod}.scales": m.scales})
         else:
             TorchLinear, v2_to_v1, _ = GPTQ
-            m = TorchLinear(bits=4, group_size=GS, sym=True, desc_act=False, in_features=k, out_features=n, bias=False)
-            m.pack_original(lin, s, z, (torch.arange(k) // GS).int())
+            m = TorchLinear(bits=4, group_size=GS, sym=True, desc_act=act_order, in_features=k, out_features=n,
+                            bias=False)
+            m.pack_original(lin, s, z, g_idx)
             m.post_init()
             f16 = m.scales
             m.scales = f16.float()
@@ -109,7 +146,7 @@ def build(layout):
         config["quantization_config"] = {"quant_method": "awq", "zero_point": True, "group_size": GS, "bits": 4,
                                          "version": "gemm", "modules_to_not_convert": None}
     else:  # GPTQModel's QuantizeConfig as saved
-        config["quantization_config"] = {"bits": 4, "group_size": GS, "desc_act": False, "sym": True,
+        config["quantization_config"] = {"bits": 4, "group_size": GS, "desc_act": act_order, "sym": True,
                                          "lm_head": False, "quant_method": "gptq", "checkpoint_format": "gptq",
                                          "pack_dtype": "int32", "true_sequential": True, "damp_percent": 0.01,
                                          "static_groups": False, "meta": {"quantizer": [f"gptqmodel:{GPTQ[2]}"]}}
@@ -122,7 +159,8 @@ def build(layout):
     ref_model.load_state_dict(ref_state)
     cases, gap = golden_cases(ref_model, dense)
     version = AWQ[2] if layout == "awq" else GPTQ[2]
-    golden = {"model": f"tests/golden/quant/{name} (random Llama, int4 g{GS} RTN packed by "
+    golden = {"model": f"tests/golden/quant/{name} (random Llama, int4 g{GS} RTN"
+                       f"{' in act-order (desc_act, g_idx scattered)' if act_order else ''} packed by "
                        f"{'AutoAWQ' if layout == 'awq' else 'GPTQModel'} {version}; f16 elsewhere)",
               "reference": "transformers fp32 with each linear = the packer's own dequantization (f32 scales)",
               "script": "tests/golden/quant/make_awq_gptq_model_golden.py", "transformers": transformers.__version__,
@@ -132,5 +170,5 @@ def build(layout):
     print(f"wrote {out_dir} and {name}_golden.json; unquantized model differs by up to {gap:.3f} in logprob")
 
 
-build("awq")
-build("gptq")
+for layout in args.layouts.split(","):
+    build(layout)
