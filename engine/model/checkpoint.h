@@ -50,7 +50,7 @@ struct LoadOptions {
   // Linear weights stored quantized (an HF quantization_config: compressed-tensors / AWQ / GPTQ; GGUF
   // block types with a group-affine form, gguf_group_affine.h): true keeps them in
   // Checkpoint::quantized, for a backend that runs Int4Group / Int8Group (generate, serve and bench
-  // set it when theirs does); a weight with no group-affine form (act-order g_idx, GGUF Q2_K, ...)
+  // set it when theirs does); a weight with no group-affine form (uneven act-order g_idx, GGUF Q2_K, ...)
   // is dequantized anyway, with a note. false: every one is dequantized to a dense f32 tensor, as
   // convert, quantize and any caller that reads Checkpoint::tensors need. Embeddings are dense either way.
   bool keep_quantized = false;

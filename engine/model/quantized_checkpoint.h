@@ -15,7 +15,8 @@ namespace llmctl {
 // quantized module ("<prefix>.weight_packed" ... / "<prefix>.qweight" ...) by "<prefix>.weight"
 // [N, K], with N and K from the shapes ck.config implies (llama_tensor_specs):
 //   keep_quantized: a GroupAffineWeight in ck.quantized, or, for a weight with no group-affine form
-//                   (act-order g_idx: group_affine_from_quantized), dense f32 in ck.tensors with one
+//                   (act-order g_idx with groups of unequal size: group_affine_from_quantized; an
+//                   even act-order one is kept, its columns permuted), dense f32 in ck.tensors with one
 //                   note in ck.notes naming how many and why (written to stderr by load_checkpoint);
 //   otherwise:      dense f32 in ck.tensors, (q - zero) * scale as it always was.
 // A packed module
