@@ -26,4 +26,13 @@ class MappedFile {
   std::string path_;
 };
 
+// Drops the pages of [p, p + bytes) that lie inside a live MappedFile from this process's
+// resident memory (madvise MADV_DONTNEED; the pages stay in the page cache, shared and
+// reclaimable). The mappings are read-only, so nothing is lost: a later read faults the pages back
+// in. Memory that is not a file mapping (owned buffers) is left alone. The loader calls it once a
+// weight has been copied out of the checkpoint (a tensor-parallel slice, a converted dtype, a
+// dequantized or repacked quantized weight), so a rank's resident memory is what it holds, about
+// 1/N of the weights, not every page it read.
+void release_mapped_pages(const void* p, size_t bytes);
+
 }  // namespace llmctl

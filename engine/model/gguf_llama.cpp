@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/core/error.h"
+#include "engine/core/mapped_file.h"
 #include "engine/model/registry.h"
 #include "engine/model/llama_tensors.h"
 #include "quant/format/gguf_blocks.h"
@@ -230,13 +231,15 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
       std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info);
-      if (q) {
+      if (q) {  // decoded into its own memory: the file's blocks are no longer needed resident
+        release_mapped_pages(info.data, info.nbytes);
         ck.quantized.emplace(std::move(name), std::move(*q));
         continue;
       }
       ++dense_quantized[quant::ggml_type_label(uint32_t(info.type))];
     }
     Tensor t = g->load(info, /*keep_float=*/true);
+    if (t.data != info.data) release_mapped_pages(info.data, info.nbytes);  // dequantized into a copy
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
     ck.tensors.emplace(std::move(name), std::move(t));
   }
@@ -247,8 +250,10 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))
     if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight");
         e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2)
-      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, *e))
+      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, *e)) {
+        release_mapped_pages(e->data, e->nbytes);
         ck.quantized.emplace("lm_head.weight", std::move(*q));
+      }
   if (!dense_quantized.empty()) {
     std::string types;
     for (const auto& [type, count] : dense_quantized)

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/mapped_file.h"
 #include "engine/model/llama_tensors.h"
 #include "engine/model/safetensors.h"
 #include "quant/format/checkpoint_layout.h"
@@ -78,7 +79,11 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << "'" << ck.source_path << "': " << info.label() << " weight '" << prefix << "': " << e.what();
     }
-    for (const std::string& name : names) ck.tensors.erase(name);
+    for (const std::string& name : names) {  // unpacked into q: drop the packed pages from memory
+      const Tensor& t = ck.tensors.at(name);
+      release_mapped_pages(t.data, t.nbytes());
+      ck.tensors.erase(name);
+    }
     if (kept) {
       ck.quantized[prefix + ".weight"] = std::move(*kept);
       continue;

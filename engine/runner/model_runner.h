@@ -49,9 +49,10 @@ class ModelRunner {
   Tensor execute(const BatchPlan& plan);
 
  private:
-  // Pipeline parallel: a step of tokens >= kMicroBatchTokens x stages is cut into micro-batches of
-  // whole sequences that follow each other through the stages (Model::pipeline_stages).
-  static constexpr int kMicroBatchTokens = 64;
+  // Pipeline parallel: a step of tokens >= kMicroBatchTokens x stages (decode steps included) is cut
+  // into micro-batches of whole sequences that follow each other through the stages
+  // (Model::pipeline_stages), so the stages overlap.
+  static constexpr int kMicroBatchTokens = 8;
   int micro_batches(const BatchPlan& plan) const;
   void execute_pipelined(const BatchPlan& plan);
   void ensure_workspace(int64_t T, int64_t R);

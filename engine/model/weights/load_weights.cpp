@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/core/error.h"
+#include "engine/core/mapped_file.h"
 #include "engine/model/weights/shard.h"
 #include "quant/format/half_float.h"
 
@@ -38,6 +39,20 @@ Tensor scale_tensor(const std::vector<float>& v, int64_t n, int64_t g, bool f16)
   std::vector<uint16_t> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = quant::f32_to_half_bits(v[i]);
   return host_tensor(DType::F16, {n, g}, h.data());
+}
+
+// Once a weight is loaded as a copy (a tensor-parallel slice, another dtype, a device upload), the
+// checkpoint pages of its parts leave this process's resident memory (release_mapped_pages); a
+// part the loaded tensor is a view of stays.
+void release_sources(const Checkpoint& ck, const WeightSource& src, const Tensor& loaded) {
+  const auto* l = static_cast<const uint8_t*>(loaded.data);
+  for (const std::string& n : src.parts) {
+    auto it = ck.tensors.find(n);
+    if (it == ck.tensors.end()) continue;
+    const auto* b = static_cast<const uint8_t*>(it->second.data);
+    if (loaded.device == Device::CPU && l >= b && l < b + it->second.nbytes()) continue;
+    release_mapped_pages(b, it->second.nbytes());
+  }
 }
 
 }  // namespace
@@ -151,12 +166,16 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
     }
     if (dense_fallbacks) dense_fallbacks->push_back(src.name + ": " + why);
   }
-  return upload_linear(pack_linear(gather_shard(ck, src, spec), spec, dense_format(weight_dtype)), backend);
+  LinearWeight w = upload_linear(pack_linear(gather_shard(ck, src, spec), spec, dense_format(weight_dtype)), backend);
+  release_sources(ck, src, w.data);
+  return w;
 }
 
 Tensor load_tensor(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec, DType dtype,
                    Backend& backend) {
-  return backend.upload(gather_shard(ck, src, spec), dtype);
+  Tensor t = backend.upload(gather_shard(ck, src, spec), dtype);
+  release_sources(ck, src, t);
+  return t;
 }
 
 LinearWeight dense_linear(const Tensor& w, const ShardSpec& spec) {
