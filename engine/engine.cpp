@@ -34,6 +34,7 @@ struct Engine::Request {
   bool forked = false;
   StreamFn on_text;
   RequestResult result;
+  int steps_in_flight = 0;  // launched steps with a sequence of it, not yet finished: it stays until 0
 };
 
 Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig config)
@@ -73,7 +74,17 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
     eos_ids_.push_back(tok_.eos_id());
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The executor pairs every submit with a collect: steps still in flight are collected (their
+  // tokens dropped) before it serves another engine or shuts down.
+  try {
+    while (!in_flight_.empty()) {
+      exec_.collect();
+      in_flight_.pop_front();
+    }
+  } catch (...) {
+  }
+}
 
 int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text) {
   const int vocab = exec_.config().vocab_size;
@@ -385,6 +396,58 @@ void Engine::propose_drafts() {
   }
 }
 
+// One step at a time, or with pipeline stages several (Executor::max_steps_in_flight): steps are
+// launched (scheduled, planned, submitted) while fewer than that are in flight and there is work
+// for them, then the oldest is finished (its logits drawn, its sequences advanced). A launched
+// step's requests stay alive until it is finished (Request::steps_in_flight).
+struct Engine::InFlight {
+  SchedulerOutput out;
+  std::vector<StepSeq> entries;  // point into out.seqs and the requests
+  std::vector<Draw> draws;
+  std::vector<int64_t> request_ids;  // each request with a sequence in it, once
+  double t0 = 0;
+};
+
+int Engine::steps_in_flight_limit() const {
+  // Drafts are proposed for sequences between their steps: one step at a time with a proposer.
+  return cfg_.proposer && cfg_.num_speculative_tokens > 0 ? 1 : std::max(1, exec_.max_steps_in_flight());
+}
+
+bool Engine::launch_step() {
+  const int slots = steps_in_flight_limit();
+  ScheduleLimits limits;
+  if (slots > 1) {  // spread the sequences over the steps in flight
+    limits.steps_in_flight = true;
+    const int seqs = std::min(cfg_.sched.max_num_seqs, sched_->num_running() + sched_->num_waiting());
+    limits.max_seqs = std::max(1, (seqs + slots - 1) / slots);
+  } else {
+    propose_drafts();
+  }
+  SchedulerOutput out = sched_->schedule(limits);
+  if (out.empty()) return false;
+  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
+  InFlight& f = in_flight_.emplace_back();
+  try {  // until submitted, a failure takes the step back out of the queue
+    f.out = std::move(out);
+    std::vector<int32_t> logits_rows;
+    f.entries = plan_step(f.out, logits_rows, f.draws);
+    for (const StepSeq& e : f.entries)
+      if (std::find(f.request_ids.begin(), f.request_ids.end(), e.r->id) == f.request_ids.end()) {
+        f.request_ids.push_back(e.r->id);
+        ++e.r->steps_in_flight;
+      }
+    BatchPlan plan = build_batch_plan(f.out, *sched_, std::move(logits_rows));
+    f.t0 = now_seconds();
+    if (slots == 1) exec_.step_timer_begin();
+    exec_.submit(plan);
+  } catch (...) {
+    for (int64_t id : f.request_ids) --requests_.at(id)->steps_in_flight;
+    in_flight_.pop_back();
+    throw;
+  }
+  return true;
+}
+
 bool Engine::step() {
   // While the step runs, a request aborted from a stream callback keeps its Request object (the
   // step may still be using it); it is completed and removed when the step ends.
@@ -396,18 +459,32 @@ bool Engine::step() {
     ~InStep() { flag = false; }
   };
   std::optional<InStep> in_step(std::in_place, in_step_);
-  propose_drafts();
-  SchedulerOutput out = sched_->schedule();
-  if (out.empty()) return false;
-  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
-  std::vector<int32_t> logits_rows;
-  std::vector<Draw> draws;
-  const std::vector<StepSeq> entries = plan_step(out, logits_rows, draws);
-  BatchPlan plan = build_batch_plan(out, *sched_, std::move(logits_rows));
-  const double t0 = now_seconds();
-  exec_.step_timer_begin();
-  Tensor logits = exec_.execute(plan);
+  const size_t slots = size_t(steps_in_flight_limit());
+  while (in_flight_.size() < slots && launch_step()) {
+  }
+  if (in_flight_.empty()) return false;
+  struct Finished {  // the oldest step leaves the queue however finish_step ends
+    Engine& e;
+    ~Finished() {
+      for (int64_t id : e.in_flight_.front().request_ids)
+        if (auto it = e.requests_.find(id); it != e.requests_.end()) --it->second->steps_in_flight;
+      e.in_flight_.pop_front();
+    }
+  };
+  {
+    Finished done{*this};
+    finish_step(in_flight_.front(), exec_.collect(), slots == 1);
+  }
+  in_step.reset();
+  complete_aborted_in_step();
+  return true;
+}
 
+void Engine::finish_step(InFlight& f, const Tensor& logits, bool timed) {
+  const std::vector<StepSeq>& entries = f.entries;
+  std::vector<Draw>& draws = f.draws;
+  const SchedulerOutput& out = f.out;
+  const double t0 = f.t0;
   bool any_prompt_rows = false;
   for (const StepSeq& e : entries) any_prompt_rows |= !e.prompt_scored.empty();
   if (any_prompt_rows) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
@@ -422,7 +499,7 @@ bool Engine::step() {
       }
   }
   draw_tokens(draws, logits);
-  stats_.device_seconds += exec_.step_timer_end();
+  if (timed) stats_.device_seconds += exec_.step_timer_end();
   stats_.forward_seconds += now_seconds() - t0;
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());
@@ -497,9 +574,6 @@ bool Engine::step() {
   const KvCacheStats kv = sched_->kv().stats();
   stats_.waste_sum += kv.waste;
   stats_.usage_peak = std::max(stats_.usage_peak, kv.usage);
-  in_step.reset();
-  complete_aborted_in_step();
-  return true;
 }
 
 void Engine::complete_aborted_in_step() {
@@ -549,6 +623,10 @@ void Engine::complete_if_done(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   Request& r = *it->second;
+  if (r.steps_in_flight > 0) {  // a launched step still points at it: completed once that one is finished
+    aborted_in_step_.push_back(request_id);
+    return;
+  }
   for (auto& s : r.seqs)
     if (!s.done) return;
   // The n best of best_of by cumulative logprob; otherwise all n in order.

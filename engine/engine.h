@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -141,6 +142,14 @@ class Engine {
   struct Request;
   struct Draw;
   struct StepSeq;
+  struct InFlight;
+  // How many steps may be in flight: the executor's (pipeline stages), 1 with a draft proposer.
+  int steps_in_flight_limit() const;
+  // Schedules, plans and submits one step (in_flight_.back()); false when nothing was scheduled.
+  bool launch_step();
+  // Draws the step's tokens from its logits and advances its sequences (timed: the device step
+  // timer was started for it).
+  void finish_step(InFlight& f, const Tensor& logits, bool timed);
   // The step's per-sequence entries, its logits rows (plan rows, ascending) and its draws, decided
   // once from the scheduler's output.
   std::vector<StepSeq> plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows, std::vector<Draw>& draws);
@@ -157,6 +166,7 @@ class Engine {
   // Reports `piece` and the tokens not yet reported for a streamed (non-best_of) sequence.
   void emit(Request& r, int child, std::string_view piece, bool done);
   void fork_children(Request& r, std::span<const Draw> children);
+  // Completes a request whose sequences are all done (deferred while a step in flight has it).
   void complete_if_done(int64_t request_id);
   void complete_aborted_in_step();  // complete_if_done for each request in aborted_in_step_
   // Ends every sequence of r with finish_reason "error", frees them in the scheduler and records
@@ -178,7 +188,10 @@ class Engine {
   std::unordered_map<int64_t, RequestResult> finished_;
   EngineStats stats_;
   bool in_step_ = false;                  // inside step(): stream callbacks may run
-  std::vector<int64_t> aborted_in_step_;  // aborted from a callback during the step: completed at its end
+  // Aborted from a callback during the step, or done while a step in flight has them: completed
+  // at the end of a step (once no step in flight has them).
+  std::vector<int64_t> aborted_in_step_;
+  std::list<InFlight> in_flight_;  // launched steps, oldest first (a list: InFlight is declared here only)
 };
 
 }  // namespace llmctl

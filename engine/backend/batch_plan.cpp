@@ -51,6 +51,7 @@ BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1) {
   for (int32_t r : plan.logits_rows)
     if (r >= t0 && r < t1) p.logits_rows.push_back(r - t0);
   p.graph_context = plan.graph_context;
+  p.micro_batches = 1;  // a micro-batch is not cut again
   return p;
 }
 

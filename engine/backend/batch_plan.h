@@ -26,6 +26,9 @@ struct BatchPlan {
   // > 0 for a step replayed from a graph: kernels size their grids for this context length (at
   // least the longest context in the plan) so that one capture serves every step of its bucket.
   int32_t graph_context = 0;
+  // Pipeline parallel: how many micro-batches the step is cut into (every stage must cut it the
+  // same way); 0: the runner decides (ModelRunner::micro_batches).
+  int32_t micro_batches = 0;
 
   int num_tokens() const { return int(token_ids.size()); }
   int num_seqs() const { return int(context_len.size()); }

@@ -44,6 +44,15 @@ class Executor {
   virtual Tensor execute(const BatchPlan& plan) = 0;
   // The same, copied to the host (kept across steps).
   Tensor execute_to_host(const BatchPlan& plan);
+  // Steps in flight (pipeline parallelism): up to max_steps_in_flight() steps may be submitted
+  // before the oldest is collected, so that the first stage starts a step while later stages
+  // still work on earlier ones. Steps complete in submission order; collect() returns the oldest
+  // one's logits (as execute does; a buffer valid until the next collect). The steps in flight
+  // must not share a sequence (each reads the KV the previous step of that sequence wrote).
+  // Default: one at a time, submit runs execute.
+  virtual int max_steps_in_flight() const { return 1; }
+  virtual void submit(const BatchPlan& plan);
+  virtual Tensor collect();
   // Logits rows (or a view of some of them) copied to the host as f32.
   virtual Tensor to_host(const Tensor& logits) = 0;
   // Device sampling of logits rows (Backend::sample); can_sample() false: the caller samples on
@@ -53,6 +62,9 @@ class Executor {
   // Device time of a step (0 where not measured).
   virtual void step_timer_begin() = 0;
   virtual double step_timer_end() = 0;
+
+ private:
+  std::optional<Tensor> submitted_;  // the default submit's logits, until collect()
 };
 
 }  // namespace llmctl

@@ -11,6 +11,7 @@ class LocalExecutor final : public Executor {
   explicit LocalExecutor(Model& model, KvCacheDtype kv_dtype = KvCacheDtype::Auto) : runner_(model, kv_dtype) {}
 
   ModelRunner& runner() { return runner_; }
+  const ModelRunner& runner() const { return runner_; }
 
   const ModelConfig& config() const override { return runner_.model().config(); }
   DType weight_dtype() const override { return runner_.model().weight_dtype(); }

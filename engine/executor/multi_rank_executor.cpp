@@ -1,5 +1,8 @@
 #include "engine/executor/multi_rank_executor.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
 #include <exception>
 #include <string>
 #include <vector>
@@ -71,8 +74,10 @@ class MultiRankExecutor final : public Executor {
     LLM_CHECK(comm.rank() == 0) << "the multi-rank executor runs on rank 0, not " << comm.rank();
   }
   ~MultiRankExecutor() override {
-    // The other ranks leave serve_rank_steps; an exception here would end the process anyway.
+    // Steps still in flight are received first (no receive may be left pending); then the other
+    // ranks leave serve_rank_steps. An exception here would end the process anyway.
     try {
+      while (!sent_.empty()) collect();
       send({Op::Shutdown}, {});
     } catch (...) {
     }
@@ -112,6 +117,48 @@ class MultiRankExecutor final : public Executor {
     run({Op::Execute}, encode_plan(plan), &logits, nullptr);
     return logits;
   }
+  // Pipeline stages: as many steps in flight as stages, so that each stage has one to work on
+  // (LLMCTL_PP_STEPS_IN_FLIGHT=1 turns it off, for measurements). The other ranks run each
+  // Execute as it comes: a stage takes the next step once it has passed the previous one on.
+  int max_steps_in_flight() const override {
+    const int stages = local_.runner().model().pipeline_stages();
+    if (stages <= 1) return 1;
+    if (const char* env = std::getenv("LLMCTL_PP_STEPS_IN_FLIGHT")) return std::clamp(std::atoi(env), 1, stages);
+    return stages;
+  }
+  // The command goes out without waiting for the other ranks to take it (a blocking broadcast
+  // would wait for the last stage to finish the step before): its buffers stay here until the
+  // step is collected.
+  void submit(const BatchPlan& plan) override {
+    if (max_steps_in_flight() == 1) return Executor::submit(plan);
+    Sent& s = sent_.emplace_back();
+    // The steps in flight keep the stages busy already: only a large step is also cut into
+    // micro-batches (each reads the stage's weights again). Measured in docs/PERFORMANCE.md.
+    BatchPlan sent = plan;
+    if (plan.num_tokens() < ModelRunner::kMicroBatchTokensInFlight * max_steps_in_flight()) sent.micro_batches = 1;
+    s.payload = encode_plan(sent);
+    s.command.op = Op::Execute;
+    s.command.payload_bytes = s.payload.size();
+    s.handles[0] = comm_.ibroadcast(&s.command, sizeof s.command, 0);
+    if (!s.payload.empty()) s.handles[1] = comm_.ibroadcast(s.payload.data(), s.payload.size(), 0);
+    try {
+      local_.runner().submit(decode_plan(s.payload));
+    } catch (const std::exception& e) {
+      comm_.abort_all(e.what());
+    }
+  }
+  Tensor collect() override {
+    if (max_steps_in_flight() == 1) return Executor::collect();
+    try {
+      LLM_CHECK(!sent_.empty()) << "collect without a submitted step";
+      for (int64_t h : sent_.front().handles) comm_.wait(h);
+      sent_.pop_front();
+      return local_.runner().collect();
+    } catch (const std::exception& e) {
+      comm_.abort_all(e.what());
+    }
+    return {};
+  }
   Tensor to_host(const Tensor& logits) override { return local_.to_host(logits); }
   bool can_sample() const override { return local_.can_sample(); }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
@@ -139,6 +186,12 @@ class MultiRankExecutor final : public Executor {
 
   LocalExecutor local_;
   Comm& comm_;
+  struct Sent {  // a submitted step's command, until it is collected
+    Command command;
+    std::vector<uint8_t> payload;
+    int64_t handles[2] = {-1, -1};
+  };
+  std::deque<Sent> sent_;
 };
 
 }  // namespace

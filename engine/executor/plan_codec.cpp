@@ -45,6 +45,7 @@ std::vector<uint8_t> encode_plan(const BatchPlan& p) {
     put_array(out, *v);
   put(out, &p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
   put(out, &p.graph_context, sizeof p.graph_context);
+  put(out, &p.micro_batches, sizeof p.micro_batches);
   return out;
 }
 
@@ -56,6 +57,7 @@ BatchPlan decode_plan(const std::vector<uint8_t>& bytes) {
     *v = r.array();
   r.get(&p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
   r.get(&p.graph_context, sizeof p.graph_context);
+  r.get(&p.micro_batches, sizeof p.micro_batches);
   LLM_CHECK(r.at == bytes.size()) << "plan bytes: " << bytes.size() - r.at << " left over";
   return p;
 }

@@ -121,7 +121,17 @@ class LlamaModel final : public Model {
     if (par_.last_stage())
       par_.pp_comm->send(logits.data, logits.nbytes(), 0);
     else if (par_.first_stage())
-      par_.pp_comm->recv(logits.data, logits.nbytes(), par_.pp_comm->world() - par_.world);
+      par_.pp_comm->recv(logits.data, logits.nbytes(), last_stage_rank());
+  }
+  int64_t post_collect_logits(Tensor& logits) override {
+    if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0 || !par_.first_stage() || par_.last_stage()) {
+      collect_logits(logits);
+      return -1;
+    }
+    return par_.pp_comm->irecv(logits.data, logits.nbytes(), last_stage_rank());
+  }
+  void finish_collect_logits(int64_t handle) override {
+    if (handle >= 0) par_.pp_comm->wait(handle);
   }
 
   void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
@@ -138,6 +148,9 @@ class LlamaModel final : public Model {
   }
 
  private:
+  // The pipeline communicator's rank of the last stage's tensor-parallel rank 0 (ranks are
+  // numbered stage-major).
+  int last_stage_rank() const { return par_.pp_comm->world() - par_.world; }
   int num_kv_heads() const {
     return config_.num_kv_heads >= par_.world ? config_.num_kv_heads / par_.world : 1;
   }

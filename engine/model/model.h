@@ -84,6 +84,15 @@ class Model {
   // to rank 0, which receives them into `logits` [R, V].
   virtual int pipeline_stages() const { return 1; }
   virtual void collect_logits(Tensor& logits) { (void)logits; }
+  // collect_logits split in two, for rank 0 with several steps in flight: post_collect_logits
+  // starts receiving into `logits` (which must stay valid) and returns at once with a handle (-1:
+  // nothing to wait for, done already); finish_collect_logits(handle) waits for it. Default: the
+  // blocking collect_logits.
+  virtual int64_t post_collect_logits(Tensor& logits) {
+    collect_logits(logits);
+    return -1;
+  }
+  virtual void finish_collect_logits(int64_t handle) { (void)handle; }
   // Runs each distinct linear of a step once at T tokens (the lm_head at R rows, when R > 0):
   // what the runner times to tune GEMM algorithms. Reads and writes buf only.
   virtual void run_linears(StepBuffers& buf, int64_t T, int64_t R) = 0;

@@ -6,6 +6,20 @@
 
 namespace llmctl {
 
+int64_t Comm::irecv(void*, size_t, int peer) {
+  LLM_CHECK(false) << name() << " communicator: no non-blocking receive (from rank " << peer << ")";
+  return -1;
+}
+
+int64_t Comm::ibroadcast(void* data, size_t bytes, int root) {
+  broadcast(data, bytes, root);
+  return -1;
+}
+
+void Comm::wait(int64_t handle) {
+  LLM_CHECK(handle < 0) << name() << " communicator: no non-blocking call to wait for (" << handle << ")";
+}
+
 namespace {
 
 class SingleRankComm final : public Comm {

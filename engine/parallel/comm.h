@@ -35,6 +35,15 @@ class Comm {
   // Host bytes to / from one peer (pipeline stages).
   virtual void send(const void* data, size_t bytes, int peer) = 0;
   virtual void recv(void* data, size_t bytes, int peer) = 0;
+  // Non-blocking forms, for rank 0 with pipeline steps in flight (it sends the next step's command
+  // and receives a step's logits while the other stages still work): each returns at once with a
+  // handle; data must stay valid until wait(handle) completes it (handle -1: nothing to wait for).
+  // Receives from one peer, and broadcasts, complete in the order they were posted.
+  // ibroadcast: as broadcast (the other ranks call broadcast). Default: the blocking broadcast, -1.
+  virtual int64_t ibroadcast(void* data, size_t bytes, int root);
+  // irecv: as recv. Default: refuses.
+  virtual int64_t irecv(void* data, size_t bytes, int peer);
+  virtual void wait(int64_t handle);
   // The ranks with the same color form a new communicator, numbered by key (MPI_Comm_split): a
   // run of TP x PP ranks splits into one tensor-parallel group per pipeline stage.
   virtual std::unique_ptr<Comm> split(int color, int key) = 0;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -156,6 +157,36 @@ class MpiComm final : public Comm {
                 "MPI_Recv");
   }
 
+  int64_t irecv(void* data, size_t bytes, int peer) override {
+    auto* p = static_cast<char*>(data);
+    std::vector<MPI_Request>& reqs = pending_[next_handle_];
+    for (size_t off = 0; off < bytes; off += kPiece) {
+      reqs.emplace_back();
+      mpi_check(MPI_Irecv(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, comm_, &reqs.back()),
+                "MPI_Irecv");
+    }
+    return next_handle_++;
+  }
+  int64_t ibroadcast(void* data, size_t bytes, int root) override {
+    auto* p = static_cast<char*>(data);
+    std::vector<MPI_Request>& reqs = pending_[next_handle_];
+    for (size_t off = 0; off < bytes; off += kPiece) {
+      reqs.emplace_back();
+      mpi_check(MPI_Ibcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, comm_, &reqs.back()),
+                "MPI_Ibcast");
+    }
+    return next_handle_++;
+  }
+  void wait(int64_t handle) override {
+    if (handle < 0) return;
+    auto it = pending_.find(handle);
+    LLM_CHECK(it != pending_.end()) << "wait for receive " << handle << ", which is not pending";
+    std::vector<MPI_Request> reqs = std::move(it->second);
+    pending_.erase(it);
+    if (!reqs.empty())
+      mpi_check(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  }
+
   std::unique_ptr<Comm> split(int color, int key) override {
     MPI_Comm part;
     mpi_check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
@@ -173,6 +204,8 @@ class MpiComm final : public Comm {
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   std::vector<float> gathered_;
+  std::map<int64_t, std::vector<MPI_Request>> pending_;  // irecv handles not yet waited for
+  int64_t next_handle_ = 0;
 };
 
 }  // namespace

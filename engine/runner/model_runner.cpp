@@ -136,16 +136,21 @@ AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, int64_t T, int64
   return p;
 }
 
+void ModelRunner::check_plan(const BatchPlan& plan) const {
+  const ModelConfig& c = model_.config();
+  LLM_CHECK(plan.num_tokens() > 0) << "empty batch";
+  LLM_CHECK(int(kv_.size()) == model_.num_local_layers()) << "no KV cache: alloc_kv_cache before execute";
+  plan.validate(int(kv_[0].k.dim(1)), int(kv_[0].k.dim(0)));
+  for (int32_t id : plan.token_ids)  // the embedding (one vocab shard per rank) takes them as given
+    LLM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id << " is outside the vocabulary (" << c.vocab_size << ")";
+}
+
 Tensor ModelRunner::execute(const BatchPlan& plan) {
   const ModelConfig& c = model_.config();
   Backend& be = backend();
   const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
-  LLM_CHECK(T > 0) << "empty batch";
-  LLM_CHECK(int(kv_.size()) == model_.num_local_layers()) << "no KV cache: alloc_kv_cache before execute";
+  check_plan(plan);
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
-  plan.validate(block_size, pool_blocks);
-  for (int32_t id : plan.token_ids)  // the embedding (one vocab shard per rank) takes them as given
-    LLM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id << " is outside the vocabulary (" << c.vocab_size << ")";
 
   if (be.graphs_enabled() && graphable_decode(plan)) {
     const int bucket = decode_graph_bucket(plan.num_seqs());
@@ -167,7 +172,11 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   }
   ensure_workspace(T, R);
   if (model_.pipeline_stages() > 1) {
-    execute_pipelined(plan);
+    const int64_t rows = run_micro_batches(plan);
+    if (rows > 0) {
+      Tensor logits = first_rows(ws_.logits, rows);
+      model_.collect_logits(logits);
+    }
   } else {
     DeviceBatch b = be.prepare_batch(plan);
     model_.forward(plan_attention(b, T, R), ws_, kv_);
@@ -182,10 +191,32 @@ int ModelRunner::micro_batches(const BatchPlan& plan) const {
   // LLMCTL_PP_MICROBATCHES overrides the count (1: none), for measurements.
   const int stages = model_.pipeline_stages(), S = plan.num_seqs();
   if (const char* env = std::getenv("LLMCTL_PP_MICROBATCHES")) return std::clamp(std::atoi(env), 1, S);
+  if (plan.micro_batches > 0) return std::min(int(plan.micro_batches), S);
   return plan.num_tokens() >= kMicroBatchTokens * stages ? std::min(stages, S) : 1;
 }
 
-void ModelRunner::execute_pipelined(const BatchPlan& plan) {
+void ModelRunner::submit(const BatchPlan& plan) {
+  LLM_CHECK(model_.pipeline_stages() > 1) << "steps in flight need pipeline stages";
+  check_plan(plan);
+  const int64_t R = int64_t(plan.logits_rows.size());
+  ensure_workspace(plan.num_tokens(), R);
+  run_micro_batches(plan);
+  // Its own buffer: the next steps run through ws_ before this one's logits arrive.
+  Submitted s;
+  s.logits = Tensor::empty_host(DType::F32, {R, model_.config().vocab_size});
+  s.handle = R > 0 ? model_.post_collect_logits(s.logits) : -1;
+  submitted_.push_back(std::move(s));
+}
+
+Tensor ModelRunner::collect() {
+  LLM_CHECK(!submitted_.empty()) << "collect without a submitted step";
+  Submitted s = std::move(submitted_.front());
+  submitted_.pop_front();
+  model_.finish_collect_logits(s.handle);
+  return s.logits;
+}
+
+int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {
   Backend& be = backend();
   const int M = micro_batches(plan), S = plan.num_seqs();
   const int64_t T = plan.num_tokens();
@@ -207,9 +238,7 @@ void ModelRunner::execute_pipelined(const BatchPlan& plan) {
     model_.forward(plan_attention(b, Ti, Ri), view, kv_);
     rows += Ri;
   }
-  if (rows == 0) return;
-  Tensor logits = first_rows(ws_.logits, rows);
-  model_.collect_logits(logits);
+  return rows;
 }
 
 }  // namespace llmctl

@@ -7,6 +7,7 @@
 // KV cache: none -> allocated (alloc_kv_cache; a second call replaces the first) -> none (free_kv_cache).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -47,6 +48,16 @@ class ModelRunner {
   // backend's device: a view of a buffer the next step overwrites. Decode-only steps on a backend
   // with graphs are padded to a bucket of sequences and replayed from a graph.
   Tensor execute(const BatchPlan& plan);
+  // Pipeline parallel, rank 0 (the first stage) with steps in flight: submit runs this stage's
+  // part of a step (sending its activations on to the next stage) and starts receiving its logits
+  // from the last stage; collect waits for the oldest submitted step's logits (host f32 [R, vocab],
+  // its own buffer) and returns them. Steps go through every stage in submission order.
+  void submit(const BatchPlan& plan);
+  Tensor collect();
+  int num_submitted() const { return int(submitted_.size()); }
+  // With steps in flight, a step is worth cutting into micro-batches only from this many tokens a
+  // stage (below, the executor sends it with BatchPlan::micro_batches = 1).
+  static constexpr int kMicroBatchTokensInFlight = 64;
 
  private:
   // Pipeline parallel: a step of tokens >= kMicroBatchTokens x stages (decode steps included) is cut
@@ -54,7 +65,14 @@ class ModelRunner {
   // (Model::pipeline_stages), so the stages overlap.
   static constexpr int kMicroBatchTokens = 8;
   int micro_batches(const BatchPlan& plan) const;
-  void execute_pipelined(const BatchPlan& plan);
+  // This rank's part of a pipelined step, micro-batch by micro-batch; returns the logits rows.
+  int64_t run_micro_batches(const BatchPlan& plan);
+  void check_plan(const BatchPlan& plan) const;  // throws Error for a plan this cache cannot run
+  struct Submitted {
+    Tensor logits;       // host f32 [R, vocab], filled by the last stage
+    int64_t handle = -1;  // Model::post_collect_logits
+  };
+  std::deque<Submitted> submitted_;
   void ensure_workspace(int64_t T, int64_t R);
   // The per-step facts every layer reads, derived once.
   AttentionPlan plan_attention(const DeviceBatch& b, int64_t T, int64_t R) const;

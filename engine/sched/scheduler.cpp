@@ -166,10 +166,14 @@ void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
   ++stats_.preemptions;
 }
 
-bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget) {
+bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget,
+                        const std::unordered_set<int64_t>& in_flight_before) {
   while (!kv_.ensure_capacity(r.id, total_tokens)) {
     LLM_CHECK(!running_.empty()) << "no running sequence to preempt";
-    const int64_t victim = running_.back();  // the youngest
+    auto youngest = std::find_if(running_.rbegin(), running_.rend(),
+                                 [&](int64_t id) { return !in_flight_before.count(id); });
+    if (youngest == running_.rend()) return false;  // all in flight: r waits for a later step
+    const int64_t victim = *youngest;
     preempt(victim, out, budget);
     if (victim == r.id) return false;
   }
@@ -202,12 +206,17 @@ bool Scheduler::prefix_in_progress(const Request& r) const {
   return false;
 }
 
-SchedulerOutput Scheduler::schedule() {
-  LLM_CHECK(in_flight_ == 0) << in_flight_ << " sequences of the last step still await on_step_done";
-  aborted_in_flight_.clear();
+SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
+  LLM_CHECK(in_flight_ == 0 || limits.steps_in_flight)
+      << in_flight_ << " sequences of the last step still await on_step_done";
+  if (in_flight_ == 0) aborted_in_flight_.clear();
+  std::unordered_set<int64_t> in_flight_before;  // sequences of earlier steps: not in this one
+  for (int64_t id : running_)
+    if (reqs_.at(id).num_scheduled > 0) in_flight_before.insert(id);
   SchedulerOutput out;
   int budget = cfg_.max_num_batched_tokens;
-  const size_t max_seqs = size_t(cfg_.max_num_seqs);
+  const size_t max_seqs =
+      size_t(limits.max_seqs > 0 ? std::min(limits.max_seqs, cfg_.max_num_seqs) : cfg_.max_num_seqs);
 
   // 1. sequences one step from sampling (pending = last verified token + drafts), then 2. the others;
   // oldest first. Victims are taken from the back.
@@ -220,14 +229,14 @@ SchedulerOutput Scheduler::schedule() {
       if (r.num_scheduled > 0 || near_sampling != (pass == 0)) continue;
       const int n = chunk_size(r, budget);
       if (n == 0) continue;  // nothing of it fits this step
-      if (!reserve(r, r.num_computed + n, out, budget)) continue;  // r preempted itself
+      if (!reserve(r, r.num_computed + n, out, budget, in_flight_before)) continue;  // r preempted itself, or waits
       put(r, n, out, budget);
     }
   }
 
   // 3. admit waiting requests FCFS (not in a step that had to preempt: memory is short).
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 && out.seqs.size() < max_seqs &&
-         running_.size() < max_seqs) {
+         running_.size() < size_t(cfg_.max_num_seqs)) {
     Request& r = req(waiting_.front());
     const int n_total = int(r.tokens.size());
     const int peek = r.prefix_cache ? kv_.peek_cached_tokens(r.tokens) : 0;

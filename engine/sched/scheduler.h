@@ -13,7 +13,7 @@
 //   forward, sample the rows of sequences with samples == true
 //   for each s in out.seqs: sched.on_step_done(s.seq_id, {accepted drafts, new tokens, finished?})
 // Every scheduled sequence must get its on_step_done before the next schedule() (an aborted one may
-// get it or not). Not thread-safe: call everything from the engine loop.
+// get it or not), unless that schedule() is told that steps are in flight (ScheduleLimits below). Not thread-safe: call everything from the engine loop.
 //
 // A step's outcome for one sequence (on_step_done), N = tokens before the step, d = its drafts:
 //   chunk ends before N (samples == false): num_computed += num_new; nothing accepted or appended
@@ -102,6 +102,15 @@ struct SchedulerStats {
   int64_t aborted = 0;
 };
 
+// Pipelined steps (pipeline parallelism, Executor::max_steps_in_flight): schedule(limits) with
+// steps_in_flight may run while earlier steps' sequences still await on_step_done. Those are left
+// out of the new step (they are in flight) and never preempted by it; max_seqs caps the step's
+// sequences so that the running ones spread over the steps in flight.
+struct ScheduleLimits {
+  int max_seqs = 0;              // sequences in this step; 0: config().max_num_seqs
+  bool steps_in_flight = false;  // earlier steps may still be in flight
+};
+
 class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, int num_blocks);
@@ -125,7 +134,7 @@ class Scheduler {
   // tokens + drafts must stay under max_total_tokens; drafts + 1 must fit max_num_batched_tokens.
   void append_draft(int64_t seq_id, std::span<const int32_t> draft);
 
-  [[nodiscard]] SchedulerOutput schedule();
+  [[nodiscard]] SchedulerOutput schedule(const ScheduleLimits& limits = {});
   // Reports a scheduled sequence's step: its new tokens are now in the cache; rejected drafts are cut
   // off and rolled back, the appended tokens become pending. Finishes it when `finished` or when it
   // reaches max_total_tokens. Returns true when the request is gone (finished now, or aborted while in
@@ -148,7 +157,9 @@ class Scheduler {
 
  private:
   Request& req(int64_t seq_id);
-  bool reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget);
+  // With steps in flight, only sequences not in flight_before are preempted (false when none is left).
+  bool reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget,
+               const std::unordered_set<int64_t>& in_flight_before);
   void preempt(int64_t seq_id, SchedulerOutput& out, int& budget);
   void put(Request& r, int num_new, SchedulerOutput& out, int& budget);
   int chunk_size(const Request& r, int budget) const;  // 0: nothing of r fits this step

@@ -13,12 +13,13 @@ transformers' goldens.
    layers is refused.
 2. `llmctl generate -tp 3` / `-pp 2` starts its own ranks: 64 prompts batched give exactly the
    tokens each gives alone (--max-num-seqs 1 runs them one at a time, through the same ranks);
-   under -pp 2 the batched prefill steps are cut into micro-batches.
+   under -pp 2 two steps of different sequences are in flight at once (and large ones are cut into
+   micro-batches).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
    numbers, and no rank hangs.
 4. `llmctl serve -tp 3`: chat and completions requests (streamed and not) answer as one rank does;
    SIGTERM stops every rank; a rank killed mid-stream ends the server non-zero within 10 s.
-5. The OpenAI client suite (test_server_openai.py) passes against `serve -tp 3`.
+5. The OpenAI client suite (test_server_openai.py) passes against `serve -tp 3` and `serve -pp 2`.
 Skips (77) without Open MPI's mpirun or the default model.
 """
 import json
@@ -220,16 +221,19 @@ time.sleep(0.5)
 alive = [p for p in ranks.values() if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()]
 check(rc is not None and not alive, f"SIGTERM: server and its {len(ranks)} ranks gone in {time.time() - t0:.1f} s (exit {rc})")
 
-# 5. The OpenAI client suite (tests/e2e/test_server_openai.py) against `serve -tp 3`.
+# 5. The OpenAI client suite (tests/e2e/test_server_openai.py) against `serve -tp 3` and `serve -pp 2`
+# (two steps in flight: streaming, aborts, n > 1 and stops while another step is in the pipeline).
 if os.path.exists(os.path.join(SRC, "tests/e2e/test_server_openai.py")):
-    t0 = time.time()
-    r = subprocess.run([sys.executable, os.path.join(SRC, "tests/e2e/test_server_openai.py"), build], capture_output=True,
-                       text=True, env=dict(env, LLMCTL_TEST_SERVE_ARGS="--device cpu -tp 3 -t 1"), timeout=900)
-    fails = [line for line in r.stdout.splitlines() if line.startswith("FAIL")]
-    if r.returncode == 77:  # its reference (the openai package) is absent: not a pass
-        print("SKIP OpenAI client suite against serve -tp 3: " + r.stdout.strip().splitlines()[-1][:200])
-    else:
-        check(r.returncode == 0 and not fails,
-              f"OpenAI client suite against serve -tp 3: exit {r.returncode} in {time.time() - t0:.0f} s"
-              + ("" if not fails else ": " + "; ".join(fails[:5])))
+    for par in ("-tp 3", "-pp 2"):
+        t0 = time.time()
+        r = subprocess.run([sys.executable, os.path.join(SRC, "tests/e2e/test_server_openai.py"), build],
+                           capture_output=True, text=True,
+                           env=dict(env, LLMCTL_TEST_SERVE_ARGS=f"--device cpu {par} -t 1"), timeout=900)
+        fails = [line for line in r.stdout.splitlines() if line.startswith("FAIL")]
+        if r.returncode == 77:  # its reference (the openai package) is absent: not a pass
+            print(f"SKIP OpenAI client suite against serve {par}: " + r.stdout.strip().splitlines()[-1][:200])
+        else:
+            check(r.returncode == 0 and not fails,
+                  f"OpenAI client suite against serve {par}: exit {r.returncode} in {time.time() - t0:.0f} s"
+                  + ("" if not fails else ": " + "; ".join(fails[:5])))
 finish()

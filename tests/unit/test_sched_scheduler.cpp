@@ -433,3 +433,68 @@ TEST_CASE("scheduler: drafts are never split across steps, dropped on preemption
     CHECK_THROWS_AS(s.on_step_done(1, StepOutcome{2, std::vector<int32_t>{5}, false}), Error);  // 1 draft only
   }
 }
+
+TEST_CASE("scheduler: steps in flight leave out each other's sequences, split by max_seqs, never preempt them") {
+  SUBCASE("two steps in flight take turns") {
+    Scheduler s(cfg(8, 64), 32);
+    for (int i = 1; i <= 4; ++i) s.add(i, toks(10 * i, 3), 12);
+    const ScheduleLimits half{2, true};
+    auto a = s.schedule(half);  // the two oldest
+    REQUIRE(a.seqs.size() == 2);
+    CHECK(a.seqs[0].seq_id == 1);
+    CHECK(a.seqs[1].seq_id == 2);
+    auto b = s.schedule(half);  // a is in flight: the other two
+    REQUIRE(b.seqs.size() == 2);
+    CHECK(b.seqs[0].seq_id == 3);
+    CHECK(b.seqs[1].seq_id == 4);
+    CHECK(s.schedule(half).empty());  // everything is in flight
+    s.check_invariants();
+    CHECK_THROWS_AS((void)s.schedule(), Error);  // without steps_in_flight the old rule holds
+    done_all(s, a);
+    auto c = s.schedule(half);  // a's sequences again, b still in flight
+    REQUIRE(c.seqs.size() == 2);
+    check_seq(c.seqs[0], 1, 3, 1, true);
+    check_seq(c.seqs[1], 2, 3, 1, true);
+    done_all(s, b);
+    done_all(s, c);
+    CHECK(s.schedule().seqs.size() == 4);  // nothing in flight: the plain schedule() again
+  }
+  SUBCASE("a sequence that needs a block preempts the youngest not in flight") {
+    Scheduler s(cfg(8, 64), 4);
+    s.add(1, toks(0, 4), 12);
+    s.add(2, toks(20, 4), 12);
+    s.add(3, toks(40, 7), 12);
+    auto o = s.schedule();  // 1 + 1 + 2 blocks: the pool is full
+    REQUIRE(o.seqs.size() == 3);
+    s.on_step_done(1, 5);
+    s.on_step_done(2, 5);
+    const ScheduleLimits limits{0, true};
+    // Seq 3 (the youngest) is still in flight; 1 needs a second block: seq 2 gives its block up.
+    auto b = s.schedule(limits);
+    CHECK(b.preempted == std::vector<int64_t>{2});
+    REQUIRE(b.seqs.size() == 1);
+    check_seq(b.seqs[0], 1, 4, 1, true);
+    CHECK(s.request(3).state == RequestState::running);
+    CHECK(s.request(3).num_scheduled == 7);  // untouched, in flight
+    s.check_invariants();
+    s.on_step_done(3, 5);
+    done_all(s, b);
+  }
+  SUBCASE("with only in-flight sequences younger, a sequence preempts itself, not them") {
+    Scheduler s(cfg(8, 64), 3);
+    s.add(1, toks(0, 4), 12);
+    s.add(2, toks(20, 7), 12);
+    auto o = s.schedule();  // 1 + 2 blocks: the pool is full
+    REQUIRE(o.seqs.size() == 2);
+    s.on_step_done(1, 5);
+    auto b = s.schedule(ScheduleLimits{0, true});
+    CHECK(b.seqs.empty());
+    CHECK(b.preempted == std::vector<int64_t>{1});
+    CHECK(s.request(2).num_scheduled == 7);  // untouched, in flight
+    s.check_invariants();
+    s.on_step_done(2, 5);
+    auto c = s.schedule();
+    REQUIRE(c.seqs.size() == 1);
+    CHECK(c.seqs[0].seq_id == 2);
+  }
+}
