@@ -34,22 +34,29 @@ for rep in 1 2 3; do
   grep 'comm:' /tmp/llmctl-tp2.err | sed "s/^/  /; s/\$/ over $((TG + 1)) steps/"
 done
 
-# Prefill-heavy offline throughput, where pipeline stages can overlap: a step of several sequences
-# is cut into micro-batches that follow each other through the stages (LLMCTL_PP_MICROBATCHES=1
-# turns that off, to see what it brings).
-echo "== bench throughput: 16 prompts of 512 tokens, 8 generated each"
-tput() {  # LABEL ENV... -- FLAGS...
-  local label=$1; shift
+# Offline throughput, where pipeline stages can overlap: by default one step a stage is in flight
+# (the first stage starts the next step while the last finishes the previous one), and a large
+# step is also cut into micro-batches. LLMCTL_PP_STEPS_IN_FLIGHT=1 runs one step at a time (its
+# micro-batches still overlap), LLMCTL_PP_MICROBATCHES=1 turns the micro-batches off too.
+tput() {  # INPUT OUTPUT PROMPTS LABEL ENV... -- FLAGS...
+  local in=$1 out=$2 n=$3 label=$4; shift 4
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  echo "$label: $(env "${envs[@]}" "$BUILD/llmctl" bench throughput -m "$MODEL" --device cpu --input-len 512 --output-len 8 \
-    --num-prompts 16 --max-num-batched-tokens 2048 "$@" 2>/dev/null |
-    awk -F'|' '$2 ~ /[0-9]/ {printf "%s s, total %s tok/s, TTFT p50 %s ms", $5, $8, $9}' | tr -s ' ')"
+  echo "$label: $(env "${envs[@]}" "$BUILD/llmctl" bench throughput -m "$MODEL" --device cpu --input-len "$in" \
+    --output-len "$out" --num-prompts "$n" --max-num-batched-tokens 2048 "$@" 2>/dev/null |
+    awk -F'|' '$2 ~ /[0-9]/ {printf "%s s, output %s tok/s, total %s tok/s, TTFT p50 %s ms, TPOT p50 %s ms", $5, $7, $8, $9, $10}' |
+    tr -s ' ')"
 }
-for rep in 1 2; do
-  tput "PP=1 TP=1 (2 threads) rep $rep" X=1 -- -t 2
-  tput "PP=2 (1 thread a rank) rep $rep" X=1 -- -pp 2 -t 1
-  tput "PP=2 without micro-batches rep $rep" LLMCTL_PP_MICROBATCHES=1 -- -pp 2 -t 1
-  tput "TP=2 (1 thread a rank) rep $rep" X=1 -- -tp 2 -t 1
+for shape in "512 8 16" "32 64 64"; do
+  read -r in out n <<<"$shape"
+  echo "== bench throughput: $n prompts of $in tokens, $out generated each"
+  for rep in 1 2; do
+    tput $in $out $n "PP=1 TP=1 (2 threads) rep $rep" X=1 -- -t 2
+    tput $in $out $n "PP=2 (1 thread a rank), steps in flight (default) rep $rep" X=1 -- -pp 2 -t 1
+    tput $in $out $n "PP=2, one step at a time rep $rep" LLMCTL_PP_STEPS_IN_FLIGHT=1 -- -pp 2 -t 1
+    tput $in $out $n "PP=2, one step at a time, no micro-batches rep $rep" LLMCTL_PP_STEPS_IN_FLIGHT=1 \
+      LLMCTL_PP_MICROBATCHES=1 -- -pp 2 -t 1
+    tput $in $out $n "TP=2 (1 thread a rank) rep $rep" X=1 -- -tp 2 -t 1
+  done
 done
