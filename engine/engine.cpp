@@ -500,7 +500,10 @@ void Engine::finish_step(InFlight& f, const Tensor& logits, bool timed) {
   }
   draw_tokens(draws, logits);
   if (timed) stats_.device_seconds += exec_.step_timer_end();
-  stats_.forward_seconds += now_seconds() - t0;
+  // From its launch, or from the previous step's end when steps overlap (wall time counted once).
+  const double end = now_seconds();
+  stats_.forward_seconds += end - std::max(t0, last_step_end_);
+  last_step_end_ = end;
   ++stats_.steps;
   stats_.preemptions += int64_t(out.preempted.size());
 

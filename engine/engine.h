@@ -77,7 +77,7 @@ struct RequestResult {
 
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
-  double forward_seconds = 0;   // host wall time of forward + sampling
+  double forward_seconds = 0;   // host wall time of forward + sampling (overlapping steps counted once)
   double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
   double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
   double usage_peak = 0;  // highest fraction of blocks in use after a step
@@ -191,6 +191,7 @@ class Engine {
   // Aborted from a callback during the step, or done while a step in flight has them: completed
   // at the end of a step (once no step in flight has them).
   std::vector<int64_t> aborted_in_step_;
+  double last_step_end_ = 0;  // when the last finish_step ended (EngineStats::forward_seconds)
   std::list<InFlight> in_flight_;  // launched steps, oldest first (a list: InFlight is declared here only)
 };
 
