@@ -158,24 +158,14 @@ class MpiComm final : public Comm {
   }
 
   int64_t irecv(void* data, size_t bytes, int peer) override {
-    auto* p = static_cast<char*>(data);
-    std::vector<MPI_Request>& reqs = pending_[next_handle_];
-    for (size_t off = 0; off < bytes; off += kPiece) {
-      reqs.emplace_back();
-      mpi_check(MPI_Irecv(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, peer, 0, comm_, &reqs.back()),
-                "MPI_Irecv");
-    }
-    return next_handle_++;
+    return post(data, bytes, [&](char* p, int n, MPI_Request* r) {
+      mpi_check(MPI_Irecv(p, n, MPI_BYTE, peer, 0, comm_, r), "MPI_Irecv");
+    });
   }
   int64_t ibroadcast(void* data, size_t bytes, int root) override {
-    auto* p = static_cast<char*>(data);
-    std::vector<MPI_Request>& reqs = pending_[next_handle_];
-    for (size_t off = 0; off < bytes; off += kPiece) {
-      reqs.emplace_back();
-      mpi_check(MPI_Ibcast(p + off, int(std::min(kPiece, bytes - off)), MPI_BYTE, root, comm_, &reqs.back()),
-                "MPI_Ibcast");
-    }
-    return next_handle_++;
+    return post(data, bytes, [&](char* p, int n, MPI_Request* r) {
+      mpi_check(MPI_Ibcast(p, n, MPI_BYTE, root, comm_, r), "MPI_Ibcast");
+    });
   }
   void wait(int64_t handle) override {
     if (handle < 0) return;
@@ -203,8 +193,20 @@ class MpiComm final : public Comm {
   static constexpr size_t kPiece = size_t(1) << 30;
   MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
+  // A non-blocking call in pieces of at most kPiece bytes (MPI counts are int), under one handle.
+  template <class Start>
+  int64_t post(void* data, size_t bytes, Start start) {
+    auto* p = static_cast<char*>(data);
+    std::vector<MPI_Request>& reqs = pending_[next_handle_];
+    for (size_t off = 0; off < bytes; off += kPiece) {
+      reqs.emplace_back();
+      start(p + off, int(std::min(kPiece, bytes - off)), &reqs.back());
+    }
+    return next_handle_++;
+  }
+
   std::vector<float> gathered_;
-  std::map<int64_t, std::vector<MPI_Request>> pending_;  // irecv handles not yet waited for
+  std::map<int64_t, std::vector<MPI_Request>> pending_;  // irecv / ibroadcast handles not yet waited for
   int64_t next_handle_ = 0;
 };
 

@@ -197,18 +197,23 @@ void qlinear_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t*
     out[i] = uint8_t((codes[2 * i] & 15u) | ((codes[2 * i + 1] & 15u) << 4));
 }
 
-void qlinear(const QLinearParams& p, cudaStream_t stream) {
+void check_qlinear_params(const QLinearParams& p, const char* who) {
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  KERNEL_CHECK(p.bits == 4 || p.bits == 8) << "qlinear: bits " << p.bits;
-  KERNEL_CHECK(p.K > 0 && p.K % 32 == 0) << "qlinear: K " << p.K << " is not a multiple of 32";
+  KERNEL_CHECK(p.bits == 4 || p.bits == 8) << who << ": bits " << p.bits;
+  KERNEL_CHECK(p.K > 0 && p.K % 32 == 0) << who << ": K " << p.K << " is not a multiple of 32";
   KERNEL_CHECK(p.group == 16 || (p.group > 0 && p.group % 32 == 0 && p.K % p.group == 0))
-      << "qlinear: group " << p.group << " for K " << p.K;
+      << who << ": group " << p.group << " for K " << p.K;
   KERNEL_CHECK(p.scale_dtype == DType::F16 || p.scale_dtype == DType::F32)
-      << "qlinear: scales " << dtype_name(p.scale_dtype);
+      << who << ": scales " << dtype_name(p.scale_dtype);
   KERNEL_CHECK(is_float_dtype(p.x_dtype) && is_float_dtype(p.out_dtype) && (!p.bias || is_float_dtype(p.bias_dtype)))
-      << "qlinear: x " << dtype_name(p.x_dtype) << ", out " << dtype_name(p.out_dtype);
+      << who << ": x " << dtype_name(p.x_dtype) << ", out " << dtype_name(p.out_dtype) << ", bias "
+      << dtype_name(p.bias_dtype);
   KERNEL_CHECK(p.scale && p.packed && p.x && p.out && aligned(p.x) && aligned(p.packed))
-      << "qlinear: x and the codes must be 16-byte aligned device pointers";
+      << who << ": x and the codes must be 16-byte aligned device pointers";
+}
+
+void qlinear(const QLinearParams& p, cudaStream_t stream) {
+  check_qlinear_params(p, "qlinear");
   if (p.T == 0 || p.N == 0) return;
   LLMCTL_DISPATCH_FLOAT(p.x_dtype, T, {
     if (p.bits == 4)

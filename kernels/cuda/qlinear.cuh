@@ -49,6 +49,9 @@ struct QLinearParams {
 int64_t qlinear_row_bytes(int bits, int64_t K);
 // codes [n, k] one per byte (4 bits: 0..15; 8 bits: int8 bit patterns) -> out [n, row bytes]. Host.
 void qlinear_pack(int bits, int64_t n, int64_t k, const uint8_t* codes, uint8_t* out);
+// Throws KernelError, naming `who`, for an unsupported bits, K, group, dtype or alignment (the
+// checks both kernels share).
+void check_qlinear_params(const QLinearParams& p, const char* who);
 // Throws KernelError for an unsupported shape, dtype or alignment.
 void qlinear(const QLinearParams& p, cudaStream_t stream);
 // The tensor-core form: x and out f16/bf16 (out may also be f32), same checks otherwise.

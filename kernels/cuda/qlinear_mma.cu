@@ -138,19 +138,9 @@ bool qlinear_mma_fits(const QLinearParams& p) {
 }
 
 void qlinear_mma(const QLinearParams& p, cudaStream_t stream) {
-  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   KERNEL_CHECK(qlinear_mma_fits(p)) << "qlinear_mma: x " << dtype_name(p.x_dtype) << ", out "
                                     << dtype_name(p.out_dtype) << ", T " << p.T;
-  KERNEL_CHECK(p.bits == 4 || p.bits == 8) << "qlinear_mma: bits " << p.bits;
-  KERNEL_CHECK(p.K > 0 && p.K % 32 == 0) << "qlinear_mma: K " << p.K << " is not a multiple of 32";
-  KERNEL_CHECK(p.group == 16 || (p.group > 0 && p.group % 32 == 0 && p.K % p.group == 0))
-      << "qlinear_mma: group " << p.group << " for K " << p.K;
-  KERNEL_CHECK(p.scale_dtype == DType::F16 || p.scale_dtype == DType::F32)
-      << "qlinear_mma: scales " << dtype_name(p.scale_dtype);
-  KERNEL_CHECK(!p.bias || p.bias_dtype == DType::F32 || p.bias_dtype == DType::F16 || p.bias_dtype == DType::BF16)
-      << "qlinear_mma: bias " << dtype_name(p.bias_dtype);
-  KERNEL_CHECK(p.scale && p.packed && p.x && p.out && aligned(p.x) && aligned(p.packed))
-      << "qlinear_mma: x and the codes must be 16-byte aligned device pointers";
+  check_qlinear_params(p, "qlinear_mma");
   if (p.T == 0 || p.N == 0) return;
   LLMCTL_DISPATCH_HALF(p.x_dtype, T, {
     if (p.bits == 4)

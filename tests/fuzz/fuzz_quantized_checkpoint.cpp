@@ -63,6 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Checkpoint ck = load_checkpoint(dir.string(), keep);
     for (const auto& [name, w] : ck.quantized) {
       if (w.codes.size() != size_t(w.n * w.k) || w.scale.size() != size_t(w.n * w.groups())) __builtin_trap();
+      try {  // a kept weight is consistent, its act-order permutation (if any) included
+        w.validate();
+      } catch (...) {
+        __builtin_trap();
+      }
       volatile float sink = 0;
       for (float v : quant::dequantize(w)) sink = sink + v;
     }

@@ -4,6 +4,7 @@
 // tokenizer's own tokenizer.json, the golden chat templates, request bodies valid and invalid,
 // HTTP requests plain, chunked and pipelined. Byte 0 of several harnesses' inputs is a mode byte
 // (see each harness); seeds are written with a few of its values.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -131,7 +132,8 @@ void safetensors_seeds() {
 
 // quantized_checkpoint: config.json, NUL, model.safetensors of a one-layer tiny Llama (hidden 32,
 // intermediate 48, vocab 16) whose linears are packed in each layout, lm_head tied, the last
-// down_proj left dense (ignored); one seed also carries fp8 KV scales (kv_cache_scheme).
+// down_proj left dense (ignored); one seed also carries fp8 KV scales (kv_cache_scheme), one an
+// act-order g_idx (each group's columns scattered by a seeded order, the loader's permutation path).
 std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool kv_scales) {
   const ModelConfig c = llmctl::test::tiny_llama_config(16, 1, 8);
   Checkpoint ck = random_checkpoint(c, 3, 0.05f);
@@ -155,6 +157,13 @@ std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool k
     for (int64_t i = 0; i < w.n * w.groups(); ++i) {
       w.scales.push_back(0.01f + 0.001f * float(i % 17));
       w.zeros.push_back(w.scheme.symmetric ? w.scheme.sym_zero() : zero(rng));
+    }
+    if (info.act_order) {  // GPTQ desc_act: group i / group_size of a shuffled column order
+      std::vector<int32_t> order(size_t(w.k));
+      for (int64_t i = 0; i < w.k; ++i) order[size_t(i)] = int32_t(i);
+      std::shuffle(order.begin(), order.end(), rng);
+      w.g_idx.assign(size_t(w.k), 0);
+      for (int64_t i = 0; i < w.k; ++i) w.g_idx[size_t(order[size_t(i)])] = int32_t(i / w.scheme.group_size);
     }
     for (auto& [suffix, p] : quant::pack_linear_weight(info.layout, w, "F16")) {
       const DType dt = p.dtype == "I32" ? DType::I32 : p.dtype == "I64" ? DType::I64 : DType::F16;
@@ -181,17 +190,20 @@ void quantized_checkpoint_seeds() {
     quant::QuantLayout layout;
     quant::QuantScheme scheme;
     bool kv;
+    bool act_order = false;
   };
   const Case cases[] = {{"ct_int4_g16_sym", quant::QuantLayout::CompressedTensors, {4, 16, true}, false},
                         {"ct_int4_g16_asym_kvfp8", quant::QuantLayout::CompressedTensors, {4, 16, false}, true},
                         {"ct_int8_channel", quant::QuantLayout::CompressedTensors, {8, -1, true}, false},
                         {"awq_int4_g16", quant::QuantLayout::AutoAwqGemm, {4, 16, false}, false},
                         {"gptq_int4_g16", quant::QuantLayout::Gptq, {4, 16, true}, false},
-                        {"gptq_int8_g16_asym", quant::QuantLayout::Gptq, {8, 16, false}, false}};
+                        {"gptq_int8_g16_asym", quant::QuantLayout::Gptq, {8, 16, false}, false},
+                        {"gptq_int4_g16_actorder", quant::QuantLayout::Gptq, {4, 16, true}, false, true}};
   for (const Case& cs : cases) {
     quant::QuantConfigInfo info;
     info.layout = cs.layout;
     info.scheme = cs.scheme;
+    info.act_order = cs.act_order;
     info.ignore = {"lm_head", "re:.*down_proj$"};
     if (cs.kv) info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false}, {"symmetric", true}};
     seed("quantized_checkpoint", cs.name, quantized_checkpoint_seed(info, cs.kv));

@@ -112,6 +112,27 @@ Written quantize_checkpoint(const ModelConfig& c, const quant::QuantConfigInfo& 
   return out;
 }
 
+// GPTQ int4 g32 symmetric with act-order (desc_act).
+quant::QuantConfigInfo gptq_act_order_info() {
+  quant::QuantConfigInfo info;
+  info.layout = quant::QuantLayout::Gptq;
+  info.scheme = {4, 32, true};
+  info.act_order = true;
+  return info;
+}
+
+// A kept weight dequantized against the checkpoint's own dequantization: (q - z) * s vs
+// s * q + (-z * s), f32 rounding only.
+void check_rounding_close(const std::vector<float>& got, const std::vector<float>& values) {
+  REQUIRE(got.size() == values.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(got[i]) - values[i]));
+    scale = std::max(scale, std::fabs(double(values[i])));
+  }
+  CHECK(worst <= scale * 1e-6);
+}
+
 void write_dir(const ScratchDir& dir, const ModelConfig& c, const json& qc, const std::map<std::string, Tensor>& t) {
   json cfg = c.to_hf_json();
   if (!qc.is_null()) cfg["quantization_config"] = qc;
@@ -235,14 +256,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
       CHECK_FALSE(q.has(name));
       const quant::GroupAffineWeight& g = q.quantized.at(name);
       CHECK(g.bits == cs.scheme.bits);
-      const std::vector<float> got = quant::dequantize(g);
-      REQUIRE(got.size() == values.size());
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        worst = std::max(worst, std::fabs(double(got[i]) - values[i]));
-        scale = std::max(scale, std::fabs(double(values[i])));
-      }
-      CHECK(worst <= scale * 1e-6);  // (q - z) * s vs s * q + (-z * s): f32 rounding only
+      check_rounding_close(quant::dequantize(g), values);
     }
     for (const auto& [name, t] : q.tensors) {
       INFO(name);
@@ -266,10 +280,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
 
 TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay quantized, input columns permuted") {
   const ModelConfig c = tiny_llama_config(64, 2, 16);
-  quant::QuantConfigInfo info;
-  info.layout = quant::QuantLayout::Gptq;
-  info.scheme = {4, 32, true};
-  info.act_order = true;
+  const quant::QuantConfigInfo info = gptq_act_order_info();
   const Written w = quantize_checkpoint(c, info, "", GIdx::ActOrder);
   ScratchDir dir("qck_actorder");
   write_dir(dir, c, quant::make_quantization_config(info), w.tensors);
@@ -282,13 +293,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay qu
     INFO(name);
     const quant::GroupAffineWeight& g = q.quantized.at(name);
     REQUIRE(g.perm.size() == size_t(g.k));
-    const std::vector<float> got = quant::dequantize(g);  // in input order again
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      worst = std::max(worst, std::fabs(double(got[i]) - values[i]));
-      scale = std::max(scale, std::fabs(double(values[i])));
-    }
-    CHECK(worst <= scale * 1e-6);
+    check_rounding_close(quant::dequantize(g), values);  // in input order again
   }
 
   // Loaded: every linear quantized with its permutation (q/k/v and gate/up fuse: one order each).
@@ -331,10 +336,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay qu
 
 TEST_CASE("quantized checkpoint, keep_quantized: act-order orders that cannot run quantized load dense, with a note") {
   const ModelConfig c = tiny_llama_config(64, 2, 16);
-  quant::QuantConfigInfo info;
-  info.layout = quant::QuantLayout::Gptq;
-  info.scheme = {4, 32, true};
-  info.act_order = true;
+  const quant::QuantConfigInfo info = gptq_act_order_info();
   LoadOptions keep;
   keep.keep_quantized = true;
   {  // groups of unequal sizes: no group-affine form; dense exactly as without keep_quantized
