@@ -80,19 +80,22 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   // Several ranks take the GPU only when asked (--device cuda): CPU ranks are the tested default.
   if (opts.device == "cuda" || (opts.device == "auto" && ranks == 1 && cuda_device_available())) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
-    LLM_REQUIRE(ranks == 1 || nccl_available()) << ranks << " ranks with --device cuda need NCCL, and this llmctl was "
-                                                << "built without it; run the ranks on the CPU (--device cpu)";
-    LLM_REQUIRE(opts.pipeline_parallel == 1)
-        << "--pipeline-parallel-size " << opts.pipeline_parallel << " with --device cuda: pipeline stages hand "
-        << "their activations over in host memory, so they run on CPU ranks only for now (--device cpu)";
+    // Tensor-parallel groups talk through NCCL; pipeline stages hand their activations over in host
+    // memory through the MPI communicator, so -pp alone needs no NCCL.
+    LLM_REQUIRE(world == 1 || nccl_available()) << "--tensor-parallel-size " << world << " with --device cuda needs "
+                                                << "NCCL, and this llmctl was built without it; run the ranks on "
+                                                << "the CPU (--device cpu)";
     // Activations in bf16 unless f16 weights were asked for; weights in the compute dtype.
     const DType compute = opts.dtype == DType::F16 ? DType::F16 : DType::BF16;
     CudaOptions co;
     co.graphs = !opts.enforce_eager;
     co.deterministic = opts.deterministic;
     co.autotune_dir = llmctl_home();  // measured GEMM algorithms, reused by later runs
-    // One GPU per rank on a node: the rank's place among the node's ranks picks it.
-    rt.backend = make_cuda_backend(compute, launcher_local_rank() % cuda_device_count(), co);
+    // One GPU per rank on a node: the rank's place among the node's ranks picks it. With more ranks
+    // than GPUs, ranks share devices round-robin (NCCL refuses two ranks of one group on one GPU).
+    const int devices = cuda_device_count(), device = launcher_local_rank() % devices;
+    co.ranks_per_device = (launcher_local_size() - 1 - device) / devices + 1;
+    rt.backend = make_cuda_backend(compute, device, co);
     weight_dtype = compute;
     // The step's collectives on the GPU (NCCL, on the backend's stream); at world 1 only when asked,
     // to compare the NCCL path with the plain one (scripts/gpu-check.sh).

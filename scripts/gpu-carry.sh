@@ -38,9 +38,27 @@ bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize tests/llmctl_gpu_test
 for b in "${bins[@]}"; do strip -o ".carry/a/build-gpu/$b" "$BUILD/$b"; done
 # Libraries beyond libc/libstdc++, OpenSSL, zlib and CUDA (the GPU image has those; carrying them would
 # also reach its python3 through LD_LIBRARY_PATH), as this machine resolves them.
+skip_libs='/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libssl|libcrypto|libz)\.so|/libcu|/libnccl|/libnvidia'
 for b in "${bins[@]}"; do ldd "$BUILD/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libssl|libcrypto|libz)\.so|/libcu|/libnccl|/libnvidia' |
+  grep -v -E "$skip_libs" |
   while read -r lib; do cp -L "$lib" .carry/a/lib/; done
+# Open MPI's launcher (the GPU image has none), for the multi-rank checks: mpirun/orted, their
+# plugins and help files laid out under a prefix of their own (Open MPI relocates to OPAL_PREFIX;
+# gpu-check.sh sets it when it finds BUILD/../ompi), their libraries beside the others.
+if command -v orterun >/dev/null; then
+  ompi_lib=$(ompi_info --path libdir 2>/dev/null | sed -n 's/.*Libdir: *//p')
+  ompi_pkglib=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+  ompi_data=$(ompi_info --path pkgdatadir 2>/dev/null | sed -n 's/.*Pkgdatadir: *//p')
+  ompi_prefix=$(ompi_info --path prefix 2>/dev/null | sed -n 's/.*Prefix: *//p')
+  o=.carry/a/ompi
+  mkdir -p "$o/bin" "$o${ompi_lib#"$ompi_prefix"}" "$o$(dirname "${ompi_data#"$ompi_prefix"}")"
+  cp "$(command -v orterun)" "$(command -v orted)" "$o/bin/" && cp "$o/bin/orterun" "$o/bin/mpirun"  # no links: a carry drops them
+  cp -r "$ompi_pkglib" "$o${ompi_lib#"$ompi_prefix"}/"
+  cp -r "$ompi_data" "$o$(dirname "${ompi_data#"$ompi_prefix"}")/"
+  for f in "$o/bin/orterun" "$o/bin/orted" "$ompi_pkglib"/*.so; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' |
+    sort -u | grep -v -E "$skip_libs" |
+    while read -r lib; do cp -L "$lib" .carry/a/lib/; done
+fi
 # The model: what fits beside the binaries in a, the rest in b, c, ... (each part, with the
 # repository's own files, stays under the transfer limit).
 limit=$((58 * 1024 * 1024))

@@ -13,7 +13,8 @@
 # present: GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
 # test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones),
 # gpu-nccl-world1.log (the NCCL communicator at world size 1 against the plain path: identical
-# outputs, and offline throughput of each), gpu-quantized.log (the quantized CUDA kernels end to
+# outputs, and offline throughput of each), gpu-pipeline.log (-pp 2 on the one GPU against one rank:
+# identical outputs, and throughput), gpu-quantized.log (the quantized CUDA kernels end to
 # end, LLMCTL_CUDA_QUANTIZED=1).
 # Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
 # Extra benchmark flags can also sweep offline throughput through the engine, e.g.
@@ -31,6 +32,11 @@ if [[ ! -x "$BUILD/tests/llmctl_gpu_tests" ]]; then
   exit 2
 fi
 echo "gpu-check: build=$BUILD results=$RESULTS LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+# Open MPI carried by scripts/gpu-carry.sh (the GPU image has no mpirun): relocated to its folder.
+if ! command -v mpirun >/dev/null && [[ -x "$BUILD/../ompi/bin/mpirun" ]]; then
+  export OPAL_PREFIX=$(cd "$BUILD/../ompi" && pwd) && export PATH=$OPAL_PREFIX/bin:$PATH
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 echo "== nvidia-smi"
 nvidia-smi 2>&1 | tee "$RESULTS/nvidia-smi.txt" || echo "(nvidia-smi failed)"
@@ -124,6 +130,44 @@ else
   echo "gpu-check: NCCL check skipped ($GOLDEN_MODEL or $BUILD/llmctl_score missing)" | tee "$RESULTS/gpu-nccl-world1.log"
 fi
 
+# Pipeline parallel on CUDA: two ranks on the one GPU (15 layers each), handing activations over in
+# host memory. With --deterministic (batch-invariant kernels) both runs must give the same
+# log-probabilities and greedy ids bit for bit, and `generate -pp 2` batched the same tokens as
+# one rank; the throughput of each is printed (two ranks sharing a GPU are not expected to be faster).
+echo "== pipeline parallel on the GPU: -pp 2 (two ranks on one GPU) == one rank, --deterministic"
+pp_rc=0
+: >"$RESULTS/gpu-pipeline.log"
+if ! command -v mpirun >/dev/null; then
+  echo "gpu-check: pipeline check skipped (no mpirun: carry Open MPI with scripts/gpu-carry.sh)" | tee -a "$RESULTS/gpu-pipeline.log"
+elif [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" && -d "$HF_MODEL" ]]; then
+  {
+    "$BUILD/llmctl_score" tests/golden/smollm2_golden.json --model "$GOLDEN_MODEL" --device cuda --dtype bf16 \
+      --deterministic >"$RESULTS/pp-one.json" &&
+      mpirun -np 2 --oversubscribe --bind-to none "$BUILD/llmctl_score" tests/golden/smollm2_golden.json \
+        --model "$GOLDEN_MODEL" --device cuda --dtype bf16 --deterministic --pipeline-parallel-size 2 \
+        >"$RESULTS/pp-two.json" &&
+      python3 -c "import json,sys; a,b=(json.load(open(sys.argv[i])) for i in (1,2)); same=a['cases']==b['cases']; print('-pp 2 on CUDA identical to one rank (golden cases):', same); sys.exit(0 if same else 1)" \
+        "$RESULTS/pp-one.json" "$RESULTS/pp-two.json"
+  } 2>&1 | tee -a "$RESULTS/gpu-pipeline.log"
+  pp_rc=${PIPESTATUS[0]}
+  prompts=$(mktemp) && for i in $(seq 1 48); do echo "{\"prompt\": \"Tell me fact number $i about the sea.\", \"ignore_eos\": true}"; done >"$prompts"
+  for pp in 1 2; do
+    "$BUILD/llmctl" generate -m "$HF_MODEL" --device cuda --deterministic --temperature 0 -n 32 \
+      --prompts "$prompts" -pp $pp --gpu-memory-utilization 0.4 >"$RESULTS/pp-generate-$pp.jsonl" 2>>"$RESULTS/gpu-pipeline.log" || pp_rc=1
+  done
+  if cmp -s "$RESULTS/pp-generate-1.jsonl" "$RESULTS/pp-generate-2.jsonl"; then
+    echo "-pp 2 generate of 48 batched prompts: same output as one rank" | tee -a "$RESULTS/gpu-pipeline.log"
+  else
+    echo "-pp 2 generate of 48 batched prompts DIFFERS from one rank" | tee -a "$RESULTS/gpu-pipeline.log"; pp_rc=1
+  fi
+  for pp in 1 2; do
+    "$BUILD/llmctl" bench throughput --model "$HF_MODEL" --device cuda --input-len 128 --output-len 128 \
+      --num-prompts 256 --max-num-seqs 64 -pp $pp --gpu-memory-utilization 0.4 2>&1 | tail -3 | sed "s/^/-pp $pp: /" |
+      tee -a "$RESULTS/gpu-pipeline.log"
+  done
+else
+  echo "gpu-check: pipeline check skipped ($GOLDEN_MODEL, $HF_MODEL or $BUILD/llmctl_score missing)" | tee -a "$RESULTS/gpu-pipeline.log"
+fi
 
 # The quantized CUDA kernels (issue 15; gated by LLMCTL_CUDA_QUANTIZED=1 until verified) end to end:
 # the golden model's Q4_1 weights kept quantized, KV auto/int8/fp8, greedy text beside the dense
@@ -154,5 +198,5 @@ else
 fi
 
 echo "gpu-check: tests rc=$test_rc bench rc=$bench_rc golden rc=$golden_rc batching rc=$batch_rc" \
-  "nccl rc=$nccl_rc quantized rc=$quant_rc; results in $RESULTS"
-exit $((test_rc || golden_rc || batch_rc || nccl_rc || quant_rc))
+  "nccl rc=$nccl_rc pipeline rc=$pp_rc quantized rc=$quant_rc; results in $RESULTS"
+exit $((test_rc || golden_rc || batch_rc || nccl_rc || pp_rc || quant_rc))

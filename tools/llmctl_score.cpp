@@ -3,6 +3,7 @@
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
 // Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
 //                     [--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M]
+//                     [--deterministic]
 // With N x M > 1 it must run under `mpirun -np N*M`; rank 0 prints.
 // Quantized linears on the CPU run with exact f32 activations unless --act-quant int8 is given: the
 // goldens are transformers' fp32 activations against the same (dequantized) weights.
@@ -22,11 +23,18 @@ using namespace llmctl;
 
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
-                             "[--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M]";
+                             "[--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M] "
+                             "[--deterministic]";
   RuntimeOptions ro;
   ro.act_quant = ActQuantMode::None;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--deterministic") {  // batch-invariant CUDA kernels (runs compared bit for bit)
+      ro.deterministic = true;
+      --i;
+      continue;
+    }
+    LLM_REQUIRE(i + 1 < argc) << k << " needs a value";
     if (k == "--model") ro.model = argv[i + 1];
     else if (k == "--dtype") ro.dtype = parse_dtype(argv[i + 1]);
     else if (k == "--device") ro.device = argv[i + 1];

@@ -1,5 +1,7 @@
 #include "engine/backend/backend.h"
 
+#include <cstring>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
@@ -7,6 +9,16 @@ namespace llmctl {
 std::vector<int32_t> Backend::sample(const Tensor&, const std::vector<SampleJob>&) {
   LLM_CHECK(false) << name() << " does not sample on the device";
   return {};
+}
+
+void Backend::copy_to_host(const Tensor& t, void* host) {
+  LLM_CHECK(t.device == Device::CPU) << name() << ": copy_to_host of a device tensor";
+  if (t.nbytes() > 0) std::memcpy(host, t.data, t.nbytes());
+}
+
+void Backend::copy_from_host(const void* host, Tensor& t) {
+  LLM_CHECK(t.device == Device::CPU) << name() << ": copy_from_host into a device tensor";
+  if (t.nbytes() > 0) std::memcpy(t.data, host, t.nbytes());
 }
 
 void Backend::require_support(WeightFormat f) const {

@@ -76,6 +76,10 @@ class Backend {
   virtual Tensor alloc(DType dtype, std::vector<int64_t> shape) = 0;
   virtual Tensor upload(const Tensor& host, std::optional<DType> dtype = std::nullopt) = 0;
   virtual Tensor to_host_f32(const Tensor& t) = 0;  // copy back, converted to f32
+  // A contiguous tensor's bytes, as stored, to / from host memory of t.nbytes() (pipeline stages
+  // hand their activations over in host memory). Both wait for the device. Default: host tensors.
+  virtual void copy_to_host(const Tensor& t, void* host);
+  virtual void copy_from_host(const void* host, Tensor& t);
   virtual DeviceBatch prepare_batch(const BatchPlan& plan) = 0;
   virtual void synchronize() {}
   // Bytes a KV cache may take when the process may use `fraction` of the device's memory, given

@@ -119,15 +119,16 @@ class LlamaModel final : public Model {
   void collect_logits(Tensor& logits) override {
     if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0) return;
     if (par_.last_stage())
-      par_.pp_comm->send(logits.data, logits.nbytes(), 0);
+      send_to(logits, 0);
     else if (par_.first_stage())
-      par_.pp_comm->recv(logits.data, logits.nbytes(), last_stage_rank());
+      recv_from(logits, last_stage_rank());
   }
   int64_t post_collect_logits(Tensor& logits) override {
     if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0 || !par_.first_stage() || par_.last_stage()) {
       collect_logits(logits);
       return -1;
     }
+    LLM_CHECK(logits.device == Device::CPU) << "post_collect_logits into a device tensor";
     return par_.pp_comm->irecv(logits.data, logits.nbytes(), last_stage_rank());
   }
   void finish_collect_logits(int64_t handle) override {
@@ -158,16 +159,30 @@ class LlamaModel final : public Model {
   void all_reduce(Tensor& x) {
     if (par_.comm) par_.comm->all_reduce_sum(x);
   }
-  // A step's activations to / from the same tensor-parallel rank of another pipeline stage (host
-  // tensors: pipeline stages run on CPU ranks).
-  void send(const Tensor& x, int stage) { par_.pp_comm->send(x.data, x.nbytes(), par_.rank_in_stage(stage)); }
-  void recv(Tensor& x, int stage) { par_.pp_comm->recv(x.data, x.nbytes(), par_.rank_in_stage(stage)); }
+  // A step's activations to / from the same tensor-parallel rank of another pipeline stage.
+  void send(const Tensor& x, int stage) { send_to(x, par_.rank_in_stage(stage)); }
+  void recv(Tensor& x, int stage) { recv_from(x, par_.rank_in_stage(stage)); }
+  // Stages talk through pp_comm in host memory: a device tensor (CUDA ranks) goes through a host
+  // staging buffer, both ways (a few hundred KB a step; graphs are off under pipeline parallel).
+  void send_to(const Tensor& x, int peer) {
+    if (x.device == Device::CPU) return par_.pp_comm->send(x.data, x.nbytes(), peer);
+    staging_.resize(x.nbytes());
+    backend_.copy_to_host(x, staging_.data());
+    par_.pp_comm->send(staging_.data(), staging_.size(), peer);
+  }
+  void recv_from(Tensor& x, int peer) {
+    if (x.device == Device::CPU) return par_.pp_comm->recv(x.data, x.nbytes(), peer);
+    staging_.resize(x.nbytes());
+    par_.pp_comm->recv(staging_.data(), staging_.size(), peer);
+    backend_.copy_from_host(staging_.data(), x);
+  }
 
   ModelConfig config_;
   Backend& backend_;
   ParallelContext par_;
   LlamaWeights w_;
   RopeParams rope_;
+  std::vector<uint8_t> staging_;  // host bytes of a device tensor on its way between stages
 };
 
 }  // namespace

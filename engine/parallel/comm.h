@@ -1,8 +1,9 @@
 // Comm: the data plane between the ranks of a tensor-parallel group (DESIGN.md, Parallelism).
 // Collectives are called by every rank of the group in the same order; point-to-point calls pair
 // a send on one rank with a recv on its peer. Implementations: SingleRankComm (world 1: every
-// call is a copy or nothing), MpiComm (CPU tensors, Open MPI; engine/parallel/mpi_comm.h); NCCL
-// for CUDA tensors is to come (issue 16).
+// call is a copy or nothing), MpiComm (CPU tensors, Open MPI; engine/parallel/mpi_comm.h), NcclComm
+// (CUDA tensors of a tensor-parallel group; engine/parallel/nccl_comm.h). Pipeline stages send and
+// receive host bytes: CUDA ranks stage device tensors through host memory (engine/model/llama.cpp).
 //
 // Errors: a peer that dies makes the launcher (mpirun) take every rank down, so no call waits
 // forever on a dead rank; a misuse (wrong dtype, device or size) throws Error with context.

@@ -23,6 +23,7 @@ bool launched_by_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::gete
 int launcher_world_size() { return env_int("OMPI_COMM_WORLD_SIZE", 1); }
 int launcher_rank() { return env_int("OMPI_COMM_WORLD_RANK", 0); }
 int launcher_local_rank() { return env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0); }
+int launcher_local_size() { return env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1); }
 
 std::vector<std::string> mpirun_command(int world, const std::vector<std::string>& argv) {
   LLM_CHECK(!argv.empty() && world >= 1) << "mpirun_command: world " << world << ", " << argv.size() << " args";

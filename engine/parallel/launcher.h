@@ -14,6 +14,8 @@ int launcher_world_size();
 int launcher_rank();
 // This process's place among the ranks on its node (picks its GPU), 0 when not launched by MPI.
 int launcher_local_rank();
+// The number of ranks on this process's node (1 when not launched by MPI).
+int launcher_local_size();
 
 // The mpirun command line that starts `world` copies of argv (argv[0] is replaced by this
 // executable's path): -np world, --oversubscribe and --bind-to none (ranks share the cores the

@@ -152,7 +152,8 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   check_plan(plan);
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
 
-  if (be.graphs_enabled() && graphable_decode(plan)) {
+  // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
+  if (be.graphs_enabled() && model_.pipeline_stages() == 1 && graphable_decode(plan)) {
     const int bucket = decode_graph_bucket(plan.num_seqs());
     const int ctx = decode_graph_context(plan, block_size);
     LLM_CHECK(ctx < (1 << 30)) << "graph context " << ctx << " out of range";

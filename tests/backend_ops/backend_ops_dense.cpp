@@ -1,10 +1,12 @@
-// Parity table rows for the row-wise ops: embed, rms_norm, linear, rope, silu_mul, gather_rows.
+// Parity table rows for the row-wise ops: embed, rms_norm, linear, rope, silu_mul, gather_rows, and
+// the byte copies pipeline stages hand their activations over with.
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "backend_ops_util.h"
 #include "engine/backend/batch_plan.h"
+#include "engine/model/model.h"
 
 namespace llmctl::backend_ops {
 
@@ -131,6 +133,26 @@ void gather_rows_case(Ctx& c, int T, int C, DType out_dt) {
   c.exact(str("x [%d, %d] -> out %s", T, C, dtype_name(out_dt)), to_vec(c, out), ref);
 }
 
+// copy_to_host gives x's bytes as stored; copy_from_host writes them into rows [2, 2 + T) of a
+// larger buffer (a micro-batch's slice) and nothing else.
+void copy_bytes_case(Ctx& c, int T, int C, DType dt) {
+  Rand x = random_tensor(c, dt, {T, C});
+  std::vector<uint8_t> bytes(x.dev.nbytes());
+  c.be.copy_to_host(x.dev, bytes.data());
+  Tensor back = convert_host(Tensor::view(bytes.data(), dt, {T, C}), DType::F32);
+  c.exact(str("to host [%d, %d] %s", T, C, dtype_name(dt)), std::vector<float>(back.ptr<float>(), back.ptr<float>() + back.numel()), x.f);
+  Tensor big = poisoned(c, dt, {T + 4, C});
+  Tensor rows = row_slice(big, 2, T);
+  c.be.copy_from_host(bytes.data(), rows);
+  const std::vector<float> got = to_vec(c, big);
+  c.exact(str("from host into rows [2, %d) of [%d, %d] %s", T + 2, T + 4, C, dtype_name(dt)),
+          std::vector<float>(got.begin() + 2 * C, got.begin() + (T + 2) * C), x.f);
+  bool untouched = true;
+  for (int64_t i = 0; i < int64_t(got.size()); ++i)
+    if (i < 2 * C || i >= (T + 2) * int64_t(C)) untouched = untouched && std::isnan(got[size_t(i)]);
+  c.expect(str("rows outside the slice untouched (%s)", dtype_name(dt)), untouched);
+}
+
 }  // namespace
 
 void add_dense_cases(std::vector<OpCase>& t) {
@@ -167,6 +189,10 @@ void add_dense_cases(std::vector<OpCase>& t) {
                  silu_mul_case(c, 9, 37);
                  silu_mul_case(c, 11, 344);
                  silu_mul_case(c, 1, 1536);
+               }});
+  t.push_back({"copy_bytes", "activations to and from the host", [](Ctx& c) {
+                 copy_bytes_case(c, 13, 77, c.act());
+                 copy_bytes_case(c, 5, 576, DType::F32);  // the f32 residual stream
                }});
   t.push_back({"gather_rows", "logits rows", [](Ctx& c) {
                  gather_rows_case(c, 11, 97, c.act());

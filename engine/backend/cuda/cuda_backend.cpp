@@ -101,10 +101,12 @@ std::optional<size_t> CudaBackend::kv_cache_budget(double fraction, size_t reser
   size_t free_bytes = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   const double used = double(total - free_bytes), allowed = fraction * double(total);
-  const double left = allowed - used - double(reserve);
+  const int share = std::max(1, options_.ranks_per_device);
+  const double left = (allowed - used) / share - double(reserve);
   LLM_REQUIRE(left > 0) << "--gpu-memory-utilization " << fraction << " allows " << allowed / 1e9 << " GB of "
-                        << total / 1e9 << " GB, but " << used / 1e9 << " GB are in use and " << reserve / 1e9
-                        << " GB are reserved for activations: no room for the KV cache";
+                        << total / 1e9 << " GB, but " << used / 1e9 << " GB are in use"
+                        << (share > 1 ? " (the device is shared by " + std::to_string(share) + " ranks)" : "")
+                        << " and " << reserve / 1e9 << " GB are reserved for activations: no room for the KV cache";
   return size_t(left);
 }
 
@@ -156,6 +158,20 @@ Tensor CudaBackend::upload(const Tensor& host, std::optional<DType> dtype) {
   }
   synchronize();
   return out;
+}
+
+void CudaBackend::copy_to_host(const Tensor& t, void* host) {
+  if (t.device == Device::CPU) return Backend::copy_to_host(t, host);
+  if (t.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(host, t.data, t.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+void CudaBackend::copy_from_host(const void* host, Tensor& t) {
+  if (t.device == Device::CPU) return Backend::copy_from_host(host, t);
+  if (t.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(t.data, host, t.nbytes(), cudaMemcpyHostToDevice, stream_));
+  synchronize();  // the host buffer is reused by the next receive
 }
 
 Tensor CudaBackend::to_host_f32(const Tensor& t) {

@@ -33,6 +33,9 @@ struct CudaOptions {
   bool deterministic = false;  // batch-invariant kernels: the invariant GEMM, per-token attention
   bool autotune = true;        // GEMMs through cuBLASLt with per-shape measured algorithms
   std::string autotune_dir;    // where the measured choices are cached ("" = not kept)
+  // Processes of the run that share this device (more ranks on a node than GPUs): each one's KV
+  // budget is its share of what --gpu-memory-utilization leaves.
+  int ranks_per_device = 1;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype = DType::BF16, int device_index = 0,
@@ -53,6 +56,8 @@ class CudaBackend final : public Backend {
   // Without `dtype`, float tensors become the compute dtype and integer tensors keep theirs.
   Tensor upload(const Tensor& host, std::optional<DType> dtype = std::nullopt) override;
   Tensor to_host_f32(const Tensor& t) override;
+  void copy_to_host(const Tensor& t, void* host) override;
+  void copy_from_host(const void* host, Tensor& t) override;
   DeviceBatch prepare_batch(const BatchPlan& plan) override;
   void synchronize() override;
   std::optional<size_t> kv_cache_budget(double fraction, size_t reserve) override;
