@@ -3,11 +3,12 @@
 # scripts/gpu-check.sh: a CUDA build (sm_90a unless CUDA_ARCHS says otherwise), stripped, the shared
 # libraries it links beyond the C/C++ runtime and CUDA, and the default model's GGUF. A transfer to
 # the GPU machine holds at most 64 MiB, so everything is cut into parts .carry/a, .carry/b, ...
-# (binaries and libraries in a, the model spread over all), one call carrying each; the last call
-# puts the model back together and runs the check:
+# (binaries and libraries in a, the model spread over the rest), plus .carry/mpi (Open MPI's
+# launcher, for the multi-rank checks), one call carrying each; the last call puts the model back
+# together and runs the check:
 #
 #   scripts/gpu-carry.sh            then, on the GPU machine (repository root), one call per part:
-#   carry .carry/a:  true                       (and the same for every part but the last)
+#   carry .carry/a:  true                       (and the same for .carry/mpi and every part but the last)
 #   carry the last:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
 #                    scripts/gpu-check.sh .carry/a/build-gpu
 # A machine keeps what earlier calls left only while it stays warm (30 s after a call): make the
@@ -42,28 +43,28 @@ skip_libs='/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libssl|libcry
 for b in "${bins[@]}"; do ldd "$BUILD/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E "$skip_libs" |
   while read -r lib; do cp -L "$lib" .carry/a/lib/; done
-# Open MPI's launcher (the GPU image has none), for the multi-rank checks: mpirun/orted, their
-# plugins and help files laid out under a prefix of their own (Open MPI relocates to OPAL_PREFIX;
-# gpu-check.sh sets it when it finds BUILD/../ompi), their libraries beside the others.
+# Open MPI's launcher (the GPU image has none), for the multi-rank checks, in a part of its own
+# (.carry/mpi): mpirun/orted, their plugins and help files under a prefix of their own (Open MPI
+# relocates to OPAL_PREFIX; gpu-check.sh sets it when it finds .carry/mpi), their libraries in deps.
+rm -rf .carry/mpi
 if command -v orterun >/dev/null; then
-  ompi_lib=$(ompi_info --path libdir 2>/dev/null | sed -n 's/.*Libdir: *//p')
-  ompi_pkglib=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
-  ompi_data=$(ompi_info --path pkgdatadir 2>/dev/null | sed -n 's/.*Pkgdatadir: *//p')
-  ompi_prefix=$(ompi_info --path prefix 2>/dev/null | sed -n 's/.*Prefix: *//p')
-  o=.carry/a/ompi
-  mkdir -p "$o/bin" "$o${ompi_lib#"$ompi_prefix"}" "$o$(dirname "${ompi_data#"$ompi_prefix"}")"
+  ompi_path() { ompi_info --path "$1" 2>/dev/null | sed -n 's/.*: *//p'; }
+  prefix=$(ompi_path prefix) libdir=$(ompi_path libdir) pkglib=$(ompi_path pkglibdir) data=$(ompi_path pkgdatadir)
+  o=.carry/mpi
+  mkdir -p "$o/bin" "$o/deps" "$o${libdir#"$prefix"}" "$o$(dirname "${data#"$prefix"}")"
   cp "$(command -v orterun)" "$(command -v orted)" "$o/bin/" && cp "$o/bin/orterun" "$o/bin/mpirun"  # no links: a carry drops them
-  cp -r "$ompi_pkglib" "$o${ompi_lib#"$ompi_prefix"}/"
-  cp -r "$ompi_data" "$o$(dirname "${ompi_data#"$ompi_prefix"}")/"
-  for f in "$o/bin/orterun" "$o/bin/orted" "$ompi_pkglib"/*.so; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' |
-    sort -u | grep -v -E "$skip_libs" |
-    while read -r lib; do cp -L "$lib" .carry/a/lib/; done
+  cp -r "$pkglib" "$o${libdir#"$prefix"}/"
+  cp -r "$data" "$o$(dirname "${data#"$prefix"}")/"
+  for f in "$o/bin/orterun" "$o/bin/orted" "$pkglib"/*.so "$(ldconfig -p | awk '/libmpi.so.40 /{print $NF; exit}')"; do
+    ldd "$f"
+  done | awk '$3 ~ /^\// {print $3}' | sort -u | grep -v -E "$skip_libs" | while read -r lib; do cp -L "$lib" "$o/deps/"; done
 fi
 # The model: what fits beside the binaries in a, the rest in b, c, ... (each part, with the
 # repository's own files, stays under the transfer limit).
 limit=$((58 * 1024 * 1024))
 used=$(du -sb .carry/a | cut -f1)
 room=$((limit - used - 65536))  # the part folder itself counts too
+((room > 0)) || room=0           # the binaries fill a: the model starts in b
 head -c "$room" "$MODEL" >.carry/a/model.part-a
 tail -c +$((room + 1)) "$MODEL" | split -b $((limit - 65536)) -a 1 - .carry/rest.
 parts=(a)
@@ -78,3 +79,5 @@ for p in "${parts[@]}"; do
   ((size <= limit)) || { echo "gpu-carry: .carry/$p is over $limit bytes" >&2; exit 1; }
 done
 echo "gpu-carry: ready in ${#parts[@]} parts (${parts[*]}); libraries carried: $(ls .carry/a/lib | tr '\n' ' ')"
+[[ -d .carry/mpi ]] && echo "gpu-carry: Open MPI in .carry/mpi ($(du -sb .carry/mpi | cut -f1) bytes): carry it in a call of its own"
+

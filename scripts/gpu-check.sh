@@ -33,8 +33,9 @@ if [[ ! -x "$BUILD/tests/llmctl_gpu_tests" ]]; then
 fi
 echo "gpu-check: build=$BUILD results=$RESULTS LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 # Open MPI carried by scripts/gpu-carry.sh (the GPU image has no mpirun): relocated to its folder.
-if ! command -v mpirun >/dev/null && [[ -x "$BUILD/../ompi/bin/mpirun" ]]; then
-  export OPAL_PREFIX=$(cd "$BUILD/../ompi" && pwd) && export PATH=$OPAL_PREFIX/bin:$PATH
+if ! command -v mpirun >/dev/null && [[ -x .carry/mpi/bin/mpirun ]]; then
+  export OPAL_PREFIX=$PWD/.carry/mpi PATH=$PWD/.carry/mpi/bin:$PATH
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.carry/mpi/deps
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
