@@ -115,6 +115,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   LoadOptions lo;
   lo.dtype = opts.dtype;
   lo.keep_quantized = rt.backend->supports(WeightFormat::Int4Group) && rt.backend->supports(WeightFormat::Int8Group);
+  lo.quantized_embedding = lo.keep_quantized && rt.backend->supports_quantized_embed();
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);

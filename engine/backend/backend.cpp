@@ -41,6 +41,17 @@ void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
   linear(x, w.data, bias, out);
 }
 
+void Backend::embed(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) {
+  if (is_dense(table.format)) return embed(table.data, b, out, vocab_begin);
+  LLM_CHECK(supports_quantized_embed()) << "backend " << name() << " has no embedding lookup into "
+                                        << weight_format_name(table.format) << " rows";
+  embed_quantized(table, b, out, vocab_begin);
+}
+
+void Backend::embed_quantized(const LinearWeight& table, const DeviceBatch&, Tensor&, int64_t) {
+  LLM_THROW() << "backend " << name() << " has no embedding lookup into " << weight_format_name(table.format) << " rows";
+}
+
 void Backend::linear_quantized(const Tensor&, const LinearWeight& w, const Tensor*, Tensor&) {
   LLM_THROW() << "backend " << name() << " has no quantized linear kernel for " << weight_format_name(w.format);
 }

@@ -114,6 +114,13 @@ class Backend {
   // A vocab-parallel rank's table holds ids [vocab_begin, vocab_begin + V): other ids give zero rows
   // (the all-reduce over the ranks fills them in). Single rank: vocab_begin 0, every id must be < V.
   virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) = 0;
+  // The same lookup from a LinearWeight table [V, H] (this rank's vocab rows): a dense one goes to
+  // embed(Tensor); a quantized one (a GGUF's tied table, kept packed for the lm_head) has its rows
+  // dequantized at lookup by embed_quantized, on a backend whose supports_quantized_embed() (the
+  // loader keeps a float table for the others).
+  void embed(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin);
+  virtual bool supports_quantized_embed() const { return false; }
+  virtual void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin);
   // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
   // The residual stream is f32 on every backend; x may be f32 while out is the activation dtype.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;

@@ -54,6 +54,11 @@ struct LoadOptions {
   // is dequantized anyway, with a note. false: every one is dequantized to a dense f32 tensor, as
   // convert, quantize and any caller that reads Checkpoint::tensors need. Embeddings are dense either way.
   bool keep_quantized = false;
+  // With keep_quantized, for a backend that looks embedding rows up in a packed table
+  // (Backend::supports_quantized_embed): a tied GGUF embedding table of a block type is kept only
+  // as the lm_head's quantized copy (Checkpoint::quantized["lm_head.weight"]), never dequantized
+  // to floats; Checkpoint::tensors then has no model.embed_tokens.weight.
+  bool quantized_embedding = false;
 };
 
 // Loads an HF directory (config.json + *.safetensors [+ index]) or a .gguf file.

@@ -229,6 +229,14 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     std::string name = gguf_to_hf_name(info.name);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
+    if (opts.quantized_embedding && name == "model.embed_tokens.weight" && ck.config.tie_word_embeddings &&
+        block_type && info.ne.size() == 2) {
+      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info)) {  // the lm_head's copy only
+        release_mapped_pages(info.data, info.nbytes);
+        ck.quantized.emplace("lm_head.weight", std::move(*q));
+        continue;
+      }
+    }
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
       std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info);
       if (q) {  // decoded into its own memory: the file's blocks are no longer needed resident
@@ -270,8 +278,8 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     const bool q = name.ends_with("q_proj.weight"), k = name.ends_with("k_proj.weight");
     if (q || k) w = quant::select_rows(w, unpermute_qk_rows(w.n, q ? ck.config.num_heads : ck.config.num_kv_heads));
   }
-  const Tensor& emb = ck.get("model.embed_tokens.weight");
-  ck.config.torch_dtype = emb.dtype == DType::F16 ? "float16" : emb.dtype == DType::BF16 ? "bfloat16" : "float32";
+  const DType emb = ck.has("model.embed_tokens.weight") ? ck.get("model.embed_tokens.weight").dtype : DType::F32;
+  ck.config.torch_dtype = emb == DType::F16 ? "float16" : emb == DType::BF16 ? "bfloat16" : "float32";
   ck.gguf = std::move(g);
   return ck;
 }

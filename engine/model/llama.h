@@ -23,7 +23,9 @@ struct LlamaWeights {
     GatedMlp mlp;
   };
   DType weight_dtype = DType::F32;
-  Tensor embed;           // [V, H] in weight_dtype (tensor parallel: this rank's V / world ids)
+  // [V, H] (tensor parallel: this rank's V / world ids): a dense table in weight_dtype, or, for a
+  // tied quantized table on a backend that looks rows up in it, the quantized lm_head itself.
+  LinearWeight embed;
   int64_t vocab_begin = 0;  // the first token id of embed's and lm_head's rows
   LinearWeight lm_head;   // [V, H]; shares embed's storage when tied
   RmsNorm final_norm;

@@ -65,6 +65,9 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
     expected.insert(spec.name);
     auto it = ck.tensors.find(spec.name);
     auto qit = ck.quantized.find(spec.name);
+    // A tied table kept only as the lm_head's quantized copy (LoadOptions::quantized_embedding).
+    if (spec.name == "model.embed_tokens.weight" && it == ck.tensors.end() && c.tie_word_embeddings)
+      qit = ck.quantized.find("lm_head.weight");
     if (it != ck.tensors.end() && qit != ck.quantized.end()) {
       wrong.push_back(spec.name + " is both dense and quantized");
       continue;
@@ -112,7 +115,8 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
     extra.push_back(name);
   }
   for (const auto& [name, q] : ck.quantized)
-    if (!expected.count(name)) extra.push_back(name + " (quantized)");
+    if (!expected.count(name) && !(name == "lm_head.weight" && c.tie_word_embeddings))  // a tied table's packed copy
+      extra.push_back(name + " (quantized)");
   std::vector<std::string> notes;
   if (!extra.empty())
     notes.push_back(where + " has " + std::to_string(extra.size()) + " tensor" + (extra.size() > 1 ? "s" : "") +

@@ -40,7 +40,8 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
   const int first = par.layer_begin(c.num_layers), last = par.layer_end(c.num_layers);
   LlamaWeights w;
   w.layer_begin = first;
-  w.weight_dtype = weight_dtype.value_or(ckpt.get("model.embed_tokens.weight").dtype);
+  const char* kEmbed = "model.embed_tokens.weight";  // absent when kept only packed (quantized_embedding)
+  w.weight_dtype = weight_dtype.value_or(ckpt.has(kEmbed) ? ckpt.get(kEmbed).dtype : DType::F32);
   w.vocab_begin = int64_t(c.vocab_size) / kWorld * kRank;
   const std::vector<int> kv_heads = local_kv_heads(c.num_kv_heads, kRank, kWorld);
   w.layers.resize(size_t(last - first));  // this pipeline stage's
@@ -49,6 +50,13 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     L.attention.num_kv_heads = int(kv_heads.size());
   }
   bool have_embed = false;
+  // A tied table the checkpoint also keeps quantized as the lm_head (GGUF): embed_is_lm_head when
+  // the embedding lookup reads that same packed copy.
+  const bool tied_quantized = c.tie_word_embeddings && ckpt.quantized.count("lm_head.weight");
+  bool embed_is_lm_head = false;
+  auto quantized_lm_head = [](const WeightSource& s) {
+    return WeightSource{s.name, WeightRole::LmHead, s.layer, {"lm_head.weight"}, false};
+  };
   std::vector<std::string> dense_fallbacks;  // quantized weights loaded dense, "<name>: <why>"
   for (const WeightSource& s : llama_weight_sources(c)) {
     // Pipeline parallel: the first stage embeds, the last one normalizes and projects (and needs
@@ -64,18 +72,29 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
     switch (s.role) {
       case WeightRole::Embed:
-        w.embed = load_tensor(ckpt, s, spec, w.weight_dtype, backend);
+        if (tied_quantized && backend.supports_quantized_embed()) {
+          // One packed table for both ends: rows dequantized at lookup, the lm_head on the codes;
+          // the float table is never uploaded.
+          w.embed = load_linear(ckpt, quantized_lm_head(s), spec, w.weight_dtype, backend, &dense_fallbacks);
+          embed_is_lm_head = true;
+        } else {
+          LLM_REQUIRE(ckpt.has(kEmbed)) << "the checkpoint was loaded without its float embedding table (kept "
+                                        << "packed for a backend that looks rows up in it), and backend "
+                                        << backend.name() << " does not";
+          w.embed = dense_linear(load_tensor(ckpt, s, spec, w.weight_dtype, backend), spec);
+        }
         have_embed = true;
         break;
       case WeightRole::LmHead:
-        if (s.tied && ckpt.quantized.count("lm_head.weight")) {
+        if (s.tied && embed_is_lm_head) {
+          w.lm_head = w.embed;
+        } else if (s.tied && tied_quantized) {
           // A quantized embedding (GGUF) also kept as a quantized lm_head: the output projection
           // then reads the packed codes, not the f32 table (the largest linear of small models).
-          const WeightSource q{s.name, s.role, s.layer, {"lm_head.weight"}, false};
-          w.lm_head = load_linear(ckpt, q, spec, w.weight_dtype, backend, &dense_fallbacks);
+          w.lm_head = load_linear(ckpt, quantized_lm_head(s), spec, w.weight_dtype, backend, &dense_fallbacks);
         } else if (s.tied) {  // the embedding's device copy, not a second one
           LLM_CHECK(have_embed) << "the name map lists a tied lm_head before the embedding";
-          w.lm_head = dense_linear(w.embed, spec);
+          w.lm_head = w.embed;
         } else {
           w.lm_head = linear();
         }

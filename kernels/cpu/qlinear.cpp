@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
 
 namespace llmctl::kernels {
 
@@ -147,6 +148,12 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
     case detail::Isa::Avx2: return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::Scalar: return detail::qlinear_rows_q8_scalar(x, w, bias, n0, n1, out, ldo);
   }
+}
+
+void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
+  KERNEL_CHECK(row >= 0 && row < w.n) << "dequantize row " << row << " of " << w.n;
+  if (w.layout == QLayout::RowLane16) return detail::dequantize_row_rowlane(w, row, out);
+  detail::dequantize_row_rows(w, row, out);
 }
 
 const char* qlinear_isa() {

@@ -101,6 +101,11 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
 void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                      float* out, int64_t ldo);
 
+// Row `row` of the weight as floats, out[k] = scale * code + offset (the product rounded, then the
+// offset added: the values quant::dequantize gives), in the packed column order: an embedding
+// lookup into a quantized table, without the table in floats. Either layout.
+void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out);
+
 // The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time
 // (the environment variable LLMCTL_QLINEAR_ISA=avx2|scalar steps down, to measure the others).
 const char* qlinear_isa();

@@ -46,6 +46,10 @@ struct RowLaneGeometry {
 };
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero);
 
+// qweight_dequantize_row for each layout.
+void dequantize_row_rows(const QWeightView& w, int64_t row, float* out);
+void dequantize_row_rowlane(const QWeightView& w, int64_t row, float* out);
+
 // The offset of a row-lane group's row given its scale s when the offsets are implied (z >= 0).
 // z = 0 gives -0.0, what the GGUF conversion writes for "no offset" (fma(c, s, -0) is c * s exactly).
 inline float implied_offset(int z, float s) { return z == 0 ? -0.0f : s * float(-z); }

@@ -135,6 +135,23 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
   }
 }
 
+void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
+  const int r = int(n % 16);
+  for (int64_t g = 0; g < geo.groups; ++g) {
+    const uint8_t* gp = rb + g * geo.group_bytes;
+    const auto [s, o] = group_scale_offset(w, geo, gp, r);
+    for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
+      float* dst = out + (g * geo.blocks_per_group + j) * 32;
+      for (int i = 0; i < 32; ++i) {
+        const float prod = s * float(code_of(w.bits, gp + j * geo.code_bytes, r, i));
+        dst[i] = prod + o;
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero) {

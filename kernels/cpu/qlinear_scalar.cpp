@@ -19,6 +19,16 @@ inline int code_at(const QWeightView& w, const uint8_t* row, int64_t j) {
 }
 }  // namespace
 
+void dequantize_row_rows(const QWeightView& w, int64_t n, float* out) {
+  const int64_t K = w.k, G = K / w.group;
+  const uint8_t* row = w.packed + n * qweight_row_bytes(w.bits, K);
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t g = n * G + k / w.group;
+    const float prod = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k));
+    out[k] = prod + load_scale(w.scale_type, w.offset, g);
+  }
+}
+
 void qlinear_rows_f32_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                              int64_t n1, float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_scalar(x, T, w, bias, n0, n1, out, ldo);

@@ -62,11 +62,13 @@ inline float scale_for(uint32_t type) {
   return 0.001f;
 }
 
-// The GGUF types of one file: per linear (llama.cpp names without "blk.N."), and lm_head (0: tied).
+// The GGUF types of one file: per linear (llama.cpp names without "blk.N."), lm_head (0: tied) and
+// the embedding table (0: f32).
 struct Layout {
   std::string label;
   std::map<std::string, uint32_t> types;
   uint32_t output = 0;
+  uint32_t embed = 0;
 };
 
 inline Layout uniform(const std::string& label, uint32_t t) {
@@ -92,7 +94,10 @@ inline Bytes build_gguf(const Layout& layout, uint32_t seed, const std::string& 
   g.kv_u32("llama.feed_forward_length", I);
   g.kv_u32("llama.vocab_size", V);
   g.kv_u32("llama.context_length", 256);
-  g.tensor("token_embd.weight", 0, {H, V}, f32(H * V, 0.0f, 1.0f));
+  if (layout.embed)
+    g.tensor("token_embd.weight", layout.embed, {H, V}, random_blocks(layout.embed, H * V, scale_for(layout.embed), rng));
+  else
+    g.tensor("token_embd.weight", 0, {H, V}, f32(H * V, 0.0f, 1.0f));
   g.tensor("output_norm.weight", 0, {H}, f32(H, 1.0f, 0.1f));
   const std::map<std::string, std::pair<int64_t, int64_t>> nk = {
       {"attn_q", {NH * HD, H}}, {"attn_k", {NKV * HD, H}}, {"attn_v", {NKV * HD, H}}, {"attn_output", {H, NH * HD}},

@@ -492,3 +492,88 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
   Tensor x1 = Tensor::zeros_host(DType::F32, {1, 32}), o1 = Tensor::zeros_host(DType::F32, {1, 1});
   CHECK_THROWS(be->linear(x1, bad, nullptr, o1));  // [1, 32] bytes is not the packed [1, 16]
 }
+
+TEST_CASE("qweight_dequantize_row: each layout's row is scale * code + offset (product rounded first)") {
+  for (int bits : {4, 8})
+    for (ScaleType st : {ScaleType::F16, ScaleType::F32})
+      for (int group : {16, 32, 64})
+        for (int z : {-1, 0, 8}) {  // implied zero points: RowLane16 only, 8 with 4 bits only
+          if (z == 8 && bits == 8) continue;
+          const int64_t N = 37, K = 192;
+          QW q = make_qw(bits, group, N, K, st, uint32_t(400 + bits + group + z));
+          if (z >= 0)
+            for (size_t i = 0; i < q.scale_f32.size(); ++i) {
+              q.offset_f32[i] = kernels::detail::implied_offset(z, q.scale_f32[i]);
+              if (st == ScaleType::F16) q.offset_f16[i] = f32_to_f16(q.offset_f32[i]);
+            }
+          std::vector<kernels::QLayout> layouts;
+          if (z < 0) layouts.push_back(kernels::QLayout::Rows);
+          if (group % 32 == 0) layouts.push_back(kernels::QLayout::RowLane16);
+          for (kernels::QLayout l : layouts) {
+            const QW p = q.as(l, l == kernels::QLayout::RowLane16 ? z : -1);
+            int bad = 0;
+            std::vector<float> row(static_cast<size_t>(K));
+            for (int64_t n : {int64_t(0), int64_t(15), int64_t(16), int64_t(21), N - 1}) {
+              kernels::qweight_dequantize_row(p.view(), n, row.data());
+              for (int64_t k = 0; k < K; ++k) {
+                const int code = bits == 4 ? int(q.codes[size_t(n * K + k)]) : int(int8_t(q.codes[size_t(n * K + k)]));
+                const int64_t g = n * (K / group) + k / group;
+                const float prod = q.scale_f32[size_t(g)] * float(code);
+                const float want = prod + q.offset_f32[size_t(g)];
+                bad += std::memcmp(&want, &row[size_t(k)], 4) != 0;
+              }
+            }
+            INFO("bits " << bits << " group " << group << " z " << z << (st == ScaleType::F16 ? " f16" : " f32")
+                         << (l == kernels::QLayout::Rows ? " rows" : " row-lane"));
+            CHECK(bad == 0);
+          }
+        }
+  const QW q = make_qw(4, 32, 5, 64, ScaleType::F32, 1);
+  std::vector<float> row(64);
+  CHECK_THROWS(kernels::qweight_dequantize_row(q.view(), 5, row.data()));  // past the last row
+}
+
+TEST_CASE("CpuBackend: an embedding lookup into a quantized table equals the lookup into its dequantized table") {
+  const int64_t V = 53, H = 128;
+  const QW q = make_qw(4, 32, V, H, ScaleType::F16, 77);
+  LinearWeight canon;
+  canon.format = WeightFormat::Int4Group, canon.n = V, canon.k = H, canon.group_size = 32;
+  canon.data = Tensor::empty_host(DType::U8, {V, H});
+  std::memcpy(canon.data.data, q.codes.data(), q.codes.size());
+  canon.scales = Tensor::empty_host(DType::F16, {V, H / 32});
+  canon.zeros = Tensor::empty_host(DType::F16, {V, H / 32});
+  std::memcpy(canon.scales.data, q.scale_f16.data(), canon.scales.nbytes());
+  std::memcpy(canon.zeros.data, q.offset_f16.data(), canon.zeros.nbytes());
+  // act-order: packed column j holds original column perm[j]
+  std::vector<int32_t> perm(static_cast<size_t>(H));
+  for (int64_t j = 0; j < H; ++j) perm[size_t(j)] = int32_t((j * 37) % H);
+  auto be = make_cpu_backend(2);
+  REQUIRE(be->supports_quantized_embed());
+  for (bool permuted : {false, true}) {
+    LinearWeight c = canon;
+    if (permuted) {
+      c.input_perm = Tensor::empty_host(DType::I32, {H});
+      std::memcpy(c.input_perm.data, perm.data(), perm.size() * 4);
+    }
+    const LinearWeight packed = be->upload_quantized(c);
+    // the dense table: row r, original column perm[j] (or j) = scale * code[r, j] + offset
+    Tensor table = Tensor::empty_host(DType::F32, {V, H});
+    for (int64_t r = 0; r < V; ++r)
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t g = r * (H / 32) + j / 32;
+        const float prod = q.scale_f32[size_t(g)] * float(q.codes[size_t(r * H + j)]);
+        table.ptr<float>()[r * H + (permuted ? perm[size_t(j)] : j)] = prod + q.offset_f32[size_t(g)];
+      }
+    BatchPlan plan;
+    plan.token_ids = {0, 52, 17, 17, 30, 3, 60, 45};  // repeats; ids past a rank's 53 rows give zero rows
+    const DeviceBatch b = be->prepare_batch(plan);
+    for (int64_t vocab_begin : {int64_t(0), int64_t(10)}) {  // a vocab-parallel rank's rows start at 10
+      const int64_t T = int64_t(plan.token_ids.size());
+      Tensor o1 = Tensor::empty_host(DType::F32, {T, H}), o2 = Tensor::empty_host(DType::F32, {T, H});
+      be->embed(packed, b, o1, vocab_begin);
+      be->embed(table, b, o2, vocab_begin);
+      INFO("act-order " << permuted << " vocab_begin " << vocab_begin);
+      CHECK(std::memcmp(o1.data, o2.data, o1.nbytes()) == 0);
+    }
+  }
+}

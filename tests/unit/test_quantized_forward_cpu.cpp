@@ -24,8 +24,11 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
   Layout mixed{"Q4_K_M-like mix", {}, kQ8_0};
   mixed.types = {{"attn_q", kQ4_K}, {"attn_k", kQ4_K}, {"attn_v", kQ6_K}, {"attn_output", kQ5_K},
                  {"ffn_gate", kQ4_1}, {"ffn_up", kQ5_0}, {"ffn_down", kQ5_1}};
+  // Tied tables in a block type: one packed copy serves the lm_head and the embedding lookup.
+  Layout tied_q8 = uniform("Q4_0, tied Q8_0 table", kQ4_0), tied_q4k = uniform("Q6_K, tied Q4_K table", kQ6_K);
+  tied_q8.embed = kQ8_0, tied_q4k.embed = kQ4_K;
   const Layout layouts[] = {uniform("Q4_0", kQ4_0), uniform("Q8_0", kQ8_0), uniform("Q4_K", kQ4_K),
-                            uniform("Q6_K", kQ6_K), mixed};
+                            uniform("Q6_K", kQ6_K), mixed, tied_q8, tied_q4k};
   ScratchDir dir("qfwd_cpu");
   uint32_t seed = 70;
   for (const Layout& layout : layouts) {
@@ -33,9 +36,26 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
     const std::string path = dir.file("m.gguf");
     write_bytes(path, build_gguf(layout, ++seed));
     auto dmodel = make_model(load_checkpoint(path), *cpu);
-    auto qmodel = make_model(load_checkpoint(path, keep()), *cpu);
+    const Checkpoint qck = load_checkpoint(path, keep());
+    auto qmodel = make_model(qck, *cpu);
+    // A tied block-type table: the packed copy serves both ends, and the float table (dequantized
+    // into its own buffer at load) is left to the checkpoint; the CPU backend would share it with
+    // the model if the model embedded from it.
+    const bool tied_packed = layout.embed != 0;
+    CHECK(qck.quantized.count("lm_head.weight") == size_t(tied_packed || layout.output));
+    if (tied_packed) CHECK(qck.get("model.embed_tokens.weight").owner.use_count() == 1);
+    // LoadOptions::quantized_embedding (what the runtime asks for such a backend): the float table
+    // is never made, and the model is the same, bit for bit.
+    LoadOptions packed_only = keep();
+    packed_only.quantized_embedding = true;
+    const Checkpoint pck = load_checkpoint(path, packed_only);
+    CHECK(pck.has("model.embed_tokens.weight") == !tied_packed);
+    CHECK(pck.quantized.count("lm_head.weight") == qck.quantized.count("lm_head.weight"));
+    CHECK(pck.notes == qck.notes);
+    auto pmodel = make_model(pck, *cpu);
     const std::vector<int32_t> tokens = prompt(seed);
     const std::vector<float> want = prefill_logits(*dmodel, tokens), got = prefill_logits(*qmodel, tokens);
+    CHECK(relative_max_diff(prefill_logits(*pmodel, tokens), got) == 0.0);
     const double diff = relative_max_diff(got, want);
     MESSAGE(layout.label << ": max |logit difference| / (1 + max |logit|) = " << diff);
     CHECK(diff < 1e-4);

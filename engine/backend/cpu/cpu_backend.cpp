@@ -59,18 +59,10 @@ class CpuBackend final : public Backend {
     return b;  // the CPU kernels read the plan's host arrays directly
   }
 
+  using Backend::embed;  // the LinearWeight overload
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
-    check_f32(out, "embed output");
-    const auto& ids = b.plan->token_ids;
-    const int64_t H = table.dim(1), V = table.dim(0);
-    for (size_t t = 0; t < ids.size(); ++t) {
-      LLM_CHECK(ids[t] >= 0) << "token id " << ids[t] << " is negative";
-      float* o = out.ptr<float>() + t * H;
-      const int64_t id = int64_t(ids[t]) - vocab_begin;
-      if (id < 0 || id >= V) {  // another rank's part of the vocabulary (the runner checked the id)
-        std::fill(o, o + H, 0.0f);
-        continue;
-      }
+    const int64_t H = table.dim(1);
+    for_each_embedded(b, out, H, table.dim(0), vocab_begin, [&](int64_t id, float* o) {
       const size_t off = size_t(id) * H;
       switch (table.dtype) {
         case DType::F32: std::memcpy(o, table.ptr<float>() + off, H * 4); break;
@@ -82,7 +74,21 @@ class CpuBackend final : public Backend {
           break;
         default: LLM_CHECK(false) << "embed: unsupported dtype " << dtype_name(table.dtype);
       }
-    }
+    });
+  }
+
+  bool supports_quantized_embed() const override { return true; }
+  // Rows of the packed table dequantized one at a time (the values the float table would hold).
+  void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
+    const kernels::QWeightView view = cpu_qweight_view(table);
+    const int64_t H = table.k;
+    std::vector<float> packed_order(table.input_perm.empty() ? 0 : size_t(H));
+    for_each_embedded(b, out, H, table.n, vocab_begin, [&](int64_t id, float* o) {
+      if (packed_order.empty()) return kernels::qweight_dequantize_row(view, id, o);
+      kernels::qweight_dequantize_row(view, id, packed_order.data());  // act-order: packed column j is perm[j]
+      const int32_t* perm = table.input_perm.ptr<int32_t>();
+      for (int64_t j = 0; j < H; ++j) o[perm[j]] = packed_order[size_t(j)];
+    });
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override {
@@ -241,6 +247,24 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // fill(id, row) for each token whose id is in this rank's rows [vocab_begin, vocab_begin + V) of
+  // out [T, H] (id relative to vocab_begin); zero rows for the others (another rank's vocabulary:
+  // the runner checked the ids).
+  template <class Fill>
+  void for_each_embedded(const DeviceBatch& b, Tensor& out, int64_t H, int64_t V, int64_t vocab_begin, Fill fill) {
+    check_f32(out, "embed output");
+    const auto& ids = b.plan->token_ids;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      LLM_CHECK(ids[t] >= 0) << "token id " << ids[t] << " is negative";
+      float* o = out.ptr<float>() + t * H;
+      const int64_t id = int64_t(ids[t]) - vocab_begin;
+      if (id < 0 || id >= V)
+        std::fill(o, o + H, 0.0f);
+      else
+        fill(id, o);
+    }
+  }
+
   // Attention over an int8 or fp8 cache, one sequence at a time: its context is dequantized once
   // (not once per query token and head), then the f32 kernel runs over that copy, a single block
   // of n tokens.

@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
   void step_timer_begin() override;
   double step_timer_end() override;
 
+  using Backend::embed;  // the LinearWeight overload
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override;
   // residual may be the compute dtype or f32.
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override;
