@@ -91,6 +91,45 @@ void gguf_seeds() {
   g.tensor("blk.0.ffn_up.weight", 14, {256}, q6k);
   seed("gguf", "llama_tiny.gguf", g.build());
 
+  // Whole tiny models that load (hidden 32, 2 heads of 16, 1 kv head, vocab 4, 1 layer; every
+  // matrix Q8_0, the table tied): one whose middle byte asks the harness for
+  // LoadOptions::quantized_embedding (the table kept packed only), one whose does not.
+  auto q8_0 = [](int64_t elements, std::mt19937& rng) {
+    Bytes b;
+    for (int64_t i = 0; i < elements / 32; ++i) {
+      b.push_back(0x00), b.push_back(0x20);  // f16 scale 2^-7
+      for (int j = 0; j < 32; ++j) b.push_back(uint8_t(int(rng() % 255) - 127));
+    }
+    return b;
+  };
+  bool have[2] = {false, false};
+  for (uint32_t s = 1; !(have[0] && have[1]); ++s) {
+    std::mt19937 rng(s);
+    GgufBuilder m;
+    m.kv_str("general.architecture", "llama");
+    m.kv_u32("llama.block_count", 1);
+    m.kv_u32("llama.context_length", 64);
+    m.kv_u32("llama.embedding_length", 32);
+    m.kv_u32("llama.feed_forward_length", 64);
+    m.kv_u32("llama.attention.head_count", 2);
+    m.kv_u32("llama.attention.head_count_kv", 1);
+    m.kv_u32("llama.vocab_size", 4);
+    m.tensor("token_embd.weight", 8, {32, 4}, q8_0(128, rng));
+    m.tensor("output_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
+    m.tensor("blk.0.attn_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
+    m.tensor("blk.0.ffn_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
+    const std::pair<const char*, std::pair<uint64_t, uint64_t>> linears[] = {
+        {"attn_q", {32, 32}}, {"attn_k", {32, 16}}, {"attn_v", {32, 16}}, {"attn_output", {32, 32}},
+        {"ffn_gate", {32, 64}}, {"ffn_up", {32, 64}}, {"ffn_down", {64, 32}}};  // {K, N}
+    for (const auto& [name, kn] : linears)
+      m.tensor(std::string("blk.0.") + name + ".weight", 8, {kn.first, kn.second}, q8_0(int64_t(kn.first * kn.second), rng));
+    const Bytes b = m.build();
+    const int bit = b[b.size() / 2] & 1;
+    if (have[bit]) continue;
+    have[bit] = true;
+    seed("gguf", bit ? "llama_tied_q8_packed_embedding.gguf" : "llama_tied_q8.gguf", b);
+  }
+
   GgufBuilder empty;
   seed("gguf", "empty.gguf", empty.build());
   GgufBuilder v2;
