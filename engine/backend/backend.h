@@ -144,7 +144,8 @@ class Backend {
   //   w[n, k] = scales[n, k / group_size] * code[n, k] + zeros[n, k / group_size];
   //   input_perm empty, or host I32 [K] (act-order) when supports_input_perm(); shard as loaded.
   // Returns the LinearWeight linear() takes (data in the backend's packed layout, on its device;
-  // same format, n, k, group_size, shard). Default: refuses, naming the backend and the format.
+  // same format, n, k, group_size, shard; scales/zeros as the backend keeps them, empty where the
+  // packed data holds its own copies). Default: refuses, naming the backend and the format.
   virtual LinearWeight upload_quantized(const LinearWeight& canonical);
   // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
   virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }

@@ -66,7 +66,8 @@ struct LinearWeight {
   // still be in its stored float dtype: Backend::upload converts it (on the device for CUDA, as the
   // loader always has). Quantized: the codes packed in the backend's layout (U8, [N, row bytes]).
   Tensor data;
-  Tensor scales;        // quantized: [N, K / group_size] F16 or F32 (F16 only when every value is exact in it)
+  Tensor scales;        // quantized: [N, K / group_size] F16 or F32 (F16 only when every value is exact in it);
+                        // a backend's packed weight may leave them empty (its data holds them)
   Tensor zeros;         // quantized: the offsets, [N, K / group_size], same dtype as scales; empty when dense
   int group_size = 0;   // quantized: inputs per group (divides K; 16 or a multiple of 32); 0: dense
   // Quantized act-order weights (quant::GroupAffineWeight::perm): I32 [K], packed column j is input

@@ -431,11 +431,12 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
       if (kernels::qweight_preferred_layout(bits, 64) == kernels::QLayout::RowLane16) {  // AVX-512 CPUs
         REQUIRE(kernels::qweight_implied_zero(bits, N, K, 64, st, q.scales(), q.offsets()) == -1);  // random offsets
         const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, 64, st);
-        w.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});  // + the descriptor row: "RL16", zero -1
+        w.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
         kernels::qweight_pack_rowlane(bits, N, K, 64, st, q.codes.data(), q.scales(), q.offsets(), w.data.ptr<uint8_t>());
-        const int32_t zero = -1;
+        const int32_t zero = -1, f16 = st == ScaleType::F16;  // + the descriptor: "RL16", zero -1, scale type
         std::memcpy(w.data.ptr<uint8_t>() + blocks * bb, "RL16", 4);
         std::memcpy(w.data.ptr<uint8_t>() + blocks * bb + 4, &zero, 4);
+        std::memcpy(w.data.ptr<uint8_t>() + blocks * bb + 8, &f16, 4);
       } else {
         w.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
         kernels::qweight_pack(bits, N, K, q.codes.data(), w.data.ptr<uint8_t>());

@@ -7,12 +7,15 @@
 namespace llmctl {
 
 namespace {
-// Scales and zeros: [N, K / group] of one float dtype, F16 or F32.
-void check_group_params(const LinearWeight& w) {
+void check_group_size(const LinearWeight& w) {
   LLM_CHECK(w.group_size == 16 || (w.group_size > 0 && w.group_size % 32 == 0))
       << weight_format_name(w.format) << ": group size " << w.group_size << " (16 or a multiple of 32)";
   LLM_CHECK(w.k % 32 == 0 && w.k % w.group_size == 0)
       << weight_format_name(w.format) << ": K " << w.k << " must be a multiple of 32 and of the group size " << w.group_size;
+}
+// Scales and zeros: [N, K / group] of one float dtype, F16 or F32.
+void check_group_params(const LinearWeight& w) {
+  check_group_size(w);
   const std::vector<int64_t> shape = {w.n, w.k / w.group_size};
   for (const Tensor* t : {&w.scales, &w.zeros})
     LLM_CHECK((t->dtype == DType::F16 || t->dtype == DType::F32) && t->shape == shape && t->dtype == w.scales.dtype)
@@ -20,6 +23,8 @@ void check_group_params(const LinearWeight& w) {
         << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
         << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
 }
+// The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
+// (int32, -1: offsets stored) and the scale type (int32: 0 f32, 1 f16).
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
@@ -67,9 +72,11 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
     kernels::qweight_pack_rowlane(bits, N, K, group, st, c, canonical.scales.data, canonical.zeros.data, d, zero);
-    std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row: tag, implied zero
+    const int32_t f16 = st == kernels::ScaleType::F16;
+    std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
-    // the kernels read the copies inside data; these stay as documented ([N, K / group]) for the contract
+    std::memcpy(d + blocks * bb + 8, &f16, 4);
+    out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
   out.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
@@ -80,17 +87,18 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
 kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
   kernels::QWeightView v;
   v.bits = quantized_bits(w.format);
-  check_group_params(w);
+  check_group_size(w);
   v.n = w.n, v.k = w.k, v.group = w.group_size;
-  v.scale_type = scale_type_of(w);
   if (kernels::qweight_preferred_layout(v.bits, w.group_size) == kernels::QLayout::RowLane16) {
     const int64_t blocks = (w.n + 15) / 16;
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
-                        w.data.dim(1) >= 8 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int zero = -2;
-    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4);
-    LLM_CHECK(tagged && zero >= -1 && w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
+                        w.data.dim(1) >= 12 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
+    int32_t zero = -2, f16 = -1;
+    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4), std::memcpy(&f16, d + blocks * w.data.dim(1) + 8, 4);
+    v.scale_type = f16 == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
+    LLM_CHECK(tagged && zero >= -1 && (f16 == 0 || f16 == 1) &&
+              w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
         << " (was it made by upload_quantized?)";
@@ -99,6 +107,8 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     v.packed = d;
     return v;
   }
+  check_group_params(w);
+  v.scale_type = scale_type_of(w);
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
   LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
       << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed data must be u8 [" << w.n << ", "
