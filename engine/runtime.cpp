@@ -117,6 +117,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   lo.keep_quantized = rt.backend->supports(WeightFormat::Int4Group) && rt.backend->supports(WeightFormat::Int8Group);
   lo.quantized_embedding = lo.keep_quantized && rt.backend->supports_quantized_embed();
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
+  ckpt.release_after_upload = true;  // one model is built from it: quantized weights freed as they upload
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();

@@ -3,6 +3,7 @@
 // whatever the source format. GGUF names are mapped and llama.cpp's q/k row permutation is undone
 // so that every later stage sees one layout. The linear weights of a quantized checkpoint may stay
 // quantized (LoadOptions::keep_quantized): they are then in `quantized`, under the same HF names.
+// State of a quantized entry: loaded -> released (release_after_upload, once uploaded).
 #pragma once
 #include <map>
 #include <memory>
@@ -25,8 +26,14 @@ struct Checkpoint {
   std::map<std::string, Tensor> tensors;  // HF names; host tensors (views into mappings or owned)
   // Linear weights kept quantized (LoadOptions::keep_quantized), by HF weight name
   // ("model.layers.0.self_attn.q_proj.weight"), [N, K] as the dense tensor would be; GGUF q/k rows
-  // already unpermuted. A name is in `tensors` or here, never in both; embeddings are always dense.
+  // already unpermuted. A name is in `tensors` or here, never in both; embeddings are dense (a tied
+  // table kept packed is here as lm_head.weight only: LoadOptions::quantized_embedding).
   std::map<std::string, quant::GroupAffineWeight> quantized;
+  // Set by a caller that builds one model from this checkpoint (the runtime): once a quantized
+  // weight is on the backend, the loader frees its entry here (the codes, scales, offsets and
+  // order; the name stays, and a second load of it is refused). Off by default: tests build
+  // several models from one checkpoint.
+  bool release_after_upload = false;
   std::string source_path;                // the directory or .gguf file it came from
   std::string source_format;              // "hf" | "gguf"
   // Tokenizer sources, whichever the checkpoint has:

@@ -7,6 +7,8 @@
 // this bound does not hold -- select ActQuant::None here if the CPU backend's default is Int8.
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "engine/model/checkpoint.h"
 #include "engine/model/registry.h"
 #include "quant_gguf_model.h"
@@ -53,9 +55,27 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
     CHECK(pck.quantized.count("lm_head.weight") == qck.quantized.count("lm_head.weight"));
     CHECK(pck.notes == qck.notes);
     auto pmodel = make_model(pck, *cpu);
+    // Checkpoint::release_after_upload (the runtime's): every quantized entry is freed once on the
+    // backend, the model is the same, and a second model from the checkpoint is refused by name.
+    Checkpoint rck = load_checkpoint(path, packed_only);
+    rck.release_after_upload = true;
+    auto rmodel = make_model(rck, *cpu);
+    size_t left = 0;
+    for (const auto& [name, w] : rck.quantized) left += w.codes.size() + w.scale.size() + w.offset.size();
+    CHECK(!rck.quantized.empty());
+    CHECK(left == 0);
+    std::string second;
+    try {
+      (void)make_model(rck, *cpu);
+    } catch (const std::exception& e) {
+      second = e.what();
+    }
+    INFO("second load: " << second);
+    CHECK(second.find("already loaded and released") != std::string::npos);
     const std::vector<int32_t> tokens = prompt(seed);
     const std::vector<float> want = prefill_logits(*dmodel, tokens), got = prefill_logits(*qmodel, tokens);
     CHECK(relative_max_diff(prefill_logits(*pmodel, tokens), got) == 0.0);
+    CHECK(relative_max_diff(prefill_logits(*rmodel, tokens), got) == 0.0);
     const double diff = relative_max_diff(got, want);
     MESSAGE(layout.label << ": max |logit difference| / (1 + max |logit|) = " << diff);
     CHECK(diff < 1e-4);

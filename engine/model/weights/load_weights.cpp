@@ -1,6 +1,7 @@
 #include "engine/model/weights/load_weights.h"
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "engine/core/error.h"
@@ -55,6 +56,28 @@ void release_sources(const Checkpoint& ck, const WeightSource& src, const Tensor
   }
 }
 
+// The canonical forms of src's quantized parts, once the weight is on the backend, when the
+// checkpoint is consumed by one model (Checkpoint::release_after_upload). The checkpoint is the
+// caller's own, non-const object: its loader reads it through a const reference.
+void release_quantized_sources(const Checkpoint& ck, const WeightSource& src) {
+  if (!ck.release_after_upload) return;
+  for (const std::string& n : src.parts) {
+    auto it = ck.quantized.find(n);
+    if (it == ck.quantized.end()) continue;
+    auto& w = const_cast<quant::GroupAffineWeight&>(it->second);
+    std::vector<uint8_t>().swap(w.codes);
+    std::vector<float>().swap(w.scale);
+    std::vector<float>().swap(w.offset);
+    std::vector<int32_t>().swap(w.perm);
+  }
+}
+
+// A part released by release_quantized_sources, read again: refused by name (a loader bug).
+void check_not_released(const std::string& name, const quant::GroupAffineWeight& w) {
+  LLM_CHECK(!w.codes.empty()) << "quantized weight '" << name << "' was already loaded and released "
+                              << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+}
+
 }  // namespace
 
 Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec) {
@@ -65,6 +88,7 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
   for (const std::string& n : src.parts) {
     auto q = ck.quantized.find(n);
     dequantized |= q != ck.quantized.end();
+    if (q != ck.quantized.end()) check_not_released(n, q->second);
     parts.push_back(q != ck.quantized.end() ? dequantized_tensor(q->second) : ck.get(n));
   }
   if (dequantized)  // fused with dense parts: all in f32, the dtype the dequantized ones have
@@ -83,6 +107,7 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
       if (why_not) *why_not = "'" + n + "' is dense and the fused parts must all be quantized";
       return std::nullopt;
     }
+    check_not_released(n, q->second);
     parts.push_back(&q->second);
   }
   std::optional<quant::GroupAffineWeight> fused;
@@ -98,6 +123,11 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
 }
 
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
+  quant::GroupAffineWeight copy = w;
+  return pack_quantized_linear(std::move(copy), spec);
+}
+
+LinearWeight pack_quantized_linear(quant::GroupAffineWeight&& w, const ShardSpec& spec) {
   try {
     w.validate();
   } catch (const std::invalid_argument& e) {
@@ -109,7 +139,8 @@ LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const Shar
   lw.k = w.k;
   lw.group_size = w.group;
   lw.shard = spec;
-  lw.data = host_tensor(DType::U8, {w.n, w.k}, w.codes.data());
+  auto codes = std::make_shared<std::vector<uint8_t>>(std::move(w.codes));  // the tensor owns them: no copy
+  lw.data = Tensor::view(codes->data(), DType::U8, {w.n, w.k}, codes);
   const bool f16 = exact_in_f16(w.scale) && exact_in_f16(w.offset);
   lw.scales = scale_tensor(w.scale, w.n, w.groups(), f16);
   lw.zeros = scale_tensor(w.offset, w.n, w.groups(), f16);
@@ -161,13 +192,16 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
       else if (!quantized_group_supported(q->group, q->k))
         why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
               " (the kernels take K a multiple of 32 and groups of 16 or a multiple of 32 dividing it)";
-      else
-        return upload_linear(pack_quantized_linear(*q, spec), backend);
+      else {
+        release_quantized_sources(ck, src);  // q is this rank's own copy
+        return upload_linear(pack_quantized_linear(std::move(*q), spec), backend);
+      }
     }
     if (dense_fallbacks) dense_fallbacks->push_back(src.name + ": " + why);
   }
   LinearWeight w = upload_linear(pack_linear(gather_shard(ck, src, spec), spec, dense_format(weight_dtype)), backend);
   release_sources(ck, src, w.data);
+  release_quantized_sources(ck, src);
   return w;
 }
 

@@ -53,6 +53,8 @@ LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, Weight
 // [N, K / group] in F16 when every scale and offset round-trips through f16 exactly, else F32;
 // input_perm I32 [K] from w.perm (act-order), else empty.
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec);
+// The same, taking w's codes into the LinearWeight without a copy.
+LinearWeight pack_quantized_linear(quant::GroupAffineWeight&& w, const ShardSpec& spec);
 
 // Whether the quantized kernels take groups of `group` inputs over k: 16 or a multiple of 32 that
 // divides k (engine/backend/linear_weight.h), k itself a multiple of 32 (the packed layouts go by
