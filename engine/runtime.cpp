@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/core/mapped_file.h"
 #include "engine/executor/local_executor.h"
 #include "engine/executor/multi_rank_executor.h"
 #include "engine/model/default_model.h"
@@ -125,6 +126,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   par.rank = rt.rank % world, par.world = world, par.comm = rt.device_comm ? rt.device_comm.get() : rt.tp_comm.get();
   par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();
   rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
+  release_mapped_pages_again();  // pages of released weights that later reads mapped back in
   // Each refuses a KV dtype the backend lacks.
   if (rt.rank == 0 && ranks > 1)
     rt.executor = make_multi_rank_executor(*rt.model, opts.kv_cache_dtype, *rt.comm);

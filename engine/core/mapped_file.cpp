@@ -11,6 +11,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -18,13 +20,17 @@ namespace llmctl {
 
 namespace {
 
-// The live mappings, by start address: their lengths.
+// The live mappings, by start address: their lengths, and the page ranges released so far.
+struct Mapping {
+  size_t length = 0;
+  std::vector<std::pair<uintptr_t, uintptr_t>> released;  // [from, to), page-aligned from
+};
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
 }
-std::map<uintptr_t, size_t>& registry() {
-  static std::map<uintptr_t, size_t> r;
+std::map<uintptr_t, Mapping>& registry() {
+  static std::map<uintptr_t, Mapping> r;
   return r;
 }
 
@@ -37,13 +43,25 @@ void release_mapped_pages(const void* p, size_t bytes) {
   auto it = registry().upper_bound(a);
   if (it == registry().begin()) return;
   --it;
-  const uintptr_t base = it->first, end = base + it->second;
+  const uintptr_t base = it->first, end = base + it->second.length;
   if (a >= end) return;  // not inside a mapping
   static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
   // Whole pages only, inside the mapping: a page shared with a neighbouring tensor is dropped too,
   // which costs that tensor a page fault at most.
   const uintptr_t from = a / page * page, to = std::min(end, a + bytes);
-  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  if (to <= from) return;
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  auto& r = it->second.released;
+  if (!r.empty() && r.back().second >= from && r.back().first <= from)  // loaders go through a file in order
+    r.back().second = std::max(r.back().second, to);
+  else
+    r.emplace_back(from, to);
+}
+
+void release_mapped_pages_again() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  for (const auto& [base, m] : registry())
+    for (const auto& [from, to] : m.released) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
@@ -66,7 +84,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
     }
     f->data_ = static_cast<const uint8_t*>(p);
     std::lock_guard<std::mutex> lock(registry_mutex());
-    registry()[reinterpret_cast<uintptr_t>(p)] = f->size_;
+    registry()[reinterpret_cast<uintptr_t>(p)] = Mapping{f->size_, {}};
   }
   ::close(fd);
   return f;
