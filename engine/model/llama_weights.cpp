@@ -50,9 +50,11 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     L.attention.num_kv_heads = int(kv_heads.size());
   }
   bool have_embed = false;
-  // A tied table the checkpoint also keeps quantized as the lm_head (GGUF): embed_is_lm_head when
-  // the embedding lookup reads that same packed copy.
+  // A tied table the checkpoint also keeps quantized as the lm_head: embed_is_lm_head when the
+  // embedding lookup reads that same packed copy. Only a GGUF's copy is the table itself (decoded
+  // from token_embd); an HF checkpoint's quantized lm_head is an approximation of its table.
   const bool tied_quantized = c.tie_word_embeddings && ckpt.quantized.count("lm_head.weight");
+  const bool table_is_lm_head = tied_quantized && ckpt.source_format == "gguf";
   bool embed_is_lm_head = false;
   auto quantized_lm_head = [](const WeightSource& s) {
     return WeightSource{s.name, WeightRole::LmHead, s.layer, {"lm_head.weight"}, false};
@@ -72,7 +74,7 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
     switch (s.role) {
       case WeightRole::Embed:
-        if (tied_quantized && backend.supports_quantized_embed()) {
+        if (table_is_lm_head && backend.supports_quantized_embed()) {
           // One packed table for both ends: rows dequantized at lookup, the lm_head on the codes;
           // the float table is never uploaded.
           w.embed = load_linear(ckpt, quantized_lm_head(s), spec, w.weight_dtype, backend, &dense_fallbacks);

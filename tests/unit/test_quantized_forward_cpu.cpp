@@ -45,7 +45,15 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
     // the model if the model embedded from it.
     const bool tied_packed = layout.embed != 0;
     CHECK(qck.quantized.count("lm_head.weight") == size_t(tied_packed || layout.output));
-    if (tied_packed) CHECK(qck.get("model.embed_tokens.weight").owner.use_count() == 1);
+    if (tied_packed) {
+      CHECK(qck.get("model.embed_tokens.weight").owner.use_count() == 1);
+      // Only a GGUF's tied copy is the table itself: from an HF checkpoint, a quantized lm_head
+      // approximates its table, and the model embeds from the float table (shared with it here).
+      Checkpoint hf = load_checkpoint(path, keep());
+      hf.source_format = "hf";
+      auto hmodel = make_model(hf, *cpu);
+      CHECK(hf.get("model.embed_tokens.weight").owner.use_count() == 2);
+    }
     // LoadOptions::quantized_embedding (what the runtime asks for such a backend): the float table
     // is never made, and the model is the same, bit for bit.
     LoadOptions packed_only = keep();
