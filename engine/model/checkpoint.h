@@ -29,10 +29,10 @@ struct Checkpoint {
   // already unpermuted. A name is in `tensors` or here, never in both; embeddings are dense (a tied
   // table kept packed is here as lm_head.weight only: LoadOptions::quantized_embedding).
   std::map<std::string, quant::GroupAffineWeight> quantized;
-  // Set by a caller that builds one model from this checkpoint (the runtime): once a quantized
-  // weight is on the backend, the loader frees its entry here (the codes, scales, offsets and
-  // order; the name stays, and a second load of it is refused). Off by default: tests build
-  // several models from one checkpoint.
+  // Set by a caller that builds one model from this checkpoint (the runtime): once the loader
+  // holds its own copy of a quantized weight (a rank's slice, on its way to the backend), it frees
+  // the entry here (the codes, scales, offsets and order; the name stays, and a second load of it
+  // is refused). Off by default: tests build several models from one checkpoint.
   bool release_after_upload = false;
   std::string source_path;                // the directory or .gguf file it came from
   std::string source_format;              // "hf" | "gguf"

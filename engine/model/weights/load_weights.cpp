@@ -56,9 +56,10 @@ void release_sources(const Checkpoint& ck, const WeightSource& src, const Tensor
   }
 }
 
-// The canonical forms of src's quantized parts, once the weight is on the backend, when the
-// checkpoint is consumed by one model (Checkpoint::release_after_upload). The checkpoint is the
-// caller's own, non-const object: its loader reads it through a const reference.
+// Frees the canonical forms of src's quantized parts once the loader holds its own copy of the
+// weight (this rank's slice, or the dense weight made from them), when the checkpoint is consumed
+// by one model (Checkpoint::release_after_upload). The checkpoint is the caller's own, non-const
+// object: its loader reads it through a const reference.
 void release_quantized_sources(const Checkpoint& ck, const WeightSource& src) {
   if (!ck.release_after_upload) return;
   for (const std::string& n : src.parts) {
