@@ -59,7 +59,8 @@ struct LoadOptions {
   // Checkpoint::quantized, for a backend that runs Int4Group / Int8Group (generate, serve and bench
   // set it when theirs does); a weight with no group-affine form (uneven act-order g_idx, GGUF Q2_K, ...)
   // is dequantized anyway, with a note. false: every one is dequantized to a dense f32 tensor, as
-  // convert, quantize and any caller that reads Checkpoint::tensors need. Embeddings are dense either way.
+  // convert, quantize and any caller that reads Checkpoint::tensors need. Embeddings are dense (but
+  // see quantized_embedding).
   bool keep_quantized = false;
   // With keep_quantized, for a backend that looks embedding rows up in a packed table
   // (Backend::supports_quantized_embed): a tied GGUF embedding table of a block type is kept only

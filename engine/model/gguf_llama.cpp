@@ -186,7 +186,7 @@ Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
 namespace {
 
 // The linear weights (q/k/v/o, gate/up/down, lm_head) that may stay quantized; the embedding is a
-// table lookup and stays dense.
+// table lookup and stays dense, unless a tied table is kept packed (LoadOptions::quantized_embedding).
 bool is_linear_weight_name(const std::string& hf_name) {
   return hf_name.ends_with("_proj.weight") || hf_name == "lm_head.weight";
 }
