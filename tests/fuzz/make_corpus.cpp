@@ -53,15 +53,19 @@ std::string read_text(const fs::path& p) {
 void gguf_seeds() {
   using llmctl::test::GgufBuilder;
   using llmctl::test::f32_bytes;
+  // The tiny llama's shape (1 layer, hidden 32, 2 heads of 16, 1 kv head, MLP 64).
+  auto tiny_shape = [](GgufBuilder& b) {
+    b.kv_u32("llama.block_count", 1);
+    b.kv_u32("llama.context_length", 64);
+    b.kv_u32("llama.embedding_length", 32);
+    b.kv_u32("llama.feed_forward_length", 64);
+    b.kv_u32("llama.attention.head_count", 2);
+    b.kv_u32("llama.attention.head_count_kv", 1);
+  };
   GgufBuilder g;
   g.kv_str("general.architecture", "llama");
   g.kv_str("general.name", "tiny");
-  g.kv_u32("llama.block_count", 1);
-  g.kv_u32("llama.context_length", 64);
-  g.kv_u32("llama.embedding_length", 32);
-  g.kv_u32("llama.feed_forward_length", 64);
-  g.kv_u32("llama.attention.head_count", 2);
-  g.kv_u32("llama.attention.head_count_kv", 1);
+  tiny_shape(g);
   g.kv_f32("llama.rope.freq_base", 10000.0f);
   g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   g.kv_str("tokenizer.ggml.model", "gpt2");
@@ -91,9 +95,9 @@ void gguf_seeds() {
   g.tensor("blk.0.ffn_up.weight", 14, {256}, q6k);
   seed("gguf", "llama_tiny.gguf", g.build());
 
-  // Whole tiny models that load (hidden 32, 2 heads of 16, 1 kv head, vocab 4, 1 layer; every
-  // matrix Q8_0, the table tied): one whose middle byte asks the harness for
-  // LoadOptions::quantized_embedding (the table kept packed only), one whose does not.
+  // Whole tiny models that load (tiny_shape, vocab 4; every matrix Q8_0, the table tied): one
+  // whose middle byte asks the harness for LoadOptions::quantized_embedding (the table kept packed
+  // only), one whose does not.
   auto q8_0 = [](int64_t elements, std::mt19937& rng) {
     Bytes b;
     for (int64_t i = 0; i < elements / 32; ++i) {
@@ -107,12 +111,7 @@ void gguf_seeds() {
     std::mt19937 rng(s);
     GgufBuilder m;
     m.kv_str("general.architecture", "llama");
-    m.kv_u32("llama.block_count", 1);
-    m.kv_u32("llama.context_length", 64);
-    m.kv_u32("llama.embedding_length", 32);
-    m.kv_u32("llama.feed_forward_length", 64);
-    m.kv_u32("llama.attention.head_count", 2);
-    m.kv_u32("llama.attention.head_count_kv", 1);
+    tiny_shape(m);
     m.kv_u32("llama.vocab_size", 4);
     m.tensor("token_embd.weight", 8, {32, 4}, q8_0(128, rng));
     m.tensor("output_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
