@@ -3,7 +3,8 @@
 // whatever the source format. GGUF names are mapped and llama.cpp's q/k row permutation is undone
 // so that every later stage sees one layout. The linear weights of a quantized checkpoint may stay
 // quantized (LoadOptions::keep_quantized): they are then in `quantized`, under the same HF names.
-// State of a quantized entry: loaded -> released (release_after_upload, once uploaded).
+// State of a quantized entry: deferred (GGUF: decoded on first read) -> decoded -> released
+// (release_after_upload, once uploaded): quantized_entry.h.
 #pragma once
 #include <map>
 #include <memory>
@@ -15,7 +16,7 @@
 
 #include "engine/core/tensor.h"
 #include "engine/model/config.h"
-#include "quant/format/group_affine.h"
+#include "engine/model/quantized_entry.h"
 
 namespace llmctl {
 
@@ -27,12 +28,13 @@ struct Checkpoint {
   // Linear weights kept quantized (LoadOptions::keep_quantized), by HF weight name
   // ("model.layers.0.self_attn.q_proj.weight"), [N, K] as the dense tensor would be; GGUF q/k rows
   // already unpermuted. A name is in `tensors` or here, never in both; embeddings are dense (a tied
-  // table kept packed is here as lm_head.weight only: LoadOptions::quantized_embedding).
-  std::map<std::string, quant::GroupAffineWeight> quantized;
+  // table kept packed is here as lm_head.weight only: LoadOptions::quantized_embedding). A GGUF's
+  // entries are deferred: each is decoded when first read (QuantizedEntry::weight()).
+  std::map<std::string, QuantizedEntry> quantized;
   // Set by a caller that builds one model from this checkpoint (the runtime): once the loader
   // holds its own copy of a quantized weight (a rank's slice, on its way to the backend), it frees
-  // the entry here (the codes, scales, offsets and order; the name stays, and a second load of it
-  // is refused). Off by default: tests build several models from one checkpoint.
+  // the entry here (QuantizedEntry::release: the name stays, and a second load of it is refused).
+  // Off by default: tests build several models from one checkpoint.
   bool release_after_upload = false;
   std::string source_path;                // the directory or .gguf file it came from
   std::string source_format;              // "hf" | "gguf"

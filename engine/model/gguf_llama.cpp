@@ -203,17 +203,32 @@ std::vector<quant::IndexRange> unpermute_qk_rows(int64_t rows, int n_head) {
   return from;
 }
 
-// A 2-D block-quantized tensor in group-affine form, or nullopt for a type that has none (it is then
-// loaded dense). A malformed tensor is an InputError naming it.
-std::optional<quant::GroupAffineWeight> group_affine_of(const GgufFile& g, const GgufTensorInfo& info) {
+// A 2-D tensor of a block type with a group-affine form (gguf_group_affine_supported), kept
+// quantized and decoded when the loader first reads it; q/k rows are put in HF order after decoding
+// (unpermute_heads > 0: the heads the rows split into). Its shape and byte count are checked now; the
+// file's blocks are read, and then released from resident memory, only by the decoding.
+QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, const GgufTensorInfo& info,
+                                     int unpermute_heads) {
   const std::vector<int64_t> shape = info.shape();
-  std::string why;
+  const std::string what = g->path() + ": tensor '" + info.name + "'";
   try {
-    return quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], &why);
+    quant::check_gguf_group_affine_shape(uint32_t(info.type), info.nbytes, shape[0], shape[1]);
   } catch (const std::invalid_argument& e) {
-    LLM_THROW() << g.path() << ": tensor '" << info.name << "': " << e.what();
+    LLM_THROW() << what << ": " << e.what();
   }
-  return std::nullopt;
+  auto decode = [g, &info, shape, what, unpermute_heads] {
+    std::optional<quant::GroupAffineWeight> w;
+    try {
+      w = quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], nullptr);
+    } catch (const std::invalid_argument& e) {
+      LLM_THROW() << what << ": " << e.what();
+    }
+    LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
+    release_mapped_pages(info.data, info.nbytes);  // decoded into its own memory
+    if (unpermute_heads > 0) *w = quant::select_rows(*w, unpermute_qk_rows(w->n, unpermute_heads));
+    return std::move(*w);
+  };
+  return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode));
 }
 
 }  // namespace
@@ -229,19 +244,19 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     std::string name = gguf_to_hf_name(info.name);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
+    const bool group_affine =
+        block_type && info.ne.size() == 2 && quant::gguf_group_affine_supported(uint32_t(info.type));
     if (opts.quantized_embedding && name == "model.embed_tokens.weight" && ck.config.tie_word_embeddings &&
-        block_type && info.ne.size() == 2) {
-      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info)) {  // the lm_head's copy only
-        release_mapped_pages(info.data, info.nbytes);
-        ck.quantized.emplace("lm_head.weight", std::move(*q));
-        continue;
-      }
+        group_affine) {  // the lm_head's copy only
+      ck.quantized.emplace("lm_head.weight", deferred_group_affine(g, info, 0));
+      continue;
     }
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
-      std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, info);
-      if (q) {  // decoded into its own memory: the file's blocks are no longer needed resident
-        release_mapped_pages(info.data, info.nbytes);
-        ck.quantized.emplace(std::move(name), std::move(*q));
+      if (group_affine) {
+        const int heads = name.ends_with("q_proj.weight")   ? ck.config.num_heads
+                          : name.ends_with("k_proj.weight") ? ck.config.num_kv_heads
+                                                            : 0;
+        ck.quantized.emplace(std::move(name), deferred_group_affine(g, info, heads));
         continue;
       }
       ++dense_quantized[quant::ggml_type_label(uint32_t(info.type))];
@@ -257,11 +272,9 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   // second, packed copy of the table), so decoding does not read the f32 table every token.
   if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))
     if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight");
-        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2)
-      if (std::optional<quant::GroupAffineWeight> q = group_affine_of(*g, *e)) {
-        release_mapped_pages(e->data, e->nbytes);
-        ck.quantized.emplace("lm_head.weight", std::move(*q));
-      }
+        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2 &&
+        quant::gguf_group_affine_supported(uint32_t(e->type)))
+      ck.quantized.emplace("lm_head.weight", deferred_group_affine(g, *e, 0));
   if (!dense_quantized.empty()) {
     std::string types;
     for (const auto& [type, count] : dense_quantized)
@@ -273,10 +286,6 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
     const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
     if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);
-  }
-  for (auto& [name, w] : ck.quantized) {  // the same permutation of whole rows: codes, scales, offsets
-    const bool q = name.ends_with("q_proj.weight"), k = name.ends_with("k_proj.weight");
-    if (q || k) w = quant::select_rows(w, unpermute_qk_rows(w.n, q ? ck.config.num_heads : ck.config.num_kv_heads));
   }
   const DType emb = ck.has("model.embed_tokens.weight") ? ck.get("model.embed_tokens.weight").dtype : DType::F32;
   ck.config.torch_dtype = emb == DType::F16 ? "float16" : emb == DType::BF16 ? "bfloat16" : "float32";

@@ -73,20 +73,21 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
       continue;
     }
     if (qit != ck.quantized.end()) {  // a linear kept quantized: its [N, K] and its own consistency
-      const quant::GroupAffineWeight& q = qit->second;
-      const std::vector<int64_t> shape{q.n, q.k};
+      const QuantizedEntry& q = qit->second;
+      const std::vector<int64_t> shape{q.n(), q.k()};
       if (shape != spec.shape || spec.norm) {
         wrong.push_back(spec.name + " (quantized) has shape " + shape_text(shape) + ", expected " +
                         shape_text(spec.shape));
         continue;
       }
-      if (q.codes.empty() && ck.release_after_upload) {
+      if (q.released()) {
         wrong.push_back(spec.name + " (quantized) was already loaded and released (the checkpoint was built for one "
                                     "model: Checkpoint::release_after_upload)");
         continue;
       }
+      if (q.is_deferred()) continue;  // checked as it is decoded (QuantizedEntry::weight)
       try {
-        q.validate();
+        q.weight().validate();
       } catch (const std::invalid_argument& e) {
         wrong.push_back(spec.name + " (quantized): " + e.what());
       }

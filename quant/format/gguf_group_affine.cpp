@@ -105,14 +105,10 @@ bool gguf_group_affine_supported(uint32_t type) {
   return false;
 }
 
-std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
-                                                        int64_t k, std::string* why_not) {
-  if (!gguf_group_affine_supported(type)) {
-    if (why_not) *why_not = std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form";
-    return std::nullopt;
-  }
+void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int64_t k) {
   GgmlBlockLayout l;
-  ggml_block_layout(type, &l);
+  if (!gguf_group_affine_supported(type) || !ggml_block_layout(type, &l))
+    throw std::invalid_argument(std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form");
   if (n <= 0 || k <= 0 || k % l.block_size != 0)
     throw std::invalid_argument(std::string(ggml_type_label(type)) + " tensor of shape [" + std::to_string(n) + ", " +
                                 std::to_string(k) + "]: rows are not whole blocks of " +
@@ -122,6 +118,18 @@ std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uin
     throw std::invalid_argument(std::string(ggml_type_label(type)) + " tensor of shape [" + std::to_string(n) + ", " +
                                 std::to_string(k) + "] has " + std::to_string(nbytes) + " bytes, expected " +
                                 std::to_string(size_t(blocks) * l.type_size));
+}
+
+std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
+                                                        int64_t k, std::string* why_not) {
+  if (!gguf_group_affine_supported(type)) {
+    if (why_not) *why_not = std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form";
+    return std::nullopt;
+  }
+  check_gguf_group_affine_shape(type, nbytes, n, k);
+  GgmlBlockLayout l;
+  ggml_block_layout(type, &l);
+  const int64_t blocks = n * (k / l.block_size);
   GroupAffineWeight w;
   w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ4_K) ? 4 : 8;
   w.n = n;

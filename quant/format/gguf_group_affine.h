@@ -24,6 +24,11 @@ namespace llmctl::quant {
 // Whether GGML type id `type` converts (the list above).
 bool gguf_group_affine_supported(uint32_t type);
 
+// Throws std::invalid_argument when an [n, k] tensor of `type` (one the list has) stored in nbytes is
+// not whole blocks per row or its byte count does not match: the checks group_affine_from_gguf
+// makes before it reads a byte, for a loader that decodes later.
+void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int64_t k);
+
 // The [n, k] tensor of `type` stored at data (nbytes long, rows of k / block_size blocks).
 // nullopt with *why_not for a type not in the list. Throws std::invalid_argument when k is not a
 // multiple of the block size or nbytes does not match the shape.

@@ -68,8 +68,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         keep.keep_quantized = true;
         keep.quantized_embedding = size > 0 && (data[size / 2] & 1);  // a tied block table kept packed only
         const Checkpoint ck = load_gguf_checkpoint(g, keep);
-        for (const auto& [name, w] : ck.quantized)
-          if (w.codes.size() != size_t(w.n * w.k) || w.scale.size() != size_t(w.n * w.groups())) __builtin_trap();
+        for (const auto& [name, e] : ck.quantized)  // each decoded (deferred until read), errors by entry
+          expect_errors([&] {
+            const quant::GroupAffineWeight& w = e.weight();
+            if (w.n != e.n() || w.k != e.k() || w.codes.size() != size_t(w.n * w.k) ||
+                w.scale.size() != size_t(w.n * w.groups()))
+              __builtin_trap();
+          });
       });
   });
   return 0;

@@ -254,7 +254,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
       INFO(name);
       REQUIRE(q.quantized.count(name) == 1);
       CHECK_FALSE(q.has(name));
-      const quant::GroupAffineWeight& g = q.quantized.at(name);
+      const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
       CHECK(g.bits == cs.scheme.bits);
       check_rounding_close(quant::dequantize(g), values);
     }
@@ -291,7 +291,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay qu
   REQUIRE(q.quantized.size() == 14);
   for (const auto& [name, values] : w.expected) {
     INFO(name);
-    const quant::GroupAffineWeight& g = q.quantized.at(name);
+    const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
     REQUIRE(g.perm.size() == size_t(g.k));
     check_rounding_close(quant::dequantize(g), values);  // in input order again
   }
@@ -317,7 +317,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay qu
   const std::optional<quant::GroupAffineWeight> half = gather_quantized_shard(q, gate, col, &why);
   REQUIRE(half.has_value());
   CHECK(half->n == 96);
-  CHECK(half->perm == q.quantized.at("model.layers.0.mlp.gate_proj.weight").perm);
+  CHECK(half->perm == q.quantized.at("model.layers.0.mlp.gate_proj.weight").weight().perm);
 
   // The CPU kernels (gathering x's columns) against the dense checkpoint: f32 activations within
   // rounding; int8 activations (quantized after the gather) within their own error.

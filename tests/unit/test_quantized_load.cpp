@@ -116,8 +116,10 @@ TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4G
     const Checkpoint q = load_checkpoint(path, keep());
     // every linear, and the tied lm_head as a quantized copy of the Q8_0 embedding table
     CHECK(q.quantized.size() == 7 * 30 + 1);
-    for (const auto& [name, w] : q.quantized) {  // real blocks, q/k rows unpermuted: the dense values
+    for (const auto& [name, e] : q.quantized) {  // real blocks, q/k rows unpermuted: the dense values
       INFO(name);
+      CHECK(e.is_deferred());  // decoded when first read, not at load
+      const quant::GroupAffineWeight& w = e.weight();
       const Tensor& d = dense.get(name == "lm_head.weight" ? "model.embed_tokens.weight" : name);
       REQUIRE(d.shape == std::vector<int64_t>{w.n, w.k});
       const std::vector<float> v = quant::dequantize(w);

@@ -339,7 +339,8 @@ TEST_CASE("quantized shard stage: fused and split slices hold the dense slices' 
   }
   // A fused weight with one dense part is not fused quantized: load_linear takes it dense and says why.
   Checkpoint mixed = ck;
-  mixed.tensors["model.layers.0.self_attn.v_proj.weight"] = dequantized(mixed.quantized.at("model.layers.0.self_attn.v_proj.weight"));
+  const std::string v_proj = "model.layers.0.self_attn.v_proj.weight";
+  mixed.tensors[v_proj] = dequantized(mixed.quantized.at(v_proj).weight());
   mixed.quantized.erase("model.layers.0.self_attn.v_proj.weight");
   std::string why;
   CHECK_FALSE(gather_quantized_shard(mixed, source(all, "layers.0.qkv"), ShardSpec{}, &why).has_value());
@@ -390,7 +391,8 @@ TEST_CASE("quantized load_linear: canonical on a backend with the format; dense,
   CHECK(fallbacks[0].find("groups of 8 inputs") != std::string::npos);
   CHECK(rec.uploaded.size() == 1);  // nothing more uploaded quantized
   // The default Backend::upload_quantized refuses by name.
-  CHECK(error_of([&] { (void)cpu->Backend::upload_quantized(pack_quantized_linear(g8.quantized.begin()->second, {})); })
+  const quant::GroupAffineWeight& first8 = g8.quantized.begin()->second.weight();
+  CHECK(error_of([&] { (void)cpu->Backend::upload_quantized(pack_quantized_linear(first8, {})); })
             .find("int4-group") != std::string::npos);
 }
 
@@ -406,7 +408,7 @@ TEST_CASE("check_llama_tensors covers linears kept quantized: shapes, consistenc
   wrong.quantized[q] = random_group_affine(4, 32, 64, 32, 1, true);  // 32 rows, the config says 64
   refused(wrong, q + " (quantized) has shape [32, 64], expected [64, 64]");
   Checkpoint broken = ck;
-  broken.quantized[q].scale.pop_back();
+  broken.quantized[q].weight().scale.pop_back();
   refused(broken, q + " (quantized): group-affine scale/offset: size does not match");
   Checkpoint both = ck;
   both.tensors[q] = Tensor::zeros_host(DType::F32, {64, 64});

@@ -64,19 +64,16 @@ void release_quantized_sources(const Checkpoint& ck, const WeightSource& src) {
   if (!ck.release_after_upload) return;
   for (const std::string& n : src.parts) {
     auto it = ck.quantized.find(n);
-    if (it == ck.quantized.end()) continue;
-    auto& w = const_cast<quant::GroupAffineWeight&>(it->second);
-    std::vector<uint8_t>().swap(w.codes);
-    std::vector<float>().swap(w.scale);
-    std::vector<float>().swap(w.offset);
-    std::vector<int32_t>().swap(w.perm);
+    if (it != ck.quantized.end()) const_cast<QuantizedEntry&>(it->second).release();
   }
 }
 
-// A part released by release_quantized_sources, read again: refused by name (a loader bug).
-void check_not_released(const std::string& name, const quant::GroupAffineWeight& w) {
-  LLM_CHECK(!w.codes.empty()) << "quantized weight '" << name << "' was already loaded and released "
-                              << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+// A part's weight, decoded if deferred; a part released by release_quantized_sources, read again,
+// is refused by name (a loader bug).
+const quant::GroupAffineWeight& quantized_part(const std::string& name, const QuantizedEntry& e) {
+  LLM_CHECK(!e.released()) << "quantized weight '" << name << "' was already loaded and released "
+                           << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+  return e.weight();
 }
 
 }  // namespace
@@ -89,8 +86,7 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
   for (const std::string& n : src.parts) {
     auto q = ck.quantized.find(n);
     dequantized |= q != ck.quantized.end();
-    if (q != ck.quantized.end()) check_not_released(n, q->second);
-    parts.push_back(q != ck.quantized.end() ? dequantized_tensor(q->second) : ck.get(n));
+    parts.push_back(q != ck.quantized.end() ? dequantized_tensor(quantized_part(n, q->second)) : ck.get(n));
   }
   if (dequantized)  // fused with dense parts: all in f32, the dtype the dequantized ones have
     for (Tensor& t : parts)
@@ -108,8 +104,7 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
       if (why_not) *why_not = "'" + n + "' is dense and the fused parts must all be quantized";
       return std::nullopt;
     }
-    check_not_released(n, q->second);
-    parts.push_back(&q->second);
+    parts.push_back(&quantized_part(n, q->second));
   }
   std::optional<quant::GroupAffineWeight> fused;
   if (parts.size() > 1 && !(fused = quant::concat_rows(parts, why_not))) return std::nullopt;
