@@ -13,7 +13,7 @@ namespace {
 bool detect_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  // F16C through CPUID: clang before 15 does not know __builtin_cpu_supports("f16c").
+  // F16C through CPUID: clang (16 here) does not know __builtin_cpu_supports("f16c").
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
@@ -21,10 +21,14 @@ bool detect_avx2() {
   return false;
 #endif
 }
-const bool g_avx2 = detect_avx2();
+const bool g_avx2 = cpu_has_avx2();
 }  // namespace
 
-bool cpu_has_avx2() { return g_avx2; }
+// A function-local static: other files' static initializers (qlinear.cpp's) may ask first.
+bool cpu_has_avx2() {
+  static const bool has = detect_avx2();
+  return has;
+}
 
 void linear_rows(const float* x, int64_t T, int64_t K, const void* w, WeightType wt, const float* bias, int64_t n0,
                  int64_t n1, float* out, int64_t ldo) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear_impl.h"
 #include "kernels/kernel_check.h"
 
@@ -19,14 +20,13 @@ Isa detect_isa() {
   __builtin_cpu_init();
   // LLMCTL_QLINEAR_ISA=avx2|scalar steps down to a slower variant (to measure or compare them).
   const char* want = std::getenv("LLMCTL_QLINEAR_ISA");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = cpu_has_avx2();  // with fma and f16c
   if (want && std::strcmp(want, "scalar") == 0) return Isa::Scalar;
   if (want && std::strcmp(want, "avx2") == 0 && avx2) return Isa::Avx2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
     return Isa::Avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return Isa::Avx2;
+  if (avx2) return Isa::Avx2;
 #endif
   return Isa::Scalar;
 }
@@ -34,13 +34,7 @@ const Isa g_isa = detect_isa();
 }  // namespace
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
-bool cpu_has_avx2_fma_f16c() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif
-}
+bool cpu_has_avx2_fma_f16c() { return cpu_has_avx2(); }
 
 void qact_group_sums(const QActivations& x, int group, float* S) {
   const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;
