@@ -1,6 +1,10 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <cmath>
+#include <vector>
+
+#include "kernels/cpu/elementwise_impl.h"
+#include "kernels/cpu/linear.h"
 
 namespace llmctl::kernels {
 
@@ -23,6 +27,7 @@ void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t
 }
 
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+  if (cpu_has_avx2()) return detail::silu_mul_rows_avx2(gate_up, I, r0, r1, out);
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate_up + r * 2 * I;
     const float* u = g + I;
@@ -31,15 +36,33 @@ void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, floa
   }
 }
 
-void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq) {
-  const int64_t half = D / 2;
+namespace {
+// One head rotated by the angles' cosines c[D/2] and sines s[D/2].
+void rotate_half(float* x, int64_t half, const float* c, const float* s) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * c[i] - b * s[i];
+    x[i + half] = b * c[i] + a * s[i];
+  }
+}
+
+void angles(int64_t half, int32_t position, const float* inv_freq, float* c, float* s) {
   for (int64_t i = 0; i < half; ++i) {
     const float angle = float(position) * inv_freq[i];
-    const float c = std::cos(angle), s = std::sin(angle);
-    const float a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;
-    x[i + half] = b * c + a * s;
+    c[i] = std::cos(angle);
+    s[i] = std::sin(angle);
   }
+}
+}  // namespace
+
+void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq) { rope_heads(x, 1, D, position, inv_freq); }
+
+void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq) {
+  const int64_t half = D / 2;
+  thread_local std::vector<float> cs;
+  cs.resize(size_t(2 * half));
+  angles(half, position, inv_freq, cs.data(), cs.data() + half);
+  for (int64_t h = 0; h < heads; ++h) rotate_half(x + h * D, half, cs.data(), cs.data() + half);
 }
 
 }  // namespace llmctl::kernels

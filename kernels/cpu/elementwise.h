@@ -16,5 +16,8 @@ void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, floa
 // Rotate-half RoPE (HF layout) on one head vector x[D] at `position`: pairs (i, i + D/2) rotated by
 // angle = float(position) * inv_freq[i], computed in f32 like the reference implementation.
 void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq);
+// The same on `heads` head vectors one after another (x[heads, D], one token's q or k heads): the
+// angles' cosines and sines are computed once for all of them; each head's result is rope_head's.
+void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq);
 
 }  // namespace llmctl::kernels

@@ -135,6 +135,36 @@ TEST_CASE("silu_mul and rope against their definitions") {
     n1 += rotated[i] * rotated[i] + rotated[i + D / 2] * rotated[i + D / 2];
   }
   CHECK(n1 == doctest::Approx(n0).epsilon(1e-5));  // a rotation keeps the norm
+  // rope_heads: several heads of one token, each bit for bit rope_head's
+  const int64_t heads = 5;
+  auto many = randn(heads * D, 33, 2.0f);
+  auto each = many;
+  kernels::rope_heads(many.data(), heads, D, 777, inv.data());
+  for (int64_t h = 0; h < heads; ++h) kernels::rope_head(each.data() + h * D, D, 777, inv.data());
+  CHECK(std::memcmp(many.data(), each.data(), many.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("silu_mul over every range of inputs, row tails included, against double") {
+  // Row lengths with and without a partial vector; gates from tiny to beyond e^x's float range
+  // (|g| > 88: e^-g clamped), so every path of the vector exp is reached.
+  for (int64_t I : {1, 7, 8, 9, 64, 1536 + 5}) {
+    const int64_t R = 3;
+    auto gu = randn(size_t(R * 2 * I), uint32_t(50 + I), 4.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < I; i += 3) gu[size_t(r * 2 * I + i)] *= float(1 << (i % 7 * 3));  // up to x 2^18
+    std::vector<float> out(size_t(R * I), NAN), one(size_t(2 * I), NAN);
+    kernels::silu_mul_rows(gu.data(), I, 0, R, out.data());
+    int bad = 0;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < I; ++i) {
+        const double g = gu[size_t(r * 2 * I + i)], u = gu[size_t(r * 2 * I + I + i)];
+        const double want = g / (1 + std::exp(-g)) * u, got = out[size_t(r * I + i)];
+        if (!(std::fabs(got - want) <= 1e-6 * std::fabs(want) + 1e-30)) ++bad;
+      }
+    CHECK(bad == 0);
+    kernels::silu_mul_rows(gu.data(), I, 1, 2, one.data());  // row 1 alone: the same bytes
+    CHECK(std::memcmp(one.data() + I, out.data() + I, size_t(I) * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("paged attention equals contiguous softmax attention over scattered blocks") {

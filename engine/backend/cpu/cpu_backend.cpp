@@ -173,9 +173,8 @@ class CpuBackend final : public Backend {
     const int64_t D = p.head_dim, T = qkv.dim(0), W = qkv.dim(1);
     const auto& pos = b.plan->positions;
     pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        for (int h = 0; h < hq + hkv; ++h)
-          kernels::rope_head(qkv.ptr<float>() + t * W + h * D, D, pos[t], p.inv_freq.data());
+      for (int64_t t = t0; t < t1; ++t)  // q and k heads are contiguous: [hq + hkv, D] from the row start
+        kernels::rope_heads(qkv.ptr<float>() + t * W, hq + hkv, D, pos[t], p.inv_freq.data());
     });
   }
 
