@@ -88,15 +88,12 @@ size_t qactivation_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + round64(size_t(T * K / 16) * 4);
 }
 
-QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf) {
-  auto* base = static_cast<uint8_t*>(buf);
-  auto* q = reinterpret_cast<int8_t*>(base);
-  auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
-  auto* sum = reinterpret_cast<float*>(base + round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4));
+namespace detail {
+void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum) {
   // Round to nearest even by adding and subtracting 1.5 * 2^23 (|v| <= 127): no libm call, and the
   // loops vectorize.
   constexpr float kRound = 12582912.0f;
-  for (int64_t b = t0 * K / 32; b < t1 * K / 32; ++b) {  // blocks never straddle rows: K % 32 == 0
+  for (int64_t b = b0; b < b1; ++b) {
     const float* xb = x + b * 32;
     float amax = 0;
     for (int i = 0; i < 32; ++i) {
@@ -119,6 +116,19 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
     }
     scale[b] = d;
   }
+}
+}  // namespace detail
+
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf) {
+  auto* base = static_cast<uint8_t*>(buf);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
+  auto* sum = reinterpret_cast<float*>(base + round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4));
+  const int64_t b0 = t0 * K / 32, b1 = t1 * K / 32;  // blocks never straddle rows: K % 32 == 0
+  if (cpu_has_avx2())
+    detail::quantize_act_blocks_avx2(x, b0, b1, q, scale, sum);
+  else
+    detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum);
   return QActivations{T, K, q, scale, sum};
 }
 

@@ -11,6 +11,8 @@
 // (row, token) (inputs 0..15 and 16..31), summed at the end.
 // The per-(row, token) instruction sequence does not depend on the tile it falls in: results do not
 // depend on T or on [n0, n1).
+// Also the activation quantizer (quantize_act_blocks_avx2), run on any CPU with AVX2, the AVX-512
+// ones included: the scalar variant's bytes, eight lanes at a time.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -212,6 +214,53 @@ void qlinear_rows_f32_avx2(const float* x, int64_t T, const QWeightView& w, cons
     f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
   else
     f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+}
+
+namespace {
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax_ps(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+}  // namespace
+
+// The scalar variant's arithmetic, eight at a time: the product x * id rounded to float, then to the
+// nearest even integer (the scalar adds and subtracts 1.5 * 2^23, which rounds the same way), clamped
+// to [-127, 127]; amax, d and id computed as scalars from the same values. Same bytes.
+void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
+  for (int64_t b = b0; b < b1; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      m = _mm256_max_ps(_mm256_and_ps(v[j], abs_mask), m);  // a NaN input is skipped, as in the scalar
+    }
+    const float amax = hmax_ps(m);
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i c[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      c[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32), _mm256_permutevar8x32_epi32(bytes, order));
+    sum[b * 2] = d * float(hsum_epi32(_mm256_add_epi32(c[0], c[1])));
+    sum[b * 2 + 1] = d * float(hsum_epi32(_mm256_add_epi32(c[2], c[3])));
+    scale[b] = d;
+  }
 }
 
 }  // namespace llmctl::kernels::detail

@@ -14,6 +14,7 @@
 #include "engine/core/dtype.h"
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cpu/qlinear_impl.h"
+#include "tests/unit/skip.h"
 
 using namespace llmctl;
 using kernels::ActQuant;
@@ -310,6 +311,29 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
   CHECK(std::memcmp(parts.q, a.q.q, size_t(T * K)) == 0);
   CHECK(std::memcmp(parts.scale, a.q.scale, size_t(T * K / 32) * 4) == 0);
   CHECK(std::memcmp(parts.sum, a.q.sum, size_t(T * K / 16) * 4) == 0);
+}
+
+TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {
+  namespace detail = kernels::detail;
+  if (!detail::cpu_has_avx2_fma_f16c()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
+  const int64_t blocks = 200;
+  auto x = randn(size_t(blocks * 32), 91);
+  for (int i = 0; i < 32; ++i) x[size_t(5 * 32 + i)] = 0.0f;                        // amax 0: all codes 0
+  for (int i = 0; i < 32; ++i) x[size_t(6 * 32 + i)] = float(i - 16) * 0.5f;          // exact halves: ties to even
+  for (int64_t b = 7; b < blocks; ++b)                                                 // magnitudes 2^-20 .. 2^20
+    for (int i = 0; i < 32; ++i) x[size_t(b * 32 + i)] *= std::ldexp(1.0f, int(b % 41) - 20);
+  struct Out {
+    std::vector<int8_t> q = std::vector<int8_t>(size_t(blocks * 32));
+    std::vector<float> scale = std::vector<float>(size_t(blocks)), sum = std::vector<float>(size_t(2 * blocks));
+  } s, v;
+  detail::quantize_act_blocks_scalar(x.data(), 0, blocks, s.q.data(), s.scale.data(), s.sum.data());
+  detail::quantize_act_blocks_avx2(x.data(), 0, blocks, v.q.data(), v.scale.data(), v.sum.data());
+  CHECK(std::memcmp(s.q.data(), v.q.data(), s.q.size()) == 0);
+  CHECK(std::memcmp(s.scale.data(), v.scale.data(), s.scale.size() * 4) == 0);
+  CHECK(std::memcmp(s.sum.data(), v.sum.data(), s.sum.size() * 4) == 0);
+  int nonzero = 0;  // not a trivially equal pair of zero buffers
+  for (int8_t c : v.q) nonzero += c != 0;
+  CHECK(nonzero > blocks * 20);
 }
 
 TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a table of shapes") {
