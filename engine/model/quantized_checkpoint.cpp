@@ -1,6 +1,7 @@
 #include "engine/model/quantized_checkpoint.h"
 
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -16,6 +17,42 @@ namespace {
 
 quant::PackedTensorView view_of_tensor(const Tensor& t) {
   return {safetensors_dtype_name(t.dtype), t.shape, static_cast<const uint8_t*>(t.data), t.nbytes()};
+}
+
+// True for a g_idx tensor that is the plain column / group_size order (GPTQ writes one without
+// act-order): I32 [k], checked value by value. Anything else is left to the unpacker.
+bool plain_g_idx(const Tensor& t, int64_t k, int group_size) {
+  if (t.dtype != DType::I32 || t.shape != std::vector<int64_t>{k}) return false;
+  const int32_t* g = t.ptr<int32_t>();
+  for (int64_t c = 0; c < k; ++c)
+    if (g[c] != (group_size <= 0 ? 0 : c / group_size)) return false;
+  return true;
+}
+
+// A module without a g_idx (or with a plain one) kept quantized, unpacked into group-affine form when the weight loader
+// first reads it: its packed tensors (views into the mapped files, kept alive here) are read, and
+// then released from resident memory, only then. Without a g_idx every layout converts (columns in
+// their own order), so the choice to keep it needs no unpacking (an act-order g_idx can leave groups
+// uneven, which only the whole unpacking finds); a malformed tensor is found by the
+// decoding, as an InputError naming it.
+QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInfo& info, const std::string& prefix,
+                               int64_t n, int64_t k, std::map<std::string, Tensor> packed) {
+  const std::string what = "'" + ck.source_path + "': " + info.label() + " weight '" + prefix + "'";
+  auto decode = [info, n, k, what, packed = std::move(packed)] {
+    std::map<std::string, quant::PackedTensorView> by_suffix;
+    for (const auto& [suffix, t] : packed) by_suffix[suffix] = view_of_tensor(t);
+    std::optional<quant::GroupAffineWeight> kept;
+    try {
+      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, n, k, by_suffix),
+                                                nullptr);
+    } catch (const std::invalid_argument& e) {
+      LLM_THROW() << what << ": " << e.what();
+    }
+    LLM_CHECK(kept) << what << ": no group-affine form, though it has no g_idx";
+    for (const auto& [suffix, t] : packed) release_mapped_pages(t.data, t.nbytes());
+    return std::move(*kept);
+  };
+  return QuantizedEntry::deferred(what, n, k, std::move(decode));
 }
 
 }  // namespace
@@ -59,14 +96,25 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
     LLM_REQUIRE(!ck.has(prefix + ".weight"))
         << "'" << ck.source_path << "': module '" << prefix << "' is both quantized and dense ('" << prefix << ".weight')";
     std::map<std::string, quant::PackedTensorView> by_suffix;
+    std::map<std::string, Tensor> packed;  // by suffix
     std::vector<std::string> names;
     for (const std::string& suffix : quant::layout_tensor_suffixes(info.layout)) {
       auto it = ck.tensors.find(prefix + "." + suffix);
       if (it == ck.tensors.end()) continue;
       by_suffix[suffix] = view_of_tensor(it->second);
+      packed[suffix] = it->second;
       names.push_back(it->first);
     }
     const int64_t n = shape->second[0], k = shape->second[1];
+    bool plain_columns = true;  // no g_idx, or a plain one: the module converts without unpacking first
+    for (const char* suffix : {"g_idx", "weight_g_idx"})
+      if (auto g = packed.find(suffix); g != packed.end())
+        plain_columns &= plain_g_idx(g->second, k, info.scheme.group_size);
+    if (keep_quantized && plain_columns) {
+      ck.quantized[prefix + ".weight"] = deferred_module(ck, info, prefix, n, k, std::move(packed));
+      for (const std::string& name : names) ck.tensors.erase(name);  // the decoder holds them
+      continue;
+    }
     quant::QuantizedLinear q;
     std::optional<quant::GroupAffineWeight> kept;
     try {

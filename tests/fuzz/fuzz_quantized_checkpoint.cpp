@@ -61,17 +61,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     LoadOptions keep;
     keep.keep_quantized = true;
     const Checkpoint ck = load_checkpoint(dir.string(), keep);
-    for (const auto& [name, e] : ck.quantized) {
-      const quant::GroupAffineWeight& w = e.weight();
-      if (w.codes.size() != size_t(w.n * w.k) || w.scale.size() != size_t(w.n * w.groups())) __builtin_trap();
-      try {  // a kept weight is consistent, its act-order permutation (if any) included
-        w.validate();
-      } catch (...) {
-        __builtin_trap();
-      }
-      volatile float sink = 0;
-      for (float v : quant::dequantize(w)) sink = sink + v;
-    }
+    for (const auto& [name, e] : ck.quantized)  // each unpacked (deferred until read), errors by entry
+      expect_errors([&] {
+        const quant::GroupAffineWeight& w = e.weight();
+        if (w.n != e.n() || w.k != e.k() || w.codes.size() != size_t(w.n * w.k) ||
+            w.scale.size() != size_t(w.n * w.groups()))
+          __builtin_trap();
+        try {  // a kept weight is consistent, its act-order permutation (if any) included
+          w.validate();
+        } catch (...) {
+          __builtin_trap();
+        }
+        volatile float sink = 0;
+        for (float v : quant::dequantize(w)) sink = sink + v;
+      });
   });
   return 0;
 }

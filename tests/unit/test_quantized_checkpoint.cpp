@@ -211,6 +211,17 @@ TEST_CASE("quantized checkpoint: inconsistent checkpoints are refused by name") 
   auto bad = w.tensors;
   bad["model.layers.1.self_attn.o_proj.scales"] = Tensor::zeros_host(DType::F16, {1, 64});
   refused(bad, qc, "model.layers.1.self_attn.o_proj");
+  {  // kept quantized, the module is unpacked when first read: the same error then, named the same way
+    write_dir(dir, c, qc, bad);
+    LoadOptions keep;
+    keep.keep_quantized = true;
+    const Checkpoint deferred = load_checkpoint(dir.path.string(), keep);
+    const QuantizedEntry& o = deferred.quantized.at("model.layers.1.self_attn.o_proj.weight");
+    CHECK(o.is_deferred());
+    CHECK_THROWS_WITH_AS((void)o.weight(), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
+    auto cpu = make_cpu_backend(1);
+    CHECK_THROWS_WITH_AS(make_model(deferred, *cpu), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
+  }
   // another quant_method
   refused(w.tensors, json{{"quant_method", "bitsandbytes"}}, "'bitsandbytes' is not supported");
   // the right one loads
@@ -254,6 +265,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
       INFO(name);
       REQUIRE(q.quantized.count(name) == 1);
       CHECK_FALSE(q.has(name));
+      CHECK(q.quantized.at(name).is_deferred());  // no act-order: unpacked when first read (GPTQ's plain g_idx too)
       const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
       CHECK(g.bits == cs.scheme.bits);
       check_rounding_close(quant::dequantize(g), values);
@@ -291,6 +303,7 @@ TEST_CASE("quantized checkpoint, keep_quantized: act-order g_idx weights stay qu
   REQUIRE(q.quantized.size() == 14);
   for (const auto& [name, values] : w.expected) {
     INFO(name);
+    CHECK_FALSE(q.quantized.at(name).is_deferred());  // an act-order g_idx: unpacked at load to decide
     const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
     REQUIRE(g.perm.size() == size_t(g.k));
     check_rounding_close(quant::dequantize(g), values);  // in input order again
