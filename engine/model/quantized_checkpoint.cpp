@@ -29,12 +29,12 @@ bool plain_g_idx(const Tensor& t, int64_t k, int group_size) {
   return true;
 }
 
-// A module without a g_idx (or with a plain one) kept quantized, unpacked into group-affine form when the weight loader
-// first reads it: its packed tensors (views into the mapped files, kept alive here) are read, and
-// then released from resident memory, only then. Without a g_idx every layout converts (columns in
-// their own order), so the choice to keep it needs no unpacking (an act-order g_idx can leave groups
-// uneven, which only the whole unpacking finds); a malformed tensor is found by the
-// decoding, as an InputError naming it.
+// A module without a g_idx (or with a plain one) kept quantized, unpacked into group-affine form
+// when the weight loader first reads it: its packed tensors (views into the mapped files, kept alive
+// here) are read, and then released from resident memory, only then. With its columns in their own
+// order every layout converts, so keeping it needs no unpacking first (an act-order g_idx can leave
+// groups uneven, which only the whole unpacking finds). A malformed tensor is found by the decoding,
+// as an InputError naming it.
 QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInfo& info, const std::string& prefix,
                                int64_t n, int64_t k, std::map<std::string, Tensor> packed) {
   const std::string what = "'" + ck.source_path + "': " + info.label() + " weight '" + prefix + "'";
