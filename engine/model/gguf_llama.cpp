@@ -203,7 +203,12 @@ std::vector<quant::IndexRange> unpermute_qk_rows(int64_t rows, int n_head) {
   return from;
 }
 
-// A 2-D tensor of a block type with a group-affine form (gguf_group_affine_supported), kept
+// A 2-D tensor of a block type with a group-affine form: one that can be kept quantized.
+bool has_group_affine_form(const GgufTensorInfo& info) {
+  return info.ne.size() == 2 && quant::gguf_group_affine_supported(uint32_t(info.type));
+}
+
+// A 2-D tensor of a block type with a group-affine form (has_group_affine_form), kept
 // quantized and decoded when the loader first reads it; q/k rows are put in HF order after decoding
 // (unpermute_heads > 0: the heads the rows split into). Its shape and byte count are checked now; the
 // file's blocks are read, and then released from resident memory, only by the decoding.
@@ -244,8 +249,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     std::string name = gguf_to_hf_name(info.name);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
-    const bool group_affine =
-        block_type && info.ne.size() == 2 && quant::gguf_group_affine_supported(uint32_t(info.type));
+    const bool group_affine = has_group_affine_form(info);
     if (opts.quantized_embedding && name == "model.embed_tokens.weight" && ck.config.tie_word_embeddings &&
         group_affine) {  // the lm_head's copy only
       ck.quantized.emplace("lm_head.weight", deferred_group_affine(g, info, 0));
@@ -271,9 +275,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   // A tied output projection over a quantized embedding table: the lm_head also kept quantized (a
   // second, packed copy of the table), so decoding does not read the f32 table every token.
   if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))
-    if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight");
-        e && quant::ggml_can_dequantize(uint32_t(e->type)) && e->ne.size() == 2 &&
-        quant::gguf_group_affine_supported(uint32_t(e->type)))
+    if (const GgufTensorInfo* e = g->find_tensor("token_embd.weight"); e && has_group_affine_form(*e))
       ck.quantized.emplace("lm_head.weight", deferred_group_affine(g, *e, 0));
   if (!dense_quantized.empty()) {
     std::string types;

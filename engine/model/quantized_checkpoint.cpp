@@ -15,8 +15,12 @@ namespace llmctl {
 
 namespace {
 
-quant::PackedTensorView view_of_tensor(const Tensor& t) {
-  return {safetensors_dtype_name(t.dtype), t.shape, static_cast<const uint8_t*>(t.data), t.nbytes()};
+// One module's packed tensors, by suffix ("weight_packed", "scales", ...), as the unpacker reads them.
+std::map<std::string, quant::PackedTensorView> views_of(const std::map<std::string, Tensor>& packed) {
+  std::map<std::string, quant::PackedTensorView> v;
+  for (const auto& [suffix, t] : packed)
+    v[suffix] = {safetensors_dtype_name(t.dtype), t.shape, static_cast<const uint8_t*>(t.data), t.nbytes()};
+  return v;
 }
 
 // True for a g_idx tensor that is the plain column / group_size order (GPTQ writes one without
@@ -39,11 +43,9 @@ QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInf
                                int64_t n, int64_t k, std::map<std::string, Tensor> packed) {
   const std::string what = "'" + ck.source_path + "': " + info.label() + " weight '" + prefix + "'";
   auto decode = [info, n, k, what, packed = std::move(packed)] {
-    std::map<std::string, quant::PackedTensorView> by_suffix;
-    for (const auto& [suffix, t] : packed) by_suffix[suffix] = view_of_tensor(t);
     std::optional<quant::GroupAffineWeight> kept;
     try {
-      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, n, k, by_suffix),
+      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, n, k, views_of(packed)),
                                                 nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
@@ -95,13 +97,11 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
         << ck.config.architecture << " model";
     LLM_REQUIRE(!ck.has(prefix + ".weight"))
         << "'" << ck.source_path << "': module '" << prefix << "' is both quantized and dense ('" << prefix << ".weight')";
-    std::map<std::string, quant::PackedTensorView> by_suffix;
     std::map<std::string, Tensor> packed;  // by suffix
     std::vector<std::string> names;
     for (const std::string& suffix : quant::layout_tensor_suffixes(info.layout)) {
       auto it = ck.tensors.find(prefix + "." + suffix);
       if (it == ck.tensors.end()) continue;
-      by_suffix[suffix] = view_of_tensor(it->second);
       packed[suffix] = it->second;
       names.push_back(it->first);
     }
@@ -118,7 +118,7 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
     quant::QuantizedLinear q;
     std::optional<quant::GroupAffineWeight> kept;
     try {
-      q = quant::unpack_linear_weight(info.layout, info, n, k, by_suffix);
+      q = quant::unpack_linear_weight(info.layout, info, n, k, views_of(packed));
       std::string why;
       if (keep_quantized && !(kept = quant::group_affine_from_quantized(q, &why))) {
         if (why_dense.empty()) why_dense = why;

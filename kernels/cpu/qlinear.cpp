@@ -34,7 +34,6 @@ const Isa g_isa = detect_isa();
 }  // namespace
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
-bool cpu_has_avx2_fma_f16c() { return cpu_has_avx2(); }
 
 void qact_group_sums(const QActivations& x, int group, float* S) {
   const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;

@@ -12,6 +12,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/dtype.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cpu/qlinear_impl.h"
 #include "tests/unit/skip.h"
@@ -30,7 +31,7 @@ struct Variant {
 
 std::vector<Variant> variants() {
   std::vector<Variant> v = {{"scalar", kernels::detail::qlinear_rows_f32_scalar, kernels::detail::qlinear_rows_q8_scalar}};
-  if (kernels::detail::cpu_has_avx2_fma_f16c())
+  if (kernels::cpu_has_avx2())
     v.push_back({"avx2", kernels::detail::qlinear_rows_f32_avx2, kernels::detail::qlinear_rows_q8_avx2});
   else
     MESSAGE("this CPU has no AVX2/FMA/F16C: the avx2 variant is not tested here");
@@ -315,7 +316,7 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
 
 TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {
   namespace detail = kernels::detail;
-  if (!detail::cpu_has_avx2_fma_f16c()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
   const int64_t blocks = 200;
   auto x = randn(size_t(blocks * 32), 91);
   for (int i = 0; i < 32; ++i) x[size_t(5 * 32 + i)] = 0.0f;                        // amax 0: all codes 0
