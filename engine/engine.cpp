@@ -62,7 +62,7 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
       kv_bytes = double(*budget);
   }
   kv_spec_ = exec_.kv_spec(B);
-  const double block_bytes_budget = std::max(0.0, kv_bytes - double(kv_spec_.fixed_bytes()));  // fp8's per-head scales, offsets
+  const double block_bytes_budget = std::max(0.0, kv_bytes - double(kv_spec_.fixed_bytes()));  // fp8's per-head scales
   num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(block_bytes_budget / double(kv_spec_.bytes_per_block()), 1e9));
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;

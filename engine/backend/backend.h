@@ -30,16 +30,13 @@ struct RopeParams {
 
 // One layer's paged KV cache: k and v are [NB, B, Hkv, D] of the activation dtype (Auto), int8
 // codes (Int8) or fp8 e4m3 codes as U8 (Fp8). Scales, f32: Int8 [NB, B, Hkv, 2] (scale, zero point)
-// per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none. Fp8 may also have
-// v_offset, f32 [Hkv, D]: values are stored minus it (code = e4m3((v - offset) / scale)) and read
-// back plus it; empty = none (kernels/cpu/kv_quant.h).
+// per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none.
 struct KvLayer {
   KvLayer() = default;
   KvLayer(Tensor k_cache, Tensor v_cache) : k(std::move(k_cache)), v(std::move(v_cache)) {}  // unquantized
   Tensor k, v;
   KvCacheDtype quant = KvCacheDtype::Auto;
   Tensor k_scale, v_scale;
-  Tensor v_offset;
 };
 
 // A step's BatchPlan in the backend's memory (device copies of the index arrays).

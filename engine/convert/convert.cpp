@@ -10,8 +10,6 @@
 
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/kv_scales.h"
-#include "engine/model/kv_value_offsets.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -121,13 +119,6 @@ ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function
   write_json(out / "config.json", cfg.to_hf_json());
 
   write_tokenizer_files(ck, *tok, opts.output);
-  // fp8 KV value offsets go with the k_scale / v_scale tensors written above (validated on the way).
-  const std::vector<KvScales> kv = load_kv_scales(ck);
-  if (!kv.empty() && !kv.front().v_offset.empty()) {
-    std::vector<KvValueOffsets> offsets;
-    for (const KvScales& l : kv) offsets.push_back({l.v, l.v_offset});
-    write_json(out / kKvValueOffsetsFile, kv_value_offsets_json(offsets, cfg.num_kv_heads, cfg.head_dim));
-  }
 
   ConvertReport r;
   r.num_tensors = tensors.size();

@@ -17,8 +17,7 @@ size_t KvCacheSpec::bytes_per_block() const {
 
 size_t KvCacheSpec::fixed_bytes() const {
   if (scale_layout != KvScaleLayout::PerHead) return 0;
-  // k_scale, v_scale per head, and room for per-channel value offsets (KvLayer::v_offset)
-  return size_t(num_layers) * num_kv_heads * (2 + size_t(head_dim)) * dtype_size(scale_dtype);
+  return size_t(2) * num_layers * num_kv_heads * dtype_size(scale_dtype);  // k_scale, v_scale per head
 }
 
 KvCacheSpec make_kv_cache_spec(KvCacheDtype kind, DType activation, int block_size, int num_layers, int num_kv_heads,

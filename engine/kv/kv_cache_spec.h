@@ -4,9 +4,7 @@
 //   per-token-per-head  (int8, dynamic, asymmetric): a scale and a zero point per token, kv head,
 //                       for k and v of each layer -> stored per block, counted in bytes_per_block()
 //   per-head            (fp8, calibrated k_scale/v_scale): one scale per kv head for k and v of each
-//                       layer, and per-channel value offsets [Hkv, D] when the model has them, fixed
-//                       for the whole cache -> fixed_bytes() (counts the offsets either way), nothing
-//                       per block
+//                       layer, fixed for the whole cache -> fixed_bytes(), nothing per block
 // --kv-cache-dtype picks one (make_kv_cache_spec): auto = the activation dtype, no scales; int8 =
 // I8 + per-token-per-head; fp8 = e4m3 codes as U8 + per-head. Scales are f32.
 #pragma once
@@ -32,7 +30,7 @@ struct KvCacheSpec {
   size_t bytes_per_block() const;
   // Scale storage of one block (0 unless per-token-per-head).
   size_t scale_bytes_per_block() const;
-  // Storage that does not grow with the block count (per-head scales and value offsets).
+  // Storage that does not grow with the block count (per-head scales).
   size_t fixed_bytes() const;
 };
 

@@ -1,12 +1,10 @@
 #include "engine/model/kv_scales.h"
 
 #include <cmath>
-#include <filesystem>
 #include <regex>
 
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/kv_value_offsets.h"
 
 namespace llmctl {
 
@@ -43,11 +41,6 @@ std::vector<KvScales> load_kv_scales(const Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   int found = 0;
   for (const auto& [name, t] : ck.tensors) found += is_kv_scale_name(name);
-  const std::filesystem::path offsets_file =
-      ck.hf_dir.empty() ? std::filesystem::path() : std::filesystem::path(ck.hf_dir) / kKvValueOffsetsFile;
-  const bool has_offsets = !offsets_file.empty() && std::filesystem::exists(offsets_file);
-  LLM_REQUIRE(found > 0 || !has_offsets) << "checkpoint '" << ck.source_path << "' has " << kKvValueOffsetsFile
-                                         << " but no k_scale / v_scale tensors for it to go with";
   if (found == 0) return {};
   std::vector<KvScales> out(size_t(c.num_layers));
   for (int i = 0; i < c.num_layers; ++i) {
@@ -60,13 +53,6 @@ std::vector<KvScales> load_kv_scales(const Checkpoint& ck) {
   LLM_REQUIRE(found == 2 * c.num_layers) << "checkpoint '" << ck.source_path << "' has " << found
                                          << " KV cache scales for " << c.num_layers << " layers (expected "
                                          << 2 * c.num_layers << ")";
-  if (has_offsets) {
-    std::vector<KvValueOffsets> off = read_kv_value_offsets(offsets_file.string(), c);
-    for (size_t i = 0; i < out.size(); ++i) {
-      out[i].v = std::move(off[i].v_scale);
-      out[i].v_offset = std::move(off[i].v_offset);
-    }
-  }
   return out;
 }
 

@@ -121,10 +121,6 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     for (KvScales& s : w.kv_scales) {
       KvScales mine;
       for (int h : kv_heads) mine.k.push_back(s.k.at(size_t(h))), mine.v.push_back(s.v.at(size_t(h)));
-      if (!s.v_offset.empty())
-        for (int h : kv_heads)
-          mine.v_offset.insert(mine.v_offset.end(), s.v_offset.begin() + int64_t(h) * c.head_dim,
-                               s.v_offset.begin() + int64_t(h + 1) * c.head_dim);
       s = std::move(mine);
     }
   if (!dense_fallbacks.empty() && kRank == 0)  // one note per model, with the first weight's reason

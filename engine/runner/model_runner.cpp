@@ -74,13 +74,6 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
     } else if (spec.kind == KvCacheDtype::Fp8) {
       l.k_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].k);
       l.v_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].v);
-      if (!fp8_scales.empty() && !fp8_scales[i].v_offset.empty()) {  // [Hkv, D] f32
-        const std::vector<float>& off = fp8_scales[i].v_offset;
-        LLM_CHECK(off.size() == size_t(kv_heads) * c.head_dim) << "KV value offsets of " << off.size() << " values";
-        Tensor h = Tensor::empty_host(DType::F32, {kv_heads, c.head_dim});
-        std::copy(off.begin(), off.end(), h.ptr<float>());
-        l.v_offset = backend().upload(h, DType::F32);
-      }
     }
   }
 }

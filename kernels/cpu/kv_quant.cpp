@@ -20,12 +20,9 @@ void quantize_kv_row_int8(const float* x, int64_t D, int8_t* q, float* scale_zer
   scale_zero[1] = lo;
 }
 
-void quantize_kv_row_fp8(const float* x, int64_t D, float scale, const float* offset, uint8_t* q) {
+void quantize_kv_row_fp8(const float* x, int64_t D, float scale, uint8_t* q) {
   const float inv = 1.0f / scale;
-  if (offset)
-    for (int64_t d = 0; d < D; ++d) q[d] = f32_to_fp8_e4m3((x[d] - offset[d]) * inv);
-  else
-    for (int64_t d = 0; d < D; ++d) q[d] = f32_to_fp8_e4m3(x[d] * inv);
+  for (int64_t d = 0; d < D; ++d) q[d] = f32_to_fp8_e4m3(x[d] * inv);
 }
 
 void dequantize_kv_row_int8(const int8_t* q, int64_t D, const float* scale_zero, float* out) {
@@ -44,11 +41,8 @@ struct Fp8Table {
 const Fp8Table kFp8;
 }  // namespace
 
-void dequantize_kv_row_fp8(const uint8_t* q, int64_t D, float scale, const float* offset, float* out) {
-  if (offset)
-    for (int64_t d = 0; d < D; ++d) out[d] = kFp8.v[q[d]] * scale + offset[d];
-  else
-    for (int64_t d = 0; d < D; ++d) out[d] = kFp8.v[q[d]] * scale;
+void dequantize_kv_row_fp8(const uint8_t* q, int64_t D, float scale, float* out) {
+  for (int64_t d = 0; d < D; ++d) out[d] = kFp8.v[q[d]] * scale;
 }
 
 void dequantize_kv_positions(const PagedKvQuantView& c, const int32_t* block_table, int32_t j0, int32_t j1,
@@ -62,9 +56,8 @@ void dequantize_kv_positions(const PagedKvQuantView& c, const int32_t* block_tab
         dequantize_kv_row_int8(static_cast<const int8_t*>(c.k) + at * D, D, c.k_scale + at * 2, k_out + dst);
         dequantize_kv_row_int8(static_cast<const int8_t*>(c.v) + at * D, D, c.v_scale + at * 2, v_out + dst);
       } else {
-        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.k) + at * D, D, c.k_scale[h], nullptr, k_out + dst);
-        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.v) + at * D, D, c.v_scale[h],
-                              c.v_offset ? c.v_offset + h * D : nullptr, v_out + dst);
+        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.k) + at * D, D, c.k_scale[h], k_out + dst);
+        dequantize_kv_row_fp8(static_cast<const uint8_t*>(c.v) + at * D, D, c.v_scale[h], v_out + dst);
       }
     }
   }

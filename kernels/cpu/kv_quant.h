@@ -3,9 +3,7 @@
 //   Int8: int8 codes with a scale and a zero point per token and kv head (dynamic, asymmetric:
 //         x ~= (q + 128) * scale + zero, zero = the row's min, scale = (max - min) / 255);
 //   Fp8:  fp8 e4m3 codes with one fixed scale per kv head (x ~= e4m3(q) * scale, calibrated
-//         k_scale / v_scale; kernels/fp8_e4m3.h), and optionally a fixed offset per channel
-//         (x ~= e4m3(q) * scale + offset[d]): values are stored minus their calibrated mean, so the
-//         3-bit mantissa is spent on what varies between tokens (engine/model/kv_scales.h).
+//         k_scale / v_scale; kernels/fp8_e4m3.h).
 #pragma once
 #include <cstdint>
 
@@ -15,12 +13,11 @@ enum class KvQuant { Int8, Fp8 };
 
 // One head row of D values -> codes; Int8 writes scale_zero[0..1] = (scale, zero).
 void quantize_kv_row_int8(const float* x, int64_t D, int8_t* q, float* scale_zero);
-// Fp8 with a fixed scale (> 0): q[d] = e4m3((x[d] - offset[d]) / scale), saturating at +-448;
-// offset [D] or nullptr (none).
-void quantize_kv_row_fp8(const float* x, int64_t D, float scale, const float* offset, uint8_t* q);
+// Fp8 with a fixed scale (> 0): q[d] = e4m3(x[d] / scale), saturating at +-448.
+void quantize_kv_row_fp8(const float* x, int64_t D, float scale, uint8_t* q);
 // The inverse of each: out[D] f32.
 void dequantize_kv_row_int8(const int8_t* q, int64_t D, const float* scale_zero, float* out);
-void dequantize_kv_row_fp8(const uint8_t* q, int64_t D, float scale, const float* offset, float* out);
+void dequantize_kv_row_fp8(const uint8_t* q, int64_t D, float scale, float* out);
 
 struct PagedKvQuantView {
   KvQuant kind;
@@ -30,7 +27,6 @@ struct PagedKvQuantView {
   const float* k_scale;
   const float* v_scale;
   int64_t block_size, num_kv_heads, head_dim;
-  const float* v_offset = nullptr;  // Fp8 only: [Hkv, D] per-channel value offsets, or nullptr
 };
 
 // The keys and values of one sequence's positions [j0, j1), read through its block table, as f32:

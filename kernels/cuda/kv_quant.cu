@@ -65,14 +65,11 @@ __global__ void kv_quant_write_kernel(KvQuantWriteParams p) {
     }
   } else {
     const float inv = 1.0f / (is_v ? p.v_scale : p.k_scale)[h];
-    const float* off = is_v && p.v_offset ? p.v_offset + int64_t(h) * D : nullptr;
     uint8_t* q = static_cast<uint8_t*>(is_v ? p.v : p.k) + at * D;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d >= D) continue;
-      const float c = off ? __fsub_rn(x[i], off[d]) : x[i];  // no fma contraction: the CPU's rounding
-      q[d] = uint8_t(__nv_cvt_float_to_fp8(__fmul_rn(c, inv), __NV_SATFINITE, __NV_E4M3));
+      if (d < D) q[d] = uint8_t(__nv_cvt_float_to_fp8(__fmul_rn(x[i], inv), __NV_SATFINITE, __NV_E4M3));
     }
   }
 }
@@ -104,12 +101,7 @@ __global__ void kv_dequant_kernel(KvDequantParams p) {
     } else {
       const float s_ = sc[h];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __fmul_rn(fp8_value(uint8_t(w >> (8 * u))), s_);
-      if (is_v && p.v_offset) {  // e % D + u < D: D is a multiple of 4
-        const float* off = p.v_offset + int64_t(h) * D + e % D;
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __fadd_rn(v[u], off[u]);
-      }
+      for (int u = 0; u < 4; ++u) v[u] = fp8_value(uint8_t(w >> (8 * u))) * s_;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) dst[e + u] = from_f32<T>(v[u]);

@@ -3,9 +3,7 @@
 //         dynamic and asymmetric: zero = the row's min, scale = (max - min) / 255,
 //         code = clamp(rint((x - zero) / scale), 0, 255) - 128 (ties to even), x ~= (code + 128) * scale + zero;
 //   Fp8:  e4m3 codes (U8) with one fixed f32 scale per kv head: code = e4m3(x / scale) (round to
-//         nearest even, saturating at +-448: the hardware conversion), x ~= e4m3(code) * scale;
-//         values may have an f32 offset [Hkv, D] per channel: code = e4m3((v - offset) / scale),
-//         v ~= e4m3(code) * scale + offset (nullptr: none).
+//         nearest even, saturating at +-448: the hardware conversion), x ~= e4m3(code) * scale.
 //
 // write: cache[slot_mapping[t], h] = the quantized k / v head rows of qkv[t] (slot < 0: skipped).
 // dequant_context: the cache positions a step's attention reads, as the activation dtype, into a
@@ -33,7 +31,6 @@ struct KvQuantWriteParams {
   void* v = nullptr;
   float* k_scale = nullptr;  // Int8: [NB, B, Hkv, 2]; Fp8: [Hkv] (read only)
   float* v_scale = nullptr;
-  const float* v_offset = nullptr;  // Fp8: [Hkv, D] or nullptr
   int64_t num_tokens = 0;
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
 };
@@ -45,7 +42,6 @@ struct KvDequantParams {
   const void* v = nullptr;
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
-  const float* v_offset = nullptr;  // Fp8: [Hkv, D] or nullptr
   const int32_t* block_table = nullptr;  // [S, Mb], -1 padded
   const int32_t* context_len = nullptr;  // [S]
   int num_seqs = 0, max_blocks_per_seq = 0, block_size = 0, num_kv_heads = 0, head_dim = 0;

@@ -108,38 +108,24 @@ void CalibrationForward::linear(const Tensor& x, const Tensor& w, const Tensor* 
   be_.linear(x, w, bias, out);
 }
 
-void CalibrationForward::attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvStats* kv) {
+void CalibrationForward::attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvAbsMax* amax) {
   qkv_w_ = stack_rows({&L.q, &L.k, &L.v});
   qkv_b_ = L.q_bias.empty() ? Tensor{} : stack_rows({&L.q_bias, &L.k_bias, &L.v_bias});
   be_.linear(attn_in, qkv_w_, qkv_b_.empty() ? nullptr : &qkv_b_, qkv_);
   be_.rope_write_kv(qkv_, batch_, rope_, c_.num_heads, c_.num_kv_heads, kv_);
   be_.attention(qkv_, kv_, batch_, c_.num_heads, c_.num_kv_heads, 1.0f / std::sqrt(float(c_.head_dim)), o_in);
-  if (kv) kv_stats(*kv);
-}
-
-void CalibrationForward::kv_stats(KvStats& kv) const {
-  const int64_t D = c_.head_dim, Hq = c_.num_heads, Hkv = c_.num_kv_heads, W = (Hq + 2 * Hkv) * D;
-  const float* p = qkv_.ptr<float>();
-  auto k_at = [&](int64_t t, int64_t h, int64_t d) { return p[t * W + (Hq + h) * D + d]; };
-  auto v_at = [&](int64_t t, int64_t h, int64_t d) { return p[t * W + (Hq + Hkv + h) * D + d]; };
-  kv.k_amax.assign(size_t(Hkv), 0.0f);
-  kv.v_amax.assign(size_t(Hkv), 0.0f);
-  kv.v_centered_amax.assign(size_t(Hkv), 0.0f);
-  std::vector<double> sum(size_t(Hkv * D), 0.0);
-  for (int64_t t = 0; t < tokens_; ++t)
-    for (int64_t h = 0; h < Hkv; ++h)
-      for (int64_t d = 0; d < D; ++d) {
-        kv.k_amax[size_t(h)] = std::max(kv.k_amax[size_t(h)], std::fabs(k_at(t, h, d)));
-        kv.v_amax[size_t(h)] = std::max(kv.v_amax[size_t(h)], std::fabs(v_at(t, h, d)));
-        sum[size_t(h * D + d)] += v_at(t, h, d);
-      }
-  kv.v_mean.resize(sum.size());
-  for (size_t i = 0; i < sum.size(); ++i) kv.v_mean[i] = float(sum[i] / double(tokens_));
-  for (int64_t t = 0; t < tokens_; ++t)  // as the cache will subtract it: in f32
-    for (int64_t h = 0; h < Hkv; ++h)
-      for (int64_t d = 0; d < D; ++d)
-        kv.v_centered_amax[size_t(h)] =
-            std::max(kv.v_centered_amax[size_t(h)], std::fabs(v_at(t, h, d) - kv.v_mean[size_t(h * D + d)]));
+  if (amax) {
+    const int64_t D = c_.head_dim, Hq = c_.num_heads, Hkv = c_.num_kv_heads, W = (Hq + 2 * Hkv) * D;
+    amax->k.assign(size_t(Hkv), 0.0f);
+    amax->v.assign(size_t(Hkv), 0.0f);
+    const float* p = qkv_.ptr<float>();
+    for (int64_t t = 0; t < tokens_; ++t)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          amax->k[size_t(h)] = std::max(amax->k[size_t(h)], std::fabs(p[t * W + (Hq + h) * D + d]));
+          amax->v[size_t(h)] = std::max(amax->v[size_t(h)], std::fabs(p[t * W + (Hq + Hkv + h) * D + d]));
+        }
+  }
 }
 
 void CalibrationForward::gated_act(const DenseLayer& L, const Tensor& mlp_in, Tensor& down_in) {

@@ -26,13 +26,10 @@ struct DenseLayer {
   static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
 };
 
-// Statistics of the rotated keys and of the values a KV cache would hold, over the whole
-// calibration batch: what an fp8 cache's per-head k_scale / v_scale and its per-channel value
-// offsets (engine/model/kv_value_offsets.h) are calibrated from.
-struct KvStats {
-  std::vector<float> k_amax, v_amax;   // [Hkv]: max |k|, max |v| per kv head
-  std::vector<float> v_mean;           // [Hkv * D]: each value channel's mean (kv head h's row at h * D)
-  std::vector<float> v_centered_amax;  // [Hkv]: max |v - v_mean| per kv head
+// Per-kv-head absolute maxima of the rotated keys and of the values the cache would hold: what an
+// fp8 KV cache's per-head k_scale / v_scale are calibrated from.
+struct KvAbsMax {
+  std::vector<float> k, v;  // [Hkv]
 };
 
 class CalibrationForward {
@@ -53,17 +50,15 @@ class CalibrationForward {
   void norm(const Tensor& x, const Tensor& w, Tensor& out);
   // out = x @ w^T (+ bias); x [T, K], w [N, K]
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
-  // o_in = causal attention of q, k, v projections of attn_in (with rope); kv, when given, takes
-  // the statistics of the cached keys and values.
-  void attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvStats* kv = nullptr);
+  // o_in = causal attention of q, k, v projections of attn_in (with rope); amax, when given, takes
+  // the maxima of the cached keys/values.
+  void attention(const DenseLayer& L, const Tensor& attn_in, Tensor& o_in, KvAbsMax* amax = nullptr);
   // down_in = silu(attn_in @ gate^T) * (mlp_in @ up^T)
   void gated_act(const DenseLayer& L, const Tensor& mlp_in, Tensor& down_in);
   // a += b, elementwise over [T, C]
   static void add(Tensor& a, const Tensor& b);
 
  private:
-  void kv_stats(KvStats& kv) const;  // of the keys and values in qkv_ (the last attention())
-
   Backend& be_;
   ModelConfig c_;
   int64_t tokens_ = 0, seq_len_ = 0;

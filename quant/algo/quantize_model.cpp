@@ -15,7 +15,6 @@
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/kv_value_offsets.h"
 #include "engine/model/llama.h"
 #include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
@@ -183,7 +182,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
 
   QuantizeReport rep;
-  std::vector<KvValueOffsets> value_offsets;  // --kv-cache fp8: each layer's, for the side file
   for (int i = 0; i < c.num_layers; ++i) {
     const auto tl = std::chrono::steady_clock::now();
     DenseLayer L = DenseLayer::from_checkpoint(ck, i);
@@ -200,7 +198,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       std::vector<float> d = dequantize(q[j]);
       std::memcpy(lin[j].weight->data, d.data(), d.size() * sizeof(float));
     };
-    KvStats kv;
+    KvAbsMax amax;
     if (o.method == "gptq") {
       // True-sequential: each group's Hessian from the outputs of the quantized groups before it.
       // attn_in is free once o_in exists (mlp_in reuses it), attn_out once it is added (mlp_out reuses it).
@@ -228,7 +226,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       };
       fwd->norm(x, L.input_norm, attn_in);
       gptq_group(attn_in, {0, 1, 2});
-      fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &kv : nullptr);
+      fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
       gptq_group(o_in, {3});
       fwd->linear(o_in, L.o, nullptr, attn_out);
       CalibrationForward::add(x, attn_out);  // x is now h
@@ -258,7 +256,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
         Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
                down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
         fwd->norm(x, L.input_norm, attn_in);
-        fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &kv : nullptr);
+        fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
         fwd->linear(o_in, L.o, nullptr, attn_out);
         CalibrationForward::add(x, attn_out);
         fwd->norm(x, L.post_norm, mlp_in);
@@ -289,18 +287,11 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       ++rep.linears_quantized;
     }
     if (o.kv_cache == "fp8") {
-      auto fp8_scales = [](const std::vector<float>& amax) {
-        std::vector<float> s(amax.size());
-        for (size_t h = 0; h < amax.size(); ++h) s[h] = std::max(amax[h], 1e-6f) / kFp8E4m3Max;
-        return s;
-      };
-      for (const auto& [name, m] : {std::pair<const char*, const std::vector<float>*>{"k_scale", &kv.k_amax}, {"v_scale", &kv.v_amax}}) {
-        const std::vector<float> s = fp8_scales(*m);
-        Tensor t = Tensor::empty_host(DType::F32, {int64_t(s.size())});
-        std::copy(s.begin(), s.end(), t.ptr<float>());
-        out.emplace_back(p + "self_attn." + name, t);
+      for (const auto& [name, m] : {std::pair<const char*, const std::vector<float>*>{"k_scale", &amax.k}, {"v_scale", &amax.v}}) {
+        Tensor s = Tensor::empty_host(DType::F32, {int64_t(m->size())});
+        for (size_t h = 0; h < m->size(); ++h) s.ptr<float>()[h] = std::max((*m)[h], 1e-6f) / kFp8E4m3Max;
+        out.emplace_back(p + "self_attn." + name, s);
       }
-      value_offsets.push_back({fp8_scales(kv.v_centered_amax), kv.v_mean});
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count();
     log("[" + std::to_string(i + 1) + "/" + std::to_string(c.num_layers) + "] layer " + std::to_string(i) + ": " +
@@ -319,8 +310,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   nlohmann::json cfg = c.to_hf_json();
   cfg["quantization_config"] = make_quantization_config(info);
   write_text(part / "config.json", cfg.dump(2) + "\n");
-  if (o.kv_cache == "fp8")
-    write_text(part / kKvValueOffsetsFile, kv_value_offsets_json(value_offsets, c.num_kv_heads, c.head_dim).dump() + "\n");
   write_tokenizer_files(ck, *tok, part.string());
   fs::remove_all(o.output);  // empty (checked above) or absent
   fs::rename(part, o.output);

@@ -9,9 +9,7 @@
 //   awq   scales searched and folded (awq.h), the next layer's input from the scaled layer
 //         unquantized and unclipped (as AutoAWQ and llm-compressor propagate), then with
 //         --awq-clip AutoAWQ's clipping search, then round to nearest.
-// --kv-cache fp8 also calibrates per-kv-head k_scale / v_scale (amax / 448) on the same batch, and
-// writes kv_cache_value_offsets.json: each value channel's mean and the scales of the centered
-// values (engine/model/kv_value_offsets.h), which llmctl's fp8 cache then stores.
+// --kv-cache fp8 also calibrates per-kv-head k_scale / v_scale (amax / 448) on the same batch.
 // Everything is written to OUT.part and renamed to OUT at the end: an interrupted run leaves no OUT.
 #pragma once
 #include <functional>

@@ -3,8 +3,7 @@
 // Ops "kv_int8" and "kv_fp8"; a backend without the KV dtype (Backend::supports_kv_cache) is
 // reported and left out. The references are written here from the formats' definitions
 // (engine/kv/kv_cache_spec.h), not from the kernels: int8 x ~= (q + 128) * scale + zero with
-// zero = min, scale = (max - min) / 255 per token and head; fp8 x ~= e4m3(q) * scale per head, and
-// for values with per-channel offsets (KvLayer::v_offset) v ~= e4m3(q) * scale + offset[h, d].
+// zero = min, scale = (max - min) / 255 per token and head; fp8 x ~= e4m3(q) * scale per head.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,22 +45,16 @@ Tensor upload_f32(Ctx& c, const std::vector<float>& v, std::vector<int64_t> shap
 }
 
 // A random quantized cache of NB blocks: codes, scales, and its dequantized rows [NB*B*Hkv, D].
-// fp8 with v_offsets: random per-channel value offsets too, of the values' own size.
 struct QuantCache {
   KvLayer layer;
   std::vector<float> k, v;  // dequantized
-  std::vector<float> v_offset;  // [Hkv * D] or empty
 };
-QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv, int D, bool v_offsets = false) {
+QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv, int D) {
   const size_t rows = size_t(NB) * B * Hkv;
   QuantCache q;
   q.layer.quant = kind;
   std::uniform_int_distribution<int> code(0, 255);
   std::uniform_real_distribution<float> unit(0.f, 1.f);
-  if (v_offsets) {
-    for (int i = 0; i < Hkv * D; ++i) q.v_offset.push_back(-2.f + 4.f * unit(c.rng));
-    q.layer.v_offset = upload_f32(c, q.v_offset, {Hkv, D});
-  }
   for (int which = 0; which < 2; ++which) {
     std::vector<float>& deq = which ? q.v : q.k;
     deq.resize(rows * D);
@@ -87,7 +80,6 @@ QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv,
           if ((x & 0x7f) == 0x7f) x ^= 1;  // never the NaN code
           codes[r * D + d] = uint8_t(x);
           deq[r * D + d] = float(e4m3_value(x) * scales[r % size_t(Hkv)]);
-          if (which && v_offsets) deq[r * D + d] += q.v_offset[r % size_t(Hkv) * D + d];
         }
       (which ? q.layer.v : q.layer.k) = upload_codes(c, DType::U8, codes, {NB, B, Hkv, D});
       (which ? q.layer.v_scale : q.layer.k_scale) = upload_f32(c, scales, {Hkv});
@@ -100,12 +92,12 @@ QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv,
 // at their slots (the result must not depend on whether a backend reads them from qkv or from the
 // cache); the reference is plain double attention over the dequantized rows.
 void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, int Hkv, int B,
-                    const std::vector<Seq>& seqs, bool v_offsets = false) {
+                    const std::vector<Seq>& seqs) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
   const float scale = 1.f / std::sqrt(float(D));
-  QuantCache q = random_quant_cache(c, kind, NB, B, Hkv, D, v_offsets);
+  QuantCache q = random_quant_cache(c, kind, NB, B, Hkv, D);
   Rand qkv_r = random_tensor(c, DType::F32, {T, W});
   std::vector<float> qkv = qkv_r.f;
   for (int t = 0; t < T; ++t)
@@ -149,20 +141,19 @@ void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, 
     }
   }
   char tag[160];
-  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d seqs %s%s", what, D, Hq, Hkv, B,
-                seqs_str(seqs).c_str(), v_offsets ? " v offsets" : "");
+  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d seqs %s", what, D, Hq, Hkv, B,
+                seqs_str(seqs).c_str());
   c.close(tag, to_vec(c, out), ref);
 }
 
 // write_kv (or rope_write_kv) into a quantized cache: every written (slot, head) row is the rounding
 // of its k/v row onto the format's grid; unwritten rows keep their old codes.
-void write_case(Ctx& c, KvCacheDtype kind, bool fused, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs,
-                bool v_offsets = false) {
+void write_case(Ctx& c, KvCacheDtype kind, bool fused, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D;
   Rand qkv = random_tensor(c, c.act(), {T, W}, -2.f, 2.f);
-  QuantCache q = random_quant_cache(c, kind, NB, B, Hkv, D, v_offsets);  // old contents, to see what is untouched
+  QuantCache q = random_quant_cache(c, kind, NB, B, Hkv, D);  // old contents, to see what is untouched
   const std::vector<float> old_k = to_vec(c, q.layer.k);
   const std::vector<float> fp8_scales[2] = {kind == KvCacheDtype::Fp8 ? to_vec(c, q.layer.k_scale) : std::vector<float>{},
                                             kind == KvCacheDtype::Fp8 ? to_vec(c, q.layer.v_scale) : std::vector<float>{}};
@@ -173,7 +164,7 @@ void write_case(Ctx& c, KvCacheDtype kind, bool fused, int D, int Hq, int Hkv, i
   const std::vector<float> src = fused ? to_vec(c, qkv.dev) : qkv.f;  // the (rotated) rows written
   const std::string tag = std::string(fused ? "rope_write_kv" : "write_kv") + " D=" + std::to_string(D) +
                           " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " B=" + std::to_string(B) +
-                          " seqs " + seqs_str(seqs) + (v_offsets ? " v offsets" : "");
+                          " seqs " + seqs_str(seqs);
   std::vector<bool> written(size_t(NB) * B * Hkv, false);
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < Hkv; ++h) written[size_t(plan.slot_mapping[size_t(t)]) * Hkv + h] = true;
@@ -198,8 +189,7 @@ void write_case(Ctx& c, KvCacheDtype kind, bool fused, int D, int Hq, int Hkv, i
           const double s = fp8_scales[which][size_t(h)];
           bad_scale += scales[size_t(h)] != float(s);  // fixed: never rewritten
           for (int d = 0; d < D; ++d) {
-            const double off = which && v_offsets ? q.v_offset[size_t(h) * D + d] : 0.0;
-            const double v = double(float(x[d] - float(off))) / s, got = e4m3_value(int(codes[row * D + d]));
+            const double v = x[d] / s, got = e4m3_value(int(codes[row * D + d]));
             const double err = std::fabs(got - std::clamp(v, -448.0, 448.0)), best = e4m3_nearest_gap(v);
             worst = std::max(worst, err <= best + 1e-6 * std::fabs(v) ? 0.0 : 2.0);
           }
@@ -257,10 +247,6 @@ void add_kv_quant_cases(std::vector<OpCase>& t) {
                    write_case(c, kind, false, 64, 9, 3, 16, kMixed);
                    write_case(c, kind, false, 128, 8, 1, 32, kPrefill);
                    write_case(c, kind, true, 64, 6, 2, 16, kDecode);
-                   if (kind == KvCacheDtype::Fp8) {
-                     write_case(c, kind, false, 64, 9, 3, 16, kMixed, true);
-                     write_case(c, kind, true, 128, 8, 2, 16, kDecode, true);
-                   }
                  }});
     struct Heads { int D, Hq, Hkv; };
     for (Heads h : {Heads{64, 4, 4}, Heads{64, 6, 2}, Heads{128, 16, 2}})  // GQA ratios 1, 3, 8
@@ -268,10 +254,6 @@ void add_kv_quant_cases(std::vector<OpCase>& t) {
                      attention_case(c, kind, "prefill", h.D, h.Hq, h.Hkv, 16, kPrefill);
                      attention_case(c, kind, "decode", h.D, h.Hq, h.Hkv, 16, kDecode);
                      attention_case(c, kind, "mixed", h.D, h.Hq, h.Hkv, 32, kMixed);
-                     if (kind == KvCacheDtype::Fp8) {
-                       attention_case(c, kind, "prefill", h.D, h.Hq, h.Hkv, 16, kPrefill, true);
-                       attention_case(c, kind, "decode", h.D, h.Hq, h.Hkv, 16, kDecode, true);
-                     }
                    }});
     t.push_back({op, "copy_blocks with scales", [kind](Ctx& c) { copy_case(c, kind, 7, 16, 2, 64); }});
   }

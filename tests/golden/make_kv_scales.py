@@ -4,9 +4,7 @@ tests/e2e/test_kv_cache_dtype.py scores with: per layer and kv head, scale = ama
 largest value) over 8 samples of 512 tokens of tinyshakespeare (not the scored WikiText).
 v: amax of v_proj's output. k: the largest |k| any rotary angle can give, max over the rotated
 pairs (i, i + D/2) of sqrt(k_i^2 + k_{i+D/2}^2), from k_proj's output before rope; so no rotated key
-saturates. For llmctl's value offsets (kv_cache_value_offsets.json): each value channel's mean
-(v_offset, [kv heads][head dim]) and the scales of the centered values (v_centered_scale = max
-|v - mean| / 448). Writes tests/golden/smollm2_kv_scales.json.
+saturates. Writes tests/golden/smollm2_kv_scales.json.
 Usage: /work/venv-ref/bin/python tests/golden/make_kv_scales.py MODEL_DIR TINYSHAKESPEARE
 """
 import json
@@ -26,14 +24,11 @@ ids = tok(open(text_path, encoding="utf-8").read(), return_tensors="pt").input_i
 rng = random.Random(0)
 starts = [rng.randrange(len(ids) - 512) for _ in range(8)]
 amax = {}
-values = {}  # layer -> [v_proj outputs [tokens, hkv, d]]
 
 
 def hook(layer, which):
     def f(_module, _inp, out):
         x = out.detach().reshape(-1, hkv, d)
-        if which == "v":
-            values.setdefault(layer, []).append(x.clone())
         if which == "k":
             x = torch.sqrt(x[..., : d // 2] ** 2 + x[..., d // 2:] ** 2)
         m = x.abs().amax(dim=(0, 2))
@@ -48,18 +43,9 @@ for i, layer in enumerate(model.model.layers):
 with torch.no_grad():
     for s in starts:
         model(ids[s:s + 512].unsqueeze(0))
-
-
-def layer_entry(i):
-    v = torch.cat(values[i]).double()  # [tokens, hkv, d]
-    mean = v.mean(dim=0).float()
-    centered = (v.float() - mean).abs().amax(dim=(0, 2))
-    return {"k_scale": (amax[(i, "k")] / 448).tolist(), "v_scale": (amax[(i, "v")] / 448).tolist(),
-            "v_offset": mean.tolist(), "v_centered_scale": (centered / 448).tolist()}
-
-
 out = {"model": os.path.basename(os.path.normpath(model_dir)), "samples": len(starts), "seq_len": 512,
-       "layers": [layer_entry(i) for i in range(cfg.num_hidden_layers)]}
+       "layers": [{"k_scale": (amax[(i, "k")] / 448).tolist(), "v_scale": (amax[(i, "v")] / 448).tolist()}
+                  for i in range(cfg.num_hidden_layers)]}
 dst = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2_kv_scales.json")
 with open(dst, "w") as f:
     json.dump(out, f, indent=1)

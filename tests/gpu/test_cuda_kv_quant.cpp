@@ -64,9 +64,8 @@ Tensor device_from(CudaBackend& be, const Tensor& host) {
   return be.upload(host, host.dtype);  // as stored (codes, f32 scales)
 }
 
-// A random starting cache: codes and scales (and fp8 value offsets when asked), host tensors
-// shared by both backends.
-KvLayer random_cache(KvCacheDtype kind, int NB, int B, int Hkv, int D, std::mt19937& rng, bool v_offsets = false) {
+// A random starting cache: codes and scales, host tensors shared by both backends.
+KvLayer random_cache(KvCacheDtype kind, int NB, int B, int Hkv, int D, std::mt19937& rng) {
   KvLayer c;
   c.quant = kind;
   const bool int8 = kind == KvCacheDtype::Int8;
@@ -85,10 +84,6 @@ KvLayer random_cache(KvCacheDtype kind, int NB, int B, int Hkv, int D, std::mt19
     else
       for (int64_t i = 0; i < t->numel(); ++i) f[i] = 0.5f + 0.25f * (u(rng) + 1.f);
   }
-  if (v_offsets) {
-    c.v_offset = Tensor::empty_host(DType::F32, {Hkv, D});
-    for (int64_t i = 0; i < c.v_offset.numel(); ++i) c.v_offset.ptr<float>()[i] = 1.5f * u(rng);
-  }
   return c;
 }
 
@@ -99,12 +94,11 @@ KvLayer to_device(CudaBackend& be, const KvLayer& h) {
   d.v = device_from(be, h.v);
   d.k_scale = device_from(be, h.k_scale);
   d.v_scale = device_from(be, h.v_scale);
-  if (!h.v_offset.empty()) d.v_offset = device_from(be, h.v_offset);
   return d;
 }
 
 void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, const std::vector<Seq>& seqs,
-                 const char* what, uint32_t seed, bool v_offsets = false) {
+                 const char* what, uint32_t seed) {
   std::mt19937 rng(seed);
   CudaBackend& be = backend(dt);
   std::unique_ptr<Backend> cpu = make_cpu_backend(2);
@@ -114,7 +108,7 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
   const BatchPlan plan = plan_of(seqs, B, rng, &NB);
   const int T = plan.num_tokens();
   const float scale = 1.f / std::sqrt(float(D));
-  KvLayer host_cache = random_cache(kind, NB, B, Hkv, D, rng, v_offsets);
+  KvLayer host_cache = random_cache(kind, NB, B, Hkv, D, rng);
   HostData qkv = random_host(dt, {T, W}, rng, -2.f, 2.f);
 
   KvLayer gcache = to_device(be, host_cache);
@@ -139,7 +133,7 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
   cpu->attention(cqkv, ccache, cb, Hq, Hkv, scale, cout);
 
   INFO(kv_cache_dtype_name(kind) << " " << what << " " << dtype_name(dt) << " D=" << D << " Hkv=" << Hkv << " G=" << G
-                                 << " B=" << B << (v_offsets ? " v offsets" : ""));
+                                 << " B=" << B);
   // The written rows: codes and scales as the CPU writes them, exactly.
   CHECK(device_bytes(be, gcache.k) == std::vector<uint8_t>(static_cast<uint8_t*>(ccache.k.data),
                                                            static_cast<uint8_t*>(ccache.k.data) + ccache.k.nbytes()));
@@ -151,15 +145,15 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
                                static_cast<uint8_t*>(ccache.k_scale.data) + ccache.k_scale.nbytes()));
   const std::vector<double> ref(cout.ptr<float>(), cout.ptr<float>() + cout.numel());
   char name[160];
-  std::snprintf(name, sizeof name, "kv %-4s attention %-8s D=%-3d Hkv=%d G=%d B=%-2d T=%d%s", kv_cache_dtype_name(kind),
-                what, D, Hkv, G, B, T, v_offsets ? " v offsets" : "");
+  std::snprintf(name, sizeof name, "kv %-4s attention %-8s D=%-3d Hkv=%d G=%d B=%-2d T=%d", kv_cache_dtype_name(kind),
+                what, D, Hkv, G, B, T);
   // The GPU attends over the context dequantized to the activation dtype (one more rounding).
   expect_close(name, dt, got, ref, 2.0);
 }
 
 }  // namespace
 
-TEST_CASE("cuda: int8 and fp8 (with and without value offsets) KV cache write + attention against the CPU backend") {
+TEST_CASE("cuda: int8 and fp8 KV cache write + attention against the CPU backend") {
   setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   const std::vector<Seq> decode = {{0, 1}, {16, 1}, {99, 1}, {1500, 1}};
   const std::vector<Seq> prefill = {{0, 40}, {33, 17}, {0, 2}};
@@ -171,10 +165,6 @@ TEST_CASE("cuda: int8 and fp8 (with and without value offsets) KV cache write + 
         run_kv_case(kind, dt, D, 2, 4, 16, decode, "decode", seed++);
         run_kv_case(kind, dt, D, 2, 4, 16, prefill, "prefill", seed++);
         run_kv_case(kind, dt, D, 2, 1, 32, mixed, "mixed", seed++);
-        if (kind == KvCacheDtype::Fp8) {  // values stored minus per-channel offsets
-          run_kv_case(kind, dt, D, 2, 4, 16, decode, "decode", seed++, true);
-          run_kv_case(kind, dt, D, 2, 1, 32, mixed, "mixed", seed++, true);
-        }
       }
 }
 

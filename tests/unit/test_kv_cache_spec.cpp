@@ -40,10 +40,10 @@ TEST_CASE("KvCacheSpec: bytes per block for each dtype and scale layout") {
   CHECK(i8.fixed_bytes() == 0);
   i8.scale_dtype = DType::F16;
   CHECK(i8.bytes_per_block() == elems + per_token_scales / 2);
-  // fp8-style per-head scales (and value offsets): fixed per cache, nothing per block.
+  // fp8-style per-head scales: fixed per cache, nothing per block.
   KvCacheSpec ph = spec(DType::U8, KvScaleLayout::PerHead);
   CHECK(ph.bytes_per_block() == elems);
-  CHECK(ph.fixed_bytes() == (2 + 64) * 30 * 3 * 4);  // k/v scales per head, room for value offsets [Hkv, D]
+  CHECK(ph.fixed_bytes() == 2 * 30 * 3 * 4);
   // Linear in block size, layers, heads and head dim.
   KvCacheSpec s = spec(DType::BF16, KvScaleLayout::None);
   s.block_size = 32;

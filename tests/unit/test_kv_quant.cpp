@@ -140,7 +140,7 @@ TEST_CASE("KvCacheSpec: int8 and fp8 caches, their bytes, and what the runner al
   CHECK(i8.bytes_per_block() == elems + size_t(2) * 30 * 16 * 3 * 2 * 4);
   CHECK(f8.dtype == DType::U8);
   CHECK(f8.bytes_per_block() == elems);
-  CHECK(f8.fixed_bytes() == size_t(2 + 64) * 30 * 3 * 4);  // scales and room for value offsets
+  CHECK(f8.fixed_bytes() == size_t(2) * 30 * 3 * 4);
   // SmolLM2's head dim 64: int8 holds 3.56x the tokens of f32 in the same bytes, fp8 4x.
   CHECK(double(f32.bytes_per_block()) / i8.bytes_per_block() > 3.5);
   CHECK(describe_kv_cache(i8, 10) == "int8 KV cache: 10 blocks = 160 tokens (12.7 KiB a token)");
@@ -159,9 +159,7 @@ TEST_CASE("KvCacheSpec: int8 and fp8 caches, their bytes, and what the runner al
       (kind == KvCacheDtype::Int8 ? bytes : fixed) += l.k_scale.nbytes() + l.v_scale.nbytes();
     }
     CHECK(bytes == (5 + 1) * s.bytes_per_block());
-    // fp8's fixed bytes count value offsets this model has none of
-    const size_t offsets_room = kind == KvCacheDtype::Fp8 ? size_t(c.num_layers) * c.num_kv_heads * c.head_dim * 4 : 0;
-    CHECK(fixed + offsets_room == s.fixed_bytes());
+    CHECK(fixed == s.fixed_bytes());
     // A spec whose layout does not follow its kind is refused.
     KvCacheSpec wrong = s;
     wrong.scale_layout = KvScaleLayout::None;

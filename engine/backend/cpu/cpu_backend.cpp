@@ -272,8 +272,7 @@ class CpuBackend final : public Backend {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
     const kernels::PagedKvQuantView qview{cache.quant == KvCacheDtype::Int8 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
                                           cache.k.data, cache.v.data, cache.k_scale.ptr<float>(),
-                                          cache.v_scale.ptr<float>(), cache.k.dim(1), hkv, D,
-                                          cache.v_offset.empty() ? nullptr : cache.v_offset.ptr<float>()};
+                                          cache.v_scale.ptr<float>(), cache.k.dim(1), hkv, D};
     const int group = hq / hkv;
     const int32_t first_block[1] = {0};
     std::vector<float> k, v;
@@ -305,7 +304,6 @@ class CpuBackend final : public Backend {
     const bool int8 = cache.quant == KvCacheDtype::Int8;
     LLM_CHECK(cache.k.dtype == (int8 ? DType::I8 : DType::U8) && cache.k_scale.dtype == DType::F32)
         << "write_kv: a " << kv_cache_dtype_name(cache.quant) << " cache of " << dtype_name(cache.k.dtype);
-    const float* v_offset = cache.v_offset.empty() ? nullptr : cache.v_offset.ptr<float>();  // [Hkv, D]
     pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         for (int h = 0; h < hkv; ++h) {
@@ -316,9 +314,8 @@ class CpuBackend final : public Backend {
             kernels::quantize_kv_row_int8(k, D, cache.k.ptr<int8_t>() + at * D, cache.k_scale.ptr<float>() + at * 2);
             kernels::quantize_kv_row_int8(v, D, cache.v.ptr<int8_t>() + at * D, cache.v_scale.ptr<float>() + at * 2);
           } else {
-            kernels::quantize_kv_row_fp8(k, D, cache.k_scale.ptr<float>()[h], nullptr, cache.k.ptr<uint8_t>() + at * D);
-            kernels::quantize_kv_row_fp8(v, D, cache.v_scale.ptr<float>()[h], v_offset ? v_offset + h * D : nullptr,
-                                         cache.v.ptr<uint8_t>() + at * D);
+            kernels::quantize_kv_row_fp8(k, D, cache.k_scale.ptr<float>()[h], cache.k.ptr<uint8_t>() + at * D);
+            kernels::quantize_kv_row_fp8(v, D, cache.v_scale.ptr<float>()[h], cache.v.ptr<uint8_t>() + at * D);
           }
         }
     });

@@ -136,11 +136,7 @@ void check_quant_cache(const KvLayer& c, int hkv) {
   LLM_CHECK(c.k_scale.dtype == DType::F32 && c.v_scale.dtype == DType::F32 && c.k_scale.numel() == want &&
             c.v_scale.numel() == want)
       << "kv cache scales " << dtype_name(c.k_scale.dtype) << c.k_scale.shape_str() << ", want " << want << " f32";
-  LLM_CHECK(c.v_offset.empty() || (!int8 && c.v_offset.dtype == DType::F32 && c.v_offset.numel() == hkv * c.k.dim(3)))
-      << "kv cache value offsets " << dtype_name(c.v_offset.dtype) << c.v_offset.shape_str() << " for a "
-      << kv_cache_dtype_name(c.quant) << " cache of " << hkv << " kv heads";
 }
-const float* value_offsets(const KvLayer& c) { return c.v_offset.empty() ? nullptr : c.v_offset.ptr<float>(); }
 }  // namespace
 
 void CudaBackend::write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) {
@@ -158,7 +154,6 @@ void CudaBackend::write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int hq
   p.v = cache.v.data;
   p.k_scale = cache.k_scale.ptr<float>();
   p.v_scale = cache.v_scale.ptr<float>();
-  p.v_offset = value_offsets(cache);
   p.num_tokens = b.slot_mapping.numel();
   p.num_q_heads = hq;
   p.num_kv_heads = hkv;
@@ -178,7 +173,6 @@ void CudaBackend::attention_quant(const Tensor& qkv, const KvLayer& cache, const
   p.v = cache.v.data;
   p.k_scale = cache.k_scale.ptr<float>();
   p.v_scale = cache.v_scale.ptr<float>();
-  p.v_offset = value_offsets(cache);
   p.block_table = b.block_table.ptr<int32_t>();
   p.context_len = b.context_len.ptr<int32_t>();
   p.num_seqs = plan.num_seqs();
