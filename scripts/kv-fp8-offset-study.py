@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""Where an fp8 (e4m3) KV cache loses perplexity, measured with transformers (the reference), to
-choose what llmctl's fp8 cache should do next. Each mode rounds the cached keys (after rope) and
-values of every layer the way a cache would, and scores WikiText-2 in windows of 512 tokens:
+"""Where an fp8 (e4m3) KV cache loses accuracy, measured with transformers (the reference), to
+choose what llmctl's fp8 cache should do. Each mode rounds the cached keys (after rope) and values
+of every layer the way a cache would, and scores WikiText-2 in windows of 512 tokens:
 
   none        f32 cache (the baseline)
   bf16        keys and values rounded to bf16 (a 16-bit cache)
-  fp8         keys and values rounded to e4m3 (scale 1.0, as llmctl's uncalibrated fp8 cache)
+  fp8         keys and values rounded to e4m3 with scale 1.0 (llmctl's uncalibrated fp8 cache)
   fp8-kmean   fp8, keys stored minus a per-channel mean (per layer, kv head and dimension), never
               added back: q.mean is the same for every key of a query, so softmax cancels it
   fp8-vmean   fp8, values stored minus their per-channel mean, added back to the attention output
-              (the probabilities sum to 1)
+              (the probabilities sum to 1): llmctl's kv_cache_value_offsets.json
   fp8-kvmean  both
+  MODE-sink   the fp8 mode with each window's first token's keys and values left exact (the
+              attention sink: most heads put much of their weight on it, and its rounding error is
+              the same in every window)
+  MODE@R      the fp8 modes with calibrated per-head scales (amax / 448 on the calibration text, the
+              values' about their mean where subtracted) times 2^R: R moves the e4m3 grid against
+              the values (R = 0, 0.25, 0.5, 0.75 are four alignments of the same range), to tell a
+              systematic gain from the luck of one grid
 
-The means are calibrated on 8 samples of 512 tokens of tinyshakespeare (not the scored text).
+For each mode: perplexity, its change against the baseline, and the mean KL divergence of the
+next-token distributions from the baseline's (a positive number per token, so less noisy than a
+perplexity difference). The means and maxima are calibrated on 8 samples of 512 tokens of
+tinyshakespeare (not the scored text).
 Usage: /work/venv-ref/bin/python scripts/kv-fp8-offset-study.py MODEL_DIR SHARED_DATA_DIR TOKENS MODES
-  e.g. ... ~/.cache/llmctl/models/SmolLM2-135M-Instruct/hf ../shared/data 32768 none,fp8,fp8-vmean
+  e.g. ... ~/.cache/llmctl/models/SmolLM2-135M-Instruct/hf ../shared/data 4096 none,fp8@0,fp8-vmean@0,fp8-sink@0
 """
 import math
 import os
@@ -31,31 +41,46 @@ tok = AutoTokenizer.from_pretrained(model_dir)
 model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
 reference_attention = llama.eager_attention_forward
 state = {"mode": "none", "calibrating": False}
-sums = {}  # (layer, "k" | "v") -> (sum over tokens [kv heads, head dim], token count)
+calib = {}  # (layer, "k" | "v") -> list of [tokens, kv heads, head dim] (keys after rope)
 
 
-def mean(layer, which):
-    s, n = sums[(layer, which)]
-    return (s / n)[None, :, None, :]  # [1, kv heads, 1, head dim]
+def stats(layer, which):
+    """(mean [1, kv heads, 1, D], amax [1, kv heads, 1, 1], centered amax) over the calibration text."""
+    key = ("stats", layer, which)
+    if key not in calib:
+        x = torch.cat(calib[(layer, which)])  # [tokens, kv heads, D]
+        m = x.mean(dim=0)
+        calib[key] = (m[None, :, None, :], x.abs().amax(dim=(0, 2))[None, :, None, None],
+                      (x - m).abs().amax(dim=(0, 2))[None, :, None, None])
+    return calib[key]
 
 
-def e4m3(x):
-    return x.clamp(-448, 448).to(torch.float8_e4m3fn).to(torch.float32)
+def e4m3(x, scale):
+    return (x / scale).clamp(-448, 448).to(torch.float8_e4m3fn).to(torch.float32) * scale
 
 
 def cached_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kw):
     layer, mode = module.layer_idx, state["mode"]
     if state["calibrating"]:  # key, value: [batch, kv heads, tokens, head dim], keys after rope
         for which, x in (("k", key), ("v", value)):
-            s, n = sums.get((layer, which), (0, 0))
-            sums[(layer, which)] = (s + x.sum(dim=(0, 2)), n + x.shape[0] * x.shape[2])
+            calib.setdefault((layer, which), []).append(x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3]))
     elif mode == "bf16":
         key, value = key.to(torch.bfloat16).float(), value.to(torch.bfloat16).float()
     elif mode.startswith("fp8"):
-        k_off = mean(layer, "k") if mode in ("fp8-kmean", "fp8-kvmean") else 0
-        v_off = mean(layer, "v") if mode in ("fp8-vmean", "fp8-kvmean") else 0
-        key = e4m3(key - k_off)
-        value = e4m3(value - v_off) + v_off
+        base, _, r = mode.partition("@")
+        sink = base.endswith("-sink")
+        base = base.removesuffix("-sink")
+        out = []
+        for which, x in (("k", key), ("v", value)):
+            mean, amax, centered = stats(layer, which)
+            centre = base == "fp8-kvmean" or base == f"fp8-{which}mean"
+            off = mean if centre else 0
+            scale = (centered if centre else amax) / 448 * 2 ** float(r) if r else 1.0
+            q = e4m3(x - off, scale) + (off if which == "v" else 0)
+            if sink:
+                q[:, :, :1] = x[:, :, :1]
+            out.append(q)
+        key, value = out
     elif mode != "none":
         raise SystemExit("unknown mode " + mode)
     return reference_attention(module, query, key, value, attention_mask, scaling, dropout, **kw)
@@ -65,35 +90,34 @@ llama.eager_attention_forward = cached_attention
 if hasattr(llama, "ALL_ATTENTION_FUNCTIONS"):
     llama.ALL_ATTENTION_FUNCTIONS["eager"] = cached_attention
 
-calib = tok(open(os.path.join(data_dir, "tinyshakespeare.txt"), encoding="utf-8").read(),
-            return_tensors="pt").input_ids[0]
+calib_ids = tok(open(os.path.join(data_dir, "tinyshakespeare.txt"), encoding="utf-8").read(),
+                return_tensors="pt").input_ids[0]
 rng = random.Random(0)
 state["calibrating"] = True
 with torch.no_grad():
-    for s in [rng.randrange(len(calib) - 512) for _ in range(8)]:
-        model(calib[s:s + 512].unsqueeze(0))
+    for s in [rng.randrange(len(calib_ids) - 512) for _ in range(8)]:
+        model(calib_ids[s:s + 512].unsqueeze(0))
 state["calibrating"] = False
 
 text = tok(open(os.path.join(data_dir, "wikitext2-valid.txt"), encoding="utf-8").read(),
            return_tensors="pt").input_ids[0][:n_tokens]
-
-
-def perplexity():
-    nll, n = 0.0, 0
-    with torch.no_grad():
-        for s in range(0, len(text) - 1, 512):
-            x = text[s:s + 512].unsqueeze(0)
-            if x.shape[1] < 2:
-                break
-            logp = model(x).logits[0, :-1].log_softmax(-1)
-            nll -= logp.gather(1, x[0, 1:, None]).sum().item()
-            n += x.shape[1] - 1
-    return math.exp(nll / n)
-
-
-baseline = None
-for mode in modes:
-    state["mode"] = mode
-    p = perplexity()
-    baseline = baseline if baseline is not None else p
-    print(f"{mode:10s} {p:.4f} {100 * (p / baseline - 1):+.3f}%", flush=True)
+nll = {m: 0.0 for m in modes}
+kl = {m: 0.0 for m in modes}
+n = 0
+with torch.no_grad():
+    for s in range(0, len(text) - 1, 512):
+        x = text[s:s + 512].unsqueeze(0)
+        if x.shape[1] < 2:
+            break
+        state["mode"] = "none"
+        base = model(x).logits[0, :-1].log_softmax(-1)
+        for m in modes:
+            state["mode"] = m
+            logp = base if m == "none" else model(x).logits[0, :-1].log_softmax(-1)
+            nll[m] -= logp.gather(1, x[0, 1:, None]).sum().item()
+            kl[m] += (base.exp() * (base - logp)).sum().item()
+        n += x.shape[1] - 1
+ref = math.exp(nll[modes[0]] / n)
+for m in modes:
+    p = math.exp(nll[m] / n)
+    print(f"{m:16s} ppl {p:.4f} {100 * (p / ref - 1):+.3f}%  mean KL {kl[m] / n:.6f}", flush=True)

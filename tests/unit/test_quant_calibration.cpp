@@ -108,6 +108,7 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
   REQUIRE(T == 36);
   Tensor x = f.embed(ck.get("model.embed_tokens.weight"));
   quant::KvAbsMax amax;
+  std::vector<double> want_k_amax, want_v_amax;  // from the reference's rotated keys and values
   for (int l = 0; l < c.num_layers; ++l) {
     quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
     // reference: plain loops in double
@@ -152,6 +153,13 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
       };
       rope(q, Hq);
       rope(k, Hkv);
+      want_k_amax.assign(size_t(Hkv), 0.0);
+      want_v_amax.assign(size_t(Hkv), 0.0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < Hkv * D; ++i) {
+          want_k_amax[size_t(i / D)] = std::max(want_k_amax[size_t(i / D)], std::fabs(k[size_t(t * Hkv * D + i)]));
+          want_v_amax[size_t(i / D)] = std::max(want_v_amax[size_t(i / D)], std::fabs(v[size_t(t * Hkv * D + i)]));
+        }
       std::vector<double> att(size_t(T * Hq * D), 0.0);
       const int64_t L_ = f.seq_len();
       for (int64_t t = 0; t < T; ++t)
@@ -197,7 +205,12 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
     double worst = 0;
     for (int64_t i = 0; i < T * H; ++i) worst = std::max(worst, std::fabs(x.ptr<float>()[i] - ref[size_t(i)]) / (1 + std::fabs(ref[size_t(i)])));
     CHECK(worst < 2e-5);
+    // What fp8 KV scales are calibrated from: the maxima of the cached keys (after rope) and values.
     REQUIRE(amax.k.size() == size_t(Hkv));
-    for (float a : amax.k) CHECK(a > 0);
+    REQUIRE(amax.v.size() == size_t(Hkv));
+    for (int64_t h = 0; h < Hkv; ++h) {
+      CHECK(std::fabs(amax.k[size_t(h)] - want_k_amax[size_t(h)]) <= 1e-5 * (1 + want_k_amax[size_t(h)]));
+      CHECK(std::fabs(amax.v[size_t(h)] - want_v_amax[size_t(h)]) <= 1e-5 * (1 + want_v_amax[size_t(h)]));
+    }
   }
 }
