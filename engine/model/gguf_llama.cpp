@@ -221,19 +221,53 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
   } catch (const std::invalid_argument& e) {
     LLM_THROW() << what << ": " << e.what();
   }
-  auto decode = [g, &info, shape, what, unpermute_heads] {
+  // Rows [first, first + count) of the file's tensor (before any unpermutation).
+  auto decode_run = [g, &info, shape, what](int64_t first, int64_t count) {
+    const size_t row_bytes = info.nbytes / size_t(shape[0]);  // whole blocks per row: shape checked above
     std::optional<quant::GroupAffineWeight> w;
     try {
-      w = quant::group_affine_from_gguf(uint32_t(info.type), info.data, info.nbytes, shape[0], shape[1], nullptr);
+      w = quant::group_affine_from_gguf(uint32_t(info.type), static_cast<const uint8_t*>(info.data) + first * row_bytes,
+                                        size_t(count) * row_bytes, count, shape[1], nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }
     LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
-    release_mapped_pages(info.data, info.nbytes);  // decoded into its own memory
-    if (unpermute_heads > 0) *w = quant::select_rows(*w, unpermute_qk_rows(w->n, unpermute_heads));
     return std::move(*w);
   };
-  return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode));
+  auto decode = [&info, shape, unpermute_heads, decode_run] {
+    quant::GroupAffineWeight w = decode_run(0, shape[0]);
+    release_mapped_pages(info.data, info.nbytes);  // decoded into its own memory
+    if (unpermute_heads > 0) w = quant::select_rows(w, unpermute_qk_rows(w.n, unpermute_heads));
+    return w;
+  };
+  // A tensor-parallel rank's rows alone: the file's rows they come from, in runs of consecutive
+  // ones, decoded and put in order (a whole-tensor decode would be the rank's largest transient).
+  auto decode_rows = [&info, shape, unpermute_heads, decode_run](const std::vector<quant::IndexRange>& ranges) {
+    const std::vector<quant::IndexRange> from =
+        unpermute_heads > 0 ? unpermute_qk_rows(shape[0], unpermute_heads) : std::vector<quant::IndexRange>{};
+    std::vector<quant::IndexRange> runs;  // file rows, in the order wanted
+    for (const auto& [begin, length] : ranges)
+      for (int64_t r = begin; r < begin + length; ++r) {
+        const int64_t src = from.empty() ? r : from[size_t(r)].first;
+        if (!runs.empty() && runs.back().first + runs.back().second == src)
+          ++runs.back().second;
+        else
+          runs.emplace_back(src, 1);
+      }
+    LLM_CHECK(!runs.empty()) << "no rows asked of a quantized tensor";
+    std::vector<quant::GroupAffineWeight> pieces;
+    pieces.reserve(runs.size());
+    for (const auto& [first, count] : runs) pieces.push_back(decode_run(first, count));
+    release_mapped_pages(info.data, info.nbytes);
+    if (pieces.size() == 1) return std::move(pieces[0]);
+    std::vector<const quant::GroupAffineWeight*> ptrs;
+    for (const quant::GroupAffineWeight& p : pieces) ptrs.push_back(&p);
+    std::string why;
+    std::optional<quant::GroupAffineWeight> w = quant::concat_rows(ptrs, &why);
+    LLM_CHECK(w) << "rows of one tensor would not join: " << why;
+    return std::move(*w);
+  };
+  return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode), std::move(decode_rows));
 }
 
 }  // namespace

@@ -9,27 +9,31 @@ namespace llmctl {
 
 QuantizedEntry::QuantizedEntry(quant::GroupAffineWeight w) : n_(w.n), k_(w.k), w_(std::move(w)) {}
 
-QuantizedEntry QuantizedEntry::deferred(std::string what, int64_t n, int64_t k, Decoder decode) {
+QuantizedEntry QuantizedEntry::deferred(std::string what, int64_t n, int64_t k, Decoder decode, RowsDecoder decode_rows) {
   LLM_CHECK(decode) << "a deferred quantized weight needs a decoder";
   QuantizedEntry e;
   e.n_ = n;
   e.k_ = k;
   e.what_ = std::move(what);
   e.decode_ = std::move(decode);
+  e.decode_rows_ = std::move(decode_rows);
   return e;
+}
+
+quant::GroupAffineWeight QuantizedEntry::checked(quant::GroupAffineWeight w, int64_t rows) const {
+  LLM_CHECK(w.n == rows && w.k == k_) << what_ << ": decoded to [" << w.n << ", " << w.k << "], announced as ["
+                                      << rows << ", " << k_ << "]";
+  try {
+    w.validate();
+  } catch (const std::invalid_argument& e) {
+    throw InputError(what_ + ": " + e.what());
+  }
+  return w;
 }
 
 const quant::GroupAffineWeight& QuantizedEntry::weight() const {
   if (decode_) {
-    quant::GroupAffineWeight w = decode_();
-    LLM_CHECK(w.n == n_ && w.k == k_) << what_ << ": decoded to [" << w.n << ", " << w.k << "], announced as ["
-                                      << n_ << ", " << k_ << "]";
-    try {
-      w.validate();
-    } catch (const std::invalid_argument& e) {
-      throw InputError(what_ + ": " + e.what());
-    }
-    w_ = std::move(w);
+    w_ = checked(decode_(), n_);
     decode_ = nullptr;
   }
   LLM_CHECK(w_.has_value()) << "a released quantized weight was read (Checkpoint::release_after_upload: a "
@@ -41,9 +45,21 @@ quant::GroupAffineWeight& QuantizedEntry::weight() {
   return const_cast<quant::GroupAffineWeight&>(static_cast<const QuantizedEntry&>(*this).weight());
 }
 
+quant::GroupAffineWeight QuantizedEntry::rows(const std::vector<quant::IndexRange>& ranges) const {
+  int64_t rows = 0;
+  for (const auto& [begin, length] : ranges) {
+    LLM_CHECK(begin >= 0 && length >= 0 && begin + length <= n_)
+        << what_ << ": rows [" << begin << ", " << begin + length << ") of " << n_;
+    rows += length;
+  }
+  if (decode_ && decode_rows_) return checked(decode_rows_(ranges), rows);
+  return quant::select_rows(weight(), ranges);
+}
+
 void QuantizedEntry::release() {
   w_.reset();
   decode_ = nullptr;
+  decode_rows_ = nullptr;
 }
 
 }  // namespace llmctl

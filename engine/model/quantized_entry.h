@@ -2,7 +2,8 @@
 // States: deferred -> decoded -> released.
 //   deferred: a decoder over the file's bytes, run on first use (a GGUF's blocks are decoded when
 //             the loader reaches the weight, so a rank decodes only the weights it loads, one at a
-//             time, and the model's canonical forms never all live at once);
+//             time, and the model's canonical forms never all live at once); with a row decoder,
+//             rows() decodes just the rows a tensor-parallel rank takes and the entry stays deferred;
 //   decoded:  the weight in memory (an entry made from a weight starts here);
 //   released: freed once a model holds its own copy (Checkpoint::release_after_upload); the name
 //             stays, and reading it again is refused.
@@ -12,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "quant/format/group_affine.h"
 
@@ -20,12 +22,14 @@ namespace llmctl {
 class QuantizedEntry {
  public:
   using Decoder = std::function<quant::GroupAffineWeight()>;
+  // The listed row ranges of the weight, in order: [sum of the lengths, k].
+  using RowsDecoder = std::function<quant::GroupAffineWeight(const std::vector<quant::IndexRange>&)>;
 
   QuantizedEntry() = default;                        // released (no weight)
   QuantizedEntry(quant::GroupAffineWeight w);        // NOLINT(google-explicit-constructor): decoded
   // Decoded on first use by `decode`, whose result must be [n, k] and pass validate(); `what` names
-  // the weight in those errors ("<file>: tensor '<name>'").
-  static QuantizedEntry deferred(std::string what, int64_t n, int64_t k, Decoder decode);
+  // the weight in those errors ("<file>: tensor '<name>'"). `decode_rows`, when given, serves rows().
+  static QuantizedEntry deferred(std::string what, int64_t n, int64_t k, Decoder decode, RowsDecoder decode_rows = {});
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
@@ -36,6 +40,11 @@ class QuantizedEntry {
   // released entry.
   const quant::GroupAffineWeight& weight() const;
   quant::GroupAffineWeight& weight();
+  // The listed row ranges ([begin, begin + length) each, inside [0, n)) as one weight: while deferred
+  // with a row decoder, decoded from those rows alone (checked and validated as weight() is; the
+  // entry stays deferred); otherwise selected from weight(). InternalError for a range outside the
+  // weight or a released entry.
+  quant::GroupAffineWeight rows(const std::vector<quant::IndexRange>& ranges) const;
   // Frees the weight (or drops the decoder): the entry becomes released.
   void release();
 
@@ -44,6 +53,10 @@ class QuantizedEntry {
   std::string what_;
   mutable std::optional<quant::GroupAffineWeight> w_;
   mutable Decoder decode_;
+  RowsDecoder decode_rows_;
+
+  // w with `rows` rows and k_ columns, valid (validate()); the errors name the weight.
+  quant::GroupAffineWeight checked(quant::GroupAffineWeight w, int64_t rows) const;
 };
 
 }  // namespace llmctl

@@ -1,7 +1,8 @@
 // GGUF reader: the input is a whole .gguf file (written to a memfd and opened by path, as the
 // engine opens files). Opens it, reads every metadata value through each accessor, loads (and
 // dequantizes) every tensor of modest size in both forms, and reads the llama config from it; for
-// inputs up to 1 MiB, loads the whole llama checkpoint with its linears kept quantized.
+// inputs up to 1 MiB, loads the whole llama checkpoint with its linears kept quantized (each entry's
+// rows decoded alone, as a tensor-parallel rank reads them, then whole).
 #include <cstdint>
 #include <cstring>
 
@@ -70,6 +71,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const Checkpoint ck = load_gguf_checkpoint(g, keep);
         for (const auto& [name, e] : ck.quantized)  // each decoded (deferred until read), errors by entry
           expect_errors([&] {
+            // A tensor-parallel rank's rows first (decoded alone while the entry is deferred), then all.
+            const int64_t half = e.n() / 2;
+            const quant::GroupAffineWeight r = e.rows({{half, e.n() - half}, {0, half > 0 ? 1 : 0}});
+            if (r.n != e.n() - half + (half > 0 ? 1 : 0) || r.k != e.k() || r.codes.size() != size_t(r.n * r.k))
+              __builtin_trap();
             const quant::GroupAffineWeight& w = e.weight();
             if (w.n != e.n() || w.k != e.k() || w.codes.size() != size_t(w.n * w.k) ||
                 w.scale.size() != size_t(w.n * w.groups()))

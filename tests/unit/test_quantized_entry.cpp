@@ -2,6 +2,7 @@
 // result goes through.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -86,6 +87,58 @@ TEST_CASE("a deferred decoder's result is checked against its announced shape an
   CHECK(!eager.is_deferred());
   CHECK(eager.n() == 3);
   CHECK(eager.weight().codes.at(0) == 2);
+}
+
+
+TEST_CASE("rows(): a row decoder serves a rank's rows without decoding the whole weight") {
+  // Row r's codes are r: which rows came back is visible in the codes.
+  auto numbered = [](int64_t n) {
+    quant::GroupAffineWeight w = small_weight(n, 32, 0);
+    for (int64_t r = 0; r < n; ++r) std::fill_n(w.codes.begin() + r * 32, 32, uint8_t(r));
+    return w;
+  };
+  int whole = 0, partial = 0;
+  QuantizedEntry e = QuantizedEntry::deferred(
+      "m.gguf: tensor 'output.weight'", 12, 32,
+      [&] {
+        ++whole;
+        return numbered(12);
+      },
+      [&](const std::vector<quant::IndexRange>& ranges) {
+        ++partial;
+        return quant::select_rows(numbered(12), ranges);
+      });
+  const std::vector<quant::IndexRange> ranges = {{8, 3}, {2, 1}};
+  const quant::GroupAffineWeight r = e.rows(ranges);
+  CHECK(r.n == 4);
+  CHECK(r.codes[0] == 8);
+  CHECK(r.codes[3 * 32] == 2);
+  CHECK(partial == 1);
+  CHECK(whole == 0);
+  CHECK(e.is_deferred());
+  CHECK(error_of([&] { (void)e.rows({{10, 3}}); }).find("rows [10, 13) of 12") != std::string::npos);
+  CHECK(e.weight().codes[11 * 32] == 11);  // a full read still decodes the whole weight
+  CHECK(whole == 1);
+  CHECK(e.rows(ranges).codes == r.codes);  // decoded now: selected from the weight
+  CHECK(partial == 1);
+
+  // Without a row decoder, rows() decodes the whole weight (once) and selects.
+  int calls = 0;
+  QuantizedEntry plain = QuantizedEntry::deferred("x", 12, 32, [&] {
+    ++calls;
+    return numbered(12);
+  });
+  CHECK(plain.rows(ranges).codes == r.codes);
+  CHECK(!plain.is_deferred());
+  CHECK(calls == 1);
+
+  // The row decoder's result is checked like the decoder's.
+  QuantizedEntry short_rows = QuantizedEntry::deferred(
+      "m.gguf: tensor 'a'", 12, 32, [&] { return numbered(12); },
+      [&](const std::vector<quant::IndexRange>&) { return numbered(2); });
+  CHECK(error_of([&] { (void)short_rows.rows(ranges); }).find("announced as [4, 32]") != std::string::npos);
+  short_rows.release();
+  CHECK(error_of([&] { (void)short_rows.rows(ranges); }).find("released") != std::string::npos);
 }
 
 }  // namespace llmctl

@@ -16,6 +16,10 @@
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/registry.h"
+#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/weights/load_weights.h"
+#include "engine/model/weights/megatron_split.h"
+#include "quant/format/group_affine.h"
 #include "quant_gguf_model.h"
 #include "quant_load_util.h"
 #include "skip.h"
@@ -139,5 +143,54 @@ TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4G
     CHECK(int4 == 4 * 30);  // the layers' Q4_1 linears
     CHECK(int8 == 1);       // the lm_head over the Q8_0 embedding
     CHECK(relative_max_diff(got, want) == 0.0);
+  }
+}
+
+TEST_CASE("quantized GGUF: a tensor-parallel rank decodes only its rows, the rows of the whole tensor") {
+  Layout mixed{"Q4_K_M-like mix, Q8_0 lm_head", {}, kQ8_0};
+  mixed.types = {{"attn_q", kQ4_K}, {"attn_k", kQ4_K}, {"attn_v", kQ6_K}, {"attn_output", kQ5_K},
+                 {"ffn_gate", kQ4_1}, {"ffn_up", kQ5_0}, {"ffn_down", kQ5_1}};
+  Layout tied = uniform("Q4_0, tied Q8_0 table", kQ4_0);
+  tied.embed = kQ8_0;
+  ScratchDir dir("qload_gguf_rows");
+  uint32_t seed = 70;
+  for (const Layout& layout : {mixed, tied}) {
+    INFO(layout.label);
+    const std::string path = dir.file("m.gguf");
+    write_bytes(path, build_gguf(layout, ++seed));
+    const Checkpoint whole = load_checkpoint(path, keep());  // each entry decoded whole below
+    for (const auto& [name, e] : whole.quantized) {
+      INFO(name);
+      const Checkpoint fresh = load_checkpoint(path, keep());
+      const QuantizedEntry& d = fresh.quantized.at(name);
+      REQUIRE(d.is_deferred());
+      const std::vector<quant::IndexRange> ranges = {{e.n() / 2, e.n() / 4}, {1, 3}, {e.n() - 1, 1}};
+      const quant::GroupAffineWeight got = d.rows(ranges);
+      CHECK(d.is_deferred());  // only those rows were decoded
+      const quant::GroupAffineWeight want = quant::select_rows(e.weight(), ranges);
+      CHECK(got.n == want.n);
+      CHECK(got.bits == want.bits);
+      CHECK(got.group == want.group);
+      CHECK(got.codes == want.codes);
+      CHECK(got.scale == want.scale);
+      CHECK(got.offset == want.offset);
+    }
+    // Every rank's slice of every linear, from deferred entries, equals the slice of the decoded ones.
+    const auto all = llama_weight_sources(whole.config);
+    for (int rank = 0; rank < 2; ++rank)
+      for (const WeightSource& src : all) {
+        if (src.role == WeightRole::Norm || src.role == WeightRole::QkvBias || !whole.quantized.count(src.parts[0])) continue;
+        INFO(src.name << " rank " << rank);
+        const ShardSpec spec = megatron_shard(src.role, whole.config, rank, 2);
+        const Checkpoint fresh = load_checkpoint(path, keep());
+        std::string why_a, why_b;
+        const auto a = gather_quantized_shard(fresh, src, spec, &why_a);
+        const auto b = gather_quantized_shard(whole, src, spec, &why_b);
+        REQUIRE_MESSAGE(a.has_value(), why_a);
+        REQUIRE_MESSAGE(b.has_value(), why_b);
+        CHECK(a->codes == b->codes);
+        CHECK(a->scale == b->scale);
+        CHECK(a->offset == b->offset);
+      }
   }
 }

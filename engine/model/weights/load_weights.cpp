@@ -1,5 +1,6 @@
 #include "engine/model/weights/load_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -76,6 +77,33 @@ const quant::GroupAffineWeight& quantized_part(const std::string& name, const Qu
   return e.weight();
 }
 
+// A split by output rows (column-parallel, vocab-parallel): this rank's rows of each part, in the
+// fused order, each part decoding only those rows when it can (QuantizedEntry::rows), then joined.
+// The same weight as concat_rows of the whole parts sliced by shard_quantized: the rank's
+// segments run in increasing order, so taking them part by part keeps their order.
+std::optional<quant::GroupAffineWeight> rank_rows(const std::vector<const QuantizedEntry*>& entries,
+                                                  const ShardSpec& spec, std::string* why_not) {
+  int64_t total = 0;
+  for (const QuantizedEntry* e : entries) total += e->n();
+  const std::vector<ShardSegment> segs = shard_segments(total, spec);
+  std::vector<quant::GroupAffineWeight> pieces;
+  int64_t offset = 0;
+  for (const QuantizedEntry* e : entries) {
+    std::vector<quant::IndexRange> mine;  // this part's rows among the segments, part-local
+    for (const ShardSegment& s : segs) {
+      const int64_t b = std::max(s.begin, offset), end = std::min(s.begin + s.length, offset + e->n());
+      if (b < end) mine.emplace_back(b - offset, end - b);
+    }
+    if (!mine.empty()) pieces.push_back(e->rows(mine));
+    offset += e->n();
+  }
+  LLM_CHECK(!pieces.empty()) << "a tensor-parallel rank with no rows of a weight";
+  if (pieces.size() == 1) return std::move(pieces[0]);
+  std::vector<const quant::GroupAffineWeight*> ptrs;
+  for (const quant::GroupAffineWeight& p : pieces) ptrs.push_back(&p);
+  return quant::concat_rows(ptrs, why_not);
+}
+
 }  // namespace
 
 Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec) {
@@ -97,15 +125,21 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
 std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint& ck, const WeightSource& src,
                                                                const ShardSpec& spec, std::string* why_not) {
   LLM_CHECK(!src.parts.empty()) << "weight " << src.name << " names no checkpoint tensors";
-  std::vector<const quant::GroupAffineWeight*> parts;
+  std::vector<const QuantizedEntry*> entries;
   for (const std::string& n : src.parts) {
     auto q = ck.quantized.find(n);
     if (q == ck.quantized.end()) {
       if (why_not) *why_not = "'" + n + "' is dense and the fused parts must all be quantized";
       return std::nullopt;
     }
-    parts.push_back(&quantized_part(n, q->second));
+    LLM_CHECK(!q->second.released()) << "quantized weight '" << n << "' was already loaded and released "
+                                     << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+    entries.push_back(&q->second);
   }
+  if (spec.world > 1 && (spec.kind == ShardKind::Column || spec.kind == ShardKind::Vocab))
+    return rank_rows(entries, spec, why_not);
+  std::vector<const quant::GroupAffineWeight*> parts;
+  for (size_t i = 0; i < entries.size(); ++i) parts.push_back(&quantized_part(src.parts[i], *entries[i]));
   std::optional<quant::GroupAffineWeight> fused;
   if (parts.size() > 1 && !(fused = quant::concat_rows(parts, why_not))) return std::nullopt;
   const quant::GroupAffineWeight& w = fused ? *fused : *parts[0];
