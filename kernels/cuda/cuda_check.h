@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/kernel_check.h"
 
 #define CUDA_CHECK(call)                                                                          \
@@ -19,7 +20,7 @@
     cublasStatus_t st_ = (call);                                                                  \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
       KERNEL_FAIL()                                                                               \
-          << __FILE__ << ":" << __LINE__ << ": " #call ": " << cublasGetStatusString(st_);        \
+          << __FILE__ << ":" << __LINE__ << ": " #call ": " << ::llmctl::cuda::cublas_api().cublasGetStatusString(st_);        \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations (and, asynchronously, earlier faults).

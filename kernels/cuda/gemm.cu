@@ -19,7 +19,7 @@ void gemm(cublasHandle_t handle, const GemmParams& p) {
   KERNEL_CHECK(p.in_dtype == p.out_dtype || p.out_dtype == DType::F32) << "gemm: out dtype must match inputs or be f32";
   // f32 inputs keep full f32 math; 16-bit inputs accumulate in f32 on tensor cores.
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.T), int(p.K), &p.alpha, p.w,
+  CUBLAS_CHECK(cublas_api().cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.T), int(p.K), &p.alpha, p.w,
                             cuda_data_type(p.in_dtype), int(p.K), p.x, cuda_data_type(p.in_dtype), int(p.K), &p.beta, p.out,
                             cuda_data_type(p.out_dtype), int(p.N), compute, CUBLAS_GEMM_DEFAULT));
 }

@@ -29,33 +29,33 @@ struct GemmTuner::Descs {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   Descs(const GemmParams& p, size_t ws_bytes) {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.N), p.K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, cuda_data_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&a, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.N), p.K));
+    CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&b, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
+    CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&c, cuda_data_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                       sizeof(ws_bytes)));
   }
   ~Descs() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (pref) cublas_api().cublasLtMatmulPreferenceDestroy(pref);
     for (auto l : {a, b, c})
-      if (l) cublasLtMatrixLayoutDestroy(l);
-    if (op) cublasLtMatmulDescDestroy(op);
+      if (l) cublas_api().cublasLtMatrixLayoutDestroy(l);
+    if (op) cublas_api().cublasLtMatmulDescDestroy(op);
   }
 };
 
 GemmTuner::GemmTuner(void* workspace, size_t workspace_bytes, std::string cache_path)
     : ws_(workspace), ws_bytes_(workspace_bytes), path_(std::move(cache_path)) {
-  CUBLAS_CHECK(cublasLtCreate(&lt_));
+  CUBLAS_CHECK(cublas_api().cublasLtCreate(&lt_));
   load();
 }
 
 GemmTuner::~GemmTuner() {
-  if (lt_) cublasLtDestroy(lt_);
+  if (lt_) cublas_api().cublasLtDestroy(lt_);
 }
 
 // Cache lines: in out N K T-bucket, then either "gemv" and its rows per block, or the 8 words of the
@@ -100,7 +100,7 @@ void GemmTuner::save_entry(const Key& key, const Entry& e) const {
 GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t stream) {
   cublasLtMatmulHeuristicResult_t res[kCandidates];
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, kCandidates, res, &found));
+  CUBLAS_CHECK(cublas_api().cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, kCandidates, res, &found));
   KERNEL_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
   Entry best;
   best.algo = res[0].algo;
@@ -128,7 +128,7 @@ GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t str
   float best_ms = 1e30f;
   for (int i = 0; i < found; ++i) {
     const float ms = time_of([&] {
-      return cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
+      return cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
                             ws_, ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
     });
     if (ms < best_ms) {
@@ -168,7 +168,7 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
     cublasLtMatmulHeuristicResult_t r{};
     const bool fits = it->second.gemv_rows > 0
                           ? gemv_fits(p)
-                          : cublasLtMatmulAlgoCheck(lt_, d.op, d.a, d.b, d.c, d.c, &it->second.algo, &r) ==
+                          : cublas_api().cublasLtMatmulAlgoCheck(lt_, d.op, d.a, d.b, d.c, d.c, &it->second.algo, &r) ==
                                     CUBLAS_STATUS_SUCCESS &&
                                 r.workspaceSize <= ws_bytes_;
     if (fits) {
@@ -195,11 +195,11 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
     // A call of the bucket the GEMV cannot take (unaligned operands): cuBLASLt's first choice.
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &r, &found));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &r, &found));
     KERNEL_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
     algo = r.algo;
   }
-  CUBLAS_CHECK(cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &algo, ws_,
+  CUBLAS_CHECK(cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &algo, ws_,
                               ws_bytes_, stream));
 }
 

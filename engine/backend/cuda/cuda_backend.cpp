@@ -52,10 +52,10 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
           (options_.deterministic ? ", deterministic" : "") + ")";
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
-  CUBLAS_CHECK(cublasCreate(&cublas_));
-  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  CUBLAS_CHECK(cuda::cublas_api().cublasCreate(&cublas_));
+  CUBLAS_CHECK(cuda::cublas_api().cublasSetStream(cublas_, stream_));
   CUDA_CHECK(cudaMalloc(&cublas_ws_, kCublasWorkspace));
-  CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
+  CUBLAS_CHECK(cuda::cublas_api().cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
   if (options_.autotune) {  // one cache file per GPU model and cuBLASLt version ("2": entries may name the GEMV)
     std::string file;
     if (!options_.autotune_dir.empty()) {
@@ -63,7 +63,7 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
       for (char& ch : gpu)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
       file = options_.autotune_dir + "/gemm-autotune2-" + gpu + "-sm" + std::to_string(prop.major * 10 + prop.minor) +
-             "-cublaslt" + std::to_string(cublasLtGetVersion()) + ".txt";
+             "-cublaslt" + std::to_string(cuda::cublas_api().cublasLtGetVersion()) + ".txt";
     }
     tuner_ = std::make_unique<cuda::GemmTuner>(cublas_ws_, kCublasWorkspace, file);
   }
@@ -79,7 +79,7 @@ CudaBackend::~CudaBackend() {
   tuner_.reset();
   if (step_begin_) cudaEventDestroy(step_begin_);
   if (step_end_) cudaEventDestroy(step_end_);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) cuda::cublas_api().cublasDestroy(cublas_);
   if (cublas_ws_) cudaFree(cublas_ws_);
   if (attn_ws_) cudaFree(attn_ws_);
   if (attn_counters_) cudaFree(attn_counters_);
