@@ -69,11 +69,15 @@ void release_quantized_sources(const Checkpoint& ck, const WeightSource& src) {
   }
 }
 
-// A part's weight, decoded if deferred; a part released by release_quantized_sources, read again,
-// is refused by name (a loader bug).
-const quant::GroupAffineWeight& quantized_part(const std::string& name, const QuantizedEntry& e) {
+// A part released by release_quantized_sources, read again, is refused by name (a loader bug).
+void require_unreleased(const std::string& name, const QuantizedEntry& e) {
   LLM_CHECK(!e.released()) << "quantized weight '" << name << "' was already loaded and released "
                            << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+}
+
+// A part's weight, decoded if deferred.
+const quant::GroupAffineWeight& quantized_part(const std::string& name, const QuantizedEntry& e) {
+  require_unreleased(name, e);
   return e.weight();
 }
 
@@ -132,8 +136,7 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
       if (why_not) *why_not = "'" + n + "' is dense and the fused parts must all be quantized";
       return std::nullopt;
     }
-    LLM_CHECK(!q->second.released()) << "quantized weight '" << n << "' was already loaded and released "
-                                     << "(Checkpoint::release_after_upload): a checkpoint built for one model was read twice";
+    require_unreleased(n, q->second);
     entries.push_back(&q->second);
   }
   if (spec.world > 1 && (spec.kind == ShardKind::Column || spec.kind == ShardKind::Vocab))
