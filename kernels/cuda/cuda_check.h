@@ -19,8 +19,8 @@
   do {                                                                                            \
     cublasStatus_t st_ = (call);                                                                  \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
-      KERNEL_FAIL()                                                                               \
-          << __FILE__ << ":" << __LINE__ << ": " #call ": " << ::llmctl::cuda::cublas_api().cublasGetStatusString(st_);        \
+      KERNEL_FAIL() << __FILE__ << ":" << __LINE__ << ": " #call ": "                             \
+                    << ::llmctl::cuda::cublas_api().cublasGetStatusString(st_);                   \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations (and, asynchronously, earlier faults).
