@@ -1,5 +1,6 @@
 #include "engine/model/gguf_llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -240,32 +241,26 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
     if (unpermute_heads > 0) w = quant::select_rows(w, unpermute_qk_rows(w.n, unpermute_heads));
     return w;
   };
-  // A tensor-parallel rank's rows alone: the file's rows they come from, in runs of consecutive
-  // ones, decoded and put in order (a whole-tensor decode would be the rank's largest transient).
+  // A tensor-parallel rank's rows alone: the smallest run of file rows that holds them (a rank's
+  // heads are contiguous, and the q/k permutation stays inside each head), decoded, then the wanted
+  // rows taken from it in order (a whole-tensor decode would be the rank's largest transient).
   auto decode_rows = [&info, shape, unpermute_heads, decode_run](const std::vector<quant::IndexRange>& ranges) {
     const std::vector<quant::IndexRange> from =
         unpermute_heads > 0 ? unpermute_qk_rows(shape[0], unpermute_heads) : std::vector<quant::IndexRange>{};
-    std::vector<quant::IndexRange> runs;  // file rows, in the order wanted
+    std::vector<quant::IndexRange> rows;  // file rows, one each, in the order wanted
+    int64_t lo = shape[0], hi = 0;
     for (const auto& [begin, length] : ranges)
       for (int64_t r = begin; r < begin + length; ++r) {
         const int64_t src = from.empty() ? r : from[size_t(r)].first;
-        if (!runs.empty() && runs.back().first + runs.back().second == src)
-          ++runs.back().second;
-        else
-          runs.emplace_back(src, 1);
+        rows.emplace_back(src, 1);
+        lo = std::min(lo, src);
+        hi = std::max(hi, src + 1);
       }
-    LLM_CHECK(!runs.empty()) << "no rows asked of a quantized tensor";
-    std::vector<quant::GroupAffineWeight> pieces;
-    pieces.reserve(runs.size());
-    for (const auto& [first, count] : runs) pieces.push_back(decode_run(first, count));
+    LLM_CHECK(!rows.empty()) << "no rows asked of a quantized tensor";
+    const quant::GroupAffineWeight cover = decode_run(lo, hi - lo);
     release_mapped_pages(info.data, info.nbytes);
-    if (pieces.size() == 1) return std::move(pieces[0]);
-    std::vector<const quant::GroupAffineWeight*> ptrs;
-    for (const quant::GroupAffineWeight& p : pieces) ptrs.push_back(&p);
-    std::string why;
-    std::optional<quant::GroupAffineWeight> w = quant::concat_rows(ptrs, &why);
-    LLM_CHECK(w) << "rows of one tensor would not join: " << why;
-    return std::move(*w);
+    for (quant::IndexRange& r : rows) r.first -= lo;
+    return quant::select_rows(cover, rows);
   };
   return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode), std::move(decode_rows));
 }

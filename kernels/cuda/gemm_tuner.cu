@@ -37,8 +37,8 @@ struct GemmTuner::Descs {
     CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&b, cuda_data_type(p.in_dtype), uint64_t(p.K), uint64_t(p.T), p.K));
     CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&c, cuda_data_type(p.out_dtype), uint64_t(p.N), uint64_t(p.T), p.N));
     CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                      sizeof(ws_bytes)));
+    CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                   &ws_bytes, sizeof(ws_bytes)));
   }
   ~Descs() {
     if (pref) cublas_api().cublasLtMatmulPreferenceDestroy(pref);
@@ -128,8 +128,8 @@ GemmTuner::Entry GemmTuner::tune(const GemmParams& p, Descs& d, cudaStream_t str
   float best_ms = 1e30f;
   for (int i = 0; i < found; ++i) {
     const float ms = time_of([&] {
-      return cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &res[i].algo,
-                            ws_, ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+      return cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c,
+                                         &res[i].algo, ws_, ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
     });
     if (ms < best_ms) {
       best_ms = ms;
@@ -199,8 +199,8 @@ void GemmTuner::gemm(const GemmParams& p, cudaStream_t stream) {
     KERNEL_CHECK(found > 0) << "gemm: cuBLASLt has no algorithm for T=" << p.T << " N=" << p.N << " K=" << p.K;
     algo = r.algo;
   }
-  CUBLAS_CHECK(cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c, &algo, ws_,
-                              ws_bytes_, stream));
+  CUBLAS_CHECK(cublas_api().cublasLtMatmul(lt_, d.op, &p.alpha, p.w, d.a, p.x, d.b, &p.beta, p.out, d.c, p.out, d.c,
+                                           &algo, ws_, ws_bytes_, stream));
 }
 
 }  // namespace llmctl::cuda
