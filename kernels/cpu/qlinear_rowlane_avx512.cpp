@@ -1,17 +1,19 @@
 // AVX-512 (F, BW, VL, VNNI) kernels of the row-lane layout (qlinear.h, QLayout::RowLane16): lane r
 // of every vector is row r of a block of 16, so one block of 32 inputs is, per token,
-//   int8 mode: 8 vpdpbusd (4 inputs x 16 rows each, the token's 4 int8 activations broadcast), one
-//              convert and one FMA by (16 row scales x the block's activation scale); per group one
-//              more FMA, offsets x S[group]; no horizontal sums, one masked store of 16 outputs.
-//              4 bits: the codes' low and high nibbles (inputs 4v + j and 16 + 4v + j) are unsigned;
-//              the high ones are used in place (16 x code), their chain's sum shifted right by 4.
+//   int8 mode: 8 vpdpbusd (4 inputs x 16 rows each, the token's 4 int8 activations broadcast) into
+//              one integer sum, one convert and one FMA by (16 row scales x the block's activation
+//              scale); per group one more FMA, offsets x S[group]; no horizontal sums, one masked
+//              store of 16 outputs.
+//              4 bits: the codes' low and high nibbles (inputs 4v + j and 16 + 4v + j) are split
+//              into unsigned bytes once per tile.
 //              8 bits: codes are stored + 128 (unsigned); the integer sums start from -128 * the sum
 //              of the block's activation codes, so they stay exact.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
-// A tile is one row block x NT tokens (NT <= 8): its weight codes are loaded and split once for the
-// NT tokens. The operations per (row, token), and their order, are those of the scalar reference
-// (qlinear_rowlane.cpp) whatever NT, T or [n0, n1): the results equal it bit for bit.
+// A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks),
+// f32 mode 1 x 4; the weight codes are loaded and split once for the NT tokens. The operations per
+// (row, token), and their order, are those of the scalar reference (qlinear_rowlane.cpp) whatever
+// RB, NT, T or [n0, n1) (integer sums are exact in any order): the results equal it bit for bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -47,52 +49,90 @@ inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {  // lanes of ro
   return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
-// One row block (rows nb..nb+15, its bytes at rb) x NT tokens from t, int8 activations.
+// Bytes ahead of the codes in use that a paired tile prefetches (measured on weights streamed from
+// memory: batched decode; 1 KB ahead recovers less, 4 KB no more).
+constexpr int64_t kPrefetchAhead = 2048;
+
+// RB row blocks (rows nb..nb+16 RB - 1, the first one's bytes at rb, the next ones following it) x
+// NT tokens from t, int8 activations; m[i]: the lanes of row block i to store. prefetch: the first
+// token tile of these row blocks (the later ones find the codes in cache).
 // corr[t * blocks + b]: -128 * the sum of token t's codes in block b (8 bits only).
-template <int NT, bool FOUR, bool F16>
+// Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
+// NT tokens, and each token's broadcast activations feed the RB dot products; one integer chain per
+// (token, row block). Accumulators: 2 x RB x NT vectors; RB = 2, NT = 4 fills 24 of the 32 registers.
+template <int RB, int NT, bool FOUR, bool F16>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
-             const float* S, int64_t t, const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
+             const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out, int64_t ldo,
+             bool prefetch) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
-  const __m512i nib = _mm512_set1_epi8(0x0F), hin = _mm512_set1_epi8(char(0xF0));
-  __m512 acc[NT];
-  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const int8_t* xq = x.q + t * K;
+  __m512 acc[RB][NT];
+  for (int i = 0; i < RB; ++i)
+    for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    const uint8_t* gp = rb + g * geo.group_bytes;
-    const uint8_t* params = gp + bpg * geo.code_bytes;
-    const __m512 s = load16<F16>(params);
+    const uint8_t* gp[RB];
+    __m512 s[RB];
+    for (int i = 0; i < RB; ++i) {
+      gp[i] = rb + i * geo.row_block_bytes + g * geo.group_bytes;
+      s[i] = load16<F16>(gp[i] + bpg * geo.code_bytes);
+    }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
-      const uint8_t* cp = gp + jb * geo.code_bytes;
-      __m512i wv[8];
+      if (RB > 1 && prefetch)  // two interleaved streams: the hardware prefetcher alone falls behind
+        for (int i = 0; i < RB; ++i)
+          for (int64_t l = 0; l < geo.code_bytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(gp[i] + jb * geo.code_bytes + kPrefetchAhead + l), _MM_HINT_T0);
+      __m512i dot[RB][NT];
+      for (int j = 0; j < NT; ++j) {
+        const __m512i init = FOUR ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[(t + j) * blocks + b]);
+        for (int i = 0; i < RB; ++i) dot[i][j] = init;
+      }
       if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
-          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
-          wv[v] = _mm512_and_si512(W, nib);       // inputs 4v + j
-          wv[4 + v] = _mm512_and_si512(W, hin);   // 16 x inputs 16 + 4v + j (unshifted: one op less)
+          __m512i lo[RB], hi[RB];
+          for (int i = 0; i < RB; ++i) {
+            const __m512i W = _mm512_loadu_si512(gp[i] + jb * geo.code_bytes + 64 * v);
+            lo[i] = _mm512_and_si512(W, nib);                         // inputs 4v + j
+            hi[i] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            const __m512i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
+            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], lo[i], alo);
+            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], hi[i], ahi);
+          }
         }
       } else {
-        for (int v = 0; v < 8; ++v) wv[v] = _mm512_loadu_si512(cp + 64 * v);  // inputs 4v + j
+        for (int v = 0; v < 8; ++v) {
+          __m512i W[RB];
+          for (int i = 0; i < RB; ++i)
+            W[i] = _mm512_loadu_si512(gp[i] + jb * geo.code_bytes + 64 * v);  // inputs 4v + j
+          for (int j = 0; j < NT; ++j) {
+            const __m512i a = bcast4(xq + j * K + b * 32 + 4 * v);
+            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], W[i], a);
+          }
+        }
       }
       for (int j = 0; j < NT; ++j) {
-        const int8_t* a = x.q + (t + j) * K + b * 32;
-        __m512i i0 = FOUR ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[(t + j) * blocks + b]);
-        __m512i i1 = _mm512_setzero_si512();
-        for (int v = 0; v < 4; ++v) {  // two independent chains (inputs 0..15, 16..31)
-          i0 = _mm512_dpbusd_epi32(i0, wv[v], bcast4(a + 4 * v));
-          i1 = _mm512_dpbusd_epi32(i1, wv[4 + v], bcast4(a + 16 + 4 * v));
-        }
-        if constexpr (FOUR) i1 = _mm512_srai_epi32(i1, 4);  // exact: every term was a multiple of 16
-        const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(x.scale[(t + j) * blocks + b]));
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sd, acc[j]);
+        const __m512 xs = _mm512_set1_ps(x.scale[(t + j) * blocks + b]);
+        for (int i = 0; i < RB; ++i)
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][j]), _mm512_mul_ps(s[i], xs), acc[i][j]);
       }
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
-    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
-    for (int j = 0; j < NT; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[j]);
+    for (int i = 0; i < RB; ++i) {
+      const __m512 o = geo.offsets ? load16<F16>(gp[i] + bpg * geo.code_bytes + geo.param_bytes)
+                                   : _mm512_mul_ps(s[i], _mm512_set1_ps(float(-zero)));
+      for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[i][j]);
+    }
   }
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + nb) : _mm512_setzero_ps();
-  for (int j = 0; j < NT; ++j)
-    _mm512_mask_storeu_ps(out + (t + j) * ldo + nb, m, bias ? _mm512_add_ps(acc[j], bv) : acc[j]);
+  for (int i = 0; i < RB; ++i) {
+    const int64_t n = nb + 16 * i;
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m[i], bias + n) : _mm512_setzero_ps();
+    for (int j = 0; j < NT; ++j)
+      _mm512_mask_storeu_ps(out + (t + j) * ldo + n, m[i], bias ? _mm512_add_ps(acc[i][j], bv) : acc[i][j]);
+  }
 }
 
 // The same tile in the f32 mode.
@@ -142,25 +182,30 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
   }
 }
 
+// Tokens [0, T) in tiles of NMAX (<= 8) and the remainder as one tile: tile(nt, t).
+template <int NMAX, class Tile>
+void for_token_tiles(int64_t T, Tile&& tile) {
+  int64_t t = 0;
+  for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t);
+  switch (T - t) {
+    case 1: tile(std::integral_constant<int, 1>{}, t); break;
+    case 2: if constexpr (NMAX > 2) tile(std::integral_constant<int, 2>{}, t); break;
+    case 3: if constexpr (NMAX > 3) tile(std::integral_constant<int, 3>{}, t); break;
+    case 4: if constexpr (NMAX > 4) tile(std::integral_constant<int, 4>{}, t); break;
+    case 5: if constexpr (NMAX > 5) tile(std::integral_constant<int, 5>{}, t); break;
+    case 6: if constexpr (NMAX > 6) tile(std::integral_constant<int, 6>{}, t); break;
+    case 7: if constexpr (NMAX > 7) tile(std::integral_constant<int, 7>{}, t); break;
+    default: break;
+  }
+}
+
 // Token tiles of up to NMAX over every row block of [n0, n1); tile(nt, t, rb, nb, mask).
 template <int NMAX, class Tile>
 void for_tiles(const RowLaneGeometry& geo, const uint8_t* packed, int64_t T, int64_t n0, int64_t n1, Tile&& tile) {
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __mmask16 m = lane_mask(nb, n0, n1);
     const uint8_t* rb = packed + (nb / 16) * geo.row_block_bytes;
-    int64_t t = 0;
-    for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t, rb, nb, m);
-    const int64_t rest = T - t;
-    switch (rest) {  // the remainder as one tile (NMAX <= 8)
-      case 1: tile(std::integral_constant<int, 1>{}, t, rb, nb, m); break;
-      case 2: tile(std::integral_constant<int, 2>{}, t, rb, nb, m); break;
-      case 3: tile(std::integral_constant<int, 3>{}, t, rb, nb, m); break;
-      case 4: if constexpr (NMAX > 4) tile(std::integral_constant<int, 4>{}, t, rb, nb, m); break;
-      case 5: if constexpr (NMAX > 5) tile(std::integral_constant<int, 5>{}, t, rb, nb, m); break;
-      case 6: if constexpr (NMAX > 6) tile(std::integral_constant<int, 6>{}, t, rb, nb, m); break;
-      case 7: if constexpr (NMAX > 7) tile(std::integral_constant<int, 7>{}, t, rb, nb, m); break;
-      default: break;
-    }
+    for_token_tiles<NMAX>(T, [&](auto nt, int64_t t) { tile(nt, t, rb, nb, m); });
   }
 }
 
@@ -181,9 +226,22 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       corr[size_t(i)] = -128 * s;
     }
   }
-  for_tiles<8>(geo, w.packed, x.t, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    q8_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo);
-  });
+  // From 4 tokens, row blocks in pairs (each activation broadcast then feeds two dot products; an odd
+  // last one alone). Fewer tokens stream the weights one row block at a time: one-thread decode of
+  // the Q4_0 model measured 12% slower with pairs (T = 1 reads every code once; nothing to share).
+  const bool pairs = x.t >= 4;
+  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
+    const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
+    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+    auto tile = [&](auto nt, int64_t t) {
+      const int z = w.implied_zero;
+      if (pairs && nb + 16 < n1)
+        q8_tile<2, nt(), FOUR, F16>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
+      else
+        q8_tile<1, nt(), FOUR, F16>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, false);
+    };
+    for_token_tiles<4>(x.t, tile);
+  }
 }
 
 template <bool FOUR, bool F16>
