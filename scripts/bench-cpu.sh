@@ -3,7 +3,8 @@
 #  - dense: llmctl on the f32 directory (f32 and bf16 weights);
 #  - quantized: llmctl running GGUF quants as they are (the model's own Q4_1, and Q8_0 / Q4_0 made by
 #    llama-quantize from it) and `llmctl quantize` int4 g32 asym output, with int8 activations
-#    (default) and exact f32 ones (--act-quant none), beside llama-bench on the same GGUFs.
+#    (default) and exact f32 ones (--act-quant none), beside llama-bench on the same GGUFs; the
+#    `llmctl quantize` output also with its dense tensors in bf16 (--dtype bf16).
 # llama.cpp is built by scripts/build-llama-cpp.sh into $LLMCTL_HOME/llama.cpp, once.
 # Usage: scripts/bench-cpu.sh [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]   (defaults: nproc 128 64)
 # Environment: QUANT=0 leaves out the quantized rows; OUT (default /tmp/llmctl-bench-cpu) holds the
@@ -51,3 +52,7 @@ for g in "Q4_1:$GGUF" "Q8_0:$OUT/Q8_0.gguf" "Q4_0:$OUT/Q4_0.gguf"; do
   "$LLAMA/build/bin/llama-bench" -m "${g#*:}" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md | tail -n +3
 done
 for aq in int8 none; do run_llmctl "quantize int4 g32 asym act-quant $aq" "$OUT/int4-g32-asym" --act-quant "$aq"; done
+# The default model's HF directory is f32 (made from the GGUF), so the checkpoint's dense tensors, the
+# tied embedding / lm_head among them (113 MB read a token), are f32; a checkpoint quantized from a
+# real bf16 model keeps them in bf16. --dtype bf16 gives that case.
+run_llmctl "quantize int4 g32 asym, dense tensors bf16, act-quant int8" "$OUT/int4-g32-asym" --dtype bf16
