@@ -2,49 +2,58 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/qlinear_impl.h"
 
 namespace llmctl::kernels {
 
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scores, float* out) {
-  // the same results, faster, where dot_f32 runs its AVX2 variant (the order it follows)
+  // the same results, faster, where a SIMD variant runs (head_dim 64 or 128)
+  if (detail::cpu_has_avx512_vnni() &&
+      detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out))
+    return;
   if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out)) return;
   detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out);
 }
 
 namespace detail {
-float softmax_unnormalized(float* scores, int32_t n, float m) {
-  double denom = 0;
-  for (int32_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    denom += scores[j];
-  }
-  return float(1.0 / denom);
-}
 
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out) {
   const int64_t D = c.head_dim, B = c.block_size;
+  const int32_t n = position + 1;
   auto row = [&](const float* base, int32_t j) {
     const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
     return base + (slot * c.num_kv_heads + kvh) * D;
   };
   float m = -INFINITY;
-  for (int32_t j = 0; j <= position; ++j) {
-    scores[j] = dot_f32(q, row(c.k, j), D) * scale;
+  for (int32_t j = 0; j < n; ++j) {
+    const float* kr = row(c.k, j);
+    float a[16] = {};
+    for (int64_t d = 0; d < D; ++d) a[d % 16] = std::fma(q[d], kr[d], a[d % 16]);
+    scores[j] = tree16(a) * scale;
     m = std::max(m, scores[j]);
   }
-  const float inv = softmax_unnormalized(scores, position + 1, m);
-  std::fill(out, out + D, 0.0f);
-  for (int32_t j = 0; j <= position; ++j) {
+  double part[16] = {};
+  for (int32_t j = 0; j < n; ++j) {
+    scores[j] = attention_exp(scores[j] - m);
+    part[j % 16] += scores[j];
+  }
+  const float inv = float(1.0 / tree16(part));
+  std::vector<float> even(size_t(D), 0.0f), odd(size_t(D), 0.0f);
+  for (int32_t j = 0; j < n; ++j) {
     const float p = scores[j] * inv;
     const float* vr = row(c.v, j);
-    for (int64_t d = 0; d < D; ++d) out[d] += p * vr[d];
+    float* acc = j % 2 ? odd.data() : even.data();
+    for (int64_t d = 0; d < D; ++d) acc[d] = std::fma(p, vr[d], acc[d]);
   }
+  for (int64_t d = 0; d < D; ++d) out[d] = even[d] + odd[d];
 }
+
 }  // namespace detail
 
 }  // namespace llmctl::kernels

@@ -1,6 +1,17 @@
 // Paged causal attention for one query token and one query head (CPU reference and production
 // kernel). The cache is [NB, B, Hkv, D] f32; the token at `position` reads cache positions
 // 0..position of its sequence through block_table.
+//
+// Every variant (portable, AVX2, AVX-512) computes the same operations in the same order, so the
+// results are the same bits on every CPU and whatever else shares the batch:
+//   score_j  = tree16(a) * scale, a[l] = the fma chain over d = l, l + 16, l + 32, ... < D of
+//              q[d] * k_j[d] (from 0), tree16(a) = P0 + P1 + P2 + P3 added as ((P0 + P1) + (P2 + P3)),
+//              P_L = (a[4L] + a[4L + 2]) + (a[4L + 1] + a[4L + 3]);
+//   e_j      = attention_exp(score_j - max score) (attention_impl.h: Cody-Waite reduction, degree-7
+//              Taylor polynomial; 0 below -87);
+//   inv      = float(1 / tree16 of 16 double partial sums, partial l adding e_j for j % 16 == l in order);
+//   out[d]   = even[d] + odd[d], where even (odd) is the fma chain over the even (odd) keys j, in
+//              order, of (e_j * inv) * v_j[d], from 0.
 #pragma once
 #include <cstdint>
 
@@ -12,7 +23,12 @@ struct PagedKvView {
   int64_t block_size, num_kv_heads, head_dim;
 };
 
-// out[D] = softmax(q . K[0..position] * scale) @ V, for kv head kvh. scratch holds position + 1 floats.
+// Floats of scratch paged_attention_head needs for a token at `position`: position + 1 rounded up
+// to a multiple of 16 (the SIMD variants write whole groups of 16 scores).
+inline int64_t paged_attention_scratch(int64_t position) { return (position + 16) / 16 * 16; }
+
+// out[D] = softmax(q . K[0..position] * scale) @ V, for kv head kvh, in the order above. scratch:
+// paged_attention_scratch(position) floats.
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scratch, float* out);
 

@@ -1,12 +1,11 @@
-// AVX2/FMA variant of paged_attention_head (attention.cpp picks it where dot_f32 runs its AVX2
-// variant), for head_dim 64 or 128. Bit for bit the portable kernel's results:
-//   scores: each key's dot product is dot_f32_avx2's sequence (two 8-lane FMA accumulators over
-//           blocks of 16, the same horizontal sum), inlined instead of called once per key;
-//   softmax: the same expf, max and double denominator, in the same order;
-//   p @ V:  per element out[d] = (...((0 + p0 v0[d]) + p1 v1[d]) ...), a multiply then an add
-//           as the portable loop (compiled without FMA) does: the product goes through an empty asm
-//           so the compiler cannot fuse it into an FMA. The accumulators stay in registers across
-//           keys (the portable loop loads and stores out[] for every key).
+// AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
+// head_dim 64 or 128, in attention.h's order bit for bit:
+//   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors, summed by tree16's
+//           tree with in-register permutes; four keys at a time, for independent chains;
+//   softmax: attention_exp 8 lanes at a time (the same operations), the 16 double partial sums in
+//           four 4-lane vectors;
+//   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
+//           at a time (8 of the 16 registers).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,48 +18,89 @@ namespace llmctl::kernels::detail {
 
 namespace {
 
-inline float hsum(__m256 a, __m256 b) {  // linear_avx2.cpp's order
-  const __m256 s = _mm256_add_ps(a, b);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+inline __m256 exp8(__m256 x) {  // attention_exp on 8 lanes of x <= 0
+  using C = ExpConstants;
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q), low = _mm256_cmp_ps(x, _mm256_set1_ps(C::kMin), _CMP_LT_OQ);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(C::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C::kLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C::kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(C::kPoly[0]);
+  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C::kPoly[i]));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 y = _mm256_andnot_ps(low, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+  return _mm256_blendv_ps(y, x, nan);
 }
 
-template <int C>  // C = head_dim / 8
+// tree16 of the 16 lane sums lo (lanes 0..7) and hi (8..15).
+inline float tree16(__m256 lo, __m256 hi) {
+  // per 128-bit half: lane 0 = (a0 + a2) + (a1 + a3) = P_L
+  lo = _mm256_add_ps(lo, _mm256_permute_ps(lo, _MM_SHUFFLE(1, 0, 3, 2)));
+  lo = _mm256_add_ps(lo, _mm256_permute_ps(lo, _MM_SHUFFLE(2, 3, 0, 1)));
+  hi = _mm256_add_ps(hi, _mm256_permute_ps(hi, _MM_SHUFFLE(1, 0, 3, 2)));
+  hi = _mm256_add_ps(hi, _mm256_permute_ps(hi, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m128 p01 = _mm_add_ss(_mm256_castps256_ps128(lo), _mm256_extractf128_ps(lo, 1));  // P0 + P1
+  const __m128 p23 = _mm_add_ss(_mm256_castps256_ps128(hi), _mm256_extractf128_ps(hi, 1));  // P2 + P3
+  return _mm_cvtss_f32(_mm_add_ss(p01, p23));
+}
+
+template <int C>  // C = head_dim / 16
 void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
                     float scale, float* scores, float* out) {
-  constexpr int64_t D = C * 8;
-  const int64_t B = c.block_size;
-  auto row = [&](const float* base, int32_t j) {
-    const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
-    return base + (slot * c.num_kv_heads + kvh) * D;
-  };
-  __m256 qv[C];
-  for (int i = 0; i < C; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
+  constexpr int64_t D = C * 16;
+  const int32_t n = position + 1;
   float m = -INFINITY;
-  for (int32_t j = 0; j <= position; ++j) {
-    const float* kr = row(c.k, j);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (int i = 0; i < C; i += 2) {
-      a0 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(kr + 8 * i), a0);
-      a1 = _mm256_fmadd_ps(qv[i + 1], _mm256_loadu_ps(kr + 8 * i + 8), a1);
+  KvRowCursor krows(c.k, c, block_table, kvh);
+  for (int32_t j0 = 0; j0 < n; j0 += 4) {
+    const int keys = std::min<int32_t>(4, n - j0);
+    __m256 lo[4], hi[4];
+    const float* kr[4];
+    for (int kk = 0; kk < 4; ++kk) {
+      lo[kk] = hi[kk] = _mm256_setzero_ps();
+      kr[kk] = kk < keys ? krows.next() : kr[0];  // past the last key: recompute key j0, unused
     }
-    scores[j] = hsum(a0, a1) * scale;
-    m = std::max(m, scores[j]);
-  }
-  const float inv = softmax_unnormalized(scores, position + 1, m);
-  __m256 acc[C];
-  for (int i = 0; i < C; ++i) acc[i] = _mm256_setzero_ps();
-  for (int32_t j = 0; j <= position; ++j) {
-    const __m256 p = _mm256_set1_ps(scores[j] * inv);
-    const float* vr = row(c.v, j);
     for (int i = 0; i < C; ++i) {
-      __m256 prod = _mm256_mul_ps(p, _mm256_loadu_ps(vr + 8 * i));
-      asm("" : "+x"(prod));  // no FMA: round the product as the portable loop does
-      acc[i] = _mm256_add_ps(acc[i], prod);
+      const __m256 q0 = _mm256_loadu_ps(q + 16 * i), q1 = _mm256_loadu_ps(q + 16 * i + 8);
+      for (int kk = 0; kk < 4; ++kk) {
+        lo[kk] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kr[kk] + 16 * i), lo[kk]);
+        hi[kk] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kr[kk] + 16 * i + 8), hi[kk]);
+      }
+    }
+    for (int kk = 0; kk < keys; ++kk) {
+      scores[j0 + kk] = tree16(lo[kk], hi[kk]) * scale;
+      m = std::max(m, scores[j0 + kk]);
     }
   }
-  for (int i = 0; i < C; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
+  __m256d part[4];  // partials 4i..4i+3
+  for (auto& p : part) p = _mm256_setzero_pd();
+  for (int32_t j0 = 0; j0 < n; j0 += 16)
+    for (int h = 0; h < 2; ++h) {
+      const int live = std::clamp<int32_t>(n - j0 - 8 * h, 0, 8);
+      const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(live), lanes));
+      float* s = scores + j0 + 8 * h;
+      const __m256 e = _mm256_and_ps(keep, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), _mm256_set1_ps(m))));
+      _mm256_storeu_ps(s, e);
+      part[2 * h] = _mm256_add_pd(part[2 * h], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+      part[2 * h + 1] = _mm256_add_pd(part[2 * h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+  alignas(32) double sums[16];
+  for (int i = 0; i < 4; ++i) _mm256_store_pd(sums + 4 * i, part[i]);
+  const float inv = float(1.0 / detail::tree16(sums));
+  for (int64_t d0 = 0; d0 < D; d0 += 32) {  // 32 columns: 4 vectors x even / odd keys
+    __m256 acc[2][4];
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_setzero_ps();
+    KvRowCursor vrows(c.v, c, block_table, kvh);
+    auto add_key = [&](int h, int32_t j) {
+      const __m256 p = _mm256_set1_ps(scores[j] * inv);
+      const float* vr = vrows.next() + d0;
+      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * i), acc[h][i]);
+    };
+    int32_t j = 0;
+    for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
+    if (j < n) add_key(0, j);  // a last even key
+    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + d0 + 8 * i, _mm256_add_ps(acc[0][i], acc[1][i]));
+  }
 }
 
 }  // namespace
@@ -68,8 +108,8 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                int64_t kvh, float scale, float* scores, float* out) {
   switch (c.head_dim) {
-    case 64: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 128: attention_head<16>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
     default: return false;
   }
 }

@@ -1,9 +1,11 @@
 // CPU kernels against naive double-precision references on random inputs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -12,6 +14,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
+#include "kernels/cpu/qlinear_impl.h"
 
 using namespace llmctl;
 
@@ -173,7 +176,7 @@ TEST_CASE("paged attention equals contiguous softmax attention over scattered bl
     auto k = randn(NB * B * Hkv * D, 41 + ctx), v = randn(NB * B * Hkv * D, 42 + ctx), q = randn(D, 43 + ctx);
     std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10};  // scattered physical blocks
     kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
-    std::vector<float> scratch(ctx), out(D, NAN);
+    std::vector<float> scratch(size_t(kernels::paged_attention_scratch(ctx - 1))), out(D, NAN);
     const float scale = 0.125f;
     const int64_t kvh = 1;
     kernels::paged_attention_head(q.data(), view, table.data(), ctx - 1, kvh, scale, scratch.data(), out.data());
@@ -195,29 +198,60 @@ TEST_CASE("paged attention equals contiguous softmax attention over scattered bl
   }
 }
 
-TEST_CASE("paged attention: the AVX2 variant equals the portable kernel bit for bit (head_dim 64, 128)") {
-  if (!kernels::cpu_has_avx2()) {
-    MESSAGE("SKIPPED: this CPU has no AVX2/FMA (the portable kernel runs everywhere)");
+TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for bit (head_dim 64, 128)") {
+  using Variant = bool (*)(const float*, const kernels::PagedKvView&, const int32_t*, int32_t, int64_t, float, float*, float*);
+  std::vector<std::pair<const char*, Variant>> variants;
+  if (kernels::cpu_has_avx2()) variants.push_back({"avx2", kernels::detail::paged_attention_head_avx2});
+  if (kernels::detail::cpu_has_avx512_vnni()) variants.push_back({"avx512", kernels::detail::paged_attention_head_avx512});
+  if (variants.empty()) {
+    MESSAGE("SKIPPED: this CPU has neither AVX2/FMA nor AVX-512 (the portable kernel runs everywhere)");
     return;
   }
   const int64_t B = 16, Hkv = 3, NB = 12;
-  for (int64_t D : {64, 128})
-    for (int32_t ctx : {1, 2, 15, 16, 17, 100, 161}) {
-      auto k = randn(NB * B * Hkv * D, 51 + ctx), v = randn(NB * B * Hkv * D, 52 + ctx), q = randn(D, 53 + ctx);
-      const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
-      const kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
-      for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
-        std::vector<float> s1(ctx), s2(ctx), a(D, NAN), b(D, NAN);
-        REQUIRE(kernels::detail::paged_attention_head_avx2(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data()));
-        kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s2.data(), b.data());
-        INFO("D " << D << " ctx " << ctx << " kvh " << kvh);
-        CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+  int checked = 0;
+  for (auto [name, variant] : variants)
+    for (int64_t D : {64, 128})
+      for (int32_t ctx : {1, 2, 3, 15, 16, 17, 31, 33, 100, 161}) {
+        auto k = randn(NB * B * Hkv * D, 51 + ctx), v = randn(NB * B * Hkv * D, 52 + ctx), q = randn(D, 53 + ctx, 3.0f);
+        if (ctx == 100)  // scores far below the maximum: exp underflows to 0 for some keys
+          for (int64_t d = 0; d < D; ++d) q[d] *= 40.0f;
+        const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
+        const kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
+        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+          const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
+          std::vector<float> s1(ns, NAN), s2(ns, NAN), a(D, NAN), b(D, NAN);  // NaN scratch: never read
+          REQUIRE(variant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data()));
+          kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s2.data(), b.data());
+          INFO(name << " D " << D << " ctx " << ctx << " kvh " << kvh);
+          CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+          CHECK(std::memcmp(s1.data(), s2.data(), size_t(ctx) * 4) == 0);  // the probabilities too
+          ++checked;
+        }
       }
-    }
+  CHECK(checked == int(variants.size()) * 2 * 10 * 3);
   const std::vector<float> z(96 * 16);
-  std::vector<float> s(1), o(96);
+  std::vector<float> s(16), o(96);
   const int32_t t0[1] = {0};
-  CHECK_FALSE(kernels::detail::paged_attention_head_avx2(z.data(), {z.data(), z.data(), 16, 1, 96}, t0, 0, 0, 1.f, s.data(), o.data()));
+  for (auto [name, variant] : variants)  // other head sizes: left to the portable kernel
+    CHECK_FALSE(variant(z.data(), {z.data(), z.data(), 16, 1, 96}, t0, 0, 0, 1.f, s.data(), o.data()));
+}
+
+TEST_CASE("attention_exp: within 2 ulp of e^x over [-87, 0], 0 below, NaN kept") {
+  int bad = 0;
+  double worst = 0;
+  for (int i = 0; i <= 2000000; ++i) {
+    const float x = -87.0f * float(i) / 2000000.0f;
+    const double want = std::exp(double(x)), got = kernels::detail::attention_exp(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    worst = std::max(worst, std::fabs(got - want) / ulp);
+    if (!(std::fabs(got - want) <= 2 * ulp)) ++bad;
+  }
+  INFO("worst error " << worst << " ulp");
+  CHECK(bad == 0);
+  CHECK(kernels::detail::attention_exp(0.0f) == 1.0f);
+  CHECK(kernels::detail::attention_exp(-87.5f) == 0.0f);
+  CHECK(kernels::detail::attention_exp(-INFINITY) == 0.0f);
+  CHECK(std::isnan(kernels::detail::attention_exp(NAN)));
 }
 
 TEST_CASE("f16 and bf16 conversions round to nearest even and keep specials") {

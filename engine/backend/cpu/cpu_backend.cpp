@@ -203,7 +203,7 @@ class CpuBackend final : public Backend {
     const int64_t max_ctx = plan.max_context_len();
     if (cache.quant != KvCacheDtype::Auto) return attention_quant(qkv, cache, plan, hq, hkv, scale, out);
     pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
-      std::vector<float> scratch(max_ctx + 1);
+      std::vector<float> scratch(size_t(kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = i / hq, h = i % hq;
         const int32_t* table = plan.block_table.data() + int64_t(seq_of[t]) * plan.max_blocks_per_seq;
@@ -288,7 +288,7 @@ class CpuBackend final : public Backend {
       });
       const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
       pool_.parallel_for(int64_t(q1 - q0) * hq, [&](int64_t i0, int64_t i1) {
-        std::vector<float> scratch(size_t(n) + 1);
+        std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t t = q0 + i / hq, h = i % hq;
           kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],

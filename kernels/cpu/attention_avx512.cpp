@@ -1,0 +1,130 @@
+// AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim 64 or 128, in
+// attention.h's order bit for bit:
+//   scores: 16 keys at a time, one 16-lane vector per key (lane l: its fma chain over d % 16 == l),
+//           reduced together by unpack / shuffle additions whose tree is tree16's, so lane j of the
+//           result is key j's score;
+//   softmax: attention_exp 16 lanes at a time (the same operations), the 16 double partial sums as
+//           two 8-lane vectors;
+//   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators (2 x D / 16).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/attention_impl.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+// attention_exp on 16 lanes (see attention_impl.h); lanes of x <= 0.
+inline __m512 exp16(__m512 x) {
+  using C = ExpConstants;
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 low = _mm512_cmp_ps_mask(x, _mm512_set1_ps(C::kMin), _CMP_LT_OQ);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(C::kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-C::kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-C::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(C::kPoly[0]);
+  for (int i = 1; i < 8; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C::kPoly[i]));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  y = _mm512_mask_mov_ps(y, low, _mm512_setzero_ps());
+  return _mm512_mask_mov_ps(y, nan, x);
+}
+
+// v[j] = key j's 16 lane sums -> one vector, lane j = tree16(v[j]).
+inline __m512 reduce16(const __m512* v) {
+  __m512 w[8], x[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: (a0 + a2), (a1 + a3) of keys 2i, 2i + 1
+    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane L: P_L of keys 4i..4i+3
+    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+    x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));  // P0 + P1, P2 + P3
+  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Scores of the next `keys` keys (<= 16; the rest 0) into one vector, lane j = key j. Inlined with
+// keys = 16 for every group but the last, so the 16 chains stay in registers.
+template <int C>
+__attribute__((always_inline)) inline __m512 scores16(const __m512* qv, KvRowCursor& rows, int keys) {
+  __m512 a[16];
+#pragma GCC unroll 16
+  for (int kk = 0; kk < 16; ++kk) {
+    a[kk] = _mm512_setzero_ps();
+    if (kk >= keys) continue;
+    const float* kr = rows.next();
+#pragma GCC unroll 8
+    for (int i = 0; i < C; ++i) a[kk] = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kr + 16 * i), a[kk]);
+  }
+  return reduce16(a);
+}
+
+template <int C>  // C = head_dim / 16
+void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
+                    float scale, float* scores, float* out) {
+  const int32_t n = position + 1;
+  __m512 qv[C];
+  for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  KvRowCursor krows(c.k, c, block_table, kvh);
+  for (int32_t j0 = 0; j0 < n; j0 += 16) {
+    const int keys = std::min<int32_t>(16, n - j0);
+    __m512 s = keys == 16 ? scores16<C>(qv, krows, 16) : scores16<C>(qv, krows, keys);
+    const __mmask16 live = __mmask16((1u << keys) - 1);
+    s = _mm512_mul_ps(s, _mm512_set1_ps(scale));
+    _mm512_storeu_ps(scores + j0, s);
+    vmax = _mm512_mask_max_ps(vmax, live, vmax, s);
+  }
+  const float m = _mm512_reduce_max_ps(vmax);
+  __m512d part_lo = _mm512_setzero_pd(), part_hi = _mm512_setzero_pd();  // partials 0..7, 8..15
+  for (int32_t j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j0)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + j0), _mm512_set1_ps(m))));
+    _mm512_storeu_ps(scores + j0, e);
+    part_lo = _mm512_add_pd(part_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    part_hi = _mm512_add_pd(part_hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  alignas(64) double part[16];
+  _mm512_store_pd(part, part_lo);
+  _mm512_store_pd(part + 8, part_hi);
+  const float inv = float(1.0 / tree16(part));
+  __m512 acc[2][C];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
+  KvRowCursor vrows(c.v, c, block_table, kvh);
+  auto add_key = [&](int h, int32_t j) {
+    const __m512 p = _mm512_set1_ps(scores[j] * inv);
+    const float* vr = vrows.next();
+    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * i), acc[h][i]);
+  };
+  int32_t j = 0;
+  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
+  if (j < n) add_key(0, j);  // a last even key
+  for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * i, _mm512_add_ps(acc[0][i], acc[1][i]));
+}
+
+}  // namespace
+
+bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
+                                 int64_t kvh, float scale, float* scores, float* out) {
+  switch (c.head_dim) {
+    case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    default: return false;
+  }
+}
+
+}  // namespace llmctl::kernels::detail
