@@ -19,6 +19,13 @@ namespace llmctl {
 
 namespace {
 
+// The k-th of n query tokens in the order attention hands them to threads: 0, n - 1, 1, n - 2, ...
+// A causal prompt's later tokens read longer contexts; contiguous ranges of this order (what
+// parallel_for gives each thread) cost about the same, where ranges of 0..n-1 left the thread with
+// the last tokens three times the work of the one with the first. Each token's result is the same
+// whichever thread computes it.
+int64_t balanced_order(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
+
 kernels::WeightType weight_type(DType t) {
   switch (t) {
     case DType::F32: return kernels::WeightType::F32;
@@ -205,7 +212,7 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(T * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(size_t(kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = i / hq, h = i % hq;
+        const int64_t t = balanced_order(i / hq, T), h = i % hq;
         const int32_t* table = plan.block_table.data() + int64_t(seq_of[t]) * plan.max_blocks_per_seq;
         kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, table, plan.positions[t], h / group,
                                       scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
@@ -290,7 +297,7 @@ class CpuBackend final : public Backend {
       pool_.parallel_for(int64_t(q1 - q0) * hq, [&](int64_t i0, int64_t i1) {
         std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
         for (int64_t i = i0; i < i1; ++i) {
-          const int64_t t = q0 + i / hq, h = i % hq;
+          const int64_t t = q0 + balanced_order(i / hq, q1 - q0), h = i % hq;
           kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
                                         h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
         }
