@@ -12,7 +12,7 @@ namespace llmctl::kernels {
 
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scores, float* out) {
-  // the same results, faster, where a SIMD variant runs (head_dim 64 or 128)
+  // the same results, faster, where a SIMD variant runs (attention_impl.h: most head sizes)
   if (detail::cpu_has_avx512_vnni() &&
       detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out))
     return;

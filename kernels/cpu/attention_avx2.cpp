@@ -1,5 +1,5 @@
 // AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
-// head_dim 64 or 128, in attention.h's order bit for bit:
+// head_dim 32, 64, 96 or 128, in attention.h's order bit for bit:
 //   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors, summed by tree16's
 //           tree with in-register permutes; four keys at a time, for independent chains;
 //   softmax: attention_exp 8 lanes at a time (the same operations), the 16 double partial sums in
@@ -21,7 +21,8 @@ namespace {
 inline __m256 exp8(__m256 x) {  // attention_exp on 8 lanes of x <= 0
   using C = ExpConstants;
   const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q), low = _mm256_cmp_ps(x, _mm256_set1_ps(C::kMin), _CMP_LT_OQ);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(C::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(C::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C::kLn2Hi), x);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C::kLn2Lo), r);
   __m256 p = _mm256_set1_ps(C::kPoly[0]);
@@ -107,8 +108,10 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                int64_t kvh, float scale, float* scores, float* out) {
-  switch (c.head_dim) {
+  switch (c.head_dim) {  // multiples of 32 up to 128 (P @ V takes 32 columns a pass)
+    case 32: attention_head<2>(q, c, block_table, position, kvh, scale, scores, out); return true;
     case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 96: attention_head<6>(q, c, block_table, position, kvh, scale, scores, out); return true;
     case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
     default: return false;
   }

@@ -1,5 +1,5 @@
-// AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim 64 or 128, in
-// attention.h's order bit for bit:
+// AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim a multiple of 16
+// up to 128, in attention.h's order bit for bit:
 //   scores: 16 keys at a time, one 16-lane vector per key (lane l: its fma chain over d % 16 == l),
 //           reduced together by unpack / shuffle additions whose tree is tree16's, so lane j of the
 //           result is key j's score;
@@ -120,8 +120,14 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                  int64_t kvh, float scale, float* scores, float* out) {
-  switch (c.head_dim) {
+  switch (c.head_dim) {  // multiples of 16 up to 128 (query and 16 chains: 8 + 16 of 32 registers)
+    case 16: attention_head<1>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 32: attention_head<2>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 48: attention_head<3>(q, c, block_table, position, kvh, scale, scores, out); return true;
     case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 80: attention_head<5>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 96: attention_head<6>(q, c, block_table, position, kvh, scale, scores, out); return true;
+    case 112: attention_head<7>(q, c, block_table, position, kvh, scale, scores, out); return true;
     case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
     default: return false;
   }

@@ -65,9 +65,9 @@ inline T tree16(const T* a) {
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out);
 
-// AVX2/FMA and AVX-512, head_dim 64 or 128 (they return false, doing nothing, for others): the
-// portable kernel's results bit for bit. Call only where cpu_has_avx2() (kernels/cpu/linear.h) /
-// cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
+// AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (multiples of 16 up to 128); they return false,
+// doing nothing, for other sizes. The portable kernel's results bit for bit. Call only where
+// cpu_has_avx2() (kernels/cpu/linear.h) / cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                int64_t kvh, float scale, float* scores, float* out);
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
