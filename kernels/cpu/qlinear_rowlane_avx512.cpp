@@ -44,8 +44,9 @@ inline __m512i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
   return _mm512_set1_epi32(v);
 }
 
-inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {  // lanes of rows nb + r in [n0, n1)
-  const int64_t lo = std::max<int64_t>(0, n0 - nb), hi = std::min<int64_t>(16, n1 - nb);
+// Lanes of rows nb + r in [n0, n1); none for a block past n1 (a pair's second block at the end).
+inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {
+  const int64_t lo = std::clamp<int64_t>(n0 - nb, 0, 16), hi = std::clamp<int64_t>(n1 - nb, 0, 16);
   return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
