@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
 
 namespace llmctl::kernels {
 
@@ -18,6 +19,17 @@ void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* b
     return;
   if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out)) return;
   detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out);
+}
+
+bool paged_attention_quant_in_place(int64_t head_dim) {
+  return detail::cpu_has_avx512_vnni() && head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128;
+}
+
+void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table, int32_t position,
+                                int64_t kvh, float scale, float* scores, float* out) {
+  KERNEL_CHECK(paged_attention_quant_in_place(c.head_dim) &&
+               detail::paged_attention_head_quant_avx512(q, c, block_table, position, kvh, scale, scores, out))
+      << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
 namespace detail {

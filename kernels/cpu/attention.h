@@ -15,6 +15,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/kv_quant.h"
+
 namespace llmctl::kernels {
 
 struct PagedKvView {
@@ -31,5 +33,13 @@ inline int64_t paged_attention_scratch(int64_t position) { return (position + 16
 // paged_attention_scratch(position) floats.
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scratch, float* out);
+
+// The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
+// followed by paged_attention_head, bit for bit, without the f32 copy of the context. Runs where
+// paged_attention_quant_in_place(head_dim) (AVX-512, head_dim a multiple of 16 up to 128); elsewhere
+// the caller dequantizes first.
+bool paged_attention_quant_in_place(int64_t head_dim);
+void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
+                                int32_t position, int64_t kvh, float scale, float* scratch, float* out);
 
 }  // namespace llmctl::kernels

@@ -1,5 +1,6 @@
 // AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim a multiple of 16
-// up to 128, in attention.h's order bit for bit:
+// up to 128, in attention.h's order bit for bit, over an f32 cache or, dequantizing each row in
+// registers, an int8 / fp8 one:
 //   scores: 16 keys at a time, one 16-lane vector per key (lane l: its fma chain over d % 16 == l),
 //           reduced together by unpack / shuffle additions whose tree is tree16's, so lane j of the
 //           result is key j's score;
@@ -56,30 +57,93 @@ inline __m512 reduce16(const __m512* v) {
                        _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Cache rows, one loader per layout: next() gives key / value j's row in order, and a row's load(i)
+// its elements 16i..16i+15 as f32.
+struct F32Rows {
+  KvRowCursor cursor;
+  struct Row {
+    const float* p;
+    __m512 load(int i) const { return _mm512_loadu_ps(p + 16 * i); }
+  };
+  Row next() { return {cursor.next()}; }
+};
+
+// int8 codes with a (scale, zero) per slot and head: float(q + 128) * scale + zero, the product
+// rounded before the sum as dequantize_kv_row_int8 does (kept from fusing into an FMA).
+struct Int8Rows {
+  KvSlotCursor slots;
+  const int8_t* codes;
+  const float* scale_zero;
+  int64_t heads, kvh, D;
+  struct Row {
+    const int8_t* p;
+    __m512 s, z;
+    __m512 load(int i) const {
+      const __m512i c = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
+      __m512 prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c, _mm512_set1_epi32(128))), s);
+      asm("" : "+v"(prod));
+      return _mm512_add_ps(prod, z);
+    }
+  };
+  Row next() {
+    const int64_t at = slots.next() * heads + kvh;
+    return {codes + at * D, _mm512_set1_ps(scale_zero[2 * at]), _mm512_set1_ps(scale_zero[2 * at + 1])};
+  }
+};
+
+// e4m3 codes with one scale per head: fp8_e4m3_to_f32(q) * scale for every code the quantizer
+// writes (all but the two NaN codes). A code's exponent and mantissa bits, moved into an f32's and
+// rebiased (+120), are its value exactly; a subnormal code (exponent 0, value m * 2^-9) is built as
+// 2^-6 * (1 + m / 8) and 2^-6 taken off, exactly. (Building it as an f32 subnormal and scaling
+// would be exact too, but arithmetic on subnormals is many times slower.) The magnitude times the
+// scale is rounded once, as the table's product; the code's sign is then xor-ed in.
+struct Fp8Rows {
+  KvSlotCursor slots;
+  const uint8_t* codes;
+  __m512 s;
+  int64_t heads, kvh, D;
+  struct Row {
+    const uint8_t* p;
+    __m512 s;
+    __m512 load(int i) const {
+      const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
+      const __m512i em = _mm512_and_si512(c, _mm512_set1_epi32(0x7f));
+      const __mmask16 sub = _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8));  // exponent 0
+      __m512i bits = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
+      bits = _mm512_mask_add_epi32(bits, sub, bits, _mm512_set1_epi32(1 << 23));
+      __m512 mag = _mm512_castsi512_ps(bits);
+      mag = _mm512_mask_sub_ps(mag, sub, mag, _mm512_set1_ps(0x1p-6f));
+      const __m512i v = _mm512_castps_si512(_mm512_mul_ps(mag, s));
+      // v ^ (c << 24 & bit 31): the truth table of a ^ (b & c) is 0x78
+      const __m512i sign_moved = _mm512_slli_epi32(c, 24);
+      return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(v, sign_moved, _mm512_set1_epi32(INT32_MIN), 0x78));
+    }
+  };
+  Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
+};
+
 // Scores of the next `keys` keys (<= 16; the rest 0) into one vector, lane j = key j. Inlined with
 // keys = 16 for every group but the last, so the 16 chains stay in registers.
-template <int C>
-__attribute__((always_inline)) inline __m512 scores16(const __m512* qv, KvRowCursor& rows, int keys) {
+template <int C, class Rows>
+__attribute__((always_inline)) inline __m512 scores16(const __m512* qv, Rows& rows, int keys) {
   __m512 a[16];
 #pragma GCC unroll 16
   for (int kk = 0; kk < 16; ++kk) {
     a[kk] = _mm512_setzero_ps();
     if (kk >= keys) continue;
-    const float* kr = rows.next();
+    const auto kr = rows.next();
 #pragma GCC unroll 8
-    for (int i = 0; i < C; ++i) a[kk] = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kr + 16 * i), a[kk]);
+    for (int i = 0; i < C; ++i) a[kk] = _mm512_fmadd_ps(qv[i], kr.load(i), a[kk]);
   }
   return reduce16(a);
 }
 
-template <int C>  // C = head_dim / 16
-void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
-                    float scale, float* scores, float* out) {
+template <int C, class Rows>  // C = head_dim / 16
+void attention_head(const float* q, Rows krows, Rows vrows, int32_t position, float scale, float* scores, float* out) {
   const int32_t n = position + 1;
   __m512 qv[C];
   for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
   __m512 vmax = _mm512_set1_ps(-INFINITY);
-  KvRowCursor krows(c.k, c, block_table, kvh);
   for (int32_t j0 = 0; j0 < n; j0 += 16) {
     const int keys = std::min<int32_t>(16, n - j0);
     __m512 s = keys == 16 ? scores16<C>(qv, krows, 16) : scores16<C>(qv, krows, keys);
@@ -104,11 +168,10 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
   __m512 acc[2][C];
   for (int h = 0; h < 2; ++h)
     for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
-  KvRowCursor vrows(c.v, c, block_table, kvh);
   auto add_key = [&](int h, int32_t j) {
     const __m512 p = _mm512_set1_ps(scores[j] * inv);
-    const float* vr = vrows.next();
-    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * i), acc[h][i]);
+    const auto vr = vrows.next();
+    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_fmadd_ps(p, vr.load(i), acc[h][i]);
   };
   int32_t j = 0;
   for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
@@ -116,21 +179,45 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
   for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * i, _mm512_add_ps(acc[0][i], acc[1][i]));
 }
 
+// attention_head<head_dim / 16> for the head sizes this variant takes (multiples of 16 up to 128:
+// the query and the 16 chains are 8 + 16 of the 32 registers); false for others.
+template <class Rows>
+bool dispatch(int64_t head_dim, const float* q, const Rows& k, const Rows& v, int32_t position, float scale,
+              float* scores, float* out) {
+  switch (head_dim) {
+    case 16: attention_head<1>(q, k, v, position, scale, scores, out); return true;
+    case 32: attention_head<2>(q, k, v, position, scale, scores, out); return true;
+    case 48: attention_head<3>(q, k, v, position, scale, scores, out); return true;
+    case 64: attention_head<4>(q, k, v, position, scale, scores, out); return true;
+    case 80: attention_head<5>(q, k, v, position, scale, scores, out); return true;
+    case 96: attention_head<6>(q, k, v, position, scale, scores, out); return true;
+    case 112: attention_head<7>(q, k, v, position, scale, scores, out); return true;
+    case 128: attention_head<8>(q, k, v, position, scale, scores, out); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                  int64_t kvh, float scale, float* scores, float* out) {
-  switch (c.head_dim) {  // multiples of 16 up to 128 (query and 16 chains: 8 + 16 of 32 registers)
-    case 16: attention_head<1>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 32: attention_head<2>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 48: attention_head<3>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 80: attention_head<5>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 96: attention_head<6>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 112: attention_head<7>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    default: return false;
+  return dispatch(c.head_dim, q, F32Rows{KvRowCursor(c.k, c, block_table, kvh)},
+                  F32Rows{KvRowCursor(c.v, c, block_table, kvh)}, position, scale, scores, out);
+}
+
+bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
+                                       int32_t position, int64_t kvh, float scale, float* scores, float* out) {
+  const int64_t H = c.num_kv_heads, D = c.head_dim;
+  if (c.kind == KvQuant::Int8) {
+    const Int8Rows k{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D};
+    const Int8Rows v{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D};
+    return dispatch(D, q, k, v, position, scale, scores, out);
   }
+  const Fp8Rows k{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+                  _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D};
+  const Fp8Rows v{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+                  _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D};
+  return dispatch(D, q, k, v, position, scale, scores, out);
 }
 
 }  // namespace llmctl::kernels::detail

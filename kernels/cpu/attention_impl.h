@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_quant.h"
 
 namespace llmctl::kernels::detail {
 
@@ -36,21 +37,32 @@ inline float attention_exp(float x) {
   return p * two_n;
 }
 
-// The cache rows of keys 0, 1, 2, ... of one kv head, in order, without a division per key.
-class KvRowCursor {
+// The cache slots of keys 0, 1, 2, ... of a sequence, in order, without a division per key.
+class KvSlotCursor {
  public:
-  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh)
-      : base_(base + kvh * c.head_dim), table_(block_table), B_(c.block_size), stride_(c.num_kv_heads * c.head_dim) {}
-  const float* next() {
-    const float* row = base_ + (int64_t(table_[block_]) * B_ + offset_) * stride_;
+  KvSlotCursor(const int32_t* block_table, int64_t block_size) : table_(block_table), B_(block_size) {}
+  int64_t next() {
+    const int64_t slot = int64_t(table_[block_]) * B_ + offset_;
     if (++offset_ == B_) offset_ = 0, ++block_;
-    return row;
+    return slot;
   }
 
  private:
-  const float* base_;
   const int32_t* table_;
-  int64_t B_, stride_, block_ = 0, offset_ = 0;
+  int64_t B_, block_ = 0, offset_ = 0;
+};
+
+// The f32 cache rows of keys 0, 1, 2, ... of one kv head.
+class KvRowCursor {
+ public:
+  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh)
+      : slots_(block_table, c.block_size), base_(base + kvh * c.head_dim), stride_(c.num_kv_heads * c.head_dim) {}
+  const float* next() { return base_ + slots_.next() * stride_; }
+
+ private:
+  KvSlotCursor slots_;
+  const float* base_;
+  int64_t stride_;
 };
 
 // P0 + P1 + P2 + P3 in the order attention.h gives (float scores, double denominators).
@@ -72,5 +84,11 @@ bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32
                                int64_t kvh, float scale, float* scores, float* out);
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                  int64_t kvh, float scale, float* scores, float* out);
+// The AVX-512 kernel reading an int8 or fp8 cache in place, each element dequantized in registers
+// exactly as dequantize_kv_row_int8 / _fp8 (kv_quant.h) compute it: the results of
+// dequantize_kv_positions followed by the f32 kernel, bit for bit, without the f32 copy. Same head
+// sizes as paged_attention_head_avx512; false for others.
+bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
+                                       int32_t position, int64_t kvh, float scale, float* scores, float* out);
 
 }  // namespace llmctl::kernels::detail

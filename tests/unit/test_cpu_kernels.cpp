@@ -13,6 +13,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
 #include "kernels/cpu/qlinear_impl.h"
@@ -243,6 +244,72 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
     for (int64_t D : {8, 48, 72, 144})
       if (D != 48 || std::string(v.first) == "avx2")
         CHECK_FALSE(v.second(z.data(), {z.data(), z.data(), 16, 1, D}, t0, 0, 0, 1.f, s.data(), o.data()));
+}
+
+TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequantizing it first, bit for bit") {
+  if (!kernels::paged_attention_quant_in_place(64)) {
+    MESSAGE("SKIPPED: this CPU has no AVX-512 (the caller dequantizes the context first)");
+    return;
+  }
+  CHECK_FALSE(kernels::paged_attention_quant_in_place(72));
+  CHECK_FALSE(kernels::paged_attention_quant_in_place(144));
+  const int64_t B = 16, Hkv = 3, NB = 12;
+  const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
+  int checked = 0;
+  for (kernels::KvQuant kind : {kernels::KvQuant::Int8, kernels::KvQuant::Fp8})
+    for (int64_t D : {32, 64, 128})
+      for (int32_t ctx : {1, 17, 100, 161}) {
+        const auto k = randn(NB * B * Hkv * D, 61 + ctx, 2.0f), v = randn(NB * B * Hkv * D, 62 + ctx, 2.0f);
+        const auto q = randn(D, 63 + ctx);
+        std::vector<uint8_t> kc(size_t(NB * B * Hkv * D)), vc(kc.size());
+        // int8: (scale, zero) per slot and head; fp8: one scale per head (amax / 448 of a smaller
+        // range, so large values saturate and small ones fall to subnormal codes)
+        std::vector<float> ks(size_t(kind == kernels::KvQuant::Int8 ? NB * B * Hkv * 2 : Hkv)), vs(ks.size());
+        if (kind == kernels::KvQuant::Fp8)
+          for (size_t h = 0; h < size_t(Hkv); ++h) ks[h] = 0.004f * float(h + 1), vs[h] = 0.005f * float(h + 2);
+        for (int64_t at = 0; at < NB * B * Hkv; ++at) {
+          if (kind == kernels::KvQuant::Int8) {
+            auto* kq = reinterpret_cast<int8_t*>(&kc[size_t(at * D)]);
+            auto* vq = reinterpret_cast<int8_t*>(&vc[size_t(at * D)]);
+            kernels::quantize_kv_row_int8(&k[size_t(at * D)], D, kq, &ks[size_t(at * 2)]);
+            kernels::quantize_kv_row_int8(&v[size_t(at * D)], D, vq, &vs[size_t(at * 2)]);
+          } else {
+            kernels::quantize_kv_row_fp8(&k[size_t(at * D)], D, ks[size_t(at % Hkv)], &kc[size_t(at * D)]);
+            kernels::quantize_kv_row_fp8(&v[size_t(at * D)], D, vs[size_t(at % Hkv)], &vc[size_t(at * D)]);
+          }
+        }
+        const kernels::PagedKvQuantView view{kind, kc.data(), vc.data(), ks.data(), vs.data(), B, Hkv, D};
+        std::vector<float> kf(size_t(ctx * Hkv * D)), vf(kf.size());
+        kernels::dequantize_kv_positions(view, table.data(), 0, ctx, kf.data(), vf.data());
+        const int32_t first_block[1] = {0};
+        const kernels::PagedKvView copy{kf.data(), vf.data(), ctx, Hkv, D};
+        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+          const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
+          std::vector<float> s1(ns, NAN), s2(ns, NAN), a(D, NAN), b(D, NAN);
+          kernels::paged_attention_head_quant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data());
+          kernels::detail::paged_attention_head_portable(q.data(), copy, first_block, ctx - 1, kvh, 0.125f, s2.data(),
+                                                         b.data());
+          INFO((kind == kernels::KvQuant::Int8 ? "int8" : "fp8") << " D " << D << " ctx " << ctx << " kvh " << kvh);
+          CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+          CHECK(std::memcmp(s1.data(), s2.data(), size_t(ctx) * 4) == 0);
+          ++checked;
+        }
+      }
+  CHECK(checked == 2 * 3 * 4 * 3);
+  // Every e4m3 code decodes as the table does: the values of two keys (equal scores) are codes
+  // 0..127 and 128..255 (the NaN codes, which the quantizer never writes, replaced by 0).
+  std::vector<uint8_t> kc(2 * 128, 0x38), vc(2 * 128);  // keys: every code 1.0
+  for (int c = 0; c < 256; ++c) vc[size_t(c)] = uint8_t(c == 0x7f || c == 0xff ? 0 : c);
+  const std::vector<float> ks = {0.5f}, vs = {0.75f};
+  const int32_t one_block[1] = {0};
+  const kernels::PagedKvQuantView view{kernels::KvQuant::Fp8, kc.data(), vc.data(), ks.data(), vs.data(), 2, 1, 128};
+  std::vector<float> kf(256), vf(256), s1(16, NAN), s2(16, NAN), a(128, NAN), b(128, NAN);
+  kernels::dequantize_kv_positions(view, one_block, 0, 2, kf.data(), vf.data());
+  const auto q = randn(128, 71);
+  kernels::paged_attention_head_quant(q.data(), view, one_block, 1, 0, 0.125f, s1.data(), a.data());
+  kernels::detail::paged_attention_head_portable(q.data(), {kf.data(), vf.data(), 2, 1, 128}, one_block, 1, 0, 0.125f,
+                                                 s2.data(), b.data());
+  CHECK(std::memcmp(a.data(), b.data(), 128 * 4) == 0);
 }
 
 TEST_CASE("attention_exp: within 2 ulp of e^x over [-87, 0], 0 below, NaN kept") {
