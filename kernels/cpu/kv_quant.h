@@ -30,9 +30,10 @@ struct PagedKvQuantView {
 };
 
 // The keys and values of one sequence's positions [j0, j1), read through its block table, as f32:
-// k_out / v_out [position, Hkv, D] (row j at offset j * Hkv * D). Attention over a quantized cache
-// dequantizes a sequence's context once per step with this, then runs the f32 kernel
-// (kernels/cpu/attention.h) over it: the same arithmetic for every query token and head.
+// k_out / v_out [position, Hkv, D] (row j at offset j * Hkv * D). Where attention does not read a
+// quantized cache in place (kernels/cpu/attention.h: paged_attention_head_quant), it dequantizes a
+// sequence's context once per step with this, then runs the f32 kernel over it; both give the
+// same results.
 void dequantize_kv_positions(const PagedKvQuantView& cache, const int32_t* block_table, int32_t j0, int32_t j1,
                              float* k_out, float* v_out);
 
