@@ -32,6 +32,20 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
+bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& c,
+                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                            float* const* out) {
+  return detail::cpu_has_avx512_vnni() &&
+         detail::paged_attention_heads4_avx512(q, positions, c, block_table, kvh, scale, scratch, out);
+}
+
+bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
+                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                                  float* const* out) {
+  return paged_attention_quant_in_place(c.head_dim) &&
+         detail::paged_attention_heads4_quant_avx512(q, positions, c, block_table, kvh, scale, scratch, out);
+}
+
 namespace detail {
 
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,

@@ -26,8 +26,9 @@ struct PagedKvView {
 };
 
 // Floats of scratch paged_attention_head needs for a token at `position`: position + 1 rounded up
-// to a multiple of 16 (the SIMD variants write whole groups of 16 scores).
-inline int64_t paged_attention_scratch(int64_t position) { return (position + 16) / 16 * 16; }
+// to a multiple of 16, and 16 more (the SIMD variants write whole groups of 16 scores, from any
+// multiple of 4).
+inline int64_t paged_attention_scratch(int64_t position) { return (position + 16) / 16 * 16 + 16; }
 
 // out[D] = softmax(q . K[0..position] * scale) @ V, for kv head kvh, in the order above. scratch:
 // paged_attention_scratch(position) floats.
@@ -41,5 +42,17 @@ void paged_attention_head(const float* q, const PagedKvView& cache, const int32_
 bool paged_attention_quant_in_place(int64_t head_dim);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out);
+
+// Four query tokens q[0..3] of one sequence, at ascending positions, and one query head: the results
+// of four paged_attention_head (cache) or paged_attention_head_quant (qcache) calls, bit for bit,
+// with each key row the four read loaded once for them (a prompt's attention reads its context
+// once per 4 tokens instead of per token). scratch[t]: paged_attention_scratch(positions[t]).
+// False, doing nothing, where no such kernel runs (no AVX-512, or another head size).
+bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& cache,
+                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                            float* const* out);
+bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& qcache,
+                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                                  float* const* out);
 
 }  // namespace llmctl::kernels

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/attention_impl.h"
 
@@ -138,21 +139,24 @@ __attribute__((always_inline)) inline __m512 scores16(const __m512* qv, Rows& ro
   return reduce16(a);
 }
 
-template <int C, class Rows>  // C = head_dim / 16
-void attention_head(const float* q, Rows krows, Rows vrows, int32_t position, float scale, float* scores, float* out) {
-  const int32_t n = position + 1;
-  __m512 qv[C];
-  for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
+// Scores of keys [j, n) of one query (krows positioned at key j) into scores[j..], 16 at a time
+// (writing up to 15 past n); returns their maximum (-inf for none).
+template <int C, class Rows>
+float score_keys(const __m512* qv, Rows& krows, int32_t j, int32_t n, float scale, float* scores) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
-  for (int32_t j0 = 0; j0 < n; j0 += 16) {
-    const int keys = std::min<int32_t>(16, n - j0);
+  for (; j < n; j += 16) {
+    const int keys = std::min<int32_t>(16, n - j);
     __m512 s = keys == 16 ? scores16<C>(qv, krows, 16) : scores16<C>(qv, krows, keys);
     const __mmask16 live = __mmask16((1u << keys) - 1);
     s = _mm512_mul_ps(s, _mm512_set1_ps(scale));
-    _mm512_storeu_ps(scores + j0, s);
+    _mm512_storeu_ps(scores + j, s);
     vmax = _mm512_mask_max_ps(vmax, live, vmax, s);
   }
-  const float m = _mm512_reduce_max_ps(vmax);
+  return _mm512_reduce_max_ps(vmax);
+}
+
+// scores[0, n) -> e^(score - m) in place (zeros to the next multiple of 16); returns 1 / their sum.
+inline float softmax_in_place(float* scores, int32_t n, float m) {
   __m512d part_lo = _mm512_setzero_pd(), part_hi = _mm512_setzero_pd();  // partials 0..7, 8..15
   for (int32_t j0 = 0; j0 < n; j0 += 16) {
     const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j0)) - 1);
@@ -164,60 +168,199 @@ void attention_head(const float* q, Rows krows, Rows vrows, int32_t position, fl
   alignas(64) double part[16];
   _mm512_store_pd(part, part_lo);
   _mm512_store_pd(part + 8, part_hi);
-  const float inv = float(1.0 / tree16(part));
-  __m512 acc[2][C];
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
-  auto add_key = [&](int h, int32_t j) {
-    const __m512 p = _mm512_set1_ps(scores[j] * inv);
+  return float(1.0 / tree16(part));
+}
+
+// P @ V of one query over keys [j, n) (vrows positioned at key j), continuing its even / odd chains.
+template <int C, class Rows>
+void add_values(__m512 (&acc)[2][C], Rows& vrows, int32_t j, int32_t n, const float* e, float inv) {
+  for (; j < n; ++j) {
+    const __m512 p = _mm512_set1_ps(e[j] * inv);
     const auto vr = vrows.next();
-    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_fmadd_ps(p, vr.load(i), acc[h][i]);
-  };
-  int32_t j = 0;
-  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
-  if (j < n) add_key(0, j);  // a last even key
+    __m512* a = acc[j % 2];
+    for (int i = 0; i < C; ++i) a[i] = _mm512_fmadd_ps(p, vr.load(i), a[i]);
+  }
+}
+
+template <int C>
+void store_out(const __m512 (&acc)[2][C], float* out) {
   for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * i, _mm512_add_ps(acc[0][i], acc[1][i]));
 }
 
-// attention_head<head_dim / 16> for the head sizes this variant takes (multiples of 16 up to 128:
-// the query and the 16 chains are 8 + 16 of the 32 registers); false for others.
-template <class Rows>
-bool dispatch(int64_t head_dim, const float* q, const Rows& k, const Rows& v, int32_t position, float scale,
-              float* scores, float* out) {
+template <int C, class Rows>  // C = head_dim / 16
+void attention_head(const float* q, Rows krows, Rows vrows, int32_t position, float scale, float* scores, float* out) {
+  const int32_t n = position + 1;
+  __m512 qv[C];
+  for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
+  const float m = score_keys<C>(qv, krows, 0, n, scale, scores);
+  const float inv = softmax_in_place(scores, n, m);
+  __m512 acc[2][C];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
+  int32_t j = 0;
+  for (; j + 1 < n; j += 2) {  // two keys a step: the chains' parity known at compile time
+    const __m512 p0 = _mm512_set1_ps(scores[j] * inv), p1 = _mm512_set1_ps(scores[j + 1] * inv);
+    const auto v0 = vrows.next();
+    for (int i = 0; i < C; ++i) acc[0][i] = _mm512_fmadd_ps(p0, v0.load(i), acc[0][i]);
+    const auto v1 = vrows.next();
+    for (int i = 0; i < C; ++i) acc[1][i] = _mm512_fmadd_ps(p1, v1.load(i), acc[1][i]);
+  }
+  add_values<C>(acc, vrows, j, n, scores, inv);  // a last even key
+  store_out<C>(acc, out);
+}
+
+// Four query tokens of one sequence and query head at ascending positions: the results of four
+// attention_head calls, bit for bit (every (query, key) product and sum is the same operation in
+// the same order), with each key row of the keys all four read loaded once for the four and each
+// value row once for two (C <= 4; the accumulators of two queries fill 16 registers).
+template <int C, class Rows>
+void attention_tile4(const float* const* q, const int32_t* positions, Rows krows, Rows vrows, float scale,
+                     float* const* scores, float* const* out) {
+  int32_t n[4];
+  for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
+  const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
+  // 16 (query, key) pairs a step, lane 4t + k = query t, key j0 + k
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int32_t j0 = 0; j0 < shared; j0 += 4) {
+    __m512 a[16];
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto kr = krows.next();
+#pragma GCC unroll 8
+      for (int i = 0; i < C; ++i) {
+        const __m512 kv = kr.load(i);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) a[4 * t + k] = _mm512_fmadd_ps(_mm512_loadu_ps(q[t] + 16 * i), kv, a[4 * t + k]);
+      }
+    }
+    const __m512 s = _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale));
+    _mm_storeu_ps(scores[0] + j0, _mm512_extractf32x4_ps(s, 0));
+    _mm_storeu_ps(scores[1] + j0, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(scores[2] + j0, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(scores[3] + j0, _mm512_extractf32x4_ps(s, 3));
+    vmax = _mm512_max_ps(vmax, s);
+  }
+  alignas(64) float lane_max[16];
+  _mm512_store_ps(lane_max, vmax);
+  float inv[4];
+  for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
+    __m512 qv[C];
+    for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q[t] + 16 * i);
+    Rows rest = krows;
+    float m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+    for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * t + k]);
+    inv[t] = softmax_in_place(scores[t], n[t], m);
+  }
+  for (int t0 = 0; t0 < 4; t0 += 2) {
+    __m512 acc[2][2][C];  // [query of the pair][key parity]
+    for (int t = 0; t < 2; ++t)
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < C; ++i) acc[t][h][i] = _mm512_setzero_ps();
+    Rows vr = vrows;
+    if constexpr (C <= 4) {
+      for (int32_t j = 0; j < shared; j += 2)  // shared is even
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const auto row = vr.next();
+          const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
+          const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
+          for (int i = 0; i < C; ++i) {
+            const __m512 v = row.load(i);
+            acc[0][h][i] = _mm512_fmadd_ps(p0, v, acc[0][h][i]);
+            acc[1][h][i] = _mm512_fmadd_ps(p1, v, acc[1][h][i]);
+          }
+        }
+      for (int t = 0; t < 2; ++t) {
+        Rows tail = vr;
+        add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        store_out<C>(acc[t], out[t0 + t]);
+      }
+    } else {
+      for (int t = 0; t < 2; ++t) {
+        Rows all = vrows;
+        add_values<C>(acc[t], all, 0, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        store_out<C>(acc[t], out[t0 + t]);
+      }
+    }
+  }
+}
+
+// fn(std::integral_constant<int, head_dim / 16>) for the head sizes this variant takes (multiples of
+// 16 up to 128: the query and the 16 chains are 8 + 16 of the 32 registers); false for others.
+template <class Fn>
+bool dispatch(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {
-    case 16: attention_head<1>(q, k, v, position, scale, scores, out); return true;
-    case 32: attention_head<2>(q, k, v, position, scale, scores, out); return true;
-    case 48: attention_head<3>(q, k, v, position, scale, scores, out); return true;
-    case 64: attention_head<4>(q, k, v, position, scale, scores, out); return true;
-    case 80: attention_head<5>(q, k, v, position, scale, scores, out); return true;
-    case 96: attention_head<6>(q, k, v, position, scale, scores, out); return true;
-    case 112: attention_head<7>(q, k, v, position, scale, scores, out); return true;
-    case 128: attention_head<8>(q, k, v, position, scale, scores, out); return true;
+    case 16: fn(std::integral_constant<int, 1>{}); return true;
+    case 32: fn(std::integral_constant<int, 2>{}); return true;
+    case 48: fn(std::integral_constant<int, 3>{}); return true;
+    case 64: fn(std::integral_constant<int, 4>{}); return true;
+    case 80: fn(std::integral_constant<int, 5>{}); return true;
+    case 96: fn(std::integral_constant<int, 6>{}); return true;
+    case 112: fn(std::integral_constant<int, 7>{}); return true;
+    case 128: fn(std::integral_constant<int, 8>{}); return true;
     default: return false;
   }
+}
+
+// The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
+template <class Fn>
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
+  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)});
+}
+
+template <class Fn>
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
+  const int64_t H = c.num_kv_heads, D = c.head_dim;
+  if (c.kind == KvQuant::Int8)
+    fn(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+       Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+  else
+    fn(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+               _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
+       Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+               _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D});
+}
+
+template <class View>
+bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
+               float* scores, float* out) {
+  return dispatch(c.head_dim, [&](auto C) {
+    with_rows(c, block_table, kvh, [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
+  });
+}
+
+template <class View>
+bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
+                  int64_t kvh, float scale, float* const* scores, float* const* out) {
+  return dispatch(c.head_dim, [&](auto C) {
+    with_rows(c, block_table, kvh,
+              [&](auto k, auto v) { attention_tile4<C()>(q, positions, k, v, scale, scores, out); });
+  });
 }
 
 }  // namespace
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                  int64_t kvh, float scale, float* scores, float* out) {
-  return dispatch(c.head_dim, q, F32Rows{KvRowCursor(c.k, c, block_table, kvh)},
-                  F32Rows{KvRowCursor(c.v, c, block_table, kvh)}, position, scale, scores, out);
+  return one_query(q, c, block_table, position, kvh, scale, scores, out);
 }
 
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out) {
-  const int64_t H = c.num_kv_heads, D = c.head_dim;
-  if (c.kind == KvQuant::Int8) {
-    const Int8Rows k{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D};
-    const Int8Rows v{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D};
-    return dispatch(D, q, k, v, position, scale, scores, out);
-  }
-  const Fp8Rows k{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
-                  _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D};
-  const Fp8Rows v{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
-                  _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D};
-  return dispatch(D, q, k, v, position, scale, scores, out);
+  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+}
+
+bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                   float* const* out) {
+  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+}
+
+bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
+                                         const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                         float* const* out) {
+  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
 }
 
 }  // namespace llmctl::kernels::detail

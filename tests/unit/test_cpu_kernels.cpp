@@ -312,6 +312,73 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
   CHECK(std::memcmp(a.data(), b.data(), 128 * 4) == 0);
 }
 
+TEST_CASE("paged attention of four query tokens at once equals four single calls, bit for bit") {
+  if (!kernels::paged_attention_quant_in_place(64)) {
+    MESSAGE("SKIPPED: this CPU has no AVX-512 (attention takes one query token at a time)");
+    return;
+  }
+  const int64_t B = 16, Hkv = 2, NB = 12;
+  const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
+  const std::vector<std::vector<int32_t>> position_sets = {
+      {0, 1, 2, 3}, {2, 3, 4, 5}, {16, 17, 18, 19}, {37, 38, 39, 40}, {5, 9, 40, 41}, {99, 100, 150, 160}};
+  int checked = 0;
+  for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
+    for (int64_t D : {16, 64, 128})
+      for (const auto& pos : position_sets) {
+        const uint32_t seed = uint32_t(100 * kind + D + pos[3]);
+        const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
+        const auto qs = randn(4 * D, seed + 2, 2.0f);
+        std::vector<uint8_t> kc(size_t(NB * B * Hkv * D)), vc(kc.size());
+        std::vector<float> ks(size_t(NB * B * Hkv * 2), 0.01f), vs(ks.size(), 0.02f);
+        const auto qkind = kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8;
+        for (int64_t at = 0; kind > 0 && at < NB * B * Hkv; ++at) {
+          if (kind == 1) {
+            kernels::quantize_kv_row_int8(&k[size_t(at * D)], D, reinterpret_cast<int8_t*>(&kc[size_t(at * D)]),
+                                          &ks[size_t(at * 2)]);
+            kernels::quantize_kv_row_int8(&v[size_t(at * D)], D, reinterpret_cast<int8_t*>(&vc[size_t(at * D)]),
+                                          &vs[size_t(at * 2)]);
+          } else {
+            kernels::quantize_kv_row_fp8(&k[size_t(at * D)], D, ks[0], &kc[size_t(at * D)]);
+            kernels::quantize_kv_row_fp8(&v[size_t(at * D)], D, vs[0], &vc[size_t(at * D)]);
+          }
+        }
+        const kernels::PagedKvView f32{k.data(), v.data(), B, Hkv, D};
+        const kernels::PagedKvQuantView quant{qkind, kc.data(), vc.data(), ks.data(), vs.data(), B, Hkv, D};
+        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+          std::vector<std::vector<float>> s4(4), s1(4), o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4;
+          const float* q[4];
+          float *sp[4], *op[4];
+          for (int t = 0; t < 4; ++t) {
+            s4[size_t(t)].assign(size_t(kernels::paged_attention_scratch(pos[size_t(t)])), NAN);
+            s1[size_t(t)] = s4[size_t(t)];
+            q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
+          }
+          const bool ran =
+              kind == 0 ? kernels::paged_attention_heads4(q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
+                        : kernels::paged_attention_heads4_quant(q, pos.data(), quant, table.data(), kvh, 0.125f, sp, op);
+          REQUIRE(ran);
+          for (int t = 0; t < 4; ++t) {
+            if (kind == 0)
+              kernels::paged_attention_head(q[t], f32, table.data(), pos[size_t(t)], kvh, 0.125f, s1[size_t(t)].data(),
+                                            o1[size_t(t)].data());
+            else
+              kernels::paged_attention_head_quant(q[t], quant, table.data(), pos[size_t(t)], kvh, 0.125f,
+                                                  s1[size_t(t)].data(), o1[size_t(t)].data());
+            INFO("kind " << kind << " D " << D << " query " << t << " at " << pos[size_t(t)] << " kvh " << kvh);
+            CHECK(std::memcmp(o4[size_t(t)].data(), o1[size_t(t)].data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(s4[size_t(t)].data(), s1[size_t(t)].data(), size_t(pos[size_t(t)] + 1) * 4) == 0);
+            ++checked;
+          }
+        }
+      }
+  CHECK(checked == 3 * 3 * 6 * 2 * 4);
+  const float* q[4] = {nullptr, nullptr, nullptr, nullptr};
+  float *sp[4] = {}, *op[4] = {};
+  const int32_t pos[4] = {0, 1, 2, 3}, t0[1] = {0};
+  const std::vector<float> z(72);
+  CHECK_FALSE(kernels::paged_attention_heads4(q, pos, {z.data(), z.data(), 1, 1, 72}, t0, 0, 1.f, sp, op));
+}
+
 TEST_CASE("attention_exp: within 2 ulp of e^x over [-87, 0], 0 below, NaN kept") {
   int bad = 0;
   double worst = 0;

@@ -204,9 +204,14 @@ class CpuBackend final : public Backend {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1);
     kernels::PagedKvView view{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.dim(1), hkv, D};
     const bool quant = cache.quant != KvCacheDtype::Auto;
-    // The query tokens attended here, sequence by sequence; sequences whose quantized context is
-    // better dequantized once first go to attention_dequantized.
-    std::vector<int32_t> tokens, seq_of;
+    // The query tokens attended here, sequence by sequence, in units of 4 consecutive tokens of a
+    // sequence (one kernel call reads each key row once for the four) and single tokens for the
+    // rest; sequences whose quantized context is better dequantized once first go to
+    // attention_dequantized.
+    struct Unit {
+      int32_t first, count, seq;
+    };
+    std::vector<Unit> units;
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
@@ -214,23 +219,38 @@ class CpuBackend final : public Backend {
         copy_seqs.push_back(s);
         continue;
       }
-      for (int t = q0; t < q1; ++t) tokens.push_back(t), seq_of.push_back(s);
+      int t = q0;
+      for (; t + 4 <= q1; t += 4) units.push_back({t, 4, s});
+      for (; t < q1; ++t) units.push_back({t, 1, s});
     }
     if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, hq, hkv, scale, out);
     const int group = hq / hkv;
-    const int64_t n = int64_t(tokens.size()), max_ctx = plan.max_context_len();
+    const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
     const kernels::PagedKvQuantView qview = quant ? quant_view(cache, hkv) : kernels::PagedKvQuantView{};
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
-      std::vector<float> scratch(size_t(kernels::paged_attention_scratch(max_ctx)));
+      std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t k = balanced_order(i / hq, n), h = i % hq, t = tokens[size_t(k)];
-        const int32_t* table = plan.block_table.data() + int64_t(seq_of[size_t(k)]) * plan.max_blocks_per_seq;
-        const float* q = qkv.ptr<float>() + t * W + h * D;
-        float* o = out.ptr<float>() + t * hq * D + h * D;
-        if (quant)  // int8 / fp8 rows dequantized in registers
-          kernels::paged_attention_head_quant(q, qview, table, plan.positions[t], h / group, scale, scratch.data(), o);
-        else
-          kernels::paged_attention_head(q, view, table, plan.positions[t], h / group, scale, scratch.data(), o);
+        const Unit& u = units[size_t(balanced_order(i / hq, n))];
+        const int64_t h = i % hq, kvh = h / group;
+        const int32_t* table = plan.block_table.data() + int64_t(u.seq) * plan.max_blocks_per_seq;
+        const float* q[4];
+        float *o[4], *sc[4];
+        for (int j = 0; j < u.count; ++j) {
+          const int64_t t = u.first + j;
+          q[j] = qkv.ptr<float>() + t * W + h * D;
+          o[j] = out.ptr<float>() + t * hq * D + h * D;
+          sc[j] = scratch.data() + j * kernels::paged_attention_scratch(max_ctx);
+        }
+        const int32_t* pos = plan.positions.data() + u.first;
+        if (u.count == 4 && (quant ? kernels::paged_attention_heads4_quant(q, pos, qview, table, kvh, scale, sc, o)
+                                   : kernels::paged_attention_heads4(q, pos, view, table, kvh, scale, sc, o)))
+          continue;
+        for (int j = 0; j < u.count; ++j) {
+          if (quant)  // int8 / fp8 rows dequantized in registers
+            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j]);
+          else
+            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
+        }
       }
     });
   }
