@@ -206,8 +206,8 @@ class CpuBackend final : public Backend {
     const bool quant = cache.quant != KvCacheDtype::Auto;
     // The query tokens attended here, sequence by sequence, in units of 4 consecutive tokens of a
     // sequence (one kernel call reads each key row once for the four) and single tokens for the
-    // rest; sequences whose quantized context is better dequantized once first go to
-    // attention_dequantized.
+    // rest. An int8 / fp8 context is read in place (rows dequantized in registers) where a kernel
+    // does that; elsewhere each sequence goes to attention_dequantized.
     struct Unit {
       int32_t first, count, seq;
     };
@@ -215,7 +215,7 @@ class CpuBackend final : public Backend {
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
-      if (quant && !in_place(cache.quant, D, q1 - q0)) {
+      if (quant && !kernels::paged_attention_quant_in_place(D)) {  // no in-place kernel on this CPU
         copy_seqs.push_back(s);
         continue;
       }
@@ -306,24 +306,16 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Whether a sequence with `queries` query tokens reads its int8 / fp8 context in place, each row
-  // dequantized in registers by every query and head that reads it, rather than dequantizing it
-  // once into an f32 copy first: always for int8 (cheaper than the copy's memory traffic even for
-  // a 1024-token prompt); for fp8, whose decode costs more, up to 16 query tokens (decode, draft
-  // tokens, small chunks; a 1024-token prompt measured 22% slower in place). Both give the same bits.
-  static bool in_place(KvCacheDtype dtype, int64_t head_dim, int queries) {
-    return kernels::paged_attention_quant_in_place(head_dim) && (dtype == KvCacheDtype::Int8 || queries <= 16);
-  }
-
   static kernels::PagedKvQuantView quant_view(const KvLayer& cache, int hkv) {
     return {cache.quant == KvCacheDtype::Int8 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
             cache.k.data, cache.v.data, cache.k_scale.ptr<float>(), cache.v_scale.ptr<float>(), cache.k.dim(1), hkv,
             cache.k.dim(3)};
   }
 
-  // Attention of the sequences `seqs` over an int8 or fp8 cache not read in place (in_place), one
-  // sequence at a time: its context is dequantized once (not once per query token and head), then
-  // the f32 kernel runs over that copy, a single block of n tokens. The same results as in place.
+  // Attention of the sequences `seqs` over an int8 or fp8 cache where no kernel reads it in place
+  // (no AVX-512, or another head size), one sequence at a time: its context is dequantized once (not
+  // once per query token and head), then the f32 kernel runs over that copy, a single block of n
+  // tokens. The same results as in place.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
                              const std::vector<int>& seqs, int hq, int hkv, float scale, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
