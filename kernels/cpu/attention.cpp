@@ -22,7 +22,7 @@ void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* b
 }
 
 bool paged_attention_quant_in_place(int64_t head_dim) {
-  return detail::cpu_has_avx512_vnni() && head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128;
+  return detail::cpu_has_avx512_vnni() && detail::avx512_attention_head_dim(head_dim);
 }
 
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table, int32_t position,

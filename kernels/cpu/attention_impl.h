@@ -77,7 +77,13 @@ inline T tree16(const T* a) {
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out);
 
-// AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (multiples of 16 up to 128); they return false,
+// The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
+// registers).
+inline bool avx512_attention_head_dim(int64_t head_dim) {
+  return head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128;
+}
+
+// AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (avx512_attention_head_dim); they return false,
 // doing nothing, for other sizes. The portable kernel's results bit for bit. Call only where
 // cpu_has_avx2() (kernels/cpu/linear.h) / cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,

@@ -19,11 +19,11 @@ namespace llmctl {
 
 namespace {
 
-// The k-th of n query tokens in the order attention hands them to threads: 0, n - 1, 1, n - 2, ...
-// A causal prompt's later tokens read longer contexts; contiguous ranges of this order (what
-// parallel_for gives each thread) cost about the same, where ranges of 0..n-1 left the thread with
-// the last tokens three times the work of the one with the first. Each token's result is the same
-// whichever thread computes it.
+// The k-th of n units of query tokens (a sequence's tokens in order, one or four a unit) in the order
+// attention hands them to threads: 0, n - 1, 1, n - 2, ... A causal prompt's later tokens read
+// longer contexts; contiguous ranges of this order (what parallel_for gives each thread) cost about
+// the same, where ranges of 0..n-1 left the thread with the last tokens three times the work of the
+// one with the first. Each token's result is the same whichever thread computes it.
 int64_t balanced_order(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
 
 kernels::WeightType weight_type(DType t) {
