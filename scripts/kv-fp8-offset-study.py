@@ -14,6 +14,10 @@ of every layer the way a cache would, and scores WikiText-2 in windows of 512 to
   MODE-sink   the fp8 mode with each window's first token's keys and values left exact (the
               attention sink: most heads put much of their weight on it, and its rounding error is
               the same in every window)
+  MODE-sinkN  the same with the first N tokens exact
+  MODE-recentW  each query's last W keys and values (itself included) exact, older ones rounded
+  MODE-blockB   the keys and values of the query's own block of B positions exact (a paged cache
+              that keeps each sequence's open block in full precision)
   MODE@R      the fp8 modes with calibrated per-head scales (amax / 448 on the calibration text, the
               values' about their mean where subtracted) times 2^R: R moves the e4m3 grid against
               the values (R = 0, 0.25, 0.5, 0.75 are four alignments of the same range), to tell a
@@ -68,8 +72,7 @@ def cached_attention(module, query, key, value, attention_mask, scaling, dropout
         key, value = key.to(torch.bfloat16).float(), value.to(torch.bfloat16).float()
     elif mode.startswith("fp8"):
         base, _, r = mode.partition("@")
-        sink = base.endswith("-sink")
-        base = base.removesuffix("-sink")
+        base, sink, recent = parse_exact(base)
         out = []
         for which, x in (("k", key), ("v", value)):
             mean, amax, centered = stats(layer, which)
@@ -78,12 +81,48 @@ def cached_attention(module, query, key, value, attention_mask, scaling, dropout
             scale = (centered if centre else amax) / 448 * 2 ** float(r) if r else 1.0
             q = e4m3(x - off, scale) + (off if which == "v" else 0)
             if sink:
-                q[:, :, :1] = x[:, :, :1]
+                q[:, :, :sink] = x[:, :, :sink]
             out.append(q)
+        if recent:
+            return recent_exact_attention(module, query, key, value, out, attention_mask, scaling, recent)
         key, value = out
     elif mode != "none":
         raise SystemExit("unknown mode " + mode)
     return reference_attention(module, query, key, value, attention_mask, scaling, dropout, **kw)
+
+
+def parse_exact(base):
+    """'fp8-sink4-recent64' -> ('fp8', 4, 64); a bare '-sink' is one token; '-blockB' -> -B (a
+    window of the query's own block of B positions, rather than its last W)."""
+    sink = recent = 0
+    while True:
+        stem, _, last = base.rpartition("-")
+        if last.startswith("sink") and stem:
+            sink, base = int(last[4:] or 1), stem
+        elif last.startswith("recent") and stem:
+            recent, base = int(last[6:]), stem
+        elif last.startswith("block") and stem:
+            recent, base = -int(last[5:]), stem
+        else:
+            return base, sink, recent
+
+
+def recent_exact_attention(module, query, key, value, rounded, attention_mask, scaling, window):
+    """Attention where each query reads its last `window` keys and values (itself included) exact
+    and older ones rounded: a cache that keeps a full-precision window of recent tokens."""
+    groups = query.shape[1] // key.shape[1]
+    k, v = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    kq, vq = (t.repeat_interleave(groups, 1) for t in rounded)
+    t = query.shape[2]
+    i = torch.arange(t)[:, None]
+    j = torch.arange(t)[None, :]
+    near = (i - j < window) if window > 0 else (i // -window == j // -window)
+    scores = torch.where(near, query @ k.transpose(2, 3), query @ kq.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask[:, :, :, :t]
+    p = scores.softmax(-1)
+    out = (p * near) @ v + (p * ~near) @ vq
+    return out.transpose(1, 2).contiguous(), p
 
 
 llama.eager_attention_forward = cached_attention
