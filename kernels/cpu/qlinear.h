@@ -73,8 +73,8 @@ void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
 // The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
-// AVX-512 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the AVX2
-// one runs RowLane16 through the scalar reference: correct, slow, never picked by this function).
+// AVX-512 or AVX2 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the
+// scalar one runs RowLane16 through its reference: correct, slow, never picked by this function).
 // LLMCTL_QLINEAR_LAYOUT=rows keeps Rows everywhere (to measure the two).
 QLayout qweight_preferred_layout(int bits, int group);
 

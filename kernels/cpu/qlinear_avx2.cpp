@@ -198,7 +198,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 
 void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                           float* out, int64_t ldo) {
-  if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_scalar(x, w, bias, n0, n1, out, ldo);
+  if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_avx2(x, w, bias, n0, n1, out, ldo);
   const bool f16 = w.scale_type == ScaleType::F16;
   if (w.bits == 4)
     f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
@@ -208,7 +208,7 @@ void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const flo
 
 void qlinear_rows_f32_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                            float* out, int64_t ldo) {
-  if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_scalar(x, T, w, bias, n0, n1, out, ldo);
+  if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_avx2(x, T, w, bias, n0, n1, out, ldo);
   const bool f16 = w.scale_type == ScaleType::F16;
   if (w.bits == 4)
     f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);

@@ -8,8 +8,9 @@
 //              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j),
 //              w = fma(code, scale, offset), a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// The AVX-512 kernels (qlinear_rowlane_avx512.cpp) do the same operations in the same order, so
-// their results equal these bit for bit; neither depends on T or on the [n0, n1) split.
+// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp) do the same
+// operations in the same order, so their results equal these bit for bit; none depends on T or on
+// the [n0, n1) split.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -230,7 +231,8 @@ QLayout qweight_preferred_layout(int /*bits*/, int group) {
     const char* v = std::getenv("LLMCTL_QLINEAR_LAYOUT");
     return v && std::strcmp(v, "rows") == 0;
   }();
-  return detail::cpu_has_avx512_vnni() && group % 32 == 0 && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
+  const bool simd = std::strcmp(qlinear_isa(), "scalar") != 0;  // AVX-512 VNNI or AVX2
+  return simd && group % 32 == 0 && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
 }
 
 }  // namespace llmctl::kernels

@@ -187,62 +187,78 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
   CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 64, 16, ScaleType::F32));  // group 16 stays on Rows
 }
 
-TEST_CASE("row-lane kernels: AVX-512 equals the scalar reference bit for bit; T = 1..9, odd N, any split") {
-  if (!kernels::detail::cpu_has_avx512_vnni()) {
-    MESSAGE("SKIPPED: this CPU has no AVX-512 VNNI (the scalar reference is checked in the table test)");
-    return;
-  }
-  int cases = 0;
-  for (int bits : {4, 8})
-    for (ScaleType st : {ScaleType::F16, ScaleType::F32})
-      for (int64_t K : {96, 160, 576})
-        for (int group : {32, 96, 160}) {
-          if (K % group) continue;
-          const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
-          const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
-          for (int64_t T = 1; T <= 9; ++T) {
-            const auto x = randn(size_t(T * K), uint32_t(600 + cases * 10 + T)), bias = randn(size_t(N), uint32_t(7 + T));
-            const ActBuf a(x.data(), T, K);
-            const float* bp = T % 2 ? bias.data() : nullptr;
-            for (bool i8 : {false, true}) {
-              auto run = [&](bool simd, int64_t n0, int64_t n1, std::vector<float>& out) {
-                if (i8)
-                  (simd ? kernels::detail::qlinear_rows_q8_rowlane_avx512 : kernels::detail::qlinear_rows_q8_rowlane_scalar)(
-                      a.q, q.view(), bp, n0, n1, out.data(), N);
-                else
-                  (simd ? kernels::detail::qlinear_rows_f32_rowlane_avx512 : kernels::detail::qlinear_rows_f32_rowlane_scalar)(
-                      x.data(), T, q.view(), bp, n0, n1, out.data(), N);
-              };
-              std::vector<float> ref(size_t(T * N), NAN), simd(size_t(T * N), NAN), split(size_t(T * N), NAN);
-              run(false, 0, N, ref);
-              run(true, 0, N, simd);
-              const int64_t c1 = 5 + T, c2 = N - 3 - T;  // cuts inside row blocks
-              run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
-              INFO("bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T << (i8 ? " int8" : " f32"));
-              CHECK(same_bits(ref, simd));
-              CHECK(same_bits(ref, split));
-              // and the token rows one at a time
-              std::vector<float> alone(size_t(T * N), NAN);
-              for (int64_t t = 0; t < T; ++t) {
-                if (i8) {
-                  kernels::QActivations rows = a.q;
-                  rows.t = 1, rows.q += t * K, rows.scale += t * K / 32, rows.sum += t * K / 16;
-                  kernels::detail::qlinear_rows_q8_rowlane_avx512(rows, q.view(), bp, 0, N, alone.data() + t * N, N);
-                } else {
-                  kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data() + t * K, 1, q.view(), bp, 0, N, alone.data() + t * N, N);
+TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9, odd N, any split") {
+  struct RowLaneSimd {
+    const char* name;
+    decltype(&kernels::detail::qlinear_rows_q8_rowlane_scalar) q8;
+    decltype(&kernels::detail::qlinear_rows_f32_rowlane_scalar) f32;
+  };
+  std::vector<RowLaneSimd> simds;
+  if (kernels::detail::cpu_has_avx512_vnni())
+    simds.push_back({"avx512", kernels::detail::qlinear_rows_q8_rowlane_avx512, kernels::detail::qlinear_rows_f32_rowlane_avx512});
+  else
+    MESSAGE("this CPU has no AVX-512 VNNI: the AVX-512 row-lane kernels are not tested here");
+  if (kernels::cpu_has_avx2())
+    simds.push_back({"avx2", kernels::detail::qlinear_rows_q8_rowlane_avx2, kernels::detail::qlinear_rows_f32_rowlane_avx2});
+  else
+    MESSAGE("this CPU has no AVX2/FMA/F16C: the AVX2 row-lane kernels are not tested here");
+  if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");
+  for (const RowLaneSimd& sv : simds) {
+    int cases = 0;
+    for (int bits : {4, 8})
+      for (ScaleType st : {ScaleType::F16, ScaleType::F32})
+        for (int64_t K : {96, 160, 576})
+          for (int group : {32, 96, 160}) {
+            if (K % group) continue;
+            const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
+            const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
+            for (int64_t T = 1; T <= 9; ++T) {
+              const auto x = randn(size_t(T * K), uint32_t(600 + cases * 10 + T)), bias = randn(size_t(N), uint32_t(7 + T));
+              const ActBuf a(x.data(), T, K);
+              const float* bp = T % 2 ? bias.data() : nullptr;
+              for (bool i8 : {false, true}) {
+                auto run = [&](bool simd, int64_t n0, int64_t n1, std::vector<float>& out) {
+                  if (i8)
+                    (simd ? sv.q8 : kernels::detail::qlinear_rows_q8_rowlane_scalar)(a.q, q.view(), bp, n0, n1, out.data(), N);
+                  else
+                    (simd ? sv.f32 : kernels::detail::qlinear_rows_f32_rowlane_scalar)(x.data(), T, q.view(), bp, n0, n1,
+                                                                                     out.data(), N);
+                };
+                std::vector<float> ref(size_t(T * N), NAN), simd(size_t(T * N), NAN), split(size_t(T * N), NAN);
+                run(false, 0, N, ref);
+                run(true, 0, N, simd);
+                const int64_t c1 = 5 + T, c2 = N - 3 - T;  // cuts inside row blocks
+                run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
+                INFO(sv.name << " bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T
+                             << (i8 ? " int8" : " f32"));
+                CHECK(same_bits(ref, simd));
+                CHECK(same_bits(ref, split));
+                // and the token rows one at a time
+                std::vector<float> alone(size_t(T * N), NAN);
+                for (int64_t t = 0; t < T; ++t) {
+                  if (i8) {
+                    kernels::QActivations rows = a.q;
+                    rows.t = 1, rows.q += t * K, rows.scale += t * K / 32, rows.sum += t * K / 16;
+                    sv.q8(rows, q.view(), bp, 0, N, alone.data() + t * N, N);
+                  } else {
+                    sv.f32(x.data() + t * K, 1, q.view(), bp, 0, N, alone.data() + t * N, N);
+                  }
                 }
+                CHECK(same_bits(ref, alone));
               }
-              CHECK(same_bits(ref, alone));
             }
+            ++cases;
           }
-          ++cases;
-        }
-  CHECK(cases == 24);
-  // a Rows view given to a row-lane kernel is refused, not misread
+    CHECK(cases == 24);
+    // a Rows view given to a row-lane kernel is refused, not misread
+    const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
+    const auto x = randn(64, 10);
+    std::vector<float> o(16);
+    CHECK_THROWS(sv.f32(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
+  }
   const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
   const auto x = randn(64, 10);
   std::vector<float> o(16);
-  CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
   CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
 }
 

@@ -1,0 +1,270 @@
+// AVX2 (FMA, F16C) kernels of the row-lane layout (qlinear.h, QLayout::RowLane16), for CPUs without
+// AVX-512 VNNI. A row block's 64-byte vector holds 16 rows x 4 inputs; its first 32 bytes are rows
+// 0..7 and its last 32 rows 8..15 (a "half"), so lane r of a 256-bit vector is row r of a half and
+// one block of 32 inputs is, per token and half:
+//   int8 mode: 4 bits: vpmaddubsw of the codes' low (high) nibbles, unsigned, with the token's 4
+//              activations broadcast gives each row's inputs 4v + j (16 + 4v + j) in pairs; the 8
+//              products of a block are summed in 16 bits (each is at most 2 x 15 x 127, eight
+//              of them 30,480: no overflow), then vpmaddwd by 1 makes each row's exact integer dot
+//              product. 8 bits: codes stored + 128 are flipped back to signed, and vpmaddubsw takes
+//              |code| with the activations' signs moved to them (at most 2 x 128 x 127 a pair: no
+//              saturation), then vpmaddwd, summed in 32 bits. Either way the integer is exactly
+//              the scalar reference's; one convert and one FMA by (8 row scales x the block's
+//              activation scale) follow, and per group one more FMA, offsets x S[group].
+//   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
+//              accumulator input % 4.
+// The operations per (row, token), and their order, are those of the scalar reference
+// (qlinear_rowlane.cpp) whatever the tile, T or [n0, n1) split: the results equal it bit for bit.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+template <bool F16>
+inline __m256 load8(const uint8_t* p) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+inline __m256i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Lanes r of the half whose first row is n with n + r in [n0, n1) (sign bits, for maskload/maskstore).
+inline __m256i lane_mask8(int64_t n, int64_t n0, int64_t n1) {
+  const int lo = int(std::clamp<int64_t>(n0 - n, 0, 8)), hi = int(std::clamp<int64_t>(n1 - n, 0, 8));
+  const __m256i r = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), r), _mm256_cmpgt_epi32(r, _mm256_set1_epi32(lo - 1)));
+}
+
+inline bool any_lane(int64_t n, int64_t n0, int64_t n1) { return n + 8 > n0 && n < n1; }
+
+// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
+constexpr int64_t kPrefetchAhead = 8192;
+
+// Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
+// activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
+template <int H, int NT, bool FOUR, bool F16>
+void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
+             int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch) {
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
+  const int64_t ps = F16 ? 2 : 4;
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
+  const int8_t* xq = x.q + t * K;
+  __m256 acc[H][NT];
+  for (int i = 0; i < H; ++i)
+    for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    __m256 s[H];
+    for (int i = 0; i < H; ++i) s[i] = load8<F16>(params + (h0 + i) * 8 * ps);
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes;
+      if (prefetch)
+        for (int64_t l = 0; l < geo.code_bytes; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
+      __m256i dot[H][NT];
+      if constexpr (FOUR) {
+        for (int i = 0; i < H; ++i)
+          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_setzero_si256();  // 16-bit sums first
+        for (int v = 0; v < 4; ++v) {
+          __m256i lo[H], hi[H];
+          for (int i = 0; i < H; ++i) {
+            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            lo[i] = _mm256_and_si256(W, nib);                         // inputs 4v + j
+            hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            const __m256i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
+            for (int i = 0; i < H; ++i) {
+              dot[i][j] = _mm256_add_epi16(dot[i][j], _mm256_maddubs_epi16(lo[i], alo));
+              dot[i][j] = _mm256_add_epi16(dot[i][j], _mm256_maddubs_epi16(hi[i], ahi));
+            }
+          }
+        }
+        for (int i = 0; i < H; ++i)
+          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_madd_epi16(dot[i][j], ones);
+      } else {
+        for (int i = 0; i < H; ++i)
+          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_setzero_si256();
+        for (int v = 0; v < 8; ++v) {
+          __m256i c[H], mag[H];
+          for (int i = 0; i < H; ++i) {
+            c[i] = _mm256_xor_si256(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i))), flip);  // signed codes
+            mag[i] = _mm256_abs_epi8(c[i]);
+          }
+          for (int j = 0; j < NT; ++j) {
+            const __m256i a = bcast4(xq + j * K + b * 32 + 4 * v);
+            for (int i = 0; i < H; ++i) {
+              const __m256i p = _mm256_maddubs_epi16(mag[i], _mm256_sign_epi8(a, c[i]));
+              dot[i][j] = _mm256_add_epi32(dot[i][j], _mm256_madd_epi16(p, ones));
+            }
+          }
+        }
+      }
+      for (int j = 0; j < NT; ++j) {
+        const __m256 xs = _mm256_set1_ps(x.scale[(t + j) * blocks + b]);
+        for (int i = 0; i < H; ++i)
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][j]), _mm256_mul_ps(s[i], xs), acc[i][j]);
+      }
+    }
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    for (int i = 0; i < H; ++i) {
+      const __m256 o = geo.offsets ? load8<F16>(params + geo.param_bytes + (h0 + i) * 8 * ps)
+                                   : _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)));
+      for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * G + g]), acc[i][j]);
+    }
+  }
+  for (int i = 0; i < H; ++i) {
+    const int64_t n = nb + 8 * (h0 + i);
+    const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m[i]) : _mm256_setzero_ps();
+    for (int j = 0; j < NT; ++j)
+      _mm256_maskstore_ps(out + (t + j) * ldo + n, m[i], bias ? _mm256_add_ps(acc[i][j], bv) : acc[i][j]);
+  }
+}
+
+// The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
+template <int NT, bool FOUR, bool F16>
+void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
+              const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo) {
+  const int64_t G = geo.groups, bpg = geo.blocks_per_group, ps = F16 ? 2 : 4;
+  const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm256_set1_epi32(128);
+  __m256 acc[NT][4];
+  for (int j = 0; j < NT; ++j)
+    for (int i = 0; i < 4; ++i) acc[j][i] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    const __m256 s = load8<F16>(params + h * 8 * ps);
+    const __m256 o = geo.offsets ? load8<F16>(params + geo.param_bytes + h * 8 * ps)
+                     : zero == 0 ? _mm256_set1_ps(-0.0f) : _mm256_mul_ps(s, _mm256_set1_ps(float(-zero)));
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
+      // one input's 8 codes -> 8 weights, then every token's FMA
+      auto step = [&](__m256i W, int shift, int input) {
+        __m256i c = _mm256_and_si256(_mm256_srli_epi32(W, shift), mask);
+        if constexpr (!FOUR) c = _mm256_sub_epi32(c, c128);
+        const __m256 wf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), s, o);
+        for (int j = 0; j < NT; ++j)
+          acc[j][input % 4] = _mm256_fmadd_ps(_mm256_set1_ps(x[(t + j) * K + b * 32 + input]), wf, acc[j][input % 4]);
+      };
+      if constexpr (FOUR) {
+        for (int v = 0; v < 4; ++v) {
+          const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+          for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
+          for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
+        }
+      } else {
+        for (int v = 0; v < 8; ++v) {
+          const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+          for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
+        }
+      }
+    }
+  }
+  const int64_t n = nb + 8 * h;
+  const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m) : _mm256_setzero_ps();
+  for (int j = 0; j < NT; ++j) {
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3]));
+    _mm256_maskstore_ps(out + (t + j) * ldo + n, m, bias ? _mm256_add_ps(sum, bv) : sum);
+  }
+}
+
+// Tokens [0, T) in tiles of NMAX (2 or 4) and the remainder as one tile: tile(nt, t).
+template <int NMAX, class Tile>
+void for_token_tiles(int64_t T, Tile&& tile) {
+  static_assert(NMAX == 2 || NMAX == 4);
+  int64_t t = 0;
+  for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t);
+  switch (T - t) {
+    case 1: tile(std::integral_constant<int, 1>{}, t); break;
+    case 2: if constexpr (NMAX > 2) tile(std::integral_constant<int, 2>{}, t); break;
+    case 3: if constexpr (NMAX > 3) tile(std::integral_constant<int, 3>{}, t); break;
+    default: break;
+  }
+}
+
+template <bool FOUR, bool F16>
+void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  thread_local std::vector<float> S;
+  S.resize(static_cast<size_t>(x.t * geo.groups));
+  qact_group_sums(x, w.group, S.data());
+  const int z = w.implied_zero;
+  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+    const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
+    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+    if (x.t == 1) {  // decode: both halves at once, so each 64-byte line of codes is read once
+      q8_tile<2, 1, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
+      if (!any_lane(nb + 8 * h, n0, n1)) continue;
+      for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
+        q8_tile<1, nt(), FOUR, F16>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0);
+      });
+    }
+  }
+}
+
+template <bool FOUR, bool F16>
+void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+              int64_t ldo) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+    for (int h = 0; h < 2; ++h) {
+      if (!any_lane(nb + 8 * h, n0, n1)) continue;
+      const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
+      for_token_tiles<2>(T, [&](auto nt, int64_t t) {
+        f32_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
+                                  int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+}
+
+void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
+                                   int64_t n1, float* out, int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  const bool f16 = w.scale_type == ScaleType::F16;
+  if (w.bits == 4)
+    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
+  else
+    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+}
+
+}  // namespace llmctl::kernels::detail
