@@ -1,7 +1,7 @@
 // AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
 // head_dim 32, 64, 96 or 128, in attention.h's order bit for bit:
-//   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors, summed by tree16's
-//           tree with in-register permutes; four keys at a time, for independent chains;
+//   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors; four keys at a time,
+//           for independent chains, and their four tree16 sums taken together by shuffles;
 //   softmax: attention_exp 8 lanes at a time (the same operations), the 16 double partial sums in
 //           four 4-lane vectors;
 //   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
@@ -32,16 +32,22 @@ inline __m256 exp8(__m256 x) {  // attention_exp on 8 lanes of x <= 0
   return _mm256_blendv_ps(y, x, nan);
 }
 
-// tree16 of the 16 lane sums lo (lanes 0..7) and hi (8..15).
-inline float tree16(__m256 lo, __m256 hi) {
-  // per 128-bit half: lane 0 = (a0 + a2) + (a1 + a3) = P_L
-  lo = _mm256_add_ps(lo, _mm256_permute_ps(lo, _MM_SHUFFLE(1, 0, 3, 2)));
-  lo = _mm256_add_ps(lo, _mm256_permute_ps(lo, _MM_SHUFFLE(2, 3, 0, 1)));
-  hi = _mm256_add_ps(hi, _mm256_permute_ps(hi, _MM_SHUFFLE(1, 0, 3, 2)));
-  hi = _mm256_add_ps(hi, _mm256_permute_ps(hi, _MM_SHUFFLE(2, 3, 0, 1)));
-  const __m128 p01 = _mm_add_ss(_mm256_castps256_ps128(lo), _mm256_extractf128_ps(lo, 1));  // P0 + P1
-  const __m128 p23 = _mm_add_ss(_mm256_castps256_ps128(hi), _mm256_extractf128_ps(hi, 1));  // P2 + P3
-  return _mm_cvtss_f32(_mm_add_ss(p01, p23));
+// tree16 of four keys' lane sums at once, the same additions in the same order: returns the four
+// sums in key order. Each step adds, across keys, what tree16 adds within one.
+inline __m128 tree16x4(const __m256* lo, const __m256* hi) {
+  auto level = [](const __m256* v) {
+    // per pair of keys: lanes (a0 + a2, a1 + a3, b0 + b2, b1 + b3 | a4 + a6, a5 + a7, b4 + b6, b5 + b7)
+    const __m256 s01 = _mm256_add_ps(_mm256_shuffle_ps(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 s23 = _mm256_add_ps(_mm256_shuffle_ps(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    // (P of keys 0..3 from lanes 0..3 | the next P from lanes 4..7), each (x0 + x2) + (x1 + x3)
+    return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  const __m256 p01 = level(lo), p23 = level(hi);  // (P0 | P1), (P2 | P3) of the four keys
+  return _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(p01), _mm256_extractf128_ps(p01, 1)),
+                    _mm_add_ps(_mm256_castps256_ps128(p23), _mm256_extractf128_ps(p23, 1)));
 }
 
 template <int C>  // C = head_dim / 16
@@ -66,9 +72,11 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
         hi[kk] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kr[kk] + 16 * i + 8), hi[kk]);
       }
     }
+    alignas(16) float s4[4];
+    _mm_store_ps(s4, _mm_mul_ps(tree16x4(lo, hi), _mm_set1_ps(scale)));
     for (int kk = 0; kk < keys; ++kk) {
-      scores[j0 + kk] = tree16(lo[kk], hi[kk]) * scale;
-      m = std::max(m, scores[j0 + kk]);
+      scores[j0 + kk] = s4[kk];
+      m = std::max(m, s4[kk]);
     }
   }
   __m256d part[4];  // partials 4i..4i+3
