@@ -35,8 +35,9 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
 bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& c,
                             const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                             float* const* out) {
-  return detail::cpu_has_avx512_vnni() &&
-         detail::paged_attention_heads4_avx512(q, positions, c, block_table, kvh, scale, scratch, out);
+  if (detail::cpu_has_avx512_vnni())
+    return detail::paged_attention_heads4_avx512(q, positions, c, block_table, kvh, scale, scratch, out);
+  return cpu_has_avx2() && detail::paged_attention_heads4_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
 }
 
 bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,

@@ -47,7 +47,8 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // of four paged_attention_head (cache) or paged_attention_head_quant (qcache) calls, bit for bit,
 // with each key row the four read loaded once for them (a prompt's attention reads its context
 // once per 4 tokens instead of per token). scratch[t]: paged_attention_scratch(positions[t]).
-// False, doing nothing, where no such kernel runs (no AVX-512, or another head size).
+// False, doing nothing, where no such kernel runs: f32 caches need AVX-512 (head_dim a multiple of
+// 16 up to 128) or AVX2 (32, 64, 96, 128); quantized ones AVX-512.
 bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& cache,
                             const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                             float* const* out);

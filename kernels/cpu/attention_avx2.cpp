@@ -6,11 +6,14 @@
 //           four 4-lane vectors;
 //   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
 //           at a time (8 of the 16 registers).
+// And the four-query tile (paged_attention_heads4): key rows loaded once for four queries, value
+// rows once for two, the same operations per (query, key) in the same order.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/attention_impl.h"
 
@@ -50,14 +53,12 @@ inline __m128 tree16x4(const __m256* lo, const __m256* hi) {
                     _mm_add_ps(_mm256_castps256_ps128(p23), _mm256_extractf128_ps(p23, 1)));
 }
 
-template <int C>  // C = head_dim / 16
-void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
-                    float scale, float* scores, float* out) {
-  constexpr int64_t D = C * 16;
-  const int32_t n = position + 1;
+// Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
+// their maximum (-inf for none). Four keys at a time.
+template <int C>
+float score_keys(const float* q, KvRowCursor& krows, int32_t from, int32_t n, float scale, float* scores) {
   float m = -INFINITY;
-  KvRowCursor krows(c.k, c, block_table, kvh);
-  for (int32_t j0 = 0; j0 < n; j0 += 4) {
+  for (int32_t j0 = from; j0 < n; j0 += 4) {
     const int keys = std::min<int32_t>(4, n - j0);
     __m256 lo[4], hi[4];
     const float* kr[4];
@@ -79,6 +80,11 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
       m = std::max(m, s4[kk]);
     }
   }
+  return m;
+}
+
+// scores[0, n) -> e^(score - m) in place (zeros to the next multiple of 16); returns 1 / their sum.
+inline float softmax_in_place(float* scores, int32_t n, float m) {
   __m256d part[4];  // partials 4i..4i+3
   for (auto& p : part) p = _mm256_setzero_pd();
   for (int32_t j0 = 0; j0 < n; j0 += 16)
@@ -94,7 +100,17 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
     }
   alignas(32) double sums[16];
   for (int i = 0; i < 4; ++i) _mm256_store_pd(sums + 4 * i, part[i]);
-  const float inv = float(1.0 / detail::tree16(sums));
+  return float(1.0 / detail::tree16(sums));
+}
+
+template <int C>  // C = head_dim / 16
+void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
+                    float scale, float* scores, float* out) {
+  constexpr int64_t D = C * 16;
+  const int32_t n = position + 1;
+  KvRowCursor krows(c.k, c, block_table, kvh);
+  const float m = score_keys<C>(q, krows, 0, n, scale, scores);
+  const float inv = softmax_in_place(scores, n, m);
   for (int64_t d0 = 0; d0 < D; d0 += 32) {  // 32 columns: 4 vectors x even / odd keys
     __m256 acc[2][4];
     for (int h = 0; h < 2; ++h)
@@ -112,17 +128,103 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
   }
 }
 
+// Four query tokens of one sequence and query head at ascending positions: the results of four
+// attention_head calls, bit for bit (every product and sum the same operation in the same order),
+// with each key row of the keys all four read loaded once for the four (4 queries x 2 chains in 8
+// registers), and each value row once for two (16 columns a pass: 2 queries x 2 parities x 2).
+template <int C>
+void attention_tile4(const float* const* q, const int32_t* positions, const PagedKvView& c, const int32_t* block_table,
+                     int64_t kvh, float scale, float* const* scores, float* const* out) {
+  constexpr int64_t D = C * 16;
+  int32_t n[4];
+  for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
+  const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
+  KvRowCursor krows(c.k, c, block_table, kvh);
+  __m128 vmax = _mm_set1_ps(-INFINITY);  // lane t: query t
+  for (int32_t j0 = 0; j0 < shared; j0 += 4) {
+    __m128 sk[4];  // key j0 + k, lane t = query t
+    for (int k = 0; k < 4; ++k) {
+      const float* kr = krows.next();
+      __m256 lo[4], hi[4];
+      for (int t = 0; t < 4; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      for (int i = 0; i < C; ++i) {
+        const __m256 k0 = _mm256_loadu_ps(kr + 16 * i), k1 = _mm256_loadu_ps(kr + 16 * i + 8);
+        for (int t = 0; t < 4; ++t) {
+          lo[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + 16 * i), k0, lo[t]);
+          hi[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + 16 * i + 8), k1, hi[t]);
+        }
+      }
+      sk[k] = _mm_mul_ps(tree16x4(lo, hi), _mm_set1_ps(scale));
+      vmax = _mm_max_ps(vmax, sk[k]);
+    }
+    _MM_TRANSPOSE4_PS(sk[0], sk[1], sk[2], sk[3]);  // now sk[t]: query t, keys j0..j0 + 3
+    for (int t = 0; t < 4; ++t) _mm_storeu_ps(scores[t] + j0, sk[t]);
+  }
+  alignas(16) float lane_max[4];
+  _mm_store_ps(lane_max, vmax);
+  float inv[4];
+  for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
+    KvRowCursor rest = krows;
+    const float m = std::max(lane_max[t], score_keys<C>(q[t], rest, shared, n[t], scale, scores[t]));
+    inv[t] = softmax_in_place(scores[t], n[t], m);
+  }
+  for (int t0 = 0; t0 < 4; t0 += 2)
+    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+      __m256 acc[2][2][2];  // [query of the pair][key parity][8 columns]
+      for (auto& a : acc)
+        for (auto& b : a) b[0] = b[1] = _mm256_setzero_ps();
+      KvRowCursor vrows(c.v, c, block_table, kvh);
+      for (int32_t j = 0; j < shared; j += 2)  // shared is even
+        for (int h = 0; h < 2; ++h) {
+          const float* vr = vrows.next() + d0;
+          const __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+          const __m256 p0 = _mm256_set1_ps(scores[t0][j + h] * inv[t0]);
+          const __m256 p1 = _mm256_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
+          acc[0][h][0] = _mm256_fmadd_ps(p0, v0, acc[0][h][0]);
+          acc[0][h][1] = _mm256_fmadd_ps(p0, v1, acc[0][h][1]);
+          acc[1][h][0] = _mm256_fmadd_ps(p1, v0, acc[1][h][0]);
+          acc[1][h][1] = _mm256_fmadd_ps(p1, v1, acc[1][h][1]);
+        }
+      for (int t = 0; t < 2; ++t) {  // each query's other keys alone
+        KvRowCursor tail = vrows;
+        for (int32_t j = shared; j < n[t0 + t]; ++j) {
+          const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
+          const float* vr = tail.next() + d0;
+          acc[t][j % 2][0] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr), acc[t][j % 2][0]);
+          acc[t][j % 2][1] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8), acc[t][j % 2][1]);
+        }
+        for (int i = 0; i < 2; ++i)
+          _mm256_storeu_ps(out[t0 + t] + d0 + 8 * i, _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
+      }
+    }
+}
+
+// fn(std::integral_constant<int, head_dim / 16>) for head_dim 32, 64, 96, 128 (P @ V of one query
+// takes 32 columns a pass); false for others.
+template <class Fn>
+bool dispatch(int64_t head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 32: fn(std::integral_constant<int, 2>{}); return true;
+    case 64: fn(std::integral_constant<int, 4>{}); return true;
+    case 96: fn(std::integral_constant<int, 6>{}); return true;
+    case 128: fn(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                int64_t kvh, float scale, float* scores, float* out) {
-  switch (c.head_dim) {  // multiples of 32 up to 128 (P @ V takes 32 columns a pass)
-    case 32: attention_head<2>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 64: attention_head<4>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 96: attention_head<6>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    case 128: attention_head<8>(q, c, block_table, position, kvh, scale, scores, out); return true;
-    default: return false;
-  }
+  return dispatch(c.head_dim,
+                  [&](auto C) { attention_head<C()>(q, c, block_table, position, kvh, scale, scores, out); });
+}
+
+bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                 float* const* out) {
+  return dispatch(c.head_dim,
+                  [&](auto C) { attention_tile4<C()>(q, positions, c, block_table, kvh, scale, scores, out); });
 }
 
 }  // namespace llmctl::kernels::detail

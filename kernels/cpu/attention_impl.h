@@ -96,7 +96,11 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 // sizes as paged_attention_head_avx512; false for others.
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out);
-// Four query tokens at once (attention.h: paged_attention_heads4), f32 and quantized caches.
+// Four query tokens at once (attention.h: paged_attention_heads4): AVX2 (f32 caches, the head sizes
+// of paged_attention_head_avx2) and AVX-512 (f32 and quantized caches).
+bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                 float* const* out);
 bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
                                    const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                    float* const* out);
