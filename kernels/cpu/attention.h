@@ -37,9 +37,9 @@ void paged_attention_head(const float* q, const PagedKvView& cache, const int32_
 
 // The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
 // followed by paged_attention_head, bit for bit, without the f32 copy of the context. Runs where
-// paged_attention_quant_in_place(head_dim) (AVX-512, head_dim a multiple of 16 up to 128); elsewhere
-// the caller dequantizes first.
-bool paged_attention_quant_in_place(int64_t head_dim);
+// paged_attention_quant_in_place(kind, head_dim) (AVX-512: head_dim a multiple of 16 up to 128; AVX2:
+// int8 caches, head_dim 32, 64, 96, 128); elsewhere the caller dequantizes first.
+bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out);
 
@@ -47,8 +47,8 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // of four paged_attention_head (cache) or paged_attention_head_quant (qcache) calls, bit for bit,
 // with each key row the four read loaded once for them (a prompt's attention reads its context
 // once per 4 tokens instead of per token). scratch[t]: paged_attention_scratch(positions[t]).
-// False, doing nothing, where no such kernel runs: f32 caches need AVX-512 (head_dim a multiple of
-// 16 up to 128) or AVX2 (32, 64, 96, 128); quantized ones AVX-512.
+// False, doing nothing, where no such kernel runs (AVX-512: head_dim a multiple of 16 up to 128;
+// AVX2: 32, 64, 96, 128, and for quantized caches where paged_attention_quant_in_place says so).
 bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& cache,
                             const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                             float* const* out);

@@ -53,15 +53,77 @@ inline __m128 tree16x4(const __m256* lo, const __m256* hi) {
                     _mm_add_ps(_mm256_castps256_ps128(p23), _mm256_extractf128_ps(p23, 1)));
 }
 
+// Cache rows, one loader per layout: next() gives key / value j's row in order, and a row's load(i)
+// its elements 8i..8i+7 as f32 (the AVX-512 loaders' operations, 8 lanes at a time).
+struct F32Rows {
+  KvRowCursor cursor;
+  struct Row {
+    const float* p;
+    __m256 load(int i) const { return _mm256_loadu_ps(p + 8 * i); }
+  };
+  Row next() { return {cursor.next()}; }
+};
+
+// int8 codes with a (scale, zero) per slot and head: float(q + 128) * scale + zero, the product
+// rounded before the sum as dequantize_kv_row_int8 does (kept from fusing into an FMA).
+struct Int8Rows {
+  KvSlotCursor slots;
+  const int8_t* codes;
+  const float* scale_zero;
+  int64_t heads, kvh, D;
+  struct Row {
+    const int8_t* p;
+    __m256 s, z;
+    __m256 load(int i) const {
+      const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i)));
+      __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(c, _mm256_set1_epi32(128))), s);
+      asm("" : "+x"(prod));
+      return _mm256_add_ps(prod, z);
+    }
+  };
+  Row next() {
+    const int64_t at = slots.next() * heads + kvh;
+    return {codes + at * D, _mm256_set1_ps(scale_zero[2 * at]), _mm256_set1_ps(scale_zero[2 * at + 1])};
+  }
+};
+
+// e4m3 codes with one scale per head: fp8_e4m3_to_f32(q) * scale for every code the quantizer
+// writes, as attention_avx512.cpp's Fp8Rows builds it (exponent and mantissa moved into an f32's and
+// rebiased; a subnormal code as 2^-6 * (1 + m / 8) - 2^-6; the magnitude times the scale rounded
+// once; the sign xor-ed in).
+struct Fp8Rows {
+  KvSlotCursor slots;
+  const uint8_t* codes;
+  __m256 s;
+  int64_t heads, kvh, D;
+  struct Row {
+    const uint8_t* p;
+    __m256 s;
+    __m256 load(int i) const {
+      const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i)));
+      const __m256i em = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+      const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), em);  // exponent 0
+      __m256i bits = _mm256_add_epi32(_mm256_slli_epi32(em, 20), _mm256_set1_epi32(120 << 23));
+      bits = _mm256_add_epi32(bits, _mm256_and_si256(sub, _mm256_set1_epi32(1 << 23)));
+      __m256 mag = _mm256_castsi256_ps(bits);
+      mag = _mm256_blendv_ps(mag, _mm256_sub_ps(mag, _mm256_set1_ps(0x1p-6f)), _mm256_castsi256_ps(sub));
+      const __m256i v = _mm256_castps_si256(_mm256_mul_ps(mag, s));
+      const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(c, 24), _mm256_set1_epi32(INT32_MIN));
+      return _mm256_castsi256_ps(_mm256_xor_si256(v, sign));
+    }
+  };
+  Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
+};
+
 // Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
 // their maximum (-inf for none). Four keys at a time.
-template <int C>
-float score_keys(const float* q, KvRowCursor& krows, int32_t from, int32_t n, float scale, float* scores) {
+template <int C, class Rows>
+float score_keys(const float* q, Rows& krows, int32_t from, int32_t n, float scale, float* scores) {
   float m = -INFINITY;
   for (int32_t j0 = from; j0 < n; j0 += 4) {
     const int keys = std::min<int32_t>(4, n - j0);
     __m256 lo[4], hi[4];
-    const float* kr[4];
+    typename Rows::Row kr[4];
     for (int kk = 0; kk < 4; ++kk) {
       lo[kk] = hi[kk] = _mm256_setzero_ps();
       kr[kk] = kk < keys ? krows.next() : kr[0];  // past the last key: recompute key j0, unused
@@ -69,8 +131,8 @@ float score_keys(const float* q, KvRowCursor& krows, int32_t from, int32_t n, fl
     for (int i = 0; i < C; ++i) {
       const __m256 q0 = _mm256_loadu_ps(q + 16 * i), q1 = _mm256_loadu_ps(q + 16 * i + 8);
       for (int kk = 0; kk < 4; ++kk) {
-        lo[kk] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kr[kk] + 16 * i), lo[kk]);
-        hi[kk] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kr[kk] + 16 * i + 8), hi[kk]);
+        lo[kk] = _mm256_fmadd_ps(q0, kr[kk].load(2 * i), lo[kk]);
+        hi[kk] = _mm256_fmadd_ps(q1, kr[kk].load(2 * i + 1), hi[kk]);
       }
     }
     alignas(16) float s4[4];
@@ -103,28 +165,26 @@ inline float softmax_in_place(float* scores, int32_t n, float m) {
   return float(1.0 / detail::tree16(sums));
 }
 
-template <int C>  // C = head_dim / 16
-void attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
-                    float scale, float* scores, float* out) {
-  constexpr int64_t D = C * 16;
+template <int C, class Rows>  // C = head_dim / 16
+void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t position, float scale, float* scores,
+                    float* out) {
   const int32_t n = position + 1;
-  KvRowCursor krows(c.k, c, block_table, kvh);
   const float m = score_keys<C>(q, krows, 0, n, scale, scores);
   const float inv = softmax_in_place(scores, n, m);
-  for (int64_t d0 = 0; d0 < D; d0 += 32) {  // 32 columns: 4 vectors x even / odd keys
+  for (int d0 = 0; d0 < 2 * C; d0 += 4) {  // 32 columns (4 loads of 8): 4 vectors x even / odd keys
     __m256 acc[2][4];
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_setzero_ps();
-    KvRowCursor vrows(c.v, c, block_table, kvh);
+    Rows vrows = vrows0;
     auto add_key = [&](int h, int32_t j) {
       const __m256 p = _mm256_set1_ps(scores[j] * inv);
-      const float* vr = vrows.next() + d0;
-      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * i), acc[h][i]);
+      const auto vr = vrows.next();
+      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, vr.load(d0 + i), acc[h][i]);
     };
     int32_t j = 0;
     for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
     if (j < n) add_key(0, j);  // a last even key
-    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + d0 + 8 * i, _mm256_add_ps(acc[0][i], acc[1][i]));
+    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + 8 * (d0 + i), _mm256_add_ps(acc[0][i], acc[1][i]));
   }
 }
 
@@ -132,23 +192,21 @@ void attention_head(const float* q, const PagedKvView& c, const int32_t* block_t
 // attention_head calls, bit for bit (every product and sum the same operation in the same order),
 // with each key row of the keys all four read loaded once for the four (4 queries x 2 chains in 8
 // registers), and each value row once for two (16 columns a pass: 2 queries x 2 parities x 2).
-template <int C>
-void attention_tile4(const float* const* q, const int32_t* positions, const PagedKvView& c, const int32_t* block_table,
-                     int64_t kvh, float scale, float* const* scores, float* const* out) {
-  constexpr int64_t D = C * 16;
+template <int C, class Rows>
+void attention_tile4(const float* const* q, const int32_t* positions, Rows krows, const Rows& vrows0, float scale,
+                     float* const* scores, float* const* out) {
   int32_t n[4];
   for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
   const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
-  KvRowCursor krows(c.k, c, block_table, kvh);
   __m128 vmax = _mm_set1_ps(-INFINITY);  // lane t: query t
   for (int32_t j0 = 0; j0 < shared; j0 += 4) {
     __m128 sk[4];  // key j0 + k, lane t = query t
     for (int k = 0; k < 4; ++k) {
-      const float* kr = krows.next();
+      const auto kr = krows.next();
       __m256 lo[4], hi[4];
       for (int t = 0; t < 4; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
       for (int i = 0; i < C; ++i) {
-        const __m256 k0 = _mm256_loadu_ps(kr + 16 * i), k1 = _mm256_loadu_ps(kr + 16 * i + 8);
+        const __m256 k0 = kr.load(2 * i), k1 = kr.load(2 * i + 1);
         for (int t = 0; t < 4; ++t) {
           lo[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + 16 * i), k0, lo[t]);
           hi[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + 16 * i + 8), k1, hi[t]);
@@ -164,20 +222,20 @@ void attention_tile4(const float* const* q, const int32_t* positions, const Page
   _mm_store_ps(lane_max, vmax);
   float inv[4];
   for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
-    KvRowCursor rest = krows;
+    Rows rest = krows;
     const float m = std::max(lane_max[t], score_keys<C>(q[t], rest, shared, n[t], scale, scores[t]));
     inv[t] = softmax_in_place(scores[t], n[t], m);
   }
   for (int t0 = 0; t0 < 4; t0 += 2)
-    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+    for (int d0 = 0; d0 < 2 * C; d0 += 2) {  // 16 columns (2 loads of 8)
       __m256 acc[2][2][2];  // [query of the pair][key parity][8 columns]
       for (auto& a : acc)
         for (auto& b : a) b[0] = b[1] = _mm256_setzero_ps();
-      KvRowCursor vrows(c.v, c, block_table, kvh);
+      Rows vrows = vrows0;
       for (int32_t j = 0; j < shared; j += 2)  // shared is even
         for (int h = 0; h < 2; ++h) {
-          const float* vr = vrows.next() + d0;
-          const __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+          const auto vr = vrows.next();
+          const __m256 v0 = vr.load(d0), v1 = vr.load(d0 + 1);
           const __m256 p0 = _mm256_set1_ps(scores[t0][j + h] * inv[t0]);
           const __m256 p1 = _mm256_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
           acc[0][h][0] = _mm256_fmadd_ps(p0, v0, acc[0][h][0]);
@@ -186,15 +244,15 @@ void attention_tile4(const float* const* q, const int32_t* positions, const Page
           acc[1][h][1] = _mm256_fmadd_ps(p1, v1, acc[1][h][1]);
         }
       for (int t = 0; t < 2; ++t) {  // each query's other keys alone
-        KvRowCursor tail = vrows;
+        Rows tail = vrows;
         for (int32_t j = shared; j < n[t0 + t]; ++j) {
           const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
-          const float* vr = tail.next() + d0;
-          acc[t][j % 2][0] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr), acc[t][j % 2][0]);
-          acc[t][j % 2][1] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8), acc[t][j % 2][1]);
+          const auto vr = tail.next();
+          acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
+          acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
         }
         for (int i = 0; i < 2; ++i)
-          _mm256_storeu_ps(out[t0 + t] + d0 + 8 * i, _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
+          _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
       }
     }
 }
@@ -212,19 +270,64 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
   }
 }
 
+// The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
+template <class Fn>
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
+  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)});
+}
+
+template <class Fn>
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
+  const int64_t H = c.num_kv_heads, D = c.head_dim;
+  if (c.kind == KvQuant::Int8)
+    fn(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+       Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+  else
+    fn(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+               _mm256_set1_ps(c.k_scale[kvh]), H, kvh, D},
+       Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+               _mm256_set1_ps(c.v_scale[kvh]), H, kvh, D});
+}
+
+template <class View>
+bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
+               float* scores, float* out) {
+  return dispatch(c.head_dim, [&](auto C) {
+    with_rows(c, block_table, kvh, [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
+  });
+}
+
+template <class View>
+bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
+                  int64_t kvh, float scale, float* const* scores, float* const* out) {
+  return dispatch(c.head_dim, [&](auto C) {
+    with_rows(c, block_table, kvh,
+              [&](auto k, auto v) { attention_tile4<C()>(q, positions, k, v, scale, scores, out); });
+  });
+}
+
 }  // namespace
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                int64_t kvh, float scale, float* scores, float* out) {
-  return dispatch(c.head_dim,
-                  [&](auto C) { attention_head<C()>(q, c, block_table, position, kvh, scale, scores, out); });
+  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+}
+
+bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
+                                     int32_t position, int64_t kvh, float scale, float* scores, float* out) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out);
 }
 
 bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                  float* const* out) {
-  return dispatch(c.head_dim,
-                  [&](auto C) { attention_tile4<C()>(q, positions, c, block_table, kvh, scale, scores, out); });
+  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+}
+
+bool paged_attention_heads4_quant_avx2(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
+                                       const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                       float* const* out) {
+  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
 }
 
 }  // namespace llmctl::kernels::detail

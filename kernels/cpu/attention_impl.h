@@ -78,9 +78,12 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
                                    int64_t kvh, float scale, float* scores, float* out);
 
 // The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
-// registers).
+// registers); the AVX2 ones: multiples of 32 up to 128 (P @ V of one query takes 32 columns a pass).
 inline bool avx512_attention_head_dim(int64_t head_dim) {
   return head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128;
+}
+inline bool avx2_attention_head_dim(int64_t head_dim) {
+  return head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 128;
 }
 
 // AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (avx512_attention_head_dim); they return false,
@@ -96,11 +99,17 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 // sizes as paged_attention_head_avx512; false for others.
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out);
-// Four query tokens at once (attention.h: paged_attention_heads4): AVX2 (f32 caches, the head sizes
-// of paged_attention_head_avx2) and AVX-512 (f32 and quantized caches).
+// The same on AVX2 (head_dim 32, 64, 96, 128).
+bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
+                                     int32_t position, int64_t kvh, float scale, float* scores, float* out);
+// Four query tokens at once (attention.h: paged_attention_heads4), f32 and quantized caches: AVX2
+// (the head sizes of paged_attention_head_avx2) and AVX-512.
 bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                  float* const* out);
+bool paged_attention_heads4_quant_avx2(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
+                                       const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                       float* const* out);
 bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
                                    const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                    float* const* out);

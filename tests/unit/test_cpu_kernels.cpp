@@ -248,12 +248,12 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
 }
 
 TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequantizing it first, bit for bit") {
-  if (!kernels::paged_attention_quant_in_place(64)) {
-    MESSAGE("SKIPPED: this CPU has no AVX-512 (the caller dequantizes the context first)");
-    return;
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2 (the caller dequantizes the context first)");
+  for (auto kind : {kernels::KvQuant::Int8, kernels::KvQuant::Fp8}) {
+    CHECK_FALSE(kernels::paged_attention_quant_in_place(kind, 72));
+    CHECK_FALSE(kernels::paged_attention_quant_in_place(kind, 144));
   }
-  CHECK_FALSE(kernels::paged_attention_quant_in_place(72));
-  CHECK_FALSE(kernels::paged_attention_quant_in_place(144));
+  CHECK(kernels::paged_attention_quant_in_place(kernels::KvQuant::Int8, 64));  // AVX2 and AVX-512 read int8 in place
   const int64_t B = 16, Hkv = 3, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
   int checked = 0;
@@ -287,12 +287,21 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
         for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
           const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
           std::vector<float> s1(ns, NAN), s2(ns, NAN), a(D, NAN), b(D, NAN);
-          kernels::paged_attention_head_quant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data());
           kernels::detail::paged_attention_head_portable(q.data(), copy, first_block, ctx - 1, kvh, 0.125f, s2.data(),
                                                          b.data());
           INFO((kind == kernels::KvQuant::Int8 ? "int8" : "fp8") << " D " << D << " ctx " << ctx << " kvh " << kvh);
-          CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
-          CHECK(std::memcmp(s1.data(), s2.data(), size_t(ctx) * 4) == 0);
+          if (kernels::paged_attention_quant_in_place(kind, D)) {  // what this CPU runs
+            kernels::paged_attention_head_quant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data());
+            CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(s1.data(), s2.data(), size_t(ctx) * 4) == 0);
+          }
+          {  // the AVX2 kernel, fp8 included (not picked on AVX2 CPUs, but the same bits)
+            std::vector<float> s3(ns, NAN), c3(size_t(D), NAN);
+            REQUIRE(kernels::detail::paged_attention_head_quant_avx2(q.data(), view, table.data(), ctx - 1, kvh, 0.125f,
+                                                                     s3.data(), c3.data()));
+            CHECK(std::memcmp(c3.data(), b.data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(s3.data(), s2.data(), size_t(ctx) * 4) == 0);
+          }
           ++checked;
         }
       }
@@ -307,15 +316,22 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
   std::vector<float> kf(256), vf(256), s1(16, NAN), s2(16, NAN), a(128, NAN), b(128, NAN);
   kernels::dequantize_kv_positions(view, one_block, 0, 2, kf.data(), vf.data());
   const auto q = randn(128, 71);
-  kernels::paged_attention_head_quant(q.data(), view, one_block, 1, 0, 0.125f, s1.data(), a.data());
   kernels::detail::paged_attention_head_portable(q.data(), {kf.data(), vf.data(), 2, 1, 128}, one_block, 1, 0, 0.125f,
                                                  s2.data(), b.data());
-  CHECK(std::memcmp(a.data(), b.data(), 128 * 4) == 0);
+  if (kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 128)) {
+    kernels::paged_attention_head_quant(q.data(), view, one_block, 1, 0, 0.125f, s1.data(), a.data());
+    CHECK(std::memcmp(a.data(), b.data(), 128 * 4) == 0);
+  }
+  {
+    std::vector<float> c(128, NAN);
+    REQUIRE(kernels::detail::paged_attention_head_quant_avx2(q.data(), view, one_block, 1, 0, 0.125f, s1.data(), c.data()));
+    CHECK(std::memcmp(c.data(), b.data(), 128 * 4) == 0);
+  }
 }
 
 TEST_CASE("paged attention of four query tokens at once equals four single calls, bit for bit") {
-  if (!kernels::paged_attention_quant_in_place(64)) {
-    MESSAGE("SKIPPED: this CPU has no AVX-512 (attention takes one query token at a time)");
+  if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64)) {
+    MESSAGE("SKIPPED: this CPU has no AVX-512 (the AVX2 four-token kernels have their own test below)");
     return;
   }
   const int64_t B = 16, Hkv = 2, NB = 12;
@@ -380,7 +396,7 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
   CHECK_FALSE(kernels::paged_attention_heads4(q, pos, {z.data(), z.data(), 1, 1, 72}, t0, 0, 1.f, sp, op));
 }
 
-TEST_CASE("AVX2 paged attention of four query tokens equals single calls and the portable kernel, bit for bit") {
+TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equals single calls and the portable kernel") {
   if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
   const int64_t B = 16, Hkv = 2, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
@@ -388,37 +404,66 @@ TEST_CASE("AVX2 paged attention of four query tokens equals single calls and the
                                                            {37, 38, 39, 40}, {5, 9, 40, 41},   {99, 100, 150, 160},
                                                            {3, 4, 5, 6},     {63, 64, 65, 66}};
   int checked = 0;
-  for (int64_t D : {32, 64, 96, 128})
-    for (const auto& pos : position_sets) {
-      const uint32_t seed = uint32_t(7 * D + pos[3]);
-      const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
-      const auto qs = randn(4 * D, seed + 2, 2.0f);
-      const kernels::PagedKvView f32{k.data(), v.data(), B, Hkv, D};
-      for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
-        std::vector<std::vector<float>> s4(4), s1(4), s0(4), o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4, o0 = o4;
-        const float* q[4];
-        float *sp[4], *op[4];
-        for (int t = 0; t < 4; ++t) {
-          s4[size_t(t)].assign(size_t(kernels::paged_attention_scratch(pos[size_t(t)])), NAN);
-          s1[size_t(t)] = s0[size_t(t)] = s4[size_t(t)];
-          q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
+  for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
+    for (int64_t D : {32, 64, 96, 128})
+      for (const auto& pos : position_sets) {
+        const uint32_t seed = uint32_t(7 * D + pos[3] + 1000 * kind);
+        const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
+        const auto qs = randn(4 * D, seed + 2, 2.0f);
+        std::vector<uint8_t> kc(size_t(NB * B * Hkv * D)), vc(kc.size());
+        std::vector<float> ks(size_t(NB * B * Hkv * 2), 0.01f), vs(ks.size(), 0.02f), kf(k.size()), vf(v.size());
+        for (int64_t at = 0; kind > 0 && at < NB * B * Hkv; ++at) {
+          if (kind == 1) {
+            kernels::quantize_kv_row_int8(&k[size_t(at * D)], D, reinterpret_cast<int8_t*>(&kc[size_t(at * D)]),
+                                          &ks[size_t(at * 2)]);
+            kernels::quantize_kv_row_int8(&v[size_t(at * D)], D, reinterpret_cast<int8_t*>(&vc[size_t(at * D)]),
+                                          &vs[size_t(at * 2)]);
+          } else {
+            kernels::quantize_kv_row_fp8(&k[size_t(at * D)], D, ks[0], &kc[size_t(at * D)]);
+            kernels::quantize_kv_row_fp8(&v[size_t(at * D)], D, vs[0], &vc[size_t(at * D)]);
+          }
         }
-        REQUIRE(kernels::detail::paged_attention_heads4_avx2(q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op));
-        for (int t = 0; t < 4; ++t) {
-          const size_t u = size_t(t);
-          REQUIRE(kernels::detail::paged_attention_head_avx2(q[t], f32, table.data(), pos[u], kvh, 0.125f,
-                                                             s1[u].data(), o1[u].data()));
-          kernels::detail::paged_attention_head_portable(q[t], f32, table.data(), pos[u], kvh, 0.125f, s0[u].data(),
-                                                         o0[u].data());
-          INFO("D " << D << " query " << t << " at " << pos[u] << " kvh " << kvh);
-          CHECK(std::memcmp(o4[u].data(), o1[u].data(), size_t(D) * 4) == 0);
-          CHECK(std::memcmp(o4[u].data(), o0[u].data(), size_t(D) * 4) == 0);
-          CHECK(std::memcmp(s4[u].data(), s1[u].data(), size_t(pos[u] + 1) * 4) == 0);
-          ++checked;
+        const kernels::PagedKvQuantView quant{kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
+                                              kc.data(), vc.data(), ks.data(), vs.data(), B, Hkv, D};
+        // the reference reads the dequantized cache (slot order kept: an identity block table over it)
+        if (kind > 0) {
+          std::vector<int32_t> all(static_cast<size_t>(NB));
+          for (int32_t b = 0; b < int32_t(NB); ++b) all[size_t(b)] = b;
+          kernels::dequantize_kv_positions(quant, all.data(), 0, int32_t(NB * B), kf.data(), vf.data());
+        }
+        const kernels::PagedKvView f32{kind ? kf.data() : k.data(), kind ? vf.data() : v.data(), B, Hkv, D};
+        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+          std::vector<std::vector<float>> s4(4), s1(4), s0(4), o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4, o0 = o4;
+          const float* q[4];
+          float *sp[4], *op[4];
+          for (int t = 0; t < 4; ++t) {
+            s4[size_t(t)].assign(size_t(kernels::paged_attention_scratch(pos[size_t(t)])), NAN);
+            s1[size_t(t)] = s0[size_t(t)] = s4[size_t(t)];
+            q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
+          }
+          const bool ran4 =
+              kind == 0 ? kernels::detail::paged_attention_heads4_avx2(q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
+                        : kernels::detail::paged_attention_heads4_quant_avx2(q, pos.data(), quant, table.data(), kvh,
+                                                                             0.125f, sp, op);
+          REQUIRE(ran4);
+          for (int t = 0; t < 4; ++t) {
+            const size_t u = size_t(t);
+            const bool ran1 = kind == 0 ? kernels::detail::paged_attention_head_avx2(q[t], f32, table.data(), pos[u], kvh,
+                                                                                     0.125f, s1[u].data(), o1[u].data())
+                                        : kernels::detail::paged_attention_head_quant_avx2(
+                                              q[t], quant, table.data(), pos[u], kvh, 0.125f, s1[u].data(), o1[u].data());
+            REQUIRE(ran1);
+            kernels::detail::paged_attention_head_portable(q[t], f32, table.data(), pos[u], kvh, 0.125f, s0[u].data(),
+                                                           o0[u].data());
+            INFO("kind " << kind << " D " << D << " query " << t << " at " << pos[u] << " kvh " << kvh);
+            CHECK(std::memcmp(o4[u].data(), o1[u].data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(o4[u].data(), o0[u].data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(s4[u].data(), s1[u].data(), size_t(pos[u] + 1) * 4) == 0);
+            ++checked;
+          }
         }
       }
-    }
-  CHECK(checked == 4 * 8 * 2 * 4);
+  CHECK(checked == 3 * 4 * 8 * 2 * 4);
   const float* q[4] = {nullptr, nullptr, nullptr, nullptr};
   float *sp[4] = {}, *op[4] = {};
   const int32_t pos[4] = {0, 1, 2, 3}, t0[1] = {0};

@@ -204,6 +204,7 @@ class CpuBackend final : public Backend {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1);
     kernels::PagedKvView view{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.dim(1), hkv, D};
     const bool quant = cache.quant != KvCacheDtype::Auto;
+    const kernels::PagedKvQuantView qview = quant ? quant_view(cache, hkv) : kernels::PagedKvQuantView{};
     // The query tokens attended here, sequence by sequence, in units of 4 consecutive tokens of a
     // sequence (one kernel call reads each key row once for the four) and single tokens for the
     // rest. An int8 / fp8 context is read in place (rows dequantized in registers) where a kernel
@@ -215,7 +216,7 @@ class CpuBackend final : public Backend {
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
-      if (quant && !kernels::paged_attention_quant_in_place(D)) {  // no in-place kernel on this CPU
+      if (quant && !kernels::paged_attention_quant_in_place(qview.kind, D)) {  // no in-place kernel here
         copy_seqs.push_back(s);
         continue;
       }
@@ -226,7 +227,6 @@ class CpuBackend final : public Backend {
     if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, hq, hkv, scale, out);
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
-    const kernels::PagedKvQuantView qview = quant ? quant_view(cache, hkv) : kernels::PagedKvQuantView{};
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
@@ -313,7 +313,7 @@ class CpuBackend final : public Backend {
   }
 
   // Attention of the sequences `seqs` over an int8 or fp8 cache where no kernel reads it in place
-  // (no AVX-512, or another head size), one sequence at a time: its context is dequantized once (not
+  // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one sequence at a time: its context is dequantized once (not
   // once per query token and head), then the f32 kernel runs over that copy, a single block of n
   // tokens. The same results as in place.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
