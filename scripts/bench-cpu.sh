@@ -2,7 +2,7 @@
 # CPU speed of the default model: llmctl beside llama.cpp's llama-bench, same thread count.
 #  - dense: llmctl on the f32 directory (f32 and bf16 weights);
 #  - quantized: llmctl running GGUF quants as they are (the model's own Q4_1, and Q8_0 / Q4_0 made by
-#    llama-quantize from it) and `llmctl quantize` int4 g32 asym output, with int8 activations
+#    llama-quantize from it) and `llmctl quantize` int4 g32 and g64 asym output, with int8 activations
 #    (default) and exact f32 ones (--act-quant none), beside llama-bench on the same GGUFs; the
 #    `llmctl quantize` output also with its dense tensors in bf16 (--dtype bf16).
 # llama.cpp is built by scripts/build-llama-cpp.sh into $LLMCTL_HOME/llama.cpp, once.
@@ -45,8 +45,10 @@ LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize
 for t in Q8_0 Q4_0; do
   [ -f "$OUT/$t.gguf" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
 done
-[ -d "$OUT/int4-g32-asym" ] || "$LLMCTL" quantize "$MODEL_DIR/hf" "$OUT/int4-g32-asym" --method rtn --group-size 32 --asym \
-  --threads "$THREADS" 2>/dev/null
+for gs in 32 64; do
+  [ -d "$OUT/int4-g$gs-asym" ] || "$LLMCTL" quantize "$MODEL_DIR/hf" "$OUT/int4-g$gs-asym" --method rtn --group-size "$gs" \
+    --asym --threads "$THREADS" 2>/dev/null
+done
 for g in "Q4_1:$GGUF" "Q8_0:$OUT/Q8_0.gguf" "Q4_0:$OUT/Q4_0.gguf"; do
   for aq in int8 none; do run_llmctl "${g%%:*} act-quant $aq" "${g#*:}" --act-quant "$aq"; done
   "$LLAMA/build/bin/llama-bench" -m "${g#*:}" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md | tail -n +3
@@ -55,4 +57,7 @@ for aq in int8 none; do run_llmctl "quantize int4 g32 asym act-quant $aq" "$OUT/
 # The default model's HF directory is f32 (made from the GGUF), so the checkpoint's dense tensors, the
 # tied embedding / lm_head among them (113 MB read a token), are f32; a checkpoint quantized from a
 # real bf16 model keeps them in bf16. --dtype bf16 gives that case.
-run_llmctl "quantize int4 g32 asym, dense tensors bf16, act-quant int8" "$OUT/int4-g32-asym" --dtype bf16
+for gs in 32 64; do
+  run_llmctl "quantize int4 g$gs asym, dense tensors bf16, act-quant int8" "$OUT/int4-g$gs-asym" --dtype bf16
+done
+run_llmctl "quantize int4 g64 asym act-quant int8" "$OUT/int4-g64-asym" --act-quant int8
