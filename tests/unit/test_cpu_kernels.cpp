@@ -329,6 +329,31 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
   }
 }
 
+// Cache rows k, v [rows, D] as a cache of kind 1 (int8: a (scale, zero) per row) or 2 (fp8: scale
+// 0.01 for keys and 0.02 for values in every head) holds them; kind 0 (f32) keeps nothing.
+struct QuantizedKv {
+  int kind;
+  std::vector<uint8_t> kc, vc;
+  std::vector<float> ks, vs;
+  QuantizedKv(int kind_, const std::vector<float>& k, const std::vector<float>& v, int64_t D)
+      : kind(kind_), kc(k.size()), vc(v.size()), ks(k.size() / size_t(D) * 2, 0.01f), vs(ks.size(), 0.02f) {
+    for (int64_t at = 0; kind > 0 && at < int64_t(k.size()) / D; ++at) {
+      const size_t o = size_t(at * D);
+      if (kind == 1) {
+        kernels::quantize_kv_row_int8(&k[o], D, reinterpret_cast<int8_t*>(&kc[o]), &ks[size_t(at * 2)]);
+        kernels::quantize_kv_row_int8(&v[o], D, reinterpret_cast<int8_t*>(&vc[o]), &vs[size_t(at * 2)]);
+      } else {
+        kernels::quantize_kv_row_fp8(&k[o], D, ks[0], &kc[o]);
+        kernels::quantize_kv_row_fp8(&v[o], D, vs[0], &vc[o]);
+      }
+    }
+  }
+  kernels::PagedKvQuantView view(int64_t B, int64_t Hkv, int64_t D) const {
+    return {kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8, kc.data(), vc.data(), ks.data(), vs.data(),
+            B, Hkv, D};
+  }
+};
+
 TEST_CASE("paged attention of four query tokens at once equals four single calls, bit for bit") {
   if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64)) {
     MESSAGE("SKIPPED: this CPU has no AVX-512 (the AVX2 four-token kernels have their own test below)");
@@ -345,22 +370,9 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
         const uint32_t seed = uint32_t(100 * kind + D + pos[3]);
         const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
         const auto qs = randn(4 * D, seed + 2, 2.0f);
-        std::vector<uint8_t> kc(size_t(NB * B * Hkv * D)), vc(kc.size());
-        std::vector<float> ks(size_t(NB * B * Hkv * 2), 0.01f), vs(ks.size(), 0.02f);
-        const auto qkind = kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8;
-        for (int64_t at = 0; kind > 0 && at < NB * B * Hkv; ++at) {
-          if (kind == 1) {
-            kernels::quantize_kv_row_int8(&k[size_t(at * D)], D, reinterpret_cast<int8_t*>(&kc[size_t(at * D)]),
-                                          &ks[size_t(at * 2)]);
-            kernels::quantize_kv_row_int8(&v[size_t(at * D)], D, reinterpret_cast<int8_t*>(&vc[size_t(at * D)]),
-                                          &vs[size_t(at * 2)]);
-          } else {
-            kernels::quantize_kv_row_fp8(&k[size_t(at * D)], D, ks[0], &kc[size_t(at * D)]);
-            kernels::quantize_kv_row_fp8(&v[size_t(at * D)], D, vs[0], &vc[size_t(at * D)]);
-          }
-        }
+        const QuantizedKv qkv(kind, k, v, D);
         const kernels::PagedKvView f32{k.data(), v.data(), B, Hkv, D};
-        const kernels::PagedKvQuantView quant{qkind, kc.data(), vc.data(), ks.data(), vs.data(), B, Hkv, D};
+        const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
         for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
           std::vector<std::vector<float>> s4(4), s1(4), o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4;
           const float* q[4];
@@ -410,21 +422,9 @@ TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equ
         const uint32_t seed = uint32_t(7 * D + pos[3] + 1000 * kind);
         const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
         const auto qs = randn(4 * D, seed + 2, 2.0f);
-        std::vector<uint8_t> kc(size_t(NB * B * Hkv * D)), vc(kc.size());
-        std::vector<float> ks(size_t(NB * B * Hkv * 2), 0.01f), vs(ks.size(), 0.02f), kf(k.size()), vf(v.size());
-        for (int64_t at = 0; kind > 0 && at < NB * B * Hkv; ++at) {
-          if (kind == 1) {
-            kernels::quantize_kv_row_int8(&k[size_t(at * D)], D, reinterpret_cast<int8_t*>(&kc[size_t(at * D)]),
-                                          &ks[size_t(at * 2)]);
-            kernels::quantize_kv_row_int8(&v[size_t(at * D)], D, reinterpret_cast<int8_t*>(&vc[size_t(at * D)]),
-                                          &vs[size_t(at * 2)]);
-          } else {
-            kernels::quantize_kv_row_fp8(&k[size_t(at * D)], D, ks[0], &kc[size_t(at * D)]);
-            kernels::quantize_kv_row_fp8(&v[size_t(at * D)], D, vs[0], &vc[size_t(at * D)]);
-          }
-        }
-        const kernels::PagedKvQuantView quant{kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8,
-                                              kc.data(), vc.data(), ks.data(), vs.data(), B, Hkv, D};
+        const QuantizedKv qkv(kind, k, v, D);
+        const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
+        std::vector<float> kf(k.size()), vf(v.size());
         // the reference reads the dequantized cache (slot order kept: an identity block table over it)
         if (kind > 0) {
           std::vector<int32_t> all(static_cast<size_t>(NB));
