@@ -216,8 +216,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
-    if (x.t == 1) {  // decode: both halves at once, so each 64-byte line of codes is read once
-      q8_tile<2, 1, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+    if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
+                     // read once); 2 and 3 tokens measured 6-13% faster so than half by half
+      if (x.t == 1) q8_tile<2, 1, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 2) q8_tile<2, 2, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 3) q8_tile<2, 3, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
       continue;
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
