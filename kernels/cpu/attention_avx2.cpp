@@ -1,5 +1,6 @@
 // AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
-// head_dim 32, 64, 96 or 128, in attention.h's order bit for bit:
+// head_dim 32, 64, 96 or 128, in attention.h's order bit for bit, over an f32 cache or, each row
+// dequantized in registers by the loaders below, an int8 / fp8 one:
 //   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors; four keys at a time,
 //           for independent chains, and their four tree16 sums taken together by shuffles;
 //   softmax: attention_exp 8 lanes at a time (the same operations), the 16 double partial sums in

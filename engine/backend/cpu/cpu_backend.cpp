@@ -313,9 +313,9 @@ class CpuBackend final : public Backend {
   }
 
   // Attention of the sequences `seqs` over an int8 or fp8 cache where no kernel reads it in place
-  // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one sequence at a time: its context is dequantized once (not
-  // once per query token and head), then the f32 kernel runs over that copy, a single block of n
-  // tokens. The same results as in place.
+  // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one
+  // sequence at a time: its context is dequantized once (not once per query token and head), then
+  // the f32 kernel runs over that copy, a single block of n tokens. The same results as in place.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
                              const std::vector<int>& seqs, int hq, int hkv, float scale, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
