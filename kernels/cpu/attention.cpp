@@ -21,18 +21,22 @@ void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* b
   detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out);
 }
 
-bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim) {
+bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact) {
   if (detail::cpu_has_avx512_vnni()) return detail::avx512_attention_head_dim(head_dim);
   // AVX2 decodes e4m3 in many more steps (no masked or ternary operations): a 1024-token prompt
-  // over fp8 ran 18% slower in place than through the f32 copy, so only int8 is read in place.
-  return kind == KvQuant::Int8 && cpu_has_avx2() && detail::avx2_attention_head_dim(head_dim);
+  // over fp8 ran 18% slower in place than through the f32 copy, so only int8 is read in place
+  // (and without exact rows, which only fp8 caches keep).
+  return kind == KvQuant::Int8 && !exact && cpu_has_avx2() && detail::avx2_attention_head_dim(head_dim);
 }
 
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table, int32_t position,
-                                int64_t kvh, float scale, float* scores, float* out) {
-  KERNEL_CHECK(paged_attention_quant_in_place(c.kind, c.head_dim) &&
+                                int64_t kvh, float scale, float* scores, float* out, const KvExactRows* exact) {
+  KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= position))
+      << "paged_attention_head_quant: exact rows from " << (exact ? exact->from : 0) << " for position " << position;
+  KERNEL_CHECK(paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr) &&
                (detail::cpu_has_avx512_vnni()
-                    ? detail::paged_attention_head_quant_avx512(q, c, block_table, position, kvh, scale, scores, out)
+                    ? detail::paged_attention_head_quant_avx512(q, c, block_table, position, kvh, scale, scores, out,
+                                                                exact)
                     : detail::paged_attention_head_quant_avx2(q, c, block_table, position, kvh, scale, scores, out)))
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
@@ -47,10 +51,13 @@ bool paged_attention_heads4(const float* const* q, const int32_t* positions, con
 
 bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                                  float* const* out) {
-  if (!paged_attention_quant_in_place(c.kind, c.head_dim)) return false;
+                                  float* const* out, const KvExactRows* exact) {
+  KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= positions[0]))
+      << "paged_attention_heads4_quant: exact rows from " << (exact ? exact->from : 0) << " for positions from "
+      << positions[0];
+  if (!paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr)) return false;
   return detail::cpu_has_avx512_vnni()
-             ? detail::paged_attention_heads4_quant_avx512(q, positions, c, block_table, kvh, scale, scratch, out)
+             ? detail::paged_attention_heads4_quant_avx512(q, positions, c, block_table, kvh, scale, scratch, out, exact)
              : detail::paged_attention_heads4_quant_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
 }
 

@@ -35,13 +35,26 @@ inline int64_t paged_attention_scratch(int64_t position) { return (position + 16
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scratch, float* out);
 
+// Keys [from, position] of a query read exact, in f32, instead of from the quantized cache: a
+// sequence's open block kept beside an fp8 cache (engine/backend/kv_exact_rows.h). Key j's rows are
+// k + (j - from) * stride and v + (j - from) * stride (pointers already at the query's kv head).
+struct KvExactRows {
+  const float* k;
+  const float* v;
+  int32_t from;
+  int64_t stride;
+};
+
 // The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
-// followed by paged_attention_head, bit for bit, without the f32 copy of the context. Runs where
-// paged_attention_quant_in_place(kind, head_dim) (AVX-512: head_dim a multiple of 16 up to 128; AVX2:
-// int8 caches, head_dim 32, 64, 96, 128); elsewhere the caller dequantizes first.
-bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim);
+// followed by paged_attention_head, bit for bit, without the f32 copy of the context; with `exact`,
+// the copy's rows [from, position] replaced by the exact ones first. Runs where
+// paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a multiple of 16 up to 128;
+// AVX2: int8 caches without exact rows, head_dim 32, 64, 96, 128); elsewhere the caller dequantizes
+// first.
+bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact = false);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
-                                int32_t position, int64_t kvh, float scale, float* scratch, float* out);
+                                int32_t position, int64_t kvh, float scale, float* scratch, float* out,
+                                const KvExactRows* exact = nullptr);
 
 // Four query tokens q[0..3] of one sequence, at ascending positions, and one query head: the results
 // of four paged_attention_head (cache) or paged_attention_head_quant (qcache) calls, bit for bit,
@@ -52,8 +65,9 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& cache,
                             const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                             float* const* out);
+// With `exact`, the four queries share its rows: exact->from <= positions[0] (one open block).
 bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& qcache,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                                  float* const* out);
+                                  float* const* out, const KvExactRows* exact = nullptr);
 
 }  // namespace llmctl::kernels

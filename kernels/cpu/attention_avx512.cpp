@@ -123,6 +123,26 @@ struct Fp8Rows {
   Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
 };
 
+// Rows of a quantized cache with keys [from, ...) read from exact f32 rows instead (attention.h:
+// KvExactRows). The cursor still steps over the cache's rows, so copies of the loader stay in step.
+template <class Rows>
+struct ExactFromRows {
+  Rows quant;
+  const float* exact;  // the row of key `from`
+  int32_t j, from;
+  int64_t stride;
+  struct Row {
+    typename Rows::Row q;
+    const float* f;
+    __m512 load(int i) const { return f ? _mm512_loadu_ps(f + 16 * i) : q.load(i); }
+  };
+  Row next() {
+    const auto r = quant.next();
+    const int32_t at = j++;
+    return {r, at >= from ? exact + (at - from) * stride : nullptr};
+  }
+};
+
 // Scores of the next `keys` keys (<= 16; the rest 0) into one vector, lane j = key j. Inlined with
 // keys = 16 for every group but the last, so the 16 chains stay in registers.
 template <int C, class Rows>
@@ -309,32 +329,46 @@ void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn
   fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)});
 }
 
+// The quantized loaders, or with exact rows (non-null `exact`) the loaders wrapped to read them.
 template <class Fn>
-void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact,
+               Fn&& fn) {
   const int64_t H = c.num_kv_heads, D = c.head_dim;
+  auto pass = [&](auto k, auto v) {
+    if (!exact) return fn(k, v);
+    using R = decltype(k);
+    fn(ExactFromRows<R>{k, exact->k, 0, exact->from, exact->stride},
+       ExactFromRows<R>{v, exact->v, 0, exact->from, exact->stride});
+  };
   if (c.kind == KvQuant::Int8)
-    fn(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-       Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+    pass(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+         Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
   else
-    fn(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
-               _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
-       Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
-               _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D});
+    pass(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+                 _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
+         Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+                 _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D});
+}
+template <class Fn>
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows*, Fn&& fn) {
+  with_rows(c, block_table, kvh, fn);
 }
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out) {
+               float* scores, float* out, const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
+    with_rows(c, block_table, kvh, exact,
+              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
   });
 }
 
 template <class View>
 bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
-                  int64_t kvh, float scale, float* const* scores, float* const* out) {
+                  int64_t kvh, float scale, float* const* scores, float* const* out,
+                  const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh,
+    with_rows(c, block_table, kvh, exact,
               [&](auto k, auto v) { attention_tile4<C()>(q, positions, k, v, scale, scores, out); });
   });
 }
@@ -347,8 +381,9 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 }
 
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
-                                       int32_t position, int64_t kvh, float scale, float* scores, float* out) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+                                       int32_t position, int64_t kvh, float scale, float* scores, float* out,
+                                       const KvExactRows* exact) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, exact);
 }
 
 bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
@@ -359,8 +394,8 @@ bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positio
 
 bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
                                          const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                         float* const* out) {
-  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+                                         float* const* out, const KvExactRows* exact) {
+  return four_queries(q, positions, c, block_table, kvh, scale, scores, out, exact);
 }
 
 }  // namespace llmctl::kernels::detail

@@ -97,8 +97,10 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 // exactly as dequantize_kv_row_int8 / _fp8 (kv_quant.h) compute it: the results of
 // dequantize_kv_positions followed by the f32 kernel, bit for bit, without the f32 copy. Same head
 // sizes as paged_attention_head_avx512; false for others.
+// With `exact` (may be null), keys [exact->from, position] come from its f32 rows.
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
-                                       int32_t position, int64_t kvh, float scale, float* scores, float* out);
+                                       int32_t position, int64_t kvh, float scale, float* scores, float* out,
+                                       const KvExactRows* exact);
 // The same on AVX2 (head_dim 32, 64, 96, 128).
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out);
@@ -115,6 +117,6 @@ bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positio
                                    float* const* out);
 bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
                                          const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                         float* const* out);
+                                         float* const* out, const KvExactRows* exact);
 
 }  // namespace llmctl::kernels::detail
