@@ -62,7 +62,18 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
       kv_bytes = double(*budget);
   }
   kv_spec_ = exec_.kv_spec(B);
-  const double block_bytes_budget = std::max(0.0, kv_bytes - double(kv_spec_.fixed_bytes()));  // fp8's per-head scales
+  if (kv_spec_.exact_ring_blocks > 0) {
+    // Open blocks kept exact: a rollback of up to num_speculative_tokens must find the rows of the
+    // block it returns to, so the ring holds that many positions past a block.
+    const int spec = cfg_.proposer ? std::max(0, cfg_.num_speculative_tokens) : 0;
+    kv_spec_.exact_ring_blocks = 1 + (spec + B - 1) / B;
+    cfg_.sched.kv_exact_slots = true;
+  }
+  // fp8's per-head scales; exact open-block rows for max_num_seqs sequences (more only while forks
+  // of n > 1 requests run beyond it)
+  const double fixed_bytes =
+      double(kv_spec_.fixed_bytes()) + double(kv_spec_.exact_bytes_per_seq()) * cfg_.sched.max_num_seqs;
+  const double block_bytes_budget = std::max(0.0, kv_bytes - fixed_bytes);
   num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(block_bytes_budget / double(kv_spec_.bytes_per_block()), 1e9));
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;

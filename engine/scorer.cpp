@@ -19,7 +19,9 @@ Scorer::Scorer(Executor& executor, const Tokenizer& tokenizer, ScorerOptions opt
       max_context_(opts.max_context > 0 ? opts.max_context : executor.config().max_position_embeddings),
       pool_(blocks_for(max_context_, opts.block_size)) {
   exec_.check_context(max_context_);
-  exec_.alloc_kv_cache(exec_.kv_spec(opts_.block_size), pool_.num_blocks());
+  const KvCacheSpec spec = exec_.kv_spec(opts_.block_size);
+  exact_ = spec.exact_ring_blocks > 0;  // one sequence at a time: slot 0, chunks never rolled back
+  exec_.alloc_kv_cache(spec, pool_.num_blocks());
 }
 
 void Scorer::ensure_blocks(int tokens) {
@@ -48,6 +50,7 @@ Tensor Scorer::step(const std::vector<int>& ids, int begin, int end, bool all_lo
   plan.context_len = {end};
   plan.block_table = block_table_;
   plan.max_blocks_per_seq = int(block_table_.size());
+  if (exact_) plan.exact_slot = {0};
   if (all_logits)
     for (int r = 0; r < end - begin; ++r) plan.logits_rows.push_back(r);
   else

@@ -42,6 +42,7 @@ class Scorer {
   int max_context_;
   BlockPool pool_;
   std::vector<int32_t> block_table_;
+  bool exact_ = false;  // the cache keeps exact open-block rows: the sequence takes slot 0
 };
 
 }  // namespace llmctl

@@ -1,5 +1,6 @@
 #include "engine/backend/backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -52,6 +53,21 @@ void Backend::embed_quantized(const LinearWeight& table, const DeviceBatch&, Ten
 
 void Backend::linear_quantized(const Tensor&, const LinearWeight& w, const Tensor*, Tensor&) {
   LLM_THROW() << "backend " << name() << " has no quantized linear kernel for " << weight_format_name(w.format);
+}
+
+void Backend::copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs) {
+  LLM_CHECK(pairs.size() % 2 == 0) << "copy_exact_rows: (src, dst) pairs";
+  for (KvLayer& l : cache) {
+    LLM_CHECK(l.exact) << "copy_exact_rows: the " << name() << " backend keeps no exact KV rows";
+    KvExactStore& e = *l.exact;
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+      const int src = pairs[i], dst = pairs[i + 1];
+      e.ensure_slot(std::max(src, dst));
+      const int64_t n = e.slot_floats();
+      std::copy_n(e.k.begin() + src * n, n, e.k.begin() + dst * n);
+      std::copy_n(e.v.begin() + src * n, n, e.v.begin() + dst * n);
+    }
+  }
 }
 
 }  // namespace llmctl

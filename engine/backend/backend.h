@@ -17,6 +17,7 @@
 #include "engine/backend/act_quant.h"
 #include "engine/backend/batch_plan.h"
 #include "engine/backend/kv_cache_dtype.h"
+#include "engine/backend/kv_exact_rows.h"
 #include "engine/backend/linear_weight.h"
 #include "engine/core/tensor.h"
 
@@ -31,12 +32,15 @@ struct RopeParams {
 // One layer's paged KV cache: k and v are [NB, B, Hkv, D] of the activation dtype (Auto), int8
 // codes (Int8) or fp8 e4m3 codes as U8 (Fp8). Scales, f32: Int8 [NB, B, Hkv, 2] (scale, zero point)
 // per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none.
+// exact: the fp8 cache's open-block rows in f32 (engine/backend/kv_exact_rows.h), where the
+// backend keeps them (supports_kv_exact_rows); null otherwise.
 struct KvLayer {
   KvLayer() = default;
   KvLayer(Tensor k_cache, Tensor v_cache) : k(std::move(k_cache)), v(std::move(v_cache)) {}  // unquantized
   Tensor k, v;
   KvCacheDtype quant = KvCacheDtype::Auto;
   Tensor k_scale, v_scale;
+  std::shared_ptr<KvExactStore> exact;
 };
 
 // A step's BatchPlan in the backend's memory (device copies of the index arrays).
@@ -149,6 +153,10 @@ class Backend {
   virtual LinearWeight upload_quantized(const LinearWeight& canonical);
   // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
   virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
+  // Whether the attention keeps and reads exact open-block rows beside a cache of this dtype
+  // (KvLayer::exact, BatchPlan::exact_slot), and copies slots (copy_exact_rows).
+  virtual bool supports_kv_exact_rows(KvCacheDtype) const { return false; }
+  virtual void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs);
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...) and quantized ones to
   // linear_quantized. w is this rank's slice [N, K].

@@ -29,6 +29,10 @@ void BatchPlan::validate(int block_size, int num_blocks) const {
     }
   }
   for (int32_t r : logits_rows) LLM_CHECK(r >= 0 && r < T) << "logits row " << r << " out of range";
+  LLM_CHECK(exact_slot.empty() || int(exact_slot.size()) == S) << "exact_slot must be [S] or empty";
+  for (int32_t e : exact_slot) LLM_CHECK(e >= -1) << "exact slot " << e << " out of range";
+  LLM_CHECK(exact_copies.size() % 2 == 0) << "exact_copies must be (src, dst) pairs";
+  for (int32_t e : exact_copies) LLM_CHECK(e >= 0) << "exact slot copy of slot " << e;
   LLM_CHECK(graph_context == 0 || (graph_context >= max_context_len() && graph_context <= max_blocks_per_seq * block_size))
       << "graph_context " << graph_context << " does not cover the plan";
 }
@@ -50,6 +54,7 @@ BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1) {
                        plan.block_table.begin() + int64_t(s1) * plan.max_blocks_per_seq);
   for (int32_t r : plan.logits_rows)
     if (r >= t0 && r < t1) p.logits_rows.push_back(r - t0);
+  if (!plan.exact_slot.empty()) p.exact_slot.assign(plan.exact_slot.begin() + s0, plan.exact_slot.begin() + s1);
   p.graph_context = plan.graph_context;
   p.micro_batches = 1;  // a micro-batch is not cut again
   return p;
@@ -78,6 +83,11 @@ BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, in
     std::copy_n(plan.block_table.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq,
                 p.block_table.begin() + int64_t(s) * width);
   for (int s = S; s < seqs; ++s) p.block_table[size_t(s) * width] = scratch_block;
+  LLM_CHECK(plan.exact_copies.empty()) << "pad_decode_plan: a plan with exact slot copies";
+  if (!plan.exact_slot.empty()) {
+    p.exact_slot = plan.exact_slot;
+    p.exact_slot.resize(seqs, -1);
+  }
   p.logits_rows.resize(seqs);
   for (int s = 0; s < seqs; ++s) p.logits_rows[s] = s;
   p.graph_context = graph_context;

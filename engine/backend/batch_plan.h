@@ -8,6 +8,9 @@
 //   context_len   [S]        tokens in the cache after this step (what attention reads)
 //   block_table   [S, Mb]    physical block ids per sequence (row-major, -1 padded)
 //   logits_rows   [S']       rows of the step (token indices) that produce logits
+//   exact_slot    [S] or []  with exact open-block rows beside the cache (engine/backend/kv_exact_rows.h):
+//                            each sequence's slot in them (-1: none); [] without them
+//   exact_copies  [2k]       (src, dst) slot pairs copied before the step (forked sequences)
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,6 +26,8 @@ struct BatchPlan {
   std::vector<int32_t> block_table;
   int32_t max_blocks_per_seq = 0;
   std::vector<int32_t> logits_rows;
+  std::vector<int32_t> exact_slot;
+  std::vector<int32_t> exact_copies;
   // > 0 for a step replayed from a graph: kernels size their grids for this context length (at
   // least the longest context in the plan) so that one capture serves every step of its bucket.
   int32_t graph_context = 0;
@@ -40,7 +45,8 @@ struct BatchPlan {
 };
 
 // The sequences [s0, s1) of a plan as a plan of their own (a pipeline micro-batch): their tokens,
-// rebased to start at 0, their block table rows, and the logits rows among their tokens (rebased).
+// rebased to start at 0, their block table rows and exact slots, and the logits rows among their
+// tokens (rebased). Not the exact slot copies: the runner makes those once, before the micro-batches.
 // logits_rows must be ascending (the scheduler's order), so the sub-plans' logits rows, one after
 // another, are the plan's.
 BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1);

@@ -23,6 +23,7 @@ struct Command {
   int64_t n = 0;   // AllocKv: blocks; Tune: max tokens; KvBudget: reserved bytes
   double d = 0;    // KvBudget: gpu memory utilization
   int32_t kind = 0;  // AllocKv: KvCacheDtype
+  int32_t ring = 0;  // AllocKv: exact_ring_blocks
   uint64_t payload_bytes = 0;
 };
 
@@ -42,6 +43,9 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
     case Op::AllocKv: {
       KvCacheSpec spec = local.kv_spec(c.i);
       LLM_CHECK(int32_t(spec.kind) == c.kind) << "rank " << comm.rank() << " has another KV cache dtype than rank 0";
+      LLM_CHECK((spec.exact_ring_blocks > 0) == (c.ring > 0))
+          << "rank " << comm.rank() << (c.ring > 0 ? " keeps no" : " keeps") << " exact KV rows, unlike rank 0";
+      spec.exact_ring_blocks = c.ring;
       local.alloc_kv_cache(spec, int(c.n));
       return true;
     }
@@ -97,7 +101,7 @@ class MultiRankExecutor final : public Executor {
   void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override {
     LLM_CHECK(spec.num_kv_heads == local_.kv_spec(spec.block_size).num_kv_heads) << "KV cache spec of another rank";
     Command c{Op::AllocKv};
-    c.i = spec.block_size, c.n = num_blocks, c.kind = int32_t(spec.kind);
+    c.i = spec.block_size, c.n = num_blocks, c.kind = int32_t(spec.kind), c.ring = spec.exact_ring_blocks;
     run(c, {}, nullptr, nullptr);
   }
   size_t activation_bytes(int64_t tokens, int64_t rows) const override { return local_.activation_bytes(tokens, rows); }

@@ -41,7 +41,7 @@ struct Reader {
 std::vector<uint8_t> encode_plan(const BatchPlan& p) {
   std::vector<uint8_t> out;
   for (const auto* v : {&p.token_ids, &p.positions, &p.slot_mapping, &p.query_start, &p.context_len, &p.block_table,
-                        &p.logits_rows})
+                        &p.logits_rows, &p.exact_slot, &p.exact_copies})
     put_array(out, *v);
   put(out, &p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
   put(out, &p.graph_context, sizeof p.graph_context);
@@ -53,7 +53,7 @@ BatchPlan decode_plan(const std::vector<uint8_t>& bytes) {
   Reader r{bytes};
   BatchPlan p;
   for (auto* v : {&p.token_ids, &p.positions, &p.slot_mapping, &p.query_start, &p.context_len, &p.block_table,
-                  &p.logits_rows})
+                  &p.logits_rows, &p.exact_slot, &p.exact_copies})
     *v = r.array();
   r.get(&p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
   r.get(&p.graph_context, sizeof p.graph_context);

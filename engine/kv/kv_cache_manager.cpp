@@ -7,8 +7,8 @@
 
 namespace llmctl {
 
-KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching)
-    : pool_(num_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching, bool exact_slots)
+    : pool_(num_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching), exact_slots_(exact_slots) {
   LLM_CHECK(block_size > 0) << "block size must be positive, got " << block_size;
 }
 
@@ -58,6 +58,24 @@ void KvCacheManager::match_prefix(const std::vector<int32_t>& tokens, std::vecto
     hashes.push_back(h);
     parent = h;
   }
+  if (exact_slots_ && !hits.empty() && int(hits.size()) * B == n) {  // see the header: no mid-block start
+    hits.pop_back();
+    hashes.pop_back();
+  }
+}
+
+int KvCacheManager::take_exact_slot() {
+  if (!exact_slots_) return -1;
+  if (free_exact_slots_.empty()) return next_exact_slot_++;
+  const int slot = *free_exact_slots_.begin();
+  free_exact_slots_.erase(free_exact_slots_.begin());
+  return slot;
+}
+
+std::vector<int32_t> KvCacheManager::take_pending_exact_copies() {
+  std::vector<int32_t> out;
+  out.swap(pending_exact_copies_);
+  return out;
 }
 
 int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens) const {
@@ -111,6 +129,7 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
   }
   s.hashes = std::move(hashes);
   s.num_computed = computed;
+  s.exact_slot = take_exact_slot();
   seqs_.emplace(seq, std::move(s));
   if (use_cache) {  // the hit rate is over the prompts that looked
     lookup_tokens_ += n;
@@ -177,6 +196,8 @@ void KvCacheManager::fork(int64_t parent, int64_t child) {
   LLM_CHECK(!has(child)) << "fork into existing sequence " << child;
   Seq c = get(parent);
   for (int id : c.table) pool_.retain(id);
+  c.exact_slot = take_exact_slot();
+  if (c.exact_slot >= 0) pending_exact_copies_.insert(pending_exact_copies_.end(), {get(parent).exact_slot, c.exact_slot});
   seqs_.emplace(child, std::move(c));
 }
 
@@ -185,6 +206,7 @@ void KvCacheManager::free(int64_t seq) {
   if (it == seqs_.end()) return;
   const std::vector<int32_t>& t = it->second.table;
   for (auto id = t.rbegin(); id != t.rend(); ++id) drop(*id);  // tail first: evicted before the head
+  if (it->second.exact_slot >= 0) free_exact_slots_.insert(it->second.exact_slot);
   seqs_.erase(it);
 }
 
@@ -254,6 +276,13 @@ void KvCacheManager::check_invariants() const {
   }
   for (const auto& [src, dst] : pending_copies_)
     LLM_CHECK(pool_.ref_count(dst) > 0) << "pending copy into free block " << dst;
+  std::set<int> held;
+  for (const auto& [id, s] : seqs_) {
+    LLM_CHECK((s.exact_slot >= 0) == exact_slots_) << "sequence " << id << " exact slot " << s.exact_slot;
+    if (s.exact_slot < 0) continue;
+    LLM_CHECK(s.exact_slot < next_exact_slot_ && !free_exact_slots_.count(s.exact_slot) && held.insert(s.exact_slot).second)
+        << "sequence " << id << " holds exact slot " << s.exact_slot << " that is free or held twice";
+  }
 }
 
 }  // namespace llmctl

@@ -17,10 +17,16 @@
 // copies a shared or hashed block before the first write into it (copy-on-write) and records (src, dst); the
 // engine must copy those blocks' KV (every layer, all B slots) before the next forward step.
 // Freed sequences release blocks tail first, so the tail of a cached chain is evicted before its head.
+// Exact slots (exact_slots on: an fp8 cache keeping each sequence's open block exact, engine/backend/
+// kv_exact_rows.h): every sequence holds a slot (the lowest free one) from allocate_prompt or fork
+// until free; a fork's child slot is recorded as a copy of its parent's (take_pending_exact_copies).
+// A sequence then always starts computing at a block boundary, so its slot only ever serves rows it
+// wrote itself: a whole cached prompt gives up its last block, computed again, not just its last token.
 #pragma once
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,11 +53,16 @@ struct KvCacheStats {
 
 class KvCacheManager {
  public:
-  KvCacheManager(int num_blocks, int block_size = 16, bool enable_prefix_caching = true);
+  KvCacheManager(int num_blocks, int block_size = 16, bool enable_prefix_caching = true, bool exact_slots = false);
 
   int block_size() const { return block_size_; }
   int num_blocks() const { return pool_.num_blocks(); }
   bool prefix_caching() const { return prefix_caching_; }
+  bool exact_slots() const { return exact_slots_; }
+  // The sequence's exact slot (-1 without exact slots).
+  int exact_slot(int64_t seq) const { return get(seq).exact_slot; }
+  // (src, dst) exact slot copies recorded by fork since the last call, flattened, in order.
+  std::vector<int32_t> take_pending_exact_copies();
   const BlockPool& pool() const { return pool_; }
   int blocks_for(int tokens) const { return (tokens + block_size_ - 1) / block_size_; }
 
@@ -114,7 +125,9 @@ class KvCacheManager {
     std::vector<uint64_t> hashes;
     int num_computed = 0;
     int64_t family = 0;  // fork family (the id of the root sequence): sharing without a hash is legal inside it
+    int exact_slot = -1;
   };
+  int take_exact_slot();  // the lowest free one (-1 without exact slots)
   const Seq& get(int64_t seq) const;
   Seq& get(int64_t seq);
   void drop(int id);  // release one reference; forget pending copies into a block that became free
@@ -125,6 +138,10 @@ class KvCacheManager {
   BlockPool pool_;
   int block_size_;
   bool prefix_caching_;
+  bool exact_slots_;
+  std::set<int> free_exact_slots_;  // below next_exact_slot_
+  int next_exact_slot_ = 0;
+  std::vector<int32_t> pending_exact_copies_;
   std::unordered_map<int64_t, Seq> seqs_;
   std::vector<std::pair<int, int>> pending_copies_;
   int64_t lookup_tokens_ = 0, cached_tokens_ = 0, cow_copies_ = 0;

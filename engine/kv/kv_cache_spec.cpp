@@ -20,6 +20,10 @@ size_t KvCacheSpec::fixed_bytes() const {
   return size_t(2) * num_layers * num_kv_heads * dtype_size(scale_dtype);  // k_scale, v_scale per head
 }
 
+size_t KvCacheSpec::exact_bytes_per_seq() const {
+  return size_t(2) * num_layers * size_t(exact_ring_blocks) * block_size * num_kv_heads * size_t(head_dim) * sizeof(float);
+}
+
 KvCacheSpec make_kv_cache_spec(KvCacheDtype kind, DType activation, int block_size, int num_layers, int num_kv_heads,
                                int head_dim) {
   KvCacheSpec s;
@@ -39,9 +43,13 @@ KvCacheSpec make_kv_cache_spec(KvCacheDtype kind, DType activation, int block_si
 
 std::string describe_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   const std::string kind = spec.kind == KvCacheDtype::Auto ? dtype_name(spec.dtype) : kv_cache_dtype_name(spec.kind);
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s KV cache: %d blocks = %lld tokens (%.1f KiB a token)", kind.c_str(), num_blocks,
-                (long long)num_blocks * spec.block_size, double(spec.bytes_per_block()) / spec.block_size / 1024.0);
+  char buf[240];
+  int n = std::snprintf(buf, sizeof buf, "%s KV cache: %d blocks = %lld tokens (%.1f KiB a token)", kind.c_str(),
+                        num_blocks, (long long)num_blocks * spec.block_size,
+                        double(spec.bytes_per_block()) / spec.block_size / 1024.0);
+  if (spec.exact_ring_blocks > 0 && n > 0 && size_t(n) < sizeof buf)
+    std::snprintf(buf + n, sizeof buf - size_t(n), ", each sequence's open block also exact in f32 (%.0f KiB a sequence)",
+                  double(spec.exact_bytes_per_seq()) / 1024.0);
   return buf;
 }
 

@@ -25,6 +25,10 @@ struct KvCacheSpec {
   DType scale_dtype = DType::F32;  // of scales and zero points
   int block_size = 16;             // tokens per block
   int num_layers = 0, num_kv_heads = 0, head_dim = 0;
+  // > 0: each running sequence's open block is also kept exact, in f32, in a ring of this many
+  // blocks (engine/backend/kv_exact_rows.h); 0: no exact rows. The runner offers 1 for fp8 caches
+  // where the backend keeps them; the engine widens it for speculative tokens.
+  int exact_ring_blocks = 0;
 
   // k and v of every layer for one block, plus per-token scales where the layout has them.
   size_t bytes_per_block() const;
@@ -32,6 +36,8 @@ struct KvCacheSpec {
   size_t scale_bytes_per_block() const;
   // Storage that does not grow with the block count (per-head scales).
   size_t fixed_bytes() const;
+  // The exact rows of one running sequence, every layer (0 without them).
+  size_t exact_bytes_per_seq() const;
 };
 
 const char* kv_scale_layout_name(KvScaleLayout l);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "engine/core/error.h"
 #include "engine/runner/decode_graphs.h"
@@ -30,8 +31,14 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   const ModelConfig& c = model_.config();
-  return make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, model_.num_local_layers(), model_.kv_heads(),
-                            c.head_dim);
+  KvCacheSpec spec = make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, model_.num_local_layers(),
+                                        model_.kv_heads(), c.head_dim);
+  // fp8 keeps each sequence's open block exact where the backend can (LLMCTL_KV_EXACT_OPEN_BLOCK=0:
+  // not, for measurements).
+  const char* env = std::getenv("LLMCTL_KV_EXACT_OPEN_BLOCK");
+  if (kv_dtype_ == KvCacheDtype::Fp8 && backend().supports_kv_exact_rows(kv_dtype_) && !(env && std::string(env) == "0"))
+    spec.exact_ring_blocks = 1;
+  return spec;
 }
 
 void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
@@ -48,6 +55,10 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   LLM_REQUIRE(backend().supports_kv_cache(spec.kind))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(spec.kind) << " KV cache";
   LLM_CHECK(num_blocks > 0 && spec.block_size > 0) << "KV cache of " << num_blocks << " blocks of " << spec.block_size;
+  LLM_CHECK(spec.exact_ring_blocks >= 0 && spec.exact_ring_blocks <= 64 &&
+            (spec.exact_ring_blocks == 0 || backend().supports_kv_exact_rows(spec.kind)))
+      << "exact KV rows (a ring of " << spec.exact_ring_blocks << " blocks) beside a " << kv_cache_dtype_name(spec.kind)
+      << " cache on the " << backend().name() << " backend";
   std::vector<KvScales> fp8_scales;
   if (spec.kind == KvCacheDtype::Fp8) {
     fp8_scales = model_.kv_scales();
@@ -74,6 +85,13 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
     } else if (spec.kind == KvCacheDtype::Fp8) {
       l.k_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].k);
       l.v_scale = per_head(fp8_scales.empty() ? nullptr : &fp8_scales[i].v);
+    }
+    if (spec.exact_ring_blocks > 0) {  // slots are added as sequences take them
+      l.exact = std::make_shared<KvExactStore>();
+      l.exact->ring_blocks = spec.exact_ring_blocks;
+      l.exact->block_size = spec.block_size;
+      l.exact->kv_heads = kv_heads;
+      l.exact->head_dim = c.head_dim;
     }
   }
 }
@@ -141,6 +159,9 @@ void ModelRunner::check_plan(const BatchPlan& plan) const {
   LLM_CHECK(plan.num_tokens() > 0) << "empty batch";
   LLM_CHECK(int(kv_.size()) == model_.num_local_layers()) << "no KV cache: alloc_kv_cache before execute";
   plan.validate(int(kv_[0].k.dim(1)), int(kv_[0].k.dim(0)));
+  LLM_CHECK(plan.exact_slot.empty() == !kv_[0].exact && (plan.exact_copies.empty() || kv_[0].exact))
+      << (kv_[0].exact ? "a plan without exact KV slots for a cache that keeps exact rows"
+                       : "a plan with exact KV slots for a cache without exact rows");
   for (int32_t id : plan.token_ids)  // the embedding (one vocab shard per rank) takes them as given
     LLM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id << " is outside the vocabulary (" << c.vocab_size << ")";
 }
@@ -150,6 +171,7 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   Backend& be = backend();
   const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
   check_plan(plan);
+  if (!plan.exact_copies.empty()) be.copy_exact_rows(kv_, plan.exact_copies);  // forks, before anything reads
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
 
   // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
@@ -199,6 +221,7 @@ int ModelRunner::micro_batches(const BatchPlan& plan) const {
 void ModelRunner::submit(const BatchPlan& plan) {
   LLM_CHECK(model_.pipeline_stages() > 1) << "steps in flight need pipeline stages";
   check_plan(plan);
+  if (!plan.exact_copies.empty()) backend().copy_exact_rows(kv_, plan.exact_copies);
   const int64_t R = int64_t(plan.logits_rows.size());
   ensure_workspace(plan.num_tokens(), R);
   run_micro_batches(plan);

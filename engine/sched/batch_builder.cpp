@@ -44,7 +44,9 @@ BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched, s
     plan.context_len.push_back(s.start + s.num_new);
     plan.block_table.insert(plan.block_table.end(), table.begin(), table.end());
     plan.block_table.resize(plan.block_table.size() + (plan.max_blocks_per_seq - table.size()), -1);
+    if (kv.exact_slots()) plan.exact_slot.push_back(kv.exact_slot(s.seq_id));
   }
+  plan.exact_copies = out.exact_copies;
   LLM_CHECK(plan.num_tokens() == out.num_tokens) << "scheduler output counts " << out.num_tokens << " tokens, plan has "
                                                 << plan.num_tokens();
   for (size_t i = 0; i < logits_rows.size(); ++i)

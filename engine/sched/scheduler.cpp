@@ -18,7 +18,7 @@ const char* to_string(RequestState s) {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, int num_blocks)
-    : cfg_(config), kv_(num_blocks, config.block_size, config.enable_prefix_caching) {
+    : cfg_(config), kv_(num_blocks, config.block_size, config.enable_prefix_caching, config.kv_exact_slots) {
   LLM_CHECK(cfg_.max_num_seqs > 0) << "max_num_seqs must be positive";
   LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
 }
@@ -253,6 +253,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
   }
 
   out.block_copies = kv_.take_pending_copies();
+  if (!out.empty()) out.exact_copies = kv_.take_pending_exact_copies();  // they travel in the step's plan
   if (!out.empty()) {
     ++stats_.steps;
     stats_.scheduled_tokens += out.num_tokens;

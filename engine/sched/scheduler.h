@@ -60,6 +60,9 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 2048;  // new tokens in one step
   int block_size = 16;                // tokens per KV block
   bool enable_prefix_caching = true;
+  // Exact slots in the KV cache manager (an fp8 cache that keeps open blocks exact): the engine sets
+  // it from the cache spec.
+  bool kv_exact_slots = false;
   bool chunked_prefill = true;        // off: a prompt is computed in one step (must fit the token budget)
   // With prefix caching: the head of the waiting queue waits while its first uncached full block is
   // still being computed by a running prefill, then finds it cached (a shared system prompt is computed
@@ -89,6 +92,7 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;                 // batch order: decodes, continued prefills, admitted
   std::vector<int64_t> preempted;                 // preempted this step (back in the waiting queue)
   std::vector<std::pair<int, int>> block_copies;  // (src, dst) KV block copies to do before the forward
+  std::vector<int32_t> exact_copies;              // (src, dst) exact slot copies, flattened (forks)
   int num_tokens = 0;                             // sum of num_new
   bool empty() const { return seqs.empty(); }
 };

@@ -123,23 +123,14 @@ struct Fp8Rows {
   Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
 };
 
-// Rows of a quantized cache with keys [from, ...) read from exact f32 rows instead (attention.h:
-// KvExactRows). The cursor still steps over the cache's rows, so copies of the loader stay in step.
-template <class Rows>
-struct ExactFromRows {
-  Rows quant;
-  const float* exact;  // the row of key `from`
-  int32_t j, from;
+// Exact f32 rows in a run (attention.h: KvExactRows), from a given key on.
+struct LinearRows {
+  const float* p;
   int64_t stride;
-  struct Row {
-    typename Rows::Row q;
-    const float* f;
-    __m512 load(int i) const { return f ? _mm512_loadu_ps(f + 16 * i) : q.load(i); }
-  };
-  Row next() {
-    const auto r = quant.next();
-    const int32_t at = j++;
-    return {r, at >= from ? exact + (at - from) * stride : nullptr};
+  F32Rows::Row next() {
+    const float* r = p;
+    p += stride;
+    return {r};
   }
 };
 
@@ -207,59 +198,92 @@ void store_out(const __m512 (&acc)[2][C], float* out) {
   for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * i, _mm512_add_ps(acc[0][i], acc[1][i]));
 }
 
-template <int C, class Rows>  // C = head_dim / 16
-void attention_head(const float* q, Rows krows, Rows vrows, int32_t position, float scale, float* scores, float* out) {
-  const int32_t n = position + 1;
-  __m512 qv[C];
-  for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
-  const float m = score_keys<C>(qv, krows, 0, n, scale, scores);
-  const float inv = softmax_in_place(scores, n, m);
-  __m512 acc[2][C];
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
-  int32_t j = 0;
-  for (; j + 1 < n; j += 2) {  // two keys a step: the chains' parity known at compile time
-    const __m512 p0 = _mm512_set1_ps(scores[j] * inv), p1 = _mm512_set1_ps(scores[j + 1] * inv);
+// P @ V of one query over keys [j, n) (vrows positioned at key j), two keys a step where the
+// chains' parity is known at compile time.
+template <int C, class Rows>
+void add_value_pairs(__m512 (&acc)[2][C], Rows& vrows, int32_t j, int32_t n, const float* e, float inv) {
+  if (j < n && j % 2) add_values<C>(acc, vrows, j, j + 1, e, inv), ++j;
+  for (; j + 1 < n; j += 2) {
+    const __m512 p0 = _mm512_set1_ps(e[j] * inv), p1 = _mm512_set1_ps(e[j + 1] * inv);
     const auto v0 = vrows.next();
     for (int i = 0; i < C; ++i) acc[0][i] = _mm512_fmadd_ps(p0, v0.load(i), acc[0][i]);
     const auto v1 = vrows.next();
     for (int i = 0; i < C; ++i) acc[1][i] = _mm512_fmadd_ps(p1, v1.load(i), acc[1][i]);
   }
-  add_values<C>(acc, vrows, j, n, scores, inv);  // a last even key
+  add_values<C>(acc, vrows, j, n, e, inv);  // a last even key
+}
+
+// The keys of a query: [0, from) through the cache's loaders (krows, vrows, at key 0) and
+// [from, n) from exact rows (kx, vx, at key `from`; none when from >= n). Each key's products and
+// sums are the same operations wherever its row comes from, so a split changes no bits.
+template <class Rows>
+struct KeyRows {
+  Rows krows, vrows;
+  LinearRows kx, vx;
+  int32_t from;
+  // exact rows positioned at key j >= from
+  LinearRows kx_at(int32_t j) const { return {kx.p + (j - from) * kx.stride, kx.stride}; }
+  LinearRows vx_at(int32_t j) const { return {vx.p + (j - from) * vx.stride, vx.stride}; }
+};
+
+template <int C, class Rows>  // C = head_dim / 16
+void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out) {
+  const int32_t n = position + 1, from = std::min(kr.from, n);
+  __m512 qv[C];
+  for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
+  const float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
+                           score_keys<C>(qv, kr.kx, from, n, scale, scores));
+  const float inv = softmax_in_place(scores, n, m);
+  __m512 acc[2][C];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
+  add_value_pairs<C>(acc, kr.vrows, 0, from, scores, inv);
+  add_value_pairs<C>(acc, kr.vx, from, n, scores, inv);
   store_out<C>(acc, out);
 }
 
 // Four query tokens of one sequence and query head at ascending positions: the results of four
 // attention_head calls, bit for bit (every (query, key) product and sum is the same operation in
 // the same order), with each key row of the keys all four read loaded once for the four and each
-// value row once for two (C <= 4; the accumulators of two queries fill 16 registers).
+// value row once for two (C <= 4; the accumulators of two queries fill 16 registers). Exact rows
+// (from < n) start at a multiple of 4 no later than the first query (one open block): the keys
+// past the shared ones are all exact.
 template <int C, class Rows>
-void attention_tile4(const float* const* q, const int32_t* positions, Rows krows, Rows vrows, float scale,
+void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Rows> kr, float scale,
                      float* const* scores, float* const* out) {
   int32_t n[4];
   for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
   const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
+  const int32_t from = std::min(kr.from, shared);
   // 16 (query, key) pairs a step, lane 4t + k = query t, key j0 + k
   __m512 vmax = _mm512_set1_ps(-INFINITY);
-  for (int32_t j0 = 0; j0 < shared; j0 += 4) {
-    __m512 a[16];
-    for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
+  auto shared_scores = [&](auto& krows, int32_t j_begin, int32_t j_end) {
+    for (int32_t j0 = j_begin; j0 < j_end; j0 += 4) {
+      __m512 a[16];
+      for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const auto kr = krows.next();
+      for (int k = 0; k < 4; ++k) {
+        const auto row = krows.next();
 #pragma GCC unroll 8
-      for (int i = 0; i < C; ++i) {
-        const __m512 kv = kr.load(i);
+        for (int i = 0; i < C; ++i) {
+          const __m512 kv = row.load(i);
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; ++t) a[4 * t + k] = _mm512_fmadd_ps(_mm512_loadu_ps(q[t] + 16 * i), kv, a[4 * t + k]);
+          for (int t = 0; t < 4; ++t) a[4 * t + k] = _mm512_fmadd_ps(_mm512_loadu_ps(q[t] + 16 * i), kv, a[4 * t + k]);
+        }
       }
+      const __m512 s = _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale));
+      _mm_storeu_ps(scores[0] + j0, _mm512_extractf32x4_ps(s, 0));
+      _mm_storeu_ps(scores[1] + j0, _mm512_extractf32x4_ps(s, 1));
+      _mm_storeu_ps(scores[2] + j0, _mm512_extractf32x4_ps(s, 2));
+      _mm_storeu_ps(scores[3] + j0, _mm512_extractf32x4_ps(s, 3));
+      vmax = _mm512_max_ps(vmax, s);
     }
-    const __m512 s = _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale));
-    _mm_storeu_ps(scores[0] + j0, _mm512_extractf32x4_ps(s, 0));
-    _mm_storeu_ps(scores[1] + j0, _mm512_extractf32x4_ps(s, 1));
-    _mm_storeu_ps(scores[2] + j0, _mm512_extractf32x4_ps(s, 2));
-    _mm_storeu_ps(scores[3] + j0, _mm512_extractf32x4_ps(s, 3));
-    vmax = _mm512_max_ps(vmax, s);
+  };
+  Rows krows = kr.krows;
+  shared_scores(krows, 0, from);
+  if (from < shared) {
+    LinearRows kx = kr.kx_at(from);
+    shared_scores(kx, from, shared);
   }
   alignas(64) float lane_max[16];
   _mm512_store_ps(lane_max, vmax);
@@ -267,8 +291,14 @@ void attention_tile4(const float* const* q, const int32_t* positions, Rows krows
   for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
     __m512 qv[C];
     for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q[t] + 16 * i);
-    Rows rest = krows;
-    float m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+    float m;
+    if (kr.from <= shared) {
+      LinearRows rest = kr.kx_at(shared);
+      m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+    } else {
+      Rows rest = krows;
+      m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+    }
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * t + k]);
     inv[t] = softmax_in_place(scores[t], n[t], m);
   }
@@ -277,29 +307,44 @@ void attention_tile4(const float* const* q, const int32_t* positions, Rows krows
     for (int t = 0; t < 2; ++t)
       for (int h = 0; h < 2; ++h)
         for (int i = 0; i < C; ++i) acc[t][h][i] = _mm512_setzero_ps();
-    Rows vr = vrows;
     if constexpr (C <= 4) {
-      for (int32_t j = 0; j < shared; j += 2)  // shared is even
+      auto shared_values = [&](auto& vr, int32_t j_begin, int32_t j_end) {
+        for (int32_t j = j_begin; j < j_end; j += 2)  // both ends even
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const auto row = vr.next();
-          const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
-          const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
-          for (int i = 0; i < C; ++i) {
-            const __m512 v = row.load(i);
-            acc[0][h][i] = _mm512_fmadd_ps(p0, v, acc[0][h][i]);
-            acc[1][h][i] = _mm512_fmadd_ps(p1, v, acc[1][h][i]);
+          for (int h = 0; h < 2; ++h) {
+            const auto row = vr.next();
+            const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
+            const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
+            for (int i = 0; i < C; ++i) {
+              const __m512 v = row.load(i);
+              acc[0][h][i] = _mm512_fmadd_ps(p0, v, acc[0][h][i]);
+              acc[1][h][i] = _mm512_fmadd_ps(p1, v, acc[1][h][i]);
+            }
           }
-        }
+      };
+      Rows vr = kr.vrows;
+      shared_values(vr, 0, from);
+      if (from < shared) {
+        LinearRows vx = kr.vx_at(from);
+        shared_values(vx, from, shared);
+      }
       for (int t = 0; t < 2; ++t) {
-        Rows tail = vr;
-        add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        if (kr.from <= shared) {
+          LinearRows tail = kr.vx_at(shared);
+          add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        } else {
+          Rows tail = vr;
+          add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        }
         store_out<C>(acc[t], out[t0 + t]);
       }
     } else {
       for (int t = 0; t < 2; ++t) {
-        Rows all = vrows;
-        add_values<C>(acc[t], all, 0, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+        const int32_t nt = n[t0 + t], f = std::min(kr.from, nt);
+        Rows all = kr.vrows;
+        add_values<C>(acc[t], all, 0, f, scores[t0 + t], inv[t0 + t]);
+        LinearRows vx = kr.vx;
+        add_values<C>(acc[t], vx, f, nt, scores[t0 + t], inv[t0 + t]);
         store_out<C>(acc[t], out[t0 + t]);
       }
     }
@@ -323,53 +368,51 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
   }
 }
 
-// The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
-template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
-  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)});
+// The key rows of a cache view for kv head kvh, with the exact ones (null: none), passed to fn.
+template <class Rows>
+KeyRows<Rows> key_rows(Rows k, Rows v, const KvExactRows* exact) {
+  if (!exact) return {k, v, {nullptr, 0}, {nullptr, 0}, INT32_MAX};
+  return {k, v, {exact->k, exact->stride}, {exact->v, exact->stride}, exact->from};
 }
 
-// The quantized loaders, or with exact rows (non-null `exact`) the loaders wrapped to read them.
+template <class Fn>
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, Fn&& fn) {
+  fn(key_rows(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)}, exact));
+}
+
 template <class Fn>
 void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact,
                Fn&& fn) {
   const int64_t H = c.num_kv_heads, D = c.head_dim;
-  auto pass = [&](auto k, auto v) {
-    if (!exact) return fn(k, v);
-    using R = decltype(k);
-    fn(ExactFromRows<R>{k, exact->k, 0, exact->from, exact->stride},
-       ExactFromRows<R>{v, exact->v, 0, exact->from, exact->stride});
-  };
   if (c.kind == KvQuant::Int8)
-    pass(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-         Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+    fn(key_rows(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+                Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
+                exact));
   else
-    pass(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
-                 _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
-         Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
-                 _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D});
-}
-template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows*, Fn&& fn) {
-  with_rows(c, block_table, kvh, fn);
+    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+                        _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
+                Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+                        _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D},
+                exact));
 }
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
                float* scores, float* out, const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, exact,
-              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
+    with_rows(c, block_table, kvh, exact, [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out); });
   });
 }
 
+// Exact rows must start at a multiple of 4 (the shared keys' groups), at or before the first query.
 template <class View>
 bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
                   int64_t kvh, float scale, float* const* scores, float* const* out,
                   const KvExactRows* exact = nullptr) {
+  if (exact && (exact->from % 4 != 0 || exact->from > positions[0])) return false;
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, exact,
-              [&](auto k, auto v) { attention_tile4<C()>(q, positions, k, v, scale, scores, out); });
+              [&](auto kr) { attention_tile4<C()>(q, positions, kr, scale, scores, out); });
   });
 }
 

@@ -24,6 +24,8 @@ TEST_CASE("plan_codec: a plan round-trips; short, long or lying buffers are refu
   p.max_blocks_per_seq = 3;
   p.block_table = {1, -1, -1, 4, 5, 6};
   p.logits_rows = {2, 3};
+  p.exact_slot = {3, -1};
+  p.exact_copies = {0, 3};
   p.graph_context = 48;
   const std::vector<uint8_t> bytes = encode_plan(p);
   const BatchPlan q = decode_plan(bytes);
@@ -34,6 +36,8 @@ TEST_CASE("plan_codec: a plan round-trips; short, long or lying buffers are refu
   CHECK(q.context_len == p.context_len);
   CHECK(q.block_table == p.block_table);
   CHECK(q.logits_rows == p.logits_rows);
+  CHECK(q.exact_slot == p.exact_slot);
+  CHECK(q.exact_copies == p.exact_copies);
   CHECK(q.max_blocks_per_seq == 3);
   CHECK(q.graph_context == 48);
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1), longer = bytes;
@@ -85,6 +89,8 @@ TEST_CASE("slice_plan: sequences [s0, s1) as their own plan, logits rows rebased
   p.max_blocks_per_seq = 2;
   p.block_table = {1, -1, 2, -1, 3, -1};
   p.logits_rows = {2, 3, 4, 5};
+  p.exact_slot = {0, 2, -1};
+  p.exact_copies = {1, 2};
   p.validate(16, 8);
   const BatchPlan a = slice_plan(p, 0, 1), b = slice_plan(p, 1, 3);
   a.validate(16, 8);
@@ -97,6 +103,17 @@ TEST_CASE("slice_plan: sequences [s0, s1) as their own plan, logits rows rebased
   CHECK(b.block_table == std::vector<int32_t>{2, -1, 3, -1});
   CHECK(b.slot_mapping == std::vector<int32_t>{39, 52, 53});
   CHECK(b.logits_rows == std::vector<int32_t>{0, 1, 2});  // rows 3, 4, 5 of the whole step
+  CHECK(a.exact_slot == std::vector<int32_t>{0});
+  CHECK(b.exact_slot == std::vector<int32_t>{2, -1});
+  CHECK((a.exact_copies.empty() && b.exact_copies.empty()));  // made once by the runner, before the slices
+  BatchPlan bad = p;
+  bad.exact_slot = {0, 1};
+  CHECK_THROWS_AS(bad.validate(16, 8), Error);
+  bad.exact_slot = {0, -2, 1};
+  CHECK_THROWS_AS(bad.validate(16, 8), Error);
+  bad = p;
+  bad.exact_copies = {1};
+  CHECK_THROWS_AS(bad.validate(16, 8), Error);
   CHECK_THROWS_AS(slice_plan(p, 2, 2), Error);
   CHECK_THROWS_AS(slice_plan(p, 0, 4), Error);
   BatchPlan unsorted = p;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_exact_rows.h"
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
@@ -186,6 +187,7 @@ class CpuBackend final : public Backend {
   }
 
   bool supports_kv_cache(KvCacheDtype) const override { return true; }
+  bool supports_kv_exact_rows(KvCacheDtype d) const override { return d == KvCacheDtype::Fp8; }
 
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = hkv * D;
@@ -209,22 +211,33 @@ class CpuBackend final : public Backend {
     // sequence (one kernel call reads each key row once for the four) and single tokens for the
     // rest. An int8 / fp8 context is read in place (rows dequantized in registers) where a kernel
     // does that; elsewhere each sequence goes to attention_dequantized.
+    // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
+    // own block from `exact[s]`, and a unit of four stays inside one block.
     struct Unit {
       int32_t first, count, seq;
     };
+    const int32_t B = int32_t(cache.k.dim(1));
+    const std::vector<ExactSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
+    std::vector<cpu::StepExactRows> exact(size_t(plan.num_seqs()));
+    for (const ExactSeq& e : exact_seqs)
+      exact[size_t(e.seq)] = cpu::gather_exact_rows(*cache.exact, e.step, qkv.ptr<float>(), W, hq);
+    auto has_exact = [&](int s) { return !exact[size_t(s)].k.empty(); };
     std::vector<Unit> units;
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
-      if (quant && !kernels::paged_attention_quant_in_place(qview.kind, D)) {  // no in-place kernel here
+      if (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s))) {  // no in-place kernel
         copy_seqs.push_back(s);
         continue;
       }
       int t = q0;
-      for (; t + 4 <= q1; t += 4) units.push_back({t, 4, s});
+      for (; t + 4 <= q1; t += 4) {
+        if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B) break;
+        units.push_back({t, 4, s});
+      }
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
-    if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, hq, hkv, scale, out);
+    if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, out);
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
@@ -242,17 +255,24 @@ class CpuBackend final : public Backend {
           sc[j] = scratch.data() + j * kernels::paged_attention_scratch(max_ctx);
         }
         const int32_t* pos = plan.positions.data() + u.first;
-        if (u.count == 4 && (quant ? kernels::paged_attention_heads4_quant(q, pos, qview, table, kvh, scale, sc, o)
-                                   : kernels::paged_attention_heads4(q, pos, view, table, kvh, scale, sc, o)))
+        kernels::KvExactRows ex[4];
+        const kernels::KvExactRows* exact_of[4] = {};
+        if (has_exact(u.seq))
+          for (int j = 0; j < u.count; ++j)
+            ex[j] = exact[size_t(u.seq)].for_query(pos[j], B, kvh, D), exact_of[j] = &ex[j];
+        if (u.count == 4 &&
+            (quant ? kernels::paged_attention_heads4_quant(q, pos, qview, table, kvh, scale, sc, o, exact_of[0])
+                   : kernels::paged_attention_heads4(q, pos, view, table, kvh, scale, sc, o)))
           continue;
         for (int j = 0; j < u.count; ++j) {
           if (quant)  // int8 / fp8 rows dequantized in registers
-            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j]);
+            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of[j]);
           else
             kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
         }
       }
     });
+    for (const ExactSeq& e : exact_seqs) cpu::store_exact_rows(*cache.exact, e.step, qkv.ptr<float>(), W, hq);
   }
 
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
@@ -312,13 +332,40 @@ class CpuBackend final : public Backend {
             cache.k.dim(3)};
   }
 
+  // A sequence of the step whose queries read exact rows, with where its tokens are.
+  struct ExactSeq {
+    int seq;
+    cpu::StepSeq step;
+  };
+  // The step's sequences with an exact slot, where the cache keeps exact rows (none otherwise).
+  static std::vector<ExactSeq> exact_step(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan, int hq) {
+    std::vector<ExactSeq> out;
+    if (!cache.exact || plan.exact_slot.empty()) return out;
+    LLM_CHECK(cache.exact->kv_heads * cache.exact->head_dim * 2 + int64_t(hq) * cache.exact->head_dim == qkv.dim(1))
+        << "exact KV rows of another shape than the step's qkv";
+    for (int s = 0; s < plan.num_seqs(); ++s) {
+      const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
+      if (plan.exact_slot[size_t(s)] < 0 || q0 == q1) continue;
+      const int32_t c0 = plan.positions[size_t(q0)], c1 = plan.context_len[size_t(s)];
+      for (int t = q0; t < q1; ++t)  // one run of positions ending at the context: rows map to positions
+        LLM_CHECK(plan.positions[size_t(t)] == c0 + (t - q0)) << "exact KV rows need consecutive positions";
+      LLM_CHECK(c1 == c0 + (q1 - q0)) << "exact KV rows: the step's tokens must end the context";
+      out.push_back({s, {plan.exact_slot[size_t(s)], c0, c1, q0}});
+    }
+    return out;
+  }
+
   // Attention of the sequences `seqs` over an int8 or fp8 cache where no kernel reads it in place
   // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one
   // sequence at a time: its context is dequantized once (not once per query token and head), then
   // the f32 kernel runs over that copy, a single block of n tokens. The same results as in place.
+  // With exact rows (exact[s] not empty) the queries go block by block, the copy holding the block's
+  // exact rows while its queries run.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
-                             const std::vector<int>& seqs, int hq, int hkv, float scale, Tensor& out) {
+                             const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
+                             int hkv, float scale, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
+    const int32_t B = int32_t(cache.k.dim(1));
     const kernels::PagedKvQuantView qview = quant_view(cache, hkv);
     const int group = hq / hkv;
     const int32_t first_block[1] = {0};
@@ -330,18 +377,38 @@ class CpuBackend final : public Backend {
       k.resize(size_t(n * row));
       v.resize(size_t(n * row));
       const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq;
-      pool_.parallel_for(n, [&](int64_t j0, int64_t j1) {
-        kernels::dequantize_kv_positions(qview, table, int32_t(j0), int32_t(j1), k.data(), v.data());
-      });
+      auto dequantize = [&](int32_t j0, int32_t j1) {
+        pool_.parallel_for(j1 - j0, [&](int64_t a, int64_t b) {
+          kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k.data(), v.data());
+        });
+      };
+      dequantize(0, n);
       const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
-      pool_.parallel_for(int64_t(q1 - q0) * hq, [&](int64_t i0, int64_t i1) {
-        std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t t = q0 + balanced_order(i / hq, q1 - q0), h = i % hq;
-          kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
-                                        h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
-        }
-      });
+      auto run = [&](int t0, int t1) {
+        pool_.parallel_for(int64_t(t1 - t0) * hq, [&](int64_t i0, int64_t i1) {
+          std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t t = t0 + balanced_order(i / hq, t1 - t0), h = i % hq;
+            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
+                                          h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+          }
+        });
+      };
+      const cpu::StepExactRows& ex = exact[size_t(s)];
+      if (ex.k.empty()) {
+        run(q0, q1);
+        continue;
+      }
+      for (int t0 = q0; t0 < q1;) {  // the queries of one block (positions are consecutive)
+        const int32_t from = plan.positions[t0] / B * B, to = std::min(n, from + B);
+        const int t1 = std::min(q1, t0 + (to - plan.positions[t0]));
+        const int64_t at = int64_t(from - ex.first) * row, count = int64_t(to - from) * row;
+        std::copy_n(ex.k.begin() + at, count, k.begin() + int64_t(from) * row);
+        std::copy_n(ex.v.begin() + at, count, v.begin() + int64_t(from) * row);
+        run(t0, t1);
+        if (t1 < q1) dequantize(from, to);  // later blocks' queries read this one from the cache
+        t0 = t1;
+      }
     }
   }
 
