@@ -144,6 +144,13 @@ TEST_CASE("KvCacheSpec: int8 and fp8 caches, their bytes, and what the runner al
   // SmolLM2's head dim 64: int8 holds 3.56x the tokens of f32 in the same bytes, fp8 4x.
   CHECK(double(f32.bytes_per_block()) / i8.bytes_per_block() > 3.5);
   CHECK(describe_kv_cache(i8, 10) == "int8 KV cache: 10 blocks = 160 tokens (12.7 KiB a token)");
+  // Exact open-block rows (fp8): f32 k and v of a ring of blocks per running sequence, every layer.
+  CHECK(f8.exact_bytes_per_seq() == 0);
+  KvCacheSpec f8x = f8;
+  f8x.exact_ring_blocks = 2;
+  CHECK(f8x.exact_bytes_per_seq() == size_t(2) * 30 * 2 * 16 * 3 * 64 * 4);
+  CHECK(describe_kv_cache(f8x, 10) == "fp8 KV cache: 10 blocks = 160 tokens (11.2 KiB a token), each sequence's open "
+                                      "block also exact in f32 (1440 KiB a sequence)");
 
   auto be = make_cpu_backend(1);
   std::unique_ptr<Model> m = make_model(random_checkpoint(c, 2, 0.3f), *be);
@@ -151,10 +158,12 @@ TEST_CASE("KvCacheSpec: int8 and fp8 caches, their bytes, and what the runner al
     LocalExecutor ex(*m, kind);
     const KvCacheSpec s = ex.kv_spec(16);
     CHECK(s.kind == kind);
+    CHECK(s.exact_ring_blocks == (kind == KvCacheDtype::Fp8 ? 1 : 0));  // the CPU keeps fp8's open blocks exact
     ex.alloc_kv_cache(s, 5);
     size_t bytes = 0, fixed = 0;
     for (const KvLayer& l : ex.runner().kv_cache()) {
       CHECK(l.quant == kind);
+      CHECK(bool(l.exact) == (kind == KvCacheDtype::Fp8));  // empty until slots are used
       bytes += l.k.nbytes() + l.v.nbytes();
       (kind == KvCacheDtype::Int8 ? bytes : fixed) += l.k_scale.nbytes() + l.v_scale.nbytes();
     }
@@ -164,6 +173,11 @@ TEST_CASE("KvCacheSpec: int8 and fp8 caches, their bytes, and what the runner al
     KvCacheSpec wrong = s;
     wrong.scale_layout = KvScaleLayout::None;
     CHECK_THROWS_AS(ex.alloc_kv_cache(wrong, 5), Error);
+    if (kind == KvCacheDtype::Int8) {  // exact rows only beside fp8
+      wrong = s;
+      wrong.exact_ring_blocks = 1;
+      CHECK_THROWS_AS(ex.alloc_kv_cache(wrong, 5), Error);
+    }
   }
 }
 
