@@ -14,7 +14,8 @@ transformers' goldens.
 2. `llmctl generate -tp 3` / `-pp 2` starts its own ranks: 64 prompts batched give exactly the
    tokens each gives alone (--max-num-seqs 1 runs them one at a time, through the same ranks);
    under -pp 2 two steps of different sequences are in flight at once (and large ones are cut into
-   micro-batches).
+   micro-batches). The same under -tp 3 over an fp8 KV cache (each rank keeps its kv heads' exact
+   open-block rows).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
    numbers, and no rank hangs.
 4. `llmctl serve -tp 3`: chat and completions requests (streamed and not) answer as one rank does;
@@ -114,7 +115,8 @@ with tempfile.TemporaryDirectory() as tmp:
     def tokens(r):
         return r["outputs"][0]["token_ids"] if "outputs" in r else None
 
-    for par in (["-tp", "3"], ["-pp", "2"]):
+    # (-tp 3 again over an fp8 cache: each rank keeps its kv heads' exact open-block rows)
+    for par in (["-tp", "3"], ["-pp", "2"], ["-tp", "3", "--kv-cache-dtype", "fp8"]):
         t0 = time.time()
         batched = run_prompts(*par, "--max-num-seqs", "64")
         alone = run_prompts(*par, "--max-num-seqs", "1")

@@ -217,11 +217,10 @@ class CpuBackend final : public Backend {
       int32_t first, count, seq;
     };
     const int32_t B = int32_t(cache.k.dim(1));
-    const std::vector<ExactSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
-    std::vector<cpu::StepExactRows> exact(size_t(plan.num_seqs()));
-    for (const ExactSeq& e : exact_seqs)
-      exact[size_t(e.seq)] = cpu::gather_exact_rows(*cache.exact, e.step, qkv.ptr<float>(), W, hq);
-    auto has_exact = [&](int s) { return !exact[size_t(s)].k.empty(); };
+    const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
+    std::vector<cpu::StepExactRows> exact(exact_seqs.empty() ? 0 : size_t(plan.num_seqs()));
+    if (!exact_seqs.empty()) cpu::prepare_exact_rows(*cache.exact, exact_seqs, qkv.ptr<float>(), W, hq, exact);
+    auto has_exact = [&](int s) { return !exact.empty() && exact[size_t(s)].k; };
     std::vector<Unit> units;
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
@@ -272,7 +271,7 @@ class CpuBackend final : public Backend {
         }
       }
     });
-    for (const ExactSeq& e : exact_seqs) cpu::store_exact_rows(*cache.exact, e.step, qkv.ptr<float>(), W, hq);
+    if (!exact_seqs.empty()) cpu::finish_exact_rows(*cache.exact, exact_seqs, qkv.ptr<float>(), W, hq);
   }
 
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
@@ -332,14 +331,9 @@ class CpuBackend final : public Backend {
             cache.k.dim(3)};
   }
 
-  // A sequence of the step whose queries read exact rows, with where its tokens are.
-  struct ExactSeq {
-    int seq;
-    cpu::StepSeq step;
-  };
   // The step's sequences with an exact slot, where the cache keeps exact rows (none otherwise).
-  static std::vector<ExactSeq> exact_step(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan, int hq) {
-    std::vector<ExactSeq> out;
+  static std::vector<cpu::StepSeq> exact_step(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan, int hq) {
+    std::vector<cpu::StepSeq> out;
     if (!cache.exact || plan.exact_slot.empty()) return out;
     LLM_CHECK(cache.exact->kv_heads * cache.exact->head_dim * 2 + int64_t(hq) * cache.exact->head_dim == qkv.dim(1))
         << "exact KV rows of another shape than the step's qkv";
@@ -350,7 +344,7 @@ class CpuBackend final : public Backend {
       for (int t = q0; t < q1; ++t)  // one run of positions ending at the context: rows map to positions
         LLM_CHECK(plan.positions[size_t(t)] == c0 + (t - q0)) << "exact KV rows need consecutive positions";
       LLM_CHECK(c1 == c0 + (q1 - q0)) << "exact KV rows: the step's tokens must end the context";
-      out.push_back({s, {plan.exact_slot[size_t(s)], c0, c1, q0}});
+      out.push_back({s, plan.exact_slot[size_t(s)], c0, c1, q0});
     }
     return out;
   }
@@ -359,7 +353,7 @@ class CpuBackend final : public Backend {
   // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one
   // sequence at a time: its context is dequantized once (not once per query token and head), then
   // the f32 kernel runs over that copy, a single block of n tokens. The same results as in place.
-  // With exact rows (exact[s] not empty) the queries go block by block, the copy holding the block's
+  // With exact rows (exact[s].k set) the queries go block by block, the copy holding the block's
   // exact rows while its queries run.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
                              const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
@@ -394,17 +388,17 @@ class CpuBackend final : public Backend {
           }
         });
       };
-      const cpu::StepExactRows& ex = exact[size_t(s)];
-      if (ex.k.empty()) {
+      const cpu::StepExactRows* ex = exact.empty() || !exact[size_t(s)].k ? nullptr : &exact[size_t(s)];
+      if (!ex) {
         run(q0, q1);
         continue;
       }
       for (int t0 = q0; t0 < q1;) {  // the queries of one block (positions are consecutive)
         const int32_t from = plan.positions[t0] / B * B, to = std::min(n, from + B);
         const int t1 = std::min(q1, t0 + (to - plan.positions[t0]));
-        const int64_t at = int64_t(from - ex.first) * row, count = int64_t(to - from) * row;
-        std::copy_n(ex.k.begin() + at, count, k.begin() + int64_t(from) * row);
-        std::copy_n(ex.v.begin() + at, count, v.begin() + int64_t(from) * row);
+        const int64_t at = int64_t(from - ex->first) * row, count = int64_t(to - from) * row;
+        std::copy_n(ex->k + at, count, k.begin() + int64_t(from) * row);
+        std::copy_n(ex->v + at, count, v.begin() + int64_t(from) * row);
         run(t0, t1);
         if (t1 < q1) dequantize(from, to);  // later blocks' queries read this one from the cache
         t0 = t1;
