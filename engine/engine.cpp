@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <string>
 
 #include "engine/core/error.h"
 #include "engine/sample/device_sampling.h"
@@ -77,7 +78,13 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
   num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(block_bytes_budget / double(kv_spec_.bytes_per_block()), 1e9));
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;
-  LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size";
+  LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size"
+                                << (kv_spec_.exact_ring_blocks > 0
+                                        ? " (" + std::to_string(int(kv_spec_.exact_bytes_per_seq() * cfg_.sched.max_num_seqs >> 20)) +
+                                              " MiB of it keep the open blocks of --max-num-seqs " +
+                                              std::to_string(cfg_.sched.max_num_seqs) +
+                                              " sequences exact: fewer sequences, or LLMCTL_KV_EXACT_OPEN_BLOCK=0, leave more)"
+                                        : "");
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
   exec_.alloc_kv_cache(kv_spec_, num_blocks_);
   eos_ids_ = mc.eos_token_ids;
