@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """--kv-cache-dtype int8 / fp8 on the default model.
-- `bench ppl` (--ctx 512 --stride 256, the first 2048 tokens of WikiText-2 validation): int8 within
-  0.5% of the unquantized cache's perplexity; fp8 within 2%, both without scales (1.0, one warning)
-  and with the calibrated per-head k_scale / v_scale of tests/golden/smollm2_kv_scales.json written
-  into a copy of the checkpoint (as compressed-tensors stores them). fp8's bound is wider: e4m3's 3
-  mantissa bits cost this 135M model 0.3-1%, and where in that band a run lands is chance --
-  tests/golden/kv_quant_reference_ppl.py (transformers, torch's float8_e4m3fn, the same rounding bit
-  for bit) gives +0.30% (scale 1.0) / +0.62% (calibrated) on 4096 tokens where llmctl gives
-  +0.75% / +0.65%, and a relative jitter of 1e-6 on the keys before rounding moves its 512-token
-  perplexity by a whole percent.
+- `bench ppl` (--ctx 512 --stride 256, the first 2048 tokens of WikiText-2 validation): int8 and fp8
+  within 0.5% of the unquantized cache's perplexity, fp8 both without scales (1.0, one warning) and
+  with the calibrated per-head k_scale / v_scale of tests/golden/smollm2_kv_scales.json written into
+  a copy of the checkpoint (as compressed-tensors stores them). fp8 meets it because the CPU keeps
+  each sequence's open block exact: measured +0.06% / +0.24% here, against +0.84% / +0.91% with
+  LLMCTL_KV_EXACT_OPEN_BLOCK=0 (plain e4m3, whose 3 mantissa bits cost this 135M model 0.5-0.9%;
+  docs/PERFORMANCE.md has the means over four grid alignments on 32K tokens: +0.19% and +0.56%;
+  tests/golden/kv_quant_reference_ppl.py, transformers with torch's float8_e4m3fn, gives plain fp8
+  +0.30% / +0.62% on 4096 tokens).
 - `generate --prompts` greedy with an int8 cache runs and prints the cache's capacity: about 3.5x the
   tokens of the f32 cache in the same --kv-cache-gb.
 Usage: test_kv_cache_dtype.py BUILD_DIR
@@ -69,7 +69,7 @@ for name, kv, path in (("auto", "auto", model), ("int8", "int8", model), ("fp8",
     warned = p.stderr.count("without k_scale/v_scale")
     assert warned == (1 if name == "fp8" else 0), (name, p.stderr)  # once, and only without scales
     ppl[name] = load(out)["rows"][0]["ppl"]
-for name, bound in (("int8", 0.005), ("fp8", 0.02), ("fp8 calibrated", 0.02)):
+for name, bound in (("int8", 0.005), ("fp8", 0.005), ("fp8 calibrated", 0.005)):
     rel = (ppl[name] - ppl["auto"]) / ppl["auto"]
     print(f"kv cache {name}: ppl {ppl[name]:.4f} ({100 * rel:+.3f}% against {ppl['auto']:.4f})")
     assert abs(rel) < bound, (name, ppl)
