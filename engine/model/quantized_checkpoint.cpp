@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -42,19 +43,38 @@ bool plain_g_idx(const Tensor& t, int64_t k, int group_size) {
 QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInfo& info, const std::string& prefix,
                                int64_t n, int64_t k, std::map<std::string, Tensor> packed) {
   const std::string what = "'" + ck.source_path + "': " + info.label() + " weight '" + prefix + "'";
-  auto decode = [info, n, k, what, packed = std::move(packed)] {
+  // `rows` output rows of the module from these views, in group-affine form.
+  auto unpack = [info, k, what](int64_t rows, const std::map<std::string, quant::PackedTensorView>& views) {
     std::optional<quant::GroupAffineWeight> kept;
     try {
-      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, n, k, views_of(packed)),
-                                                nullptr);
+      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, rows, k, views), nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }
     LLM_CHECK(kept) << what << ": no group-affine form, though it has no g_idx";
-    for (const auto& [suffix, t] : packed) release_mapped_pages(t.data, t.nbytes());
     return std::move(*kept);
   };
-  return QuantizedEntry::deferred(what, n, k, std::move(decode));
+  auto packed_ptr = std::make_shared<const std::map<std::string, Tensor>>(std::move(packed));
+  auto release = [packed_ptr] {
+    for (const auto& [suffix, t] : *packed_ptr) release_mapped_pages(t.data, t.nbytes());
+  };
+  auto decode = [unpack, release, packed_ptr, n] {
+    quant::GroupAffineWeight w = unpack(n, views_of(*packed_ptr));
+    release();
+    return w;
+  };
+  // A tensor-parallel rank's rows alone: the packed tensors cut to them first, so a rank unpacks
+  // (and holds) only its share; where the layout's packing cannot be cut there, the whole module.
+  auto decode_rows = [info, unpack, release, packed_ptr, n, k](const std::vector<quant::IndexRange>& ranges) {
+    std::vector<std::vector<uint8_t>> storage;
+    const auto cut = quant::slice_linear_rows(info.layout, info, n, k, views_of(*packed_ptr), ranges, storage);
+    int64_t rows = 0;
+    for (const auto& r : ranges) rows += r.second;
+    quant::GroupAffineWeight w = cut ? unpack(rows, *cut) : quant::select_rows(unpack(n, views_of(*packed_ptr)), ranges);
+    release();
+    return w;
+  };
+  return QuantizedEntry::deferred(what, n, k, std::move(decode), std::move(decode_rows));
 }
 
 }  // namespace

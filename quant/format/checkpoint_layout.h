@@ -24,12 +24,14 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "quant/format/group_affine.h"
 #include "quant/format/packed_tensor.h"
 #include "quant/format/quantized_linear.h"
 
@@ -84,6 +86,14 @@ std::vector<std::pair<std::string, PackedTensor>> pack_linear_weight(QuantLayout
 // codes or zero points out of range, bad g_idx, scales not finite).
 QuantizedLinear unpack_linear_weight(QuantLayout, const QuantConfigInfo&, int64_t n, int64_t k,
                                      const std::map<std::string, PackedTensorView>& by_suffix);
+
+// The tensors of one module (n output rows, k inputs) cut to the output rows `ranges`, in order, as
+// unpack_linear_weight reads them for a module of that many rows: views into `storage` (which must
+// outlive them) or into `by`. nullopt where the layout packs rows into int32s and a range does not
+// start (or end, short of n) on one, or a tensor is not what the layout names: unpack it whole.
+std::optional<std::map<std::string, PackedTensorView>> slice_linear_rows(
+    QuantLayout, const QuantConfigInfo&, int64_t n, int64_t k, const std::map<std::string, PackedTensorView>& by,
+    const std::vector<IndexRange>& ranges, std::vector<std::vector<uint8_t>>& storage);
 
 // The suffix whose presence marks a module as quantized in a layout ("weight_packed" / "qweight").
 const char* quantized_marker_suffix(QuantLayout);

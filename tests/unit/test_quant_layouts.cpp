@@ -259,6 +259,62 @@ TEST_CASE("quant layouts: pack -> unpack identity, every layout x bits x sym x g
           }
 }
 
+TEST_CASE("slice_linear_rows: a module's rows cut from its packed tensors unpack as those rows of the whole") {
+  int checked = 0, refused = 0;
+  for (QuantLayout l : {QuantLayout::CompressedTensors, QuantLayout::AutoAwqGemm, QuantLayout::Gptq})
+    for (int bits : {4, 8})
+      for (bool sym : {true, false}) {
+        if (l == QuantLayout::AutoAwqGemm && bits == 8) continue;
+        const QuantScheme s{bits, 32, sym};
+        const bool act = l == QuantLayout::Gptq && !sym;  // a g_idx travels whole
+        const QuantConfigInfo info = parse_quantization_config(make_quantization_config(info_for(l, s, act)));
+        for (int64_t n : {48, 20}) {
+          if (n % 8 && l != QuantLayout::CompressedTensors) continue;
+          const int64_t k = 128;
+          const QuantizedLinear w = random_linear(n, k, s, uint32_t(100 + bits + 10 * n + 3 * int(l)), l != QuantLayout::Gptq, act);
+          const Packed p = pack_linear_weight(l, w, "F16");
+          const QuantizedLinear whole = unpack_linear_weight(l, info, n, k, views(p));
+          const std::vector<std::vector<IndexRange>> sets = {
+              {{0, 16}}, {{8, 8}, {16, std::min<int64_t>(8, n - 16)}}, {{8, n - 8}}, {{16, n - 16}, {0, 8}}, {{3, 5}}};
+          for (const auto& ranges : sets) {
+            INFO(info.label() << " act-order " << act << " n " << n << ", " << ranges.size() << " ranges from "
+                              << ranges[0].first);
+            std::vector<std::vector<uint8_t>> storage;
+            const auto cut = slice_linear_rows(l, info, n, k, views(p), ranges, storage);
+            // rows packed into int32s (AWQ, GPTQ, compressed-tensors' asymmetric zero points) cut
+            // only on whole int32s: 32 / bits rows
+            const bool packed_rows = l != QuantLayout::CompressedTensors || !sym;
+            const int per = 32 / bits;
+            bool whole_words = true;
+            for (size_t i = 0; i < ranges.size(); ++i) {
+              const auto& [b, len] = ranges[i];
+              whole_words &= b % per == 0 && (len % per == 0 || (b + len == n && i + 1 == ranges.size()));
+            }
+            CHECK(bool(cut) == (!packed_rows || whole_words));
+            if (!cut) {
+              ++refused;
+              continue;
+            }
+            int64_t rows = 0;
+            for (const auto& r : ranges) rows += r.second;
+            const QuantizedLinear got = unpack_linear_weight(l, info, rows, k, *cut);
+            const int64_t G = whole.groups();
+            int64_t at = 0;
+            for (const auto& [b, len] : ranges)
+              for (int64_t r = b; r < b + len; ++r, ++at) {
+                CHECK(std::equal(got.q.begin() + at * k, got.q.begin() + (at + 1) * k, whole.q.begin() + r * k));
+                CHECK(std::equal(got.scales.begin() + at * G, got.scales.begin() + (at + 1) * G, whole.scales.begin() + r * G));
+                CHECK(std::equal(got.zeros.begin() + at * G, got.zeros.begin() + (at + 1) * G, whole.zeros.begin() + r * G));
+              }
+            CHECK(got.g_idx == whole.g_idx);
+            ++checked;
+          }
+        }
+      }
+  CHECK(checked > 20);
+  CHECK(refused > 4);
+}
+
 TEST_CASE("quant layouts: the layouts' limits and bad tensors are refused by name") {
   const QuantScheme s4{4, 32, false};
   // compressed-tensors stores no g_idx; AWQ needs N % 8; GPTQ v1 cannot hold a zero point of 0

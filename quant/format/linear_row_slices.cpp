@@ -1,0 +1,102 @@
+// slice_linear_rows (checkpoint_layout.h): a quantized module's packed tensors cut to some of its
+// output rows, so that a tensor-parallel rank unpacks only its own. Each layout keeps output rows
+// (N) on one axis of each tensor, plain or packed 32 / bits to an int32:
+//   compressed-tensors  weight_packed [N, words], weight_scale [N, G], weight_zero_point [N, G] (I8)
+//                       or [ceil(N * bits / 32), G] (packed rows), weight_shape rewritten, g_idx as is
+//   AWQ                 qweight [K, N / 8], qzeros [G, N / 8] (packed rows), scales [G, N]
+//   GPTQ                qweight [K / per, N], qzeros [G, N / per] (packed rows), scales [G, N], g_idx
+// A packed axis can only be cut on whole int32s (a partly used last one only at the end of the
+// last range): ranges that are not are refused (nullopt), and the caller unpacks the whole module.
+#include <cstring>
+
+#include "quant/format/checkpoint_layout.h"
+
+namespace llmctl::quant {
+
+namespace {
+
+using Views = std::map<std::string, PackedTensorView>;
+
+// The rows `ranges` of axis `axis` (0 or 1) of a 2-d tensor, `per` rows an element (1: plain);
+// nullopt when a range does not fall on whole elements or the tensor is not 2-d / too small.
+std::optional<std::vector<uint8_t>> cut(const PackedTensorView& v, int axis, int per, int64_t n,
+                                        const std::vector<IndexRange>& ranges, std::vector<int64_t>& shape) {
+  if (v.shape.size() != 2) return std::nullopt;
+  const size_t esize = packed_dtype_size(v.dtype);
+  const int64_t rows = v.shape[0], cols = v.shape[1];
+  if (size_t(rows * cols) * esize != v.nbytes || v.shape[size_t(axis)] != (n + per - 1) / per) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> at;  // element ranges along the axis
+  int64_t kept = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto& [begin, length] = ranges[i];
+    // A packed axis may end in a partly used element, if nothing comes after it.
+    const bool to_end = begin + length == n && i + 1 == ranges.size();
+    if (begin % per != 0 || (length % per != 0 && !to_end)) return std::nullopt;
+    const int64_t e0 = begin / per, e1 = to_end ? (n + per - 1) / per : (begin + length) / per;
+    at.emplace_back(e0, e1 - e0);
+    kept += e1 - e0;
+  }
+  std::vector<uint8_t> out;
+  if (axis == 0) {
+    out.reserve(size_t(kept * cols) * esize);
+    for (const auto& [e0, count] : at)
+      out.insert(out.end(), v.data + size_t(e0 * cols) * esize, v.data + size_t((e0 + count) * cols) * esize);
+    shape = {kept, cols};
+  } else {
+    out.reserve(size_t(rows * kept) * esize);
+    for (int64_t r = 0; r < rows; ++r)
+      for (const auto& [e0, count] : at)
+        out.insert(out.end(), v.data + size_t(r * cols + e0) * esize, v.data + size_t(r * cols + e0 + count) * esize);
+    shape = {rows, kept};
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo& info, int64_t n, int64_t k,
+                                       const Views& by, const std::vector<IndexRange>& ranges,
+                                       std::vector<std::vector<uint8_t>>& storage) {
+  const int per = 32 / info.scheme.bits;
+  int64_t rows = 0;
+  for (const auto& [begin, length] : ranges) {
+    if (begin < 0 || length <= 0 || begin + length > n) return std::nullopt;
+    rows += length;
+  }
+  if (rows == 0 || (n % per != 0 && layout != QuantLayout::CompressedTensors)) return std::nullopt;
+  Views out;
+  for (const auto& [suffix, v] : by) {
+    int axis = 0, pack = 1;
+    if (layout == QuantLayout::CompressedTensors) {
+      if (suffix == "weight_g_idx") {
+        out[suffix] = v;
+        continue;
+      }
+      if (suffix == "weight_shape") {  // [n, k] again, as the rows' module
+        const int64_t s[2] = {rows, k};
+        storage.emplace_back(reinterpret_cast<const uint8_t*>(s), reinterpret_cast<const uint8_t*>(s) + sizeof s);
+        out[suffix] = {"I64", {2}, storage.back().data(), sizeof s};
+        continue;
+      }
+      if (suffix == "weight_zero_point" && v.dtype != "I8") pack = per;
+      else if (suffix != "weight_packed" && suffix != "weight_scale" && suffix != "weight_zero_point")
+        return std::nullopt;
+    } else {
+      if (suffix == "g_idx") {
+        out[suffix] = v;
+        continue;
+      }
+      axis = 1;
+      if (suffix == "qzeros" || (suffix == "qweight" && layout == QuantLayout::AutoAwqGemm)) pack = per;
+      else if (suffix != "qweight" && suffix != "scales") return std::nullopt;
+    }
+    std::vector<int64_t> shape;
+    std::optional<std::vector<uint8_t>> bytes = cut(v, axis, pack, n, ranges, shape);
+    if (!bytes) return std::nullopt;
+    storage.push_back(std::move(*bytes));
+    out[suffix] = {v.dtype, shape, storage.back().data(), storage.back().size()};
+  }
+  return out;
+}
+
+}  // namespace llmctl::quant
