@@ -154,8 +154,11 @@ class Backend {
   // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
   virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
   // Whether the attention keeps and reads exact open-block rows beside a cache of this dtype
-  // (KvLayer::exact, BatchPlan::exact_slot), and copies slots (copy_exact_rows).
+  // (KvLayer::exact, BatchPlan::exact_slot): it reads a query's own block from them and stores the
+  // step's rows in their slots.
   virtual bool supports_kv_exact_rows(KvCacheDtype) const { return false; }
+  // For each (src, dst) slot pair (flattened), every layer's exact slot dst becomes a copy of src
+  // (forks). The default copies the host stores KvLayer::exact holds.
   virtual void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs);
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...) and quantized ones to
