@@ -1,6 +1,7 @@
 // AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim a multiple of 16
 // up to 128, in attention.h's order bit for bit, over an f32 cache or, dequantizing each row in
-// registers, an int8 / fp8 one:
+// registers, an int8 / fp8 one (a query's own block then optionally from exact f32 rows: the keys
+// go in two segments, KeyRows):
 //   scores: 16 keys at a time, one 16-lane vector per key (lane l: its fma chain over d % 16 == l),
 //           reduced together by unpack / shuffle additions whose tree is tree16's, so lane j of the
 //           result is key j's score;
