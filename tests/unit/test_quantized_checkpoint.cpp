@@ -219,8 +219,24 @@ TEST_CASE("quantized checkpoint: inconsistent checkpoints are refused by name") 
     const QuantizedEntry& o = deferred.quantized.at("model.layers.1.self_attn.o_proj.weight");
     CHECK(o.is_deferred());
     CHECK_THROWS_WITH_AS((void)o.weight(), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
+    // a tensor-parallel rank's rows alone: cut where the tensors allow (here they do not), then
+    // unpacked and checked the same way
+    CHECK_THROWS_WITH_AS((void)o.rows({{0, 32}}), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
     auto cpu = make_cpu_backend(1);
     CHECK_THROWS_WITH_AS(make_model(deferred, *cpu), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
+  }
+  {  // shapes right, scales not finite: the rows' cut goes through, its unpacking refuses them
+    auto nan = w.tensors;
+    Tensor& sc = nan.at("model.layers.0.self_attn.q_proj.scales");
+    Tensor copy = Tensor::empty_host(sc.dtype, sc.shape);
+    for (int64_t i = 0; i < copy.numel(); ++i) copy.ptr<uint16_t>()[i] = 0x7e00;  // f16 NaN
+    sc = copy;
+    write_dir(dir, c, qc, nan);
+    LoadOptions keep;
+    keep.keep_quantized = true;
+    const Checkpoint deferred = load_checkpoint(dir.path.string(), keep);
+    CHECK_THROWS_WITH_AS((void)deferred.quantized.at("model.layers.0.self_attn.q_proj.weight").rows({{8, 16}}),
+                         doctest::Contains("model.layers.0.self_attn.q_proj"), InputError);
   }
   // another quant_method
   refused(w.tensors, json{{"quant_method", "bitsandbytes"}}, "'bitsandbytes' is not supported");
@@ -266,8 +282,12 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
       REQUIRE(q.quantized.count(name) == 1);
       CHECK_FALSE(q.has(name));
       CHECK(q.quantized.at(name).is_deferred());  // no act-order: unpacked when first read (GPTQ's plain g_idx too)
+      // a tensor-parallel rank's rows, cut from the packed tensors: those rows of the whole weight
+      const std::vector<quant::IndexRange> ranges = {{16, 16}, {0, 8}};
+      const std::vector<float> part = quant::dequantize(q.quantized.at(name).rows(ranges));
       const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
       CHECK(g.bits == cs.scheme.bits);
+      CHECK(part == quant::dequantize(quant::select_rows(g, ranges)));
       check_rounding_close(quant::dequantize(g), values);
     }
     for (const auto& [name, t] : q.tensors) {
