@@ -1,6 +1,7 @@
 #include "quant/format/group_affine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 // dequantize must round scale * code and the sum separately for the exact GGUF conversions to give
@@ -219,32 +220,57 @@ GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<I
   if (!w.perm.empty())
     throw std::invalid_argument("an act-order weight (input columns permuted into groups) cannot be split by input "
                                 "columns: a slice of the inputs is not a set of whole groups");
-  int64_t k = 0;
+  int64_t k = 0, group = w.group;  // group: the largest size dividing w.group and every start and length
   for (const auto& [begin, len] : cols) {
     if (begin < 0 || len < 0 || begin + len > w.k)
       throw std::invalid_argument("columns [" + str(begin) + ", " + str(begin + len) + ") of a weight with " +
                                   str(w.k));
-    if (begin % w.group != 0 || len % w.group != 0)
-      throw std::invalid_argument("columns [" + str(begin) + ", " + str(begin + len) +
-                                  ") do not start and end on a boundary of the quantization groups of " +
-                                  str(w.group) + " inputs");
     k += len;
+    if (len > 0) group = std::gcd(group, std::gcd(begin, len));
   }
   const int64_t G = w.groups();
   GroupAffineWeight out;
   out.bits = w.bits;
   out.n = w.n;
   out.k = k;
-  out.group = w.group;
+  out.group = int(group);
   out.codes.reserve(size_t(w.n * k));
+  out.scale.reserve(size_t(w.n * (k / group)));
+  out.offset.reserve(out.scale.capacity());
   for (int64_t r = 0; r < w.n; ++r)
     for (const auto& [begin, len] : cols) {
       const auto c0 = w.codes.begin() + r * w.k + begin;
       out.codes.insert(out.codes.end(), c0, c0 + len);
-      const int64_t g0 = r * G + begin / w.group, ng = len / w.group;
-      out.scale.insert(out.scale.end(), w.scale.begin() + g0, w.scale.begin() + g0 + ng);
-      out.offset.insert(out.offset.end(), w.offset.begin() + g0, w.offset.begin() + g0 + ng);
+      for (int64_t c = begin; c < begin + len; c += group) {  // each new group inside one of w's
+        out.scale.push_back(w.scale[size_t(r * G + c / w.group)]);
+        out.offset.push_back(w.offset[size_t(r * G + c / w.group)]);
+      }
     }
+  return out;
+}
+
+ColumnCover cover_columns(const std::vector<IndexRange>& cols, int64_t unit, int64_t extent) {
+  if (unit <= 0) throw std::invalid_argument("cover_columns: unit " + str(unit));
+  ColumnCover out;
+  int64_t covered = 0;  // columns in out.cover so far
+  for (const auto& [begin, len] : cols) {
+    if (begin < 0 || len < 0 || begin + len > extent)
+      throw std::invalid_argument("columns [" + str(begin) + ", " + str(begin + len) + ") of " + str(extent));
+    const int64_t b = begin / unit * unit, e = std::min(extent, (begin + len + unit - 1) / unit * unit);
+    if (!out.cover.empty()) {
+      auto& [last_b, last_len] = out.cover.back();
+      if (b >= last_b && b <= last_b + last_len) {  // continues (or overlaps) the last unit run
+        const int64_t grow = std::max<int64_t>(0, e - (last_b + last_len));
+        out.within.emplace_back(covered - last_len + (begin - last_b), len);
+        last_len += grow;
+        covered += grow;
+        continue;
+      }
+    }
+    out.cover.emplace_back(b, e - b);
+    out.within.emplace_back(covered + (begin - b), len);
+    covered += e - b;
+  }
   return out;
 }
 

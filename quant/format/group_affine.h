@@ -71,9 +71,22 @@ std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffine
 // The listed row ranges, in order, as one weight (tensor-parallel column split; GGUF q/k row
 // permutation). Throws std::invalid_argument for a range outside [0, N).
 GroupAffineWeight select_rows(const GroupAffineWeight& w, const std::vector<IndexRange>& rows);
-// The listed column ranges, in order (tensor-parallel row split). Each range must start and end
-// on a group boundary, and w must have no perm (a rank's input columns would not be whole groups):
-// throws std::invalid_argument with the numbers otherwise.
+// The listed column ranges, in order (tensor-parallel row split). A range that cuts a group splits
+// it: the result's groups are the largest size dividing w.group and every range's start and length,
+// each with the scale and offset of the group it came from (the same values, so dequantize() and
+// every product are unchanged). w must have no perm (a rank's input columns would not be whole
+// groups): throws std::invalid_argument for a perm or a range outside [0, K).
 GroupAffineWeight select_columns(const GroupAffineWeight& w, const std::vector<IndexRange>& cols);
+
+// Column ranges widened to whole units (quantization groups or packed blocks: a decoder can only cut
+// a checkpoint there): `cover`, runs of whole units (the last may end at extent, short of a unit),
+// each run merged with the one before when it continues it; `within`, each range of `cols` in the
+// columns of the covers laid end to end. select_columns(decode(cover), within) is then
+// select_columns(decode(all), cols). Throws std::invalid_argument for a range outside [0, extent).
+struct ColumnCover {
+  std::vector<IndexRange> cover;
+  std::vector<IndexRange> within;
+};
+ColumnCover cover_columns(const std::vector<IndexRange>& cols, int64_t unit, int64_t extent);
 
 }  // namespace llmctl::quant

@@ -257,7 +257,7 @@ TEST_CASE("group affine: concat_rows fuses equal forms and widens / splits mixed
   CHECK(why.find("groups of 48") != std::string::npos);
 }
 
-TEST_CASE("group affine: row and group-aligned column selections") {
+TEST_CASE("group affine: row and column selections") {
   std::mt19937 rng(5);
   const GroupAffineWeight w = random_weight(8, 6, 128, 32, rng);
   const std::vector<float> dense = quant::dequantize(w);
@@ -276,9 +276,60 @@ TEST_CASE("group affine: row and group-aligned column selections") {
       const int64_t src = c < 64 ? 64 + c : c - 64;
       CHECK(dc[size_t(r * 96 + c)] == dense[size_t(r * 128 + src)]);
     }
-  CHECK_THROWS_WITH_AS(quant::select_columns(w, {{16, 64}}),
-                       doctest::Contains("columns [16, 80) do not start and end on a boundary of the quantization "
-                                         "groups of 32"),
-                       std::invalid_argument);
+  // A range that cuts groups splits them, each part with its group's scale and offset.
+  const GroupAffineWeight cut = quant::select_columns(w, {{16, 64}, {104, 8}});
+  REQUIRE(cut.k == 72);
+  CHECK(cut.group == 8);
+  CHECK_NOTHROW(cut.validate());
+  const std::vector<float> dcut = quant::dequantize(cut);
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 72; ++c) {
+      const int64_t src = c < 64 ? 16 + c : 104 + (c - 64);
+      CHECK(dcut[size_t(r * 72 + c)] == dense[size_t(r * 128 + src)]);
+    }
+  CHECK_THROWS_AS(quant::select_columns(w, {{100, 29}}), std::invalid_argument);
   CHECK_THROWS_AS(quant::select_rows(w, {{5, 2}}), std::invalid_argument);
+}
+
+TEST_CASE("group affine: columns taken from their cover of whole units are the columns taken from the whole") {
+  std::mt19937 rng(17);
+  const GroupAffineWeight w = random_weight(4, 3, 192, 32, rng);
+  const std::vector<float> dense = quant::dequantize(w);
+  std::uniform_int_distribution<int64_t> at(0, 191);
+  for (int64_t unit : {32, 64, 8}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<quant::IndexRange> cols;
+      const int count = 1 + trial % 3;
+      for (int i = 0; i < count; ++i) {
+        const int64_t b = at(rng), e = std::min<int64_t>(192, b + 1 + at(rng) % 80);
+        cols.emplace_back(b, e - b);
+      }
+      if (trial % 5 == 0) cols = {{64, 64}, {128, 64}};  // shard segments: runs that continue each other
+      CAPTURE(unit);
+      CAPTURE(trial);
+      const quant::ColumnCover cover = quant::cover_columns(cols, unit, 192);
+      REQUIRE(cover.within.size() == cols.size());
+      int64_t covered = 0;
+      for (const auto& [b, len] : cover.cover) {
+        CHECK(b % unit == 0);
+        CHECK((len % unit == 0 || b + len == 192));
+        covered += len;
+      }
+      if (trial % 5 == 0) CHECK(cover.cover.size() == 1);
+      const GroupAffineWeight via = quant::select_columns(quant::select_columns(w, cover.cover), cover.within);
+      const GroupAffineWeight direct = quant::select_columns(w, cols);
+      REQUIRE(via.k == direct.k);
+      for (const auto& [b, len] : cover.within) CHECK((b >= 0 && b + len <= covered));  // (ranges may overlap)
+      CHECK(quant::dequantize(via) == quant::dequantize(direct));
+      // and both are the dense weight's columns
+      const std::vector<float> d = quant::dequantize(direct);
+      int64_t c = 0;
+      bool same = true;
+      for (const auto& [b, len] : cols)
+        for (int64_t j = 0; j < len; ++j, ++c)
+          for (int64_t r = 0; r < 3; ++r) same &= d[size_t(r * direct.k + c)] == dense[size_t(r * 192 + b + j)];
+      CHECK(same);
+    }
+  }
+  CHECK_THROWS_AS(quant::cover_columns({{180, 20}}, 32, 192), std::invalid_argument);
 }
