@@ -95,6 +95,20 @@ std::optional<std::map<std::string, PackedTensorView>> slice_linear_rows(
     QuantLayout, const QuantConfigInfo&, int64_t n, int64_t k, const std::map<std::string, PackedTensorView>& by,
     const std::vector<IndexRange>& ranges, std::vector<std::vector<uint8_t>>& storage);
 
+// The columns a module's tensors can be cut at, for slice_linear_columns: its quantization group
+// (which must hold whole packed int32s of codes: 0 otherwise, and nothing can be cut), or the codes a
+// K element packs when per channel.
+int64_t linear_column_unit(QuantLayout, const QuantConfigInfo&);
+// The tensors of one module cut to the input columns `ranges`, in order, each starting at a
+// multiple of linear_column_unit and ending at one or at k (cover_columns in group_affine.h widens
+// ranges to that), as unpack_linear_weight reads them for a module of that many columns; a plain
+// g_idx is dropped (that order is implied), per-channel scales and zero points stay whole. nullopt
+// for ranges off those boundaries, a g_idx that is not plain (act-order), or a tensor the layout
+// does not name: unpack the whole module.
+std::optional<std::map<std::string, PackedTensorView>> slice_linear_columns(
+    QuantLayout, const QuantConfigInfo&, int64_t n, int64_t k, const std::map<std::string, PackedTensorView>& by,
+    const std::vector<IndexRange>& ranges, std::vector<std::vector<uint8_t>>& storage);
+
 // The suffix whose presence marks a module as quantized in a layout ("weight_packed" / "qweight").
 const char* quantized_marker_suffix(QuantLayout);
 // Every tensor suffix a layout may store for one module (the names pack/unpack use, optional ones

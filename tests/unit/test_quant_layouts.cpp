@@ -315,6 +315,64 @@ TEST_CASE("slice_linear_rows: a module's rows cut from its packed tensors unpack
   CHECK(refused > 4);
 }
 
+TEST_CASE("slice_linear_columns: a module's input columns cut from its packed tensors unpack as those columns of the whole") {
+  int checked = 0, refused = 0;
+  for (QuantLayout l : {QuantLayout::CompressedTensors, QuantLayout::AutoAwqGemm, QuantLayout::Gptq})
+    for (int bits : {4, 8})
+      for (bool sym : {true, false})
+        for (int group : {32, 64, -1})
+          for (bool act : {false, true}) {
+            if ((l == QuantLayout::AutoAwqGemm && bits == 8) || (act && (l != QuantLayout::Gptq || group == -1))) continue;
+            const QuantScheme s{bits, group, sym};
+            const QuantConfigInfo info = parse_quantization_config(make_quantization_config(info_for(l, s, act)));
+            // k = 36: a compressed-tensors per-channel module whose last packed int32 is partly used
+            const bool short_k = l == QuantLayout::CompressedTensors && group == -1;
+            const int64_t n = 16, k = short_k ? 36 : 192;
+            const QuantizedLinear w = random_linear(n, k, s, uint32_t(300 + bits + 7 * group + 3 * int(l) + sym), l != QuantLayout::Gptq, act);
+            const Packed p = pack_linear_weight(l, w, "F16");
+            const QuantizedLinear whole = unpack_linear_weight(l, info, n, k, views(p));
+            std::vector<std::vector<IndexRange>> sets;
+            if (short_k) sets = {{{32, 4}}, {{8, 8}, {32, 4}}, {{0, 32}}, {{4, 8}}, {{32, 4}, {0, 8}}};
+            else sets = {{{0, 64}}, {{64, 128}}, {{128, 64}, {0, 64}}, {{0, 32}, {96, 32}}, {{16, 32}}, {{160, 32}}, {{8, 4}}};
+            const int64_t unit = linear_column_unit(l, info);
+            CHECK(unit == (group > 0 ? group : l == QuantLayout::AutoAwqGemm ? 1 : 32 / bits));
+            for (const auto& ranges : sets) {
+              INFO(info.label() << " act-order " << act << " k " << k << ", " << ranges.size() << " ranges from "
+                                << ranges[0].first << " length " << ranges[0].second);
+              std::vector<std::vector<uint8_t>> storage;
+              const auto cut = slice_linear_columns(l, info, n, k, views(p), ranges, storage);
+              bool on_units = true;  // each range starts on a unit and ends on one or at the end
+              for (size_t i = 0; i < ranges.size(); ++i) {
+                const auto& [b, len] = ranges[i];
+                on_units &= b % unit == 0 && (len % unit == 0 || (b + len == k && i + 1 == ranges.size()));
+              }
+              CHECK(bool(cut) == (on_units && !act));  // a shuffled g_idx: the whole module
+              if (!cut) {
+                ++refused;
+                continue;
+              }
+              int64_t cols = 0;
+              for (const auto& r : ranges) cols += r.second;
+              const QuantizedLinear got = unpack_linear_weight(l, info, n, cols, *cut);
+              CHECK(got.g_idx.empty());
+              const int64_t G = whole.groups(), Gc = got.groups();
+              for (int64_t r = 0; r < n; ++r) {
+                int64_t at = 0;  // column in got
+                for (const auto& [b, len] : ranges)
+                  for (int64_t c = b; c < b + len; ++c, ++at) {
+                    CHECK(got.q[size_t(r * cols + at)] == whole.q[size_t(r * k + c)]);
+                    const int64_t g = group > 0 ? c / group : 0, gc = group > 0 ? at / group : 0;
+                    CHECK(got.scales[size_t(r * Gc + gc)] == whole.scales[size_t(r * G + g)]);
+                    CHECK(got.zeros[size_t(r * Gc + gc)] == whole.zeros[size_t(r * G + g)]);
+                  }
+              }
+              ++checked;
+            }
+          }
+  CHECK(checked > 60);
+  CHECK(refused > 20);
+}
+
 TEST_CASE("quant layouts: the layouts' limits and bad tensors are refused by name") {
   const QuantScheme s4{4, 32, false};
   // compressed-tensors stores no g_idx; AWQ needs N % 8; GPTQ v1 cannot hold a zero point of 0

@@ -1,12 +1,17 @@
-// slice_linear_rows (checkpoint_layout.h): a quantized module's packed tensors cut to some of its
-// output rows, so that a tensor-parallel rank unpacks only its own. Each layout keeps output rows
-// (N) on one axis of each tensor, plain or packed 32 / bits to an int32:
+// slice_linear_rows / slice_linear_columns (checkpoint_layout.h): a quantized module's packed
+// tensors cut to some of its output rows or input columns, so that a tensor-parallel rank unpacks
+// only its own. Each layout keeps output rows (N) on one axis of each tensor, plain or packed
+// 32 / bits to an int32:
 //   compressed-tensors  weight_packed [N, words], weight_scale [N, G], weight_zero_point [N, G] (I8)
 //                       or [ceil(N * bits / 32), G] (packed rows), weight_shape rewritten, g_idx as is
 //   AWQ                 qweight [K, N / 8], qzeros [G, N / 8] (packed rows), scales [G, N]
 //   GPTQ                qweight [K / per, N], qzeros [G, N / per] (packed rows), scales [G, N], g_idx
+// and input columns (K) on the other axis of the codes (packed into int32s for compressed-tensors
+// and GPTQ) and, a group to an element, of the scales and zero points (which a per-channel module
+// keeps whole).
 // A packed axis can only be cut on whole int32s (a partly used last one only at the end of the
-// last range): ranges that are not are refused (nullopt), and the caller unpacks the whole module.
+// last range), and columns only on whole groups: ranges that are not are refused (nullopt), and the
+// caller unpacks the whole module.
 #include <cstring>
 
 #include "quant/format/checkpoint_layout.h"
@@ -52,6 +57,18 @@ std::optional<std::vector<uint8_t>> cut(const PackedTensorView& v, int axis, int
   return out;
 }
 
+// True for a g_idx tensor [k] of I32 that is the plain order (column / group, or 0 per channel):
+// a column cut drops it, and unpacking assumes that order again.
+bool plain_g_idx(const PackedTensorView& v, int64_t k, int group) {
+  if (v.dtype != "I32" || v.shape != std::vector<int64_t>{k} || v.nbytes != size_t(k) * 4) return false;
+  for (int64_t c = 0; c < k; ++c) {
+    int32_t g;
+    std::memcpy(&g, v.data + c * 4, 4);
+    if (g != (group <= 0 ? 0 : c / group)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo& info, int64_t n, int64_t k,
@@ -92,6 +109,74 @@ std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo
     }
     std::vector<int64_t> shape;
     std::optional<std::vector<uint8_t>> bytes = cut(v, axis, pack, n, ranges, shape);
+    if (!bytes) return std::nullopt;
+    storage.push_back(std::move(*bytes));
+    out[suffix] = {v.dtype, shape, storage.back().data(), storage.back().size()};
+  }
+  return out;
+}
+
+int64_t linear_column_unit(QuantLayout layout, const QuantConfigInfo& info) {
+  const int64_t pack = layout == QuantLayout::AutoAwqGemm ? 1 : 32 / info.scheme.bits;  // codes per K element
+  const int64_t group = info.scheme.group_size;
+  if (group <= 0) return pack;
+  return group % pack == 0 ? group : 0;
+}
+
+std::optional<Views> slice_linear_columns(QuantLayout layout, const QuantConfigInfo& info, int64_t n, int64_t k,
+                                          const Views& by, const std::vector<IndexRange>& ranges,
+                                          std::vector<std::vector<uint8_t>>& storage) {
+  const int per = 32 / info.scheme.bits, group = info.scheme.group_size;
+  const bool per_channel = group <= 0;
+  const int64_t unit = linear_column_unit(layout, info);
+  int64_t cols = 0;
+  for (const auto& [begin, length] : ranges) {
+    if (begin < 0 || length <= 0 || begin + length > k) return std::nullopt;
+    cols += length;
+  }
+  if (cols == 0 || unit == 0) return std::nullopt;
+  Views out;
+  for (const auto& [suffix, v] : by) {
+    int axis = 0, pack = 1;  // the K axis, and K indices per element along it
+    bool keep = false;       // per-channel scales and zero points: one group, whole
+    if (layout == QuantLayout::CompressedTensors) {
+      if (suffix == "weight_g_idx") {
+        if (!plain_g_idx(v, k, group)) return std::nullopt;
+        continue;
+      }
+      if (suffix == "weight_shape") {  // [n, k] again, as the columns' module
+        const int64_t s[2] = {n, cols};
+        storage.emplace_back(reinterpret_cast<const uint8_t*>(s), reinterpret_cast<const uint8_t*>(s) + sizeof s);
+        out[suffix] = {"I64", {2}, storage.back().data(), sizeof s};
+        continue;
+      }
+      axis = 1;
+      if (suffix == "weight_packed") pack = per;
+      else if (suffix == "weight_scale" || suffix == "weight_zero_point") {
+        keep = per_channel;
+        pack = group;
+      } else {
+        return std::nullopt;
+      }
+    } else {
+      if (suffix == "g_idx") {
+        if (!plain_g_idx(v, k, group)) return std::nullopt;
+        continue;
+      }
+      if (suffix == "qweight") pack = layout == QuantLayout::Gptq ? per : 1;
+      else if (suffix == "qzeros" || suffix == "scales") {
+        keep = per_channel;
+        pack = group;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (keep) {
+      out[suffix] = v;
+      continue;
+    }
+    std::vector<int64_t> shape;
+    std::optional<std::vector<uint8_t>> bytes = cut(v, axis, pack, k, ranges, shape);
     if (!bytes) return std::nullopt;
     storage.push_back(std::move(*bytes));
     out[suffix] = {v.dtype, shape, storage.back().data(), storage.back().size()};
