@@ -262,7 +262,37 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
     for (quant::IndexRange& r : rows) r.first -= lo;
     return quant::select_rows(cover, rows);
   };
-  return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode), std::move(decode_rows));
+  // A row-parallel rank's input columns alone: the whole blocks that hold them, cut from every row
+  // and decoded, then the columns taken from those. q and k (unpermute_heads > 0) are split by rows.
+  QuantizedEntry::ColumnsDecoder decode_columns;
+  if (unpermute_heads == 0)
+    decode_columns = [&info, shape, what](const std::vector<quant::IndexRange>& ranges) {
+      quant::GgmlBlockLayout block;
+      LLM_CHECK(quant::ggml_block_layout(uint32_t(info.type), &block)) << what << ": unknown block type";
+      const quant::ColumnCover cover = quant::cover_columns(ranges, block.block_size, shape[1]);
+      const size_t row_bytes = info.nbytes / size_t(shape[0]);
+      int64_t cols = 0;
+      for (const auto& r : cover.cover) cols += r.second;
+      std::vector<uint8_t> blocks;  // [rows, cols / block_size] blocks
+      blocks.reserve(size_t(shape[0] * (cols / block.block_size)) * block.type_size);
+      const auto* data = static_cast<const uint8_t*>(info.data);
+      for (int64_t r = 0; r < shape[0]; ++r)
+        for (const auto& [begin, length] : cover.cover) {
+          const uint8_t* from = data + size_t(r) * row_bytes + size_t(begin / block.block_size) * block.type_size;
+          blocks.insert(blocks.end(), from, from + size_t(length / block.block_size) * block.type_size);
+        }
+      release_mapped_pages(info.data, info.nbytes);
+      std::optional<quant::GroupAffineWeight> w;
+      try {
+        w = quant::group_affine_from_gguf(uint32_t(info.type), blocks.data(), blocks.size(), shape[0], cols, nullptr);
+      } catch (const std::invalid_argument& e) {
+        LLM_THROW() << what << ": " << e.what();
+      }
+      LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
+      return quant::select_columns(*w, cover.within);
+    };
+  return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode), std::move(decode_rows),
+                                  std::move(decode_columns));
 }
 
 }  // namespace

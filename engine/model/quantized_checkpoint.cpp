@@ -43,11 +43,11 @@ bool plain_g_idx(const Tensor& t, int64_t k, int group_size) {
 QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInfo& info, const std::string& prefix,
                                int64_t n, int64_t k, std::map<std::string, Tensor> packed) {
   const std::string what = "'" + ck.source_path + "': " + info.label() + " weight '" + prefix + "'";
-  // `rows` output rows of the module from these views, in group-affine form.
-  auto unpack = [info, k, what](int64_t rows, const std::map<std::string, quant::PackedTensorView>& views) {
+  // A module of [rows, cols] from these views (all of it, or a cut), in group-affine form.
+  auto unpack = [info, what](int64_t rows, int64_t cols, const std::map<std::string, quant::PackedTensorView>& views) {
     std::optional<quant::GroupAffineWeight> kept;
     try {
-      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, rows, k, views), nullptr);
+      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, rows, cols, views), nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }
@@ -58,8 +58,8 @@ QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInf
   auto release = [packed_ptr] {
     for (const auto& [suffix, t] : *packed_ptr) release_mapped_pages(t.data, t.nbytes());
   };
-  auto decode = [unpack, release, packed_ptr, n] {
-    quant::GroupAffineWeight w = unpack(n, views_of(*packed_ptr));
+  auto decode = [unpack, release, packed_ptr, n, k] {
+    quant::GroupAffineWeight w = unpack(n, k, views_of(*packed_ptr));
     release();
     return w;
   };
@@ -70,11 +70,32 @@ QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInf
     const auto cut = quant::slice_linear_rows(info.layout, info, n, k, views_of(*packed_ptr), ranges, storage);
     int64_t rows = 0;
     for (const auto& r : ranges) rows += r.second;
-    quant::GroupAffineWeight w = cut ? unpack(rows, *cut) : quant::select_rows(unpack(n, views_of(*packed_ptr)), ranges);
+    quant::GroupAffineWeight w =
+        cut ? unpack(rows, k, *cut) : quant::select_rows(unpack(n, k, views_of(*packed_ptr)), ranges);
     release();
     return w;
   };
-  return QuantizedEntry::deferred(what, n, k, std::move(decode), std::move(decode_rows));
+  // The same for a row-parallel rank's input columns: the tensors cut to the whole groups (or packed
+  // int32s) that hold them, unpacked, and the columns taken from that.
+  auto decode_columns = [info, unpack, release, packed_ptr, n, k](const std::vector<quant::IndexRange>& ranges) {
+    const int64_t unit = quant::linear_column_unit(info.layout, info);
+    std::optional<quant::ColumnCover> cover;
+    if (unit > 0) cover = quant::cover_columns(ranges, unit, k);
+    std::vector<std::vector<uint8_t>> storage;
+    std::optional<std::map<std::string, quant::PackedTensorView>> cut;
+    if (cover) cut = quant::slice_linear_columns(info.layout, info, n, k, views_of(*packed_ptr), cover->cover, storage);
+    quant::GroupAffineWeight w;
+    if (cut) {
+      int64_t cols = 0;
+      for (const auto& r : cover->cover) cols += r.second;
+      w = quant::select_columns(unpack(n, cols, *cut), cover->within);
+    } else {
+      w = quant::select_columns(unpack(n, k, views_of(*packed_ptr)), ranges);
+    }
+    release();
+    return w;
+  };
+  return QuantizedEntry::deferred(what, n, k, std::move(decode), std::move(decode_rows), std::move(decode_columns));
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace llmctl {
 
 QuantizedEntry::QuantizedEntry(quant::GroupAffineWeight w) : n_(w.n), k_(w.k), w_(std::move(w)) {}
 
-QuantizedEntry QuantizedEntry::deferred(std::string what, int64_t n, int64_t k, Decoder decode, RowsDecoder decode_rows) {
+QuantizedEntry QuantizedEntry::deferred(std::string what, int64_t n, int64_t k, Decoder decode, RowsDecoder decode_rows,
+                                        ColumnsDecoder decode_columns) {
   LLM_CHECK(decode) << "a deferred quantized weight needs a decoder";
   QuantizedEntry e;
   e.n_ = n;
@@ -17,12 +18,13 @@ QuantizedEntry QuantizedEntry::deferred(std::string what, int64_t n, int64_t k, 
   e.what_ = std::move(what);
   e.decode_ = std::move(decode);
   e.decode_rows_ = std::move(decode_rows);
+  e.decode_columns_ = std::move(decode_columns);
   return e;
 }
 
-quant::GroupAffineWeight QuantizedEntry::checked(quant::GroupAffineWeight w, int64_t rows) const {
-  LLM_CHECK(w.n == rows && w.k == k_) << what_ << ": decoded to [" << w.n << ", " << w.k << "], announced as ["
-                                      << rows << ", " << k_ << "]";
+quant::GroupAffineWeight QuantizedEntry::checked(quant::GroupAffineWeight w, int64_t rows, int64_t cols) const {
+  LLM_CHECK(w.n == rows && w.k == cols) << what_ << ": decoded to [" << w.n << ", " << w.k << "], announced as ["
+                                        << rows << ", " << cols << "]";
   try {
     w.validate();
   } catch (const std::invalid_argument& e) {
@@ -33,7 +35,7 @@ quant::GroupAffineWeight QuantizedEntry::checked(quant::GroupAffineWeight w, int
 
 const quant::GroupAffineWeight& QuantizedEntry::weight() const {
   if (decode_) {
-    w_ = checked(decode_(), n_);
+    w_ = checked(decode_(), n_, k_);
     decode_ = nullptr;
   }
   LLM_CHECK(w_.has_value()) << "a released quantized weight was read (Checkpoint::release_after_upload: a "
@@ -52,14 +54,26 @@ quant::GroupAffineWeight QuantizedEntry::rows(const std::vector<quant::IndexRang
         << what_ << ": rows [" << begin << ", " << begin + length << ") of " << n_;
     rows += length;
   }
-  if (decode_ && decode_rows_) return checked(decode_rows_(ranges), rows);
+  if (decode_ && decode_rows_) return checked(decode_rows_(ranges), rows, k_);
   return quant::select_rows(weight(), ranges);
+}
+
+quant::GroupAffineWeight QuantizedEntry::columns(const std::vector<quant::IndexRange>& ranges) const {
+  int64_t cols = 0;
+  for (const auto& [begin, length] : ranges) {
+    LLM_CHECK(begin >= 0 && length >= 0 && begin + length <= k_)
+        << what_ << ": columns [" << begin << ", " << begin + length << ") of " << k_;
+    cols += length;
+  }
+  if (decode_ && decode_columns_) return checked(decode_columns_(ranges), n_, cols);
+  return quant::select_columns(weight(), ranges);
 }
 
 void QuantizedEntry::release() {
   w_.reset();
   decode_ = nullptr;
   decode_rows_ = nullptr;
+  decode_columns_ = nullptr;
 }
 
 }  // namespace llmctl

@@ -10,7 +10,8 @@
   transformers' (top-20) and greedy continuations identical (test_golden.py with that golden).
 - GPTQ (true-sequential, small calibration) gives the same bytes on 1 and 2 threads, and every
   format written (compressed-tensors, AutoAWQ, GPTQ) loads back in llmctl with a finite perplexity
-  near f32's; int8 per-channel RTN stays within 0.5% of f32's perplexity.
+  near f32's; int8 per-channel RTN stays within 0.5% of f32's perplexity, and generates the same
+  greedy text on 3 tensor-parallel ranks as on one.
 - AWQ with --kv-cache fp8 writes per-head k_scale / v_scale that generate then uses.
 - Ctrl-C during a run leaves no OUT.
 Usage: test_quantize.py BUILD_DIR
@@ -125,6 +126,16 @@ try:
     check(quantize(i8, "--method", "rtn", "--bits", "8", "--group-size", "-1") == 0, "rtn int8 per channel")
     p8 = ppl(i8, 1024, "--act-quant", "none")  # the weights' error alone (int8 activations add theirs)
     check(abs(p8 / base - 1) < 0.005, f"int8 per channel: perplexity {p8:.4f} within 0.5% of f32 {base:.4f}")
+    if shutil.which("mpirun"):  # tensor parallel: each rank's columns of a per-channel row-parallel weight
+        mpi = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        texts = []
+        for tp in ("1", "3"):
+            r = subprocess.run([llmctl, "generate", "-m", i8, "--device", "cpu", "-t", "1", "-tp", tp, "-n", "24",
+                                "--temperature", "0", "--act-quant", "none", "The capital of France is"],
+                               capture_output=True, text=True, env=mpi, timeout=300)
+            check(r.returncode == 0, f"int8 per channel, generate -tp {tp}: exit {r.returncode} " + r.stderr[-300:])
+            texts.append(r.stdout)
+        check(texts[0] == texts[1] and len(texts[0]) > 20, f"int8 per channel: -tp 3 greedy text equals -tp 1's: {texts}")
 
     # fp8 KV scales: per kv head, used by generate.
     from_ck = subprocess.run([sys.executable, "-c", "import json,struct,sys;f=open(sys.argv[1],'rb');n=struct.unpack('<Q',f.read(8))[0];"

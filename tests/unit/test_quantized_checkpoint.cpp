@@ -222,6 +222,7 @@ TEST_CASE("quantized checkpoint: inconsistent checkpoints are refused by name") 
     // a tensor-parallel rank's rows alone: cut where the tensors allow (here they do not), then
     // unpacked and checked the same way
     CHECK_THROWS_WITH_AS((void)o.rows({{0, 32}}), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
+    CHECK_THROWS_WITH_AS((void)o.columns({{0, 32}}), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
     auto cpu = make_cpu_backend(1);
     CHECK_THROWS_WITH_AS(make_model(deferred, *cpu), doctest::Contains("model.layers.1.self_attn.o_proj"), InputError);
   }
@@ -236,6 +237,8 @@ TEST_CASE("quantized checkpoint: inconsistent checkpoints are refused by name") 
     keep.keep_quantized = true;
     const Checkpoint deferred = load_checkpoint(dir.path.string(), keep);
     CHECK_THROWS_WITH_AS((void)deferred.quantized.at("model.layers.0.self_attn.q_proj.weight").rows({{8, 16}}),
+                         doctest::Contains("model.layers.0.self_attn.q_proj"), InputError);
+    CHECK_THROWS_WITH_AS((void)deferred.quantized.at("model.layers.0.self_attn.q_proj.weight").columns({{32, 32}}),
                          doctest::Contains("model.layers.0.self_attn.q_proj"), InputError);
   }
   // another quant_method
@@ -285,9 +288,14 @@ TEST_CASE("quantized checkpoint, keep_quantized: every layout stays quantized an
       // a tensor-parallel rank's rows, cut from the packed tensors: those rows of the whole weight
       const std::vector<quant::IndexRange> ranges = {{16, 16}, {0, 8}};
       const std::vector<float> part = quant::dequantize(q.quantized.at(name).rows(ranges));
+      // and a row-parallel rank's input columns, one range cutting a group: those columns of the whole
+      const std::vector<quant::IndexRange> cols = {{32, 16}, {0, 8}, {56, 8}};
+      const std::vector<float> cpart = quant::dequantize(q.quantized.at(name).columns(cols));
+      CHECK(q.quantized.at(name).is_deferred());
       const quant::GroupAffineWeight& g = q.quantized.at(name).weight();
       CHECK(g.bits == cs.scheme.bits);
       CHECK(part == quant::dequantize(quant::select_rows(g, ranges)));
+      CHECK(cpart == quant::dequantize(quant::select_columns(g, cols)));
       check_rounding_close(quant::dequantize(g), values);
     }
     for (const auto& [name, t] : q.tensors) {

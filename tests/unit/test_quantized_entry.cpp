@@ -141,4 +141,43 @@ TEST_CASE("rows(): a row decoder serves a rank's rows without decoding the whole
   CHECK(error_of([&] { (void)short_rows.rows(ranges); }).find("released") != std::string::npos);
 }
 
+
+TEST_CASE("columns(): a column decoder serves a rank's input columns without decoding the whole weight") {
+  // Column c's codes are c % 16: which columns came back is visible in the codes.
+  auto numbered = [] {
+    quant::GroupAffineWeight w = small_weight(3, 64, 0);
+    for (int64_t i = 0; i < 3 * 64; ++i) w.codes[size_t(i)] = uint8_t(i % 64 % 16);
+    return w;
+  };
+  int whole = 0, partial = 0;
+  QuantizedEntry e = QuantizedEntry::deferred(
+      "m.gguf: tensor 'blk.0.ffn_down.weight'", 3, 64,
+      [&] {
+        ++whole;
+        return numbered();
+      },
+      {},
+      [&](const std::vector<quant::IndexRange>& ranges) {
+        ++partial;
+        return quant::select_columns(numbered(), ranges);
+      });
+  const std::vector<quant::IndexRange> ranges = {{36, 4}, {3, 1}};
+  const quant::GroupAffineWeight c = e.columns(ranges);
+  CHECK(c.k == 5);
+  CHECK(c.codes == std::vector<uint8_t>{4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3});
+  CHECK(partial == 1);
+  CHECK(whole == 0);
+  CHECK(e.is_deferred());
+  CHECK(error_of([&] { (void)e.columns({{60, 5}}); }).find("columns [60, 65) of 64") != std::string::npos);
+  CHECK(e.rows({{1, 1}}).codes.size() == 64);  // no row decoder: rows() decodes the whole weight
+  CHECK(whole == 1);
+  CHECK(e.columns(ranges).codes == c.codes);  // decoded now: selected from the weight
+  CHECK(partial == 1);
+
+  QuantizedEntry wrong = QuantizedEntry::deferred(
+      "m.gguf: tensor 'a'", 3, 64, [&] { return numbered(); }, {},
+      [&](const std::vector<quant::IndexRange>&) { return numbered(); });
+  CHECK(error_of([&] { (void)wrong.columns(ranges); }).find("announced as [3, 5]") != std::string::npos);
+}
+
 }  // namespace llmctl

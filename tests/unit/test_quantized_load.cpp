@@ -174,6 +174,20 @@ TEST_CASE("quantized GGUF: a tensor-parallel rank decodes only its rows, the row
       CHECK(got.codes == want.codes);
       CHECK(got.scale == want.scale);
       CHECK(got.offset == want.offset);
+      // A row-parallel rank's input columns, ranges cutting blocks: the blocks holding them alone
+      // (q and k, whose rows are permuted at load, decode whole), those columns of the whole.
+      const Checkpoint again = load_checkpoint(path, keep());
+      const QuantizedEntry& dc = again.quantized.at(name);
+      const std::vector<quant::IndexRange> cols = {{e.k() / 2 + 8, e.k() / 4}, {1, 40}, {e.k() - 3, 3}};
+      const quant::GroupAffineWeight gotc = dc.columns(cols);
+      const bool permuted = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos;
+      CHECK(dc.is_deferred() == !permuted);
+      const quant::GroupAffineWeight wantc = quant::select_columns(e.weight(), cols);
+      CHECK(gotc.k == wantc.k);
+      CHECK(gotc.group == wantc.group);
+      CHECK(gotc.codes == wantc.codes);
+      CHECK(gotc.scale == wantc.scale);
+      CHECK(gotc.offset == wantc.offset);
     }
     // Every rank's slice of every linear, from deferred entries, equals the slice of the decoded ones.
     const auto all = llama_weight_sources(whole.config);

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 
 #include "engine/core/error.h"
@@ -226,23 +227,40 @@ TEST_CASE("the default model's shapes (SmolLM2-135M: 9 query heads, 3 KV heads) 
   CHECK_NOTHROW(check_tensor_parallel(c, 3));
   CHECK(error_of([&] { check_tensor_parallel(c, 2); }).find("cannot split 9 query heads over 2") != std::string::npos);
   CHECK(error_of([&] { check_tensor_parallel(c, 4); }).find("cannot split 9 query heads over 4") != std::string::npos);
-  // Row-parallel down [576, 1536] over 3 ranks: 512 columns each, on int4 group-128 boundaries.
-  CHECK_NOTHROW(check_group_boundaries(1536, megatron_shard(WeightRole::Down, c, 2, 3), 128));
-  // o [576, 576] over 3 ranks: 192 columns each, not a multiple of 128.
-  CHECK(error_of([&] { check_group_boundaries(576, megatron_shard(WeightRole::O, c, 1, 3), 128); })
-            .find("group size 128") != std::string::npos);
 }
 
-TEST_CASE("a row-parallel quantized weight splits only on group boundaries") {
+TEST_CASE("a row-parallel quantized weight split inside a group keeps the group's scale on each rank") {
   ShardSpec s;
   s.kind = ShardKind::Row;
   s.world = 2;
   s.parts = {{576, "hidden features"}};
-  CHECK_NOTHROW(check_group_boundaries(576, s, 32));  // 288 columns per rank = 9 groups
-  const std::string e = error_of([&] { check_group_boundaries(576, s, 64); });
-  CHECK(e.find("K=576 over 2 ranks") != std::string::npos);
-  CHECK(e.find("group size 64") != std::string::npos);
-  CHECK_NOTHROW(check_group_boundaries(576, s, 0));  // dense: nothing to check
+  std::mt19937 rng(11);
+  for (int group : {32, 64, 576}) {  // 288 columns a rank: 9 whole groups, 4.5 groups, half of one
+    CAPTURE(group);
+    quant::GroupAffineWeight w;
+    w.bits = 4;
+    w.n = 5;
+    w.k = 576;
+    w.group = group;
+    std::uniform_int_distribution<int> code(0, 15);
+    std::uniform_real_distribution<float> val(-1.f, 1.f);
+    for (int64_t i = 0; i < w.n * w.k; ++i) w.codes.push_back(uint8_t(code(rng)));
+    for (int64_t i = 0; i < w.n * w.groups(); ++i) {
+      w.scale.push_back(val(rng));
+      w.offset.push_back(val(rng));
+    }
+    const std::vector<float> whole = quant::dequantize(w);
+    for (int r = 0; r < 2; ++r) {
+      s.rank = r;
+      const quant::GroupAffineWeight mine = shard_quantized(w, s);
+      REQUIRE(mine.k == 288);
+      CHECK(mine.group == (group == 32 ? 32 : group == 64 ? 32 : 288));
+      CHECK_NOTHROW(mine.validate());
+      const std::vector<float> d = quant::dequantize(mine);
+      for (int64_t row = 0; row < w.n; ++row)
+        for (int64_t c = 0; c < 288; ++c) CHECK(d[size_t(row * 288 + c)] == whole[size_t(row * 576 + r * 288 + c)]);
+    }
+  }
 }
 
 TEST_CASE("parts that do not add up to the split dimension are refused") {

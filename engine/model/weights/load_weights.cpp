@@ -108,6 +108,22 @@ std::optional<quant::GroupAffineWeight> rank_rows(const std::vector<const Quanti
   return quant::concat_rows(ptrs, why_not);
 }
 
+// A split by input columns (row-parallel): this rank's columns, decoded alone when the part can
+// (QuantizedEntry::columns). nullopt for act-order, whose input columns are permuted across groups.
+std::optional<quant::GroupAffineWeight> rank_columns(const QuantizedEntry& e, const ShardSpec& spec,
+                                                     std::string* why_not) {
+  std::vector<quant::IndexRange> mine;
+  for (const ShardSegment& s : shard_segments(e.k(), spec)) mine.emplace_back(s.begin, s.length);
+  try {
+    return e.columns(mine);
+  } catch (const std::invalid_argument&) {  // select_columns: an act-order weight
+    if (why_not)
+      *why_not = "act-order (input columns permuted into groups) cannot be split by input columns over " +
+                 std::to_string(spec.world) + " tensor-parallel ranks";
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSpec& spec) {
@@ -141,6 +157,8 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
   }
   if (spec.world > 1 && (spec.kind == ShardKind::Column || spec.kind == ShardKind::Vocab))
     return rank_rows(entries, spec, why_not);
+  if (spec.world > 1 && spec.kind == ShardKind::Row && entries.size() == 1)
+    return rank_columns(*entries[0], spec, why_not);
   std::vector<const quant::GroupAffineWeight*> parts;
   for (size_t i = 0; i < entries.size(); ++i) parts.push_back(&quantized_part(src.parts[i], *entries[i]));
   std::optional<quant::GroupAffineWeight> fused;

@@ -36,9 +36,10 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
 
 // Stage 2 for quantized parts: when every part of src is in ck.quantized, rank spec.rank's slice
 // of them fused along rows (quant::concat_rows: parts of different bits or groups are brought to
-// one form exactly). nullopt, with *why_not, when a part is dense, the parts do not fuse, or an
-// act-order weight (perm) would be split by input columns over several ranks.
-// Throws InputError when a row-parallel split cuts a quantization group (with the numbers).
+// one form exactly). A rank decodes only its rows (column- and vocab-parallel) or input columns
+// (row-parallel: a cut group keeps its scale) where the entry can (QuantizedEntry::rows/columns).
+// nullopt, with *why_not, when a part is dense, the parts do not fuse, or an act-order weight
+// (perm) would be split by input columns over several ranks.
 std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint& ck, const WeightSource& src,
                                                                const ShardSpec& spec, std::string* why_not);
 

@@ -5,8 +5,8 @@
 //   embed, lm_head: vocab-parallel (rows by token id ranges; logits all-gathered);
 //   norms: replicated.
 // A row-parallel bias (none in the Llama family) is not split: it is added once, after the
-// all-reduce. Quantized row-parallel weights must also split on group boundaries
-// (check_group_boundaries in shard.h).
+// all-reduce. A quantized row-parallel weight may split inside a quantization group: each rank
+// keeps the group's scale for its part (shard_quantized in shard.h).
 // World 1 gives Replicated for every role, so a single rank shares the checkpoint's memory as before.
 #pragma once
 #include "engine/backend/linear_weight.h"

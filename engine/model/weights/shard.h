@@ -43,12 +43,9 @@ inline Tensor shard_slice(const Tensor& full, const ShardSpec& spec) { return sh
 Tensor shard_reassemble(const std::vector<Tensor>& slices, const ShardSpec& spec);
 
 // shard_slice for a quantized weight (the parts already fused, quant::concat_rows): the rows
-// (Column, Vocab) or the columns (Row) of rank spec.rank's segments. Row splits must fall on group
-// boundaries (check_group_boundaries). Replicated: w itself.
+// (Column, Vocab) or the columns (Row) of rank spec.rank's segments. A row split may cut a
+// quantization group: each rank then holds its part of the group, with the group's scale and offset
+// (quant::select_columns), and the all-reduce adds the parts' products. Replicated: w itself.
 quant::GroupAffineWeight shard_quantized(const quant::GroupAffineWeight& w, const ShardSpec& spec);
-
-// A row-parallel quantized weight must split on group boundaries: each rank's K columns start a
-// group. Throws InputError with the numbers otherwise (group_size <= 0: nothing to check).
-void check_group_boundaries(int64_t k, const ShardSpec& spec, int group_size);
 
 }  // namespace llmctl
