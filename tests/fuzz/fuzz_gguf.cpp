@@ -2,7 +2,8 @@
 // engine opens files). Opens it, reads every metadata value through each accessor, loads (and
 // dequantizes) every tensor of modest size in both forms, and reads the llama config from it; for
 // inputs up to 1 MiB, loads the whole llama checkpoint with its linears kept quantized (each entry's
-// rows decoded alone, as a tensor-parallel rank reads them, then whole).
+// rows, then some of its input columns, decoded alone, as tensor-parallel ranks read them, then
+// whole).
 #include <cstdint>
 #include <cstring>
 
@@ -76,6 +77,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             const quant::GroupAffineWeight r = e.rows({{half, e.n() - half}, {0, half > 0 ? 1 : 0}});
             if (r.n != e.n() - half + (half > 0 ? 1 : 0) || r.k != e.k() || r.codes.size() != size_t(r.n * r.k))
               __builtin_trap();
+            // and a row-parallel rank's input columns, cutting a block: the blocks holding them alone
+            const int64_t mid = e.k() / 2 + 1;
+            if (mid < e.k()) {
+              const quant::GroupAffineWeight c = e.columns({{mid, e.k() - mid}, {0, 1}});
+              if (c.n != e.n() || c.k != e.k() - mid + 1 || c.codes.size() != size_t(c.n * c.k)) __builtin_trap();
+            }
             const quant::GroupAffineWeight& w = e.weight();
             if (w.n != e.n() || w.k != e.k() || w.codes.size() != size_t(w.n * w.k) ||
                 w.scale.size() != size_t(w.n * w.groups()))

@@ -4,12 +4,15 @@
 // load_checkpoint reads as a model directory: the config is validated, every packed linear is
 // unpacked and dequantized, and the fp8 KV scales (k_scale / v_scale) are read. Every loaded
 // tensor is then read in full. Then again with the linears kept quantized (group-affine form):
-// each one's last rows unpacked alone (a tensor-parallel rank's cut), then the whole dequantized.
+// each one's last rows and some of its input columns unpacked alone (tensor-parallel ranks' cuts),
+// then the whole dequantized.
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "engine/model/checkpoint.h"
@@ -69,6 +72,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (part.n != e.n() - begin || part.k != e.k()) __builtin_trap();
           try {
             part.validate();
+          } catch (...) {
+            __builtin_trap();
+          }
+        }
+        if (e.k() > 1) {  // a row-parallel rank's input columns, cutting a group: the covering groups cut alone
+          const int64_t begin = e.k() / 2 + 1;
+          std::optional<quant::GroupAffineWeight> part;
+          try {
+            part = e.columns({{begin, e.k() - begin}, {0, 1}});
+          } catch (const std::invalid_argument&) {  // act-order: no split by input columns (documented)
+          }
+          if (part && (part->n != e.n() || part->k != e.k() - begin + 1)) __builtin_trap();
+          try {
+            if (part) part->validate();
           } catch (...) {
             __builtin_trap();
           }
