@@ -47,7 +47,8 @@ QuantizedEntry deferred_module(const Checkpoint& ck, const quant::QuantConfigInf
   auto unpack = [info, what](int64_t rows, int64_t cols, const std::map<std::string, quant::PackedTensorView>& views) {
     std::optional<quant::GroupAffineWeight> kept;
     try {
-      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, rows, cols, views), nullptr);
+      kept = quant::group_affine_from_quantized(quant::unpack_linear_weight(info.layout, info, rows, cols, views),
+                                                nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }

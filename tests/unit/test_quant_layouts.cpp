@@ -328,12 +328,15 @@ TEST_CASE("slice_linear_columns: a module's input columns cut from its packed te
             // k = 36: a compressed-tensors per-channel module whose last packed int32 is partly used
             const bool short_k = l == QuantLayout::CompressedTensors && group == -1;
             const int64_t n = 16, k = short_k ? 36 : 192;
-            const QuantizedLinear w = random_linear(n, k, s, uint32_t(300 + bits + 7 * group + 3 * int(l) + sym), l != QuantLayout::Gptq, act);
+            const uint32_t seed = uint32_t(300 + bits + 7 * group + 3 * int(l) + sym);
+            const QuantizedLinear w = random_linear(n, k, s, seed, l != QuantLayout::Gptq, act);
             const Packed p = pack_linear_weight(l, w, "F16");
             const QuantizedLinear whole = unpack_linear_weight(l, info, n, k, views(p));
             std::vector<std::vector<IndexRange>> sets;
             if (short_k) sets = {{{32, 4}}, {{8, 8}, {32, 4}}, {{0, 32}}, {{4, 8}}, {{32, 4}, {0, 8}}};
-            else sets = {{{0, 64}}, {{64, 128}}, {{128, 64}, {0, 64}}, {{0, 32}, {96, 32}}, {{16, 32}}, {{160, 32}}, {{8, 4}}};
+            else
+              sets = {{{0, 64}},  {{64, 128}}, {{128, 64}, {0, 64}}, {{0, 32}, {96, 32}},
+                      {{16, 32}}, {{160, 32}}, {{8, 4}}};
             const int64_t unit = linear_column_unit(l, info);
             CHECK(unit == (group > 0 ? group : l == QuantLayout::AutoAwqGemm ? 1 : 32 / bits));
             for (const auto& ranges : sets) {
