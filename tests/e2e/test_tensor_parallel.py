@@ -17,7 +17,8 @@ transformers' goldens.
    micro-batches). The same under -tp 3 over an fp8 KV cache (each rank keeps its kv heads' exact
    open-block rows).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
-   numbers, and no rank hangs.
+   numbers, and no rank hangs. The default model's Q4_1 GGUF, run quantized with exact
+   activations, gives one rank's greedy text at -tp 3.
 4. `llmctl serve -tp 3`: chat and completions requests (streamed and not) answer as one rank does;
    SIGTERM stops every rank; a rank killed mid-stream ends the server non-zero within 10 s.
 5. The OpenAI client suite (test_server_openai.py) passes against `serve -tp 3` and `serve -pp 2`.
@@ -142,6 +143,20 @@ r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL,
                     "hello"], capture_output=True, text=True, env=env, timeout=120)
 check(r.returncode != 0 and "cannot split 30 layers over 4 pipeline stages" in r.stderr,
       f"-pp 4 of 30 layers refused with the numbers (exit {r.returncode})")
+
+# The default model's own Q4_1 GGUF, run quantized: each rank decodes only its rows (q/k/v, gate/up)
+# and input columns (o, down) of the blocks. Exact activations: the same greedy text as one rank.
+GGUF = os.path.join(HOME, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+check(os.path.exists(GGUF), f"the default model's GGUF at {GGUF}")
+if os.path.exists(GGUF):
+    texts = []
+    for par in (["-tp", "1"], ["-tp", "3"]):
+        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", GGUF, "--device", "cpu", "-t", "1", *par,
+                            "-n", "24", "--temperature", "0", "--act-quant", "none", "The capital of France is"],
+                           capture_output=True, text=True, env=env, timeout=300)
+        check(r.returncode == 0, f"Q4_1 GGUF {' '.join(par)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-1000:]))
+        texts.append(r.stdout)
+    check(texts[0] == texts[1] and len(texts[0]) > 20, f"Q4_1 GGUF: -tp 3 greedy text equals -tp 1's: {texts}")
 
 
 # 4. serve -tp 3.
