@@ -222,18 +222,22 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
   } catch (const std::invalid_argument& e) {
     LLM_THROW() << what << ": " << e.what();
   }
-  // Rows [first, first + count) of the file's tensor (before any unpermutation).
-  auto decode_run = [g, &info, shape, what](int64_t first, int64_t count) {
-    const size_t row_bytes = info.nbytes / size_t(shape[0]);  // whole blocks per row: shape checked above
+  // `rows` x `cols` of the tensor's blocks at `blocks` (`bytes` long), in group-affine form.
+  auto decode_blocks = [&info, what](const uint8_t* blocks, size_t bytes, int64_t rows, int64_t cols) {
     std::optional<quant::GroupAffineWeight> w;
     try {
-      w = quant::group_affine_from_gguf(uint32_t(info.type), static_cast<const uint8_t*>(info.data) + first * row_bytes,
-                                        size_t(count) * row_bytes, count, shape[1], nullptr);
+      w = quant::group_affine_from_gguf(uint32_t(info.type), blocks, bytes, rows, cols, nullptr);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }
     LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
     return std::move(*w);
+  };
+  // Rows [first, first + count) of the file's tensor (before any unpermutation).
+  auto decode_run = [g, &info, shape, decode_blocks](int64_t first, int64_t count) {
+    const size_t row_bytes = info.nbytes / size_t(shape[0]);  // whole blocks per row: shape checked above
+    return decode_blocks(static_cast<const uint8_t*>(info.data) + first * row_bytes, size_t(count) * row_bytes, count,
+                         shape[1]);
   };
   auto decode = [&info, shape, unpermute_heads, decode_run] {
     quant::GroupAffineWeight w = decode_run(0, shape[0]);
@@ -266,7 +270,7 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
   // and decoded, then the columns taken from those. q and k (unpermute_heads > 0) are split by rows.
   QuantizedEntry::ColumnsDecoder decode_columns;
   if (unpermute_heads == 0)
-    decode_columns = [&info, shape, what](const std::vector<quant::IndexRange>& ranges) {
+    decode_columns = [&info, shape, what, decode_blocks](const std::vector<quant::IndexRange>& ranges) {
       quant::GgmlBlockLayout block;
       LLM_CHECK(quant::ggml_block_layout(uint32_t(info.type), &block)) << what << ": unknown block type";
       const quant::ColumnCover cover = quant::cover_columns(ranges, block.block_size, shape[1]);
@@ -282,14 +286,7 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
           blocks.insert(blocks.end(), from, from + size_t(length / block.block_size) * block.type_size);
         }
       release_mapped_pages(info.data, info.nbytes);
-      std::optional<quant::GroupAffineWeight> w;
-      try {
-        w = quant::group_affine_from_gguf(uint32_t(info.type), blocks.data(), blocks.size(), shape[0], cols, nullptr);
-      } catch (const std::invalid_argument& e) {
-        LLM_THROW() << what << ": " << e.what();
-      }
-      LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
-      return quant::select_columns(*w, cover.within);
+      return quant::select_columns(decode_blocks(blocks.data(), blocks.size(), shape[0], cols), cover.within);
     };
   return QuantizedEntry::deferred(what, shape[0], shape[1], std::move(decode), std::move(decode_rows),
                                   std::move(decode_columns));

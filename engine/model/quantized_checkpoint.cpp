@@ -24,16 +24,6 @@ std::map<std::string, quant::PackedTensorView> views_of(const std::map<std::stri
   return v;
 }
 
-// True for a g_idx tensor that is the plain column / group_size order (GPTQ writes one without
-// act-order): I32 [k], checked value by value. Anything else is left to the unpacker.
-bool plain_g_idx(const Tensor& t, int64_t k, int group_size) {
-  if (t.dtype != DType::I32 || t.shape != std::vector<int64_t>{k}) return false;
-  const int32_t* g = t.ptr<int32_t>();
-  for (int64_t c = 0; c < k; ++c)
-    if (g[c] != (group_size <= 0 ? 0 : c / group_size)) return false;
-  return true;
-}
-
 // A module without a g_idx (or with a plain one) kept quantized, unpacked into group-affine form
 // when the weight loader first reads it: its packed tensors (views into the mapped files, kept alive
 // here) are read, and then released from resident memory, only then. With its columns in their own
@@ -149,9 +139,9 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
     }
     const int64_t n = shape->second[0], k = shape->second[1];
     bool plain_columns = true;  // no g_idx, or a plain one: the module converts without unpacking first
-    for (const char* suffix : {"g_idx", "weight_g_idx"})
-      if (auto g = packed.find(suffix); g != packed.end())
-        plain_columns &= plain_g_idx(g->second, k, info.scheme.group_size);
+    for (const auto& [suffix, v] : views_of(packed))  // anything but a plain g_idx is left to the unpacker
+      if (suffix == "g_idx" || suffix == "weight_g_idx")
+        plain_columns &= quant::plain_g_idx(v, k, info.scheme.group_size);
     if (keep_quantized && plain_columns) {
       ck.quantized[prefix + ".weight"] = deferred_module(ck, info, prefix, n, k, std::move(packed));
       for (const std::string& name : names) ck.tensors.erase(name);  // the decoder holds them

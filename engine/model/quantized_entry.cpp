@@ -47,24 +47,25 @@ quant::GroupAffineWeight& QuantizedEntry::weight() {
   return const_cast<quant::GroupAffineWeight&>(static_cast<const QuantizedEntry&>(*this).weight());
 }
 
-quant::GroupAffineWeight QuantizedEntry::rows(const std::vector<quant::IndexRange>& ranges) const {
-  int64_t rows = 0;
+int64_t QuantizedEntry::total_length(const std::vector<quant::IndexRange>& ranges, int64_t extent,
+                                     const char* what) const {
+  int64_t total = 0;
   for (const auto& [begin, length] : ranges) {
-    LLM_CHECK(begin >= 0 && length >= 0 && begin + length <= n_)
-        << what_ << ": rows [" << begin << ", " << begin + length << ") of " << n_;
-    rows += length;
+    LLM_CHECK(begin >= 0 && length >= 0 && begin + length <= extent)
+        << what_ << ": " << what << " [" << begin << ", " << begin + length << ") of " << extent;
+    total += length;
   }
+  return total;
+}
+
+quant::GroupAffineWeight QuantizedEntry::rows(const std::vector<quant::IndexRange>& ranges) const {
+  const int64_t rows = total_length(ranges, n_, "rows");
   if (decode_ && decode_rows_) return checked(decode_rows_(ranges), rows, k_);
   return quant::select_rows(weight(), ranges);
 }
 
 quant::GroupAffineWeight QuantizedEntry::columns(const std::vector<quant::IndexRange>& ranges) const {
-  int64_t cols = 0;
-  for (const auto& [begin, length] : ranges) {
-    LLM_CHECK(begin >= 0 && length >= 0 && begin + length <= k_)
-        << what_ << ": columns [" << begin << ", " << begin + length << ") of " << k_;
-    cols += length;
-  }
+  const int64_t cols = total_length(ranges, k_, "columns");
   if (decode_ && decode_columns_) return checked(decode_columns_(ranges), n_, cols);
   return quant::select_columns(weight(), ranges);
 }

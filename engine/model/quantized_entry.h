@@ -65,6 +65,8 @@ class QuantizedEntry {
   RowsDecoder decode_rows_;
   ColumnsDecoder decode_columns_;
 
+  // The sum of the ranges' lengths; InternalError, naming the weight, for one outside [0, extent).
+  int64_t total_length(const std::vector<quant::IndexRange>& ranges, int64_t extent, const char* what) const;
   // w of [rows, cols], valid (validate()); the errors name the weight.
   quant::GroupAffineWeight checked(quant::GroupAffineWeight w, int64_t rows, int64_t cols) const;
 };

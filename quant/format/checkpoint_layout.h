@@ -109,6 +109,10 @@ std::optional<std::map<std::string, PackedTensorView>> slice_linear_columns(
     QuantLayout, const QuantConfigInfo&, int64_t n, int64_t k, const std::map<std::string, PackedTensorView>& by,
     const std::vector<IndexRange>& ranges, std::vector<std::vector<uint8_t>>& storage);
 
+// True for a g_idx tensor [k] of I32 in the plain order (column / group_size, 0 per channel: GPTQ
+// writes one without act-order). A column cut drops it; unpacking assumes that order again.
+bool plain_g_idx(const PackedTensorView&, int64_t k, int group_size);
+
 // The suffix whose presence marks a module as quantized in a layout ("weight_packed" / "qweight").
 const char* quantized_marker_suffix(QuantLayout);
 // Every tensor suffix a layout may store for one module (the names pack/unpack use, optional ones

@@ -57,8 +57,15 @@ std::optional<std::vector<uint8_t>> cut(const PackedTensorView& v, int axis, int
   return out;
 }
 
-// True for a g_idx tensor [k] of I32 that is the plain order (column / group, or 0 per channel):
-// a column cut drops it, and unpacking assumes that order again.
+// compressed-tensors' weight_shape tensor [2] of I64 for a module of [n, k], its bytes in storage.
+PackedTensorView shape_view(int64_t n, int64_t k, std::vector<std::vector<uint8_t>>& storage) {
+  const int64_t s[2] = {n, k};
+  storage.emplace_back(reinterpret_cast<const uint8_t*>(s), reinterpret_cast<const uint8_t*>(s) + sizeof s);
+  return {"I64", {2}, storage.back().data(), sizeof s};
+}
+
+}  // namespace
+
 bool plain_g_idx(const PackedTensorView& v, int64_t k, int group) {
   if (v.dtype != "I32" || v.shape != std::vector<int64_t>{k} || v.nbytes != size_t(k) * 4) return false;
   for (int64_t c = 0; c < k; ++c) {
@@ -68,8 +75,6 @@ bool plain_g_idx(const PackedTensorView& v, int64_t k, int group) {
   }
   return true;
 }
-
-}  // namespace
 
 std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo& info, int64_t n, int64_t k,
                                        const Views& by, const std::vector<IndexRange>& ranges,
@@ -90,9 +95,7 @@ std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo
         continue;
       }
       if (suffix == "weight_shape") {  // [n, k] again, as the rows' module
-        const int64_t s[2] = {rows, k};
-        storage.emplace_back(reinterpret_cast<const uint8_t*>(s), reinterpret_cast<const uint8_t*>(s) + sizeof s);
-        out[suffix] = {"I64", {2}, storage.back().data(), sizeof s};
+        out[suffix] = shape_view(rows, k, storage);
         continue;
       }
       if (suffix == "weight_zero_point" && v.dtype != "I8") pack = per;
@@ -145,9 +148,7 @@ std::optional<Views> slice_linear_columns(QuantLayout layout, const QuantConfigI
         continue;
       }
       if (suffix == "weight_shape") {  // [n, k] again, as the columns' module
-        const int64_t s[2] = {n, cols};
-        storage.emplace_back(reinterpret_cast<const uint8_t*>(s), reinterpret_cast<const uint8_t*>(s) + sizeof s);
-        out[suffix] = {"I64", {2}, storage.back().data(), sizeof s};
+        out[suffix] = shape_view(n, cols, storage);
         continue;
       }
       axis = 1;
