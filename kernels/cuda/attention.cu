@@ -17,6 +17,10 @@ void launch_attention(const AttentionParams& p, cudaStream_t stream) {
   const void* ptrs[] = {p.qkv, p.k_cache, p.v_cache, p.out};
   for (const void* ptr : ptrs)
     KERNEL_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
+  if (p.kv_storage != KvStorage::Dense)  // int8 scales are read as (scale, zero) pairs
+    KERNEL_CHECK(p.k_scale && p.v_scale && reinterpret_cast<uintptr_t>(p.k_scale) % 8 == 0 &&
+                 reinterpret_cast<uintptr_t>(p.v_scale) % 8 == 0)
+        << "attention: a quantized cache needs 8-byte aligned k_scale and v_scale";
   if (p.num_seqs == 0) return;
   KERNEL_CHECK(p.fixed_partition_len % 128 == 0 && p.fixed_partition_len <= 1024) << "attention: fixed partition";
   if (p.token_seq) {  // per-token mode: every token through the decode kernel

@@ -2,7 +2,7 @@
 //
 // Inputs: qkv [T, (Hq + 2*Hkv) * D] (only the q part is read: the cache already holds this step's k
 // and v), k_cache / v_cache [NB, B, Hkv, D], out [T, Hq*D], all in `dtype` (f16 or bf16; f32
-// accumulation). Sequence s owns tokens [query_start[s], query_start[s+1]); token t at position p
+// accumulation), except a quantized cache, read in place (kv_storage below). Sequence s owns tokens [query_start[s], query_start[s+1]); token t at position p
 // attends to cache positions 0..p of its sequence, located through block_table[s, p / B] * B + p % B.
 // Query head h reads kv head h / (Hq / Hkv). Head dims 64 and 128; any block size.
 //
@@ -23,11 +23,20 @@
 
 namespace llmctl::cuda {
 
+// What the cache's elements are. Dense: `dtype` values. Int8 / Fp8: the codes of kv_quant.cuh (int8
+// with (scale, zero) f32 per slot and kv head in k_scale / v_scale [NB, B, Hkv, 2]; e4m3 with one f32
+// scale per kv head, [Hkv]), dequantized in registers and rounded to `dtype` as they are read, so the
+// result is that of the dense kernels over a dequantized copy of the cache (kv_codes.cuh).
+enum class KvStorage { Dense, Int8, Fp8 };
+
 struct AttentionParams {
   DType dtype = DType::BF16;
   const void* qkv = nullptr;
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
+  KvStorage kv_storage = KvStorage::Dense;
+  const float* k_scale = nullptr;  // Int8 / Fp8 caches only
+  const float* v_scale = nullptr;
   void* out = nullptr;
   const int32_t* positions = nullptr;    // [T]
   const int32_t* query_start = nullptr;  // [S+1]

@@ -5,6 +5,7 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_internal.cuh"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/kv_codes.cuh"
 
 namespace llmctl::cuda {
 namespace {
@@ -24,8 +25,8 @@ inline int ng_of(int G) { return G == 1 ? 1 : G <= 4 ? 4 : 8; }
 // inside a partition is exact; the last partition of a row to finish merges them (log2 domain).
 // Shared memory (dynamic, floats): scores [NG][part_len], later partial sums [R][NG][D].
 // Every phase issues its loads for several keys before using any of them: at batch 1 the kernel is
-// bound by memory latency, not bandwidth.
-template <class T, int D, int NG>
+// bound by memory latency, not bandwidth. S: what the cache stores (kv_codes.cuh reads it).
+template <class T, int D, int NG, KvStorage S>
 __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int part_len, int num_parts) {
   extern __shared__ float smem[];
   __shared__ __align__(16) float q_s[NG][D];
@@ -68,8 +69,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   }
   __syncthreads();
 
-  const int64_t slot_stride = int64_t(Hkv) * D;
   float* scores = smem;
+  const float k_fp8 = S == KvStorage::Fp8 ? p.k_scale[kvh] : 0.f;
+  const float v_fp8 = S == KvStorage::Fp8 ? p.v_scale[kvh] : 0.f;
 
   // Phase 1: Q K^T. kTPK neighbouring threads share a key, thread `sub` reading the 16-byte vectors
   // sub, sub + kTPK, ... of its row (so each load instruction reads whole 64-byte runs); the partial
@@ -78,16 +80,15 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   {
     constexpr int VPT = D / 8 / kTPK;  // vectors per thread per key
     const int sub = tid % kTPK, kq = tid / kTPK;
-    const T* kbase = static_cast<const T*>(p.k_cache) + int64_t(kvh) * D;
     for (int base = 0; base < n; base += 2 * kKeysPerPass) {
-      uint4 kr[2][VPT];
+      KvRaw8 kr[2][VPT];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         // keys past n read key n-1 (their scores are not stored): unconditional loads
         const int j = min(base + u * kKeysPerPass + kq, n - 1);
-        const T* kp = kbase + int64_t(slot_s[j]) * slot_stride;
+        const int64_t krow = int64_t(slot_s[j]) * Hkv + kvh;
 #pragma unroll
-        for (int v = 0; v < VPT; ++v) kr[u][v] = *reinterpret_cast<const uint4*>(kp + (sub + kTPK * v) * 8);
+        for (int v = 0; v < VPT; ++v) kr[u][v] = kv_load8<T, S>(p.k_cache, p.k_scale, krow, D, (sub + kTPK * v) * 8);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -96,7 +97,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
         for (int g = 0; g < NG; ++g) acc[g] = 0.f;
 #pragma unroll
         for (int v = 0; v < VPT; ++v) {
-          const T* kh = reinterpret_cast<const T*>(&kr[u][v]);
+          const uint4 kvals = kv_values8<T, S>(kr[u][v], k_fp8);
+          const T* kh = reinterpret_cast<const T*>(&kvals);
           const int d0 = (sub + kTPK * v) * 8;
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
@@ -151,17 +153,17 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   for (int g = 0; g < NG; ++g)
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
-  const T* vbase = static_cast<const T*>(p.v_cache) + int64_t(kvh) * D + c;
   for (int j0 = r; j0 < n; j0 += R * kRowsAhead) {
-    uint4 vr[kRowsAhead];
+    KvRaw8 vr[kRowsAhead];
 #pragma unroll
     for (int u = 0; u < kRowsAhead; ++u)  // rows past n read row n-1 and are skipped below
-      vr[u] = *reinterpret_cast<const uint4*>(vbase + int64_t(slot_s[min(j0 + u * R, n - 1)]) * slot_stride);
+      vr[u] = kv_load8<T, S>(p.v_cache, p.v_scale, int64_t(slot_s[min(j0 + u * R, n - 1)]) * Hkv + kvh, D, c);
 #pragma unroll
     for (int u = 0; u < kRowsAhead; ++u) {
       const int j = j0 + u * R;
       if (j >= n) break;
-      const T* vh = reinterpret_cast<const T*>(&vr[u]);
+      const uint4 vvals = kv_values8<T, S>(vr[u], v_fp8);
+      const T* vh = reinterpret_cast<const T*>(&vvals);
 #pragma unroll
       for (int g = 0; g < NG; ++g) {
         const float pg = g < ng ? scores[g * part_len + j] : 0.f;
@@ -230,22 +232,22 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
-template <class T, int D, int NG>
+template <class T, int D, int NG, KvStorage S>
 void launch_decode_ng(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const int gchunks = (G + NG - 1) / NG;
   const dim3 grid(unsigned(sp.num_partitions), unsigned(p.num_kv_heads * gchunks), unsigned(decode_rows(p)));
   const size_t smem = size_t(NG) * size_t(std::max(sp.partition_len, kThreads * 8)) * sizeof(float);
-  decode_kernel<T, D, NG><<<grid, kThreads, smem, stream>>>(p, sp.partition_len, sp.num_partitions);
+  decode_kernel<T, D, NG, S><<<grid, kThreads, smem, stream>>>(p, sp.partition_len, sp.num_partitions);
   CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int D>
+template <class T, int D, KvStorage S>
 void launch_decode_d(const AttentionParams& p, const DecodeSplit& sp, cudaStream_t stream) {
   switch (ng_of(p.num_q_heads / p.num_kv_heads)) {
-    case 1: launch_decode_ng<T, D, 1>(p, sp, stream); break;
-    case 4: launch_decode_ng<T, D, 4>(p, sp, stream); break;
-    default: launch_decode_ng<T, D, 8>(p, sp, stream);
+    case 1: launch_decode_ng<T, D, 1, S>(p, sp, stream); break;
+    case 4: launch_decode_ng<T, D, 4, S>(p, sp, stream); break;
+    default: launch_decode_ng<T, D, 8, S>(p, sp, stream);
   }
 }
 
@@ -295,10 +297,12 @@ void launch_attention_decode(const AttentionParams& p, cudaStream_t stream) {
         << "attention: " << p.split_counters_count << " split counters, need " << attention_split_counters(p);
   }
   LLMCTL_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64)
-      launch_decode_d<T, 64>(p, sp, stream);
-    else
-      launch_decode_d<T, 128>(p, sp, stream);
+    LLMCTL_DISPATCH_KV_STORAGE(p.kv_storage, S, {
+      if (p.head_dim == 64)
+        launch_decode_d<T, 64, S>(p, sp, stream);
+      else
+        launch_decode_d<T, 128, S>(p, sp, stream);
+    });
   });
 }
 

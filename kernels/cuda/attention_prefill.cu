@@ -6,6 +6,7 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_internal.cuh"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/kv_codes.cuh"
 
 namespace llmctl::cuda {
 namespace {
@@ -32,7 +33,8 @@ struct Smem {
 
 // Block (query tile, q head, sequence). Rows are the sequence's new tokens [m0, m0 + 64); keys are
 // cache positions [0, max position in the tile]; key j is masked for a row at position p when j > p.
-template <class T, int D>
+// S: what the cache stores (kv_codes.cuh reads it into the 16-bit K and V tiles).
+template <class T, int D, KvStorage S>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
   using L = Smem<D>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -79,9 +81,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
 
   const int32_t* bt = p.block_table + int64_t(s) * p.max_blocks_per_seq;
   const int B = p.block_size;
-  const int64_t slot_stride = int64_t(Hkv) * D;
-  const T* kc = static_cast<const T*>(p.k_cache) + int64_t(kvh) * D;
-  const T* vc = static_cast<const T*>(p.v_cache) + int64_t(kvh) * D;
+  const float k_fp8 = S == KvStorage::Fp8 ? p.k_scale[kvh] : 0.f;
+  const float v_fp8 = S == KvStorage::Fp8 ? p.v_scale[kvh] : 0.f;
   const float sl2 = p.scale * kLog2e;
   const int r0 = warp * 16;
 
@@ -91,9 +92,9 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
       const int j = k / VPR, c = (k % VPR) * 8, pos = n0 + j;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
       if (pos < kv_end) {
-        const int64_t off = (int64_t(bt[pos / B]) * B + pos % B) * slot_stride + c;
-        kv = *reinterpret_cast<const uint4*>(kc + off);
-        vv = *reinterpret_cast<const uint4*>(vc + off);
+        const int64_t row = (int64_t(bt[pos / B]) * B + pos % B) * Hkv + kvh;
+        kv = kv_values8<T, S>(kv_load8<T, S>(p.k_cache, p.k_scale, row, D, c), k_fp8);
+        vv = kv_values8<T, S>(kv_load8<T, S>(p.v_cache, p.v_scale, row, D, c), v_fp8);
       }
       *reinterpret_cast<uint4*>(K_s + j * L::LDQ + c) = kv;
       *reinterpret_cast<uint4*>(V_s + j * L::LDQ + c) = vv;
@@ -170,12 +171,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
   }
 }
 
-template <class T, int D>
+template <class T, int D, KvStorage S>
 void launch_prefill_d(const AttentionParams& p, cudaStream_t stream) {
   constexpr size_t smem = Smem<D>::bytes;
-  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(unsigned((p.max_query_len + BM - 1) / BM), unsigned(p.num_q_heads), unsigned(p.num_seqs));
-  prefill_kernel<T, D><<<grid, kThreads, smem, stream>>>(p);
+  prefill_kernel<T, D, S><<<grid, kThreads, smem, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -183,10 +184,12 @@ void launch_prefill_d(const AttentionParams& p, cudaStream_t stream) {
 
 void launch_attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   LLMCTL_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64)
-      launch_prefill_d<T, 64>(p, stream);
-    else
-      launch_prefill_d<T, 128>(p, stream);
+    LLMCTL_DISPATCH_KV_STORAGE(p.kv_storage, S, {
+      if (p.head_dim == 64)
+        launch_prefill_d<T, 64, S>(p, stream);
+      else
+        launch_prefill_d<T, 128, S>(p, stream);
+    });
   });
 }
 

@@ -1,4 +1,4 @@
-// Quantized KV cache writes and the context dequantization for attention (kv_quant.cuh).
+// Quantized KV cache writes (kv_quant.cuh).
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -13,11 +13,6 @@ __device__ __forceinline__ float warp_min(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-
-__device__ __forceinline__ float fp8_value(uint8_t c) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3);
-  return __half2float(__half(h));
 }
 
 // One warp per (token, kv head, k or v): blockIdx.y = token, warps over 2 * Hkv rows.
@@ -74,40 +69,6 @@ __global__ void kv_quant_write_kernel(KvQuantWriteParams p) {
   }
 }
 
-// Block (s * Mb + i, k or v): logical block i of sequence s, 4 values a thread a step.
-template <class T>
-__global__ void kv_dequant_kernel(KvDequantParams p) {
-  const int64_t b = blockIdx.x;
-  const int s = int(b / p.max_blocks_per_seq), i = int(b % p.max_blocks_per_seq);
-  const bool is_v = blockIdx.y == 1;
-  if (!is_v && threadIdx.x == 0) p.table_out[b] = int32_t(b);
-  const int32_t phys = p.block_table[b];
-  const int B = p.block_size, Hkv = p.num_kv_heads, D = p.head_dim;
-  const int valid = min(B, p.context_len[s] - i * B);  // positions of this block in the context
-  if (phys < 0 || valid <= 0) return;
-  const int64_t row = int64_t(Hkv) * D, n = int64_t(valid) * row;
-  const float* sc = is_v ? p.v_scale : p.k_scale;
-  T* dst = static_cast<T*>(is_v ? p.v_out : p.k_out) + b * B * row;
-  const uint8_t* codes = static_cast<const uint8_t*>(is_v ? p.v : p.k) + int64_t(phys) * B * row;
-  for (int64_t e = int64_t(threadIdx.x) * 4; e < n; e += int64_t(blockDim.x) * 4) {
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(codes + e);
-    const int h = int((e / D) % Hkv);
-    float v[4];
-    if (p.kind == KvQuantKind::Int8) {
-      const int64_t at = (int64_t(phys) * B + e / row) * Hkv + h;
-      const float s_ = sc[at * 2], z = sc[at * 2 + 1];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = fmaf(float(int(int8_t(w >> (8 * u))) + 128), s_, z);
-    } else {
-      const float s_ = sc[h];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = fp8_value(uint8_t(w >> (8 * u))) * s_;
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) dst[e + u] = from_f32<T>(v[u]);
-  }
-}
-
 }  // namespace
 
 void launch_kv_quant_write(const KvQuantWriteParams& p, cudaStream_t stream) {
@@ -121,19 +82,6 @@ void launch_kv_quant_write(const KvQuantWriteParams& p, cudaStream_t stream) {
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, {
     kv_quant_write_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(p);
   });
-  CUDA_CHECK_LAUNCH();
-}
-
-size_t kv_dequant_scratch_bytes(const KvDequantParams& p) {
-  return size_t(p.num_seqs) * p.max_blocks_per_seq * p.block_size * p.num_kv_heads * p.head_dim * dtype_size(p.dtype);
-}
-
-void launch_kv_dequant_context(const KvDequantParams& p, cudaStream_t stream) {
-  KERNEL_CHECK(p.head_dim % 4 == 0 && p.block_size > 0 && p.max_blocks_per_seq > 0) << "kv_dequant: head_dim "
-                                                                                   << p.head_dim;
-  if (p.num_seqs == 0) return;
-  const dim3 grid(unsigned(int64_t(p.num_seqs) * p.max_blocks_per_seq), 2);
-  LLMCTL_DISPATCH_FLOAT(p.dtype, T, { kv_dequant_kernel<T><<<grid, 256, 0, stream>>>(p); });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -6,11 +6,7 @@
 //         nearest even, saturating at +-448: the hardware conversion), x ~= e4m3(code) * scale.
 //
 // write: cache[slot_mapping[t], h] = the quantized k / v head rows of qkv[t] (slot < 0: skipped).
-// dequant_context: the cache positions a step's attention reads, as the activation dtype, into a
-//   dense scratch paged cache [S * Mb, B, Hkv, D] whose block table is the identity (block s * Mb + i
-//   holds logical block i of sequence s; blocks past context_len[s] or with table id -1 are left
-//   unwritten and never read). The dense attention kernels then run on it unchanged (a first,
-//   correct form: it moves the context once more than reading codes inside attention would).
+// Attention reads the codes in place (attention.cuh, KvStorage; kv_codes.cuh).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -35,23 +31,5 @@ struct KvQuantWriteParams {
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
 };
 void launch_kv_quant_write(const KvQuantWriteParams& p, cudaStream_t stream);
-
-struct KvDequantParams {
-  KvQuantKind kind = KvQuantKind::Int8;
-  const void* k = nullptr;  // codes [NB, B, Hkv, D]
-  const void* v = nullptr;
-  const float* k_scale = nullptr;
-  const float* v_scale = nullptr;
-  const int32_t* block_table = nullptr;  // [S, Mb], -1 padded
-  const int32_t* context_len = nullptr;  // [S]
-  int num_seqs = 0, max_blocks_per_seq = 0, block_size = 0, num_kv_heads = 0, head_dim = 0;
-  DType dtype = DType::BF16;   // of the scratch cache
-  void* k_out = nullptr;       // [S * Mb, B, Hkv, D]
-  void* v_out = nullptr;
-  int32_t* table_out = nullptr;  // [S, Mb]: s * Mb + i
-};
-// Bytes of one of k_out / v_out.
-size_t kv_dequant_scratch_bytes(const KvDequantParams& p);
-void launch_kv_dequant_context(const KvDequantParams& p, cudaStream_t stream);
 
 }  // namespace llmctl::cuda

@@ -3,12 +3,16 @@
 // same random starting cache (codes and scales) on both, the same step's qkv (the GPU's rounded
 // values as f32 on the CPU), then: codes and scales after write_kv equal the CPU's exactly, and the
 // attention outputs agree to the activation dtype's tolerance (decode, split decode, prefill, mixed).
+// The attention kernels read the codes in place (kernels/cuda/kv_codes.cuh): their output also
+// equals, bit for bit, the dense kernels' over a copy of the cache dequantized on the host with the
+// same arithmetic and rounded to the activation dtype.
 // The tests switch the gate (LLMCTL_CUDA_QUANTIZED=1) on themselves.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "gpu_test_util.h"
 #include "kernels/fp8_e4m3.h"
@@ -87,6 +91,29 @@ KvLayer random_cache(KvCacheDtype kind, int NB, int B, int Hkv, int D, std::mt19
   return c;
 }
 
+// The GPU cache `q` dequantized on the host as kv_codes.cuh does (int8: fma((c + 128), s, z); fp8:
+// e4m3(c) * s), rounded to dt, uploaded as a dense cache.
+KvLayer dequantized_copy(CudaBackend& be, const KvLayer& q, DType dt) {
+  const int64_t D = q.k.dim(3), Hkv = q.k.dim(2), rows = q.k.numel() / D;
+  KvLayer d;
+  for (auto [codes_t, scale_t, out] : {std::tuple{&q.k, &q.k_scale, &d.k}, {&q.v, &q.v_scale, &d.v}}) {
+    const std::vector<uint8_t> codes = device_bytes(be, *codes_t), sb = device_bytes(be, *scale_t);
+    std::vector<float> sc(sb.size() / sizeof(float));
+    std::memcpy(sc.data(), sb.data(), sb.size());
+    Tensor f = Tensor::empty_host(DType::F32, q.k.shape);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < D; ++e) {
+        const uint8_t c = codes[size_t(r * D + e)];
+        f.ptr<float>()[r * D + e] =
+            q.quant == KvCacheDtype::Int8
+                ? std::fma(float(int(int8_t(c)) + 128), sc[size_t(2 * r)], sc[size_t(2 * r + 1)])
+                : fp8_e4m3_to_f32(c) * sc[size_t(r % Hkv)];
+      }
+    *out = be.upload(convert_host(f, dt), dt);
+  }
+  return d;
+}
+
 KvLayer to_device(CudaBackend& be, const KvLayer& h) {
   KvLayer d;
   d.quant = h.quant;
@@ -118,6 +145,17 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
   Tensor gout = poisoned(be, dt, {T, Hq * D});
   be.attention(dqkv, gcache, gb, Hq, Hkv, scale, gout);
   const std::vector<float> got = to_vec(be, gout);
+  {  // in place == the dense kernels over the dequantized copy, bit for bit
+    const KvLayer dense = dequantized_copy(be, gcache, dt);
+    Tensor dout = poisoned(be, dt, {T, Hq * D});
+    be.attention(dqkv, dense, gb, Hq, Hkv, scale, dout);
+    const std::vector<float> want = to_vec(be, dout);
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    INFO(kv_cache_dtype_name(kind) << " " << what << " " << dtype_name(dt) << " D=" << D << ": " << differ << " of "
+                                   << got.size() << " outputs differ from the dense kernels on the dequantized copy");
+    CHECK(differ == 0);
+  }
 
   KvLayer ccache = host_cache;  // the CPU works in place on host copies
   for (Tensor* t : {&ccache.k, &ccache.v, &ccache.k_scale, &ccache.v_scale}) {

@@ -73,7 +73,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, kvq_scratch_, perm_scratch_})
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, perm_scratch_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
   tuner_.reset();
@@ -411,16 +411,17 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   check_device(cache.v, "attention v cache");
   check_device(out, "attention out");
   LLM_CHECK(b.plan) << "attention: DeviceBatch without its BatchPlan";
-  if (cache.quant != KvCacheDtype::Auto) return attention_quant(qkv, cache, b, hq, hkv, scale, out);
   const BatchPlan& plan = *b.plan;
+  const bool quant = cache.quant != KvCacheDtype::Auto;
+  if (quant) check_quant_cache(cache, hkv);
   LLM_CHECK(cache.k.rank() == 4 && cache.k.shape == cache.v.shape && cache.k.dim(2) == hkv)
       << "attention: kv cache " << cache.k.shape_str() << " with " << hkv << " kv heads";
   const int D = int(cache.k.dim(3));
   const int64_t T = plan.num_tokens();
   LLM_CHECK(rows_of(qkv) == T && qkv.dim(-1) == int64_t(hq + 2 * hkv) * D)
       << "attention: qkv " << qkv.shape_str() << " for " << T << " tokens, heads " << hq << "/" << hkv << "x" << D;
-  LLM_CHECK(out.numel() == T * hq * D && out.dtype == qkv.dtype && cache.k.dtype == qkv.dtype &&
-            cache.v.dtype == qkv.dtype)
+  LLM_CHECK(out.numel() == T * hq * D && out.dtype == qkv.dtype &&
+            (quant || (cache.k.dtype == qkv.dtype && cache.v.dtype == qkv.dtype)))
       << "attention: out " << out.shape_str() << " " << dtype_name(out.dtype) << ", qkv " << dtype_name(qkv.dtype)
       << ", cache " << dtype_name(cache.k.dtype);
 
@@ -429,6 +430,11 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   p.qkv = qkv.data;
   p.k_cache = cache.k.data;
   p.v_cache = cache.v.data;
+  if (quant) {  // the codes are read in place
+    p.kv_storage = cache.quant == KvCacheDtype::Int8 ? cuda::KvStorage::Int8 : cuda::KvStorage::Fp8;
+    p.k_scale = cache.k_scale.ptr<float>();
+    p.v_scale = cache.v_scale.ptr<float>();
+  }
   p.out = out.data;
   p.positions = b.positions.ptr<int32_t>();
   p.query_start = b.query_start.ptr<int32_t>();

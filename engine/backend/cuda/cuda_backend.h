@@ -113,11 +113,10 @@ class CudaBackend final : public Backend {
   int* attention_split_counters(size_t count);  // zeroed when (re)allocated; kernels leave them zero
   // A device buffer that only grows; growing clears the graphs (they hold its old address).
   void* grow(void*& buf, size_t& cap, size_t bytes);
-  // Quantized KV caches (cuda_quantized.cpp): write_kv quantizing, and attention over the step's
-  // context dequantized into kvq_scratch_ (a dense paged cache with an identity block table).
+  // Quantized KV caches (cuda_quantized.cpp): write_kv quantizing, and the checks attention makes
+  // before its kernels read the codes in place (kernels/cuda/attention.cuh, KvStorage).
   void write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache);
-  void attention_quant(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
-                       int num_kv_heads, float scale, Tensor& out);
+  void check_quant_cache(const KvLayer& cache, int num_kv_heads) const;
 
   DType dtype_;
   CudaOptions options_;
@@ -139,8 +138,6 @@ class CudaBackend final : public Backend {
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
-  void* kvq_scratch_ = nullptr;  // attention_quant's dequantized context (k, v, block table)
-  size_t kvq_scratch_bytes_ = 0;
   void* perm_scratch_ = nullptr;  // linear_quantized's input with an act-order weight's columns gathered
   size_t perm_scratch_bytes_ = 0;
   // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.

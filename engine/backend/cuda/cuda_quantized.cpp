@@ -2,8 +2,8 @@
 //   - group-affine linears (Int4Group / Int8Group): upload_quantized packs the loader's canonical
 //     codes into kernels/cuda/qlinear.cuh's layout and uploads codes, scales and offsets as they are;
 //     linear_quantized runs kernels/cuda/qlinear.cu (decode sizes) or qlinear_mma.cu on them;
-//   - int8 / fp8 KV caches (kernels/cuda/kv_quant.cuh): write_kv quantizes, attention reads the
-//     step's context dequantized into a scratch dense paged cache, copy_blocks moves int8's scales.
+//   - int8 / fp8 KV caches (kernels/cuda/kv_quant.cuh): write_kv quantizes, attention's kernels read
+//     the codes in place (kernels/cuda/kv_codes.cuh), copy_blocks moves int8's scales.
 //
 // Gate: until a GPU run has verified these kernels (tests/gpu/test_cuda_qlinear.cpp,
 // test_cuda_kv_quant.cpp via scripts/gpu-check.sh), supports() and supports_kv_cache() accept the
@@ -125,8 +125,9 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
     cuda::qlinear(p, stream_);
 }
 
-namespace {
-void check_quant_cache(const KvLayer& c, int hkv) {
+void CudaBackend::check_quant_cache(const KvLayer& c, int hkv) const {
+  LLM_REQUIRE(supports_kv_cache(c.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(c.quant)
+                                          << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
   const bool int8 = c.quant == KvCacheDtype::Int8;
   LLM_CHECK(c.k.rank() == 4 && c.k.shape == c.v.shape && c.k.dim(2) == hkv)
       << "kv cache " << c.k.shape_str() << " with " << hkv << " kv heads";
@@ -137,11 +138,8 @@ void check_quant_cache(const KvLayer& c, int hkv) {
             c.v_scale.numel() == want)
       << "kv cache scales " << dtype_name(c.k_scale.dtype) << c.k_scale.shape_str() << ", want " << want << " f32";
 }
-}  // namespace
 
 void CudaBackend::write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) {
-  LLM_REQUIRE(supports_kv_cache(cache.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(cache.quant)
-                                              << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
   check_quant_cache(cache, hkv);
   const int D = int(cache.k.dim(3));
   LLM_CHECK(qkv.dim(-1) == int64_t(hq + 2 * hkv) * D) << "write_kv: qkv " << qkv.shape_str();
@@ -159,49 +157,6 @@ void CudaBackend::write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int hq
   p.num_kv_heads = hkv;
   p.head_dim = D;
   cuda::launch_kv_quant_write(p, stream_);
-}
-
-void CudaBackend::attention_quant(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
-                                  float scale, Tensor& out) {
-  LLM_REQUIRE(supports_kv_cache(cache.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(cache.quant)
-                                              << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
-  check_quant_cache(cache, hkv);
-  const BatchPlan& plan = *b.plan;
-  cuda::KvDequantParams p;
-  p.kind = cache.quant == KvCacheDtype::Int8 ? cuda::KvQuantKind::Int8 : cuda::KvQuantKind::Fp8;
-  p.k = cache.k.data;
-  p.v = cache.v.data;
-  p.k_scale = cache.k_scale.ptr<float>();
-  p.v_scale = cache.v_scale.ptr<float>();
-  p.block_table = b.block_table.ptr<int32_t>();
-  p.context_len = b.context_len.ptr<int32_t>();
-  p.num_seqs = plan.num_seqs();
-  p.max_blocks_per_seq = plan.max_blocks_per_seq;
-  p.block_size = int(cache.k.dim(1));
-  p.num_kv_heads = hkv;
-  p.head_dim = int(cache.k.dim(3));
-  p.dtype = qkv.dtype;
-  if (p.num_seqs == 0) return;
-  // Scratch: k, v, then the identity block table, each 256-byte aligned.
-  const size_t kv_bytes = (cuda::kv_dequant_scratch_bytes(p) + 255) / 256 * 256;
-  const size_t table_count = size_t(p.num_seqs) * p.max_blocks_per_seq;
-  grow(kvq_scratch_, kvq_scratch_bytes_, 2 * kv_bytes + table_count * sizeof(int32_t));
-  char* base = static_cast<char*>(kvq_scratch_);
-  p.k_out = base;
-  p.v_out = base + kv_bytes;
-  p.table_out = reinterpret_cast<int32_t*>(base + 2 * kv_bytes);
-  cuda::launch_kv_dequant_context(p, stream_);
-
-  const auto device_view = [](void* data, DType dt, std::vector<int64_t> shape) {
-    Tensor t = Tensor::view(data, dt, std::move(shape));
-    t.device = Device::CUDA;
-    return t;
-  };
-  const std::vector<int64_t> dense_shape = {int64_t(table_count), cache.k.dim(1), hkv, cache.k.dim(3)};
-  const KvLayer dense(device_view(p.k_out, qkv.dtype, dense_shape), device_view(p.v_out, qkv.dtype, dense_shape));
-  DeviceBatch remapped = b;
-  remapped.block_table = device_view(p.table_out, DType::I32, {p.num_seqs, p.max_blocks_per_seq});
-  attention(qkv, dense, remapped, hq, hkv, scale, out);
 }
 
 }  // namespace llmctl
