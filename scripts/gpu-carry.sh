@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
 # gpu-carry: prepares, on a dev machine, what a GPU machine without a package registry needs to run
-# scripts/gpu-check.sh: a CUDA build (sm_90a unless CUDA_ARCHS says otherwise), stripped, the shared
-# libraries it links beyond the C/C++ runtime and CUDA, and the default model's GGUF. A transfer to
-# the GPU machine holds at most 64 MiB, so everything is cut into parts .carry/a, .carry/b, ...
-# (binaries and libraries in a, the model spread over the rest), plus .carry/mpi (Open MPI's
-# launcher, for the multi-rank checks), one call carrying each; the last call puts the model back
-# together and runs the check:
+# scripts/gpu-check.sh: a CUDA build (sm_90a unless CUDA_ARCHS says otherwise; BUILD_DIR, default
+# build-gpu), its binaries stripped, the shared libraries they link beyond the C/C++ runtime and
+# CUDA, Open MPI's launcher (the multi-rank checks) and WikiText-2 (perplexity), all in one xz
+# tarball, and the default model's GGUF. A transfer holds at most 64 MiB, the repository's own files
+# included, so this is cut into parts: .carry/a (the tarball and the model's first bytes), .carry/b
+# (the rest of the model; two parts in all for the default model).
+# On the GPU machine (repository root), one call per part, back to back (a machine keeps what
+# earlier calls left only while it stays warm, 30 s after a call; start again from a if it went back):
 #
-#   scripts/gpu-carry.sh            then, on the GPU machine (repository root), one call per part:
-#   carry .carry/a:  true                       (and the same for .carry/mpi and every part but the last)
-#   carry the last:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
-#                    scripts/gpu-check.sh .carry/a/build-gpu
-# A machine keeps what earlier calls left only while it stays warm (30 s after a call): make the
-# calls back to back, and start again from a if it went back. --unpack joins the model parts into
-# $LLMCTL_HOME (default ~/.cache/llmctl).
+#   carry .carry/a:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
+#                      GPU_CHECK_STAGES="tests bench" scripts/gpu-check.sh .carry/a/build-gpu
+#                    (the GPU tests and micro-benchmarks need no model: the first call runs them)
+#   carry .carry/b:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
+#                      GPU_CHECK_STAGES="golden batching nccl pipeline quantized" scripts/gpu-check.sh .carry/a/build-gpu
+#
+# --unpack extracts the tarball (once) and, when every part is there, joins the model into
+# $LLMCTL_HOME (default ~/.cache/llmctl); with parts missing it says which and still exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
 MODEL_REL=models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 
 if [[ "${1:-}" == "--unpack" ]]; then
+  if [[ -f .carry/a/bins.tar.xz && ! -d .carry/a/build-gpu ]]; then  # python: the image may lack xz
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .carry/a/bins.tar.xz .carry/a
+    echo "gpu-carry: binaries, libraries and Open MPI in .carry/a"
+  fi
+  [[ -d .carry/a/build-gpu ]] || { echo "gpu-carry: .carry/a is not here (carry it first)" >&2; exit 2; }
+  missing=$(for p in $(cat .carry/a/parts); do [[ -f .carry/$p/model.part-$p ]] || echo "$p"; done)
+  if [[ -n "$missing" ]]; then
+    echo "gpu-carry: model parts not here yet: $(echo $missing)"
+    exit 0
+  fi
   mkdir -p "$(dirname "$HOME_DIR/$MODEL_REL")"
-  cat .carry/?/model.part-? >"$HOME_DIR/$MODEL_REL"  # a, b, c, ... in order
+  for p in $(cat .carry/a/parts); do cat ".carry/$p/model.part-$p"; done >"$HOME_DIR/$MODEL_REL"
   echo "gpu-carry: model at $HOME_DIR/$MODEL_REL ($(stat -c %s "$HOME_DIR/$MODEL_REL") bytes)"
   exit 0
 fi
@@ -33,24 +46,24 @@ cmake --build "$BUILD" -j "$(nproc)"
 MODEL="$HOME_DIR/$MODEL_REL"
 [[ -f "$MODEL" ]] || { echo "gpu-carry: $MODEL missing (scripts/fetch-model.sh)" >&2; exit 2; }
 
-rm -rf .carry/? .carry/rest.*
-mkdir -p .carry/a/build-gpu/tests .carry/a/lib
+rm -rf .carry/? .carry/rest.* .carry/mpi .carry/stage
+st=.carry/stage  # what the tarball holds: build-gpu/, lib/, mpi/
+mkdir -p "$st/build-gpu/tests" "$st/lib" .carry/a
 bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize tests/llmctl_gpu_tests)
-for b in "${bins[@]}"; do strip -o ".carry/a/build-gpu/$b" "$BUILD/$b"; done
+for b in "${bins[@]}"; do strip -o "$st/build-gpu/$b" "$BUILD/$b"; done
 # Libraries beyond libc/libstdc++, OpenSSL, zlib and CUDA (the GPU image has those; carrying them would
 # also reach its python3 through LD_LIBRARY_PATH), as this machine resolves them.
 skip_libs='/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libssl|libcrypto|libz)\.so|/libcu|/libnccl|/libnvidia'
 for b in "${bins[@]}"; do ldd "$BUILD/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E "$skip_libs" |
-  while read -r lib; do cp -L "$lib" .carry/a/lib/; done
-# Open MPI's launcher (the GPU image has none), for the multi-rank checks, in a part of its own
-# (.carry/mpi): mpirun/orted, their plugins and help files under a prefix of their own (Open MPI
-# relocates to OPAL_PREFIX; gpu-check.sh sets it when it finds .carry/mpi), their libraries in deps.
-rm -rf .carry/mpi
+  while read -r lib; do cp -L "$lib" "$st/lib/"; done
+# Open MPI's launcher (the GPU image has none), for the multi-rank checks: mpirun/orted, their
+# plugins and help files under a prefix of their own (Open MPI relocates to OPAL_PREFIX; gpu-check.sh
+# sets it when it finds .carry/a/mpi), their libraries in deps.
 if command -v orterun >/dev/null; then
   ompi_path() { ompi_info --path "$1" 2>/dev/null | sed -n 's/.*: *//p'; }
   prefix=$(ompi_path prefix) libdir=$(ompi_path libdir) pkglib=$(ompi_path pkglibdir) data=$(ompi_path pkgdatadir)
-  o=.carry/mpi
+  o=$st/mpi
   mkdir -p "$o/bin" "$o/deps" "$o${libdir#"$prefix"}" "$o$(dirname "${data#"$prefix"}")"
   cp "$(command -v orterun)" "$(command -v orted)" "$o/bin/" && cp "$o/bin/orterun" "$o/bin/mpirun"  # no links: a carry drops them
   cp -r "$pkglib" "$o${libdir#"$prefix"}/"
@@ -59,12 +72,19 @@ if command -v orterun >/dev/null; then
     ldd "$f"
   done | awk '$3 ~ /^\// {print $3}' | sort -u | grep -v -E "$skip_libs" | while read -r lib; do cp -L "$lib" "$o/deps/"; done
 fi
-# The model: what fits beside the binaries in a, the rest in b, c, ... (each part, with the
-# repository's own files, stays under the transfer limit).
-limit=$((58 * 1024 * 1024))
-used=$(du -sb .carry/a | cut -f1)
-room=$((limit - used - 65536))  # the part folder itself counts too
-((room > 0)) || room=0           # the binaries fill a: the model starts in b
+# WikiText-2 for gpu-check's perplexity runs (../shared does not travel).
+data=${SHARED_DATA:-../shared/data}/wikitext2-valid.txt
+[[ -f "$data" ]] && mkdir -p "$st/data" && cp "$data" "$st/data/"
+# One thread and a 64 MiB dictionary: the binaries share most of their code, and xz then stores it once.
+tar -C "$st" -cf - . | xz -T1 -9e >.carry/a/bins.tar.xz
+rm -rf "$st"
+# The model: what fits beside the tarball in a, the rest in b, c, ... A call carries the repository's
+# own files (tracked, and untracked ones git does not ignore) beside its part, all under 64 MiB.
+repo=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1)
+limit=$((64 * 1024 * 1024 - repo - 1024 * 1024))  # 1 MiB to spare for folders and changes made later
+((limit > 8 * 1024 * 1024)) || { echo "gpu-carry: the repository's files ($repo bytes) leave no room" >&2; exit 1; }
+room=$((limit - $(du -sb .carry/a | cut -f1) - 65536))  # the part folder itself counts too
+((room > 0)) || room=0                                   # the tarball fills a: the model starts in b
 head -c "$room" "$MODEL" >.carry/a/model.part-a
 tail -c +$((room + 1)) "$MODEL" | split -b $((limit - 65536)) -a 1 - .carry/rest.
 parts=(a)
@@ -73,11 +93,10 @@ for f in .carry/rest.*; do
   p=${letters[${#parts[@]} - 1]}
   mkdir -p ".carry/$p" && mv "$f" ".carry/$p/model.part-$p" && parts+=("$p")
 done
+echo "${parts[*]}" >.carry/a/parts
 for p in "${parts[@]}"; do
   size=$(du -sb ".carry/$p" | cut -f1)
   echo "gpu-carry: .carry/$p $((size / 1024 / 1024)) MiB"
   ((size <= limit)) || { echo "gpu-carry: .carry/$p is over $limit bytes" >&2; exit 1; }
 done
-echo "gpu-carry: ready in ${#parts[@]} parts (${parts[*]}); libraries carried: $(ls .carry/a/lib | tr '\n' ' ')"
-[[ -d .carry/mpi ]] && echo "gpu-carry: Open MPI in .carry/mpi ($(du -sb .carry/mpi | cut -f1) bytes): carry it in a call of its own"
-
+echo "gpu-carry: ready in ${#parts[@]} parts (${parts[*]}), $limit bytes at most each beside the repository's $repo"

@@ -88,6 +88,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   LLM_CHECK(K == w.k) << "linear_quantized: x " << x.shape_str() << " vs weight [" << w.n << ", " << w.k << "]";
   LLM_CHECK(out.numel() == T * N && out.dim(-1) == N)
       << "linear_quantized: out " << out.shape_str() << ", want [" << T << ", " << N << "]";
+  if (T == 0 || N == 0) return;  // nothing to compute (and no scratch to gather an empty x into)
   cuda::QLinearParams p;
   p.x = x.data;
   if (!w.input_perm.empty()) {  // act-order: the kernels read x[:, input_perm] (gathered into scratch)
