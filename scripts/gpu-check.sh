@@ -245,13 +245,15 @@ if [[ -f "$GOLDEN_MODEL" ]]; then
   [[ -f "$PPL_TEXT" ]] || PPL_TEXT=../shared/data/wikitext2-valid.txt
   if [[ -f "$PPL_TEXT" ]]; then
     echo "== perplexity on the GPU ($PPL_TEXT, ${PPL_TOKENS:=16384} tokens, ctx 512, stride 256)" | tee -a "$RESULTS/gpu-quantized.log"
-    for run in "0 f16 auto" "1 f16 auto" "1 f16 int8" "1 f16 fp8" "0 bf16 auto" "1 bf16 auto" "1 bf16 int8" "1 bf16 fp8"; do
-      read -r gate dt kv <<<"$run"
-      ppl=$(LLMCTL_CUDA_QUANTIZED=$gate "$BUILD/llmctl" bench ppl -m "$GOLDEN_MODEL" --device cuda --dtype "$dt" \
+    # fp8 keeps each sequence's open block exact (exact=1) unless LLMCTL_KV_EXACT_OPEN_BLOCK=0 (exact=0).
+    for run in "0 f16 auto 1" "1 f16 auto 1" "1 f16 int8 1" "1 f16 fp8 1" "1 f16 fp8 0" \
+      "0 bf16 auto 1" "1 bf16 auto 1" "1 bf16 int8 1" "1 bf16 fp8 1" "1 bf16 fp8 0"; do
+      read -r gate dt kv exact <<<"$run"
+      ppl=$(LLMCTL_CUDA_QUANTIZED=$gate LLMCTL_KV_EXACT_OPEN_BLOCK=$exact "$BUILD/llmctl" bench ppl -m "$GOLDEN_MODEL" --device cuda --dtype "$dt" \
         --kv-cache-dtype "$kv" --text "$PPL_TEXT" --max-tokens "$PPL_TOKENS" --no-progress 2>&1 | tail -1)
       rc=$?
-      printf 'ppl %-5s weights %-11s kv %-4s rc=%d %s\n' "$dt" "$([[ $gate == 1 ]] && echo quantized || echo dequantized)" \
-        "$kv" "$rc" "$ppl" | tee -a "$RESULTS/gpu-quantized.log"
+      printf 'ppl %-5s weights %-11s kv %-4s exact open block %d rc=%d %s\n' "$dt" \
+        "$([[ $gate == 1 ]] && echo quantized || echo dequantized)" "$kv" "$exact" "$rc" "$ppl" | tee -a "$RESULTS/gpu-quantized.log"
     done
   else
     echo "gpu-check: perplexity skipped (no WikiText-2 at $PPL_TEXT)" | tee -a "$RESULTS/gpu-quantized.log"

@@ -48,6 +48,7 @@ struct DeviceBatch {
   const BatchPlan* plan = nullptr;
   Tensor token_ids, positions, slot_mapping, query_start, context_len, block_table, logits_rows;  // i32
   Tensor token_seq;  // i32 [T]: the sequence of each token
+  Tensor exact_slot;  // i32 [S], each sequence's exact KV slot (-1: none), where the backend keeps them; else empty
 };
 
 // Sampling on the device (engine/sample/device_sampling.h builds the jobs): one token per job from
@@ -160,6 +161,14 @@ class Backend {
   // For each (src, dst) slot pair (flattened), every layer's exact slot dst becomes a copy of src
   // (forks). The default copies the host stores KvLayer::exact holds.
   virtual void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs);
+  // Room in every layer's exact store for slots [0, slots), made before a step that uses them
+  // (outside any graph capture). A device backend allocates here (KvExactStore::k_dev; the
+  // addresses change, and graphs holding the old ones are dropped); the default does nothing: the
+  // host stores grow as the CPU attention writes them.
+  virtual void reserve_exact_slots(std::vector<KvLayer>& cache, int slots) {
+    (void)cache;
+    (void)slots;
+  }
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...) and quantized ones to
   // linear_quantized. w is this rank's slice [N, K].

@@ -4,8 +4,11 @@
 // "key j is exact iff j is in the query's block" depends on positions only, so a result does not
 // depend on how a prompt was chunked, batched or speculated.
 //
-// One store per layer, host memory, grown as slots appear:
-//   k, v   [slots, R * B, Hkv, D] f32; slot e holds position p at row (p / B % R) * B + p % B
+// One store per layer, grown as slots appear:
+//   k, v   [slots, R * B, Hkv, D] f32 in host memory (the CPU backend); slot e holds position p at
+//          row (p / B % R) * B + p % B
+//   k_dev, v_dev  the same rows in a device backend's memory (CUDA: the activation dtype, the step's
+//          k and v as they are), grown by Backend::reserve_exact_slots before a step needs them
 //   R      ring_blocks: 1, or more where speculative tokens may be rolled back across a block
 //          boundary (the rows of the block a rollback returns to must survive the rejected ones)
 // Slots belong to sequences (KvCacheManager assigns them); a forked child's slot starts as a copy of
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/tensor.h"
 
 namespace llmctl {
 
@@ -24,6 +28,9 @@ struct KvExactStore {
   int ring_blocks = 1, block_size = 16;
   int64_t kv_heads = 0, head_dim = 0;
   std::vector<float> k, v;
+  Tensor k_dev, v_dev;
+
+  int64_t device_slots() const { return k_dev.rank() == 4 ? k_dev.dim(0) : 0; }
 
   int64_t row_floats() const { return kv_heads * head_dim; }
   int64_t slot_floats() const { return int64_t(ring_blocks) * block_size * row_floats(); }

@@ -166,12 +166,21 @@ void ModelRunner::check_plan(const BatchPlan& plan) const {
     LLM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id << " is outside the vocabulary (" << c.vocab_size << ")";
 }
 
+void ModelRunner::prepare_exact_slots(const BatchPlan& plan) {
+  if (plan.exact_slot.empty() && plan.exact_copies.empty()) return;
+  int slots = 0;
+  for (int32_t e : plan.exact_slot) slots = std::max(slots, e + 1);
+  for (int32_t e : plan.exact_copies) slots = std::max(slots, e + 1);
+  backend().reserve_exact_slots(kv_, slots);
+  if (!plan.exact_copies.empty()) backend().copy_exact_rows(kv_, plan.exact_copies);  // forks, before anything reads
+}
+
 Tensor ModelRunner::execute(const BatchPlan& plan) {
   const ModelConfig& c = model_.config();
   Backend& be = backend();
   const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
   check_plan(plan);
-  if (!plan.exact_copies.empty()) be.copy_exact_rows(kv_, plan.exact_copies);  // forks, before anything reads
+  prepare_exact_slots(plan);
   const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
 
   // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
@@ -180,7 +189,10 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
     const int ctx = decode_graph_context(plan, block_size);
     LLM_CHECK(ctx < (1 << 30)) << "graph context " << ctx << " out of range";
     std::vector<const void*> kv_addresses;  // graphs hold every layer's cache address: a new cache, new graphs
-    for (const KvLayer& l : kv_) kv_addresses.insert(kv_addresses.end(), {l.k.data, l.v.data});
+    for (const KvLayer& l : kv_) {
+      kv_addresses.insert(kv_addresses.end(), {l.k.data, l.v.data});
+      if (l.exact) kv_addresses.insert(kv_addresses.end(), {l.exact->k_dev.data, l.exact->v_dev.data});
+    }
     if (kv_addresses != graph_kv_) {
       be.clear_graphs();
       graph_kv_ = std::move(kv_addresses);
@@ -221,7 +233,7 @@ int ModelRunner::micro_batches(const BatchPlan& plan) const {
 void ModelRunner::submit(const BatchPlan& plan) {
   LLM_CHECK(model_.pipeline_stages() > 1) << "steps in flight need pipeline stages";
   check_plan(plan);
-  if (!plan.exact_copies.empty()) backend().copy_exact_rows(kv_, plan.exact_copies);
+  prepare_exact_slots(plan);
   const int64_t R = int64_t(plan.logits_rows.size());
   ensure_workspace(plan.num_tokens(), R);
   run_micro_batches(plan);

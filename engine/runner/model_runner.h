@@ -68,6 +68,8 @@ class ModelRunner {
   // This rank's part of a pipelined step, micro-batch by micro-batch; returns the logits rows.
   int64_t run_micro_batches(const BatchPlan& plan);
   void check_plan(const BatchPlan& plan) const;  // throws Error for a plan this cache cannot run
+  // Room for the plan's exact KV slots (Backend::reserve_exact_slots), then its fork copies.
+  void prepare_exact_slots(const BatchPlan& plan);
   struct Submitted {
     Tensor logits;       // host f32 [R, vocab], filled by the last stage
     int64_t handle = -1;  // Model::post_collect_logits

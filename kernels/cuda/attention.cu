@@ -21,6 +21,11 @@ void launch_attention(const AttentionParams& p, cudaStream_t stream) {
     KERNEL_CHECK(p.k_scale && p.v_scale && reinterpret_cast<uintptr_t>(p.k_scale) % 8 == 0 &&
                  reinterpret_cast<uintptr_t>(p.v_scale) % 8 == 0)
         << "attention: a quantized cache needs 8-byte aligned k_scale and v_scale";
+  if (p.exact_slot)  // the prefill kernel reads no exact rows: every token goes through the decode kernel
+    KERNEL_CHECK(p.kv_storage == KvStorage::Fp8 && p.token_seq && p.exact_ring_blocks > 0 && p.exact_k &&
+                 p.exact_v && reinterpret_cast<uintptr_t>(p.exact_k) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(p.exact_v) % 16 == 0)
+        << "attention: exact KV rows need an fp8 cache, per-token mode and 16-byte aligned rows";
   if (p.num_seqs == 0) return;
   KERNEL_CHECK(p.fixed_partition_len % 128 == 0 && p.fixed_partition_len <= 1024) << "attention: fixed partition";
   if (p.token_seq) {  // per-token mode: every token through the decode kernel

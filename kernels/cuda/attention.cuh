@@ -54,6 +54,15 @@ struct AttentionParams {
   // depend on how its prompt was chunked or what else is in the batch.
   const int32_t* token_seq = nullptr;  // [T], or null
   int num_tokens = 0;
+  // Exact open-block rows beside an fp8 cache (engine/backend/kv_exact_rows.h; per-token mode
+  // only): a token at position p of a sequence with exact_slot[s] >= 0 reads the keys and values of
+  // its own block [p / B * B, p] exact, the step's own ones from qkv (its tokens sit at consecutive
+  // positions from the first, query_start[s]), the earlier ones from the slot's ring in exact_k /
+  // exact_v [slots, R * B, Hkv, D] of dtype (position q at ring row (q / B % R) * B + q % B).
+  const int32_t* exact_slot = nullptr;  // [S], or null
+  const void* exact_k = nullptr;
+  const void* exact_v = nullptr;
+  int exact_ring_blocks = 0;  // R
   int fixed_partition_len = 0;         // > 0: decode partitions of this length (a multiple of 128: also a multiple of the 32-key tile)
   float* workspace = nullptr;  // attention_workspace_bytes(p) bytes, for split decode
   size_t workspace_bytes = 0;

@@ -72,6 +72,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   float* scores = smem;
   const float k_fp8 = S == KvStorage::Fp8 ? p.k_scale[kvh] : 0.f;
   const float v_fp8 = S == KvStorage::Fp8 ? p.v_scale[kvh] : 0.f;
+  // Exact rows (fp8 caches that keep them): the token's own block, from `ex.first` on.
+  constexpr bool kExact = S == KvStorage::Fp8;
+  ExactRows ex;
+  if constexpr (kExact) ex = exact_rows_of(p, s, kv_len - 1);
 
   // Phase 1: Q K^T. kTPK neighbouring threads share a key, thread `sub` reading the 16-byte vectors
   // sub, sub + kTPK, ... of its row (so each load instruction reads whole 64-byte runs); the partial
@@ -87,8 +91,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
         // keys past n read key n-1 (their scores are not stored): unconditional loads
         const int j = min(base + u * kKeysPerPass + kq, n - 1);
         const int64_t krow = int64_t(slot_s[j]) * Hkv + kvh;
+        const T* erow = kExact && start + j >= ex.first ? exact_row<T>(p, ex, start + j, kvh, false) : nullptr;
 #pragma unroll
-        for (int v = 0; v < VPT; ++v) kr[u][v] = kv_load8<T, S>(p.k_cache, p.k_scale, krow, D, (sub + kTPK * v) * 8);
+        for (int v = 0; v < VPT; ++v)
+          kr[u][v] = erow ? kv_load8_exact(erow, (sub + kTPK * v) * 8)
+                          : kv_load8<T, S>(p.k_cache, p.k_scale, krow, D, (sub + kTPK * v) * 8);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -156,8 +163,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
   for (int j0 = r; j0 < n; j0 += R * kRowsAhead) {
     KvRaw8 vr[kRowsAhead];
 #pragma unroll
-    for (int u = 0; u < kRowsAhead; ++u)  // rows past n read row n-1 and are skipped below
-      vr[u] = kv_load8<T, S>(p.v_cache, p.v_scale, int64_t(slot_s[min(j0 + u * R, n - 1)]) * Hkv + kvh, D, c);
+    for (int u = 0; u < kRowsAhead; ++u) {  // rows past n read row n-1 and are skipped below
+      const int j = min(j0 + u * R, n - 1);
+      vr[u] = kExact && start + j >= ex.first ? kv_load8_exact(exact_row<T>(p, ex, start + j, kvh, true), c)
+                                    : kv_load8<T, S>(p.v_cache, p.v_scale, int64_t(slot_s[j]) * Hkv + kvh, D, c);
+    }
 #pragma unroll
     for (int u = 0; u < kRowsAhead; ++u) {
       const int j = j0 + u * R;

@@ -114,6 +114,31 @@ KvLayer dequantized_copy(CudaBackend& be, const KvLayer& q, DType dt) {
   return d;
 }
 
+// A host cache's own copy (the CPU backend writes in place).
+KvLayer host_copy(const KvLayer& h) {
+  KvLayer c = h;
+  for (Tensor* t : {&c.k, &c.v, &c.k_scale, &c.v_scale}) {
+    Tensor copy = Tensor::empty_host(t->dtype, t->shape);
+    std::memcpy(copy.data, t->data, t->nbytes());
+    *t = copy;
+  }
+  return c;
+}
+
+// One step on the CPU backend: write_kv of qkv (f32 [T, (Hq + 2 Hkv) D]) into `cache`, then the
+// attention output [T, Hq D] in double.
+std::vector<double> cpu_step(Backend& cpu, KvLayer& cache, const BatchPlan& plan, const std::vector<float>& qkv,
+                             int Hq, int Hkv, int D, float scale) {
+  const int T = plan.num_tokens();
+  Tensor cqkv = Tensor::empty_host(DType::F32, {T, int64_t(Hq + 2 * Hkv) * D});
+  std::memcpy(cqkv.data, qkv.data(), qkv.size() * sizeof(float));
+  DeviceBatch cb = cpu.prepare_batch(plan);
+  cpu.write_kv(cqkv, cb, Hq, Hkv, cache);
+  Tensor cout = Tensor::empty_host(DType::F32, {T, int64_t(Hq) * D});
+  cpu.attention(cqkv, cache, cb, Hq, Hkv, scale, cout);
+  return std::vector<double>(cout.ptr<float>(), cout.ptr<float>() + cout.numel());
+}
+
 KvLayer to_device(CudaBackend& be, const KvLayer& h) {
   KvLayer d;
   d.quant = h.quant;
@@ -157,18 +182,8 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
     CHECK(differ == 0);
   }
 
-  KvLayer ccache = host_cache;  // the CPU works in place on host copies
-  for (Tensor* t : {&ccache.k, &ccache.v, &ccache.k_scale, &ccache.v_scale}) {
-    Tensor c = Tensor::empty_host(t->dtype, t->shape);
-    std::memcpy(c.data, t->data, t->nbytes());
-    *t = c;
-  }
-  Tensor cqkv = Tensor::empty_host(DType::F32, {T, W});
-  std::memcpy(cqkv.data, qkv.f.data(), qkv.f.size() * sizeof(float));
-  DeviceBatch cb = cpu->prepare_batch(plan);
-  cpu->write_kv(cqkv, cb, Hq, Hkv, ccache);
-  Tensor cout = Tensor::empty_host(DType::F32, {T, Hq * D});
-  cpu->attention(cqkv, ccache, cb, Hq, Hkv, scale, cout);
+  KvLayer ccache = host_copy(host_cache);
+  const std::vector<double> ref = cpu_step(*cpu, ccache, plan, qkv.f, Hq, Hkv, D, scale);
 
   INFO(kv_cache_dtype_name(kind) << " " << what << " " << dtype_name(dt) << " D=" << D << " Hkv=" << Hkv << " G=" << G
                                  << " B=" << B);
@@ -181,7 +196,6 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
     CHECK(device_bytes(be, gcache.k_scale) ==
           std::vector<uint8_t>(static_cast<uint8_t*>(ccache.k_scale.data),
                                static_cast<uint8_t*>(ccache.k_scale.data) + ccache.k_scale.nbytes()));
-  const std::vector<double> ref(cout.ptr<float>(), cout.ptr<float>() + cout.numel());
   char name[160];
   std::snprintf(name, sizeof name, "kv %-4s attention %-8s D=%-3d Hkv=%d G=%d B=%-2d T=%d", kv_cache_dtype_name(kind),
                 what, D, Hkv, G, B, T);
@@ -189,7 +203,102 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
   expect_close(name, dt, got, ref, 2.0);
 }
 
+// fp8 with exact open-block rows (engine/backend/kv_exact_rows.h) on both backends, two steps:
+//   1. A prefills [0, 21), B prefills [0, 40) (slots 0, 1);
+//   2. slot 1 forked into slot 2; A decodes at 21 (its own block's rows 16..20 from the slot),
+//      B takes [40, 47) (rows 32..39 from the slot, 40.. from the step), C, B's fork, decodes at 40
+//      (rows 32..39 from the copied slot; its block 2 is its own, with codes nobody wrote).
+// Each step's attention output within the dtype's tolerance of the CPU's; in f16 also closer to it
+// than the CPU's own output without exact rows is (so reading the codes there would fail).
+struct ExactSeq {
+  int before, fresh;
+  std::vector<int32_t> blocks;
+  int slot;
+};
+BatchPlan exact_plan(const std::vector<ExactSeq>& seqs, int B, int NB) {
+  BatchPlan p;
+  p.max_blocks_per_seq = 3;
+  for (const ExactSeq& s : seqs) {
+    std::vector<int32_t> row(3, -1);
+    std::copy(s.blocks.begin(), s.blocks.end(), row.begin());
+    for (int pos = s.before; pos < s.before + s.fresh; ++pos) {
+      p.token_ids.push_back(1);
+      p.positions.push_back(pos);
+      p.slot_mapping.push_back(row[size_t(pos / B)] * B + pos % B);
+    }
+    p.block_table.insert(p.block_table.end(), row.begin(), row.end());
+    p.context_len.push_back(s.before + s.fresh);
+    p.query_start.push_back(p.query_start.back() + s.fresh);
+    p.logits_rows.push_back(p.query_start.back() - 1);
+    p.exact_slot.push_back(s.slot);
+  }
+  p.validate(B, NB);
+  return p;
+}
+
+void run_exact_case(DType dt, int D, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CudaBackend& be = backend(dt);
+  std::unique_ptr<Backend> cpu = make_cpu_backend(2);
+  REQUIRE(be.supports_kv_exact_rows(KvCacheDtype::Fp8));
+  const int Hkv = 2, G = 4, Hq = Hkv * G, W = (Hq + 2 * Hkv) * D, B = 16, NB = 7;
+  const float scale = 1.f / std::sqrt(float(D));
+  const KvLayer host_cache = random_cache(KvCacheDtype::Fp8, NB, B, Hkv, D, rng);
+  auto with_exact = [&](KvLayer l) {
+    l.exact = std::make_shared<KvExactStore>();
+    l.exact->ring_blocks = 1;
+    l.exact->block_size = B;
+    l.exact->kv_heads = Hkv;
+    l.exact->head_dim = D;
+    return l;
+  };
+  std::vector<KvLayer> gpu_layers = {with_exact(to_device(be, host_cache))};
+  std::vector<KvLayer> cpu_layers = {with_exact(host_copy(host_cache))}, plain_layers = {host_copy(host_cache)};
+  be.reserve_exact_slots(gpu_layers, 3);
+  CHECK(gpu_layers[0].exact->device_slots() >= 3);
+
+  const std::vector<BatchPlan> steps = {
+      exact_plan({{0, 21, {0, 1}, 0}, {0, 40, {2, 3, 4}, 1}}, B, NB),
+      exact_plan({{21, 1, {0, 1}, 0}, {40, 7, {2, 3, 4}, 1}, {40, 1, {2, 3, 5}, 2}}, B, NB)};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const BatchPlan& plan = steps[i];
+    if (i == 1) {
+      be.copy_exact_rows(gpu_layers, {1, 2});
+      cpu->copy_exact_rows(cpu_layers, {1, 2});
+    }
+    const int T = plan.num_tokens();
+    HostData qkv = random_host(dt, {T, W}, rng, -2.f, 2.f);
+    Tensor dqkv = be.upload(qkv.t, dt);
+    DeviceBatch gb = be.prepare_batch(plan);
+    be.write_kv(dqkv, gb, Hq, Hkv, gpu_layers[0]);
+    Tensor gout = poisoned(be, dt, {T, Hq * D});
+    be.attention(dqkv, gpu_layers[0], gb, Hq, Hkv, scale, gout);
+    const std::vector<float> got = to_vec(be, gout);
+
+    const std::vector<double> ref = cpu_step(*cpu, cpu_layers[0], plan, qkv.f, Hq, Hkv, D, scale);
+    BatchPlan plain_plan = plan;
+    plain_plan.exact_slot.clear();
+    const std::vector<double> plain = cpu_step(*cpu, plain_layers[0], plain_plan, qkv.f, Hq, Hkv, D, scale);
+    char name[160];
+    std::snprintf(name, sizeof name, "kv fp8 exact open block, step %zu D=%-3d T=%d", i + 1, D, T);
+    expect_close(name, dt, got, ref, 2.0);
+    if (dt == DType::F16) {
+      const std::vector<float> plain_f(plain.begin(), plain.end());
+      const double err = compare(got, ref).rel, plain_err = compare(plain_f, ref).rel;
+      INFO(name << ": rel " << err << " against the CPU with exact rows; the CPU without them " << plain_err);
+      CHECK(err < 0.5 * plain_err);
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("cuda: fp8 KV cache with exact open-block rows against the CPU backend") {
+  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+  uint32_t seed = 900;
+  for (DType dt : kHalfTypes)
+    for (int D : {64, 128}) run_exact_case(dt, D, seed++);
+}
 
 TEST_CASE("cuda: int8 and fp8 KV cache write + attention against the CPU backend") {
   setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);

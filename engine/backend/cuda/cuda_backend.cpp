@@ -212,9 +212,10 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   std::vector<int32_t> token_seq(static_cast<size_t>(T));
   for (int64_t s = 0; s < S; ++s)
     for (int32_t t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) token_seq[size_t(t)] = int32_t(s);
-  const std::vector<int32_t>* arrays[] = {&plan.token_ids,   &plan.positions,   &plan.slot_mapping, &plan.query_start,
-                                          &plan.context_len, &plan.block_table, &plan.logits_rows, &token_seq};
-  constexpr int kArrays = 8;
+  const std::vector<int32_t>* arrays[] = {&plan.token_ids,   &plan.positions,   &plan.slot_mapping,
+                                          &plan.query_start, &plan.context_len, &plan.block_table,
+                                          &plan.logits_rows, &token_seq,         &plan.exact_slot};
+  constexpr int kArrays = 9;
   size_t total = 0;
   for (auto* a : arrays) total += (a->size() + 3) / 4 * 4;  // each array 16-byte aligned
   const size_t bytes = std::max<size_t>(total, 4) * sizeof(int32_t);
@@ -235,8 +236,8 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   auto* staging = static_cast<int32_t*>(pinned_);
   DeviceBatch db;
   db.plan = &plan;
-  Tensor* outs[] = {&db.token_ids, &db.positions, &db.slot_mapping, &db.query_start,
-                    &db.context_len, &db.block_table, &db.logits_rows, &db.token_seq};
+  Tensor* outs[] = {&db.token_ids,   &db.positions,   &db.slot_mapping, &db.query_start, &db.context_len,
+                    &db.block_table, &db.logits_rows, &db.token_seq,    &db.exact_slot};
   size_t off = 0;
   for (int i = 0; i < kArrays; ++i) {
     const int64_t n = int64_t(arrays[i]->size());
@@ -455,10 +456,27 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   }
   for (int32_t pos : plan.positions) p.max_context_len = std::max(p.max_context_len, int(pos) + 1);
   if (plan.graph_context > 0) p.max_context_len = std::max(p.max_context_len, int(plan.graph_context));
-  if (options_.deterministic) {  // every token alone through the decode kernel, fixed partitions
+  // Exact open-block rows (fp8, cuda_exact_rows.cpp): every token through the decode kernel, which
+  // reads its own block from them.
+  const bool exact = quant && cache.exact && b.exact_slot.numel() > 0;
+  if (exact) {
+    LLM_CHECK(b.exact_slot.numel() == plan.num_seqs()) << "attention: exact_slot for " << b.exact_slot.numel()
+                                                        << " of " << plan.num_seqs() << " sequences";
+    const KvExactStore& e = *cache.exact;
+    for (int32_t slot : plan.exact_slot)
+      LLM_CHECK(slot < e.device_slots()) << "attention: exact slot " << slot << " of " << e.device_slots()
+                                         << " reserved (Backend::reserve_exact_slots)";
+    LLM_CHECK(e.kv_heads == hkv && e.head_dim == D && e.block_size == p.block_size && e.k_dev.dtype == qkv.dtype)
+        << "attention: exact rows of another shape or dtype than the cache";
+    p.exact_slot = b.exact_slot.ptr<int32_t>();
+    p.exact_k = e.k_dev.data;
+    p.exact_v = e.v_dev.data;
+    p.exact_ring_blocks = e.ring_blocks;
+  }
+  if (options_.deterministic || exact) {  // every token alone through the decode kernel
     p.token_seq = b.token_seq.ptr<int32_t>();
     p.num_tokens = int(T);
-    p.fixed_partition_len = 512;
+    if (options_.deterministic) p.fixed_partition_len = 512;  // and fixed partitions: batch invariant
   }
   if (T == 0) return;
   const size_t ws = cuda::attention_workspace_bytes(p);
@@ -469,6 +487,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
     p.split_counters_count = attn_counters_bytes_ / sizeof(int);
   }
   cuda::launch_attention(p, stream_);
+  if (exact) store_exact_rows(qkv, cache, b, hq, hkv);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {

@@ -91,6 +91,11 @@ class CudaBackend final : public Backend {
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   // Auto always; int8 / fp8 only when cuda_quantized_enabled() (cuda_quantized.cpp).
   bool supports_kv_cache(KvCacheDtype d) const override;
+  // fp8's exact open-block rows (cuda_exact_rows.cpp), under the same gate: in device memory
+  // (KvExactStore::k_dev), read by the per-token attention, stored after it.
+  bool supports_kv_exact_rows(KvCacheDtype d) const override;
+  void reserve_exact_slots(std::vector<KvLayer>& cache, int slots) override;
+  void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs) override;
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
@@ -117,6 +122,9 @@ class CudaBackend final : public Backend {
   // before its kernels read the codes in place (kernels/cuda/attention.cuh, KvStorage).
   void write_kv_quant(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache);
   void check_quant_cache(const KvLayer& cache, int num_kv_heads) const;
+  // After a step's attention: the step's rows of each sequence's last ring blocks into its exact slot.
+  void store_exact_rows(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
+                        int num_kv_heads);
 
   DType dtype_;
   CudaOptions options_;
