@@ -13,7 +13,8 @@ void launch_attention(const AttentionParams& p, cudaStream_t stream) {
   KERNEL_CHECK(p.head_dim == 64 || p.head_dim == 128) << "attention: head_dim " << p.head_dim << " (64 or 128)";
   KERNEL_CHECK(p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0) << "attention: Hq % Hkv != 0";
   KERNEL_CHECK(p.block_size > 0 && p.max_blocks_per_seq > 0) << "attention: block table";
-  KERNEL_CHECK(p.num_seqs < 65536 && p.num_q_heads < 65536) << "attention: grid too large";
+  KERNEL_CHECK(p.num_seqs < 65536 && p.num_q_heads < 65536 && (!p.token_seq || p.num_tokens < 65536))
+      << "attention: grid too large (" << p.num_seqs << " sequences, " << p.num_tokens << " tokens in per-token mode)";
   const void* ptrs[] = {p.qkv, p.k_cache, p.v_cache, p.out};
   for (const void* ptr : ptrs)
     KERNEL_CHECK(ptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0) << "attention: tensors must be 16-byte aligned";
