@@ -59,6 +59,8 @@ for lib in libnccl.so.2:nccl libcublas.so:cublas libcublasLt.so:cublas libcudart
   fi
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Shared-memory transfers without CMA (process_vm_readv), which a sandboxed kernel may refuse.
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 GOLDEN_MODEL=${GOLDEN_MODEL:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
 HF_MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
