@@ -20,7 +20,8 @@
 //     16-wide steps for every tile shape, so a row's result does not depend on T either.
 // The two differ from each other in rounding (the tensor-core path rounds the dequantized weights to
 // the activation dtype), so a caller that needs invariance across T uses one of them for every T
-// (CudaBackend: qlinear_mma under --deterministic; otherwise qlinear for T <= kQLinearSmallT).
+// (CudaBackend: qlinear_mma under --deterministic; otherwise qlinear for T <= kQLinearSmallT, and
+// past it the faster per shape as measured, qlinear_tuner.h, or qlinear_mma without autotune).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -14,6 +14,7 @@
 #include "gpu_test_util.h"
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cuda/qlinear.cuh"
+#include "kernels/cuda/qlinear_tuner.h"
 
 using namespace llmctl;
 using namespace llmctl::gpu_test;
@@ -210,6 +211,56 @@ TEST_CASE("cuda: quantized linear with f32 activations (kernel direct)") {
                      5.0);
       }
     }
+}
+
+// The tuner (qlinear_tuner.h): past decode sizes its output is, bit for bit, that of the kernel it
+// reports for the shape, measured once per key (a second call of the same bucket measures nothing);
+// up to kQLinearSmallT tokens it is the CUDA-core kernel's, without measuring.
+TEST_CASE("cuda: the quantized-linear tuner runs the kernel it chose") {
+  GateOn gate;
+  std::mt19937 rng(1519);
+  CudaBackend& be = backend(DType::BF16);
+  cuda::QLinearTuner tuner;
+  const QCase c{4, 64, 961, 1536, DType::F16, true};
+  const QWeight q = random_qweight(c, rng);
+  const LinearWeight lw = be.upload_quantized(q.canonical);
+  int expect_measured = 0;
+  for (int64_t T : {1, 8, 9, 16, 64, 128, 100}) {
+    HostData x = random_host(DType::BF16, {T, c.K}, rng);
+    Tensor dx = be.upload(x.t, DType::BF16);
+    Tensor got = poisoned(be, DType::BF16, {T, c.N}), want = poisoned(be, DType::BF16, {T, c.N});
+    cuda::QLinearParams p;
+    p.x = dx.data;
+    p.x_dtype = DType::BF16;
+    p.packed = static_cast<const uint8_t*>(lw.data.data);
+    p.bits = c.bits;
+    p.group = c.group;
+    p.scale = lw.scales.data;
+    p.offset = lw.zeros.data;
+    p.scale_dtype = lw.scales.dtype;
+    p.out_dtype = DType::BF16;
+    p.T = T;
+    p.N = c.N;
+    p.K = c.K;
+    p.out = got.data;
+    tuner.run(p, be.stream());
+    const cuda::QLinearTuner::Kernel k = tuner.choice(p);
+    p.out = want.data;
+    if (k == cuda::QLinearTuner::Kernel::TensorCores)
+      cuda::qlinear_mma(p, be.stream());
+    else
+      cuda::qlinear(p, be.stream());
+    const std::vector<float> a = to_vec(be, got), b = to_vec(be, want);
+    // T = 100 shares the bucket of 128: measured already.
+    if (T > cuda::kQLinearSmallT && T != 100) ++expect_measured;
+    INFO("T=" << T << " kernel " << (k == cuda::QLinearTuner::Kernel::TensorCores ? "tensor cores" : "CUDA cores"));
+    std::printf("  qlinear tuner %-40s T=%-4lld %s\n", case_name(c, T).c_str(), (long long)T,
+                k == cuda::QLinearTuner::Kernel::TensorCores ? "tensor cores" : "CUDA cores");
+    if (T <= cuda::kQLinearSmallT) CHECK(k == cuda::QLinearTuner::Kernel::CudaCores);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    CHECK(tuner.measured() == expect_measured);
+    expect_close("qlinear tuner " + case_name(c, T), DType::BF16, a, cpu_reference(q, x.f, T, nullptr));
+  }
 }
 
 // Row t of a T-token call equals the same row alone (T = 1) and inside a batch of 3, bitwise.

@@ -17,6 +17,7 @@
 
 #include "engine/backend/backend.h"
 #include "kernels/cuda/gemm_tuner.h"
+#include "kernels/cuda/qlinear_tuner.h"
 
 namespace llmctl {
 
@@ -73,6 +74,7 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override;
   const CudaOptions& options() const { return options_; }
   const cuda::GemmTuner* gemm_tuner() const { return tuner_.get(); }
+  const cuda::QLinearTuner& qlinear_tuner() const { return qtuner_; }
   void step_timer_begin() override;
   double step_timer_end() override;
 
@@ -142,6 +144,7 @@ class CudaBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;  // recorded after the copy out of pinned_
   std::unique_ptr<cuda::GemmTuner> tuner_;
+  cuda::QLinearTuner qtuner_;  // quantized linears: which kernel per shape (with autotune)
   cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;

@@ -118,9 +118,13 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   p.T = T;
   p.N = N;
   p.K = K;
-  // Tensor cores past decode sizes; under --deterministic for every T (batch invariant: a row's
-  // bits do not depend on T), as the dense path's gemm_invariant. f32 activations: CUDA cores.
-  if (cuda::qlinear_mma_fits(p) && (options_.deterministic || T > cuda::kQLinearSmallT))
+  // Under --deterministic tensor cores for every T (batch invariant: a row's bits do not depend on
+  // T), as the dense path's gemm_invariant. Otherwise CUDA cores up to decode sizes, and past them
+  // the faster kernel per shape as measured (qlinear_tuner.h; tensor cores without autotune).
+  // f32 activations: CUDA cores.
+  if (options_.autotune && !options_.deterministic)
+    qtuner_.run(p, stream_);
+  else if (cuda::qlinear_mma_fits(p) && (options_.deterministic || T > cuda::kQLinearSmallT))
     cuda::qlinear_mma(p, stream_);
   else
     cuda::qlinear(p, stream_);
