@@ -21,7 +21,8 @@
 # gpu-tests.log and gpu-check-summary.txt.
 # GPU_CHECK_STAGES picks stages (default all): tests bench golden batching nccl pipeline quantized.
 # tests and bench need no model, so a first call can run them while the model's parts travel.
-# Extra benchmark flags can be given in GPU_BENCH_ARGS (e.g. "--layers 8" or "--skip-model").
+# Benchmark flags can be given in GPU_BENCH_ARGS (default "--decode-batches 1,8,16,32"; e.g. "--layers 8"
+# or "--skip-model"); a second run measures the same model with int4 weights (GPU_BENCH_INT4=0: not).
 # Extra benchmark flags can also sweep offline throughput through the engine, e.g.
 #   GPU_BENCH_ARGS="--throughput 128/128,512/128,1024/1024 --concurrency 1,16,64,256"
 # Exit status: non-zero when the GPU tests, the golden test, the batching test or a quantized run fail; a failed
@@ -101,9 +102,17 @@ echo "== GPU benchmark"
 BENCH="$BUILD/llmctl_gpu_bench"
 if [[ -x "$BENCH" ]]; then
   # shellcheck disable=SC2086
-  "$BENCH" ${GPU_BENCH_ARGS:-} >"$RESULTS/gpu-bench.json" 2> >(tee "$RESULTS/gpu-bench.log" >&2)
+  "$BENCH" ${GPU_BENCH_ARGS:---decode-batches 1,8,16,32} >"$RESULTS/gpu-bench.json" 2> >(tee "$RESULTS/gpu-bench.log" >&2)
   bench_rc=$?
   cat "$RESULTS/gpu-bench.json"
+  # The same 8B-shaped model with int4 group-128 linears (the quantized kernels), decode at batch
+  # 1/8/16/32 and prefill, beside the bf16 figures above (GPU_BENCH_INT4=0 skips it).
+  if [[ "${GPU_BENCH_INT4:-1}" == 1 ]]; then
+    echo "== GPU benchmark, int4 g128 weights"
+    "$BENCH" --model-only --weights int4 --decode-batches 1,8,16,32 >"$RESULTS/gpu-bench-int4.json" \
+      2> >(tee "$RESULTS/gpu-bench-int4.log" >&2) || bench_rc=$?
+    cat "$RESULTS/gpu-bench-int4.json"
+  fi
 else
   echo "gpu-check: $BENCH not built" >&2
   bench_rc=2

@@ -5,15 +5,18 @@
 //   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned;
 //               the same layers over 2048 tokens (tuned), TFLOP/s
 //   attention prefill  causal prefill attention of 1 x 512 / 2048 tokens, TFLOP/s
-//   decode      a batch-1 decode step of a Llama-3-8B-shaped Llama model (random bf16 weights, ~16 GB),
-//               replayed from its CUDA graph as the engine runs it
+//   decode      decode steps of a Llama-3-8B-shaped Llama model (random bf16 weights, ~16 GB; with
+//               --weights int4 its linears int4 group 128 with offsets, as `llmctl quantize --bits 4
+//               --asym` writes them, run by the quantized kernels), at batch 1 (--decode-batches for
+//               more), replayed from their CUDA graphs as the engine runs them
 //   prefill     1 x 2048 tokens through the same model
 //   throughput  (--throughput IN/OUT,...) offline runs through the Engine: fixed input and output
 //               lengths (EOS ignored), greedy, at each --concurrency (max-num-seqs)
 // Prints one JSON object on stdout and a readable table on stderr. Options: --layers N (default 32),
-// --context N (decode-step context, default 1024), --skip-model, --throughput 128/128,512/128,
-// --concurrency 1,16,64,256, --prompts-per-seq K (requests = K x concurrency, default 2),
-// --enforce-eager, --deterministic.
+// --context N (decode-step context, default 1024), --skip-model, --model-only (copy, gemm and the
+// model: no kernel micro-benchmarks), --weights bf16|int4, --decode-batches 1,8,16,32,
+// --throughput 128/128,512/128, --concurrency 1,16,64,256, --prompts-per-seq K (requests = K x
+// concurrency, default 2), --enforce-eager, --deterministic.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +33,7 @@ int main() {
 #include <cmath>
 #include <string>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -159,6 +163,44 @@ Checkpoint random_8b_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, st
   return ck;
 }
 
+// The checkpoint's layer linears int4, group `group`, with offsets, in place of their bf16 views:
+// deferred entries whose codes repeat one random pool, decoded as the loader reaches each and freed
+// once uploaded. Scale 2^-9 and offset -2^-6 (exact in f16, so the backend keeps f16 scales, as a
+// real checkpoint's) give weights in [-0.016, 0.014]. Embedding and lm_head stay bf16, as `llmctl
+// quantize` leaves them.
+void quantize_linears(Checkpoint& ck, int group) {
+  auto pool = std::make_shared<std::vector<uint8_t>>(size_t(1) << 20);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> code(0, 15);
+  for (uint8_t& c : *pool) c = uint8_t(code(rng));
+  const std::string suffix = "_proj.weight";
+  for (auto it = ck.tensors.begin(); it != ck.tensors.end();) {
+    const std::string& name = it->first;
+    const bool linear = name.rfind("model.layers.", 0) == 0 && name.size() > suffix.size() &&
+                        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (!linear) {
+      ++it;
+      continue;
+    }
+    const int64_t n = it->second.dim(0), k = it->second.dim(1);
+    ck.quantized[name] = QuantizedEntry::deferred("random int4 " + name, n, k, [n, k, group, pool] {
+      quant::GroupAffineWeight w;
+      w.bits = 4;
+      w.n = n;
+      w.k = k;
+      w.group = group;
+      w.codes.resize(size_t(n * k));
+      for (size_t i = 0; i < w.codes.size(); i += pool->size())
+        std::memcpy(w.codes.data() + i, pool->data(), std::min(pool->size(), w.codes.size() - i));
+      w.scale.assign(size_t(n * (k / group)), 0.001953125f);
+      w.offset.assign(w.scale.size(), -0.015625f);
+      return w;
+    });
+    it = ck.tensors.erase(it);
+  }
+  ck.release_after_upload = true;
+}
+
 std::vector<int> parse_ints(const std::string& s) {
   std::vector<int> out;
   size_t i = 0;
@@ -250,21 +292,26 @@ double attention_ms(CudaBackend& be, const Shape& sh, DType dt, int S, int ctx, 
 int main(int argc, char** argv) try {
   Shape sh;
   int decode_ctx = 1024, per_seq = 2;
-  bool skip_model = false;
-  std::string throughput, concurrency = "1,16,64,256";
+  bool skip_model = false, model_only = false, int4 = false;
+  std::string throughput, concurrency = "1,16,64,256", decode_batches = "1";
   CudaOptions copts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) sh.L = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) decode_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--skip-model")) skip_model = true;
+    else if (!std::strcmp(argv[i], "--model-only")) model_only = true;
+    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc && !std::strcmp(argv[i + 1], "int4")) int4 = true, ++i;
+    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc && !std::strcmp(argv[i + 1], "bf16")) ++i;
+    else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = argv[++i];
     else if (!std::strcmp(argv[i], "--throughput") && i + 1 < argc) throughput = argv[++i];
     else if (!std::strcmp(argv[i], "--concurrency") && i + 1 < argc) concurrency = argv[++i];
     else if (!std::strcmp(argv[i], "--prompts-per-seq") && i + 1 < argc) per_seq = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--enforce-eager")) copts.graphs = false;
     else if (!std::strcmp(argv[i], "--deterministic")) copts.deterministic = true;
     else {
-      std::fprintf(stderr, "usage: llmctl_gpu_bench [--layers N] [--context N] [--skip-model] [--throughput IN/OUT,...] "
-                   "[--concurrency C,...] [--prompts-per-seq K] [--enforce-eager] [--deterministic]\n");
+      std::fprintf(stderr, "usage: llmctl_gpu_bench [--layers N] [--context N] [--skip-model] [--model-only] "
+                   "[--weights bf16|int4] [--decode-batches B,...] [--throughput IN/OUT,...] [--concurrency C,...] "
+                   "[--prompts-per-seq K] [--enforce-eager] [--deterministic]\n");
       return 2;
     }
   }
@@ -307,7 +354,7 @@ int main(int argc, char** argv) try {
   }
 
   // (c) decode attention
-  {
+  if (!model_only) {
     json rows = json::array();
     for (int S : {1, 32, 128})
       for (int ctx : {1024, 4096}) {
@@ -320,8 +367,8 @@ int main(int argc, char** argv) try {
                      ms, gbps, 100 * gbps / copy_gbps);
       }
     out["decode_attention"] = rows;
-    // The same over int8 / fp8 caches (gate on): the context is dequantized into a scratch cache
-    // first (kernels/cuda/kv_quant.cuh), so this shows that pass's cost beside the bf16 kernel.
+    // The same over int8 / fp8 caches (gate on), whose codes the kernel reads in place
+    // (kernels/cuda/kv_codes.cuh): a quarter to half of the bf16 cache's bytes.
     setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
     json qrows = json::array();
     for (KvCacheDtype kd : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
@@ -339,7 +386,7 @@ int main(int argc, char** argv) try {
 
   // (c2) the batch-1 linear layers of a decode step: cuBLAS's default choice, each GEMV variant, and
   // what the tuner picked (be.linear), as weight bytes read per second.
-  {
+  if (!model_only) {
     json rows = json::array(), prefill_rows = json::array();
     struct Lin {
       const char* name;
@@ -384,7 +431,7 @@ int main(int argc, char** argv) try {
   // (c4) W4A16: the int4 group-128 quantized linear (kernels/cuda/qlinear.cu) on Llama-3-8B shapes at
   // decode batch sizes, beside the bf16 linear (tuned path) of the same shape: microseconds, GB/s over
   // the 4-bit codes, speed-up. The bench switches the kernels' gate on (LLMCTL_CUDA_QUANTIZED=1).
-  {
+  if (!model_only) {
     setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
     json rows = json::array();
     struct QLin {
@@ -450,7 +497,7 @@ int main(int argc, char** argv) try {
   }
 
   // (c3) causal prefill attention of one sequence (tensor-core kernel), Llama-3-8B heads.
-  {
+  if (!model_only) {
     json rows = json::array();
     for (int T : {512, 2048}) {
       const double ms = attention_ms(be, sh, dt, 1, T, T, 2, 10, rng);
@@ -466,29 +513,45 @@ int main(int argc, char** argv) try {
   if (!skip_model) {
     // (d) + (e) + (f): a Llama-3-8B-shaped Llama model, run as the engine runs it (one ModelRunner).
     std::vector<uint16_t> pool, ones;
-    std::unique_ptr<Model> model = make_model(random_8b_checkpoint(sh, pool, ones), be, dt);
+    Checkpoint ck = random_8b_checkpoint(sh, pool, ones);
+    if (int4) {
+      setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+      quantize_linears(ck, 128);
+    }
+    std::unique_ptr<Model> model = make_model(ck, be, dt);
     LocalExecutor exec(*model);
     ModelRunner& runner = exec.runner();
     std::vector<uint16_t>().swap(pool);
     const int W = (sh.Hq + 2 * sh.Hkv) * sh.D;
     const double lin_params = double(sh.L) * (double(W) * sh.H + double(sh.H) * sh.Hq * sh.D + 2.0 * sh.I * sh.H +
                                               double(sh.H) * sh.I);
-    const double weight_bytes = 2.0 * (lin_params + double(sh.V) * sh.H);  // lm_head read; one embedding row
-    {  // (d) batch-1 decode step
+    // Bytes a decode step reads: the linears (int4: half a byte a weight and an f16 scale and offset
+    // per 128), lm_head in bf16; one embedding row.
+    const double lin_bytes_per_param = int4 ? 0.5 + 4.0 / 128 : 2.0;
+    const double weight_bytes = lin_bytes_per_param * lin_params + 2.0 * double(sh.V) * sh.H;
+    out["weights"] = int4 ? "int4 g128 (linears), bf16 (embedding, lm_head)" : "bf16";
+    json steps = json::array();
+    for (int S : parse_ints(decode_batches)) {  // (d) decode steps
       int nb = 0;
-      BatchPlan plan = make_plan(1, decode_ctx, 1, sh.B, &nb, rng);
+      BatchPlan plan = make_plan(S, decode_ctx, 1, sh.B, &nb, rng);
       runner.alloc_kv_cache(runner.kv_spec(sh.B), nb);
       const double ms = median_ms(be, 3, 30, [&] { runner.execute(plan); });
       runner.free_kv_cache();
-      const double kv_bytes = double(sh.L) * decode_ctx * sh.Hkv * sh.D * 2 * 2;
+      const double kv_bytes = double(S) * sh.L * decode_ctx * sh.Hkv * sh.D * 2 * 2;
       const double bytes = weight_bytes + kv_bytes;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
-      out["decode_step"] = {{"layers", sh.L},        {"context", decode_ctx}, {"ms_per_token", ms},
-                            {"tokens_per_s", 1e3 / ms}, {"bytes", bytes},     {"gbps", gbps},
-                            {"fraction_of_copy_bw", gbps / copy_gbps}, {"graphs", copts.graphs}};
-      std::fprintf(stderr, "%-34s %9.3f ms  %8.1f tok/s  %7.1f GB/s (%.0f%% of copy)\n", "decode step batch 1", ms,
-                   1e3 / ms, gbps, 100 * gbps / copy_gbps);
+      json row = {{"layers", sh.L}, {"batch", S},     {"context", decode_ctx},
+                  {"ms_per_step", ms}, {"tokens_per_s", S * 1e3 / ms}, {"bytes", bytes},
+                  {"gbps", gbps},      {"fraction_of_copy_bw", gbps / copy_gbps}, {"graphs", copts.graphs}};
+      steps.push_back(row);
+      if (S == 1) {  // the batch-1 figure under its earlier name
+        row["ms_per_token"] = ms;
+        out["decode_step"] = row;
+      }
+      std::fprintf(stderr, "decode step batch %-3d %-12s %9.3f ms  %8.1f tok/s  %7.1f GB/s (%.0f%% of copy)\n", S,
+                   int4 ? "int4" : "bf16", ms, S * 1e3 / ms, gbps, 100 * gbps / copy_gbps);
     }
+    out["decode_steps"] = steps;
     {  // (e) prefill 1 x 2048
       const int T = 2048;
       int nb = 0;
