@@ -5,6 +5,7 @@
 //   linear      the 8B decode step's batch-1 linear layers: cuBLAS's default, each GEMV variant, tuned;
 //               the same layers over 2048 tokens (tuned), TFLOP/s
 //   attention prefill  causal prefill attention of 1 x 512 / 2048 tokens, TFLOP/s
+//   nccl        NCCL at world size 1: all-reduce and all-gather at an 8B decode step's sizes
 //   decode      decode steps of a Llama-3-8B-shaped Llama model (random bf16 weights, ~16 GB; with
 //               --weights int4 its linears int4 group 128 with offsets, as `llmctl quantize --bits 4
 //               --asym` writes them, run by the quantized kernels), at batch 1 (--decode-batches for
@@ -44,6 +45,7 @@ int main() {
 #include "engine/executor/local_executor.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/registry.h"
+#include "engine/parallel/nccl_comm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -508,6 +510,31 @@ int main(int argc, char** argv) try {
                    tflops, 100 * tflops / gemm_tflops);
     }
     out["prefill_attention"] = rows;
+  }
+
+  // (c5) NCCL at world size 1 (one GPU: a real one-rank communicator, as LLMCTL_NCCL_WORLD1=1 runs
+  // the model), at the sizes one 8B decode step of batch B uses under tensor parallelism: the f32
+  // residual all-reduce [B, 4096] (65 a step) and the f32 logits all-gather [B, 128256]. With one rank
+  // this is the call's own cost (launch, NCCL's bookkeeping), the floor under any multi-GPU figure.
+  if (!model_only) {
+    json rows = json::array();
+    try {
+      std::unique_ptr<Comm> comm = make_nccl_comm(nullptr, be);
+      for (int B : {1, 8, 64, 256}) {
+        Tensor h = random_dev(be, DType::F32, {B, sh.H}, 1.f);
+        Tensor l = random_dev(be, DType::F32, {B, sh.V}, 1.f), lo = be.alloc(DType::F32, {B, sh.V});
+        const double ar = median_ms(be, 5, 50, [&] { comm->all_reduce_sum(h); });
+        const double ag = median_ms(be, 5, 50, [&] { comm->all_gather_cols(l, lo); });
+        rows.push_back({{"batch", B}, {"all_reduce_bytes", B * sh.H * 4}, {"all_reduce_us", ar * 1e3},
+                        {"all_gather_bytes", int64_t(B) * sh.V * 4}, {"all_gather_us", ag * 1e3}});
+        std::fprintf(stderr, "nccl world 1 batch %-3d all-reduce %7lld B %8.2f us   all-gather %9lld B %8.2f us\n", B,
+                     (long long)B * sh.H * 4, ar * 1e3, (long long)B * sh.V * 4, ag * 1e3);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "nccl world 1: %s\n", e.what());
+      rows.push_back({{"error", e.what()}});
+    }
+    out["nccl_world1"] = rows;
   }
 
   if (!skip_model) {
