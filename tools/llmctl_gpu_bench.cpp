@@ -370,7 +370,7 @@ int main(int argc, char** argv) try {
       }
     out["decode_attention"] = rows;
     // The same over int8 / fp8 caches (gate on), whose codes the kernel reads in place
-    // (kernels/cuda/kv_codes.cuh): a quarter to half of the bf16 cache's bytes.
+    // (kernels/cuda/kv_codes.cuh): about half the bf16 cache's bytes (int8 adds 8 per head row).
     setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
     json qrows = json::array();
     for (KvCacheDtype kd : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
