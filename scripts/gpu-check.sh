@@ -8,7 +8,8 @@
 #                        cmake --build build-gpu -j2
 # and carry the build dir plus any shared libraries the GPU machine lacks (libpcre2-8,
 # libsentencepiece): point LD_LIBRARY_PATH at them before calling; it is passed through untouched.
-# Writes into $GPU_RESULTS (default: /tmp/gpu-results where $OUT is set, else bench/results): nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log,
+# Writes into $GPU_RESULTS (default: /tmp/gpu-results where $OUT is set, else bench/results):
+# nvidia-smi.txt, gpu-tests.log, gpu-bench.json, gpu-bench.log, gpu-bench-int4.json,
 # gpu-golden.log (the golden test in f16 and bf16 on the GPU, when the default model's GGUF is
 # present: GOLDEN_MODEL=path overrides where it is looked for), gpu-batching-deterministic.log (tests/e2e/
 # test_batching.py with --device cuda --deterministic: batched and preempted outputs equal solo ones),
