@@ -10,12 +10,16 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 
 # References written by others: HF tokenizers / transformers (tokenizer), gguf (dequantization),
-# jinja2 (chat templates), openai (the server). No torch is needed to run the tests.
-python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 openai 2>&1 \
+# jinja2 (chat templates), openai (the server), huggingface_hub (its cache layout). No torch is needed to run the tests.
+python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 openai huggingface_hub 2>&1 \
   | grep -v -i "warning: running pip as" || true
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
+# CUDA code is compiled wherever nvcc is (so its compile errors are caught without a GPU), unless
+# LLMCTL_CUDA=OFF says otherwise; setup.sh leaves it out on a machine without a GPU.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLMCTL_CUDA="${LLMCTL_CUDA:-AUTO}" ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
+# The default model's GGUF and its dense f32 copy, which the exactness tests run.
+LLMCTL_BIN="$PWD/$BUILD_DIR/llmctl" scripts/fetch-model.sh --dense
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
 if [ "${1:-}" != "--no-sanitize" ]; then
