@@ -26,7 +26,7 @@ std::string fetch_script() {
 void fetch_default_model_if_absent(const std::string& model) {
   if (!model.empty()) return;
   const std::string path = default_model_path();
-  if (!path.empty() && fs::is_directory(path)) return;
+  if (!path.empty()) return;
   const std::string script = fetch_script();
   LLM_REQUIRE(fs::exists(script)) << "the default model " << DefaultModel::kName << " is not in " << default_model_dir()
                                   << " and the fetch script " << script << " is missing; pass --model";

@@ -8,8 +8,10 @@ namespace llmctl {
 
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text,
-                               std::shared_ptr<const Proposer> proposer, int num_speculative_tokens) {
+                               std::shared_ptr<const Proposer> proposer, int num_speculative_tokens,
+                               int max_context) {
   EngineConfig ec;
+  ec.max_context = max_context;
   ec.proposer = std::move(proposer);
   ec.num_speculative_tokens = num_speculative_tokens;
   ec.sched.max_num_seqs = std::max(1, params.num_generated_sequences());
@@ -17,8 +19,9 @@ GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, s
   const int64_t tokens = int64_t(prompt.size()) + params.max_tokens;
   ec.num_blocks = int(std::min<int64_t>((tokens + ec.sched.block_size - 1) / ec.sched.block_size + 1,
                                         int64_t(1) << 30));
-  const int max_context = executor.config().max_position_embeddings;
-  if (tokens > max_context) ec.num_blocks = (max_context + ec.sched.block_size - 1) / ec.sched.block_size + 1;
+  int context = executor.config().max_position_embeddings;
+  if (max_context > 0) context = std::min(context, max_context);
+  if (tokens > context) ec.num_blocks = (context + ec.sched.block_size - 1) / ec.sched.block_size + 1;
   Engine engine(executor, tokenizer, ec);
   Engine::StreamFn stream;
   if (on_text)

@@ -20,8 +20,10 @@ struct GenerateOneResult {
 
 // Throws InputError for a request the engine refuses (empty prompt, over the context, ...).
 // proposer and num_speculative_tokens: speculative decoding (EngineConfig), off by default.
+// max_context: the context limit (EngineConfig::max_context; 0 = the model's).
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {},
-                               std::shared_ptr<const Proposer> proposer = nullptr, int num_speculative_tokens = 0);
+                               std::shared_ptr<const Proposer> proposer = nullptr, int num_speculative_tokens = 0,
+                               int max_context = 0);
 
 }  // namespace llmctl

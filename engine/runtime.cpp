@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "engine/executor/local_executor.h"
 #include "engine/executor/multi_rank_executor.h"
 #include "engine/model/default_model.h"
+#include "engine/model/describe_weights.h"
 #include "engine/model/registry.h"
 #include "engine/parallel/launcher.h"
 #include "engine/parallel/mpi_comm.h"
@@ -63,6 +65,25 @@ class QuietNotes {
 
 }  // namespace
 
+// --device after llama.cpp's -ngl: 0 layers on the GPU is the CPU; any other count is all of them
+// on the GPU where there is one (llmctl does not split layers between the two).
+static std::string device_for_gpu_layers(const RuntimeOptions& opts) {
+  if (!opts.gpu_layers) return opts.device;
+  if (*opts.gpu_layers == 0) return opts.device == "auto" ? "cpu" : opts.device;
+  bool gpu = false;
+#ifdef LLMCTL_HAVE_CUDA
+  gpu = cuda_device_available();
+#endif
+  if (!gpu || opts.device == "cpu")
+    std::cerr << "llmctl: note: --n-gpu-layers " << *opts.gpu_layers << " has no effect: "
+              << (opts.device == "cpu" ? "--device cpu was asked for"
+                                       : "no GPU here (or llmctl was built without CUDA); running on the CPU")
+              << "\n";
+  else
+    std::cerr << "llmctl: note: --n-gpu-layers: llmctl runs every layer on the GPU\n";
+  return opts.device;
+}
+
 Runtime load_runtime(const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
@@ -76,10 +97,11 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.model_path = resolve_model(opts.model);
   LLM_REQUIRE(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda")
       << "unknown device '" << opts.device << "' (expected auto, cpu or cuda)";
+  const std::string device = device_for_gpu_layers(opts);
   std::optional<DType> weight_dtype = opts.dtype;
 #ifdef LLMCTL_HAVE_CUDA
   // Several ranks take the GPU only when asked (--device cuda): CPU ranks are the tested default.
-  if (opts.device == "cuda" || (opts.device == "auto" && ranks == 1 && cuda_device_available())) {
+  if (device == "cuda" || (device == "auto" && ranks == 1 && cuda_device_available())) {
     LLM_REQUIRE(cuda_device_available()) << "--device cuda: no CUDA device is available";
     // Tensor-parallel groups talk through NCCL; pipeline stages hand their activations over in host
     // memory through the MPI communicator, so -pp alone needs no NCCL.
@@ -104,24 +126,32 @@ Runtime load_runtime(const RuntimeOptions& opts) {
     if (world > 1 || (world1 && std::string(world1) == "1")) rt.device_comm = make_nccl_comm(rt.tp_comm.get(), *rt.backend);
   }
 #else
-  LLM_REQUIRE(opts.device != "cuda") << "--device cuda: this llmctl was built without CUDA";
+  LLM_REQUIRE(device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
   // Ranks share the node's cores unless --threads says otherwise.
   const int threads = opts.threads > 0 || ranks == 1
                           ? opts.threads
                           : std::max(1, int(std::thread::hardware_concurrency()) / ranks);
-  if (!rt.backend) rt.backend = make_cpu_backend(threads, opts.act_quant);
+  if (!rt.backend) {
+    rt.backend = make_cpu_backend(threads, opts.act_quant);
+    rt.threads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  }
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;
   // otherwise the checkpoint dequantizes them as it always has.
   LoadOptions lo;
   lo.dtype = opts.dtype;
   lo.keep_quantized = rt.backend->supports(WeightFormat::Int4Group) && rt.backend->supports(WeightFormat::Int8Group);
+  // --dtype on the CPU with a GGUF asks for a dense copy (on CUDA it picks the compute dtype).
+  const bool cpu = rt.backend->device() == Device::CPU;
+  if (cpu && opts.dtype && std::filesystem::path(rt.model_path).extension() == ".gguf") lo.keep_quantized = false;
   lo.quantized_embedding = lo.keep_quantized && rt.backend->supports_quantized_embed();
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   ckpt.release_after_upload = true;  // one model is built from it: quantized weights freed as they upload
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();
+  rt.weights = describe_weights(ckpt, weight_dtype.value_or(DType::F32),
+                                cpu && rt.quantized_linears ? act_quant_name(opts.act_quant) : nullptr);
   ParallelContext par;
   par.rank = rt.rank % world, par.world = world, par.comm = rt.device_comm ? rt.device_comm.get() : rt.tp_comm.get();
   par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();

@@ -15,9 +15,14 @@ namespace llmctl {
 
 struct RuntimeOptions {
   std::string model;               // path; empty = the default model
-  std::optional<DType> dtype;      // weight dtype (nullopt: as stored; GGUF blocks become f32)
+  // Weight dtype (nullopt: as stored). On the CPU a GGUF's quantized blocks run as they are unless
+  // a dtype is given: then the model runs a dense copy in it.
+  std::optional<DType> dtype;
   int threads = 0;                 // CPU threads, 0 = all cores
   std::string device = "auto";     // auto | cpu | cuda (auto: the GPU when one is present)
+  // llama.cpp's -ngl: 0 keeps an auto device on the CPU; more puts every layer on the GPU when
+  // there is one (a note says so when it is fewer than the model's, or when there is no GPU).
+  std::optional<int> gpu_layers;
   bool enforce_eager = false;      // CUDA: no graphs
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
@@ -43,6 +48,10 @@ struct Runtime {
   // The checkpoint's quantized linears were kept quantized for the backend (it runs Int4Group and
   // Int8Group); false for a dense checkpoint, or when they were dequantized at load.
   bool quantized_linears = false;
+  // What the linear weights are and how they run, for stats lines and reports: "Q4_1 GGUF, run
+  // quantized (int8 activations)", "Q4_1 GGUF, dequantized to f32", "f32", ...
+  std::string weights;
+  int threads = 0;  // CPU threads of this rank's backend (0 on a GPU)
   // Several ranks: this process's rank in the run. Rank 0 runs everything above the executor (whose
   // calls reach every rank); the others only serve_ranks().
   int rank = 0;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/model/hf_cache.h"
 
 namespace fs = std::filesystem;
 
@@ -18,19 +19,19 @@ std::string llmctl_home() {
 std::string default_model_dir() { return llmctl_home() + "/models/" + DefaultModel::kName; }
 
 std::string default_model_path() {
-  const std::string dir = default_model_dir();
-  if (fs::exists(dir + "/hf/config.json")) return dir + "/hf";
-  if (fs::exists(dir + "/" + DefaultModel::kGgufFile)) return dir + "/" + DefaultModel::kGgufFile;
-  return "";
+  const std::string gguf = default_model_dir() + "/" + DefaultModel::kGgufFile;
+  return fs::is_regular_file(gguf) ? gguf : "";
 }
 
 std::string resolve_model(const std::string& arg) {
   if (!arg.empty()) {
-    LLM_REQUIRE(fs::exists(arg)) << "model '" << arg << "' does not exist";
-    return arg;
+    if (fs::exists(arg)) return arg;  // an existing local path always wins
+    if (looks_like_hub_ref(arg)) return resolve_hf_cache_model(arg, hf_cache_env_from_process());
+    LLM_THROW() << "model '" << arg << "' does not exist (give an HF directory, a .gguf file, or ORG/NAME of a "
+                << "model in the Hugging Face cache)";
   }
   const std::string path = default_model_path();
-  if (!path.empty() && fs::is_directory(path)) return path;
+  if (!path.empty()) return path;
   LLM_THROW() << "the default model " << DefaultModel::kName << " is not in " << default_model_dir()
               << " (run scripts/fetch-model.sh); pass --model";
 }

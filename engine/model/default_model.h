@@ -1,5 +1,6 @@
 // Where models live and how the default model is found: $LLMCTL_HOME (default ~/.cache/llmctl)
-// holds models/<name>/ with the fetched GGUF and its converted HF directory (hf/).
+// holds models/<name>/ with the fetched GGUF, which runs as it is (quantized kernels), and, when
+// asked for (scripts/fetch-model.sh --dense), its dense f32 HF copy (hf/) for exactness tests.
 #pragma once
 #include <string>
 
@@ -14,11 +15,12 @@ struct DefaultModel {
 
 std::string llmctl_home();           // $LLMCTL_HOME or ~/.cache/llmctl
 std::string default_model_dir();     // <home>/models/SmolLM2-135M-Instruct
-std::string default_model_path();    // the converted HF dir if present, else the GGUF, else ""
+std::string default_model_path();    // the fetched GGUF if present, else ""
 
-// Resolves --model: an explicit path is returned as is (must exist); empty means the default
-// model's converted HF directory, which must be there (the CLI fetches it first when absent:
-// cli/fetch_model.h; the engine spawns no process). Throws InputError naming what is missing.
+// Resolves --model: an existing path is returned as is; ORG/NAME[:FILE|:QUANT][@REV] is looked up
+// in the Hugging Face cache (engine/model/hf_cache.h); empty means the default
+// model's GGUF, which must be there (the CLI fetches it first when absent: cli/fetch_model.h; the
+// engine spawns no process). Throws InputError naming what is missing.
 std::string resolve_model(const std::string& arg);
 
 }  // namespace llmctl

@@ -1,0 +1,16 @@
+// One phrase for what a loaded checkpoint's linear weights are and how they run, for stats lines
+// and benchmark reports: "Q4_1 GGUF, run quantized (int8 activations)", "Q4_1 GGUF, dequantized to
+// f32", "int4 g64 compressed-tensors, run quantized (f32 activations)", "bf16".
+#pragma once
+#include <string>
+
+#include "engine/core/dtype.h"
+#include "engine/model/checkpoint.h"
+
+namespace llmctl {
+
+// weight_dtype: what dense weights are given in; act_quant: the CPU's activation mode when linears
+// run quantized ("int8" | "none"), else null.
+std::string describe_weights(const Checkpoint& ck, DType weight_dtype, const char* act_quant);
+
+}  // namespace llmctl
