@@ -125,7 +125,7 @@ def files_under(d):
 
 
 def main():
-    build = sys.argv[1]
+    build = os.path.abspath(sys.argv[1])
     llmctl = os.path.join(build, "llmctl")
     home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
     gguf = os.path.join(home, "models/SmolLM2-135M-Instruct", GGUF_NAME)
