@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
+#include <iostream>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -78,7 +80,28 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-std::string format_table(const Report& r) {
+namespace {
+// The run's model, weights and threads as the table's first columns, as llama-bench shows them.
+Report with_run_columns(const Report& r) {
+  if (!r.meta.contains("weights")) return r;
+  Report v = r;
+  std::filesystem::path model(r.meta.value("model", std::string()));
+  if (model.filename() == "hf") model = model.parent_path();  // $LLMCTL_HOME/models/NAME/hf
+  std::vector<Column> lead = {{"model", "model", 0}, {"weights", "weights", 0}};
+  const int threads = r.meta.value("threads", 0);
+  if (threads > 0) lead.push_back({"threads", "threads", 0});
+  v.table.insert(v.table.begin(), lead.begin(), lead.end());
+  for (auto& row : v.rows) {
+    row["model"] = model.filename().string();
+    row["weights"] = r.meta["weights"];
+    if (threads > 0) row["threads"] = threads;
+  }
+  return v;
+}
+}  // namespace
+
+std::string format_table(const Report& report) {
+  const Report r = with_run_columns(report);
   std::vector<std::vector<std::string>> cells;
   std::vector<size_t> width;
   std::vector<bool> left;  // strings align left, numbers right
@@ -149,6 +172,11 @@ std::string to_csv(const Report& r) {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text << std::flush;
+    LLM_REQUIRE(std::cout) << "cannot write to stdout";
+    return;
+  }
   std::ofstream f(path, std::ios::binary);
   LLM_REQUIRE(f) << "cannot write " << path;
   f << text;

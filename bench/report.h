@@ -36,7 +36,8 @@ std::string to_csv(const Report& r);
 // One CSV field: quoted when it holds a comma, quote, CR or LF (quotes doubled).
 std::string csv_field(const std::string& s);
 
-// Writes JSON and/or CSV (empty path: skipped). Throws InputError when a file cannot be written.
+// Writes JSON and/or CSV (empty path: skipped; "-": stdout). Throws InputError when a file cannot be
+// written.
 void write_report_files(const Report& r, const std::string& json_path, const std::string& csv_path);
 void write_text_file(const std::string& path, const std::string& text);
 

@@ -19,6 +19,8 @@ nlohmann::ordered_json run_meta(const Runtime* rt) {
     m["backend"] = rt->backend->name();
     m["device"] = rt->backend->device() == Device::CPU ? "cpu" : "cuda";
     m["model"] = rt->model_path;
+    m["weights"] = rt->weights;
+    m["threads"] = rt->threads;
     m["dtype"] = dtype_name(rt->executor->weight_dtype());
     m["activation_dtype"] = dtype_name(rt->backend->activation_dtype());
     m["model_layers"] = rt->config.num_layers;

@@ -27,7 +27,7 @@ namespace llmctl::cli {
 namespace {
 std::atomic<bool> g_stop{false};  // set by SIGINT; a second Ctrl-C kills as usual
 
-extern "C" void on_sigint(int) {
+extern "C" void on_bench_sigint(int) {
   g_stop.store(true);
   std::signal(SIGINT, SIG_DFL);
 }
@@ -63,8 +63,10 @@ struct BenchArgs {
 };
 
 void add_output_flags(CLI::App* s, BenchArgs& a) {
-  s->add_option("--json", a.json, "write every figure, with machine, build and model, as JSON");
-  s->add_option("--csv", a.csv, "write the rows as CSV (meta in columns)");
+  s->add_option("--json", a.json,
+                "write every figure, with machine, build and model, as JSON to FILE.json (--json or --json -: "
+                "stdout, and the table goes to stderr)");
+  s->add_option("--csv", a.csv, "write the rows as CSV (meta in columns) to FILE (-: stdout)");
   s->add_option("--plot", a.plot, "write a self-contained SVG chart");
   s->add_flag("--no-progress", a.no_progress, "no progress bar on stderr");
 }
@@ -94,7 +96,8 @@ bench::DatasetOptions dataset_options(const BenchArgs& a, CLI::App* s) {
 }
 
 int finish(const bench::Report& r, const BenchArgs& a) {
-  std::cout << bench::format_table(r) << std::flush;
+  // stdout carries the JSON or CSV when asked for there; the table then goes to stderr.
+  (a.json == "-" || a.csv == "-" ? std::cerr : std::cout) << bench::format_table(r) << std::flush;
   bench::write_report_files(r, a.json, a.csv);
   if (!a.plot.empty() && !r.rows.empty()) bench::write_text_file(a.plot, bench::report_svg(r));
   if (!a.plot.empty() && r.rows.empty()) std::cerr << "llmctl bench: nothing measured, no chart written\n";
@@ -153,7 +156,8 @@ Runner add_bench(CLI::App& app) {
   add_output_flags(pp, *a);
 
   return [a, tp, lat, sv, pp]() -> int {
-    std::signal(SIGINT, on_sigint);
+    LLM_REQUIRE(!(a->json == "-" && a->csv == "-")) << "--json - and --csv -: only one of them can go to stdout";
+    std::signal(SIGINT, on_bench_sigint);
     const bool progress = !a->no_progress;
     if (tp->parsed()) {
       bench::ThroughputOptions o;

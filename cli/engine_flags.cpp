@@ -13,10 +13,20 @@ namespace llmctl::cli {
 
 void add_runtime_flags(CLI::App* s, EngineFlags& f) {
   s->add_option("-m,--model", f.model,
-                "HF directory or .gguf file (default: SmolLM2-135M-Instruct, fetched if absent)");
-  s->add_option("--dtype", f.dtype, "weight dtype: f32, f16 or bf16 (default: as stored; GGUF blocks become f32)");
+                "HF directory, .gguf file, or ORG/NAME[:FILE.gguf|:QUANT] from the Hugging Face cache (default: "
+                "SmolLM2-135M-Instruct's Q4_1 GGUF, fetched if absent)");
+  s->add_option("--dtype", f.dtype,
+                "weight dtype: f32, f16 or bf16 (default: as stored; a GGUF's quantized blocks run as they are, and "
+                "on the CPU --dtype asks for a dense copy instead)");
   s->add_option("--device", f.device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
   s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores; with -tp N, each rank's share)");
+  s->add_option("-c,--ctx-size,--max-model-len", f.max_model_len,
+                "context length in tokens, prompt and output together (default: the model's)")
+      ->check(CLI::Range(1, 1 << 24));
+  s->add_option("--n-gpu-layers,--gpu-layers", f.gpu_layers,
+                "(also -ngl, as llama.cpp) layers on the GPU: llmctl runs all of them there or none, so 0 means the "
+                "CPU and any other number the GPU when there is one")
+      ->check(CLI::Range(0, 1 << 20));
   s->add_option("--tensor-parallel-size", f.tensor_parallel,
                 "(also -tp) split the model over N ranks (Megatron tensor parallelism, CPU ranks over MPI): llmctl starts them "
                 "under mpirun on this node; across nodes, run llmctl under mpirun -np N -H ... yourself")
@@ -78,6 +88,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   ro.model = f.model;
   ro.threads = f.threads;
   ro.device = f.device;
+  if (f.gpu_layers >= 0) ro.gpu_layers = f.gpu_layers;
   ro.enforce_eager = f.enforce_eager;
   ro.deterministic = f.deterministic;
   if (!f.dtype.empty()) ro.dtype = parse_dtype(f.dtype);
@@ -116,6 +127,7 @@ EngineConfig engine_config(const EngineFlags& f, const CLI::App* s) {
   ec.sched.max_num_seqs = f.max_num_seqs;
   ec.sched.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.kv_cache_bytes = f.kv_cache_gb * 1e9;
+  ec.max_context = f.max_model_len;
   if (!s->count("--kv-cache-gb")) ec.gpu_memory_utilization = f.gpu_memory_utilization;
   if (f.speculative_ngram > 0) {
     ec.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);

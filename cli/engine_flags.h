@@ -13,6 +13,8 @@ namespace llmctl::cli {
 struct EngineFlags {
   std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8";
   int threads = 0;
+  int max_model_len = 0;   // -c/--ctx-size/--max-model-len; 0 = the model's
+  int gpu_layers = -1;     // -ngl/--n-gpu-layers (llama.cpp's); -1 = not given
   int tensor_parallel = 1, pipeline_parallel = 1;
   bool enforce_eager = false, deterministic = false;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
@@ -20,8 +22,9 @@ struct EngineFlags {
   int speculative_ngram = 0, ngram_min = 2, ngram_max = 4;  // speculative decoding: drafts per step, n-gram sizes
 };
 
-// Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, -tp/--tensor-parallel-size,
-// -pp/--pipeline-parallel-size, --enforce-eager, --deterministic, --kv-cache-dtype, --act-quant) on s.
+// Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, -c/--ctx-size/--max-model-len,
+// -ngl/--n-gpu-layers, -tp/--tensor-parallel-size, -pp/--pipeline-parallel-size, --enforce-eager,
+// --deterministic, --kv-cache-dtype, --act-quant) on s.
 void add_runtime_flags(CLI::App* s, EngineFlags& f);
 // Registers the KV cache flags (--kv-cache-gb, --gpu-memory-utilization); `scope` prefixes their
 // help (e.g. "with --prompts: ").

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <random>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/batch_generate.h"
@@ -19,9 +21,23 @@
 namespace llmctl::cli {
 
 namespace {
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LLM_REQUIRE(in) << "-f " << path << ": cannot read the file";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LLM_REQUIRE(utf8_valid(text)) << "-f " << path << ": the prompt is not valid UTF-8";
+  return text;
+}
+
+void write_json_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  LLM_REQUIRE(out << text && out.flush()) << "--json " << path << ": cannot write the file";
+}
+
 struct GenerateArgs {
-  std::string prompt, system, prompts_file;
-  bool chat = false, json = false;
+  std::string prompt, prompt_flag, prompt_file, system, prompts_file;
+  std::string json;  // "" = text; "-" = JSON on stdout; else a file for the JSON (text still streams)
+  bool chat = false;
   EngineFlags engine;
   SamplingParams sp;
   uint64_t seed = 0;
@@ -57,11 +73,13 @@ Runner add_generate(CLI::App& app) {
   a->sp.top_p = 0.95f;
   a->sp.min_p = 0.05f;
   auto* s = app.add_subcommand("generate", "generate text from a prompt (argument or stdin), streamed to stdout");
-  s->add_option("prompt", a->prompt, "the prompt; read from stdin when absent");
+  s->add_option("prompt", a->prompt, "the prompt; read from stdin when no prompt is given");
+  s->add_option("-p,--prompt", a->prompt_flag, "the prompt (as llama.cpp's -p; or as the first argument)");
+  s->add_option("-f,--file", a->prompt_file, "read the prompt from FILE");
   s->add_flag("--chat", a->chat, "wrap the prompt as a user message in the model's chat template");
   s->add_option("--system", a->system, "system message (with --chat)");
-  s->add_option("-n,--max-tokens", a->sp.max_tokens, "tokens to generate at most")->capture_default_str();
-  s->add_option("--temperature", a->sp.temperature, "0 = greedy")->capture_default_str();
+  s->add_option("-n,--max-tokens,--n-predict", a->sp.max_tokens, "tokens to generate at most")->capture_default_str();
+  s->add_option("--temperature,--temp", a->sp.temperature, "0 = greedy")->capture_default_str();
   s->add_option("--top-k", a->sp.top_k, "0 = off")->capture_default_str();
   s->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]")->capture_default_str();
   s->add_option("--min-p", a->sp.min_p, "drop tokens below min-p times the top probability")->capture_default_str();
@@ -69,7 +87,9 @@ Runner add_generate(CLI::App& app) {
   s->add_option("--seed", a->seed, "random seed (same seed, same output); random when absent");
   s->add_option("--stop", a->sp.stop, "stop string (repeatable); never printed");
   s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-sequence token");
-  s->add_flag("--json", a->json, "print one JSON object with the result instead of streaming text");
+  s->add_option("--json", a->json,
+                "the result as one JSON object: on stdout instead of the text (--json or --json -), or written "
+                "to FILE.json while the text streams");
   s->add_option("--prompts", a->prompts_file,
                 "JSONL file, one request per line ({\"prompt\"} or {\"messages\"} plus sampling fields): "
                 "runs them all through the batching engine, one JSON line per result, in input order");
@@ -79,12 +99,24 @@ Runner add_generate(CLI::App& app) {
     if (s->count("--seed")) a->sp.seed = a->seed;
     if (!a->sp.seed) a->sp.seed = std::random_device{}();
     a->sp.validate();
-    if (!a->prompts_file.empty()) return run_prompts(*a, s);
-    if (a->prompt.empty()) {
+    const int sources = !a->prompt.empty() + s->count("--prompt") + s->count("--file") + s->count("--prompts");
+    LLM_REQUIRE(sources <= 1) << "give the prompt one way: as an argument, -p/--prompt, -f/--file or --prompts";
+    LLM_REQUIRE(a->system.empty() || a->chat || !a->prompts_file.empty())
+        << "--system needs --chat (a system message belongs to a chat template)";
+    if (!a->prompts_file.empty()) {
+      LLM_REQUIRE(a->json.empty() && !a->chat) << "--prompts writes one JSON line per request itself: --json and "
+                                                  "--chat do not apply (a line may hold \"messages\")";
+      return run_prompts(*a, s);
+    }
+    if (s->count("--prompt")) a->prompt = a->prompt_flag;
+    if (s->count("--file")) a->prompt = read_prompt_file(a->prompt_file);
+    if (a->prompt.empty() && !s->count("--prompt") && !s->count("--file")) {
+      if (isatty(STDIN_FILENO))
+        std::fprintf(stderr, "llmctl: reading the prompt from stdin until Ctrl-D (for a conversation: llmctl chat)\n");
       a->prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt read from stdin is not valid UTF-8";
     }
-    LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument or on stdin)";
+    LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument, -p, -f FILE or on stdin)";
     LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
 
     Runtime rt = load_engine_runtime(a->engine);
@@ -97,26 +129,33 @@ Runner add_generate(CLI::App& app) {
     } else {
       ids = encode_prompt(*rt.tokenizer, a->prompt);
     }
+    const bool json_stdout = a->json == "-";
+    // -c without -n: as much as the context leaves, up to the default.
+    if (a->engine.max_model_len > 0 && !s->count("--max-tokens"))
+      a->sp.max_tokens = std::max(1, std::min<int>(a->sp.max_tokens, a->engine.max_model_len - int(ids.size())));
     auto on_text = [&](std::string_view piece) {
-      if (a->json) return;
+      if (json_stdout) return;
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
     const EngineConfig spec = engine_config(a->engine, s);  // only its proposer is used here
     GenerateOneResult g =
-        generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text, spec.proposer, spec.num_speculative_tokens);
+        generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text, spec.proposer, spec.num_speculative_tokens,
+                     spec.max_context);
     const SequenceOutput& r = g.output;
     const size_t n_out = r.token_ids.size();
     const double pp = g.prefill_seconds > 0 ? g.prompt_ids.size() / g.prefill_seconds : 0;
     // The first token comes with the prefill; decode speed counts the ones after it.
     const double tg = g.decode_seconds > 0 && n_out > 1 ? (n_out - 1) / g.decode_seconds : 0;
-    if (a->json) {
+    if (!a->json.empty()) {
       nlohmann::json j = {{"text", r.text},
                           {"finish_reason", r.finish_reason},
                           {"prompt_tokens", g.prompt_ids.size()},
                           {"completion_tokens", n_out},
                           {"token_ids", r.token_ids},
                           {"seed", *a->sp.seed},
+                          {"model", rt.model_path},
+                          {"weights", rt.weights},
                           {"load_seconds", rt.load_seconds},
                           {"prefill_tokens_per_second", pp},
                           {"decode_tokens_per_second", tg}};
@@ -124,20 +163,16 @@ Runner add_generate(CLI::App& app) {
         j["draft_tokens"] = g.stats.draft_tokens;
         j["accepted_draft_tokens"] = g.stats.accepted_draft_tokens;
       }
-      std::cout << j.dump() << "\n";
-    } else {
-      std::cout << "\n";
+      if (json_stdout) std::cout << j.dump() << "\n";
+      else write_json_file(a->json, j.dump() + "\n");
     }
+    if (!json_stdout) std::cout << "\n";
+    std::cout.flush();  // before the stats line: with 2>&1 the two never share a line
     std::fprintf(stderr,
-                 "llmctl: %s | %s | load %.2f s | prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | "
-                 "finish %s | seed %llu\n",
-                 rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds, g.prompt_ids.size(), pp, n_out,
-                 tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
-    if (rt.config.source_quantization || rt.quantized_linears)
-      std::fprintf(stderr, "llmctl: %s, %s\n",
-                   rt.config.source_quantization ? (rt.config.source_quantization->label() + " checkpoint").c_str()
-                                                 : "quantized GGUF",
-                   rt.quantized_linears ? "linears run quantized" : "dequantized at load");
+                 "llmctl: %s | weights %s | %s | load %.2f s | prompt %zu tokens, %.1f tok/s | generated %zu tokens, "
+                 "%.1f tok/s | finish %s | seed %llu\n",
+                 rt.model_path.c_str(), rt.weights.c_str(), rt.backend->name().c_str(), rt.load_seconds,
+                 g.prompt_ids.size(), pp, n_out, tg, r.finish_reason.c_str(), (unsigned long long)*a->sp.seed);
     if (spec.proposer)
       std::fprintf(stderr, "llmctl: speculative (%s, k %d): %lld of %lld drafts accepted (%.1f%%) in %lld steps\n",
                    spec.proposer->name().c_str(), spec.num_speculative_tokens, (long long)g.stats.accepted_draft_tokens,

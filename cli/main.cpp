@@ -5,6 +5,7 @@
 #include <vector>
 #include <map>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "engine/parallel/launcher.h"
@@ -20,25 +21,31 @@ std::string rank_prefix() {
 
 int main(int argc, char** argv) {
   using namespace llmctl::cli;
-  CLI::App app{"llmctl: run large language models (generate, serve, bench, quantize, convert)"};
+  CLI::App app{"llmctl: run large language models (generate, chat, serve, bench, quantize, convert)", "llmctl"};
   app.require_subcommand(1);
+  app.allow_extras();  // inherited by the subcommands: check_extras reports what nothing took
   app.set_version_flag("--version", "llmctl 0.1.0");
   std::map<std::string, Runner> runners;
   runners["generate"] = add_generate(app);
+  runners["chat"] = add_chat(app);
   runners["serve"] = add_serve(app);
   runners["bench"] = add_bench(app);
   runners["quantize"] = add_quantize(app);
   runners["convert"] = add_convert(app);
   set_command_line(argc, argv);
-  // vLLM's -tp / -pp spelling (CLI11 takes one-letter short names only).
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::string& a : args)
-    if (a == "-tp") a = "--tensor-parallel-size";
-    else if (a == "-pp") a = "--pipeline-parallel-size";
-  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  std::vector<std::string> args = normalize_args({argv + 1, argv + argc});
   try {
+    check_command(app, args);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
+    check_extras(app);
   } catch (const CLI::ParseError& e) {
+    // "A subcommand is required" for `bench latncy`: the stray word, with its closest name, says more.
+    if (dynamic_cast<const CLI::RequiredError*>(&e)) try {
+        check_extras(app);
+      } catch (const CLI::ParseError& extra) {
+        return app.exit(extra);
+      }
     return app.exit(e);
   }
   try {

@@ -21,6 +21,8 @@ Runner add_quantize(CLI::App& app) {
       ->capture_default_str();
   s->add_flag("--sym", [o](int64_t) { o->scheme.symmetric = true; }, "symmetric (default)");
   s->add_flag("--asym", *asym, "asymmetric: a zero point per group");
+  s->add_flag("--allow-requantize", o->allow_requantize,
+              "accept a GGUF whose weights are already quantized (Q4_1, Q4_K, ...): dequantized, then rounded again");
   s->add_flag("--act-order", o->act_order, "gptq: quantize columns by descending Hessian diagonal (static groups)");
   s->add_option("--format", o->format, "compressed-tensors, awq (AutoAWQ GEMM) or gptq")->capture_default_str();
   s->add_option("--calib", o->calib.files, "calibration text or JSONL (\"text\" field) files, for gptq, awq and fp8 KV");

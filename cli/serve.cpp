@@ -13,7 +13,7 @@ namespace llmctl::cli {
 namespace {
 struct ServeArgs {
   EngineFlags engine;
-  int max_model_len = 0;
+  std::string model_arg;  // `llmctl serve MODEL`, vLLM's spelling of --model
   server::ServerConfig server;
 };
 }  // namespace
@@ -21,6 +21,7 @@ struct ServeArgs {
 Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* s = app.add_subcommand("serve", "OpenAI- and TGI-compatible HTTP server with SSE streaming");
+  s->add_option("MODEL", a->model_arg, "the model, as vLLM's `vllm serve MODEL` (or -m/--model)");
   s->add_option("--host", a->server.host, "address to bind (loopback unless told otherwise)")->capture_default_str();
   s->add_option("--port", a->server.port, "port (0: any free port, printed at start)")->capture_default_str();
   s->add_option("--api-key", a->server.api_key, "require 'Authorization: Bearer KEY' on every route but /health "
@@ -36,10 +37,13 @@ Runner add_serve(CLI::App& app) {
   s->add_option("--max-n", a->server.max_n, "largest n / best_of accepted")->capture_default_str();
   s->add_option("--header-timeout", a->server.header_timeout_s, "seconds a request's headers may take to arrive "
                 "(408 beyond)")->capture_default_str();
-  s->add_option("--max-model-len", a->max_model_len, "context limit (default: the model's)");
   add_runtime_flags(s, a->engine);
   add_engine_flags(s, a->engine);
   return [a, s]() -> int {
+    if (!a->model_arg.empty()) {
+      LLM_REQUIRE(!s->count("--model")) << "the model is given twice (MODEL and --model): give one";
+      a->engine.model = a->model_arg;
+    }
     if (a->server.api_key.empty())
       if (const char* k = std::getenv("LLMCTL_API_KEY")) a->server.api_key = k;
     LLM_REQUIRE(a->server.max_concurrent_requests >= 1) << "--max-concurrent-requests must be at least 1";
@@ -51,12 +55,14 @@ Runner add_serve(CLI::App& app) {
     if (!s->count("--served-model-name")) {
       std::filesystem::path p(rt.model_path);
       if (p.filename() == "hf") p = p.parent_path();  // $LLMCTL_HOME/models/NAME/hf
-      a->server.served_model_name = p.filename().string();
+      a->server.served_model_name = p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+      // A Hugging Face cache reference (ORG/NAME) is served under that name, as vLLM does.
+      const std::string& m = a->engine.model;
+      if (!m.empty() && !std::filesystem::exists(m)) a->server.served_model_name = m;
     }
     a->server.device = rt.backend->name();
     a->server.model_dtype = a->engine.dtype.empty() ? "as stored" : a->engine.dtype;
     EngineConfig ec = engine_config(a->engine, s);
-    ec.max_context = a->max_model_len;
     return server::run_server(*rt.executor, *rt.tokenizer, ec, a->server);
   };
 }

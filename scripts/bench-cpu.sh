@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # CPU speed of the default model: llmctl beside llama.cpp's llama-bench, same thread count.
+#  - default: the Q4_1 GGUF as `llmctl generate` runs it without --model, beside llama-bench on it;
 #  - dense: llmctl on the f32 directory (f32 and bf16 weights);
 #  - quantized: llmctl running GGUF quants as they are (the model's own Q4_1, and Q8_0 / Q4_0 made by
 #    llama-quantize from it) and `llmctl quantize` int4 g32 and g64 asym output, with int8 activations
@@ -21,7 +22,7 @@ LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
 LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
 
 [ "${BUILD_ONLY:-}" = 1 ] && LLAMA_CPP_DIR="$LLAMA" exec "$ROOT/scripts/build-llama-cpp.sh"
-"$ROOT/scripts/fetch-model.sh"
+"$ROOT/scripts/fetch-model.sh" --dense
 LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
@@ -35,8 +36,10 @@ run_llmctl() {  # LABEL MODEL FLAGS...: three runs of generate, prefill and deco
       2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $label rep $rep: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
   done
 }
-for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; done
+# What a new user gets first: `llmctl generate` on the default model (its Q4_1 GGUF as it is).
+run_llmctl "default model (Q4_1 GGUF as is, int8 activations)" "$GGUF"
 "$LLAMA/build/bin/llama-bench" -m "$GGUF" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md
+for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; done
 [ "${QUANT:-1}" = 1 ] || exit 0
 
 OUT=${OUT:-/tmp/llmctl-bench-cpu}

@@ -21,7 +21,7 @@ LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
 LLAMA_DIR="${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}"
 LLAMA_SERVER="$LLAMA_DIR/build/bin/llama-server"
 mkdir -p "$OUT"
-"$ROOT/scripts/fetch-model.sh" >/dev/null
+"$ROOT/scripts/fetch-model.sh" --dense >/dev/null
 "$ROOT/scripts/build-llama-cpp.sh" llama-server
 
 PID=""

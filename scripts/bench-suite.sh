@@ -12,7 +12,7 @@ LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
 MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
 DATA="$ROOT/../shared/data/wikitext2-valid.txt"
 mkdir -p "$OUT"
-"$ROOT/scripts/fetch-model.sh" >/dev/null
+"$ROOT/scripts/fetch-model.sh" --dense >/dev/null
 
 if [ "${QUICK:-}" = 1 ]; then
   TP=(--num-prompts 8 --input-len 64 --output-len 16 --sweep max-num-seqs=1,8)

@@ -15,7 +15,7 @@ HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
 BASE="$HOME_DIR/models/SmolLM2-135M-Instruct/hf"
 MODEL=${MODEL:-/tmp/llmctl-bench-tp-model}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-"$ROOT/scripts/fetch-model.sh" >/dev/null
+"$ROOT/scripts/fetch-model.sh" --dense >/dev/null
 [ -f "$MODEL/config.json" ] || "$BUILD/llmctl_random_model" "$BASE" "$MODEL" --hidden 768 --heads 12 --kv-heads 4 \
   --layers 12 --intermediate 2048 --seed 7
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); model $MODEL"

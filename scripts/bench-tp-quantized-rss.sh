@@ -15,7 +15,7 @@ TP=${TP:-2}
 DIR=${MODEL_DIR:-/tmp/llmctl-bench-tp-rss}
 BASE="${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-"$ROOT/scripts/fetch-model.sh" >/dev/null
+"$ROOT/scripts/fetch-model.sh" --dense >/dev/null
 if [ ! -f "$DIR/w4g64/config.json" ]; then
   rm -rf "$DIR" && mkdir -p "$DIR"
   "$BUILD/llmctl_random_model" "$BASE" "$DIR/f32" --hidden 1024 --heads 8 --kv-heads 4 --layers 1 \

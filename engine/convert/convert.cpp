@@ -84,13 +84,21 @@ void write_tokenizer_files(const Checkpoint& ck, const Tokenizer& tok, const std
 
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn) {
   LLM_REQUIRE(fs::absolute(opts.input) != fs::absolute(opts.output)) << "input and output are the same path";
+  // As quantize: an existing OUT is never overwritten, and OUT is a directory.
+  LLM_REQUIRE(!fs::exists(opts.output) || (fs::is_directory(opts.output) && fs::is_empty(opts.output)))
+      << opts.output << " exists and is not an empty directory: remove it or choose another OUT";
+  LLM_REQUIRE(fs::path(opts.output).extension() != ".gguf" && fs::path(opts.output).extension() != ".safetensors")
+      << "OUT " << opts.output << ": convert writes an HF directory (config.json + safetensors), not a single file; "
+      << "name a directory";
   LoadOptions lo;
   lo.keep_quantized = false;  // convert writes dense tensors: quantized linears dequantized to f32
   Checkpoint ck = load_checkpoint(opts.input, lo);  // stored dtypes; converted below tensor by tensor
   ModelConfig cfg = ck.config;
   std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);  // before writing anything: fail early
-  fs::create_directories(opts.output);
-  const fs::path out(opts.output);
+  // Written as OUT.part and renamed when complete: an interrupted run leaves no OUT that looks whole.
+  const fs::path out = opts.output + ".part";
+  fs::remove_all(out);
+  fs::create_directories(out);
 
   // Tensors in name order; a tied lm_head is not written (transformers re-ties it).
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -113,12 +121,14 @@ ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function
   else if (overflow)
     warn(std::to_string(overflow) + " values exceed f16's range (65504) and become inf");
 
-  const ShardedWrite written = write_sharded_safetensors(opts.output, tensors, opts.max_shard_bytes);
+  const ShardedWrite written = write_sharded_safetensors(out.string(), tensors, opts.max_shard_bytes);
 
   cfg.torch_dtype = out_dtype == DType::BF16 ? "bfloat16" : out_dtype == DType::F16 ? "float16" : "float32";
   write_json(out / "config.json", cfg.to_hf_json());
 
-  write_tokenizer_files(ck, *tok, opts.output);
+  write_tokenizer_files(ck, *tok, out.string());
+  if (fs::exists(opts.output)) fs::remove(opts.output);  // the empty directory checked above
+  fs::rename(out, opts.output);
 
   ConvertReport r;
   r.num_tensors = tensors.size();

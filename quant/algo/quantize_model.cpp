@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/gguf.h"
 #include "engine/model/llama.h"
 #include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
@@ -24,6 +26,7 @@
 #include "quant/algo/gptq.h"
 #include "quant/algo/hessian.h"
 #include "quant/algo/rtn.h"
+#include "quant/format/gguf_blocks.h"
 
 namespace fs = std::filesystem;
 
@@ -110,6 +113,18 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
   }
 }
 
+// The block types ("Q4_1", "Q4_K, Q6_K") of a GGUF's quantized 2-D layer weights; "" when all are floats.
+std::string quantized_gguf_linear_types(const GgufFile& g) {
+  std::set<std::string> types;
+  for (const GgufTensorInfo& t : g.tensors())
+    if (t.name.starts_with("blk.") && t.ne.size() == 2 && t.type != GgmlType::F32 && t.type != GgmlType::F16 &&
+        t.type != GgmlType::BF16)
+      types.insert(quant::ggml_type_label(uint32_t(t.type)));
+  std::string out;
+  for (const std::string& t : types) out += (out.empty() ? "" : ", ") + t;
+  return out;
+}
+
 }  // namespace
 
 static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout layout,
@@ -119,6 +134,9 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   LLM_REQUIRE(fs::weakly_canonical(o.input) != fs::weakly_canonical(o.output)) << "input and output are the same path";
   LLM_REQUIRE(!fs::exists(o.output) || (fs::is_directory(o.output) && fs::is_empty(o.output)))
       << o.output << " exists and is not an empty directory: remove it or choose another OUT";
+  LLM_REQUIRE(fs::path(o.output).extension() != ".gguf" && fs::path(o.output).extension() != ".safetensors")
+      << "OUT " << o.output << ": quantize writes an HF directory (config.json + safetensors), not a single file; "
+      << "name a directory";
   ThreadPool::set_global_threads(o.threads);
 
   LoadOptions lo;
@@ -128,6 +146,11 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   LLM_REQUIRE(!c.source_quantization.has_value())
       << o.input << " is already quantized (" << c.source_quantization->label()
       << "): quantize a dense checkpoint (f32/f16/bf16, or a GGUF llmctl can dequantize)";
+  if (ck.gguf && !o.allow_requantize)
+    if (const std::string types = quantized_gguf_linear_types(*ck.gguf); !types.empty())
+      LLM_THROW() << o.input << " is already quantized (" << types << " GGUF): quantizing it again rounds its "
+                  << "rounded weights a second time; start from a dense checkpoint (an HF directory, or an F32/F16/BF16 "
+                  << "GGUF), or pass --allow-requantize to do it anyway";
   find_architecture(c.architecture);  // refuses an architecture llmctl does not run, by name
   check_llama_supported(c);
   check_options(o, layout, c);

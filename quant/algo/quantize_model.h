@@ -26,6 +26,9 @@ struct QuantizeOptions {
   std::string input, output;
   std::string method = "rtn";  // rtn | gptq | awq
   QuantScheme scheme;
+  // A GGUF whose linears are already in quantized blocks (Q4_1, Q4_K, ...) is refused unless this is
+  // set (llama-quantize's --allow-requantize): its blocks are dequantized and rounded a second time.
+  bool allow_requantize = false;
   bool act_order = false;      // gptq: columns by descending Hessian diagonal, static groups
   std::string format = "compressed-tensors";  // compressed-tensors | awq | gptq
   CalibrationOptions calib;

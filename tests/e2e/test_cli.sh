@@ -41,7 +41,7 @@ expect_error "pickle refused" 1 "pickle" -- "$LLMCTL" generate --model "$TMP/pic
 expect_error "bad flag value" 1 "top_p" -- "$LLMCTL" generate --model "$TMP/nope" --top-p 0 "hi"
 
 if [ ! -d "$MODEL" ]; then
-  echo "SKIP: default model not found at $MODEL (run scripts/fetch-model.sh)"; exit 77
+  echo "SKIP: default model not found at $MODEL (run scripts/fetch-model.sh --dense)"; exit 77
 fi
 expect_error "bench ppl missing text" 1 "cannot read" -- "$LLMCTL" bench ppl --model "$MODEL" --text "$TMP/nope.txt"
 expect_error "empty prompt" 1 "empty" -- "$LLMCTL" generate --model "$MODEL" ""

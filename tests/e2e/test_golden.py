@@ -26,7 +26,7 @@ golden_path = args.golden or os.path.join(src, "tests/golden/smollm2_golden.json
 home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 model = args.model or os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
 if not os.path.exists(model):
-    print(f"SKIP: default model not found at {model} (run scripts/fetch-model.sh)")
+    print(f"SKIP: default model not found at {model} (run scripts/fetch-model.sh --dense)")
     sys.exit(77)
 
 cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype, "--device", args.device]

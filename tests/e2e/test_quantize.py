@@ -92,8 +92,14 @@ try:
     check(quantize(rtn, "--method", "rtn", "--bits", "4", "--group-size", "64") == 0, "rtn int4 g64")
     rtn2 = os.path.join(tmp, "rtn-gguf")
     if os.path.exists(gguf):
-        rc, _ = run("quantize", gguf, rtn2, "--method", "rtn", "--bits", "4", "--group-size", "64")
+        rc, log = run("quantize", gguf, rtn2, "--method", "rtn", "--bits", "4", "--group-size", "64")
+        check(rc == 1 and "already quantized (Q4_1" in log and "--allow-requantize" in log and not os.path.exists(rtn2),
+              "a quantized GGUF is refused without --allow-requantize")
+        rc, _ = run("quantize", gguf, rtn2, "--method", "rtn", "--bits", "4", "--group-size", "64", "--allow-requantize")
         check(rc == 0 and sha(rtn2) == sha(rtn), "rtn from the GGUF: the same model.safetensors as from the HF dir")
+    rc, log = run("quantize", model, os.path.join(tmp, "out.gguf"), "--method", "rtn", "--group-size", "64")
+    check(rc == 1 and "HF directory" in log and not os.path.exists(os.path.join(tmp, "out.gguf")),
+          "an OUT named .gguf is refused (quantize writes a directory)")
     ref = json.load(open(golden))
     check(sha(rtn) == ref["model_sha256"], f"rtn output sha256 {sha(rtn)[:16]} = golden's {ref['model_sha256'][:16]}")
     r = subprocess.run([sys.executable, os.path.join(src, "tests/e2e/test_golden.py"), build, "--model", rtn,

@@ -7,7 +7,7 @@ For each case: the first 64 tokens of a text (teacher-forced) with the top-20 lo
 every position, and a 64-token greedy continuation of a prompt (argmax at every step, no EOS stop).
 
 It also proves that `llmctl convert` output loads in transformers: when the converted directory
-exists (default: $LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf, made by scripts/fetch-model.sh), it
+exists (default: $LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf, made by scripts/fetch-model.sh --dense), it
 is loaded with AutoModelForCausalLM / AutoTokenizer and must give the same logits and token ids
 as the GGUF; the result is recorded in the JSON ("converted_check").
 
