@@ -13,5 +13,6 @@ Runner add_convert(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_quantize(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 }  // namespace llmctl::cli
