@@ -150,7 +150,7 @@ Runtime load_runtime(const RuntimeOptions& opts) {
   rt.config = ckpt.config;
   rt.tokenizer = load_tokenizer(ckpt);
   rt.quantized_linears = !ckpt.quantized.empty();
-  rt.weights = describe_weights(ckpt, weight_dtype.value_or(DType::F32),
+  rt.weights = describe_weights(ckpt, weight_dtype,
                                 cpu && rt.quantized_linears ? act_quant_name(opts.act_quant) : nullptr);
   ParallelContext par;
   par.rank = rt.rank % world, par.world = world, par.comm = rt.device_comm ? rt.device_comm.get() : rt.tp_comm.get();

@@ -25,7 +25,15 @@ std::string gguf_linear_types(const GgufFile& g) {
 }
 }  // namespace
 
-std::string describe_weights(const Checkpoint& ck, DType weight_dtype, const char* act_quant) {
+std::string describe_weights(const Checkpoint& ck, std::optional<DType> asked, const char* act_quant) {
+  // Dense weights are in the dtype asked for, else as stored (a layer's linear tells).
+  DType weight_dtype = DType::F32;
+  for (const char* name : {"model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight"})
+    if (ck.has(name)) {
+      weight_dtype = ck.get(name).dtype;
+      break;
+    }
+  if (asked) weight_dtype = *asked;
   std::string source;
   if (ck.source_format == "gguf" && ck.gguf)
     source = gguf_linear_types(*ck.gguf) + " GGUF";

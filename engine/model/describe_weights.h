@@ -2,6 +2,7 @@
 // and benchmark reports: "Q4_1 GGUF, run quantized (int8 activations)", "Q4_1 GGUF, dequantized to
 // f32", "int4 g64 compressed-tensors, run quantized (f32 activations)", "bf16".
 #pragma once
+#include <optional>
 #include <string>
 
 #include "engine/core/dtype.h"
@@ -9,8 +10,8 @@
 
 namespace llmctl {
 
-// weight_dtype: what dense weights are given in; act_quant: the CPU's activation mode when linears
-// run quantized ("int8" | "none"), else null.
-std::string describe_weights(const Checkpoint& ck, DType weight_dtype, const char* act_quant);
+// asked: the dtype dense weights are converted to (nullopt: as stored); act_quant: the CPU's
+// activation mode when linears run quantized ("int8" | "none"), else null.
+std::string describe_weights(const Checkpoint& ck, std::optional<DType> asked, const char* act_quant);
 
 }  // namespace llmctl

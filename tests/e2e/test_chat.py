@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 build = sys.argv[1]
@@ -81,6 +82,16 @@ class Pty:
 
     def send(self, text):
         os.write(self.fd, text.encode())
+
+    def send_eof(self, timeout=10):
+        """Ctrl-D once line editing holds the terminal (ICANON off): typed ahead, while the terminal
+        is still in canonical mode, the line discipline would take it as an end of file that is lost
+        when line editing switches the mode (a person sees the prompt first). Without line editing
+        (a build without libedit) the mode never changes, and it is sent after the timeout."""
+        end = time.time() + timeout
+        while time.time() < end and termios.tcgetattr(self.fd)[3] & termios.ICANON:
+            self.read_some(0.05)
+        self.send("\x04")
 
     def turn(self, text, timeout=120):
         """Sends a line; returns (prompt tokens, prefix-cache hits, generated tokens, finish reason, reply)."""
@@ -158,7 +169,7 @@ t.send("\x03")
 t.expect(r"Ctrl-D quits")
 t.expect(r"> ")
 check(True, "an empty line and Ctrl-C at the prompt give hints")
-t.send("\x04")
+t.send_eof()
 rc = t.wait()
 check(rc == 0, f"Ctrl-D at the prompt exits 0 (exit {rc})")
 
@@ -185,7 +196,7 @@ print(f"turn after Ctrl-C: prompt {p5} tokens, {hit5} from the prefix cache, {n5
 check(f5 == "length" and n5 == 400, f"the next turn works ({n5} tokens, finish {f5})")
 check(p5 > int(m[1]) + int(m[3]), f"the interrupted reply is kept in the history ({p5} > {m[1]} + {m[3]} tokens)")
 check(hit5 >= 16 * (int(m[1]) // 16), f"the next turn reuses the first turn's KV ({hit5} hits)")
-t.send("\x04")
+t.send_eof()
 rc = t.wait()
 check(rc == 0, f"Ctrl-D exits 0 (exit {rc})")
 

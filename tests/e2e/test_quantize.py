@@ -19,7 +19,6 @@ Usage: test_quantize.py BUILD_DIR
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -67,10 +66,10 @@ def sha(d):
 
 
 def ppl(d, tokens=1024, *flags):
-    rc, log = run("bench", "ppl", "-m", d, "--text", wiki, "--ctx", "512", "--stride", "256", "--max-tokens",
-                  str(tokens), "--no-progress", *flags)
-    rows = [line for line in log.splitlines() if re.match(r"^\|\s+\d+", line)]
-    return float(rows[-1].split("|")[7]) if rc == 0 and rows else float("nan")
+    r = subprocess.run([llmctl, "bench", "ppl", "-m", d, "--text", wiki, "--ctx", "512", "--stride", "256",
+                        "--max-tokens", str(tokens), "--no-progress", "--json", "-", *flags],
+                       capture_output=True, text=True, timeout=900)
+    return float(json.loads(r.stdout)["rows"][-1]["ppl"]) if r.returncode == 0 else float("nan")
 
 
 try:

@@ -10,7 +10,7 @@ tiny random Llamas under tests/golden/quant/:
                        own dequantization (make_awq_gptq_model_golden.py says why)
 Checks, for each: top-20 log-probabilities within 1e-3 at every position and identical greedy
 continuations (each golden JSON records that the unquantized model is far outside that bound), and
-that `llmctl generate` names the format and says whether it dequantized at load or runs the
+that `llmctl generate`'s stats line names the format and says whether it dequantized at load or runs the
 linears quantized (a backend with Int4Group/Int8Group kernels); the act-order one must run quantized
 on the CPU backend (its columns permuted once at load), with no weight left dense. On the compressed-tensors
 one also: `bench ppl` runs; `llmctl convert` writes a dense checkpoint (no quantization_config, no
@@ -102,10 +102,10 @@ try:
         d = os.path.join(QDIR, name)
         compare(score(d, os.path.join(QDIR, name + "_golden.json")), os.path.join(QDIR, name + "_golden.json"), label)
         r = run([LLMCTL, "generate", "-m", d, "hello there", "-n", "8", "--temperature", "0"])
-        said = any(f"{label} checkpoint, {how}" in r.stderr for how in ("dequantized at load", "linears run quantized"))
+        said = any(f"weights {label}, {how}" in r.stderr for how in ("dequantized to f32", "run quantized"))
         if r.returncode != 0 or not said:
             failures.append(f"generate {name}: rc {r.returncode}, stderr: {r.stderr.strip()[-400:]}")
-        if name.endswith("_actorder") and ("linears run quantized" not in r.stderr or "loaded dense" in r.stderr):
+        if name.endswith("_actorder") and (f"weights {label}, run quantized" not in r.stderr or "loaded dense" in r.stderr):
             failures.append(f"generate {name}: act-order weights did not all run quantized: {r.stderr.strip()[-400:]}")
         elif name.endswith("_actorder"):
             print(f"{name}: act-order linears run quantized")
