@@ -15,7 +15,6 @@
 #include <cstring>
 #include <iostream>
 #include <langinfo.h>
-#include <random>
 #include <string>
 
 #ifdef LLMCTL_HAVE_LIBEDIT
@@ -220,30 +219,16 @@ int repl(ChatSession& session, bool interactive) {
 
 Runner add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
-  a->sp.temperature = 0.8f;  // as generate (llama.cpp's defaults); --temperature 0 is greedy
-  a->sp.top_k = 40;
-  a->sp.top_p = 0.95f;
-  a->sp.min_p = 0.05f;
-  a->sp.max_tokens = 512;
   auto* s = app.add_subcommand(
       "chat",
       "interactive chat with the model's chat template: a REPL on a terminal (/help for commands, Ctrl-C stops a "
       "reply, Ctrl-D quits), one turn per line otherwise; earlier turns' KV is reused through the prefix cache");
   s->add_option("--system", a->system, "system message (the /system command replaces it)");
-  s->add_option("-n,--max-tokens", a->sp.max_tokens, "tokens per reply at most")->capture_default_str();
-  s->add_option("--temperature", a->sp.temperature, "0 = greedy")->capture_default_str();
-  s->add_option("--top-k", a->sp.top_k, "0 = off")->capture_default_str();
-  s->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]")->capture_default_str();
-  s->add_option("--min-p", a->sp.min_p, "drop tokens below min-p times the top probability")->capture_default_str();
-  s->add_option("--repetition-penalty", a->sp.repetition_penalty, "1 = off")->capture_default_str();
-  s->add_option("--seed", a->seed, "random seed (same seed, same replies); random when absent");
-  s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-turn token (tests, benchmarks)");
+  add_sampling_flags(s, a->sp, a->seed, 512, "tokens per reply at most");
   add_runtime_flags(s, a->engine);
   add_kv_cache_flags(s, a->engine);
   return [a, s]() -> int {
-    if (s->count("--seed")) a->sp.seed = a->seed;
-    if (!a->sp.seed) a->sp.seed = std::random_device{}();
-    a->sp.validate();
+    finish_sampling_flags(s, a->sp, a->seed);
     const bool interactive = isatty(STDIN_FILENO);
 
     Runtime rt = load_engine_runtime(a->engine);
@@ -251,8 +236,8 @@ Runner add_chat(CLI::App& app) {
     ec.sched.max_num_seqs = 1;  // one reply at a time
     ChatSession session(*rt.executor, *rt.tokenizer, ec, a->sp);
     session.set_system(a->system);
-    std::fprintf(stderr, "llmctl: %s | %s | load %.2f s | %s | context %d tokens (prompt + reply) | seed %llu\n",
-                 rt.model_path.c_str(), rt.backend->name().c_str(), rt.load_seconds,
+    std::fprintf(stderr, "llmctl: %s | weights %s | %s | load %.2f s | %s | context %d tokens (prompt + reply) | seed %llu\n",
+                 rt.model_path.c_str(), rt.weights.c_str(), rt.backend->name().c_str(), rt.load_seconds,
                  describe_kv_cache(session.engine().kv_spec(), session.engine().num_blocks()).c_str(),
                  session.token_limit(), (unsigned long long)*a->sp.seed);
     if (interactive) std::fprintf(stderr, "llmctl: /help for commands, Ctrl-C stops a reply, Ctrl-D quits\n");

@@ -2,6 +2,7 @@
 
 #include "cli/fetch_model.h"
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,28 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "llama.cpp; faster) or kept f32 (none; exact up to summation order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "none"}));
+}
+
+void add_sampling_flags(CLI::App* s, SamplingParams& sp, uint64_t& seed, int max_tokens, const std::string& tokens_help) {
+  sp.temperature = 0.8f;  // llama.cpp's defaults; --temperature 0 is greedy
+  sp.top_k = 40;
+  sp.top_p = 0.95f;
+  sp.min_p = 0.05f;
+  sp.max_tokens = max_tokens;
+  s->add_option("-n,--max-tokens,--n-predict", sp.max_tokens, tokens_help)->capture_default_str();
+  s->add_option("--temperature,--temp", sp.temperature, "0 = greedy")->capture_default_str();
+  s->add_option("--top-k", sp.top_k, "0 = off")->capture_default_str();
+  s->add_option("--top-p", sp.top_p, "nucleus sampling mass, (0, 1]")->capture_default_str();
+  s->add_option("--min-p", sp.min_p, "drop tokens below min-p times the top probability")->capture_default_str();
+  s->add_option("--repetition-penalty", sp.repetition_penalty, "1 = off")->capture_default_str();
+  s->add_option("--seed", seed, "random seed (same seed, same output); random when absent");
+  s->add_flag("--ignore-eos", sp.ignore_eos, "keep generating after the end-of-sequence token");
+}
+
+void finish_sampling_flags(const CLI::App* s, SamplingParams& sp, uint64_t seed) {
+  if (s->count("--seed")) sp.seed = seed;
+  if (!sp.seed) sp.seed = std::random_device{}();
+  sp.validate();
 }
 
 void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {

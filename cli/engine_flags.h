@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/runtime.h"
+#include "engine/sample/sampling_params.h"
 
 namespace llmctl::cli {
 
@@ -35,6 +36,13 @@ void add_speculative_flags(CLI::App* s, EngineFlags& f);
 // The batching flags (--max-num-seqs, --max-num-batched-tokens), the KV cache flags (`scope`
 // prefixes their help) and the speculative decoding flags.
 void add_engine_flags(CLI::App* s, EngineFlags& f, const std::string& scope = "");
+
+// The sampling flags of generate and chat, with llama.cpp's defaults (temperature 0.8, top-k 40,
+// top-p 0.95, min-p 0.05): -n/--max-tokens/--n-predict (`max_tokens` is its default),
+// --temperature/--temp, --top-k, --top-p, --min-p, --repetition-penalty, --seed, --ignore-eos.
+void add_sampling_flags(CLI::App* s, SamplingParams& sp, uint64_t& seed, int max_tokens, const std::string& tokens_help);
+// After parsing: --seed (or a random one) into sp, then validation (throws InputError).
+void finish_sampling_flags(const CLI::App* s, SamplingParams& sp, uint64_t seed);
 
 // Without --model, fetches the default model first when it is absent (cli/fetch_model.h).
 RuntimeOptions runtime_options(const EngineFlags& f);

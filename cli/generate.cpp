@@ -3,7 +3,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <random>
 
 #include <unistd.h>
 
@@ -68,25 +67,14 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
 
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  a->sp.temperature = 0.8f;  // llama.cpp's defaults; --temperature 0 is greedy
-  a->sp.top_k = 40;
-  a->sp.top_p = 0.95f;
-  a->sp.min_p = 0.05f;
   auto* s = app.add_subcommand("generate", "generate text from a prompt (argument or stdin), streamed to stdout");
   s->add_option("prompt", a->prompt, "the prompt; read from stdin when no prompt is given");
   s->add_option("-p,--prompt", a->prompt_flag, "the prompt (as llama.cpp's -p; or as the first argument)");
   s->add_option("-f,--file", a->prompt_file, "read the prompt from FILE");
   s->add_flag("--chat", a->chat, "wrap the prompt as a user message in the model's chat template");
   s->add_option("--system", a->system, "system message (with --chat)");
-  s->add_option("-n,--max-tokens,--n-predict", a->sp.max_tokens, "tokens to generate at most")->capture_default_str();
-  s->add_option("--temperature,--temp", a->sp.temperature, "0 = greedy")->capture_default_str();
-  s->add_option("--top-k", a->sp.top_k, "0 = off")->capture_default_str();
-  s->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]")->capture_default_str();
-  s->add_option("--min-p", a->sp.min_p, "drop tokens below min-p times the top probability")->capture_default_str();
-  s->add_option("--repetition-penalty", a->sp.repetition_penalty, "1 = off")->capture_default_str();
-  s->add_option("--seed", a->seed, "random seed (same seed, same output); random when absent");
+  add_sampling_flags(s, a->sp, a->seed, a->sp.max_tokens, "tokens to generate at most");
   s->add_option("--stop", a->sp.stop, "stop string (repeatable); never printed");
-  s->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating after the end-of-sequence token");
   s->add_option("--json", a->json,
                 "the result as one JSON object: on stdout instead of the text (--json or --json -), or written "
                 "to FILE.json while the text streams");
@@ -96,9 +84,7 @@ Runner add_generate(CLI::App& app) {
   add_runtime_flags(s, a->engine);
   add_engine_flags(s, a->engine, "with --prompts: ");
   return [a, s]() -> int {
-    if (s->count("--seed")) a->sp.seed = a->seed;
-    if (!a->sp.seed) a->sp.seed = std::random_device{}();
-    a->sp.validate();
+    finish_sampling_flags(s, a->sp, a->seed);
     const int sources = !a->prompt.empty() + s->count("--prompt") + s->count("--file") + s->count("--prompts");
     LLM_REQUIRE(sources <= 1) << "give the prompt one way: as an argument, -p/--prompt, -f/--file or --prompts";
     LLM_REQUIRE(a->system.empty() || a->chat || !a->prompts_file.empty())
