@@ -21,7 +21,7 @@ nlohmann::ordered_json run_meta(const Runtime* rt) {
     m["model"] = rt->model_path;
     m["weights"] = rt->weights;
     m["threads"] = rt->threads;
-    m["dtype"] = dtype_name(rt->executor->weight_dtype());
+    m["dense_dtype"] = dtype_name(rt->executor->weight_dtype());  // of the weights not kept quantized
     m["activation_dtype"] = dtype_name(rt->backend->activation_dtype());
     m["model_layers"] = rt->config.num_layers;
     m["model_hidden"] = rt->config.hidden_size;

@@ -258,7 +258,7 @@ Report run_serve_bench(const ServeOptions& o) {
   rep.meta["backend"] = "server";
   rep.meta["device"] = "server";
   rep.meta["model"] = model;
-  rep.meta["dtype"] = "server";
+  rep.meta["dense_dtype"] = "server";
   rep.meta["config"] = {{"url", o.url},
                         {"endpoint", o.endpoint},
                         {"num_prompts", o.requests.size()},

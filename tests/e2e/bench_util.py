@@ -37,11 +37,12 @@ def check_meta(meta, engine=True):
     assert meta["machine"]["cores"] >= 1
     for k in ("version", "git", "build_type"):
         assert meta["build"][k], k
-    for k in ("backend", "device", "model", "dtype"):
+    for k in ("backend", "device", "model", "dense_dtype"):
         assert meta[k], k
     if engine:
         assert meta["device"] in ("cpu", "cuda")
-        assert meta["dtype"] in ("f32", "f16", "bf16")
+        assert meta["dense_dtype"] in ("f32", "f16", "bf16")
+        assert meta["weights"] and meta["threads"] >= (1 if meta["device"] == "cpu" else 0), meta
 
 
 def check_percentiles(row, prefix):
