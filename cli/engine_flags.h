@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
+#include "engine/core/thread_pool.h"
 #include "engine/runtime.h"
 #include "engine/sample/sampling_params.h"
 

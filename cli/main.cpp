@@ -1,5 +1,6 @@
 // llmctl: one binary, five subcommands. Errors thrown inside are caught here and reported.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
   try {
     for (auto* sub : app.get_subcommands()) return runners.at(sub->get_name())();
   } catch (const llmctl::InputError& e) {
+    std::cerr << "llmctl: " << rank_prefix() << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path that cannot be written or read (permissions, a full disk): the user's to fix.
     std::cerr << "llmctl: " << rank_prefix() << "error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {

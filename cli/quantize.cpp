@@ -1,11 +1,24 @@
 // llmctl quantize IN OUT: RTN / GPTQ / AWQ weights (and fp8 KV scales) into an HF directory in the
 // compressed-tensors, AutoAWQ or GPTQ layout. The work is quant/algo/quantize_model.h.
+#include <atomic>
+#include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "engine/core/error.h"
 #include "quant/algo/quantize_model.h"
 
 namespace llmctl::cli {
+
+namespace {
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_quantize_sigint(int) {
+  g_stop.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+}  // namespace
 
 Runner add_quantize(CLI::App& app) {
   auto o = std::make_shared<quant::QuantizeOptions>();
@@ -40,14 +53,27 @@ Runner add_quantize(CLI::App& app) {
   s->add_option("--awq-search-samples", o->awq_search_samples,
                 "awq: calibration samples the scale search runs on (0: all)")->capture_default_str();
   s->add_option("--device", *device, "cpu (cuda: not implemented for quantize yet)")->capture_default_str();
-  s->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  s->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxThreads));
   return [o, device, asym]() -> int {
+    // Ctrl-C stops between layers and removes OUT.part; a second Ctrl-C kills as usual.
+    g_stop.store(false);
+    std::signal(SIGINT, on_quantize_sigint);
+    o->stop = &g_stop;
     if (*asym) o->scheme.symmetric = false;
     if (*device != "cpu") {
       std::cerr << "llmctl: error: --device " << *device << ": quantize runs on the CPU in this build\n";
       return 1;
     }
-    quant::QuantizeReport r = quant::quantize_model(*o, [](const std::string& m) { std::cerr << "llmctl: " << m << "\n"; });
+    quant::QuantizeReport r;
+    try {
+      r = quant::quantize_model(*o, [](const std::string& m) { std::cerr << "llmctl: " << m << "\n"; });
+    } catch (const InputError& e) {
+      if (!g_stop.load()) throw;
+      std::cerr << "llmctl: " << e.what() << "\n";
+      return 130;
+    }
     std::cerr << "llmctl: quantized " << r.linears_quantized << " linears (" << r.linears_dense << " left dense) in "
               << r.layers << " layers, " << r.bytes_written / 1e6 << " MB, in " << r.seconds << " s, to " << o->output
               << "\n";

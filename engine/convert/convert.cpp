@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/partial_output.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -84,21 +85,14 @@ void write_tokenizer_files(const Checkpoint& ck, const Tokenizer& tok, const std
 
 ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function<void(const std::string&)>& warn) {
   LLM_REQUIRE(fs::absolute(opts.input) != fs::absolute(opts.output)) << "input and output are the same path";
-  // As quantize: an existing OUT is never overwritten, and OUT is a directory.
-  LLM_REQUIRE(!fs::exists(opts.output) || (fs::is_directory(opts.output) && fs::is_empty(opts.output)))
-      << opts.output << " exists and is not an empty directory: remove it or choose another OUT";
-  LLM_REQUIRE(fs::path(opts.output).extension() != ".gguf" && fs::path(opts.output).extension() != ".safetensors")
-      << "OUT " << opts.output << ": convert writes an HF directory (config.json + safetensors), not a single file; "
-      << "name a directory";
+  // As quantize: an existing OUT is never overwritten; written as OUT.part, renamed when complete.
+  PartialOutput partial(opts.output, "convert");
+  const fs::path& out = partial.path();
   LoadOptions lo;
   lo.keep_quantized = false;  // convert writes dense tensors: quantized linears dequantized to f32
   Checkpoint ck = load_checkpoint(opts.input, lo);  // stored dtypes; converted below tensor by tensor
   ModelConfig cfg = ck.config;
   std::unique_ptr<Tokenizer> tok = load_tokenizer(ck);  // before writing anything: fail early
-  // Written as OUT.part and renamed when complete: an interrupted run leaves no OUT that looks whole.
-  const fs::path out = opts.output + ".part";
-  fs::remove_all(out);
-  fs::create_directories(out);
 
   // Tensors in name order; a tied lm_head is not written (transformers re-ties it).
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -127,8 +121,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& opts, const std::function
   write_json(out / "config.json", cfg.to_hf_json());
 
   write_tokenizer_files(ck, *tok, out.string());
-  if (fs::exists(opts.output)) fs::remove(opts.output);  // the empty directory checked above
-  fs::rename(out, opts.output);
+  partial.commit();
 
   ConvertReport r;
   r.num_tensors = tensors.size();

@@ -1,5 +1,7 @@
 #include "engine/core/thread_pool.h"
 
+#include "engine/core/error.h"
+
 #include <algorithm>
 #include <memory>
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,6 +33,7 @@ inline void cpu_relax(int i) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
+  LLM_REQUIRE(num_threads <= kMaxThreads) << num_threads << " threads: at most " << kMaxThreads;
   if (num_threads <= 0) num_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -16,6 +16,10 @@
 
 namespace llmctl {
 
+// The most threads a pool takes: far above any machine's cores, far below what a typo
+// (-t 100000) would start.
+constexpr int kMaxThreads = 1024;
+
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);  // 0 = hardware concurrency

@@ -1,5 +1,6 @@
 #include "quant/algo/calibration_data.h"
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -20,6 +21,8 @@ bool is_jsonl(const std::string& path) {
 }
 
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  LLM_REQUIRE(std::filesystem::is_regular_file(path, ec)) << "--calib: " << path << " is not a file";
   std::ifstream in(path, std::ios::binary);
   LLM_REQUIRE(in) << "--calib: cannot read " << path;
   in.seekg(0, std::ios::end);
@@ -52,6 +55,11 @@ std::vector<std::vector<int32_t>> draw_calibration_samples(const CalibrationOpti
                                    "field), e.g. --calib ../shared/data/tinyshakespeare.txt";
   LLM_REQUIRE(o.samples > 0 && o.samples <= 65536) << "--calib-samples must be in [1, 65536], not " << o.samples;
   LLM_REQUIRE(o.seq_len >= 2 && o.seq_len <= 65536) << "--calib-seq-len must be in [2, 65536], not " << o.seq_len;
+  // The calibration batch's activations are held whole (a few of [samples x seq_len, hidden]).
+  LLM_REQUIRE(int64_t(o.samples) * o.seq_len <= kMaxCalibrationTokens)
+      << "--calib-samples " << o.samples << " x --calib-seq-len " << o.seq_len << " = "
+      << int64_t(o.samples) * o.seq_len << " calibration tokens: at most " << kMaxCalibrationTokens
+      << " (e.g. 512 x 2048, llm-compressor's usual batch, is 1048576)";
   std::vector<std::vector<int>> streams;
   std::vector<int64_t> starts;  // valid window starts per stream, prefix-summed
   int64_t total = 0;

@@ -14,6 +14,9 @@
 
 namespace llmctl::quant {
 
+// Calibration tokens (samples x seq_len) at most: llm-compressor's usual batch, 512 x 2048.
+constexpr int64_t kMaxCalibrationTokens = int64_t(1) << 20;
+
 struct CalibrationOptions {
   std::vector<std::string> files;
   int samples = 128;

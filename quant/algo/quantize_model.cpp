@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,11 +10,14 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/backend.h"
 #include "engine/convert/convert.h"
 #include "engine/core/error.h"
+#include "engine/core/partial_output.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf.h"
@@ -79,6 +83,12 @@ void write_text(const fs::path& path, const std::string& text) {
   LLM_REQUIRE(out.good()) << "error writing " << path.string();
 }
 
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", bytes / double(1 << 30));
+  return b;
+}
+
 std::string fmt(double v, int prec = 3) {
   std::ostringstream s;
   s.precision(prec);
@@ -132,11 +142,8 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   const auto t0 = std::chrono::steady_clock::now();
   LLM_REQUIRE(!o.output.empty() && !o.input.empty()) << "quantize needs IN and OUT";
   LLM_REQUIRE(fs::weakly_canonical(o.input) != fs::weakly_canonical(o.output)) << "input and output are the same path";
-  LLM_REQUIRE(!fs::exists(o.output) || (fs::is_directory(o.output) && fs::is_empty(o.output)))
-      << o.output << " exists and is not an empty directory: remove it or choose another OUT";
-  LLM_REQUIRE(fs::path(o.output).extension() != ".gguf" && fs::path(o.output).extension() != ".safetensors")
-      << "OUT " << o.output << ": quantize writes an HF directory (config.json + safetensors), not a single file; "
-      << "name a directory";
+  PartialOutput partial(o.output, "quantize");  // OUT.part, renamed to OUT at the end; removed on an error
+  const fs::path& part = partial.path();
   ThreadPool::set_global_threads(o.threads);
 
   LoadOptions lo;
@@ -169,6 +176,15 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::vector<std::vector<int32_t>> samples;
   if (calibrate) {
     samples = draw_calibration_samples(o.calib, *tok);
+    // The batch's activations stay in memory whole: the layer input, its normed copy, the attention
+    // output and the MLP's intermediate, in f32. Refused up front rather than failing mid-way.
+    const double tokens = double(o.calib.samples) * o.calib.seq_len;
+    const double need = tokens * (3.0 * c.hidden_size + 2.0 * c.intermediate_size) * sizeof(float);
+    const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    LLM_REQUIRE(have <= 0 || need <= have)
+        << "--calib-samples " << o.calib.samples << " x --calib-seq-len " << o.calib.seq_len << " needs about "
+        << gib(need) << " GiB for the calibration activations of this model; this machine has " << gib(have)
+        << " GiB: take fewer samples or shorter ones";
     log("calibration: " + std::to_string(samples.size()) + " samples x " + std::to_string(o.calib.seq_len) +
         " tokens (seed " + std::to_string(o.calib.seed) + ")");
     if (!o.calib_dump.empty()) {
@@ -177,10 +193,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       write_text(o.calib_dump, s.str());
     }
   }
-
-  const fs::path part = fs::path(o.output).string() + ".part";
-  fs::remove_all(part);
-  fs::create_directories(part);
 
   std::unique_ptr<Backend> be = make_cpu_backend(o.threads);
   const DType dense_dtype = ck.get("model.embed_tokens.weight").dtype;
@@ -206,6 +218,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
 
   QuantizeReport rep;
   for (int i = 0; i < c.num_layers; ++i) {
+    LLM_REQUIRE(!o.stop || !o.stop->load()) << "quantize interrupted before layer " << i << "; nothing was written";
     const auto tl = std::chrono::steady_clock::now();
     DenseLayer L = DenseLayer::from_checkpoint(ck, i);
     std::vector<LinearRef> lin = linears_of(L, i);
@@ -334,8 +347,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   cfg["quantization_config"] = make_quantization_config(info);
   write_text(part / "config.json", cfg.dump(2) + "\n");
   write_tokenizer_files(ck, *tok, part.string());
-  fs::remove_all(o.output);  // empty (checked above) or absent
-  fs::rename(part, o.output);
+  partial.commit();
 
   rep.bytes_written = w.total_bytes;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

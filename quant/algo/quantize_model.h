@@ -12,6 +12,7 @@
 // --kv-cache fp8 also calibrates per-kv-head k_scale / v_scale (amax / 448) on the same batch.
 // Everything is written to OUT.part and renamed to OUT at the end: an interrupted run leaves no OUT.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct QuantizeOptions {
   // A GGUF whose linears are already in quantized blocks (Q4_1, Q4_K, ...) is refused unless this is
   // set (llama-quantize's --allow-requantize): its blocks are dequantized and rounded a second time.
   bool allow_requantize = false;
+  // Set (from a signal handler) to stop between layers: quantize_model then throws InputError and
+  // OUT.part is removed. May be null.
+  const std::atomic<bool>* stop = nullptr;
   bool act_order = false;      // gptq: columns by descending Hessian diagonal, static groups
   std::string format = "compressed-tensors";  // compressed-tensors | awq | gptq
   CalibrationOptions calib;

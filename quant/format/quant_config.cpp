@@ -1,6 +1,7 @@
 // config.json "quantization_config" of the three checkpoint layouts: writing (the keys the reference
 // tools write) and reading (untrusted: every field checked, anything not understood refused by name).
 #include <cctype>
+#include <cstdint>
 #include <regex>
 #include <stdexcept>
 
@@ -80,6 +81,9 @@ int64_t get_int(const json& j, const char* key, int64_t lo, int64_t hi, const js
   if (!v) v = dflt;
   if (!v) refuse(std::string("missing '") + key + "'");
   if (!v->is_number_integer()) refuse(std::string("'") + key + "' must be an integer, got " + v->dump());
+  // An unsigned value past int64's range would wrap to a negative one: refused as written.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX))
+    refuse(std::string("'") + key + "' = " + v->dump() + " is out of range");
   const int64_t x = v->get<int64_t>();
   if (x < lo || x > hi) refuse(std::string("'") + key + "' = " + std::to_string(x) + " is out of range");
   return x;

@@ -199,6 +199,9 @@ TEST_CASE("quant layouts: unsupported quantization_config refused by name") {
   x = ct;
   x["config_groups"]["group_0"]["weights"]["group_size"] = -5;
   refused(x, "out of range");
+  x = ct;  // 2^63 does not fit int64: named as written, not wrapped to a negative number
+  x["config_groups"]["group_0"]["weights"]["num_bits"] = uint64_t(1) << 63;
+  refused(x, "'num_bits' = 9223372036854775808 is out of range");
   x = ct;
   x["ignore"] = json::array({1, 2});
   refused(x, "ignore");
