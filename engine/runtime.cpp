@@ -84,10 +84,9 @@ static std::string device_for_gpu_layers(const RuntimeOptions& opts) {
   return opts.device;
 }
 
-Runtime load_runtime(const RuntimeOptions& opts) {
+// Loads this rank's part into rt, whose communicator is set (several ranks) or null.
+static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
-  Runtime rt;
-  rt.comm = make_run_comm(opts);
   rt.rank = rt.comm ? rt.comm->rank() : 0;
   const int ranks = rt.comm ? rt.comm->world() : 1;
   // Rank r is tensor-parallel rank r % tp of pipeline stage r / tp; each stage's ranks form a group.
@@ -166,6 +165,19 @@ Runtime load_runtime(const RuntimeOptions& opts) {
     std::cerr << "llmctl: warning: --kv-cache-dtype fp8 without k_scale/v_scale in the checkpoint: using scale 1.0 "
                  "for every layer (accuracy may suffer; calibrate them with llmctl quantize --kv-cache fp8)\n";
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Runtime load_runtime(const RuntimeOptions& opts) {
+  Runtime rt;
+  rt.comm = make_run_comm(opts);
+  try {
+    load_rank(rt, opts);
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one in a collective, and this process's exit in
+    // MPI_Finalize for them: a rank that fails to load ends every rank, with its message.
+    if (rt.comm && rt.comm->world() > 1) rt.comm->abort_all(e.what());
+    throw;
+  }
   return rt;
 }
 
