@@ -137,7 +137,10 @@ void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv 
 Runtime load_engine_runtime(const EngineFlags& f) {
   const RuntimeOptions ro = runtime_options(f);  // the default model is fetched once, before the ranks start
   const int ranks = ro.tensor_parallel * ro.pipeline_parallel;
-  if (ranks > 1 && !launched_by_mpi()) exec_under_mpirun(ranks, g_command_line);
+  if (ranks > 1 && !launched_by_mpi()) {
+    check_parallel_sizes(ro);  // the model's config: sizes that do not divide, refused before any rank starts
+    std::exit(run_under_mpirun(ranks, g_command_line));  // the ranks' status; they reported
+  }
   Runtime rt = load_runtime(ro);
   if (rt.is_worker_rank()) {
     serve_ranks(rt);

@@ -16,6 +16,7 @@
 #include "engine/model/default_model.h"
 #include "engine/model/describe_weights.h"
 #include "engine/model/registry.h"
+#include "engine/model/weights/megatron_split.h"
 #include "engine/parallel/launcher.h"
 #include "engine/parallel/mpi_comm.h"
 #include "engine/parallel/nccl_comm.h"
@@ -179,6 +180,14 @@ Runtime load_runtime(const RuntimeOptions& opts) {
     throw;
   }
   return rt;
+}
+
+void check_parallel_sizes(const RuntimeOptions& opts) {
+  LLM_REQUIRE(opts.tensor_parallel >= 1) << "--tensor-parallel-size must be at least 1, got " << opts.tensor_parallel;
+  LLM_REQUIRE(opts.pipeline_parallel >= 1) << "--pipeline-parallel-size must be at least 1, got " << opts.pipeline_parallel;
+  const ModelConfig c = load_checkpoint_config(resolve_model(opts.model));
+  check_tensor_parallel(c, opts.tensor_parallel);
+  check_pipeline_parallel(c, opts.pipeline_parallel);
 }
 
 void serve_ranks(Runtime& rt) {

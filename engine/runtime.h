@@ -62,6 +62,11 @@ struct Runtime {
 // with -np tensor_parallel x pipeline_parallel ranks).
 Runtime load_runtime(const RuntimeOptions& opts);
 
+// Refuses a -tp / -pp the model cannot be split over (its query heads, KV heads, MLP width,
+// vocabulary or layers do not divide), reading only its config: what a launcher checks before it
+// starts any rank. The same InputError, with the numbers, as each rank's load would throw.
+void check_parallel_sizes(const RuntimeOptions& opts);
+
 // Ranks > 0 of a multi-rank run: executes rank 0's steps until rank 0's executor is gone.
 void serve_ranks(Runtime& rt);
 

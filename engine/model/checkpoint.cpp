@@ -101,4 +101,15 @@ Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts) {
   LLM_THROW() << "'" << path << "' is neither an HF model directory nor a .gguf file";
 }
 
+ModelConfig load_checkpoint_config(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec) && fs::is_regular_file(p / "config.json", ec))
+    return parse_hf_config(read_json_file(p / "config.json"));
+  if (p.extension() == ".gguf" && fs::is_regular_file(p, ec)) return gguf_llama_config(*GgufFile::open(path));
+  // Anything else is refused by load_checkpoint before it reads a tensor (no such path, a pickle,
+  // a directory without config.json): the same message.
+  return load_checkpoint(path).config;
+}
+
 }  // namespace llmctl

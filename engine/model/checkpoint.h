@@ -77,4 +77,9 @@ struct LoadOptions {
 // implies (check_llama_tensors) before anything uses it. Throws InputError.
 Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts = {});
 
+// The checkpoint's ModelConfig alone (an HF directory's config.json, a GGUF file's metadata),
+// validated, without reading a tensor: what a launcher checks sizes against before it starts
+// ranks. A path load_checkpoint refuses is refused with the same message.
+ModelConfig load_checkpoint_config(const std::string& path);
+
 }  // namespace llmctl

@@ -11,8 +11,10 @@
 // keeps whole).
 // A packed axis can only be cut on whole int32s (a partly used last one only at the end of the
 // last range), and columns only on whole groups: ranges that are not are refused (nullopt), and the
-// caller unpacks the whole module.
+// caller unpacks the whole module. So is a weight_shape that does not say [N, K] (the whole
+// module's unpacking reports it).
 #include <cstring>
+#include <stdexcept>
 
 #include "quant/format/checkpoint_layout.h"
 
@@ -64,6 +66,16 @@ PackedTensorView shape_view(int64_t n, int64_t k, std::vector<std::vector<uint8_
   return {"I64", {2}, storage.back().data(), sizeof s};
 }
 
+// Whether compressed-tensors' weight_shape tensor says [n, k]. A cut writes its own, so it must
+// not replace a wrong one: the whole module's unpacking then refuses it, as on a single rank.
+bool says_shape(const PackedTensorView& v, int64_t n, int64_t k) {
+  try {
+    return read_int_any(v, "weight_shape") == std::vector<int64_t>{n, k};
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 bool plain_g_idx(const PackedTensorView& v, int64_t k, int group) {
@@ -95,6 +107,7 @@ std::optional<Views> slice_linear_rows(QuantLayout layout, const QuantConfigInfo
         continue;
       }
       if (suffix == "weight_shape") {  // [n, k] again, as the rows' module
+        if (!says_shape(v, n, k)) return std::nullopt;
         out[suffix] = shape_view(rows, k, storage);
         continue;
       }
@@ -148,6 +161,7 @@ std::optional<Views> slice_linear_columns(QuantLayout layout, const QuantConfigI
         continue;
       }
       if (suffix == "weight_shape") {  // [n, k] again, as the columns' module
+        if (!says_shape(v, n, k)) return std::nullopt;
         out[suffix] = shape_view(n, cols, storage);
         continue;
       }

@@ -161,20 +161,25 @@ if os.path.exists(GGUF):
 
 # 4. serve -tp 3.
 def ranks_of(pid):
-    """Pids of the processes mpirun (pid) started, by OMPI_COMM_WORLD_RANK."""
-    out = {}
+    """Pids of the ranks under pid (llmctl's launcher -> mpirun -> ranks), by OMPI_COMM_WORLD_RANK."""
+    parent = {}
     for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
+        if p.isdigit():
+            try:
+                parent[int(p)] = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    below, grew = {pid}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in below} - below
+        below |= more
+        grew = bool(more)
+    out = {}
+    for p in below - {pid}:
         try:
-            stat = open(f"/proc/{p}/stat").read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid != pid:
-                continue
-            envs = open(f"/proc/{p}/environ", "rb").read().split(b"\0")
-            for e in envs:
+            for e in open(f"/proc/{p}/environ", "rb").read().split(b"\0"):
                 if e.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    out[int(e.split(b"=")[1])] = int(p)
+                    out[int(e.split(b"=")[1])] = p
         except (OSError, ValueError, IndexError):
             pass
     return out
@@ -228,7 +233,7 @@ if srv.proc.poll() is None:
     srv.proc.kill()
 streaming.join(timeout=30)
 
-# SIGTERM stops every rank.
+# SIGTERM stops every rank (exit 0 and the rest: tests/e2e/test_tensor_parallel_launch.py).
 srv2 = Server(build, "--device", "cpu", "-tp", "3", "-t", "1")
 ranks = ranks_of(srv2.proc.pid)
 srv2.proc.terminate()
