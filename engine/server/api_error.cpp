@@ -1,5 +1,6 @@
 #include "engine/server/api_error.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace llmctl::server {
@@ -30,11 +31,11 @@ std::string code_for(int status, const std::string& message) {
 }  // namespace
 
 std::string ApiError::type() const { return type_.empty() ? type_for(status_) : type_; }
-std::string ApiError::code() const { return code_for(status_, what()); }
+std::string ApiError::code() const { return code_for(status_, message_); }
 
 nlohmann::json ApiError::body() const {
   return {{"error",
-           {{"message", what()},
+           {{"message", message_},
             {"type", type()},
             {"param", param_.empty() ? nlohmann::json() : nlohmann::json(param_)},
             {"code", code()}}}};
@@ -42,6 +43,17 @@ nlohmann::json ApiError::body() const {
 
 nlohmann::json error_body(int status, const std::string& message, const std::string& param, const std::string& type) {
   return ApiError(status, message, param, type).body();
+}
+
+std::string quoted_value(const std::string& value, size_t max_bytes) {
+  size_t n = std::min(value.size(), max_bytes);
+  while (n > 0 && n < value.size() && (static_cast<unsigned char>(value[n]) & 0xC0) == 0x80) --n;
+  const std::string escaped =
+      nlohmann::json(value.substr(0, n)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "'";
+  if (escaped.size() >= 2) out.append(escaped, 1, escaped.size() - 2);  // without the JSON quotes
+  if (n < value.size()) out += "... (" + std::to_string(value.size()) + " bytes)";
+  return out + "'";
 }
 
 ApiError to_api_error(const std::exception& e) {

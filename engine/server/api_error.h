@@ -12,8 +12,11 @@ namespace llmctl::server {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string param = "", std::string type = "")
-      : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)) {}
+      : std::runtime_error(message), status_(status), message_(std::move(message)), param_(std::move(param)),
+        type_(std::move(type)) {}
   int status() const { return status_; }
+  // The whole message (what() stops at a NUL byte; the body carries every byte, JSON-escaped).
+  const std::string& message() const { return message_; }
   const std::string& param() const { return param_; }
   // invalid_request_error (4xx), authentication_error (401), rate_limit_error (429), server_error (5xx)
   std::string type() const;
@@ -22,8 +25,12 @@ class ApiError : public std::runtime_error {
 
  private:
   int status_;
-  std::string param_, type_;
+  std::string message_, param_, type_;
 };
+
+// A client's value quoted in a message: 'value' JSON-escaped (a NUL is \u0000, not the end of the
+// message), cut at a code point boundary after max_bytes with "... (N bytes)".
+std::string quoted_value(const std::string& value, size_t max_bytes = 256);
 
 // An engine InputError as a 400, with the field it names (if the message quotes one) as param.
 ApiError to_api_error(const std::exception& e);

@@ -16,7 +16,7 @@ namespace llmctl::server {
 namespace {
 using json = nlohmann::json;
 
-// Counts a generation request against --max-concurrent-requests while it lives.
+// Counts a generation or tokenize request against --max-concurrent-requests while it lives.
 class Slot {
  public:
   explicit Slot(std::atomic<int>& n) : n_(n) {}
@@ -143,8 +143,8 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
 
 void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpResponse& res) {
   const auto start = std::chrono::steady_clock::now();
+  auto slot = acquire_slot(res);  // before the body is parsed and the chat template runs: their work counts
   const json body = parse_json_body(req);
-  auto slot = acquire_slot(res);  // before the chat template runs: its work counts against the limit
   auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start)));
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
@@ -181,9 +181,9 @@ void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpRespon
 
 void HttpServer::handle_tgi(bool stream, const HttpRequest& req, HttpResponse& res) {
   const auto start = std::chrono::steady_clock::now();
+  auto slot = acquire_slot(res);
   json body = parse_json_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
-  auto slot = acquire_slot(res);
   auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params, start);

@@ -5,13 +5,10 @@
 #include <cstdio>
 
 #include "engine/core/error.h"
-#include "engine/core/json_bounded.h"
-#include "engine/core/utf8.h"
 #include "engine/server/api_error.h"
 #include "engine/server/http/server.h"
 #include "engine/server/request_log.h"
 #include "engine/server/sse.h"
-#include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {
 
@@ -26,27 +23,7 @@ void send_error(HttpResponse& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(json_text(e.body()), "application/json");
 }
-
-// An optional boolean field of a request body (null = absent).
-bool flag(const json& body, const std::string& name, bool absent) {
-  if (!body.contains(name) || body[name].is_null()) return absent;
-  if (!body[name].is_boolean())
-    throw ApiError(400, "field '" + name + "' must be true or false, got " + body[name].type_name(), name);
-  return body[name].get<bool>();
-}
 }  // namespace
-
-// Request bodies are JSON whatever their Content-Type says (curl -d sends form-urlencoded); depth
-// and size are bounded while parsing, so nothing later walks deep input.
-json parse_json_body(const HttpRequest& req) {
-  if (req.body.empty()) throw ApiError(400, "the request body is empty; a JSON object is expected");
-  if (!utf8_valid(req.body)) throw ApiError(400, "the request body is not valid UTF-8");
-  try {
-    return parse_json_bounded(req.body, kRequestJsonLimits, "the request body");
-  } catch (const InputError& e) {
-    throw ApiError(400, e.what());
-  }
-}
 
 RequestRecord& current_request() {
   static thread_local RequestRecord record;
@@ -165,52 +142,6 @@ void HttpServer::add_routes() {
   s.route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-}
-
-// {"prompt": str | [ids]} or {"messages": [...]} (+ "add_special_tokens", "add_generation_prompt")
-void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
-  const json body = parse_json_body(req);
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  for (const auto& [k, v] : body.items())
-    if (k != "prompt" && k != "messages" && k != "model" && k != "add_special_tokens" && k != "add_generation_prompt")
-      throw ApiError(400, "field '" + k + "' is not supported by /tokenize", k);
-  if (body.contains("prompt") == body.contains("messages"))
-    throw ApiError(400, "give exactly one of \"prompt\" and \"messages\"");
-  std::vector<int> ids;
-  if (body.contains("prompt")) {
-    if (!body["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
-    const bool special = flag(body, "add_special_tokens", true);
-    const std::string& text = body["prompt"].get_ref<const std::string&>();
-    ids = special ? encode_prompt(tok_, text) : tok_.encode(text, true);
-  } else {
-    const auto start = std::chrono::steady_clock::now();
-    const bool gen = flag(body, "add_generation_prompt", true);
-    auto slot = acquire_slot(res);  // the chat template runs within the request limits, as for generation
-    ids = tok_.encode(render_chat(tok_, body["messages"], gen, render_limits(start)), true);
-  }
-  res.set_content(json_text({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", limits_.max_context}}),
-                  "application/json");
-}
-
-// {"tokens": [ids]} -> {"prompt": text}
-void HttpServer::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
-  const json body = parse_json_body(req);
-  if (!body.is_object() || !body.contains("tokens")) throw ApiError(400, "'tokens' is required", "tokens");
-  for (const auto& [k, v] : body.items())
-    if (k != "tokens" && k != "model") throw ApiError(400, "field '" + k + "' is not supported by /detokenize", k);
-  const json& t = body["tokens"];
-  if (!t.is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens");
-  std::vector<int> ids;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (!t[i].is_number_integer()) throw ApiError(400, "tokens[" + std::to_string(i) + "] is not an integer", "tokens");
-    const int64_t id = t[i].get<int64_t>();
-    const int vocab = tok_.vocab_size();  // a padded model vocabulary has ids the tokenizer cannot decode
-    if (id < 0 || id >= vocab)
-      throw ApiError(400, "tokens[" + std::to_string(i) + "] = " + std::to_string(id) + " is not a token id (vocabulary size " +
-                              std::to_string(vocab) + ")", "tokens");
-    ids.push_back(int(id));
-  }
-  res.set_content(json_text({{"prompt", tok_.decode(ids)}}), "application/json");
 }
 
 }  // namespace llmctl::server

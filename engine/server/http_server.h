@@ -3,7 +3,8 @@
 // with an OpenAI-shaped JSON body (or, once a stream has started, a `data: {"error": ...}` event).
 //
 // Routes: POST /v1/completions, /v1/chat/completions, GET /v1/models (OpenAI); POST /generate,
-// /generate_stream, GET /info (TGI); POST /tokenize, /detokenize; GET /health, /ready, /metrics.
+// /generate_stream, GET /info (TGI); POST /tokenize, /detokenize (tokenize_routes.cpp); GET /health,
+// /ready, /metrics.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/server/engine_loop.h"
+#include "engine/server/json_body.h"
 #include "engine/server/metrics.h"
 #include "engine/server/openai_api.h"
 
@@ -29,7 +31,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;                        // 0 = any free port (see port())
   std::string api_key;                    // empty = no auth
-  int max_concurrent_requests = 64;       // generation requests in flight; beyond: 429
+  int max_concurrent_requests = 64;       // generation and tokenize requests in flight; beyond: 429
   double request_timeout_s = 600;         // a generation running longer is aborted (0 = none)
   std::string served_model_name = "default";
   size_t max_body_bytes = size_t(4) << 20;  // chunked bodies included, counted while read
@@ -37,10 +39,6 @@ struct ServerConfig {
   int max_n = 16;
   std::string model_dtype, device;        // for /info
 };
-
-// The body of a request as JSON, whatever its Content-Type; ApiError 400 when it is not JSON, not
-// UTF-8, or nested/sized past kRequestJsonLimits.
-nlohmann::json parse_json_body(const HttpRequest& req);
 
 class HttpServer {
  public:
@@ -60,8 +58,11 @@ class HttpServer {
   void handle_tgi(bool stream, const HttpRequest& req, HttpResponse& res);
   void handle_tokenize(const HttpRequest& req, HttpResponse& res);
   void handle_detokenize(const HttpRequest& req, HttpResponse& res);
-  // Counts a generation request against --max-concurrent-requests while the result lives; throws
-  // ApiError 429 (with Retry-After set on res) beyond it. Taken before the chat template runs.
+  // The most tokens /tokenize answers and /detokenize accepts: the model's context length.
+  size_t tokenize_cap() const;
+  // Counts a generation or tokenize request against --max-concurrent-requests while the result
+  // lives; throws ApiError 429 (with Retry-After set on res) beyond it. Taken before the body is
+  // parsed, so that its parsing, chat template and tokenizing all count against the limit.
   std::shared_ptr<void> acquire_slot(HttpResponse& res);
   // Submits and waits for accepted/rejected; throws ApiError for a rejection or overload. The job's
   // timeout is what is left of --request-timeout since `start`.

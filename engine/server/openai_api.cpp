@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/server/api_error.h"
+#include "engine/server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {
@@ -82,14 +83,34 @@ json normalize_messages(const json& messages) {
   return out;
 }
 
-// completions "prompt": a string, a list of strings, a list of token ids, or a list of lists.
-void parse_prompts(const json& prompt, const Tokenizer& tok, int vocab, OpenAiRequest& r,
+// A prompt of more than C - 1 tokens (C: the model's context), found before it is all tokenized.
+ApiError prompt_too_long(const CappedTokens& t, int64_t C, const std::string& field) {
+  return ApiError(400, "the prompt has " + (t.exact ? std::to_string(t.count) : "more than " + std::to_string(C - 1)) +
+                           " tokens; the model's context is " + std::to_string(C) +
+                           " tokens and at least one must be left to generate", field);
+}
+
+// The most tokens a prompt may have: one less than the context (SIZE_MAX when there is none).
+size_t prompt_cap(const ModelLimits& limits) { return limits.max_context > 0 ? size_t(limits.max_context - 1) : SIZE_MAX; }
+
+// completions "prompt": a string, a list of strings, a list of token ids, or a list of lists. A
+// prompt longer than the context is refused before it is all tokenized (or its ids copied).
+void parse_prompts(const json& prompt, const Tokenizer& tok, const ModelLimits& limits, OpenAiRequest& r,
                    std::vector<std::string>& texts) {
+  const size_t cap = prompt_cap(limits);
   auto one = [&](const json& p) {
-    try {
-      r.prompts.push_back(prompt_from_json(tok, p, vocab));
-    } catch (const InputError& e) {
-      throw ApiError(400, e.what(), "prompt");
+    if (p.is_string() && !p.get_ref<const std::string&>().empty()) {
+      CappedTokens t = encode_capped(tok, p.get_ref<const std::string&>(), true, true, cap);
+      if (t.over) throw prompt_too_long(t, limits.max_context, "prompt");
+      r.prompts.push_back(std::move(t.ids));
+    } else if (p.is_array() && p.size() > cap) {
+      throw prompt_too_long(CappedTokens{.ids = {}, .over = true, .count = p.size(), .exact = true}, limits.max_context, "prompt");
+    } else {
+      try {
+        r.prompts.push_back(prompt_from_json(tok, p, limits.vocab_size));
+      } catch (const InputError& e) {
+        throw ApiError(400, e.what(), "prompt");
+      }
     }
     texts.push_back(p.is_string() ? p.get<std::string>() : tok.decode(r.prompts.back()));
   };
@@ -131,8 +152,8 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     } else if (k == "model") {
       if (!v.is_string()) throw ApiError(400, "field 'model' must be a string", "model");
       if (v.get<std::string>() != limits.served_name)
-        throw ApiError(404, "the model '" + v.get<std::string>() + "' does not exist; this server serves '" +
-                                limits.served_name + "'", "model", "invalid_request_error");
+        throw ApiError(404, "the model " + quoted_value(v.get<std::string>()) + " does not exist; this server serves " +
+                                quoted_value(limits.served_name), "model", "invalid_request_error");
     } else if ((k == "prompt" && !chat) || (k == "messages" && chat)) {
       // below
     } else if (k == "max_tokens" || (chat && k == "max_completion_tokens")) {
@@ -204,13 +225,16 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     if (!body.contains("messages")) throw ApiError(400, "'messages' is required", "messages");
     try {
       // The template writes BOS itself where the model wants it (as encode_chat does).
-      r.prompts.push_back(tok.encode(render_chat(tok, normalize_messages(body["messages"]), true, render), true));
+      const std::string text = render_chat(tok, normalize_messages(body["messages"]), true, render);
+      CappedTokens t = encode_capped(tok, text, true, false, prompt_cap(limits));
+      if (t.over) throw prompt_too_long(t, limits.max_context, "messages");
+      r.prompts.push_back(std::move(t.ids));
     } catch (const InputError& e) {
       throw ApiError(400, e.what(), "messages");
     }
   } else {
     if (!body.contains("prompt")) throw ApiError(400, "'prompt' is required", "prompt");
-    parse_prompts(body["prompt"], tok, limits.vocab_size, r, texts);
+    parse_prompts(body["prompt"], tok, limits, r, texts);
   }
   r.prompt_texts = std::move(texts);
 

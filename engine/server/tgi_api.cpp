@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/server/api_error.h"
+#include "engine/server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {
@@ -26,11 +27,15 @@ TgiRequest parse_tgi_request(const json& body, const Tokenizer& tok, const Model
     throw ApiError(400, "'inputs' must be a string", "inputs");
   TgiRequest r;
   r.prompt_text = body["inputs"].get<std::string>();
-  try {
-    r.prompt = prompt_from_json(tok, body["inputs"], limits.vocab_size, "inputs");
-  } catch (const InputError& e) {
-    throw ApiError(400, e.what(), "inputs");
-  }
+  if (r.prompt_text.empty()) throw ApiError(400, "\"inputs\" is empty", "inputs");
+  // A prompt longer than the context is refused before it is all tokenized.
+  const size_t cap = limits.max_context > 0 ? size_t(limits.max_context - 1) : SIZE_MAX;
+  CappedTokens t = encode_capped(tok, r.prompt_text, true, true, cap);
+  if (t.over)
+    throw ApiError(400, "the prompt has " + (t.exact ? std::to_string(t.count) : "more than " + std::to_string(cap)) +
+                            " tokens; the model's context is " + std::to_string(limits.max_context) +
+                            " tokens and at least one must be left to generate", "inputs");
+  r.prompt = std::move(t.ids);
   const json params = body.value("parameters", json::object());
   if (!params.is_object()) throw ApiError(400, "'parameters' must be an object", "parameters");
   json sampling = json::object();

@@ -111,6 +111,45 @@ TEST_CASE("Expect: 100-continue is noticed once the head is in") {
   CHECK(status_of("POST / HTTP/1.1\r\nExpect: something-else\r\nContent-Length: 5\r\n\r\n") == 417);
 }
 
+TEST_CASE("an HTTP/1.0 client's Expect: 100-continue is ignored: no 1xx goes to it") {
+  Fed f = feed("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  CHECK(f.parser.state() == RequestParser::State::body);
+  CHECK_FALSE(f.parser.expects_continue());
+  // Nor is a 100 due without a body.
+  CHECK_FALSE(feed("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n").parser.expects_continue());
+}
+
+TEST_CASE("trailer lines are field lines: checked, bounded, and ended by the blank line") {
+  const std::string chunked = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n";
+  const std::string next = "GET /health HTTP/1.1\r\n\r\n";
+  // Valid trailers are dropped; what follows the blank line is the next request, however split.
+  for (size_t step : {0, 1, 4}) {
+    Fed f = feed(chunked + "X-Sum: 1\r\nX-Other:\r\n\r\n" + next, step);
+    REQUIRE(f.parser.state() == RequestParser::State::complete);
+    const HttpRequest r = f.parser.take();
+    CHECK(r.body == "hi");
+    CHECK_FALSE(r.has_header("x-sum"));
+    CHECK(f.rest == next);
+  }
+  // A request line where a trailer field belongs (the blank line left out) is refused, not swallowed.
+  for (size_t step : {0, 3}) {
+    Fed f = feed(chunked + next, step);
+    CHECK(f.parser.state() == RequestParser::State::failed);
+    CHECK(f.parser.error_status() == 400);
+    CHECK(f.parser.error_message().find("trailer") != std::string::npos);
+  }
+  CHECK(status_of(chunked + "X-A: 1\r\n folded\r\n\r\n") == 400);
+  CHECK(status_of(chunked + "Bad Name: 1\r\n\r\n") == 400);
+  CHECK(status_of(chunked + ": no name\r\n\r\n") == 400);
+  const char nul[] = "X-A: a\0b\r\n\r\n";
+  CHECK(status_of(chunked + std::string(nul, sizeof nul - 1)) == 400);
+  // Bounded: more fields than max_headers, or more bytes than max_header_bytes.
+  std::string many = chunked;
+  for (int i = 0; i < 11; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
+  CHECK(status_of(many + "\r\n") == 431);
+  CHECK(status_of(chunked + "X-Big: " + std::string(2000, 'a') + "\r\n\r\n") == 431);
+}
+
 TEST_CASE("limits are enforced while reading") {
   const HttpLimits l = small_limits();
   // A body over the limit is refused on its Content-Length, before any of it is read.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <new>
 
 namespace llmctl::server::http {
 
@@ -22,6 +23,17 @@ bool is_digits(std::string_view s) {
 }
 bool is_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+// Why `line` (CR removed) is not a field line "name: value" (RFC 9112 5), or nullptr.
+const char* field_line_error(std::string_view line) {
+  if (line.front() == ' ' || line.front() == '\t') return "obsolete header line folding is not accepted";
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos || !is_token(line.substr(0, colon))) return "malformed header line";
+  const std::string_view value = line.substr(colon + 1);
+  if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; }))
+    return "a header value holds a control character";
+  return nullptr;
 }
 
 std::string lower(std::string_view s) {
@@ -165,20 +177,12 @@ void RequestParser::parse_head(std::string_view head) {
       continue;
     }
     if (line.empty()) break;  // the blank line ending the head
-    if (line.front() == ' ' || line.front() == '\t') {
-      fail(400, "obsolete header line folding is not accepted");
+    if (const char* error = field_line_error(line)) {
+      fail(400, error);
       return;
     }
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || !is_token(line.substr(0, colon))) {
-      fail(400, "malformed header line");
-      return;
-    }
     const std::string_view value = trim(line.substr(colon + 1));
-    if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
-      fail(400, "a header value holds a control character");
-      return;
-    }
     if (req_.headers.size() >= limits_.max_headers) {
       fail(431, "more than " + std::to_string(limits_.max_headers) + " request headers");
       return;
@@ -242,6 +246,12 @@ void RequestParser::interpret_headers() {
       return;
     }
     body_due = content_left_ > 0;
+    // One allocation for the whole body, not a doubling series (whose last copy holds 1.5x the body):
+    // address space only until the bytes arrive; where even that is refused, the body grows as it comes.
+    try {
+      req_.body.reserve(size_t(content_left_));
+    } catch (const std::bad_alloc&) {
+    }
   }
   const std::string expect = lower(req_.header("expect"));
   if (!expect.empty()) {
@@ -249,7 +259,8 @@ void RequestParser::interpret_headers() {
       fail(417, "only 'Expect: 100-continue' is supported");
       return;
     }
-    expect_continue_ = body_due;
+    // RFC 9110 10.1.1: an HTTP/1.0 client is sent no 1xx; its expectation is ignored.
+    expect_continue_ = body_due && req_.minor_version >= 1;
   }
   state_ = body_due ? State::body : State::complete;
 }
@@ -297,6 +308,10 @@ size_t RequestParser::feed_chunked(std::string_view data) {
       chunk_state_ = Chunk::size;
     } else if (line.empty()) {  // the blank line after the trailers ends the body
       state_ = State::complete;
+    } else {  // a trailer field, checked as a header line is (a request line here is an error), then dropped
+      if (const char* error = field_line_error(line)) return fail(400, std::string("chunked body trailer: ") + error);
+      if (++trailer_fields_ > limits_.max_headers)
+        return fail(431, "more than " + std::to_string(limits_.max_headers) + " trailer fields");
     }
     line_.clear();
   }

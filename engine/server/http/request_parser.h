@@ -1,7 +1,9 @@
 // RequestParser: HTTP/1.1 requests from a byte stream, incrementally and within HttpLimits. The
 // I/O thread feeds it whatever arrived; it consumes what it can and says whether a request is
 // complete. States: head (request line + headers) -> body (Content-Length or chunked) -> complete;
-// any state -> failed (status + message; the connection is answered and closed). Everything that
+// any state -> failed (status + message; the connection is answered and closed). A chunked body
+// ends at the blank line after its trailer fields, each checked as a header line is (and dropped),
+// so a request pipelined without that blank line is refused, not swallowed. Everything that
 // could be used to smuggle or confuse is refused: Content-Length together with Transfer-Encoding,
 // differing Content-Lengths, transfer codings other than chunked, obsolete line folding.
 #pragma once
@@ -26,7 +28,8 @@ class RequestParser {
   State state() const { return state_; }
   // Once the head is parsed: the request so far (no body yet while state() == body).
   const HttpRequest& request() const { return req_; }
-  // The client sent `Expect: 100-continue` and a body is due: the server answers 100 first.
+  // An HTTP/1.1 client sent `Expect: 100-continue` and a body is due: the server answers 100 first
+  // (an HTTP/1.0 client's expectation is ignored: no 1xx goes to it).
   bool expects_continue() const { return expect_continue_; }
   bool keep_alive() const { return keep_alive_; }
   int error_status() const { return error_status_; }
@@ -55,7 +58,7 @@ class RequestParser {
   Chunk chunk_state_ = Chunk::size;
   std::string line_;          // a chunk-size or trailer line in progress
   uint64_t chunk_left_ = 0;
-  size_t trailer_bytes_ = 0;
+  size_t trailer_bytes_ = 0, trailer_fields_ = 0;
   int error_status_ = 0;
   std::string error_;
 };

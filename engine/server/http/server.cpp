@@ -184,6 +184,7 @@ bool Server::advance(ConnPtr& cp) {
   Conn& c = *cp;
   const size_t used = c.parser.feed(c.in);
   c.in.erase(0, used);
+  if (c.in.empty() && c.in.capacity() > (256 << 10)) std::string().swap(c.in);  // a large body's reads: let go
   const RequestParser::State st = c.parser.state();
   if (st == RequestParser::State::failed) {
     refuse(c, c.parser.error_status(), c.parser.error_message());
