@@ -22,7 +22,8 @@ bool is_jsonl(const std::string& path) {
 
 std::string read_text(const std::string& path) {
   std::error_code ec;
-  LLM_REQUIRE(std::filesystem::is_regular_file(path, ec)) << "--calib: " << path << " is not a file";
+  LLM_REQUIRE(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+      << "--calib: " << path << " is not a file";
   std::ifstream in(path, std::ios::binary);
   LLM_REQUIRE(in) << "--calib: cannot read " << path;
   in.seekg(0, std::ios::end);
