@@ -7,13 +7,18 @@
 
 namespace llmctl {
 
+std::map<std::string, int> gguf_layer_weight_types(const GgufFile& g) {
+  std::map<std::string, int> count;
+  for (const GgufTensorInfo& t : g.tensors())
+    if (t.name.starts_with("blk.") && t.ne.size() == 2) ++count[quant::ggml_type_label(uint32_t(t.type))];
+  return count;
+}
+
 namespace {
 // The block type most of a GGUF's 2-D "blk.*" weights are stored in (a Q4_K_M file mixes Q4_K and
 // Q6_K: the majority names it, as llama.cpp's file type does), with the others after it.
 std::string gguf_linear_types(const GgufFile& g) {
-  std::map<std::string, int> count;
-  for (const GgufTensorInfo& t : g.tensors())
-    if (t.name.starts_with("blk.") && t.ne.size() == 2) ++count[quant::ggml_type_label(uint32_t(t.type))];
+  const std::map<std::string, int> count = gguf_layer_weight_types(g);
   std::string main;
   int best = -1;
   for (const auto& [type, n] : count)

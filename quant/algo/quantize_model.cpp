@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "engine/core/partial_output.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/describe_weights.h"
 #include "engine/model/gguf.h"
 #include "engine/model/llama.h"
 #include "engine/model/registry.h"
@@ -30,7 +30,6 @@
 #include "quant/algo/gptq.h"
 #include "quant/algo/hessian.h"
 #include "quant/algo/rtn.h"
-#include "quant/format/gguf_blocks.h"
 
 namespace fs = std::filesystem;
 
@@ -125,13 +124,9 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
 
 // The block types ("Q4_1", "Q4_K, Q6_K") of a GGUF's quantized 2-D layer weights; "" when all are floats.
 std::string quantized_gguf_linear_types(const GgufFile& g) {
-  std::set<std::string> types;
-  for (const GgufTensorInfo& t : g.tensors())
-    if (t.name.starts_with("blk.") && t.ne.size() == 2 && t.type != GgmlType::F32 && t.type != GgmlType::F16 &&
-        t.type != GgmlType::BF16)
-      types.insert(quant::ggml_type_label(uint32_t(t.type)));
   std::string out;
-  for (const std::string& t : types) out += (out.empty() ? "" : ", ") + t;
+  for (const auto& [type, n] : gguf_layer_weight_types(g))
+    if (type != "F32" && type != "F16" && type != "BF16") out += (out.empty() ? "" : ", ") + type;
   return out;
 }
 
