@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -121,3 +122,19 @@ class Server:
 
     def output(self):
         return open(self.log_path).read()
+
+
+def recv_until_close(s):
+    """Everything the server writes on socket s until it closes the connection or the socket's
+    timeout passes; closes s."""
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return data

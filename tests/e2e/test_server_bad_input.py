@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import Server, check, finish, require_model  # noqa: E402
+from server_util import Server, check, finish, recv_until_close, require_model  # noqa: E402
 
 build = sys.argv[1]
 require_model()
@@ -51,16 +51,7 @@ def raw(name, payload, expect_status=None, wait=2.0):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
     s.sendall(payload)
     s.shutdown(socket.SHUT_WR)
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except socket.timeout:
-        pass
-    s.close()
+    data = recv_until_close(s)
     first = data.split(b"\r\n", 1)[0].decode("latin-1")
     ok = (expect_status is None and (not data or first.split(" ")[1:2][0].startswith("4"))) or \
          (expect_status is not None and f" {expect_status} " in first + " ")

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import Server, check, finish, require_model  # noqa: E402
+from server_util import Server, check, finish, recv_until_close, require_model  # noqa: E402
 
 build = sys.argv[1]
 require_model()
@@ -37,17 +37,8 @@ def exchange(port, parts, pause=0.0, timeout=10):
             except socket.timeout:
                 pass
             s.settimeout(timeout)
-    data = b""
     s.settimeout(3)
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except socket.timeout:
-        pass
-    s.close()
+    data = recv_until_close(s)
     return before_last, before_last + data
 
 
