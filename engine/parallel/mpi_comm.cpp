@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -98,10 +99,32 @@ class MpiComm final : public Comm {
   int world() const override { return world_; }
   std::string name() const override { return "mpi"; }
 
+  // Every element is summed in rank order, ((x0 + x1) + x2) + ..., whatever the tensor's size and
+  // the element's place in it: MPI_Allreduce picks its algorithm (and so each element's order of
+  // additions) by message size and segment, which made a sequence's output depend on how many
+  // other rows shared its step. A reduce-scatter by hand (rank r sums chunk r of every rank's x,
+  // in rank order), then an all-gather: the bytes a ring all-reduce moves.
   void all_reduce_sum(Tensor& x) override {
     check_host_f32(x, "all_reduce_sum");
     Timed t(g_stats.reduces, g_stats.reduce_s);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.data, int(x.numel()), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+    const int64_t n = x.numel(), chunk = (n + world_ - 1) / world_;
+    LLM_CHECK(chunk * world_ <= std::numeric_limits<int>::max())
+        << "all_reduce_sum of " << n << " floats: over MPI's int count";
+    float* xp = x.ptr<float>();
+    send_.assign(size_t(chunk * world_), 0.0f);
+    std::copy_n(xp, n, send_.data());
+    parts_.resize(size_t(chunk * world_));  // [world, chunk]: every rank's chunk `rank_`
+    mpi_check(MPI_Alltoall(send_.data(), int(chunk), MPI_FLOAT, parts_.data(), int(chunk), MPI_FLOAT, comm_),
+              "MPI_Alltoall");
+    float* mine = send_.data();  // the sum of chunk rank_, then every rank's sums side by side
+    std::copy_n(parts_.data(), chunk, mine);
+    for (int r = 1; r < world_; ++r) {
+      const float* p = parts_.data() + int64_t(r) * chunk;
+      for (int64_t i = 0; i < chunk; ++i) mine[i] += p[i];
+    }
+    mpi_check(MPI_Allgather(mine, int(chunk), MPI_FLOAT, parts_.data(), int(chunk), MPI_FLOAT, comm_),
+              "MPI_Allgather");
+    std::copy_n(parts_.data(), n, xp);
   }
 
   void all_gather_cols(const Tensor& x, Tensor& out) override {
@@ -206,6 +229,7 @@ class MpiComm final : public Comm {
   }
 
   std::vector<float> gathered_;
+  std::vector<float> send_, parts_;  // all_reduce_sum's scratch
   std::map<int64_t, std::vector<MPI_Request>> pending_;  // irecv / ibroadcast handles not yet waited for
   int64_t next_handle_ = 0;
 };

@@ -15,7 +15,8 @@ transformers' goldens.
    tokens each gives alone (--max-num-seqs 1 runs them one at a time, through the same ranks);
    under -pp 2 two steps of different sequences are in flight at once (and large ones are cut into
    micro-batches). The same under -tp 3 over an fp8 KV cache (each rank keeps its kv heads' exact
-   open-block rows).
+   open-block rows), and on the Q4_1 GGUF with int8 activations (the all-reduce sums in rank order
+   whatever the batch's size; int8 rounding turned any other order into different tokens).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
    numbers, and no rank hangs. The default model's Q4_1 GGUF, run quantized with exact
    activations, gives one rank's greedy text at -tp 3.
@@ -111,8 +112,8 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(json.dumps({"prompt": " ".join(words[start:start + 3 + i % 40]), "max_tokens": 8 + i % 9,
                                 "temperature": 0}) + "\n")
 
-    def run_prompts(*flags):
-        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", MODEL, "--device", "cpu",
+    def run_prompts(*flags, model=MODEL):
+        r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", model, "--device", "cpu",
                             "-t", "1", "--prompts", prompts, *flags], capture_output=True, text=True, env=env, timeout=600)
         check(r.returncode == 0, f"generate --prompts {' '.join(flags)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
         return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
@@ -120,11 +121,20 @@ with tempfile.TemporaryDirectory() as tmp:
     def tokens(r):
         return r["outputs"][0]["token_ids"] if "outputs" in r else None
 
-    # (-tp 3 again over an fp8 cache: each rank keeps its kv heads' exact open-block rows)
-    for par in (["-tp", "3"], ["-pp", "2"], ["-tp", "3", "--kv-cache-dtype", "fp8"]):
+    # (-tp 3 again over an fp8 cache: each rank keeps its kv heads' exact open-block rows; and on the
+    # Q4_1 GGUF with int8 activations, whose rounding turned the all-reduce's size-dependent order of
+    # additions into different tokens)
+    gguf = os.path.join(HOME, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+    for par in (["-tp", "3"], ["-pp", "2"], ["-tp", "3", "--kv-cache-dtype", "fp8"], ["-tp", "3", "--model", gguf]):
         t0 = time.time()
-        batched = run_prompts(*par, "--max-num-seqs", "64")
-        alone = run_prompts(*par, "--max-num-seqs", "1")
+        model = MODEL
+        if "--model" in par:
+            model, par = par[par.index("--model") + 1], par[:par.index("--model")] + ["--act-quant", "int8"]
+            if not os.path.exists(model):
+                check(False, f"the default model's GGUF at {model}")
+                continue
+        batched = run_prompts(*par, "--max-num-seqs", "64", model=model)
+        alone = run_prompts(*par, "--max-num-seqs", "1", model=model)
         check(len(batched) == 64 and len(alone) == 64, f"64 answers each way ({len(batched)}, {len(alone)})")
         same = sum(1 for a, b in zip(batched, alone) if tokens(a) is not None and tokens(a) == tokens(b))
         check(all(len(tokens(a) or []) >= 8 for a in batched), f"{' '.join(par)}: every answer has its 8-16 tokens")
