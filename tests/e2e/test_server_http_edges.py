@@ -7,7 +7,11 @@
     request pipelined after the blank line is answered; a request line sent there (no blank line
     first) is a 400, not a request swallowed as trailers; a folded trailer line is a 400;
 (c) a `model` value holding a NUL is quoted whole, JSON-escaped, in the 404 message (it was cut
-    at the NUL), and a long one is cut to a bounded length.
+    at the NUL), and a long one is cut to a bounded length;
+(d) a client that half-closes (shuts its write side after a non-streamed generation request, as
+    `nc -N` and some proxies do) still reads: it gets its whole 200 answer on every generation route
+    (HTTP/1.1 first gets one interim 102, HTTP/1.0 none); it used to get 499 within 0.3 s. (A client
+    that closes both sides is still aborted: test_server_bad_input.py.)
 Usage: test_server_http_edges.py BUILD_DIR
 """
 import json
@@ -84,6 +88,33 @@ try:
                                {"messages": [{"role": "user", "content": "hi"}], "model": "m" * 10000 + "\u0001"})
     msg = resp["error"]["message"] if isinstance(resp, dict) else str(resp)
     check(status == 404 and len(msg) < 600 and "(10001 bytes)" in msg, f"a 10 KB model name: {status}, message {len(msg)} chars")
+
+    # (d) half-closed clients
+    def half_closed(path, payload, version=b"1.1"):
+        body = json.dumps(payload).encode()
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        s.sendall(b"POST " + path.encode() + b" HTTP/" + version + b"\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        s.shutdown(socket.SHUT_WR)
+        t0 = time.time()
+        data = recv_until_close(s)
+        s.close()
+        return data, time.time() - t0
+
+    long = {"max_tokens": 160, "ignore_eos": True, "temperature": 0}
+    cases = [("/v1/completions", dict(long, prompt="Once upon a time"), b"1.1", b'"text"'),
+             ("/v1/chat/completions", dict(long, messages=[{"role": "user", "content": "Tell a story."}]), b"1.1",
+              b'"content"'),
+             ("/generate", {"inputs": "Once upon a time", "parameters": {"max_new_tokens": 160}},
+              b"1.1", b'"generated_text"'),
+             ("/v1/completions", dict(long, prompt="Once upon a time"), b"1.0", b'"text"')]
+    for path, payload, version, key in cases:
+        data, took = half_closed(path, payload, version)
+        want = [102, 200] if version == b"1.1" else [200]
+        check(statuses(data) == want and key in data,
+              f"HTTP/{version.decode()} {path}, write side shut after the request: {statuses(data)} in {took:.1f} s "
+              f"(want {want} and the answer){'' if key in data else ': ' + repr(data[-300:])}")
+    check(srv.normal_request_works(), "the server serves after the half-closed clients")
 finally:
     rc = srv.stop()
 check(rc == 0, f"SIGINT: exit code {rc}")

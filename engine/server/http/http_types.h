@@ -30,8 +30,9 @@ struct HttpRequest {
   // The value of a header (name in any case), "" when absent.
   std::string header(std::string_view name) const;
   bool has_header(std::string_view name) const;
-  // True once the client has closed or reset the connection (set by the server; handlers that
-  // wait long poll it to abort work nobody will read).
+  // True once the client has left: a reset, or both directions closed (set by the server, see
+  // HangupCheck: a half-close alone is not leaving). Handlers that wait long poll it to abort work
+  // nobody will read.
   std::function<bool()> client_gone = [] { return false; };
 };
 

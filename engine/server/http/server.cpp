@@ -321,7 +321,7 @@ void Server::handle(Job& job) {
   HttpRequest& req = job.request;
   req.remote_addr = c.remote;
   const int fd = c.fd;
-  req.client_gone = [fd] { return peer_gone(fd); };
+  req.client_gone = [check = HangupCheck(fd, req.minor_version)]() mutable { return check.client_gone(); };
 
   HttpResponse res;
   const auto route = routes_.find(req.path);

@@ -48,10 +48,13 @@ std::string response_head(const HttpResponse& res, int minor_version, bool keep_
   return h + "\r\n";
 }
 
-bool peer_gone(int fd) {
-  pollfd p{fd, short(POLLRDHUP), 0};
+bool HangupCheck::client_gone() {
+  pollfd p{fd_, short(POLLRDHUP), 0};
   if (::poll(&p, 1, 0) <= 0) return false;
-  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;  // reset, or both directions shut
+  if (!(p.revents & POLLRDHUP) || !http11_ || probed_) return false;
+  probed_ = true;
+  return !send_now(fd_, "HTTP/1.1 102 Processing\r\n\r\n");
 }
 
 bool SocketSink::write(std::string_view data) {

@@ -19,8 +19,22 @@ bool send_now(int fd, std::string_view data);
 // content_length < 0: a chunked (HTTP/1.1) or close-delimited (HTTP/1.0) stream follows.
 std::string response_head(const HttpResponse& res, int minor_version, bool keep_alive, long long content_length);
 
-// True once the peer has closed or reset the connection (half-close counts).
-bool peer_gone(int fd);
+// Whether the client of a non-streamed request has left, asked while its answer is being made.
+// A FIN alone (POLLRDHUP) may be a half-close: the client shut its write side and still reads
+// (`nc -N`, some proxies), so it is not taken for a hang-up. An HTTP/1.1 client is then sent one
+// interim "102 Processing" (RFC 9110 15.2: 1.1 clients must read unexpected 1xx): a client that
+// closed both sides answers it with a reset, which a later check sees as POLLHUP/POLLERR. HTTP/1.0
+// forbids 1xx: a half-closed 1.0 client is only known gone when the final write fails.
+class HangupCheck {
+ public:
+  HangupCheck(int fd, int minor_version) : fd_(fd), http11_(minor_version >= 1) {}
+  bool client_gone();
+
+ private:
+  int fd_;
+  bool http11_;
+  bool probed_ = false;
+};
 
 // StreamSink over a socket, framing each write as one chunk (or raw for HTTP/1.0).
 class SocketSink : public StreamSink {
