@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
+#include "engine/model/finite_weights.h"
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_llama.h"
 #include "engine/model/llama_tensors.h"
@@ -40,10 +41,11 @@ bool is_pickle_name(const fs::path& p) {
 
 json read_json_file(const fs::path& p) { return read_json_file_bounded(p.string(), kModelJsonLimits); }
 
-// The tensors against the config, then the notes (those of the readers, and unused tensors) to
-// stderr.
+// The tensors against the config and finite, then the notes (those of the readers, and tensors
+// accepted unused) to stderr.
 void check_tensors(Checkpoint& ck) {
   for (std::string& n : check_llama_tensors(ck)) ck.notes.push_back(std::move(n));
+  refuse_non_finite_weights(ck);
   for (const std::string& n : ck.notes) std::cerr << "llmctl: note: " << n << "\n";
 }
 

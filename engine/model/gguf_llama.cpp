@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/mapped_file.h"
+#include "engine/model/finite_weights.h"
 #include "engine/model/registry.h"
 #include "engine/model/llama_tensors.h"
 #include "quant/format/gguf_blocks.h"
@@ -328,6 +329,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   }
   // Shapes against the config before the q/k rows are reordered by head.
   ck.notes = check_llama_tensors(ck);
+  refuse_non_finite_weights(ck);
   // A tied output projection over a quantized embedding table: the lm_head also kept quantized (a
   // second, packed copy of the table), so decoding does not read the f32 table every token.
   if (opts.keep_quantized && ck.config.tie_word_embeddings && !ck.quantized.count("lm_head.weight"))

@@ -113,20 +113,30 @@ std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
   }
   LLM_REQUIRE(wrong.empty()) << where << ": " << wrong.size() << " tensor" << (wrong.size() > 1 ? "s do" : " does")
                              << " not match the config: " << list_text(wrong, 4);
-  std::vector<std::string> extra;
+  // Every other tensor is used or refused by name: one the model cannot place (a layer past the
+  // last, `model.layers.-1...`, a module this architecture lacks, a stray quantization tensor) may
+  // be one the publisher meant to change the output, and running without it is a silent wrong
+  // answer. Accepted unused: a tied head saved anyway (transformers does) and the rotary inverse
+  // frequencies old transformers saved (recomputed from the config).
+  std::vector<std::string> extra, derived;
   for (const auto& [name, t] : ck.tensors) {
     if (expected.count(name) || is_kv_scale_name(name)) continue;  // kv scales: load_kv_scales checks them
     if (name == "lm_head.weight" && c.tie_word_embeddings && t.shape == std::vector<int64_t>{c.vocab_size, c.hidden_size})
-      continue;  // a tied head saved anyway: unused, as transformers does
-    extra.push_back(name);
+      continue;
+    (name.ends_with(".rotary_emb.inv_freq") ? derived : extra).push_back(name);
   }
   for (const auto& [name, q] : ck.quantized)
     if (!expected.count(name) && !(name == "lm_head.weight" && c.tie_word_embeddings))  // a tied table's packed copy
       extra.push_back(name + " (quantized)");
+  LLM_REQUIRE(extra.empty()) << where << " has " << extra.size() << " tensor" << (extra.size() > 1 ? "s" : "")
+                             << " this " << c.architecture << " model (" << c.num_layers
+                             << " layers) has no place for: " << list_text(extra)
+                             << "; llmctl runs every tensor of a checkpoint or refuses it";
   std::vector<std::string> notes;
-  if (!extra.empty())
-    notes.push_back(where + " has " + std::to_string(extra.size()) + " tensor" + (extra.size() > 1 ? "s" : "") +
-                    " the config does not use (ignored): " + list_text(extra));
+  if (!derived.empty())
+    notes.push_back(where + " has " + std::to_string(derived.size()) + " rotary inverse-frequency tensor" +
+                    (derived.size() > 1 ? "s" : "") + " (unused: computed from the config's rope parameters): " +
+                    list_text(derived));
   return notes;
 }
 

@@ -1,6 +1,6 @@
 // The one list of the tensors a Llama-family checkpoint holds (HF names and the shapes its
 // ModelConfig implies), and the check every loaded checkpoint goes through before any kernel sees
-// a weight: missing tensors named, shapes compared, extra tensors reported.
+// a weight: missing tensors named, shapes compared, tensors it has no place for refused.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,8 +18,8 @@ std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c);
 // every missing tensor, every shape that differs from the expected one (both given), every non-float
 // dense weight, every quantized weight that is inconsistent (GroupAffineWeight::validate) and every
 // name both dense and quantized.
-// Returns one line per tensor the config does not account for (callers warn about them); a tied
-// lm_head.weight that equals the expected shape is accepted silently.
+// Every other tensor is refused by name (InputError), but a tied lm_head.weight of the expected
+// shape (accepted silently) and `*.rotary_emb.inv_freq` (returned as a note for callers to print).
 std::vector<std::string> check_llama_tensors(const Checkpoint& ck);
 
 }  // namespace llmctl

@@ -1,6 +1,8 @@
 #include "quant/format/group_affine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 
@@ -17,6 +19,11 @@ namespace llmctl::quant {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
+std::string num(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", double(v));
+  return b;
+}
 
 // True when g_idx is what no g_idx means: column c in group c / group_size.
 bool trivial_g_idx(const QuantizedLinear& w) {
@@ -35,6 +42,17 @@ void GroupAffineWeight::validate() const {
   if (codes.size() != size_t(n * k)) throw std::invalid_argument("group-affine codes: size does not match [N, K]");
   if (scale.size() != size_t(n * groups()) || offset.size() != scale.size())
     throw std::invalid_argument("group-affine scale/offset: size does not match [N, K / group]");
+  // Weights |scale x code + offset| up to kMaxWeightMagnitude (codes up to 15, or 128 in magnitude).
+  const float max_scale = kMaxWeightMagnitude / (bits == 4 ? 15.0f : 128.0f);
+  bool bounded = true;  // one branch-free pass; the message names the first value out of range
+  for (size_t i = 0; i < scale.size(); ++i)
+    bounded &= std::fabs(scale[i]) <= max_scale && std::fabs(offset[i]) <= kMaxWeightMagnitude;  // NaN: false
+  if (!bounded)
+    for (size_t i = 0; i < scale.size(); ++i)
+      if (!(std::fabs(scale[i]) <= max_scale && std::fabs(offset[i]) <= kMaxWeightMagnitude))
+        throw std::invalid_argument("group-affine row " + str(int64_t(i) / groups()) + ", group " +
+                                    str(int64_t(i) % groups()) + ": scale " + num(scale[i]) + ", offset " + num(offset[i]) + " (each must be finite, and weights at most " +
+                                    str(int64_t(kMaxWeightMagnitude)) + " in magnitude)");
   if (bits == 4) {
     uint8_t any = 0;  // one branch-free pass (it vectorizes); the message names the first bad code
     for (uint8_t c : codes) any |= c;

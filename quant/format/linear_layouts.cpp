@@ -139,7 +139,9 @@ QuantizedLinear unpack_ct(const QuantConfigInfo& info, int64_t n, int64_t k, con
   const PackedTensorView& sv = need(by, "weight_scale");
   expect_shape(sv, "weight_scale", {n, G});
   w.scales = read_float(sv, "weight_scale");
-  if (w.scheme.symmetric) {
+  // Symmetric schemes store no zero points (older compressed-tensors wrote zeros anyway): one that
+  // is present is read, and validate() refuses it unless every zero point is the symmetric one.
+  if (w.scheme.symmetric && !by.count("weight_zero_point")) {
     w.zeros.assign(size_t(n * G), w.scheme.sym_zero());
   } else {
     const PackedTensorView& zv = need(by, "weight_zero_point");

@@ -1,9 +1,18 @@
 #include "quant/format/quantized_linear.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace llmctl::quant {
+
+namespace {
+std::string num(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", double(v));
+  return b;
+}
+}  // namespace
 
 std::string QuantScheme::label() const {
   return "int" + std::to_string(bits) + (group_size <= 0 ? " per-channel" : " g" + std::to_string(group_size)) +
@@ -35,8 +44,21 @@ void QuantizedLinear::validate() const {
     if (c > max) throw std::invalid_argument("quantized code " + std::to_string(c) + " exceeds " + std::to_string(max));
   for (int32_t z : zeros)
     if (z < 0 || z > max) throw std::invalid_argument("zero point " + std::to_string(z) + " out of range");
-  for (float s : scales)
-    if (!std::isfinite(s) || s < 0) throw std::invalid_argument("a scale that is negative or not finite");
+  if (scheme.symmetric)
+    for (size_t i = 0; i < zeros.size(); ++i)
+      if (zeros[i] != scheme.sym_zero())
+        throw std::invalid_argument(
+            "the config says symmetric, but the zero point of row " + std::to_string(int64_t(i) / g) + ", group " +
+            std::to_string(int64_t(i) % g) + " is " + std::to_string(zeros[i]) + ", not " +
+            std::to_string(scheme.sym_zero()) +
+            (zeros[i] == scheme.sym_zero() + 1 ? " (zero points stored without GPTQ v1's minus one: a gptq_v2 file?)" : ""));
+  const float max_scale = kMaxWeightMagnitude / float(max);
+  for (size_t i = 0; i < scales.size(); ++i)
+    if (!std::isfinite(scales[i]) || scales[i] < 0 || scales[i] > max_scale)
+      throw std::invalid_argument("the scale of row " + std::to_string(int64_t(i) / g) + ", group " +
+                                  std::to_string(int64_t(i) % g) + " is " + num(scales[i]) +
+                                  " (a scale must be finite, >= 0 and at most " + num(max_scale) +
+                                  ", or weights would exceed " + num(kMaxWeightMagnitude) + ")");
 }
 
 std::vector<float> dequantize(const QuantizedLinear& w) {

@@ -15,6 +15,11 @@
 
 namespace llmctl::quant {
 
+// The largest weight magnitude a quantized checkpoint may encode: f16's largest value. No trained
+// model's weight comes near it; a scale that reaches it (1e38 passed before) is a corrupt or hostile
+// file, and its products would overflow the kernels' f32 sums.
+constexpr float kMaxWeightMagnitude = 65504.0f;
+
 struct QuantScheme {
   int bits = 4;          // 4 or 8
   int group_size = 128;  // inputs per scale; -1: per channel
@@ -43,8 +48,9 @@ struct QuantizedLinear {
     if (!g_idx.empty()) return g_idx[size_t(col)];
     return scheme.group_size <= 0 ? 0 : int32_t(col / scheme.group_size);
   }
-  // Sizes, code and zero ranges, group indices, finite positive scales. Throws
-  // std::invalid_argument naming what is wrong (a checkpoint is untrusted input).
+  // Sizes, code and zero ranges (symmetric: every zero point sym_zero(), or the config and the
+  // tensors disagree), group indices, finite scales in [0, kMaxWeightMagnitude / max_code()].
+  // Throws std::invalid_argument naming what is wrong (a checkpoint is untrusted input).
   void validate() const;
 };
 

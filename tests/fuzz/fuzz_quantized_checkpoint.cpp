@@ -5,18 +5,24 @@
 // unpacked and dequantized, and the fp8 KV scales (k_scale / v_scale) are read. Every loaded
 // tensor is then read in full. Then again with the linears kept quantized (group-affine form):
 // each one's last rows and some of its input columns unpacked alone (tensor-parallel ranks' cuts),
-// then the whole dequantized.
+// then the whole dequantized. A checkpoint that loads must keep the consistency rules (every tensor
+// placed, every dense weight finite, kept weights' scales bounded and zero points symmetric where
+// the config says so): corpus/quantized_checkpoint/bad_* are files that once broke them.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_scales.h"
+#include "engine/model/llama_tensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace llmctl;
@@ -39,6 +45,27 @@ void write_file(const fs::path& p, std::string_view bytes) {
   out.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
+// The consistency rules between a config and its tensors, asked of every checkpoint that loads:
+// each tensor is one the model places (llama_tensor_specs, a layer's kv scale, a tied head, or
+// rotary inverse frequencies, which are recomputed), and every dense weight is finite (checked here
+// on f32 copies, independently of the loader's bit test). The kept-quantized pass below validates
+// scales, offsets and symmetric zero points.
+void check_consistency_rules(const Checkpoint& ck) {
+  std::set<std::string> placed;
+  for (const WeightSpec& s : llama_tensor_specs(ck.config)) placed.insert(s.name);
+  static const std::regex kv_scale(R"(model\.layers\.(\d+)\.self_attn\.[kv]_scale)");
+  for (const auto& [name, t] : ck.tensors) {
+    std::smatch m;
+    const bool kv = std::regex_match(name, m, kv_scale) && std::stoll(m[1].str()) < ck.config.num_layers;
+    if (!placed.count(name) && !kv && name != "lm_head.weight" && !name.ends_with(".rotary_emb.inv_freq"))
+      __builtin_trap();
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16) continue;
+    const Tensor f = t.dtype == DType::F32 ? t : convert_host(t, DType::F32);
+    for (int64_t i = 0; i < f.numel(); ++i)
+      if (!std::isfinite(f.ptr<float>()[i])) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -48,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_file(dir / "model.safetensors", in.rest());
   expect_errors([&] {
     const Checkpoint ck = load_checkpoint(dir.string());
+    check_consistency_rules(ck);
     volatile uint64_t sink = 0;
     for (const auto& [name, t] : ck.tensors) {
       const auto* p = static_cast<const uint8_t*>(t.data);

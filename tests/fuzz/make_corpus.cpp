@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <stdexcept>
 
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/safetensors.h"
@@ -172,11 +175,14 @@ void safetensors_seeds() {
 // intermediate 48, vocab 16) whose linears are packed in each layout, lm_head tied, the last
 // down_proj left dense (ignored); one seed also carries fp8 KV scales (kv_cache_scheme), one an
 // act-order g_idx (each group's columns scattered by a seeded order, the loader's permutation path).
-std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool kv_scales) {
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using SeedTweak = std::function<void(NamedTensors&, nlohmann::json& config)>;
+
+std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool kv_scales, const SeedTweak& tweak = {}) {
   const ModelConfig c = llmctl::test::tiny_llama_config(16, 1, 8);
   Checkpoint ck = random_checkpoint(c, 3, 0.05f);
   std::mt19937 rng(7);
-  std::vector<std::pair<std::string, Tensor>> out;
+  NamedTensors out;
   auto add = [&](const std::string& name, DType dt, const std::vector<int64_t>& shape, const void* bytes) {
     Tensor t = Tensor::empty_host(dt, shape);
     std::memcpy(t.data, bytes, t.nbytes());
@@ -215,11 +221,54 @@ std::string quantized_checkpoint_seed(const quant::QuantConfigInfo& info, bool k
   }
   nlohmann::json cfg = c.to_hf_json();
   cfg["quantization_config"] = quant::make_quantization_config(info);
+  if (tweak) tweak(out, cfg);
   const fs::path tmp = fs::temp_directory_path() / "llmctl-make-corpus.safetensors";
   write_safetensors(tmp.string(), out);
   std::string seed_bytes = cfg.dump(1) + std::string(1, '\0') + read_text(tmp);
   fs::remove(tmp);
   return seed_bytes;
+}
+
+// Checkpoints whose config and tensors disagree, each of which once loaded and ran wrong (the
+// reliability review's cases): the harness's rules say such a file is refused by name.
+void inconsistent_checkpoint_seeds() {
+  quant::QuantConfigInfo sym, asym;
+  sym.layout = asym.layout = quant::QuantLayout::CompressedTensors;
+  sym.scheme = {4, 16, true};
+  asym.scheme = {4, 16, false};
+  sym.ignore = asym.ignore = {"lm_head", "re:.*down_proj$"};
+  auto find = [](NamedTensors& t, const std::string& name) -> Tensor& {
+    for (auto& [n, x] : t)
+      if (n == name) return x;
+    throw std::runtime_error("make_corpus: no tensor " + name);
+  };
+  // asymmetric tensors (weight_zero_point) under a config that says symmetric: true
+  seed("quantized_checkpoint", "bad_sym_config_over_zero_points",
+       quantized_checkpoint_seed(asym, false, [&](NamedTensors&, nlohmann::json& cfg) {
+         cfg["quantization_config"] = quant::make_quantization_config(sym);
+       }));
+  // a kv scale named for layer -1 beside the real ones
+  seed("quantized_checkpoint", "bad_kv_scale_layer_minus_1",
+       quantized_checkpoint_seed(sym, false, [&](NamedTensors& t, nlohmann::json&) {
+         Tensor k = Tensor::empty_host(DType::F32, {1});
+         k.ptr<float>()[0] = 0.5f;
+         t.emplace_back("model.layers.-1.self_attn.k_scale", k);
+       }));
+  // a NaN in a dense norm weight
+  seed("quantized_checkpoint", "bad_nan_norm", quantized_checkpoint_seed(sym, false, [&](NamedTensors& t, nlohmann::json&) {
+         Tensor& norm = find(t, "model.layers.0.input_layernorm.weight");
+         Tensor copy = Tensor::empty_host(norm.dtype, norm.shape);
+         std::memcpy(copy.data, norm.data, norm.nbytes());
+         copy.ptr<float>()[1] = std::nanf("");
+         norm = copy;
+       }));
+  // a weight scale of 1e38 (f32 scales)
+  seed("quantized_checkpoint", "bad_scale_1e38", quantized_checkpoint_seed(sym, false, [&](NamedTensors& t, nlohmann::json&) {
+         Tensor& sc = find(t, "model.layers.0.self_attn.q_proj.weight_scale");
+         Tensor f = Tensor::empty_host(DType::F32, sc.shape);
+         for (int64_t i = 0; i < f.numel(); ++i) f.ptr<float>()[i] = i == 2 ? 1e38f : 0.01f;
+         sc = f;
+       }));
 }
 
 void quantized_checkpoint_seeds() {
@@ -246,6 +295,7 @@ void quantized_checkpoint_seeds() {
     if (cs.kv) info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false}, {"symmetric", true}};
     seed("quantized_checkpoint", cs.name, quantized_checkpoint_seed(info, cs.kv));
   }
+  inconsistent_checkpoint_seeds();
 }
 
 void tokenizer_seeds() {

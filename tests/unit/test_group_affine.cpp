@@ -22,8 +22,9 @@ using quant::GroupAffineWeight;
 
 namespace {
 
-// Random blocks of a GGML type: random bytes, with every f16 field a random finite half (normal or
-// subnormal; exponent 31 -- inf/NaN -- excluded: see gguf_group_affine.h).
+// Random blocks of a GGML type: random bytes, with every f16 field a random half below 1 in
+// magnitude (normal or subnormal; real blocks' scales are ~1e-3, and GroupAffineWeight::validate
+// refuses scales that could make weights over 65504: inf/NaN and huge ones are excluded here).
 std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& rng) {
   quant::GgmlBlockLayout l;
   REQUIRE(quant::ggml_block_layout(type, &l));
@@ -38,7 +39,7 @@ std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& 
   for (int64_t i = 0; i < blocks; ++i)
     for (size_t off : halves) {
       uint16_t h;
-      do h = uint16_t(rng()); while (((h >> 10) & 0x1f) == 0x1f);
+      do h = uint16_t(rng()); while (((h >> 10) & 0x1f) >= 15);  // exponent 15: |h| >= 1
       if (rng() % 4 == 0) h = quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f);  // typical sizes
       b[size_t(i) * l.type_size + off] = uint8_t(h), b[size_t(i) * l.type_size + off + 1] = uint8_t(h >> 8);
     }
@@ -209,6 +210,30 @@ TEST_CASE("group affine: an act-order g_idx becomes a column permutation that de
   CHECK_THROWS_WITH_AS(other.validate(), doctest::Contains("not a permutation"), std::invalid_argument);
   other.perm.resize(5);
   CHECK_THROWS_AS(other.validate(), std::invalid_argument);
+}
+
+TEST_CASE("group affine: validate refuses non-finite and absurd scales and offsets, by row and group") {
+  std::mt19937 rng(9);
+  for (int bits : {4, 8}) {
+    const GroupAffineWeight w = random_weight(bits, 3, 64, 32, rng);
+    CHECK_NOTHROW(w.validate());
+    const float limit = 65504.0f / (bits == 4 ? 15.0f : 128.0f);
+    struct Case { float scale, offset; bool ok; };
+    const Case cases[] = {{limit, 0.0f, true}, {-limit, 65504.0f, true}, {std::nextafter(limit, 1e9f), 0.0f, false},
+                          {1e38f, 0.0f, false}, {NAN, 0.0f, false}, {INFINITY, 0.0f, false},
+                          {0.01f, 70000.0f, false}, {0.01f, NAN, false}};
+    for (const Case& c : cases) {
+      GroupAffineWeight bad = w;
+      bad.scale[3] = c.scale, bad.offset[3] = c.offset;  // row 1, group 1
+      CAPTURE(bits);
+      CAPTURE(c.scale);
+      CAPTURE(c.offset);
+      if (c.ok)
+        CHECK_NOTHROW(bad.validate());
+      else
+        CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("row 1, group 1"), std::invalid_argument);
+    }
+  }
 }
 
 TEST_CASE("group affine: an act-order g_idx with groups of unequal size is not representable (loaded dense)") {

@@ -4,6 +4,7 @@
 // biases, a zero-row q/k in a GGUF file; extra tensors are reported. convert fails likewise.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -205,16 +206,47 @@ TEST_CASE("model validation: config values are bounded and checked against the t
   CHECK(has(err, "model.embed_tokens.weight has shape [16, 32], expected [16, 64]"));
 }
 
-TEST_CASE("model validation: extra tensors are reported, not fatal") {
+TEST_CASE("model validation: rotary inverse frequencies are noted; any other tensor without a place is refused") {
   ScratchDir dir("mv_extra");
   Weights w = tiny_weights();
-  w.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::empty_host(DType::F32, {4}));
+  w.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::zeros_host(DType::F32, {4}));
   write_text(dir.file("config.json"), tiny_config_json().dump());
   write_safetensors(dir.file("model.safetensors"), w);
   Checkpoint ck = load_checkpoint(dir.path.string());
   REQUIRE(ck.notes.size() == 1);
   CHECK(has(ck.notes[0], "rotary_emb.inv_freq"));
-  CHECK(has(ck.notes[0], "does not use"));
+  CHECK(has(ck.notes[0], "computed from the config"));
+  // a layer index that does not exist, a kv scale of layer -1, a module Llama lacks: each named
+  for (const char* name : {"model.layers.9.mlp.up_proj.weight", "model.layers.-1.self_attn.k_scale",
+                           "model.layers.0.mlp.experts.0.up_proj.weight"}) {
+    Weights bad = tiny_weights();
+    bad.emplace_back(name, Tensor::zeros_host(DType::F32, {4}));
+    const std::string err = load_error(dir, tiny_config_json(), bad);
+    CHECK_MESSAGE(has(err, name), err);
+    CHECK_MESSAGE(has(err, "has no place for"), err);
+  }
+}
+
+TEST_CASE("model validation: a non-finite dense weight is refused, named with its element") {
+  ScratchDir dir("mv_nan");
+  const uint32_t nan = 0x7fc00000u, inf = 0x7f800000u, ninf = 0xff800000u;
+  const std::pair<uint32_t, const char*> cases[] = {{nan, "NaN"}, {inf, "inf"}, {ninf, "-inf"}};
+  for (const auto& [bits, word] : cases) {
+    Weights w = tiny_weights();
+    for (auto& [name, t] : w)
+      if (name == "model.layers.1.post_attention_layernorm.weight") std::memcpy(t.ptr<float>() + 3, &bits, 4);
+    const std::string err = load_error(dir, tiny_config_json(), w);
+    CHECK_MESSAGE(has(err, "model.layers.1.post_attention_layernorm.weight"), err);
+    CHECK_MESSAGE(has(err, std::string("holds ") + word + " at element 3"), err);
+  }
+  Weights w = tiny_weights();  // f16 and bf16 tensors too
+  for (auto& [name, t] : w)
+    if (name == "model.norm.weight") {
+      Tensor h = Tensor::zeros_host(DType::BF16, t.shape);
+      h.ptr<uint16_t>()[1] = 0x7fc1;
+      t = h;
+    }
+  CHECK(has(load_error(dir, tiny_config_json(), w), "'model.norm.weight' holds NaN at element 1"));
 }
 
 TEST_CASE("model validation: convert fails on a bad checkpoint") {

@@ -241,6 +241,58 @@ TEST_CASE("quantized checkpoint: inconsistent checkpoints are refused by name") 
     CHECK_THROWS_WITH_AS((void)deferred.quantized.at("model.layers.0.self_attn.q_proj.weight").columns({{32, 32}}),
                          doctest::Contains("model.layers.0.self_attn.q_proj"), InputError);
   }
+  {  // GPTQ symmetric whose stored zero points are not 2^(bits-1) - 1 (as a gptq_v2 file stores them)
+    auto v2 = w.tensors;
+    Tensor& qz = v2.at("model.layers.1.mlp.up_proj.qzeros");
+    Tensor copy = Tensor::empty_host(qz.dtype, qz.shape);
+    for (int64_t i = 0; i < copy.numel(); ++i) copy.ptr<int32_t>()[i] = int32_t(0x88888888u);  // zero 9
+    qz = copy;
+    refused(v2, qc, "the config says symmetric, but the zero point of row 0, group 0 is 9, not 8");
+    refused(v2, qc, "gptq_v2");
+    refused(v2, qc, "model.layers.1.mlp.up_proj");
+  }
+  {  // compressed-tensors symmetric: a weight_zero_point tensor is read, accepted only when symmetric
+    quant::QuantConfigInfo ct;
+    ct.layout = quant::QuantLayout::CompressedTensors;
+    ct.scheme = {4, 32, true};
+    const json ctc = quant::make_quantization_config(ct);
+    const Written cw = quantize_checkpoint(c, ct, "");
+    const std::string zp = "model.layers.0.mlp.down_proj.weight_zero_point";  // [N, G] int8, signed domain
+    auto with_zp = cw.tensors;
+    Tensor z = Tensor::zeros_host(DType::I8, {64, 96 / 32});  // down_proj [64, 96]: 3 groups
+    with_zp[zp] = z;  // all 0: the symmetric zero point, as older compressed-tensors wrote it
+    write_dir(dir, c, ctc, with_zp);
+    CHECK_NOTHROW(load_checkpoint(dir.path.string()));
+    Tensor z3 = Tensor::zeros_host(DType::I8, z.shape);
+    z3.ptr<int8_t>()[5] = 3;
+    with_zp[zp] = z3;
+    refused(with_zp, ctc, "the config says symmetric, but the zero point of row 1, group 2 is 11, not 8");
+    {
+      write_dir(dir, c, ctc, with_zp);  // kept quantized: refused when decoded, before any kernel runs
+      LoadOptions keep;
+      keep.keep_quantized = true;
+      const Checkpoint deferred = load_checkpoint(dir.path.string(), keep);
+      auto cpu = make_cpu_backend(1);
+      CHECK_THROWS_WITH_AS(make_model(deferred, *cpu), doctest::Contains("model.layers.0.mlp.down_proj"), InputError);
+    }
+    // a scale of 1e38 (f32 scales): weights past f16's range, refused by name
+    auto huge = cw.tensors;
+    Tensor& sc = huge.at("model.layers.0.self_attn.k_proj.weight_scale");
+    REQUIRE(sc.dtype == DType::F32);
+    Tensor big = Tensor::empty_host(sc.dtype, sc.shape);
+    std::memcpy(big.data, sc.data, sc.nbytes());
+    big.ptr<float>()[1] = 1e38f;
+    huge.at("model.layers.0.self_attn.k_proj.weight_scale") = big;
+    refused(huge, ctc, "the scale of row 0, group 1 is 1e+38");
+    refused(huge, ctc, "model.layers.0.self_attn.k_proj");
+    // a kv scale named for layer -1, and a stray tensor of a quantized module: refused by name
+    auto stray = cw.tensors;
+    stray["model.layers.-1.self_attn.k_scale"] = Tensor::zeros_host(DType::F32, {1});
+    refused(stray, ctc, "has no place for: model.layers.-1.self_attn.k_scale");
+    stray = cw.tensors;
+    stray["model.layers.0.mlp.up_proj.weight_global_scale"] = Tensor::zeros_host(DType::F32, {1});
+    refused(stray, ctc, "model.layers.0.mlp.up_proj.weight_global_scale");
+  }
   // another quant_method
   refused(w.tensors, json{{"quant_method", "bitsandbytes"}}, "'bitsandbytes' is not supported");
   // the right one loads
