@@ -134,6 +134,11 @@ std::vector<std::string> g_command_line;
 
 void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
 
+bool reads_stdin_prompt(const EngineFlags& f) {
+  if (f.tensor_parallel * f.pipeline_parallel <= 1) return true;
+  return launched_by_mpi() && launcher_rank() == 0;
+}
+
 Runtime load_engine_runtime(const EngineFlags& f) {
   const RuntimeOptions ro = runtime_options(f);  // the default model is fetched once, before the ranks start
   const int ranks = ro.tensor_parallel * ro.pipeline_parallel;

@@ -53,6 +53,11 @@ RuntimeOptions runtime_options(const EngineFlags& f);
 // On ranks > 0 it never returns: they serve rank 0's steps, then the process exits.
 Runtime load_engine_runtime(const EngineFlags& f);
 
+// Whether this process reads a prompt from standard input: a single-rank run does; under -tp/-pp
+// only rank 0 does (mpirun forwards stdin to rank 0 alone), not the launcher (it leaves stdin to
+// mpirun) nor the other ranks (they serve rank 0's steps and never see a prompt).
+bool reads_stdin_prompt(const EngineFlags& f);
+
 // main() records the command line, for the relaunch under mpirun.
 void set_command_line(int argc, char** argv);
 // --kv-cache-gb, when given on s, overrides --gpu-memory-utilization. With --speculative-ngram,

@@ -96,7 +96,12 @@ Runner add_generate(CLI::App& app) {
     }
     if (s->count("--prompt")) a->prompt = a->prompt_flag;
     if (s->count("--file")) a->prompt = read_prompt_file(a->prompt_file);
-    if (a->prompt.empty() && !s->count("--prompt") && !s->count("--file")) {
+    const bool from_stdin = a->prompt.empty() && !s->count("--prompt") && !s->count("--file");
+    if (from_stdin && !reads_stdin_prompt(a->engine)) {  // the launcher or a rank other than 0
+      (void)load_engine_runtime(a->engine);               // starts the ranks, or serves rank 0's steps
+      LLM_CHECK(false) << "load_engine_runtime returned in a process that is not rank 0";
+    }
+    if (from_stdin) {
       if (isatty(STDIN_FILENO))
         std::fprintf(stderr, "llmctl: reading the prompt from stdin until Ctrl-D (for a conversation: llmctl chat)\n");
       a->prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/config_fields.h"
 #include "engine/model/registry.h"
 
 namespace llmctl {
@@ -59,19 +60,27 @@ std::vector<int> get_ids(const json& j, const char* key) {
   return out;
 }
 
-RopeScaling parse_rope_scaling(const json& j) {
+// One rope description: transformers 5's `rope_parameters` {rope_type, rope_theta, factor, ...} or
+// the older `rope_scaling` {rope_type | type, factor, ...} (rope_theta then a top-level field).
+RopeScaling parse_rope_object(const json& s, const char* field) {
   RopeScaling r;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
-  const json& s = j["rope_scaling"];
-  LLM_REQUIRE(s.is_object()) << "config.json: rope_scaling must be an object";
+  LLM_REQUIRE(s.is_object()) << "config.json: " << field << " must be an object";
   std::string type;
   if (s.contains("rope_type") && s["rope_type"].is_string())
     type = s["rope_type"].get<std::string>();
   else if (s.contains("type") && s["type"].is_string())
     type = s["type"].get<std::string>();
-  if (type == "default") return r;  // transformers writes this for plain rope
-  LLM_REQUIRE(type == "linear" || type == "llama3")
-      << "config.json: rope_scaling type '" << type << "' is not supported (linear, llama3)";
+  else if (!s.contains("rope_type") && !s.contains("type") && std::string(field) == "rope_parameters")
+    type = "default";  // rope_parameters holding only rope_theta
+  LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3")
+      << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3)";
+  for (const auto& [key, v] : s.items())  // a field llmctl does not read would change the math unseen
+    LLM_REQUIRE(key == "rope_type" || key == "type" || key == "rope_theta" ||
+                (type != "default" && key == "factor") ||
+                (type == "llama3" && (key == "low_freq_factor" || key == "high_freq_factor" ||
+                                      key == "original_max_position_embeddings")))
+        << "config.json: " << field << " field '" << key << "' is not supported with rope type '" << type << "'";
+  if (type == "default") return r;
   r.type = type;
   r.factor = get_float_or(s, "factor", 1.0f);
   if (type == "llama3") {
@@ -80,6 +89,55 @@ RopeScaling parse_rope_scaling(const json& j) {
     r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings");
   }
   return r;
+}
+
+// rope_theta and the scaling, in either spelling. Both spellings at once must agree.
+void parse_rope(const json& j, ModelConfig& c) {
+  const bool old_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const json& p = j["rope_parameters"];
+    LLM_REQUIRE(p.is_object()) << "config.json: rope_parameters must be an object";
+    LLM_REQUIRE(!p.contains("full_attention") && !p.contains("sliding_attention"))
+        << "config.json: rope_parameters per layer type (full_attention / sliding_attention) are not supported "
+           "for "
+        << c.architecture;
+    c.rope_scaling = parse_rope_object(p, "rope_parameters");
+    c.rope_theta = get_float_or(p, "rope_theta", get_float_or(j, "rope_theta", c.rope_theta));
+    LLM_REQUIRE(!j.contains("rope_theta") || j["rope_theta"].is_null() || get_float_or(j, "rope_theta", 0) == c.rope_theta)
+        << "config.json: rope_theta " << j["rope_theta"].dump() << " and rope_parameters.rope_theta " << c.rope_theta
+        << " disagree";
+    if (old_scaling) {
+      const RopeScaling o = parse_rope_object(j["rope_scaling"], "rope_scaling");
+      LLM_REQUIRE(o.type == c.rope_scaling.type && o.factor == c.rope_scaling.factor &&
+                  o.low_freq_factor == c.rope_scaling.low_freq_factor &&
+                  o.high_freq_factor == c.rope_scaling.high_freq_factor &&
+                  o.original_max_position_embeddings == c.rope_scaling.original_max_position_embeddings)
+          << "config.json: rope_scaling and rope_parameters disagree";
+    }
+    return;
+  }
+  c.rope_theta = get_float_or(j, "rope_theta", c.rope_theta);
+  if (old_scaling) c.rope_scaling = parse_rope_object(j["rope_scaling"], "rope_scaling");
+}
+
+// Qwen2/Qwen3 under transformers 5 list each layer's attention kind. Full attention everywhere is
+// what llmctl runs; a sliding layer takes the config's window (make_llama_model refuses a window
+// shorter than the context it is asked to run).
+void parse_layer_types(const json& j, ModelConfig& c) {
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return;
+  const json& t = j["layer_types"];
+  LLM_REQUIRE(t.is_array() && int64_t(t.size()) == c.num_layers)
+      << "config.json: layer_types must list one entry for each of the " << c.num_layers << " layers";
+  bool sliding = false;
+  for (const json& e : t) {
+    LLM_REQUIRE(e == "full_attention" || e == "sliding_attention")
+        << "config.json: layer type " << e.dump() << " is not supported (full_attention, sliding_attention)";
+    sliding |= e == "sliding_attention";
+  }
+  if (!sliding) return;
+  const int window = get_int_or(j, "sliding_window", 0);
+  LLM_REQUIRE(window > 0) << "config.json: layer_types names sliding_attention layers but sliding_window is not set";
+  c.sliding_window = window;
 }
 
 // The double with the shortest decimal form that rounds to f: 1e-5f is written as 1e-05, not as
@@ -113,8 +171,7 @@ ModelConfig parse_hf_config(const json& j) {
   c.vocab_size = get_int(j, "vocab_size");
   c.max_position_embeddings = get_int_or(j, "max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = get_float_or(j, "rms_norm_eps", c.rms_norm_eps);
-  c.rope_theta = get_float_or(j, "rope_theta", c.rope_theta);
-  c.rope_scaling = parse_rope_scaling(j);
+  parse_rope(j, c);
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
   // Half-supported variants are refused by name rather than run without the part llmctl lacks.
@@ -122,11 +179,15 @@ ModelConfig parse_hf_config(const json& j) {
     LLM_REQUIRE(j["hidden_act"] == "silu") << "config.json: hidden_act " << j["hidden_act"].dump()
                                            << " is not supported (llmctl's MLP is SiLU-gated)";
   }
+  LLM_REQUIRE(!get_bool_or(j, "rope_interleaved", false))
+      << "config.json: rope_interleaved (GPT-J style rotary pairs) is not supported (llmctl rotates the two halves)";
   LLM_REQUIRE(!get_bool_or(j, "mlp_bias", false)) << "config.json: mlp_bias is not supported (llmctl's MLP has no biases)";
   // Qwen2 writes a sliding_window that applies only with use_sliding_window (default false);
   // Mistral's applies whenever it is set (null: none).
   if (get_bool_or(j, "use_sliding_window", info->sliding_window_by_default))
     c.sliding_window = get_int_or(j, "sliding_window", 0);
+  parse_layer_types(j, c);
+  refuse_unknown_config_fields(j, c.architecture);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
@@ -159,8 +220,15 @@ void ModelConfig::validate() const {
       << "model config: rms_norm_eps must be in (0, 1), got " << rms_norm_eps;
   LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive, got "
                                                           << rope_theta;
-  LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3")
+  LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3" ||
+              rope_scaling.type == "freq_factors")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
+  if (rope_scaling.type == "freq_factors") {
+    LLM_REQUIRE(int64_t(rope_scaling.freq_factors.size()) == head_dim / 2)
+        << "model config: " << rope_scaling.freq_factors.size() << " rope frequency factors for head_dim " << head_dim;
+    for (float f : rope_scaling.freq_factors)
+      LLM_REQUIRE(std::isfinite(f) && f > 0) << "model config: a rope frequency factor of " << f;
+  }
   if (rope_scaling.type != "none") {
     LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0)
         << "model config: rope scaling factor must be positive, got " << rope_scaling.factor;
@@ -200,6 +268,9 @@ json ModelConfig::to_hf_json() const {
   if (rope_scaling.type == "none") {
     j["rope_scaling"] = nullptr;
   } else {
+    LLM_REQUIRE(rope_scaling.type != "freq_factors")
+        << "this model's rope frequency factors (a GGUF rope_freqs tensor that is not llama3's standard scaling) "
+           "have no config.json form";
     json s = {{"rope_type", rope_scaling.type}, {"factor", shortest(rope_scaling.factor)}};
     if (rope_scaling.type == "llama3") {
       s["low_freq_factor"] = shortest(rope_scaling.low_freq_factor);

@@ -29,11 +29,14 @@ struct ConfigLimits {
 inline constexpr int kMaxVocabSize = 1 << 21;
 
 struct RopeScaling {
-  std::string type = "none";  // none | linear | llama3
+  std::string type = "none";  // none | linear | llama3 | freq_factors
   float factor = 1.0f;
   float low_freq_factor = 1.0f;              // llama3
   float high_freq_factor = 4.0f;             // llama3
   int original_max_position_embeddings = 0;  // llama3
+  // freq_factors: a GGUF's rope_freqs.weight applied as it is (llama.cpp's way): frequency i is
+  // divided by freq_factors[i] ([head_dim / 2]). No config.json spelling: convert refuses it.
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

@@ -45,8 +45,9 @@ float meta_float_or(const GgufFile& g, const std::string& key, float def) {
 
 // Llama 3.1+ GGUFs carry no rope scaling metadata but a rope_freqs.weight tensor of per-frequency
 // divisors, computed by llama.cpp's converter from (factor, low_freq_factor, high_freq_factor,
-// original_max_position_embeddings). We recover those by checking the tensor against the standard
-// Llama 3 parameters with factor = the largest divisor.
+// original_max_position_embeddings). When the tensor is the standard Llama 3 scaling (factor = the
+// largest divisor, 1, 4, 8192) it is read as that (convert can then write it as config.json);
+// any other (Llama 3.2's own, another original context) is applied as it is, as llama.cpp does.
 RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, float theta, int head_dim) {
   LLM_REQUIRE(head_dim >= 2 && head_dim <= ConfigLimits::kMaxHeadDim)
       << g.path() << ": head_dim " << head_dim << " is out of range (2.." << ConfigLimits::kMaxHeadDim << ")";
@@ -77,9 +78,12 @@ RopeScaling llama3_from_rope_freqs(const GgufFile& g, const GgufTensorInfo& t, f
           (r.original_max_position_embeddings / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
       expect = 1.0 / ((1 - smooth) / r.factor + smooth);
     }
-    LLM_REQUIRE(std::fabs(expect - v[i]) <= 1e-3 * std::fabs(expect))
-        << g.path() << ": rope_freqs.weight does not match llama3 rope scaling with factor " << r.factor
-        << ", low_freq_factor 1, high_freq_factor 4, original context 8192; llmctl cannot run this rope scaling";
+    if (!(std::fabs(expect - v[i]) <= 1e-3 * std::fabs(expect))) {
+      RopeScaling as_is;
+      as_is.type = "freq_factors";
+      as_is.freq_factors.assign(v, v + n);
+      return as_is;  // validate() checks each factor is finite and positive
+    }
   }
   return r;
 }

@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf_llama.h"
+#include "engine/model/layers/rope.h"
 #include "engine/model/safetensors.h"
 #include "format_test_util.h"
 #include "skip.h"
@@ -58,7 +59,7 @@ std::vector<std::pair<std::string, Tensor>> tiny_weights() {
 }
 
 // The same weights as a llama GGUF file, with q/k rows permuted the way llama.cpp's converter does.
-Bytes tiny_gguf(const std::string& arch = "llama", bool with_output = false) {
+Bytes tiny_gguf(const std::string& arch = "llama", bool with_output = false, const std::vector<float>& rope_freqs = {}) {
   auto permute = [](const Tensor& w, int n_head) {  // (head, pair, i) -> (head, i, pair)
     Tensor out = Tensor::empty_host(DType::F32, w.shape);
     int64_t rows = w.dim(0), cols = w.dim(1), half = rows / n_head / 2;
@@ -113,6 +114,7 @@ Bytes tiny_gguf(const std::string& arch = "llama", bool with_output = false) {
     }
   }
   if (with_output) g.tensor("output.weight", 0, {H, V}, bytes(filled({V, H}, 0.5f)));
+  if (!rope_freqs.empty()) g.tensor("rope_freqs.weight", 0, {rope_freqs.size()}, f32_bytes(rope_freqs));
   return g.build();
 }
 
@@ -211,6 +213,43 @@ TEST_CASE("checkpoint: llama GGUF file") {
 
   write_bytes(dir.file("qwen.gguf"), tiny_gguf("qwen2"));
   CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("qwen.gguf")), doctest::Contains("'qwen2'"), InputError);
+}
+
+TEST_CASE("checkpoint: a GGUF's rope_freqs tensor: llama3's standard scaling by its parameters, any other as it is") {
+  ScratchDir dir("ck_rope_freqs");
+  // llama.cpp's converter for llama3 scaling (factor 8, low 1, high 4, original context 8192), in
+  // double as its Python does; head_dim 8 at theta 500000 puts one frequency in each band.
+  std::vector<float> standard;
+  for (int i = 0; i < HD / 2; ++i) {
+    const double wavelen = 2 * M_PI * std::pow(500000.0, double(2 * i) / HD), factor = 8;
+    const double smooth = (8192 / wavelen - 1) / (4 - 1);
+    standard.push_back(float(wavelen < 8192 / 4.0 ? 1 : wavelen > 8192 ? factor : 1 / ((1 - smooth) / factor + smooth)));
+  }
+  REQUIRE(standard[0] == 1.0f);
+  REQUIRE(standard[2] > 1.0f);
+  REQUIRE(standard[2] < 8.0f);
+  write_bytes(dir.file("llama31.gguf"), tiny_gguf("llama", false, standard));
+  const ModelConfig a = load_checkpoint(dir.file("llama31.gguf")).config;
+  CHECK(a.rope_scaling.type == "llama3");
+  CHECK(a.rope_scaling.factor == 8.0f);
+  CHECK(a.rope_scaling.original_max_position_embeddings == 8192);
+  // Any other table (Llama 3.2 style, another original context): frequency i divided by factor i,
+  // exactly as llama.cpp applies it; convert cannot write it as config.json and says so.
+  const std::vector<float> other = {1.0f, 1.5f, 6.25f, 32.0f};
+  write_bytes(dir.file("other.gguf"), tiny_gguf("llama", false, other));
+  const ModelConfig b = load_checkpoint(dir.file("other.gguf")).config;
+  CHECK(b.rope_scaling.type == "freq_factors");
+  CHECK(b.rope_scaling.freq_factors == other);
+  ModelConfig plain = b;
+  plain.rope_scaling = {};
+  const RopeParams pb = make_rope_params(b), pp = make_rope_params(plain);
+  for (int i = 0; i < HD / 2; ++i) CHECK(pb.inv_freq[size_t(i)] == pp.inv_freq[size_t(i)] / other[size_t(i)]);
+  CHECK_THROWS_WITH_AS(b.to_hf_json(), doctest::Contains("no config.json form"), InputError);
+  write_bytes(dir.file("bad.gguf"), tiny_gguf("llama", false, {1.0f, 0.0f, 2.0f, 4.0f}));
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("bad.gguf")), doctest::Contains("rope frequency factor of 0"), InputError);
+  write_bytes(dir.file("short.gguf"), tiny_gguf("llama", false, {1.0f, 2.0f}));
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("short.gguf")), doctest::Contains("rope_freqs.weight has 2 entries"),
+                       InputError);
 }
 
 TEST_CASE("checkpoint: GGUF names and un-permutation helpers") {

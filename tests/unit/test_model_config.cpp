@@ -1,6 +1,7 @@
 // parse_hf_config / validate / to_hf_json.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
@@ -82,6 +83,72 @@ TEST_CASE("config: rope scaling") {
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("yarn"), InputError);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
+}
+
+TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + rope_scaling (configs transformers wrote)") {
+  auto load = [](const char* name) {
+    std::ifstream f(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/hf_configs/" + name + ".json");
+    REQUIRE(f.good());
+    return json::parse(f);
+  };
+  const json t5 = load("llama3_rope_parameters");
+  REQUIRE(t5.contains("rope_parameters"));
+  REQUIRE_FALSE(t5.contains("rope_theta"));  // what made llmctl run the default rope before
+  const ModelConfig c = parse_hf_config(t5);
+  CHECK(c.rope_theta == 500000.0f);
+  CHECK(c.rope_scaling.type == "llama3");
+  CHECK(c.rope_scaling.factor == 32.0f);
+  CHECK(c.rope_scaling.original_max_position_embeddings == 8192);
+  json t4 = t5;  // the same model as transformers 4 wrote it
+  t4.erase("rope_parameters");
+  t4["rope_theta"] = 500000.0;
+  t4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}};
+  CHECK(parse_hf_config(t4).to_hf_json() == c.to_hf_json());
+  json both = t5;  // both spellings: they must agree
+  both["rope_scaling"] = t4["rope_scaling"];
+  CHECK_NOTHROW(parse_hf_config(both));
+  both["rope_scaling"]["factor"] = 8.0;
+  CHECK_THROWS_WITH_AS(parse_hf_config(both), doctest::Contains("disagree"), InputError);
+  both = t5;
+  both["rope_theta"] = 10000.0;
+  CHECK_THROWS_WITH_AS(parse_hf_config(both), doctest::Contains("disagree"), InputError);
+  json extra = t5;  // a rope field llmctl does not apply
+  extra["rope_parameters"]["attention_factor"] = 0.5;
+  CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("'attention_factor'"), InputError);
+  extra = t5;
+  extra["rope_parameters"] = {{"full_attention", t5["rope_parameters"]}, {"sliding_attention", t5["rope_parameters"]}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("per layer type"), InputError);
+
+  const ModelConfig d = parse_hf_config(load("llama_default_rope"));
+  CHECK(d.rope_theta == 10000.0f);
+  CHECK(d.rope_scaling.type == "none");
+  CHECK_NOTHROW(parse_hf_config(load("llama_every_field")));
+  CHECK(parse_hf_config(load("mistral_window")).sliding_window == 4096);
+  CHECK(parse_hf_config(load("qwen2_no_window")).sliding_window == 0);  // every layer full_attention
+  CHECK(parse_hf_config(load("qwen2_window")).sliding_window == 64);
+}
+
+TEST_CASE("config: a field llmctl does not know is refused by name, never ignored") {
+  json j = smollm2_json();
+  j["final_logit_softcapping"] = 30.0;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("'final_logit_softcapping'"), InputError);
+  j["partial_rotary_factor"] = 0.5;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'final_logit_softcapping', 'partial_rotary_factor'"),
+                       InputError);
+  j = smollm2_json();
+  j["_name_or_path"] = "x";  // private bookkeeping, and generation defaults: known inert
+  j["temperature"] = 0.7;
+  j["auto_map"] = json::object();
+  j["is_llama_config"] = true;  // what SmolLM2's own config.json carries (written by nanotron)
+  j["rope_interleaved"] = false;
+  j["transformers.js_config"] = json::object();
+  CHECK_NOTHROW(parse_hf_config(j));
+  j["rope_interleaved"] = true;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("rope_interleaved"), InputError);
+  j["rope_interleaved"] = false;
+  j["layer_types"] = {"full_attention"};  // one entry for 30 layers
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("one entry for each"), InputError);
 }
 
 TEST_CASE("config: refusals") {

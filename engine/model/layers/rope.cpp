@@ -15,7 +15,9 @@ RopeParams make_rope_params(const ModelConfig& c) {
     p.inv_freq[i] = 1.0f / std::pow(c.rope_theta, expo);
   }
   const RopeScaling& s = c.rope_scaling;
-  if (s.type == "linear") {
+  if (s.type == "freq_factors") {
+    for (int i = 0; i < half; ++i) p.inv_freq[i] /= s.freq_factors[size_t(i)];
+  } else if (s.type == "linear") {
     for (float& f : p.inv_freq) f /= s.factor;
   } else if (s.type == "llama3") {
     const float old_len = float(s.original_max_position_embeddings);

@@ -1,0 +1,58 @@
+#include "engine/model/config_fields.h"
+
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace llmctl {
+
+namespace {
+
+// Read by parse_hf_config (or by the loaders: quantization_config) for the Llama, Mistral and
+// Qwen2 architectures.
+const std::set<std::string_view> kRead = {
+    "architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
+    "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "tie_word_embeddings", "attention_bias",
+    "hidden_act", "mlp_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types",
+    "bos_token_id", "eos_token_id", "torch_dtype", "dtype", "quantization_config", "rope_interleaved"};
+
+// Known not to change a forward pass: what transformers' PretrainedConfig (4.x and 5.x) and these
+// architectures' configs write besides the math (training, outputs, generation defaults, labels,
+// tokenizer and remote-code hints), and pretraining_tp (transformers' sliced MLP computes the same
+// product).
+const std::set<std::string_view> kInert = {
+    "transformers_version", "initializer_range", "use_cache", "attention_dropout", "pretraining_tp",
+    "pad_token_id", "sep_token_id", "decoder_start_token_id", "return_dict", "output_hidden_states",
+    "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads",
+    "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size",
+    "add_cross_attention", "tie_encoder_decoder", "max_length", "min_length", "do_sample", "early_stopping",
+    "num_beams", "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p", "typical_p",
+    "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+    "bad_words_ids", "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "tokenizer_class", "prefix",
+    "task_specific_params", "problem_type", "auto_map", "gradient_checkpointing", "use_return_dict",
+    "embedding_dropout", "hidden_dropout", "residual_dropout", "unsloth_version", "unsloth_fixed",
+    "is_llama_config", "transformers.js_config"};
+
+}  // namespace
+
+void refuse_unknown_config_fields(const nlohmann::json& j, const std::string& architecture) {
+  if (!j.is_object()) return;
+  std::vector<std::string> unknown;
+  for (const auto& [key, v] : j.items())
+    if (!key.starts_with("_") && !kRead.count(key) && !kInert.count(key)) unknown.push_back(key);
+  if (unknown.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", " : "") + ("'" + unknown[i].substr(0, 80) + "'");
+  if (unknown.size() > 8) list += " and " + std::to_string(unknown.size() - 8) + " more";
+  LLM_THROW() << "config.json: field" << (unknown.size() > 1 ? "s " : " ") << list << " of this " << architecture
+              << " checkpoint " << (unknown.size() > 1 ? "are" : "is")
+              << " not known to llmctl; it may change the model's output, so the model is refused rather than run "
+                 "without it";
+}
+
+}  // namespace llmctl
