@@ -51,6 +51,10 @@ void Backend::embed_quantized(const LinearWeight& table, const DeviceBatch&, Ten
   LLM_THROW() << "backend " << name() << " has no embedding lookup into " << weight_format_name(table.format) << " rows";
 }
 
+void Backend::head_rms_norm(Tensor&, const Tensor&, const Tensor&, float, int, int) {
+  LLM_THROW() << "backend " << name() << " has no per-head RMSNorm of q and k (Qwen3's q_norm / k_norm)";
+}
+
 void Backend::linear_quantized(const Tensor&, const LinearWeight& w, const Tensor*, Tensor&) {
   LLM_THROW() << "backend " << name() << " has no quantized linear kernel for " << weight_format_name(w.format);
 }

@@ -129,6 +129,11 @@ class Backend {
   // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
   // The residual stream is f32 on every backend; x may be f32 while out is the activation dtype.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) = 0;
+  // In place on qkv [T, (Hq + 2 Hkv) D]: each of the Hq q heads and Hkv k heads (v untouched) becomes
+  // rmsnorm(head) * w ([D] f32: q_w for q heads, k_w for k heads), as Qwen3 does before rope. The
+  // default refuses by name (a family that needs it does not run on a backend without it).
+  virtual void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, float eps, int num_q_heads,
+                             int num_kv_heads);
   // out[T,N] = x[T,K] @ w[N,K]^T (+ bias[N])                w f32/f16/bf16
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
   // Whether linear() runs weights stored in format f (engine/backend/linear_weight.h).

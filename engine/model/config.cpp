@@ -174,6 +174,7 @@ ModelConfig parse_hf_config(const json& j) {
   parse_rope(j, c);
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
+  c.qk_norm = info->qk_norm;
   // Half-supported variants are refused by name rather than run without the part llmctl lacks.
   if (j.contains("hidden_act") && !j["hidden_act"].is_null()) {
     LLM_REQUIRE(j["hidden_act"] == "silu") << "config.json: hidden_act " << j["hidden_act"].dump()

@@ -55,6 +55,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3; from the architecture)
   int sliding_window = 0;       // attention window in tokens (Mistral); 0: none, attention reads all
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;

@@ -95,41 +95,46 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   LLM_REQUIRE(arch_v && arch_v->is_string()) << g.path() << ": no general.architecture in the GGUF metadata";
   const std::string& arch = arch_v->as_string();
   ModelConfig c;
+  const Architecture* family = nullptr;
   try {
-    c.architecture = find_gguf_architecture(arch).name;  // this reader reads the llama.* keys
+    family = &find_gguf_architecture(arch);
   } catch (const InputError& e) {
     throw InputError(g.path() + ": " + e.what());
   }
-  c.model_type = "llama";
-  c.hidden_size = meta_int(g, "llama.embedding_length");
-  c.num_layers = meta_int(g, "llama.block_count");
-  c.num_heads = meta_int(g, "llama.attention.head_count");
-  LLM_REQUIRE(c.num_heads > 0) << g.path() << ": llama.attention.head_count is 0";
-  c.num_kv_heads = meta_int_or(g, "llama.attention.head_count_kv", c.num_heads);
-  c.intermediate_size = meta_int(g, "llama.feed_forward_length");
-  c.max_position_embeddings = meta_int_or(g, "llama.context_length", c.max_position_embeddings);
-  c.rope_theta = meta_float_or(g, "llama.rope.freq_base", 10000.0f);
-  c.rms_norm_eps = meta_float_or(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  c.head_dim = meta_int_or(g, "llama.attention.key_length",
-                           meta_int_or(g, "llama.rope.dimension_count", c.hidden_size / c.num_heads));
-  if (g.find("llama.vocab_size")) {
-    c.vocab_size = meta_int(g, "llama.vocab_size");
+  c.architecture = family->name;
+  c.model_type = family->model_type;
+  c.attention_bias = family->attention_bias;  // Qwen2's q/k/v biases: the tensor check finds them
+  c.qk_norm = family->qk_norm;
+  const std::string a = arch + ".";  // the family's metadata keys: llama.*, qwen2.*, qwen3.*
+  c.hidden_size = meta_int(g, a + "embedding_length");
+  c.num_layers = meta_int(g, a + "block_count");
+  c.num_heads = meta_int(g, a + "attention.head_count");
+  LLM_REQUIRE(c.num_heads > 0) << g.path() << ": " << a << "attention.head_count is 0";
+  c.num_kv_heads = meta_int_or(g, a + "attention.head_count_kv", c.num_heads);
+  c.intermediate_size = meta_int(g, a + "feed_forward_length");
+  c.max_position_embeddings = meta_int_or(g, a + "context_length", c.max_position_embeddings);
+  c.rope_theta = meta_float_or(g, a + "rope.freq_base", 10000.0f);
+  c.rms_norm_eps = meta_float_or(g, a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  c.head_dim = meta_int_or(g, a + "attention.key_length",
+                           meta_int_or(g, a + "rope.dimension_count", c.hidden_size / c.num_heads));
+  if (g.find(a + "vocab_size")) {
+    c.vocab_size = meta_int(g, a + "vocab_size");
   } else {
     const GgufValue* toks = g.find("tokenizer.ggml.tokens");
     LLM_REQUIRE(toks && toks->is_array())
-        << g.path() << ": neither llama.vocab_size nor tokenizer.ggml.tokens is present";
+        << g.path() << ": neither " << a << "vocab_size nor tokenizer.ggml.tokens is present";
     c.vocab_size = int(toks->as_array().size());
   }
 
   // Rope scaling: explicit metadata (linear), or llama3 encoded as a rope_freqs tensor.
-  const GgufValue* st = g.find("llama.rope.scaling.type");
+  const GgufValue* st = g.find(a + "rope.scaling.type");
   std::string stype = st && st->is_string() ? st->as_string() : "none";
   if (stype == "linear") {
     c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = meta_float_or(g, "llama.rope.scaling.factor", 1.0f);
+    c.rope_scaling.factor = meta_float_or(g, a + "rope.scaling.factor", 1.0f);
   } else if (stype != "none") {
     LLM_THROW() << g.path() << ": rope scaling '" << stype << "' is not supported (linear, llama3)";
-  } else if (!g.find("llama.rope.scaling.factor") && g.find_tensor("rope_freqs.weight")) {
+  } else if (!g.find(a + "rope.scaling.factor") && g.find_tensor("rope_freqs.weight")) {
     c.rope_scaling = llama3_from_rope_freqs(g, *g.find_tensor("rope_freqs.weight"), c.rope_theta, c.head_dim);
   }
 
@@ -144,6 +149,7 @@ std::string gguf_to_hf_name(const std::string& name) {
   static const std::pair<const char*, const char*> top[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   static const std::pair<const char*, const char*> layer[] = {
+      {"attn_q_norm", "self_attn.q_norm"},      {"attn_k_norm", "self_attn.k_norm"},
       {"attn_norm", "input_layernorm"},         {"attn_q", "self_attn.q_proj"},
       {"attn_k", "self_attn.k_proj"},           {"attn_v", "self_attn.v_proj"},
       {"attn_output", "self_attn.o_proj"},      {"ffn_norm", "post_attention_layernorm"},
@@ -304,11 +310,13 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   ck.config = gguf_llama_config(*g);
   ck.source_path = g->path();
   ck.source_format = "gguf";
+  const bool permuted = find_architecture(ck.config.architecture).gguf_qk_permuted;  // llama.cpp's q/k row order
   std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
   for (const GgufTensorInfo& info : g->tensors()) {
     if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
     std::string name = gguf_to_hf_name(info.name);
-    LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a llama GGUF file";
+    LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a "
+                               << ck.config.architecture << " GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
     const bool group_affine = has_group_affine_form(info);
     if (opts.quantized_embedding && name == "model.embed_tokens.weight" && ck.config.tie_word_embeddings &&
@@ -318,7 +326,8 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     }
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
       if (group_affine) {
-        const int heads = name.ends_with("q_proj.weight")   ? ck.config.num_heads
+        const int heads = !permuted                         ? 0
+                          : name.ends_with("q_proj.weight") ? ck.config.num_heads
                           : name.ends_with("k_proj.weight") ? ck.config.num_kv_heads
                                                             : 0;
         ck.quantized.emplace(std::move(name), deferred_group_affine(g, info, heads));
@@ -347,6 +356,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
                        types + ") are loaded dense (dequantized to f32)");
   }
   for (auto& [name, t] : ck.tensors) {
+    if (!permuted) break;
     const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
     const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
     if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);

@@ -1,5 +1,7 @@
-// GGUF files of architecture "llama" in canonical (HF) form: ModelConfig from llama.* metadata,
-// tensor names mapped to transformers' names, llama.cpp's q/k row permutation undone.
+// GGUF files of the Llama family's architectures ("llama", "qwen2", "qwen3": the registry's
+// gguf_name) in canonical (HF) form: ModelConfig from <arch>.* metadata, tensor names mapped to
+// transformers' names, llama.cpp's q/k row permutation undone where its converter applied it
+// (Architecture::gguf_qk_permuted; Qwen's rows are stored as they are).
 #pragma once
 #include <string>
 

@@ -25,6 +25,10 @@ std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c) {
       s.push_back({p + "self_attn.k_proj.bias", {kv}});
       s.push_back({p + "self_attn.v_proj.bias", {kv}});
     }
+    if (c.qk_norm) {
+      s.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, true});
+      s.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, true});
+    }
     s.push_back({p + "self_attn.o_proj.weight", {H, q}});
     s.push_back({p + "mlp.gate_proj.weight", {I, H}});
     s.push_back({p + "mlp.up_proj.weight", {I, H}});

@@ -102,6 +102,11 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
         }
         break;
       case WeightRole::Norm: {  // the name map calls them "layers.<i>.input_norm" / "post_norm", and "norm"
+        if (L && (s.name.ends_with(".q_norm") || s.name.ends_with(".k_norm"))) {  // [D], the same for every head
+          (s.name.ends_with(".q_norm") ? L->attention.q_norm : L->attention.k_norm) = f32();
+          L->attention.qk_norm_eps = c.rms_norm_eps;
+          break;
+        }
         const bool input = s.name.ends_with(".input_norm"), post = s.name.ends_with(".post_norm");
         LLM_CHECK(L ? input != post : !input && !post) << "the name map's norm '" << s.name << "' has no place";
         (L ? (input ? L->input_norm : L->post_norm) : w.final_norm) = RmsNorm{f32(), c.rms_norm_eps};

@@ -20,11 +20,13 @@ std::string names(const char* Architecture::*field) {
 
 const std::vector<Architecture>& architectures() {
   // Mistral without a sliding window shorter than the context is a Llama (make_llama_model's
-  // check_context refuses the rest); Qwen2 is a Llama with q/k/v biases.
+  // check_context refuses the rest); Qwen2 is a Llama with q/k/v biases; Qwen3 one with a norm on
+  // each head of q and k. llama.cpp writes Mistral as "llama"; it keeps Qwen's q/k rows as they are.
   static const std::vector<Architecture> kArchitectures = {
-      {"LlamaForCausalLM", "llama", "llama", false, false, &make_llama_model},
-      {"MistralForCausalLM", "mistral", nullptr, false, true, &make_llama_model},
-      {"Qwen2ForCausalLM", "qwen2", nullptr, true, false, &make_llama_model},
+      {"LlamaForCausalLM", "llama", "llama", false, false, false, true, &make_llama_model},
+      {"MistralForCausalLM", "mistral", nullptr, false, true, false, true, &make_llama_model},
+      {"Qwen2ForCausalLM", "qwen2", "qwen2", true, false, false, false, &make_llama_model},
+      {"Qwen3ForCausalLM", "qwen3", "qwen3", false, false, true, false, &make_llama_model},
   };
   return kArchitectures;
 }

@@ -22,6 +22,8 @@ struct Architecture {
   const char* gguf_name;   // GGUF general.architecture read as this one, or nullptr
   bool attention_bias;     // q/k/v bias when config.json does not say
   bool sliding_window_by_default;  // config.json's sliding_window applies without use_sliding_window
+  bool qk_norm;            // an RMSNorm over each head of q and of k before rope (Qwen3)
+  bool gguf_qk_permuted;   // llama.cpp's converter permuted the q/k rows (its non-NEOX rope models)
   ModelFactory make;
 };
 

@@ -26,6 +26,16 @@ void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t
   }
 }
 
+void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const float* q_w, const float* k_w, float eps,
+                        int64_t r0, int64_t r1) {
+  const int64_t width = (hq + 2 * hkv) * D;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t h = 0; h < hq + hkv; ++h) {
+      float* x = qkv + r * width + h * D;
+      rms_norm_rows(x, h < hq ? q_w : k_w, eps, D, 0, 1, x, nullptr);  // in place: each value read before written
+    }
+}
+
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
   if (cpu_has_avx2()) return detail::silu_mul_rows_avx2(gate_up, I, r0, r1, out);
   for (int64_t r = r0; r < r1; ++r) {

@@ -10,6 +10,12 @@ namespace llmctl::kernels {
 void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1, float* out,
                    float* residual);
 
+// Rows [r0, r1) of qkv[R, (Hq + 2 Hkv) D], in place: each q head (the first Hq D values) and k
+// head (the next Hkv D) becomes head / sqrt(mean(head^2) + eps) * w (q_w or k_w, [D]), as
+// rms_norm_rows computes it; the v heads are untouched (Qwen3's q_norm / k_norm).
+void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const float* q_w, const float* k_w, float eps,
+                        int64_t r0, int64_t r1);
+
 // Rows [r0, r1) of gate_up[R, 2I] -> out[R, I] = silu(gate) * up.
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
 

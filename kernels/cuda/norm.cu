@@ -29,7 +29,32 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   }
 }
 
+// One block per (token, head) of the q and k heads.
+template <class T>
+__global__ void head_rms_norm_kernel(HeadRmsNormParams p) {
+  const int64_t row = blockIdx.x / (p.hq + p.hkv);
+  const int head = int(blockIdx.x % (p.hq + p.hkv));
+  T* x = static_cast<T*>(p.qkv) + row * int64_t(p.hq + 2 * p.hkv) * p.head_dim + int64_t(head) * p.head_dim;
+  const float* w = head < p.hq ? p.q_w : p.k_w;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
+    const float v = to_f32(x[i]);
+    ss += v * v;
+  }
+  const float rstd = rsqrtf(block_sum(ss) / float(p.head_dim) + p.eps);
+  for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) x[i] = from_f32<T>(to_f32(x[i]) * rstd * w[i]);
+}
+
 }  // namespace
+
+void launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  KERNEL_CHECK(p.head_dim > 0 && p.hq > 0 && p.hkv > 0 && p.rows * (p.hq + p.hkv) < (int64_t(1) << 31))
+      << "head_rms_norm: bad shape";
+  const unsigned blocks = unsigned(p.rows * (p.hq + p.hkv));
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T, { head_rms_norm_kernel<T><<<blocks, 128, 0, stream>>>(p); });
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   KERNEL_CHECK(p.w_dtype == DType::F32 || p.w_dtype == DType::F16 || p.w_dtype == DType::BF16)

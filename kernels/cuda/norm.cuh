@@ -25,4 +25,14 @@ struct RmsNormParams {
 };
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
 
+// In place on qkv [T, (hq + 2 hkv) D] in `dtype`: each q and k head (v untouched) becomes
+// rmsnorm(head) * w, w = q_w or k_w ([D] f32), the sum of squares in f32 (Qwen3's q_norm / k_norm).
+struct HeadRmsNormParams {
+  void* qkv; DType dtype;
+  const float* q_w; const float* k_w;
+  int64_t rows; int hq, hkv, head_dim;
+  float eps;
+};
+void launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream);
+
 }  // namespace llmctl::cuda

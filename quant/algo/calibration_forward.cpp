@@ -63,6 +63,10 @@ CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
     : be_(be), c_(c), chunk_rows_(chunk_rows) {
   LLM_REQUIRE(chunk_rows > 0) << "chunk rows must be positive";
   LLM_REQUIRE(be.device() == Device::CPU) << "calibration runs on the CPU backend";
+  // This forward is the Llama layer rebuilt from backend ops; a family part it lacks would make
+  // every Hessian wrong, so it is refused by name (RTN needs no calibration).
+  LLM_REQUIRE(!c.qk_norm) << c.architecture << ": calibration (GPTQ, AWQ) does not run q/k head norms yet; "
+                          << "quantize it with --method rtn";
   LLM_REQUIRE(!samples.empty()) << "no calibration samples";
   seq_len_ = int64_t(samples[0].size());
   const int B = 16;

@@ -1,4 +1,4 @@
-// Parity table rows for the row-wise ops: embed, rms_norm, linear, rope, silu_mul, gather_rows, and
+// Parity table rows for the row-wise ops: embed, rms_norm, head_rms_norm, linear, rope, silu_mul, gather_rows, and
 // the byte copies pipeline stages hand their activations over with.
 #include <cmath>
 #include <cstdio>
@@ -50,6 +50,31 @@ void embed_case(Ctx& c, DType table_dt, int V, int H, int T, int vocab_begin = 0
     for (int h = 0; h < H; ++h) ref.push_back(id >= 0 && id < V ? round_to(c.act(), table.f[size_t(id) * H + h]) : 0.f);
   }
   c.exact(str("table %s [%d, %d] T=%d vocab_begin %d", dtype_name(table_dt), V, H, T, vocab_begin), to_vec(c, out), ref);
+}
+
+// Qwen3's q_norm / k_norm on a fused qkv [T, (hq + 2 hkv) D]: q and k heads normalized in place with
+// their own weights, v heads left as they were (bit for bit).
+void head_rms_norm_case(Ctx& c, int T, int D, int hq, int hkv) {
+  const float eps = 1e-6f;
+  const int W = (hq + 2 * hkv) * D;
+  Rand qkv = random_tensor(c, c.act(), {T, W});
+  Rand qw = random_tensor(c, DType::F32, {D}, 0.5f, 1.5f), kw = random_tensor(c, DType::F32, {D}, 0.5f, 1.5f);
+  c.be.head_rms_norm(qkv.dev, qw.dev, kw.dev, eps, hq, hkv);
+  std::vector<double> ref(qkv.f.begin(), qkv.f.end());
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < hq + hkv; ++h) {
+      const size_t at = size_t(t) * W + size_t(h) * D;
+      double ss = 0;
+      for (int i = 0; i < D; ++i) ss += double(qkv.f[at + i]) * qkv.f[at + i];
+      const double r = 1.0 / std::sqrt(ss / D + eps);
+      for (int i = 0; i < D; ++i) ref[at + i] = qkv.f[at + i] * r * (h < hq ? qw : kw).f[size_t(i)];
+    }
+  const std::vector<float> got = to_vec(c, qkv.dev);
+  c.close(str("T=%d D=%d heads %d + %d", T, D, hq, hkv), got, ref);
+  bool v_same = true;
+  for (int t = 0; t < T; ++t)
+    for (int i = (hq + hkv) * D; i < W; ++i) v_same = v_same && got[size_t(t) * W + i] == qkv.f[size_t(t) * W + i];
+  c.expect(str("v heads untouched (D=%d)", D), v_same);
 }
 
 void rms_norm_case(Ctx& c, int T, int H, bool with_residual) {
@@ -169,6 +194,11 @@ void add_dense_cases(std::vector<OpCase>& t) {
                      rms_norm_case(c, 7, H, res);
                      rms_norm_case(c, 1, H, res);
                    }});
+  t.push_back({"head_rms_norm", "q/k heads", [](Ctx& c) {
+                 head_rms_norm_case(c, 5, 128, 4, 2);
+                 head_rms_norm_case(c, 1, 64, 3, 1);
+                 head_rms_norm_case(c, 9, 80, 2, 2);
+               }});
   struct Shape { int T, K, N; };
   for (DType wdt : {DType::F32, DType::BF16, DType::F16})
     for (Shape s : {Shape{1, 64, 96}, Shape{7, 127, 33}, Shape{33, 300, 65}, Shape{3, 17, 9}, Shape{64, 576, 200}})

@@ -211,8 +211,12 @@ TEST_CASE("checkpoint: llama GGUF file") {
   CHECK_FALSE(untied.config.tie_word_embeddings);
   CHECK(untied.get("lm_head.weight").shape == std::vector<int64_t>{V, H});
 
+  // a qwen2 GGUF is read through the same reader (qwen2.* keys), and Qwen2's q/k/v biases are required
   write_bytes(dir.file("qwen.gguf"), tiny_gguf("qwen2"));
-  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("qwen.gguf")), doctest::Contains("'qwen2'"), InputError);
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("qwen.gguf")), doctest::Contains("model.layers.0.self_attn.q_proj.bias"),
+                       InputError);
+  write_bytes(dir.file("gemma.gguf"), tiny_gguf("gemma2"));
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("gemma.gguf")), doctest::Contains("'gemma2'"), InputError);
 }
 
 TEST_CASE("checkpoint: a GGUF's rope_freqs tensor: llama3's standard scaling by its parameters, any other as it is") {

@@ -76,24 +76,30 @@ std::vector<float> last_logits(Model& m, const std::vector<int32_t>& tokens) {
 TEST_CASE("registry: the supported architectures, and others refused by name") {
   std::vector<std::string> names;
   for (const Architecture& a : architectures()) names.push_back(a.name);
-  CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"});
+  CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"});
+  CHECK(find_architecture("Qwen3ForCausalLM").qk_norm);
+  CHECK_FALSE(find_architecture("Qwen2ForCausalLM").gguf_qk_permuted);
+  CHECK(find_architecture("LlamaForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("Qwen2ForCausalLM").attention_bias);
   CHECK_FALSE(find_architecture("LlamaForCausalLM").attention_bias);
-  for (const char* refused : {"GemmaForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM", "llama", ""}) {
+  for (const char* refused : {"GemmaForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "llama", ""}) {
     CAPTURE(refused);
     const std::string msg = "architecture '" + std::string(refused) + "' is not supported";
     CHECK_THROWS_WITH_AS(find_architecture(refused), doctest::Contains(msg.c_str()), InputError);
   }
   // The message lists what runs.
   CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
-                       doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"), InputError);
+                       doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"),
+                       InputError);
   // config.json goes through the same table.
   CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Phi3ForCausalLM")), doctest::Contains("Phi3ForCausalLM"), InputError);
 }
 
 TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
   CHECK(std::string(find_gguf_architecture("llama").name) == "LlamaForCausalLM");
-  for (const char* refused : {"qwen2", "gemma", "LlamaForCausalLM"}) {
+  CHECK(std::string(find_gguf_architecture("qwen2").name) == "Qwen2ForCausalLM");
+  CHECK(std::string(find_gguf_architecture("qwen3").name) == "Qwen3ForCausalLM");
+  for (const char* refused : {"qwen3moe", "gemma", "LlamaForCausalLM"}) {
     CAPTURE(refused);
     const std::string msg = "GGUF architecture '" + std::string(refused) + "' is not supported";
     CHECK_THROWS_WITH_AS(find_gguf_architecture(refused), doctest::Contains(msg.c_str()), InputError);

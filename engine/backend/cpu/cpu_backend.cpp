@@ -109,6 +109,18 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, float eps, int hq, int hkv) override {
+    check_f32(qkv, "head_rms_norm qkv");
+    check_f32(q_w, "head_rms_norm q weight");
+    check_f32(k_w, "head_rms_norm k weight");
+    const int64_t D = q_w.numel();
+    LLM_CHECK(qkv.rank() == 2 && D > 0 && k_w.numel() == D && qkv.dim(1) == (hq + 2 * int64_t(hkv)) * D)
+        << "head_rms_norm: qkv " << qkv.shape_str() << ", " << hq << " + " << hkv << " heads of " << D;
+    pool_.parallel_for(qkv.dim(0), [&](int64_t r0, int64_t r1) {
+      kernels::head_rms_norm_rows(qkv.ptr<float>(), D, hq, hkv, q_w.ptr<float>(), k_w.ptr<float>(), eps, r0, r1);
+    });
+  }
+
   using Backend::linear;  // the LinearWeight overload
   bool supports(WeightFormat f) const override {
     return is_dense(f) || f == WeightFormat::Int4Group || f == WeightFormat::Int8Group;

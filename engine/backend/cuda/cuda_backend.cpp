@@ -289,6 +289,18 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   cuda::launch_rms_norm(p, stream_);
 }
 
+void CudaBackend::head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, float eps, int hq, int hkv) {
+  check_device(qkv, "head_rms_norm qkv");
+  check_device(q_w, "head_rms_norm q weight");
+  check_device(k_w, "head_rms_norm k weight");
+  const int64_t D = q_w.numel();
+  LLM_CHECK(q_w.dtype == DType::F32 && k_w.dtype == DType::F32 && k_w.numel() == D && qkv.rank() == 2 &&
+            qkv.dim(1) == (hq + 2 * int64_t(hkv)) * D)
+      << "head_rms_norm: qkv " << qkv.shape_str() << ", " << hq << " + " << hkv << " heads of " << D;
+  cuda::launch_head_rms_norm({qkv.data, qkv.dtype, q_w.ptr<float>(), k_w.ptr<float>(), qkv.dim(0), hq, hkv, int(D), eps},
+                             stream_);
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
   check_device(x, "linear x");
   check_device(w, "linear w");

@@ -82,6 +82,8 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override;
   // residual may be the compute dtype or f32.
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override;
+  void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, float eps, int num_q_heads,
+                     int num_kv_heads) override;
   // w in another float dtype than x is converted per call into a temporary (slow path: upload
   // weights in the compute dtype).
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;

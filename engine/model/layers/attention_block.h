@@ -1,5 +1,5 @@
-// The attention block of a decoder layer: fused qkv linear (+ bias) -> rope + write_kv into the
-// paged cache -> paged causal attention (GQA) -> o projection.
+// The attention block of a decoder layer: fused qkv linear (+ bias) -> (Qwen3: RMSNorm of each q
+// and k head) -> rope + write_kv into the paged cache -> paged causal attention (GQA) -> o projection.
 //
 //   x [T, H] -> qkv [T, (Hq + 2 Hkv) D] -> attn [T, Hq D] -> out [T, H]
 #pragma once
@@ -11,6 +11,8 @@ namespace llmctl {
 struct AttentionBlock {
   LinearWeight qkv;     // [(Hq + 2 Hkv) D, H]: q, k, v projections fused along dim 0
   Tensor qkv_bias;      // [(Hq + 2 Hkv) D] f32, or empty
+  Tensor q_norm, k_norm;  // [D] f32 each, or empty: per-head RMSNorm weights (every head shares them)
+  float qk_norm_eps = 1e-6f;
   LinearWeight o_proj;  // [H, Hq D]
   int num_q_heads = 0, num_kv_heads = 0;
 

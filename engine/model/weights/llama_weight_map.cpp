@@ -20,6 +20,10 @@ std::vector<WeightSource> llama_weight_sources(const ModelConfig& c) {
     s.push_back({ours + "qkv", WeightRole::Qkv, i, {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"}});
     if (c.attention_bias)
       s.push_back({ours + "qkv_bias", WeightRole::QkvBias, i, {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"}});
+    if (c.qk_norm) {
+      s.push_back({ours + "q_norm", WeightRole::Norm, i, {attn + "q_norm.weight"}});
+      s.push_back({ours + "k_norm", WeightRole::Norm, i, {attn + "k_norm.weight"}});
+    }
     s.push_back({ours + "o", WeightRole::O, i, {attn + "o_proj.weight"}});
     s.push_back({ours + "gate_up", WeightRole::GateUp, i, {mlp + "gate_proj.weight", mlp + "up_proj.weight"}});
     s.push_back({ours + "down", WeightRole::Down, i, {mlp + "down_proj.weight"}});

@@ -9,7 +9,8 @@
 namespace llmctl {
 
 // Embed, final norm, lm_head (tied: the embedding tensor, tied = true), then per layer: input norm,
-// post-attention norm, qkv (+ qkv_bias when c.attention_bias), o, gate_up, down.
+// post-attention norm, qkv (+ qkv_bias when c.attention_bias), q/k head norms when c.qk_norm, o,
+// gate_up, down.
 std::vector<WeightSource> llama_weight_sources(const ModelConfig& c);
 
 }  // namespace llmctl
