@@ -30,9 +30,10 @@ def tokenizer_json():
             "model": {"type": "BPE", "vocab": {u[b]: b for b in range(256)}, "merges": []}}
 
 
-def golden_cases(model, unquantized):
+def golden_cases(model, unquantized, sampled_vocab=256):
     """Top-20 log-probabilities of `model` at every position of three seeded random sequences, and
-    16-token greedy continuations; also the largest |dlogprob| of `unquantized` at those ids."""
+    16-token greedy continuations over the first `sampled_vocab` ids (those the tokenizer has); also
+    the largest |dlogprob| of `unquantized` at those ids."""
     gen = torch.Generator().manual_seed(7)
     cases, gap = [], 0.0
     for i, length in enumerate((24, 40, 9)):
@@ -46,8 +47,8 @@ def golden_cases(model, unquantized):
         out, margins = prompt, []
         with torch.no_grad():
             for _ in range(16):
-                # ids 256..259 pad the embedding past the 256-token tokenizer: llmctl never samples them
-                logits = model(out).logits[0, -1, :256].float()
+                # ids past the tokenizer's pad the embedding: llmctl never samples them
+                logits = model(out).logits[0, -1, :sampled_vocab].float()
                 two = torch.topk(logits, 2).values
                 margins.append(round((two[0] - two[1]).item(), 5))
                 out = torch.cat([out, logits.argmax().view(1, 1)], dim=1)

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Writes tests/golden/families/tiny_<family>/ (a tiny random model made by transformers, seeded),
+tiny_<family>.gguf (the same model written by llama.cpp's convert_hf_to_gguf.py, f32) and
+tiny_<family>_golden.json (what transformers computes from the HF directory in fp32: top-20
+log-probabilities at every position of three seeded sequences, 16-token greedy continuations).
+tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
+
+Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases). Weights are drawn with std 0.3, and the
+norm weights (1 + 0.3 N(0, 1)) and biases (0.3 N(0, 1)) too, so that every part moves the logits:
+transformers initialises norms to 1 and biases to 0, which would leave a missing q_norm or bias
+unseen. The byte-level 256-token tokenizer is tiny_model_util's; llama.cpp's converter does not know
+its hash, so its pre-tokenizer is named "gpt-2" (a byte-level BPE without merges splits the same).
+
+Needs torch, transformers, numpy, safetensors, and llama.cpp's source (scripts/build-llama-cpp.sh
+fetches it to $LLMCTL_HOME/llama.cpp/src). Usage: make_family_goldens.py [LLAMA_CPP_SRC]
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "quant"))
+from tiny_model_util import golden_cases, tokenizer_json  # noqa: E402
+
+HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
+LLAMA_CPP = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HOME, "llama.cpp", "src")
+
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=258, max_position_embeddings=128, rms_norm_eps=1e-6,
+             tie_word_embeddings=False, initializer_range=0.3, bos_token_id=1, eos_token_id=2)
+FAMILIES = {
+    "qwen3": (Qwen3Config(**SMALL, head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+              Qwen3ForCausalLM),
+    "qwen2": (Qwen2Config(**SMALL, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2ForCausalLM),
+}
+
+
+def convert_to_gguf(model_dir, out):
+    sys.path.insert(0, LLAMA_CPP)
+    sys.path.insert(0, os.path.join(LLAMA_CPP, "gguf-py"))
+    import convert_hf_to_gguf
+    from conversion import base
+    base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+    argv = sys.argv
+    sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outtype", "f32", "--outfile", out]
+    try:
+        convert_hf_to_gguf.main()
+    finally:
+        sys.argv = argv
+
+
+def main():
+    for name, (cfg, cls) in FAMILIES.items():
+        torch.manual_seed(0)
+        cfg.architectures = [cls.__name__]
+        model = cls(cfg).float().eval()
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if "norm" in pname:
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+                elif pname.endswith(".bias"):
+                    p.copy_(0.3 * torch.randn_like(p))
+        model_dir = os.path.join(HERE, f"tiny_{name}")
+        model.save_pretrained(model_dir, safe_serialization=True)
+        tok = tokenizer_json()  # with the fields the tokenizers library now requires of ByteLevel
+        tok["pre_tokenizer"]["trim_offsets"] = False
+        tok["decoder"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+        # transformers' Qwen2 tokenizer adds <|endoftext|> (id 256) whatever the file says; so does the file
+        tok["added_tokens"] = [{"id": 256 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                                "normalized": False, "special": True} for i, t in enumerate(["<|endoftext|>", "<|im_end|>"])]
+        with open(os.path.join(model_dir, "tokenizer.json"), "w") as f:
+            json.dump(tok, f)
+        with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+            json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 128,
+                       "eos_token": "<|endoftext|>"}, f)
+        cases, _ = golden_cases(model, model, sampled_vocab=cfg.vocab_size)
+        golden = {"model": f"tiny_{name} (random, seeded; {cls.__name__})", "transformers": transformers.__version__,
+                  "torch": torch.__version__, "cases": cases,
+                  "parameters": sum(p.numel() for p in model.parameters())}
+        with open(os.path.join(HERE, f"tiny_{name}_golden.json"), "w") as f:
+            json.dump(golden, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+        convert_to_gguf(model_dir, os.path.join(HERE, f"tiny_{name}.gguf"))
+        print(name, golden["parameters"], "parameters", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
