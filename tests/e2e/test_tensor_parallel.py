@@ -19,7 +19,7 @@ transformers' goldens.
    whatever the batch's size; int8 rounding turned any other order into different tokens).
 3. A size that does not divide (TP=2 of 9 heads) is refused before any weight is read, with the
    numbers, and no rank hangs. The default model's Q4_1 GGUF, run quantized with exact
-   activations, gives one rank's greedy text at -tp 3.
+   activations, gives one rank's greedy text at -tp 3 (its prompt read from stdin there).
 4. `llmctl serve -tp 3`: chat and completions requests (streamed and not) answer as one rank does;
    SIGTERM stops every rank; a rank killed mid-stream ends the server non-zero within 10 s.
 5. The OpenAI client suite (test_server_openai.py) passes against `serve -tp 3` and `serve -pp 2`.
@@ -160,10 +160,12 @@ GGUF = os.path.join(HOME, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4
 check(os.path.exists(GGUF), f"the default model's GGUF at {GGUF}")
 if os.path.exists(GGUF):
     texts = []
-    for par in (["-tp", "1"], ["-tp", "3"]):
+    for par in (["-tp", "1"], ["-tp", "3"]):  # -tp 3 reads the prompt from stdin (rank 0 gets it from mpirun)
+        stdin = par[1] == "3"
         r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", GGUF, "--device", "cpu", "-t", "1", *par,
-                            "-n", "24", "--temperature", "0", "--act-quant", "none", "The capital of France is"],
-                           capture_output=True, text=True, env=env, timeout=300)
+                            "-n", "24", "--temperature", "0", "--act-quant", "none"] + ([] if stdin else ["The capital of France is"]),
+                           input="The capital of France is" if stdin else None, capture_output=True, text=True, env=env,
+                           timeout=300)
         check(r.returncode == 0, f"Q4_1 GGUF {' '.join(par)} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-1000:]))
         texts.append(r.stdout)
     check(texts[0] == texts[1] and len(texts[0]) > 20, f"Q4_1 GGUF: -tp 3 greedy text equals -tp 1's: {texts}")
