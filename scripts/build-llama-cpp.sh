@@ -16,15 +16,7 @@ missing=()
 for t in "${TARGETS[@]}"; do [ -x "$LLAMA/build/bin/$t" ] || missing+=("$t"); done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ ! -f "$LLAMA/src/CMakeLists.txt" ]; then
-  tmp=$(mktemp -d)
-  python3 -m pip download --quiet --no-deps --no-binary=:all: -d "$tmp" llama-cpp-python
-  mkdir -p "$LLAMA"
-  tar xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
-  rm -rf "$LLAMA/src"; mv "$tmp"/llama_cpp_python-*/vendor/llama.cpp "$LLAMA/src"
-  basename "$tmp"/llama_cpp_python-*.tar.gz > "$LLAMA/VERSION"
-  rm -rf "$tmp"
-fi
+LLAMA_CPP_DIR="$LLAMA" "$(dirname "$0")/fetch-llama-cpp.sh"
 
 if [ ! -f "$LLAMA/build/CMakeCache.txt" ]; then
   flags=$(grep -m1 '^flags' /proc/cpuinfo)

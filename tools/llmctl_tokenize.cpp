@@ -6,7 +6,11 @@
 //   --gguf-vocab-json FILE   GGUF tokenizer.ggml.* data dumped to JSON ({"tokens", "token_types",
 //                            "merges", "pre", "bos", "eos", "pad", "add_bos", "chat_template"})
 //   --sp-model FILE          a SentencePiece .model
+//   --gguf FILE              a GGUF file's tokenizer (a model, or one of llama.cpp's vocab-only files)
 // --encode prints the ids of the file's text, space-separated on one line; timing goes to stderr.
+// --encode-cases FILE: llama.cpp's tokenizer test vectors (models/ggml-vocab-*.gguf.inp: texts
+// separated by "\n__ggml_vocab_test__\n"), each encoded without special tokens (as its
+// test-tokenizer-0 does), one line per text in the .out files' form (" id id ...").
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +20,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/gguf.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 
@@ -56,7 +61,8 @@ std::unique_ptr<Tokenizer> load(const std::map<std::string, std::string>& a) {
     json cfg = a.count("--tokenizer-config") ? read_json(a.at("--tokenizer-config")) : json();
     return SentencePieceTokenizer::from_file(a.at("--sp-model"), cfg);
   }
-  LLM_THROW() << "give --tokenizer-json, --gguf-vocab-json or --sp-model";
+  if (a.count("--gguf")) return load_gguf_tokenizer(*GgufFile::open(a.at("--gguf")));
+  LLM_THROW() << "give --tokenizer-json, --gguf-vocab-json, --gguf or --sp-model";
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -99,6 +105,19 @@ int main(int argc, char** argv) {
         out += std::to_string(ids[i]);
       }
       out += '\n';
+      if (a.count("--out")) write_file(a["--out"], out);
+      else std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    if (a.count("--encode-cases")) {
+      const std::string sep = "\n__ggml_vocab_test__\n", all = read_file(a["--encode-cases"]);
+      std::string out;
+      for (size_t at = 0; at < all.size();) {
+        size_t end = all.find(sep, at);
+        if (end == std::string::npos) end = all.size();
+        for (int id : tok->encode(all.substr(at, end - at), false)) out += " " + std::to_string(id);
+        out += '\n';
+        at = end + sep.size();
+      }
       if (a.count("--out")) write_file(a["--out"], out);
       else std::fwrite(out.data(), 1, out.size(), stdout);
     }

@@ -111,20 +111,24 @@ class MpiComm final : public Comm {
     LLM_CHECK(chunk * world_ <= std::numeric_limits<int>::max())
         << "all_reduce_sum of " << n << " floats: over MPI's int count";
     float* xp = x.ptr<float>();
-    send_.assign(size_t(chunk * world_), 0.0f);
-    std::copy_n(xp, n, send_.data());
+    const bool even = n == chunk * world_;  // else x is padded to world_ chunks in send_
+    const float* from = xp;
+    if (!even) {
+      send_.resize(size_t(chunk * world_));
+      std::copy_n(xp, n, send_.data());
+      std::fill(send_.begin() + n, send_.end(), 0.0f);
+      from = send_.data();
+    }
     parts_.resize(size_t(chunk * world_));  // [world, chunk]: every rank's chunk `rank_`
-    mpi_check(MPI_Alltoall(send_.data(), int(chunk), MPI_FLOAT, parts_.data(), int(chunk), MPI_FLOAT, comm_),
-              "MPI_Alltoall");
-    float* mine = send_.data();  // the sum of chunk rank_, then every rank's sums side by side
-    std::copy_n(parts_.data(), chunk, mine);
+    mpi_check(MPI_Alltoall(from, int(chunk), MPI_FLOAT, parts_.data(), int(chunk), MPI_FLOAT, comm_), "MPI_Alltoall");
+    mine_.assign(parts_.begin(), parts_.begin() + chunk);
     for (int r = 1; r < world_; ++r) {
       const float* p = parts_.data() + int64_t(r) * chunk;
-      for (int64_t i = 0; i < chunk; ++i) mine[i] += p[i];
+      for (int64_t i = 0; i < chunk; ++i) mine_[size_t(i)] += p[i];
     }
-    mpi_check(MPI_Allgather(mine, int(chunk), MPI_FLOAT, parts_.data(), int(chunk), MPI_FLOAT, comm_),
-              "MPI_Allgather");
-    std::copy_n(parts_.data(), n, xp);
+    float* to = even ? xp : send_.data();
+    mpi_check(MPI_Allgather(mine_.data(), int(chunk), MPI_FLOAT, to, int(chunk), MPI_FLOAT, comm_), "MPI_Allgather");
+    if (!even) std::copy_n(send_.data(), n, xp);
   }
 
   void all_gather_cols(const Tensor& x, Tensor& out) override {
@@ -229,7 +233,7 @@ class MpiComm final : public Comm {
   }
 
   std::vector<float> gathered_;
-  std::vector<float> send_, parts_;  // all_reduce_sum's scratch
+  std::vector<float> send_, parts_, mine_;  // all_reduce_sum's scratch
   std::map<int64_t, std::vector<MPI_Request>> pending_;  // irecv / ibroadcast handles not yet waited for
   int64_t next_handle_ = 0;
 };

@@ -19,6 +19,14 @@ Value get_item(const Value& obj, const Value& key);
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 
 // str.replace within RenderLimits::max_output_bytes (checked before the result is built).
+// markupsafe's escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string escape_html(const std::string& s);
+// A string marked safe (jinja2's Markup: what |safe and |e return).
+inline Value markup(std::string s) {
+  Value v = Value::string(std::move(s));
+  v.markup = true;
+  return v;
+}
 std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
 
 // raise_exception, range, namespace, dict, strftime_now: name -> function, or Undefined.

@@ -157,6 +157,7 @@ Value tojson_filter(const Value& v, Args& a) {
 
 // select / reject / selectattr / rejectattr.
 Value select_filter(const Value& seq, Args& a, bool attr, bool keep) {
+  if (!truthy(seq)) return Value::make_list({});  // jinja2: `if seq:` first, so none gives nothing
   size_t off = attr ? 1 : 0;
   std::string path = attr ? to_str(a.get_or(0, "attribute", Value::string(""))) : "";
   Args targs;
@@ -178,6 +179,7 @@ Value map_filter(const Value& seq, Args& a) {
   // map() applies filters, which may be map() again: each level takes ~3 KB of stack.
   DepthGuard depth(DepthGuard::Eval, 4);
   std::vector<Value> out;
+  if (!truthy(seq)) return Value::make_list({});  // jinja2: `if seq:` first, so none gives nothing
   if (a.pos.empty()) {
     const Value* attr = a.get(99, "attribute");
     if (!attr) JINJA_FAIL() << "map() needs a filter name or attribute=";
@@ -231,6 +233,20 @@ Value ordered_filter(const std::string& name, const Value& seq, Args& a) {
   return items[best];
 }
 
+
+}  // namespace
+
+std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+  if (repl.size() > old.size()) {
+    uint64_t n = static_cast<uint64_t>(py_count(s, old));
+    if (count >= 0) n = std::min(n, static_cast<uint64_t>(count));
+    const uint64_t growth = repl.size() - old.size();
+    if (n > max_value_bytes() / growth) n = max_value_bytes() / growth + 1;  // over anyway: no overflow
+    check_size(s.size() + n * growth, "replace");
+  }
+  return py_replace(s, old, repl, count);
+}
+
 std::string escape_html(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -246,26 +262,13 @@ std::string escape_html(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
-  if (repl.size() > old.size()) {
-    uint64_t n = static_cast<uint64_t>(py_count(s, old));
-    if (count >= 0) n = std::min(n, static_cast<uint64_t>(count));
-    const uint64_t growth = repl.size() - old.size();
-    if (n > max_value_bytes() / growth) n = max_value_bytes() / growth + 1;  // over anyway: no overflow
-    check_size(s.size() + n * growth, "replace");
-  }
-  return py_replace(s, old, repl, count);
-}
-
 static Value apply_filter_unchecked(const std::string& name, const Value& v, Args& a) {
   if (name == "default" || name == "d") {
     bool boolean = truthy(a.get_or(1, "boolean", Value::boolean(false)));
     if (v.is_undefined() || (boolean && !truthy(v))) return a.get_or(0, "default_value", Value::string(""));
     return v;
   }
-  if (name == "safe") return v;
+  if (name == "safe") return markup(v.is_string() ? v.s : to_str(v));
   if (name == "string") return Value::string(to_str(v));
   if (name == "trim") {
     Value chars = a.get_or(0, "chars", Value::none());
@@ -344,7 +347,7 @@ static Value apply_filter_unchecked(const std::string& name, const Value& v, Arg
                                        truthy(a.get_or(2, "blank", Value::boolean(false)))));
   }
   if (name == "attr") return get_attr(v, to_str(a.get_or(0, "name", Value::string(""))));
-  if (name == "escape" || name == "e") return Value::string(escape_html(to_str(v)));
+  if (name == "escape" || name == "e") return v.is_string() && v.markup ? v : markup(escape_html(to_str(v)));
   if (name == "format") {
     Value args = a.pos.size() == 1 ? a.pos[0] : Value::make_list(a.pos, true);
     if (!a.kw.empty()) {

@@ -1,4 +1,5 @@
 // Attribute/item lookup, the Python methods templates call on str, dict and list, and globals.
+#include <cctype>
 #include <ctime>
 #include <optional>
 
@@ -55,6 +56,72 @@ bool affix_match(const std::string& s, const Value& arg, bool prefix) {
   return one(arg);
 }
 
+// Python's str.format for the fields templates use: "{}" (automatic numbering), "{0}", "{name}",
+// an optional !s or !r conversion, "{{" and "}}". Format specs and attribute or index lookups in a
+// field are refused by name rather than approximated.
+std::string py_format(const std::string& s, Args& a) {
+  std::string out;
+  size_t next_auto = 0;
+  bool numbered = false, automatic = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '}') {
+      if (i + 1 < s.size() && s[i + 1] == '}') {
+        out += '}', ++i;
+        continue;
+      }
+      JINJA_FAIL() << "Single '}' encountered in format string";
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < s.size() && s[i + 1] == '{') {
+      out += '{', ++i;
+      continue;
+    }
+    const size_t close = s.find('}', i + 1);
+    if (close == std::string::npos) JINJA_FAIL() << "Single '{' encountered in format string";
+    std::string field = s.substr(i + 1, close - i - 1), conv;
+    if (const size_t colon = field.find(':'); colon != std::string::npos) {
+      if (colon + 1 < field.size()) JINJA_FAIL() << "str.format: format specs ('" << field << "') are not supported";
+      field.resize(colon);
+    }
+    if (const size_t bang = field.find('!'); bang != std::string::npos) {
+      conv = field.substr(bang + 1);
+      field.resize(bang);
+      if (conv != "s" && conv != "r") JINJA_FAIL() << "str.format: unknown conversion '!" << conv << "'";
+    }
+    if (field.find_first_of(".[") != std::string::npos)
+      JINJA_FAIL() << "str.format: attribute and index lookups ('" << field << "') are not supported";
+    const Value* v = nullptr;
+    if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
+      size_t index = next_auto;
+      if (field.empty()) {
+        automatic = true;
+        ++next_auto;
+      } else {
+        numbered = true;
+        if (field.size() > 6 || field.find_first_not_of("0123456789") != std::string::npos)
+          JINJA_FAIL() << "str.format: bad field '" << field << "'";
+        index = std::stoul(field);
+      }
+      if (automatic && numbered)
+        JINJA_FAIL() << "cannot switch from automatic field numbering to manual field specification";
+      if (index >= a.pos.size()) JINJA_FAIL() << "Replacement index " << index << " out of range for positional args tuple";
+      v = &a.pos[index];
+    } else {
+      v = a.get(size_t(-1), field);
+      if (!v) JINJA_FAIL() << "KeyError: '" << field << "'";
+    }
+    const std::string text = conv == "r" ? repr(*v) : to_str(*v);
+    check_size(out.size() + text.size(), "str.format");
+    out += text;
+    i = close;
+  }
+  return out;
+}
+
 Value str_method(const std::string& s, const std::string& name) {
   auto bind = [&](auto fn) { return Value::function("str." + name, [s, fn](Args& a) { return fn(s, a); }); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -82,6 +149,7 @@ Value str_method(const std::string& s, const std::string& name) {
       return Value::boolean(affix_match(s, *p, prefix));
     });
   }
+  if (name == "format") return bind([](const std::string& s, Args& a) { return Value::string(py_format(s, a)); });
   if (name == "upper") return bind([](const std::string& s, Args&) { return Value::string(py_upper(s)); });
   if (name == "lower") return bind([](const std::string& s, Args&) { return Value::string(py_lower(s)); });
   if (name == "title") return bind([](const std::string& s, Args&) { return Value::string(py_title(s)); });

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "engine/tokenizer/jinja_builtins.h"
 #include "engine/tokenizer/jinja_limits.h"
 #include "engine/tokenizer/jinja_unicode.h"
 #include "engine/tokenizer/jinja_value.h"
@@ -199,6 +200,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (ints) return Value::integer(add(a.as_int(), b.as_int()));
     if (nums) return Value::number(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) {
+      if (a.markup || b.markup) {  // Markup + str, str + Markup: the plain side escaped
+        const std::string l = a.markup ? a.s : escape_html(a.s), r = b.markup ? b.s : escape_html(b.s);
+        check_size(l.size() + r.size(), "'+'");
+        return markup(l + r);
+      }
       check_size(a.s.size() + b.s.size(), "'+'");
       return Value::string(a.s + b.s);
     }

@@ -63,6 +63,9 @@ struct Value {
   int64_t i = 0;
   double f = 0;
   std::string s;  // String; for Undefined: the name that was looked up (for messages)
+  // String: jinja2's Markup (|safe, |e). `+` with a plain str HTML-escapes the plain one and gives
+  // Markup, as markupsafe does even with autoescape off (functionary's template relies on it).
+  bool markup = false;
   std::shared_ptr<ListData> list;
   std::shared_ptr<DictData> dict;  // Dict and Namespace
   std::shared_ptr<Function> fn;

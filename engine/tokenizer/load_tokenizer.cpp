@@ -122,6 +122,8 @@ void reconcile_vocab(const Checkpoint& ckpt, const Tokenizer& tok) {
 
 }  // namespace
 
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& g) { return from_gguf(g, kMaxVocabSize); }
+
 std::unique_ptr<Tokenizer> load_tokenizer(const Checkpoint& ckpt) {
   const int model_vocab = ckpt.config.vocab_size;
   LLM_REQUIRE(model_vocab > 0 && model_vocab <= kMaxVocabSize)

@@ -44,6 +44,9 @@ std::string sentencepiece_model_proto(const SentencePieceVocab& v) {
   for (size_t i = 0; i < v.tokens.size(); ++i) {
     int type = v.types.empty() ? 1 : v.types[i];
     if (type < 1 || type > 6) type = 1;
+    // SentencePiece has one unknown piece; converters mark padding entries UNKNOWN too (Phi-3's
+    // [PAD32011]..): those become unused pieces, which encoding never produces (as llama.cpp).
+    if (type == 2 && int(i) != v.unk) type = 5;
     if (int(i) == v.unk) type = 2;
     has_bytes |= type == 6;
     std::string piece;

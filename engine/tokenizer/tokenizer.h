@@ -13,6 +13,7 @@ namespace llmctl {
 
 struct Checkpoint;
 class ChatTemplate;
+class GgufFile;
 
 class Tokenizer {
  public:
@@ -62,5 +63,7 @@ class Tokenizer {
 // From a checkpoint's tokenizer sources (HF dir: tokenizer.json / tokenizer.model and
 // tokenizer_config.json; GGUF: tokenizer.ggml.*). Throws InputError.
 std::unique_ptr<Tokenizer> load_tokenizer(const Checkpoint& ckpt);
+// A GGUF file's own tokenizer (tokenizer.ggml.*), weights or none (llama.cpp's vocab-only files).
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& g);
 
 }  // namespace llmctl

@@ -256,6 +256,14 @@ EXPRESSIONS = [
     "{{ '%s-%d'|format('a', 3) }} {{ '%(a)s!'|format(a=1) }} {{ '%5.1f|%-4d|%04d|%x|%r|%s' % (3.14159, 7, 42, 255, 'q', none) }} {{ '%s' % x }} {{ '%d%%' % 5 }}",
     "{{ 'abc'|center(9) }}|{{ 'abc'|center(8) }}|{{ 'ab'|center(7) }}|{{ s|truncate(5) }}|{{ 'aaa bbb ccc ddd eee'|truncate(10) }}|{{ x|batch(2)|list }}",
     "{{ '<a href=\"x\">'|e }} {{ '<b>'|safe }} {{ d|items|list }} {{ 'one two  three'|wordcount }}",
+    # filters over none, as functionary's template applies them to tools = none: jinja2's `if seq:` yields nothing
+    "{{ none|selectattr('type', 'equalto', 'x')|list }} {{ none|rejectattr('type')|list }} {{ none|select|list|length }} {{ none|reject('odd')|list }} {{ none|map(attribute='a')|list }} {{ ''|select|list }}",
+    # str.format (tencent-Hy3's template builds its special tokens with it)
+    "{{ '<tok{}>'.format(':x') }} {{ '{0}-{1}-{0}'.format('a', 2) }} {{ '{{}} {}'.format(none) }} {{ '{a}+{b}'.format(a=1, b=[1, 'x']) }} {{ '{!r}'.format('q') }} {{ '{:}'.format(3) }}",
+    "{{ '{0} {}'.format('a', 'b') }}",
+    "{{ '{2}'.format('a') }}",
+    # Markup (|safe, |e) + str escapes the plain str, even with autoescape off (functionary's template)
+    "{{ 'a<'|safe + '<b>' }} {{ '<x>' + 'y\"'|safe }} {{ ('q'|e) + \"'\" }} {{ ('<'|e)|e }} {{ 1|safe }} {{ ('a'|safe + 'b&')|length }} {{ 'k'|safe + {'a': '\"'}|tojson }}",
     # string and dict methods
     "[{{ text.strip() }}] [{{ text.lstrip() }}] [{{ text.rstrip() }}] [{{ 'xxhixx'.strip('x') }}] [{{ '\\n\\nhi\\n'.lstrip('\\n') }}]",
     "{{ ' a  b c '.split() }} {{ 'a,b,,c'.split(',') }} {{ 'a,b,c'.split(',', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'a b c'.split(none, 1) }}",
