@@ -9,11 +9,16 @@ std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bo
                         const RenderLimits& limits) {
   const ChatTemplate& tmpl = tok.compiled_chat_template();
   LLM_REQUIRE(messages.is_array() && !messages.empty()) << "a chat needs at least one message";
-  // nlohmann::json orders object keys; the context is made the same way render_chat_template does.
-  nlohmann::json ctx = {{"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
-  ctx["bos_token"] = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
-  ctx["eos_token"] = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
-  return tmpl.render(nlohmann::ordered_json::parse(ctx.dump()), limits);
+  // transformers' context: tools and documents none when absent (so `tools is defined` holds),
+  // and a special token only when the tokenizer has one (Qwen's bos_token is undefined there).
+  nlohmann::ordered_json ctx;
+  ctx["messages"] = nlohmann::ordered_json::parse(messages.dump());
+  ctx["tools"] = nullptr;
+  ctx["documents"] = nullptr;
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  if (tok.bos_id() >= 0) ctx["bos_token"] = tok.token_text(tok.bos_id());
+  if (tok.eos_id() >= 0) ctx["eos_token"] = tok.token_text(tok.eos_id());
+  return tmpl.render(ctx, limits);
 }
 
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text) {

@@ -3,6 +3,9 @@
 // or fail the same way. The expected values come from make_renders.py beside the data.
 #include <doctest/doctest.h>
 
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/prompt.h"
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -125,4 +128,15 @@ TEST_CASE("chat template: errors are InputError with context") {
   CHECK_THROWS_WITH_AS(render("a\nb\n{{ 'a' + 1 }}"), doctest::Contains("line 3"), InputError);
   CHECK_THROWS_WITH_AS(render("{{ nope.attr }}"), doctest::Contains("'nope' is undefined"), InputError);
   CHECK_THROWS_AS(llmctl::ChatTemplate("{% for %}"), InputError);
+}
+
+TEST_CASE("render_chat passes transformers' context: tools and documents none, special tokens only where they exist") {
+  const std::string probe =
+      "{{ tools is defined }} {{ tools is none }} {{ documents is none }} {{ bos_token is defined }} [{{ eos_token }}]";
+  const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "x"}}});
+  auto no_bos = llmctl::BpeTokenizer::from_gguf_vocab({"a", "b", "<|end|>"}, {1, 1, 3}, {}, "default", -1, 2, -1, false, probe);
+  CHECK(llmctl::render_chat(*no_bos, messages) == "True True True False [<|end|>]");
+  auto bos = llmctl::BpeTokenizer::from_gguf_vocab({"<s>", "b", "</s>"}, {3, 1, 3}, {}, "default", 0, 2, -1, true,
+                                                   "{{ bos_token }}|{{ eos_token }}");
+  CHECK(llmctl::render_chat(*bos, messages) == "<s>|</s>");
 }
