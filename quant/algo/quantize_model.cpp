@@ -22,6 +22,7 @@
 #include "engine/model/describe_weights.h"
 #include "engine/model/gguf.h"
 #include "engine/model/llama.h"
+#include "engine/model/llama_tensors.h"
 #include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -304,6 +305,8 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     const std::string p = "model.layers." + std::to_string(i) + ".";
     keep_dense(p + "input_layernorm.weight", L.input_norm);
     keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
+    if (c.qk_norm)  // Qwen3's per-head norms (RTN only: calibration refuses them by name)
+      for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) keep_dense(p + n, ck.get(p + n));
     if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})
         keep_dense(p + "self_attn." + b + "_proj.bias", *t);
@@ -331,6 +334,18 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   }
 
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Every tensor the model reads is written, dense or as its packed module: a family part this
+  // writer does not know is an error here, not a checkpoint that fails to load later.
+  for (const WeightSpec& s : llama_tensor_specs(c)) {
+    const std::string module = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
+    const auto written = [&](const std::string& n) {
+      return std::binary_search(out.begin(), out.end(), std::pair<std::string, Tensor>{n, Tensor{}},
+                                [](const auto& a, const auto& b) { return a.first < b.first; });
+    };
+    LLM_CHECK(written(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
+              written(module + "." + quantized_marker_suffix(layout)))
+        << "quantize wrote no tensor for '" << s.name << "' of " << c.architecture;
+  }
   const ShardedWrite w = write_sharded_safetensors(part.string(), out, 2000000000);
   if (o.kv_cache == "fp8")
     info.kv_cache_scheme = {{"num_bits", 8}, {"type", "float"}, {"strategy", "attn_head"}, {"dynamic", false},

@@ -7,7 +7,9 @@ convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
 Checks per model and source: top-20 log-probabilities within 1e-4 of transformers fp32 at every
 position of three sequences, 16-token greedy continuations identical; tensor parallel (TP=2 under
 mpirun, 2 KV heads) equal to one rank within 1e-4 with the same greedy tokens; `llmctl generate`
-over 6 prompts batched gives each prompt's tokens alone. Exits 77 when no fixture is present.
+over 6 prompts batched gives each prompt's tokens alone; `quantize` (RTN int4 g32) writes a
+checkpoint that loads and scores, and refuses GPTQ on Qwen3 by name (its calibration forward has no
+q/k norms yet). Exits 77 when no fixture is present.
 Usage: test_families.py BUILD_DIR
 """
 import json
@@ -82,6 +84,23 @@ for f in present:
             check(r.returncode == 0, f"tiny_{f}.gguf generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
             outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
         check(len(outs[0]) == 6 and outs[0] == outs[1], f"tiny_{f}.gguf: 6 prompts batched give their tokens alone")
+
+# quantize: RTN writes every tensor the family reads (Qwen3's q/k norms were dropped once), and the
+# result loads and runs; GPTQ's calibration forward lacks the q/k norms and refuses them by name.
+for f in present:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "q")
+        r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out, "--group-size", "32"],
+                           capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, f"tiny_{f}: quantize --method rtn ran" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+        if r.returncode == 0:
+            got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out)
+            check(got is not None and len(got["cases"]) == 3, f"tiny_{f}: its RTN int4 g32 checkpoint loads and scores")
+        if f == "qwen3":
+            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, "tiny_qwen3"), out + "g",
+                                "--method", "gptq", "--group-size", "32", "--calib",
+                                os.path.join(src, "../shared/data/tinyshakespeare.txt")], capture_output=True, text=True, timeout=300)
+            check(r.returncode != 0 and "q/k head norms" in r.stderr, f"tiny_qwen3: gptq refused by name (exit {r.returncode})")
 
 print(f"{passed} checks passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
