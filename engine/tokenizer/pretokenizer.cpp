@@ -13,6 +13,9 @@ const char* const kLlama3SplitRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2SplitRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5's: Qwen2's with combining marks (\p{M}) kept inside words.
+const char* const kQwen35SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 namespace {
 
@@ -173,7 +176,7 @@ PreTokenizer PreTokenizer::from_hf_json(const json& j) {
 
 std::vector<std::string> PreTokenizer::gguf_names() {
   return {"default", "gpt2", "gpt-2", "smollm", "llama-bpe", "llama3", "llama-v3", "qwen2",
-          "deepseek-r1-qwen"};
+          "deepseek-r1-qwen", "qwen35"};
 }
 
 PreTokenizer PreTokenizer::for_gguf(const std::string& name) {
@@ -189,6 +192,9 @@ PreTokenizer PreTokenizer::for_gguf(const std::string& name) {
     pt.add(byte_level_step(false, false));
   } else if (name == "qwen2" || name == "deepseek-r1-qwen") {
     pt.add(split_step(kQwen2SplitRegex, false, Behavior::Isolated, false));
+    pt.add(byte_level_step(false, false));
+  } else if (name == "qwen35") {
+    pt.add(split_step(kQwen35SplitRegex, false, Behavior::Isolated, false));
     pt.add(byte_level_step(false, false));
   } else {
     std::string known;

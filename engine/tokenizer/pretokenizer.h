@@ -19,6 +19,7 @@ namespace llmctl {
 extern const char* const kGpt2SplitRegex;
 extern const char* const kLlama3SplitRegex;
 extern const char* const kQwen2SplitRegex;
+extern const char* const kQwen35SplitRegex;
 
 class PreTokenizer {
  public:
