@@ -176,14 +176,14 @@ PreTokenizer PreTokenizer::from_hf_json(const json& j) {
 
 std::vector<std::string> PreTokenizer::gguf_names() {
   return {"default", "gpt2", "gpt-2", "smollm", "llama-bpe", "llama3", "llama-v3", "qwen2",
-          "deepseek-r1-qwen", "qwen35"};
+          "deepseek-r1-qwen", "qwen35", "starcoder", "refact", "command-r", "mpt", "deepseek-coder"};
 }
 
 PreTokenizer PreTokenizer::for_gguf(const std::string& name) {
   PreTokenizer pt;
-  if (name == "default" || name == "gpt2" || name == "gpt-2" || name.empty()) {
+  if (name == "default" || name == "gpt2" || name == "gpt-2" || name == "mpt" || name.empty()) {
     pt.add(byte_level_step(false, true));
-  } else if (name == "smollm") {
+  } else if (name == "smollm" || name == "starcoder" || name == "refact" || name == "command-r") {
     // SmolLM's tokenizer.json: Sequence[Digits(individual_digits), ByteLevel(use_regex)].
     pt.add(digits_step(true));
     pt.add(byte_level_step(false, true));
@@ -192,6 +192,12 @@ PreTokenizer PreTokenizer::for_gguf(const std::string& name) {
     pt.add(byte_level_step(false, false));
   } else if (name == "qwen2" || name == "deepseek-r1-qwen") {
     pt.add(split_step(kQwen2SplitRegex, false, Behavior::Isolated, false));
+    pt.add(byte_level_step(false, false));
+  } else if (name == "deepseek-coder") {
+    // llama.cpp's sequence for it: each split applied to the pieces the previous ones left.
+    for (const char* re : {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+                           R"(\p{N})"})
+      pt.add(split_step(re, false, Behavior::Isolated, false));
     pt.add(byte_level_step(false, false));
   } else if (name == "qwen35") {
     pt.add(split_step(kQwen35SplitRegex, false, Behavior::Isolated, false));

@@ -15,9 +15,10 @@ import sys
 build = sys.argv[1]
 home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 MODELS = os.path.join(os.environ.get("LLAMA_CPP_DIR", os.path.join(home, "llama.cpp")), "src", "models")
-# The vocabularies of the families llmctl runs (Llama 1-3, SmolLM2, Mistral, Qwen2/2.5/3, Phi-3), and the
-# other ones it reads (GPT-2; Qwen3.5's, whose models llmctl does not run yet).
-REQUIRED = {"llama-bpe", "llama-spm", "qwen2", "qwen35", "phi-3", "gpt-2"}
+# The vocabularies of the families llmctl runs (Llama 1-3, SmolLM2, Mistral, Qwen2/2.5/3, Phi-3, DeepSeek-Coder
+# as a Llama), and two it reads for models it does not run yet (GPT-2's, Qwen3.5's). Any other vocabulary
+# that loads must match too.
+REQUIRED = {"llama-bpe", "llama-spm", "qwen2", "qwen35", "phi-3", "gpt-2", "deepseek-coder"}
 files = sorted(f for f in glob.glob(os.path.join(MODELS, "ggml-vocab-*.gguf"))
                if os.path.exists(f + ".inp") and os.path.exists(f + ".out"))
 if not files:
