@@ -233,7 +233,6 @@ Value ordered_filter(const std::string& name, const Value& seq, Args& a) {
   return items[best];
 }
 
-
 }  // namespace
 
 std::string checked_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
