@@ -355,12 +355,12 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     ck.notes.push_back(g->path() + ": linear weights of types with no group-affine form the quantized kernels run (" +
                        types + ") are loaded dense (dequantized to f32)");
   }
-  for (auto& [name, t] : ck.tensors) {
-    if (!permuted) break;
-    const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
-    const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
-    if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);
-  }
+  if (permuted)  // Qwen's q/k rows are stored in HF order
+    for (auto& [name, t] : ck.tensors) {
+      const bool q = name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias");
+      const bool k = name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias");
+      if (q || k) t = gguf_unpermute_qk(t, q ? ck.config.num_heads : ck.config.num_kv_heads);
+    }
   const DType emb = ck.has("model.embed_tokens.weight") ? ck.get("model.embed_tokens.weight").dtype : DType::F32;
   ck.config.torch_dtype = emb == DType::F16 ? "float16" : emb == DType::BF16 ? "bfloat16" : "float32";
   ck.gguf = std::move(g);

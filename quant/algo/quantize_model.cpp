@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -336,14 +337,12 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // Every tensor the model reads is written, dense or as its packed module: a family part this
   // writer does not know is an error here, not a checkpoint that fails to load later.
+  std::set<std::string> written;
+  for (const auto& [name, t] : out) written.insert(name);
   for (const WeightSpec& s : llama_tensor_specs(c)) {
     const std::string module = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
-    const auto written = [&](const std::string& n) {
-      return std::binary_search(out.begin(), out.end(), std::pair<std::string, Tensor>{n, Tensor{}},
-                                [](const auto& a, const auto& b) { return a.first < b.first; });
-    };
-    LLM_CHECK(written(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
-              written(module + "." + quantized_marker_suffix(layout)))
+    LLM_CHECK(written.count(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
+              written.count(module + "." + quantized_marker_suffix(layout)))
         << "quantize wrote no tensor for '" << s.name << "' of " << c.architecture;
   }
   const ShardedWrite w = write_sharded_safetensors(part.string(), out, 2000000000);

@@ -341,6 +341,11 @@ void jinja_seeds() {
        "{{ messages[-1]['content'][1:5] | replace('a', 'b') | title }}{{ '  x ' | trim | center(9) }}"
        "{{ (1, 2) + (3,) }}{{ 7 // 2 }}{{ 2 ** 10 }}{{ none is none }}{{ 'abc' | reverse | join }}"
        "{{ messages | map(attribute='role') | unique | list }}{{ messages | selectattr('role', 'equalto', 'user') | list | length }}");
+  // str.format, Markup + str, filters over none (the paths real templates needed).
+  seed("jinja", "format_markup.jinja",
+       "{{ '<t{}>{{}}{0!r}'.format(messages[0].role) }}{{ '{a}-{b!s}'.format(a=1, b=none) }}"
+       "{{ 'x<'|safe + messages[0].content }}{{ (messages[0].content|e) + '&' }}"
+       "{{ none|selectattr('type', 'equalto', 'x')|list }}{{ none|map(attribute='a')|list }}{{ none|reject|list }}");
 }
 
 void request_seeds() {
