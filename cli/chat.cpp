@@ -5,7 +5,6 @@
 // streamed, /commands, Ctrl-C stops a reply, Ctrl-D quits. Otherwise (a pipe or a file): one turn per
 // input line, each reply on stdout ending with a newline, no decorations; notes and per-turn stats
 // go to stderr in both modes, so stdout holds only replies.
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <langinfo.h>
 #include <string>
 
@@ -23,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/sigint_input.h"
 #include "engine/chat/chat_session.h"
 #include "engine/core/error.h"
 #include "engine/core/utf8.h"
@@ -40,61 +39,68 @@ struct ChatArgs {
   uint64_t seed = 0;
 };
 
-// Set by SIGINT; the engine loop reads it between steps (ChatSession::turn's stop flag).
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
-
-extern "C" void on_sigint(int) { g_interrupted.store(true, std::memory_order_relaxed); }
-
-// Without SA_RESTART while reading a line, so that a blocking read() returns EINTR and Ctrl-C at the
-// prompt is seen at once (Linux delivers a process-directed signal to the main thread when it does
-// not block it, and the engine's threads are idle then); with SA_RESTART while a reply runs, so
-// that writes to the terminal are not cut short.
-void set_sigint_handler(bool restart) {
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = restart ? SA_RESTART : 0;
-  sigaction(SIGINT, &sa, nullptr);
-}
-
 enum class ReadStatus { Line, Eof, Interrupted };
 
-// One input line: libedit's readline on a terminal (when built with it), std::getline otherwise.
+// Set while a LineReader exists: libedit reads its keys through it (rl_getc_function).
+SigintInput* g_input = nullptr;
+
+#ifdef LLMCTL_HAVE_LIBEDIT
+// One key as a code point: libedit takes what this returns as a wchar_t, so UTF-8 is decoded here
+// (a malformed sequence is U+FFFD). EOF ends readline() with NULL; the interrupted flag tells a
+// Ctrl-C from the end of the input.
+extern "C" int read_key_for_libedit(FILE*) {
+  int c = g_input->next_byte();
+  if (c < 0x80) return c < 0 ? EOF : c;
+  const int extra = c >= 0xF0 && c < 0xF5 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 && c < 0xE0 ? 1 : 0;
+  if (extra == 0) return 0xFFFD;
+  int cp = c & (0x3F >> extra);
+  for (int i = 0; i < extra; ++i) {
+    c = g_input->next_byte();
+    if (c < 0) return EOF;
+    if ((c & 0xC0) != 0x80) {
+      g_input->unread();  // the byte that ended the sequence is a key of its own
+      return 0xFFFD;
+    }
+    cp = cp << 6 | (c & 0x3F);
+  }
+  const int min = extra == 1 ? 0x80 : extra == 2 ? 0x800 : 0x10000;
+  return cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) ? 0xFFFD : cp;
+}
+#endif
+
+// One input line: libedit's readline on a terminal (when built with it), plain lines otherwise;
+// a Ctrl-C while waiting is ReadStatus::Interrupted (sigint_input.h says why the wait needs a pipe).
 // The prompt and the echo go to stdout, or to stderr when stdout is not a terminal (`chat > log`).
 class LineReader {
  public:
   explicit LineReader(bool interactive)
       : interactive_(interactive), term_(isatty(STDOUT_FILENO) ? stdout : stderr) {
+    g_input = &input_;
 #ifdef LLMCTL_HAVE_LIBEDIT
     if (interactive_) {
       rl_readline_name = "llmctl";  // for ~/.editrc bindings
       rl_outstream = term_;
+      rl_getc_function = read_key_for_libedit;  // before the first readline(), which installs it
       // rl_catch_signals stays on: libedit's handlers put the terminal back in its normal mode on
-      // SIGINT, SIGTERM, SIGTSTP, ..., then pass the signal on (SIGINT to on_sigint).
+      // SIGINT, SIGTERM, SIGTSTP, ..., then pass the signal on (SIGINT to SigintInput's handler).
       // libedit decodes keys through the locale: without a UTF-8 one, non-ASCII input is lost.
       std::setlocale(LC_CTYPE, "");
       if (std::strcmp(nl_langinfo(CODESET), "UTF-8") != 0) std::setlocale(LC_CTYPE, "C.UTF-8");
     }
 #endif
   }
+  ~LineReader() { g_input = nullptr; }
 
   FILE* term() const { return term_; }
+  std::atomic<bool>& interrupted() { return input_.interrupted(); }
+  // From here on, a Ctrl-C belongs to the coming read or reply.
+  void clear_interrupt() { input_.clear(); }
 
   ReadStatus read(std::string& line) {
-    set_sigint_handler(/*restart=*/false);
-    ReadStatus st = read_line(line);
-    set_sigint_handler(/*restart=*/true);
-    if (st == ReadStatus::Line && !line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
-    return st;
-  }
-
- private:
-  ReadStatus read_line(std::string& line) {
 #ifdef LLMCTL_HAVE_LIBEDIT
     if (interactive_) {
       char* l = readline("> ");
-      if (!l) return g_interrupted.load() ? ReadStatus::Interrupted : ReadStatus::Eof;  // EINTR or EOF
+      if (!l) return input_.interrupted().load() ? ReadStatus::Interrupted : ReadStatus::Eof;
       line.assign(l);
       std::free(l);
       if (!line.empty()) add_history(line.c_str());
@@ -105,15 +111,15 @@ class LineReader {
       std::fputs("> ", term_);
       std::fflush(term_);
     }
-    if (std::getline(std::cin, line)) return ReadStatus::Line;
-    if (!g_interrupted.load()) return ReadStatus::Eof;
-    std::cin.clear();  // the read was interrupted (EINTR): not the end of the input
-    std::clearerr(stdin);
-    return ReadStatus::Interrupted;
+    const int r = input_.read_line(line);
+    if (r == SigintInput::kInterrupted) return ReadStatus::Interrupted;
+    return r == SigintInput::kEof ? ReadStatus::Eof : ReadStatus::Line;
   }
 
+ private:
   bool interactive_;
   FILE* term_;
+  SigintInput input_;
 };
 
 void note(const std::string& text) {
@@ -173,7 +179,7 @@ int repl(ChatSession& session, bool interactive) {
   // A line was refused: without a terminal, the exit status says so (a terminal's user saw it).
   bool refused = false;
   for (;;) {
-    g_interrupted.store(false);  // a Ctrl-C from here on stops the coming reply
+    reader.clear_interrupt();  // a Ctrl-C from here on stops the coming reply
     std::string line;
     const ReadStatus rs = reader.read(line);
     if (rs == ReadStatus::Eof) {
@@ -202,7 +208,7 @@ int repl(ChatSession& session, bool interactive) {
             std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
           },
-          g_interrupted);
+          reader.interrupted());
       std::fputc('\n', stdout);  // every reply ends with a newline (an interrupted one too)
       std::clearerr(stdout);
       print_turn_stats(st);
