@@ -194,9 +194,10 @@ class Backend {
     write_kv(qkv, b, num_q_heads, num_kv_heads, cache);
   }
   // out[T, Hq*D]: causal attention of each new token's q over its sequence's cache (positions <= its
-  // own), GQA: query head h reads kv head h / (Hq / Hkv).
+  // own; with window > 0, only positions > its own - window), GQA: query head h reads kv head
+  // h / (Hq / Hkv).
   virtual void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
-                         int num_kv_heads, float scale, Tensor& out) = 0;
+                         int num_kv_heads, float scale, Tensor& out, int window = 0) = 0;
   // out[T,I] = silu(gate_up[:, :I]) * gate_up[:, I:]        gate_up [T, 2I]
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[R, C] = x[rows[r], :]

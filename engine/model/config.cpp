@@ -1,5 +1,6 @@
 #include "engine/model/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -120,24 +121,39 @@ void parse_rope(const json& j, ModelConfig& c) {
   if (old_scaling) c.rope_scaling = parse_rope_object(j["rope_scaling"], "rope_scaling");
 }
 
-// Qwen2/Qwen3 under transformers 5 list each layer's attention kind. Full attention everywhere is
-// what llmctl runs; a sliding layer takes the config's window (make_llama_model refuses a window
-// shorter than the context it is asked to run).
-void parse_layer_types(const json& j, ModelConfig& c) {
-  if (!j.contains("layer_types") || j["layer_types"].is_null()) return;
-  const json& t = j["layer_types"];
-  LLM_REQUIRE(t.is_array() && int64_t(t.size()) == c.num_layers)
-      << "config.json: layer_types must list one entry for each of the " << c.num_layers << " layers";
-  bool sliding = false;
-  for (const json& e : t) {
-    LLM_REQUIRE(e == "full_attention" || e == "sliding_attention")
-        << "config.json: layer type " << e.dump() << " is not supported (full_attention, sliding_attention)";
-    sliding |= e == "sliding_attention";
-  }
-  if (!sliding) return;
-  const int window = get_int_or(j, "sliding_window", 0);
-  LLM_REQUIRE(window > 0) << "config.json: layer_types names sliding_attention layers but sliding_window is not set";
+// Which layers slide. transformers 5 lists each layer's kind (layer_types); before it, Qwen2 slid
+// the layers from max_window_layers on, and Mistral every layer. `window` is the config's
+// effective window (0: none); a sliding layer without one is refused, as transformers fails there.
+void parse_sliding_layers(const json& j, const Architecture& info, int window, ModelConfig& c) {
+  LLM_REQUIRE(window >= 0) << "model config: sliding_window must not be negative, got " << window;
   c.sliding_window = window;
+  c.sliding_layers.clear();
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& t = j["layer_types"];
+    LLM_REQUIRE(t.is_array() && int64_t(t.size()) == c.num_layers)
+        << "config.json: layer_types must list one entry for each of the " << c.num_layers << " layers";
+    bool any = false;
+    for (const json& e : t) {
+      LLM_REQUIRE(e == "full_attention" || e == "sliding_attention")
+          << "config.json: layer type " << e.dump() << " is not supported (full_attention, sliding_attention)";
+      c.sliding_layers.push_back(e == "sliding_attention");
+      any |= c.sliding_layers.back();
+    }
+    LLM_REQUIRE(!any || window > 0) << "config.json: layer_types names sliding_attention layers but no sliding_window "
+                                       "applies (sliding_window unset, or use_sliding_window false)";
+  } else if (window > 0 && !info.sliding_window_by_default) {  // Qwen2 before transformers 5
+    const int first = get_int_or(j, "max_window_layers", 28);
+    for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l >= first);
+  }
+  bool any = false;
+  for (bool b : c.sliding_layers) any |= b;
+  if (window <= 0 || (!c.sliding_layers.empty() && !any)) {  // no layer slides
+    c.sliding_window = 0;
+    c.sliding_layers.clear();
+  } else if (!c.sliding_layers.empty() && std::find(c.sliding_layers.begin(), c.sliding_layers.end(), false) ==
+                                               c.sliding_layers.end()) {
+    c.sliding_layers.clear();  // every layer slides
+  }
 }
 
 // The double with the shortest decimal form that rounds to f: 1e-5f is written as 1e-05, not as
@@ -185,9 +201,9 @@ ModelConfig parse_hf_config(const json& j) {
   LLM_REQUIRE(!get_bool_or(j, "mlp_bias", false)) << "config.json: mlp_bias is not supported (llmctl's MLP has no biases)";
   // Qwen2 writes a sliding_window that applies only with use_sliding_window (default false);
   // Mistral's applies whenever it is set (null: none).
-  if (get_bool_or(j, "use_sliding_window", info->sliding_window_by_default))
-    c.sliding_window = get_int_or(j, "sliding_window", 0);
-  parse_layer_types(j, c);
+  const int window =
+      get_bool_or(j, "use_sliding_window", info->sliding_window_by_default) ? get_int_or(j, "sliding_window", 0) : 0;
+  parse_sliding_layers(j, *info, window, c);
   refuse_unknown_config_fields(j, c.architecture);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
@@ -214,6 +230,8 @@ void ModelConfig::validate() const {
   in_range(vocab_size, kMaxVocabSize, "vocab_size");
   in_range(max_position_embeddings, L::kMaxPositions, "max_position_embeddings");
   LLM_REQUIRE(sliding_window >= 0) << "model config: sliding_window must not be negative, got " << sliding_window;
+  LLM_REQUIRE(sliding_layers.empty() || int64_t(sliding_layers.size()) == num_layers)
+      << "model config: " << sliding_layers.size() << " sliding-layer flags for " << num_layers << " layers";
   LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
                                              << ") is not a multiple of num_key_value_heads (" << num_kv_heads << ")";
   LLM_REQUIRE(head_dim % 2 == 0) << "model config: head_dim " << head_dim << " must be even for rotary embeddings";
@@ -280,7 +298,13 @@ json ModelConfig::to_hf_json() const {
     }
     j["rope_scaling"] = s;
   }
-  if (sliding_window > 0) j["sliding_window"] = sliding_window;
+  if (sliding_window > 0) {
+    j["sliding_window"] = sliding_window;
+    j["use_sliding_window"] = true;  // Qwen2 reads the window only with it
+    json types = json::array();
+    for (int l = 0; l < num_layers; ++l) types.push_back(layer_window(l) > 0 ? "sliding_attention" : "full_attention");
+    if (!sliding_layers.empty()) j["layer_types"] = types;
+  }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
   j["hidden_act"] = "silu";

@@ -56,7 +56,11 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3; from the architecture)
-  int sliding_window = 0;       // attention window in tokens (Mistral); 0: none, attention reads all
+  // Sliding-window attention: a token at position p reads keys (p - sliding_window, p] on the
+  // sliding layers. sliding_window 0: none, every layer reads the whole context. sliding_layers:
+  // which layers slide ([num_layers]; empty: all of them, as Mistral's).
+  int sliding_window = 0;
+  std::vector<bool> sliding_layers;
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";
@@ -70,6 +74,11 @@ struct ModelConfig {
   // consistent (GQA ratio, even head_dim, token ids in the vocabulary); throws InputError giving
   // the numbers.
   void validate() const;
+  // The attention window of layer `layer` (0: the whole context).
+  int layer_window(int layer) const {
+    if (sliding_window <= 0) return 0;
+    return sliding_layers.empty() || sliding_layers[size_t(layer)] ? sliding_window : 0;
+  }
   nlohmann::json to_hf_json() const;  // config.json as transformers writes it
 };
 

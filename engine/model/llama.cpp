@@ -7,14 +7,6 @@
 
 namespace llmctl {
 
-void check_llama_context(const ModelConfig& c, int context) {
-  LLM_REQUIRE(c.sliding_window <= 0 || c.sliding_window >= context)
-      << c.architecture << " with sliding_window " << c.sliding_window << " cannot run a context of " << context
-      << " tokens: llmctl has no sliding-window attention, and past the window its outputs would be wrong (limit the "
-         "context to "
-      << c.sliding_window << " tokens, e.g. llmctl serve --max-model-len " << c.sliding_window << ")";
-}
-
 void check_llama_supported(const ModelConfig& c) {
   // HF Llama's attention_bias also puts a bias on o_proj; Qwen2's is on q/k/v only, which is all
   // this family adds.
@@ -44,7 +36,6 @@ class LlamaModel final : public Model {
   Backend& backend() const override { return backend_; }
   DType weight_dtype() const override { return w_.weight_dtype; }
   std::vector<WeightSpec> weight_specs() const override { return llama_tensor_specs(config_); }
-  void check_context(int context) const override { check_llama_context(config_, context); }
   std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
   int kv_heads() const override { return num_kv_heads(); }
   int num_local_layers() const override { return int(w_.layers.size()); }

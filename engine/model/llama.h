@@ -1,5 +1,6 @@
-// The Llama family (LlamaForCausalLM, Qwen2ForCausalLM with qkv bias, MistralForCausalLM without
-// an active sliding window; SmolLM2 and TinyLlama are Llamas): a decoder composed of the shared
+// The Llama family (LlamaForCausalLM, Qwen2ForCausalLM with qkv bias, Qwen3ForCausalLM with q/k
+// norms, MistralForCausalLM; sliding windows on the layers the config names; SmolLM2 and TinyLlama
+// are Llamas): a decoder composed of the shared
 // blocks in engine/model/layers/. Made through the registry (engine/model/registry.h).
 #pragma once
 #include <memory>
@@ -40,11 +41,6 @@ struct LlamaWeights {
 // the shapes do not divide. The one place a Llama-family model reads a checkpoint.
 LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
                                 const ParallelContext& par = {});
-
-// Throws InputError when a Llama-family config cannot run `context` tokens: a sliding window
-// shorter than the context (llmctl's attention reads the whole context, so it would be silently
-// wrong past the window).
-void check_llama_context(const ModelConfig& c, int context);
 
 // Throws InputError for a Llama-family config with a part the family does not implement (an o_proj
 // bias: HF Llama's attention_bias).

@@ -45,9 +45,11 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
   w.vocab_begin = int64_t(c.vocab_size) / kWorld * kRank;
   const std::vector<int> kv_heads = local_kv_heads(c.num_kv_heads, kRank, kWorld);
   w.layers.resize(size_t(last - first));  // this pipeline stage's
-  for (LlamaWeights::Layer& L : w.layers) {
-    L.attention.num_q_heads = c.num_heads / kWorld;
-    L.attention.num_kv_heads = int(kv_heads.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    AttentionBlock& a = w.layers[i].attention;
+    a.num_q_heads = c.num_heads / kWorld;
+    a.num_kv_heads = int(kv_heads.size());
+    a.window = c.layer_window(first + int(i));
   }
   bool have_embed = false;
   // A tied table the checkpoint also keeps quantized as the lm_head: embed_is_lm_head when the

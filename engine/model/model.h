@@ -68,9 +68,9 @@ class Model {
   virtual int kv_heads() const { return config().num_kv_heads; }
   // Layers this rank runs, and so holds KV for: config().num_layers, or its pipeline stage's share.
   virtual int num_local_layers() const { return config().num_layers; }
-  // Throws InputError when the model cannot run `context` tokens exactly (e.g. a sliding window
-  // shorter than the context: llmctl's attention reads the whole context).
-  virtual void check_context(int context) const = 0;
+  // Throws InputError when the model cannot run `context` tokens exactly (a family whose attention
+  // reads less than the context would say so here). Default: every context runs.
+  virtual void check_context(int context) const { (void)context; }
   // The checkpoint's calibrated fp8 KV cache scales, one KvScales per layer (of this rank's
   // kv_heads()); empty when it has none.
   virtual std::vector<KvScales> kv_scales() const { return {}; }

@@ -19,8 +19,7 @@ std::string names(const char* Architecture::*field) {
 }  // namespace
 
 const std::vector<Architecture>& architectures() {
-  // Mistral without a sliding window shorter than the context is a Llama (make_llama_model's
-  // check_context refuses the rest); Qwen2 is a Llama with q/k/v biases; Qwen3 one with a norm on
+  // Mistral is a Llama whose layers slide by default; Qwen2 is a Llama with q/k/v biases; Qwen3 one with a norm on
   // each head of q and k. llama.cpp writes Mistral as "llama"; it keeps Qwen's q/k rows as they are.
   static const std::vector<Architecture> kArchitectures = {
       {"LlamaForCausalLM", "llama", "llama", false, false, false, true, &make_llama_model},

@@ -3,7 +3,8 @@
 // Inputs: qkv [T, (Hq + 2*Hkv) * D] (only the q part is read: the cache already holds this step's k
 // and v), k_cache / v_cache [NB, B, Hkv, D], out [T, Hq*D], all in `dtype` (f16 or bf16; f32
 // accumulation), except a quantized cache, read in place (kv_storage below). Sequence s owns tokens [query_start[s], query_start[s+1]); token t at position p
-// attends to cache positions 0..p of its sequence, located through block_table[s, p / B] * B + p % B.
+// attends to cache positions 0..p of its sequence (with a sliding window W: max(0, p - W + 1)..p),
+// located through block_table[s, p / B] * B + p % B.
 // Query head h reads kv head h / (Hq / Hkv). Head dims 64 and 128; any block size.
 //
 // Two kernels share a step, chosen per sequence by how many new tokens it has:
@@ -43,6 +44,7 @@ struct AttentionParams {
   const int32_t* block_table = nullptr;  // [S, max_blocks_per_seq]
   int num_seqs = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16, max_blocks_per_seq = 0;
   float scale = 1.f;
+  int window = 0;  // > 0: sliding-window attention, a token at p reads positions (p - window, p] only
   // Host-side facts about the batch (from the BatchPlan) that size the grids:
   int max_query_len = 0;    // most new tokens of one sequence
   int max_context_len = 0;  // >= max position + 1 over all tokens

@@ -43,8 +43,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
     q0 = p.query_start[s];
     if (p.query_start[s + 1] - q0 != 1) return;  // prefill sequences use the prefill kernel
   }
+  // Keys [first, kv_len): the whole context, or a sliding window's last p.window; partitions are
+  // counted from `first`.
   const int kv_len = p.positions[q0] + 1;
-  const int start = blockIdx.x * part_len;
+  const int first = p.window > 0 ? max(0, kv_len - p.window) : 0;
+  const int start = first + blockIdx.x * part_len;
   if (start >= kv_len) return;
   const int n = min(part_len, kv_len - start);
 
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
 
   // One partition for this row: the output as is. Several: partials to the workspace; the row's
   // last block to finish (counted in split_counters) merges them, so no second kernel is needed.
-  const int row_parts = (kv_len + part_len - 1) / part_len;
+  const int row_parts = (kv_len - first + part_len - 1) / part_len;
   const int rows = decode_rows(p);
   float* ws_m = p.workspace + int64_t(rows) * Hq * num_parts * D;
   float* ws_l = ws_m + int64_t(rows) * Hq * num_parts;

@@ -86,7 +86,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
   const float sl2 = p.scale * kLog2e;
   const int r0 = warp * 16;
 
-  for (int n0 = 0; n0 < kv_end; n0 += BN) {
+  // A sliding window: keys before the first row's window are skipped (rows are in position order;
+  // a later row's earlier keys are masked below).
+  const int kv_begin = p.window > 0 ? max(0, qpos_s[0] - p.window + 1) / BN * BN : 0;
+  for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
     // K and V tiles; keys past kv_end are zero (their probabilities are 0, and 0 * garbage may be NaN).
     for (int k = tid; k < BN * VPR; k += kThreads) {
       const int j = k / VPR, c = (k % VPR) * 8, pos = n0 + j;
@@ -127,16 +130,19 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
     for (int rr = 0; rr < 16; ++rr) {
       const int r = r0 + rr, qp = qpos_s[r];
       float v0 = S_s[r * L::LDS + lane] * sl2, v1 = S_s[r * L::LDS + lane + 32] * sl2;
-      if (n0 + lane > qp) v0 = -INFINITY;
-      if (n0 + lane + 32 > qp) v1 = -INFINITY;
+      const int lo = p.window > 0 ? qp - p.window : -1;  // keys <= lo are outside the window
+      if (n0 + lane > qp || n0 + lane <= lo) v0 = -INFINITY;
+      if (n0 + lane + 32 > qp || n0 + lane + 32 <= lo) v1 = -INFINITY;
       const float m_old = m_s[r];
-      // Finite: key 0 is never masked and tiles run in order, so the first tile sets a finite max.
+      // -inf while every key so far was masked (only under a window: without one, key 0 never is);
+      // the exponents then use 0, so the masked keys weigh exactly 0, never NaN.
       const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-      const T p0 = from_f32<T>(exp2f(v0 - m_new)), p1 = from_f32<T>(exp2f(v1 - m_new));
+      const float m_exp = m_new == -INFINITY ? 0.f : m_new;
+      const T p0 = from_f32<T>(exp2f(v0 - m_exp)), p1 = from_f32<T>(exp2f(v1 - m_exp));
       P_s[r * L::LDP + lane] = p0;
       P_s[r * L::LDP + lane + 32] = p1;
       const float rs = warp_sum(to_f32(p0) + to_f32(p1));  // sum what P V will use
-      const float alpha = exp2f(m_old - m_new);          // 0 on the first tile
+      const float alpha = exp2f(m_old - m_exp);          // 0 on the first tile
       for (int d = lane; d < D; d += 32) O_s[r * L::LDO + d] *= alpha;
       __syncwarp();
       if (lane == 0) {

@@ -21,6 +21,7 @@ struct DenseLayer {
   Tensor input_norm, post_norm;      // [H]
   Tensor q, k, v, o, gate, up, down; // [N, K]
   Tensor q_bias, k_bias, v_bias;     // [N] (Qwen2) or empty
+  int window = 0;                    // the layer's sliding window (ModelConfig::layer_window)
 
   // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
   static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);

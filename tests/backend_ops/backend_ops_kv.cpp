@@ -83,8 +83,10 @@ void write_kv_case(Ctx& c, bool fused, int D, int Hq, int Hkv, int B, const std:
 }
 
 // Attention alone: a random cache in which the step's own k/v rows equal those of qkv (so the
-// result does not depend on whether a backend reads them from qkv or from the cache).
-void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs) {
+// result does not depend on whether a backend reads them from qkv or from the cache). window > 0:
+// sliding-window attention, a token at p reading keys (p - window, p].
+void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs,
+                    int window = 0) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
@@ -104,13 +106,14 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
   KvLayer cache{upload(k), upload(v)};
   DeviceBatch b = c.be.prepare_batch(plan);
   Tensor out = poisoned(c, c.act(), {T, Hq * D});
-  c.be.attention(qkv.dev, cache, b, Hq, Hkv, scale, out);
+  c.be.attention(qkv.dev, cache, b, Hq, Hkv, scale, out, window);
 
   std::vector<double> ref(size_t(T) * Hq * D), s, acc(static_cast<size_t>(D));
   for (int q = 0; q < plan.num_seqs(); ++q) {
     const int32_t* table = &plan.block_table[size_t(q) * plan.max_blocks_per_seq];
     for (int t = plan.query_start[size_t(q)]; t < plan.query_start[size_t(q) + 1]; ++t) {
       const int n = plan.positions[size_t(t)] + 1;  // causal: keys at positions <= its own
+      const int first = window > 0 ? std::max(0, n - window) : 0;
       s.assign(size_t(n), 0);
       for (int h = 0; h < Hq; ++h) {
         const size_t kvh = size_t(h / G);
@@ -118,14 +121,14 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
           return &cache_rows[((size_t(table[j / B]) * B + j % B) * Hkv + kvh) * D];
         };
         double m = -INFINITY, l = 0;
-        for (int j = 0; j < n; ++j) {
+        for (int j = first; j < n; ++j) {
           double dot = 0;
           for (int d = 0; d < D; ++d) dot += double(qkv.f[size_t(t) * W + size_t(h) * D + d]) * row(k, j)[d];
           s[size_t(j)] = dot * scale;
           m = std::max(m, s[size_t(j)]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < n; ++j) {
+        for (int j = first; j < n; ++j) {
           const double pj = std::exp(s[size_t(j)] - m);
           l += pj;
           for (int d = 0; d < D; ++d) acc[size_t(d)] += pj * row(v, j)[d];
@@ -135,8 +138,8 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
     }
   }
   char tag[160];
-  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d seqs %s", kind, D, Hq, Hkv, G, B,
-                seqs_str(seqs).c_str());
+  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d window %d seqs %s", kind, D, Hq, Hkv, G, B,
+                window, seqs_str(seqs).c_str());
   c.close(tag, to_vec(c, out), ref);
 }
 
@@ -187,6 +190,14 @@ void add_kv_cases(std::vector<OpCase>& t) {
                      attention_case(c, "decode", h.D, h.Hq, h.Hkv, B, kDecode);
                      attention_case(c, "mixed", h.D, h.Hq, h.Hkv, B, kMixed);
                    }});
+  // Sliding windows: shorter than a block, between blocks, and longer than some contexts; a window
+  // past the decode kernels' 32-key tiles and partitions (40, 99 keys).
+  for (int window : {5, 20, 40})
+    t.push_back({"attention", "sliding window " + std::to_string(window), [window](Ctx& c) {
+                   attention_case(c, "prefill", 64, 6, 2, 16, kPrefill, window);
+                   attention_case(c, "decode", 64, 6, 2, 16, kDecode, window);
+                   attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window);
+                 }});
   t.push_back({"copy_blocks", "copy-on-write of blocks", [](Ctx& c) {
                  copy_blocks_case(c, 2, 9, 16, 2, 64);
                  copy_blocks_case(c, 1, 6, 32, 1, 128);

@@ -92,7 +92,7 @@ QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv,
 // at their slots (the result must not depend on whether a backend reads them from qkv or from the
 // cache); the reference is plain double attention over the dequantized rows.
 void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, int Hkv, int B,
-                    const std::vector<Seq>& seqs) {
+                    const std::vector<Seq>& seqs, int window = 0) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
@@ -111,27 +111,28 @@ void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, 
   if (c.act() != DType::F32) qkv_dev = c.be.upload(c.be.to_host_f32(qkv_dev), c.act());
   DeviceBatch b = c.be.prepare_batch(plan);
   Tensor out = poisoned(c, c.act(), {T, Hq * D});
-  c.be.attention(qkv_dev, q.layer, b, Hq, Hkv, scale, out);
+  c.be.attention(qkv_dev, q.layer, b, Hq, Hkv, scale, out, window);
 
   std::vector<double> ref(size_t(T) * Hq * D), s, acc(static_cast<size_t>(D));
   for (int sq = 0; sq < plan.num_seqs(); ++sq) {
     const int32_t* table = &plan.block_table[size_t(sq) * plan.max_blocks_per_seq];
     for (int t = plan.query_start[size_t(sq)]; t < plan.query_start[size_t(sq) + 1]; ++t) {
       const int n = plan.positions[size_t(t)] + 1;
+      const int first = window > 0 ? std::max(0, n - window) : 0;  // a sliding window's first key
       s.assign(size_t(n), 0);
       for (int h = 0; h < Hq; ++h) {
         auto row = [&](const std::vector<float>& rows, int j) {
           return &rows[((size_t(table[j / B]) * B + j % B) * Hkv + size_t(h / G)) * D];
         };
         double m = -INFINITY, l = 0;
-        for (int j = 0; j < n; ++j) {
+        for (int j = first; j < n; ++j) {
           double dot = 0;
           for (int d = 0; d < D; ++d) dot += double(qkv[size_t(t) * W + size_t(h) * D + d]) * row(q.k, j)[d];
           s[size_t(j)] = dot * scale;
           m = std::max(m, s[size_t(j)]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < n; ++j) {
+        for (int j = first; j < n; ++j) {
           const double pj = std::exp(s[size_t(j)] - m);
           l += pj;
           for (int d = 0; d < D; ++d) acc[size_t(d)] += pj * row(q.v, j)[d];
@@ -141,8 +142,8 @@ void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, 
     }
   }
   char tag[160];
-  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d seqs %s", what, D, Hq, Hkv, B,
-                seqs_str(seqs).c_str());
+  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d window %d seqs %s", what, D, Hq, Hkv, B,
+                window, seqs_str(seqs).c_str());
   c.close(tag, to_vec(c, out), ref);
 }
 
@@ -255,6 +256,10 @@ void add_kv_quant_cases(std::vector<OpCase>& t) {
                      attention_case(c, kind, "decode", h.D, h.Hq, h.Hkv, 16, kDecode);
                      attention_case(c, kind, "mixed", h.D, h.Hq, h.Hkv, 32, kMixed);
                    }});
+    t.push_back({op, "attention, sliding window 20", [kind](Ctx& c) {
+                   attention_case(c, kind, "prefill", 64, 6, 2, 16, kPrefill, 20);
+                   attention_case(c, kind, "mixed", 128, 16, 2, 32, kMixed, 20);
+                 }});
     t.push_back({op, "copy_blocks with scales", [kind](Ctx& c) { copy_case(c, kind, 7, 16, 2, 64); }});
   }
 }

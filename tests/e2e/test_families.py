@@ -4,6 +4,11 @@
 convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
   tiny_qwen3  Qwen3ForCausalLM (an RMSNorm over each q and k head before rope; GGUF arch qwen3)
   tiny_qwen2  Qwen2ForCausalLM (q/k/v biases; GGUF arch qwen2, q/k rows not permuted)
+  tiny_mistral_swa  MistralForCausalLM, a 5-token sliding window on every layer (HF directory only)
+  tiny_qwen2_swa    Qwen2ForCausalLM with use_sliding_window: a 6-token window on layer 1 only
+The sliding windows are far shorter than the sequences, so every check below (TP, batch invariance,
+quantize's calibration) runs tokens past them; the batch check runs them with an int8 KV cache too
+(its sequences go through the dequantized path).
 Checks per model and source: top-20 log-probabilities within 1e-4 of transformers fp32 at every
 position of three sequences, 16-token greedy continuations identical; tensor parallel (TP=2 under
 mpirun, 2 KV heads) equal to one rank within 1e-4 with the same greedy tokens; `llmctl generate`
@@ -22,7 +27,7 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3", "qwen2"]
+FAMILIES = ["qwen3", "qwen2", "mistral_swa", "qwen2_swa"]
 TOL = 1e-4
 failures, passed = [], 0
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -67,23 +72,28 @@ for f in present:
     golden_path = os.path.join(FDIR, f"tiny_{f}_golden.json")
     golden = json.load(open(golden_path))
     hf, gguf = os.path.join(FDIR, f"tiny_{f}"), os.path.join(FDIR, f"tiny_{f}.gguf")
-    for model in (hf, gguf):
+    for model in (hf, gguf) if os.path.exists(gguf) else (hf,):
         compare(f"{os.path.basename(model)} vs transformers", golden, score(golden_path, model))
     if shutil.which("mpirun"):  # TP=2 splits the 4 query and 2 KV heads (and the q/k norms replicate)
         compare(f"tiny_{f} TP=2 vs transformers", golden, score(golden_path, hf, tp=2))
-    # batch invariance through llmctl's own engine, from the GGUF
-    with tempfile.TemporaryDirectory() as tmp:
-        prompts = os.path.join(tmp, "p.jsonl")
-        with open(prompts, "w") as fh:
-            for i, case in enumerate(golden["cases"] * 2):
-                fh.write(json.dumps({"prompt": case["input_ids"][: 5 + 3 * i], "max_tokens": 12, "temperature": 0}) + "\n")
-        outs = []
-        for n in ("6", "1"):
-            r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", gguf, "--device", "cpu", "-t", "2",
-                                "--prompts", prompts, "--max-num-seqs", n], capture_output=True, text=True, timeout=300)
-            check(r.returncode == 0, f"tiny_{f}.gguf generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
-            outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
-        check(len(outs[0]) == 6 and outs[0] == outs[1], f"tiny_{f}.gguf: 6 prompts batched give their tokens alone")
+    # batch invariance through llmctl's own engine, from the GGUF (or the directory)
+    source = gguf if os.path.exists(gguf) else hf
+    kv_dtypes = ["auto"] if os.path.exists(gguf) else ["auto", "int8"]
+    for kv in kv_dtypes:
+        with tempfile.TemporaryDirectory() as tmp:
+            prompts = os.path.join(tmp, "p.jsonl")
+            with open(prompts, "w") as fh:
+                for i, case in enumerate(golden["cases"] * 2):
+                    fh.write(json.dumps({"prompt": case["input_ids"][: 5 + 3 * i], "max_tokens": 12, "temperature": 0}) + "\n")
+            outs = []
+            name = f"{os.path.basename(source)} (KV {kv})"
+            for n in ("6", "1"):
+                r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", source, "--device", "cpu", "-t", "2",
+                                    "--kv-cache-dtype", kv, "--prompts", prompts, "--max-num-seqs", n],
+                                   capture_output=True, text=True, timeout=300)
+                check(r.returncode == 0, f"{name} generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
+                outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
+            check(len(outs[0]) == 6 and outs[0] == outs[1], f"{name}: 6 prompts batched give their tokens alone")
 
 # quantize: RTN writes every tensor the family reads (Qwen3's q/k norms were dropped once), and the
 # result loads and runs; GPTQ's calibration forward lacks the q/k norms and refuses them by name.

@@ -160,55 +160,73 @@ TEST_CASE("registry: half-supported variants are refused by name") {
   CHECK_NOTHROW(make_model(ck, *be));
 }
 
-TEST_CASE("Mistral: a sliding window shorter than the context is refused, otherwise it runs as a Llama") {
+TEST_CASE("sliding windows: which layers slide, in every spelling of the config") {
   json j = hf_json("MistralForCausalLM");
   j["sliding_window"] = 64;
   CHECK(parse_hf_config(j).sliding_window == 64);
+  CHECK(parse_hf_config(j).sliding_layers.empty());  // Mistral: every layer
+  CHECK(parse_hf_config(j).layer_window(1) == 64);
   CHECK(parse_hf_config(j).to_hf_json()["sliding_window"] == 64);
+  CHECK(!parse_hf_config(j).to_hf_json().contains("layer_types"));
   j["sliding_window"] = nullptr;
   CHECK(parse_hf_config(j).sliding_window == 0);
   j.erase("sliding_window");
   CHECK(parse_hf_config(j).sliding_window == 0);
-  // Qwen2 writes a window that applies only with use_sliding_window (default false).
+  // Qwen2 writes a window that applies only with use_sliding_window (default false), and then to
+  // the layers from max_window_layers (default 28) on.
   json q = hf_json("Qwen2ForCausalLM");
   q["sliding_window"] = 64;
   CHECK(parse_hf_config(q).sliding_window == 0);
   q["use_sliding_window"] = true;
-  CHECK(parse_hf_config(q).sliding_window == 64);
+  CHECK(parse_hf_config(q).sliding_window == 0);  // 2 layers, none from layer 28
+  q["max_window_layers"] = 1;
+  ModelConfig qc = parse_hf_config(q);
+  CHECK(qc.layer_window(0) == 0);
+  CHECK(qc.layer_window(1) == 64);
+  // Written back as transformers 5 writes it, and read again the same.
+  const json written = qc.to_hf_json();
+  CHECK(written["layer_types"] == json({"full_attention", "sliding_attention"}));
+  CHECK(written["use_sliding_window"] == true);
+  ModelConfig again = parse_hf_config(written);
+  CHECK(again.sliding_window == 64);
+  CHECK(again.sliding_layers == qc.sliding_layers);
+  // transformers 5's layer_types decides over max_window_layers; a sliding layer needs a window.
+  q["layer_types"] = {"sliding_attention", "full_attention"};
+  CHECK(parse_hf_config(q).layer_window(0) == 64);
+  CHECK(parse_hf_config(q).layer_window(1) == 0);
+  q["use_sliding_window"] = false;
+  CHECK_THROWS_WITH_AS(parse_hf_config(q), doctest::Contains("no sliding_window applies"), InputError);
+  q["layer_types"] = {"full_attention", "chunked_attention"};
+  CHECK_THROWS_WITH_AS(parse_hf_config(q), doctest::Contains("chunked_attention"), InputError);
   json neg = hf_json("MistralForCausalLM");
   neg["sliding_window"] = -1;
   CHECK_THROWS_WITH_AS(parse_hf_config(neg), doctest::Contains("sliding_window"), InputError);
+}
 
+TEST_CASE("Mistral: a sliding window runs at every context; a window at least the context is a Llama") {
   auto be = make_cpu_backend(1);
   ModelConfig c = tiny_config("MistralForCausalLM");
-  c.sliding_window = 64;  // context 256 by max_position_embeddings
+  c.sliding_window = 4;  // context 256 by max_position_embeddings
   Checkpoint ck = random_checkpoint(c, 5, 0.3f);
   std::unique_ptr<Model> m = make_model(ck, *be);
-  CHECK_THROWS_WITH_AS(m->check_context(256),
-                       doctest::Contains("MistralForCausalLM with sliding_window 64 cannot run a context of 256"),
-                       InputError);
-  CHECK_NOTHROW(m->check_context(64));
-  CHECK_NOTHROW(m->check_context(10));
-
-  // The engine refuses it at the context it would run, and accepts --max-context within the window.
+  CHECK_NOTHROW(m->check_context(256));
   LocalExecutor ex(*m);
   NumberTokenizer tok;
   EngineConfig ec;
   ec.num_blocks = 16;
-  CHECK_THROWS_WITH_AS(Engine(ex, tok, ec), doctest::Contains("sliding_window 64"), InputError);
-  ec.max_context = 64;
   Engine engine(ex, tok, ec);
-  CHECK(engine.max_context() == 64);
+  CHECK(engine.max_context() == 256);
 
   // A window at least the context (or none) is a plain Llama: the same outputs as the Llama
   // built from the same weights.
   c.sliding_window = 256;
   ck.config = c;
   std::unique_ptr<Model> wide = make_model(ck, *be);
-  CHECK_NOTHROW(wide->check_context(256));
   ck.config.architecture = "LlamaForCausalLM";
   ck.config.sliding_window = 0;
   std::unique_ptr<Model> llama = make_model(ck, *be);
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
   CHECK(last_logits(*wide, tokens) == last_logits(*llama, tokens));
+  // The 4-token window reads less than the 18 tokens: its last logits differ from the Llama's.
+  CHECK(last_logits(*m, tokens) != last_logits(*llama, tokens));
 }

@@ -213,7 +213,7 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
-                 Tensor& out) override {
+                 Tensor& out, int window = 0) override {
     const BatchPlan& plan = *b.plan;
     const int64_t D = cache.k.dim(3), W = qkv.dim(1);
     kernels::PagedKvView view{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.dim(1), hkv, D};
@@ -225,6 +225,9 @@ class CpuBackend final : public Backend {
     // does that; elsewhere each sequence goes to attention_dequantized.
     // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
     // own block from `exact[s]`, and a unit of four stays inside one block.
+    // A sliding window: a token past it (position >= window) reads keys from first_key(position)
+    // through the single-token f32 kernel (the in-place and four-token kernels read from key 0), so
+    // a quantized sequence with such a token goes to attention_dequantized.
     struct Unit {
       int32_t first, count, seq;
     };
@@ -233,22 +236,26 @@ class CpuBackend final : public Backend {
     std::vector<cpu::StepExactRows> exact(exact_seqs.empty() ? 0 : size_t(plan.num_seqs()));
     if (!exact_seqs.empty()) cpu::prepare_exact_rows(*cache.exact, exact_seqs, qkv.ptr<float>(), W, hq, exact);
     auto has_exact = [&](int s) { return !exact.empty() && exact[size_t(s)].k; };
+    auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
     std::vector<Unit> units;
     std::vector<int> copy_seqs;
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
-      if (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s))) {  // no in-place kernel
-        copy_seqs.push_back(s);
+      const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
+                                                                 plan.positions.begin() + q1)) > 0;
+      if (quant && (slides || !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
+        copy_seqs.push_back(s);  // no in-place kernel
         continue;
       }
       int t = q0;
       for (; t + 4 <= q1; t += 4) {
         if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B) break;
+        if (first_key(plan.positions[t + 3]) > 0) break;
         units.push_back({t, 4, s});
       }
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
-    if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, out);
+    if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, out);
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
@@ -279,7 +286,7 @@ class CpuBackend final : public Backend {
           if (quant)  // int8 / fp8 rows dequantized in registers
             kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of[j]);
           else
-            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
+            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j], first_key(pos[j]));
         }
       }
     });
@@ -369,7 +376,7 @@ class CpuBackend final : public Backend {
   // exact rows while its queries run.
   void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
                              const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
-                             int hkv, float scale, Tensor& out) {
+                             int hkv, float scale, int window, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
     const int32_t B = int32_t(cache.k.dim(1));
     const kernels::PagedKvQuantView qview = quant_view(cache, hkv);
@@ -395,8 +402,9 @@ class CpuBackend final : public Backend {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
           for (int64_t i = i0; i < i1; ++i) {
             const int64_t t = t0 + balanced_order(i / hq, t1 - t0), h = i % hq;
-            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, plan.positions[t],
-                                          h / group, scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+            const int32_t pos = plan.positions[t], first = window > 0 ? std::max(0, pos - window + 1) : 0;
+            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, pos, h / group, scale,
+                                          scratch.data(), out.ptr<float>() + t * hq * D + h * D, first);
           }
         });
       };

@@ -418,7 +418,7 @@ int* CudaBackend::attention_split_counters(size_t count) {
 }
 
 void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
-                            float scale, Tensor& out) {
+                            float scale, Tensor& out, int window) {
   check_device(qkv, "attention qkv");
   check_device(cache.k, "attention k cache");
   check_device(cache.v, "attention v cache");
@@ -459,6 +459,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   p.block_size = int(cache.k.dim(1));
   p.max_blocks_per_seq = plan.max_blocks_per_seq;
   p.scale = scale;
+  p.window = window;
   p.num_sms = num_sms_;
   for (int s = 0; s < p.num_seqs; ++s) {
     const int q = plan.query_start[s + 1] - plan.query_start[s];

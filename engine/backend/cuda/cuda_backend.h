@@ -103,7 +103,7 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
-                 float scale, Tensor& out) override;
+                 float scale, Tensor& out, int window = 0) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;

@@ -1,5 +1,6 @@
 // The attention block of a decoder layer: fused qkv linear (+ bias) -> (Qwen3: RMSNorm of each q
-// and k head) -> rope + write_kv into the paged cache -> paged causal attention (GQA) -> o projection.
+// and k head) -> rope + write_kv into the paged cache -> paged causal attention (GQA; a sliding
+// window on some families' layers) -> o projection.
 //
 //   x [T, H] -> qkv [T, (Hq + 2 Hkv) D] -> attn [T, Hq D] -> out [T, H]
 #pragma once
@@ -15,6 +16,7 @@ struct AttentionBlock {
   float qk_norm_eps = 1e-6f;
   LinearWeight o_proj;  // [H, Hq D]
   int num_q_heads = 0, num_kv_heads = 0;
+  int window = 0;  // sliding-window attention: keys (p - window, p] (0: the whole context)
 
   // qkv_buf and attn_buf are scratch of the step ([T, ...] views).
   void run(Backend& be, const AttentionPlan& plan, const RopeParams& rope, const Tensor& x, Tensor& qkv_buf,

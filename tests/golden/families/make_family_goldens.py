@@ -5,7 +5,10 @@ tiny_<family>_golden.json (what transformers computes from the HF directory in f
 log-probabilities at every position of three seeded sequences, 16-token greedy continuations).
 tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 
-Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases). Weights are drawn with std 0.3, and the
+Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases); sliding-window attention: Mistral with a
+5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
+max_window_layers 1), both far shorter than the 24- and 40-token sequences. The sliding ones have no
+GGUF: llama.cpp's converter writes no window for either. Weights are drawn with std 0.3, and the
 norm weights (1 + 0.3 N(0, 1)) and biases (0.3 N(0, 1)) too, so that every part moves the logits:
 transformers initialises norms to 1 and biases to 0, which would leave a missing q_norm or bias
 unseen. The byte-level 256-token tokenizer is tiny_model_util's; llama.cpp's converter does not know
@@ -20,7 +23,8 @@ import sys
 
 import torch
 import transformers
-from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
@@ -36,7 +40,12 @@ FAMILIES = {
     "qwen3": (Qwen3Config(**SMALL, head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
               Qwen3ForCausalLM),
     "qwen2": (Qwen2Config(**SMALL, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2ForCausalLM),
+    "mistral_swa": (MistralConfig(**SMALL, sliding_window=5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+                    MistralForCausalLM),
+    "qwen2_swa": (Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=6, max_window_layers=1,
+                              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2ForCausalLM),
 }
+NO_GGUF = {"mistral_swa", "qwen2_swa"}
 
 
 def convert_to_gguf(model_dir, out):
@@ -54,7 +63,10 @@ def convert_to_gguf(model_dir, out):
 
 
 def main():
+    only = set(os.environ.get("FAMILIES", "").split(",")) - {""}  # FAMILIES=a,b: remake only these
     for name, (cfg, cls) in FAMILIES.items():
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         cfg.architectures = [cls.__name__]
         model = cls(cfg).float().eval()
@@ -84,7 +96,8 @@ def main():
         with open(os.path.join(HERE, f"tiny_{name}_golden.json"), "w") as f:
             json.dump(golden, f, indent=None, separators=(",", ":"))
             f.write("\n")
-        convert_to_gguf(model_dir, os.path.join(HERE, f"tiny_{name}.gguf"))
+        if name not in NO_GGUF:
+            convert_to_gguf(model_dir, os.path.join(HERE, f"tiny_{name}.gguf"))
         print(name, golden["parameters"], "parameters", file=sys.stderr)
 
 
