@@ -160,7 +160,7 @@ Checkpoint random_8b_checkpoint(const Shape& sh, std::vector<uint16_t>& pool, st
   c.rms_norm_eps = 1e-5f;
   c.tie_word_embeddings = false;
   // Every tensor a view of the random pool (the embedding is the largest), norms of the ones.
-  for (const WeightSpec& spec : llama_tensor_specs(c))
+  for (const WeightSpec& spec : model_tensor_specs(c))
     ck.tensors[spec.name] = Tensor::view(spec.norm ? ones.data() : pool.data(), DType::BF16, spec.shape);
   return ck;
 }

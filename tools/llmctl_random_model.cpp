@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/model/llama_tensors.h"
 #include "engine/model/random_checkpoint.h"
+#include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
 
 using namespace llmctl;
@@ -48,7 +48,7 @@ int main(int argc, char** argv) try {
   c.validate();
   const Checkpoint ck = random_checkpoint(c, seed, stddev);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const WeightSpec& s : llama_tensor_specs(c))
+  for (const WeightSpec& s : model_tensor_specs(c))
     if (ck.has(s.name)) tensors.emplace_back(s.name, ck.get(s.name));
   fs::create_directories(out);
   const ShardedWrite w = write_sharded_safetensors(out.string(), tensors, 2000000000);

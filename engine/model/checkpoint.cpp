@@ -9,8 +9,8 @@
 #include "engine/core/json_bounded.h"
 #include "engine/model/finite_weights.h"
 #include "engine/model/gguf.h"
-#include "engine/model/gguf_llama.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/llama/gguf_llama.h"
+#include "engine/model/check_tensors.h"
 #include "engine/model/quantized_checkpoint.h"
 #include "engine/model/safetensors.h"
 
@@ -44,7 +44,7 @@ json read_json_file(const fs::path& p) { return read_json_file_bounded(p.string(
 // The tensors against the config and finite, then the notes (those of the readers, and tensors
 // accepted unused) to stderr.
 void check_tensors(Checkpoint& ck) {
-  for (std::string& n : check_llama_tensors(ck)) ck.notes.push_back(std::move(n));
+  for (std::string& n : check_checkpoint_tensors(ck)) ck.notes.push_back(std::move(n));
   refuse_non_finite_weights(ck);
   for (const std::string& n : ck.notes) std::cerr << "llmctl: note: " << n << "\n";
 }

@@ -74,7 +74,7 @@ struct LoadOptions {
 // Loads an HF directory (config.json + *.safetensors [+ index]) or a .gguf file.
 // Pickled .bin checkpoints are refused with a message that says why. Every JSON file is read with
 // the model-file limits (json_bounded.h) and every tensor is checked against the shape the config
-// implies (check_llama_tensors) before anything uses it. Throws InputError.
+// implies (check_checkpoint_tensors) before anything uses it. Throws InputError.
 Checkpoint load_checkpoint(const std::string& path, const LoadOptions& opts = {});
 
 // The checkpoint's ModelConfig alone (an HF directory's config.json, a GGUF file's metadata),

@@ -8,7 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/mapped_file.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
 #include "quant/format/checkpoint_layout.h"
 
@@ -105,7 +105,7 @@ void read_quantized_linears(Checkpoint& ck, const nlohmann::json& config_json, b
 
   // The dense shape of every linear the model reads, by module prefix.
   std::map<std::string, std::vector<int64_t>> linear_shapes;
-  for (const WeightSpec& s : llama_tensor_specs(ck.config)) {
+  for (const WeightSpec& s : model_tensor_specs(ck.config)) {
     const std::string suffix = ".weight";
     if (!s.norm && s.shape.size() == 2 && s.name.size() > suffix.size() &&
         s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0)

@@ -13,7 +13,7 @@ namespace llmctl {
 // If config_json has a quantization_config: parses it (an unknown or unsupported one is refused by
 // name, InputError) into ck.config.source_quantization, then replaces the packed tensors of each
 // quantized module ("<prefix>.weight_packed" ... / "<prefix>.qweight" ...) by "<prefix>.weight"
-// [N, K], with N and K from the shapes ck.config implies (llama_tensor_specs):
+// [N, K], with N and K from the shapes ck.config implies (model_tensor_specs):
 //   keep_quantized: a GroupAffineWeight in ck.quantized, or, for a weight with no group-affine form
 //                   (act-order g_idx with groups of unequal size: group_affine_from_quantized; an
 //                   even act-order one is kept, its columns permuted), dense f32 in ck.tensors with one

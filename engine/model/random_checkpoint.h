@@ -6,11 +6,10 @@
 #include <vector>
 
 #include "engine/model/checkpoint.h"
-#include "engine/model/llama_tensors.h"
 
 namespace llmctl {
 
-// Every tensor of llama_tensor_specs(c) in f32: N(0, stddev), norms 1 + N(0, stddev), drawn in
+// Every tensor of model_tensor_specs(c) in f32: N(0, stddev), norms 1 + N(0, stddev), drawn in
 // list order from std::mt19937(seed).
 Checkpoint random_checkpoint(const ModelConfig& c, uint32_t seed, float stddev);
 

@@ -1,7 +1,8 @@
 #include "engine/model/registry.h"
 
 #include "engine/core/error.h"
-#include "engine/model/llama.h"
+#include "engine/model/llama/llama.h"
+#include "engine/model/llama/llama_tensors.h"
 
 namespace llmctl {
 
@@ -22,10 +23,10 @@ const std::vector<Architecture>& architectures() {
   // Mistral is a Llama whose layers slide by default; Qwen2 is a Llama with q/k/v biases; Qwen3 one with a norm on
   // each head of q and k. llama.cpp writes Mistral as "llama"; it keeps Qwen's q/k rows as they are.
   static const std::vector<Architecture> kArchitectures = {
-      {"LlamaForCausalLM", "llama", "llama", false, false, false, true, &make_llama_model},
-      {"MistralForCausalLM", "mistral", nullptr, false, true, false, true, &make_llama_model},
-      {"Qwen2ForCausalLM", "qwen2", "qwen2", true, false, false, false, &make_llama_model},
-      {"Qwen3ForCausalLM", "qwen3", "qwen3", false, false, true, false, &make_llama_model},
+      {"LlamaForCausalLM", "llama", "llama", false, false, false, true, &make_llama_model, &llama_tensor_specs},
+      {"MistralForCausalLM", "mistral", nullptr, false, true, false, true, &make_llama_model, &llama_tensor_specs},
+      {"Qwen2ForCausalLM", "qwen2", "qwen2", true, false, false, false, &make_llama_model, &llama_tensor_specs},
+      {"Qwen3ForCausalLM", "qwen3", "qwen3", false, false, true, false, &make_llama_model, &llama_tensor_specs},
   };
   return kArchitectures;
 }
@@ -42,6 +43,10 @@ const Architecture& find_gguf_architecture(const std::string& gguf_name) {
     if (a.gguf_name && gguf_name == a.gguf_name) return a;
   throw InputError("GGUF architecture '" + gguf_name + "' is not supported (llmctl reads GGUF files of architecture " +
                    names(&Architecture::gguf_name) + ")");
+}
+
+std::vector<WeightSpec> model_tensor_specs(const ModelConfig& c) {
+  return find_architecture(c.architecture).tensor_specs(c);
 }
 
 std::unique_ptr<Model> make_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,

@@ -1,6 +1,7 @@
 // The architecture registry: HF `architectures[0]` (and GGUF `general.architecture`, mapped to it)
-// -> the family that runs it. A new family adds a row here and its own file; an architecture not
-// listed is refused by name, before any weight is read.
+// -> the family that runs it (a folder, engine/model/<family>/: its tensor list, weights and
+// forward). A new family adds a row here and its folder; an architecture not listed is refused by
+// name, before any weight is read.
 #pragma once
 #include <memory>
 #include <optional>
@@ -10,11 +11,14 @@
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
+#include "engine/model/weight_spec.h"
 #include "engine/parallel/parallel_context.h"
 
 namespace llmctl {
 
 using ModelFactory = std::unique_ptr<Model> (*)(const Checkpoint&, Backend&, std::optional<DType>, const ParallelContext&);
+// Every checkpoint tensor a config's model reads (HF names, shapes from the config).
+using TensorSpecs = std::vector<WeightSpec> (*)(const ModelConfig&);
 
 struct Architecture {
   const char* name;        // HF class name, e.g. "LlamaForCausalLM"
@@ -25,6 +29,7 @@ struct Architecture {
   bool qk_norm;            // an RMSNorm over each head of q and of k before rope (Qwen3)
   bool gguf_qk_permuted;   // llama.cpp's converter permuted the q/k rows (its non-NEOX rope models)
   ModelFactory make;
+  TensorSpecs tensor_specs;
 };
 
 // The registered architectures, in the order they are listed to users.
@@ -33,6 +38,10 @@ const std::vector<Architecture>& architectures();
 const Architecture& find_architecture(const std::string& hf_name);
 // The HF architecture a GGUF general.architecture is read as; throws InputError naming it.
 const Architecture& find_gguf_architecture(const std::string& gguf_name);
+
+// The tensors of c's architecture (its family's tensor_specs): what checkpoint readers, the quantizer
+// and the random-model writer ask for, never a family by name.
+std::vector<WeightSpec> model_tensor_specs(const ModelConfig& c);
 
 // Builds the model of ckpt.config.architecture on `backend` (weights in weight_dtype, or as
 // stored); under tensor parallelism, rank par.rank's share of it. Throws InputError for an

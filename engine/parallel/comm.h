@@ -3,7 +3,7 @@
 // a send on one rank with a recv on its peer. Implementations: SingleRankComm (world 1: every
 // call is a copy or nothing), MpiComm (CPU tensors, Open MPI; engine/parallel/mpi_comm.h), NcclComm
 // (CUDA tensors of a tensor-parallel group; engine/parallel/nccl_comm.h). Pipeline stages send and
-// receive host bytes: CUDA ranks stage device tensors through host memory (engine/model/llama.cpp).
+// receive host bytes: CUDA ranks stage device tensors through host memory (engine/model/llama/llama.cpp).
 //
 // Errors: a peer that dies makes the launcher (mpirun) take every rank down, so no call waits
 // forever on a dead rank; a misuse (wrong dtype, device or size) throws Error with context.

@@ -22,8 +22,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/describe_weights.h"
 #include "engine/model/gguf.h"
-#include "engine/model/llama.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/llama/llama.h"
 #include "engine/model/registry.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -339,7 +338,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   // writer does not know is an error here, not a checkpoint that fails to load later.
   std::set<std::string> written;
   for (const auto& [name, t] : out) written.insert(name);
-  for (const WeightSpec& s : llama_tensor_specs(c)) {
+  for (const WeightSpec& s : model_tensor_specs(c)) {
     const std::string module = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
     LLM_CHECK(written.count(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
               written.count(module + "." + quantized_marker_suffix(layout)))

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "engine/model/gguf.h"
-#include "engine/model/gguf_llama.h"
+#include "engine/model/llama/gguf_llama.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace llmctl;

@@ -22,7 +22,7 @@
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_scales.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/registry.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace llmctl;
@@ -46,13 +46,13 @@ void write_file(const fs::path& p, std::string_view bytes) {
 }
 
 // The consistency rules between a config and its tensors, asked of every checkpoint that loads:
-// each tensor is one the model places (llama_tensor_specs, a layer's kv scale, a tied head, or
+// each tensor is one the model places (model_tensor_specs, a layer's kv scale, a tied head, or
 // rotary inverse frequencies, which are recomputed), and every dense weight is finite (checked here
 // on f32 copies, independently of the loader's bit test). The kept-quantized pass below validates
 // scales, offsets and symmetric zero points.
 void check_consistency_rules(const Checkpoint& ck) {
   std::set<std::string> placed;
-  for (const WeightSpec& s : llama_tensor_specs(ck.config)) placed.insert(s.name);
+  for (const WeightSpec& s : model_tensor_specs(ck.config)) placed.insert(s.name);
   static const std::regex kv_scale(R"(model\.layers\.(\d+)\.self_attn\.[kv]_scale)");
   for (const auto& [name, t] : ck.tensors) {
     std::smatch m;

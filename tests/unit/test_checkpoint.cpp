@@ -9,7 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/gguf_llama.h"
+#include "engine/model/llama/gguf_llama.h"
 #include "engine/model/layers/rope.h"
 #include "engine/model/safetensors.h"
 #include "format_test_util.h"

@@ -11,6 +11,7 @@
 
 #include "engine/core/error.h"
 #include "engine/kv/kv_cache_spec.h"
+#include "engine/model/check_tensors.h"
 #include "engine/model/kv_scales.h"
 #include "engine_test_util.h"
 #include "kernels/cpu/kv_quant.h"
@@ -201,7 +202,7 @@ TEST_CASE("fp8 KV scales: read from the checkpoint (per tensor or per head), val
   CHECK(s[0].v == std::vector<float>{0.25f, 0.25f});
   CHECK(s[1].k == std::vector<float>{0.125f, 2.0f});
   CHECK(s[1].v == std::vector<float>{1.5f, 3.0f});
-  CHECK(check_llama_tensors(ck).empty());  // known tensors, not "unused"
+  CHECK(check_checkpoint_tensors(ck).empty());  // known tensors, not "unused"
 
   auto be = make_cpu_backend(1);
   std::unique_ptr<Model> m = make_model(ck, *be);

@@ -16,7 +16,7 @@
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/registry.h"
-#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 #include "quant/format/group_affine.h"

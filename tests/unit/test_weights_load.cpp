@@ -16,9 +16,10 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/check_tensors.h"
+#include "engine/model/llama/llama_tensors.h"
 #include "engine/model/random_checkpoint.h"
-#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 #include "engine/model/weights/shard.h"
@@ -394,12 +395,12 @@ TEST_CASE("quantized load_linear: canonical on a backend with the format; dense,
             .find("int4-group") != std::string::npos);
 }
 
-TEST_CASE("check_llama_tensors covers linears kept quantized: shapes, consistency, dense and quantized at once, extras") {
+TEST_CASE("check_checkpoint_tensors covers linears kept quantized: shapes, consistency, dense and quantized at once, extras") {
   Checkpoint ck = random_checkpoint(small_gqa(false), 24, 0.2f);
   quantize_layer(ck, 0, 4, 32);
-  CHECK(check_llama_tensors(ck).empty());
+  CHECK(check_checkpoint_tensors(ck).empty());
   auto refused = [&](Checkpoint bad, const std::string& needle) {
-    CHECK(error_of([&] { (void)check_llama_tensors(bad); }).find(needle) != std::string::npos);
+    CHECK(error_of([&] { (void)check_checkpoint_tensors(bad); }).find(needle) != std::string::npos);
   };
   const std::string q = "model.layers.0.self_attn.q_proj.weight";
   Checkpoint wrong = ck;

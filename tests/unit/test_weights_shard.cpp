@@ -11,7 +11,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/random_checkpoint.h"
-#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 #include "engine/model/weights/shard.h"

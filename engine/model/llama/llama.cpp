@@ -1,8 +1,8 @@
-#include "engine/model/llama.h"
+#include "engine/model/llama/llama.h"
 
 #include "engine/core/error.h"
 #include "engine/model/layers/rope.h"
-#include "engine/model/llama_tensors.h"
+#include "engine/model/llama/llama_tensors.h"
 #include "engine/model/registry.h"
 
 namespace llmctl {

@@ -1,42 +1,14 @@
-#include "engine/model/llama_tensors.h"
+#include "engine/model/check_tensors.h"
 
 #include <set>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/core/error.h"
 #include "engine/model/kv_scales.h"
+#include "engine/model/registry.h"
 
 namespace llmctl {
-
-std::vector<WeightSpec> llama_tensor_specs(const ModelConfig& c) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size, q = int64_t(c.num_heads) * c.head_dim,
-                kv = int64_t(c.num_kv_heads) * c.head_dim;
-  std::vector<WeightSpec> s = {{"model.embed_tokens.weight", {c.vocab_size, H}}, {"model.norm.weight", {H}, true}};
-  for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    s.push_back({p + "input_layernorm.weight", {H}, true});
-    s.push_back({p + "post_attention_layernorm.weight", {H}, true});
-    s.push_back({p + "self_attn.q_proj.weight", {q, H}});
-    s.push_back({p + "self_attn.k_proj.weight", {kv, H}});
-    s.push_back({p + "self_attn.v_proj.weight", {kv, H}});
-    if (c.attention_bias) {
-      s.push_back({p + "self_attn.q_proj.bias", {q}});
-      s.push_back({p + "self_attn.k_proj.bias", {kv}});
-      s.push_back({p + "self_attn.v_proj.bias", {kv}});
-    }
-    if (c.qk_norm) {
-      s.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, true});
-      s.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, true});
-    }
-    s.push_back({p + "self_attn.o_proj.weight", {H, q}});
-    s.push_back({p + "mlp.gate_proj.weight", {I, H}});
-    s.push_back({p + "mlp.up_proj.weight", {I, H}});
-    s.push_back({p + "mlp.down_proj.weight", {H, I}});
-  }
-  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, H}});
-  return s;
-}
 
 namespace {
 
@@ -60,12 +32,12 @@ bool floating(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 
 }  // namespace
 
-std::vector<std::string> check_llama_tensors(const Checkpoint& ck) {
+std::vector<std::string> check_checkpoint_tensors(const Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   const std::string where = "checkpoint '" + ck.source_path + "'";
   std::vector<std::string> missing, wrong;
   std::set<std::string> expected;
-  for (const WeightSpec& spec : llama_tensor_specs(c)) {
+  for (const WeightSpec& spec : model_tensor_specs(c)) {
     expected.insert(spec.name);
     auto it = ck.tensors.find(spec.name);
     auto qit = ck.quantized.find(spec.name);

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/model/llama.h"
-#include "engine/model/llama_tensors.h"
-#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/llama/llama.h"
+#include "engine/model/check_tensors.h"
+#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 
@@ -33,7 +33,7 @@ std::vector<int> local_kv_heads(int heads, int rank, int world) {
 LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
                                 const ParallelContext& par) {
   const ModelConfig& c = ckpt.config;
-  check_llama_tensors(ckpt);  // every shape against the config before a kernel reads a weight
+  check_checkpoint_tensors(ckpt);  // every shape against the config before a kernel reads a weight
   const int kRank = par.rank, kWorld = par.world;
   check_tensor_parallel(c, kWorld);  // sizes that do not divide, refused before any weight is read
   check_pipeline_parallel(c, par.stages);

@@ -1,4 +1,4 @@
-#include "engine/model/gguf_llama.h"
+#include "engine/model/llama/gguf_llama.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include "engine/core/error.h"
 #include "engine/core/mapped_file.h"
 #include "engine/model/finite_weights.h"
+#include "engine/model/check_tensors.h"
 #include "engine/model/registry.h"
-#include "engine/model/llama_tensors.h"
 #include "quant/format/gguf_blocks.h"
 #include "quant/format/gguf_group_affine.h"
 
@@ -341,7 +341,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     ck.tensors.emplace(std::move(name), std::move(t));
   }
   // Shapes against the config before the q/k rows are reordered by head.
-  ck.notes = check_llama_tensors(ck);
+  ck.notes = check_checkpoint_tensors(ck);
   refuse_non_finite_weights(ck);
   // A tied output projection over a quantized embedding table: the lm_head also kept quantized (a
   // second, packed copy of the table), so decoding does not read the f32 table every token.

@@ -1,4 +1,4 @@
-#include "engine/model/weights/llama_weight_map.h"
+#include "engine/model/llama/llama_weight_map.h"
 
 #include <string>
 
