@@ -51,6 +51,14 @@ void Backend::embed_quantized(const LinearWeight& table, const DeviceBatch&, Ten
   LLM_THROW() << "backend " << name() << " has no embedding lookup into " << weight_format_name(table.format) << " rows";
 }
 
+void Backend::gelu_tanh_mul(const Tensor&, Tensor&) {
+  LLM_THROW() << "backend " << name() << " has no GeGLU (gelu_tanh_mul), which this model's MLP needs";
+}
+
+void Backend::scale(Tensor&, float) {
+  LLM_THROW() << "backend " << name() << " has no in-place scale, which this model's embedding needs";
+}
+
 void Backend::head_rms_norm(Tensor&, const Tensor&, const Tensor&, float, int, int) {
   LLM_THROW() << "backend " << name() << " has no per-head RMSNorm of q and k (Qwen3's q_norm / k_norm)";
 }

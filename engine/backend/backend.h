@@ -200,6 +200,11 @@ class Backend {
                          int num_kv_heads, float scale, Tensor& out, int window = 0) = 0;
   // out[T,I] = silu(gate_up[:, :I]) * gate_up[:, I:]        gate_up [T, 2I]
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[T,I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:] (GeGLU with PyTorch's tanh-approximated
+  // GELU, 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))): Gemma). The default refuses by name.
+  virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out);
+  // x *= s in place, every element (Gemma's embedding scale). The default refuses by name.
+  virtual void scale(Tensor& x, float s);
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
   // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v

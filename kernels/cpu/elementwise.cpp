@@ -46,6 +46,19 @@ void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, floa
   }
 }
 
+void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+  constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;  // sqrt(2 / pi)
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* g = gate_up + r * 2 * I;
+    const float* u = g + I;
+    float* o = out + r * I;
+    for (int64_t i = 0; i < I; ++i) {
+      const float x = g[i];
+      o[i] = 0.5f * x * (1.0f + std::tanh(kBeta * (x + kKappa * x * x * x))) * u[i];
+    }
+  }
+}
+
 namespace {
 // One head rotated by the angles' cosines c[D/2] and sines s[D/2].
 void rotate_half(float* x, int64_t half, const float* c, const float* s) {

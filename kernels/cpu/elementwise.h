@@ -18,6 +18,9 @@ void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const fl
 
 // Rows [r0, r1) of gate_up[R, 2I] -> out[R, I] = silu(gate) * up.
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
+// out[r, i] = gelu_tanh(gate_up[r, i]) * gate_up[r, I + i] for rows [r0, r1) (GeGLU; the tanh GELU
+// in f32 as PyTorch's gelu(approximate="tanh") writes it).
+void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
 
 // Rotate-half RoPE (HF layout) on one head vector x[D] at `position`: pairs (i, i + D/2) rotated by
 // angle = float(position) * inv_freq[i], computed in f32 like the reference implementation.

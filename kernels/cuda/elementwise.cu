@@ -40,6 +40,25 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
   }
 }
 
+template <class T>
+__global__ void gelu_tanh_mul_kernel(SiluMulParams p) {
+  const T* gu = static_cast<const T*>(p.gate_up);
+  T* out = static_cast<T*>(p.out);
+  const int64_t n = p.num_tokens * p.inter;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = k / p.inter, i = k % p.inter;
+    const float g = to_f32(gu[t * 2 * p.inter + i]);
+    const float u = to_f32(gu[t * 2 * p.inter + p.inter + i]);
+    out[k] = from_f32<T>(0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u);
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, int64_t n, float s) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x)
+    x[k] = from_f32<T>(to_f32(x[k]) * s);
+}
+
 __global__ void gather_rows_kernel(GatherRowsParams p) {
   const int64_t r = blockIdx.x;
   const int64_t src = p.rows[r];
@@ -87,6 +106,19 @@ void launch_embed(const EmbedParams& p, cudaStream_t stream) {
 void launch_silu_mul(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens * p.inter == 0) return;
   LLMCTL_DISPATCH_FLOAT(p.dtype, T, silu_mul_kernel<T><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_gelu_tanh_mul(const SiluMulParams& p, cudaStream_t stream) {
+  if (p.num_tokens * p.inter == 0) return;
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T,
+                        gelu_tanh_mul_kernel<T><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale(void* x, DType dtype, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return;
+  LLMCTL_DISPATCH_FLOAT(dtype, T, scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, s));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -26,6 +26,11 @@ struct SiluMulParams {
   int64_t num_tokens, inter;
 };
 void launch_silu_mul(const SiluMulParams& p, cudaStream_t stream);
+// out[T,I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:] (GeGLU), the same shapes
+void launch_gelu_tanh_mul(const SiluMulParams& p, cudaStream_t stream);
+
+// x[i] *= s, n elements of dtype
+void launch_scale(void* x, DType dtype, int64_t n, float s, cudaStream_t stream);
 
 // out[R,C] = x[rows[r], :]   x [N,C]; out may have another float dtype than x
 struct GatherRowsParams {

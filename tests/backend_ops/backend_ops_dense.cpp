@@ -1,4 +1,5 @@
-// Parity table rows for the row-wise ops: embed, rms_norm, head_rms_norm, linear, rope, silu_mul, gather_rows, and
+// Parity table rows for the row-wise ops: embed, rms_norm, head_rms_norm, linear, rope, silu_mul, gelu_tanh_mul,
+// scale, gather_rows, and
 // the byte copies pipeline stages hand their activations over with.
 #include <cmath>
 #include <cstdio>
@@ -147,6 +148,28 @@ void silu_mul_case(Ctx& c, int T, int I) {
   c.close(str("T=%d I=%d", T, I), to_vec(c, out), ref);
 }
 
+void gelu_tanh_mul_case(Ctx& c, int T, int I) {
+  Rand gu = random_tensor(c, c.act(), {T, 2 * I}, -4.f, 4.f);
+  Tensor out = poisoned(c, c.act(), {T, I});
+  c.be.gelu_tanh_mul(gu.dev, out);
+  std::vector<double> ref(size_t(T) * I);
+  const double beta = std::sqrt(2.0 / M_PI);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < I; ++i) {
+      const double g = gu.f[size_t(t) * 2 * I + i], up = gu.f[size_t(t) * 2 * I + I + i];
+      ref[size_t(t) * I + i] = 0.5 * g * (1.0 + std::tanh(beta * (g + 0.044715 * g * g * g))) * up;
+    }
+  c.close(str("T=%d I=%d", T, I), to_vec(c, out), ref);
+}
+
+void scale_case(Ctx& c, int T, int H, float s) {
+  Rand x = random_tensor(c, c.act(), {T, H});
+  c.be.scale(x.dev, s);
+  std::vector<double> ref(x.f.begin(), x.f.end());
+  for (double& v : ref) v *= s;
+  c.close(str("[%d, %d] * %g", T, H, s), to_vec(c, x.dev), ref);
+}
+
 void gather_rows_case(Ctx& c, int T, int C, DType out_dt) {
   Rand x = random_tensor(c, c.act(), {T, C});
   BatchPlan plan = row_plan(std::vector<int32_t>(size_t(T), 1), {}, {T - 1, 0, 3, 3, T / 2});  // repeats, any order
@@ -219,6 +242,15 @@ void add_dense_cases(std::vector<OpCase>& t) {
                  silu_mul_case(c, 9, 37);
                  silu_mul_case(c, 11, 344);
                  silu_mul_case(c, 1, 1536);
+               }});
+  t.push_back({"gelu_tanh_mul", "odd and even I", [](Ctx& c) {
+                 gelu_tanh_mul_case(c, 9, 37);
+                 gelu_tanh_mul_case(c, 11, 344);
+                 gelu_tanh_mul_case(c, 1, 1536);
+               }});
+  t.push_back({"scale", "sqrt(hidden), an embedding scale", [](Ctx& c) {
+                 scale_case(c, 7, 576, std::sqrt(576.f));
+                 scale_case(c, 1, 33, 0.125f);
                }});
   t.push_back({"copy_bytes", "activations to and from the host", [](Ctx& c) {
                  copy_bytes_case(c, 13, 77, c.act());

@@ -300,6 +300,19 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override {
+    const int64_t I = out.dim(-1), R = out.numel() / I;
+    pool_.parallel_for(R, [&](int64_t r0, int64_t r1) {
+      kernels::gelu_tanh_mul_rows(gate_up.ptr<float>(), I, r0, r1, out.ptr<float>());
+    });
+  }
+
+  void scale(Tensor& x, float s) override {
+    check_f32(x, "scale");
+    float* p = x.ptr<float>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) p[i] *= s;
+  }
+
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override {
     const int64_t C = x.dim(-1);
     const auto& rows = b.plan->logits_rows;

@@ -512,6 +512,20 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cuda::launch_silu_mul({gate_up.data, out.data, out.dtype, T, I}, stream_);
 }
 
+void CudaBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
+  check_device(gate_up, "gelu_tanh_mul gate_up");
+  check_device(out, "gelu_tanh_mul out");
+  const int64_t I = out.dim(-1), T = rows_of(out);
+  LLM_CHECK(gate_up.dim(-1) == 2 * I && rows_of(gate_up) == T && gate_up.dtype == out.dtype)
+      << "gelu_tanh_mul: gate_up " << gate_up.shape_str() << ", out " << out.shape_str();
+  cuda::launch_gelu_tanh_mul({gate_up.data, out.data, out.dtype, T, I}, stream_);
+}
+
+void CudaBackend::scale(Tensor& x, float s) {
+  check_device(x, "scale");
+  cuda::launch_scale(x.data, x.dtype, x.numel(), s, stream_);
+}
+
 void CudaBackend::gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) {
   check_device(x, "gather_rows x");
   check_device(out, "gather_rows out");

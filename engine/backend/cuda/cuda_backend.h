@@ -105,6 +105,8 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
                  float scale, Tensor& out, int window = 0) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;
 
