@@ -96,12 +96,23 @@ RopeScaling parse_rope_object(const json& s, const char* field) {
 void parse_rope(const json& j, ModelConfig& c) {
   const bool old_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-    const json& p = j["rope_parameters"];
-    LLM_REQUIRE(p.is_object()) << "config.json: rope_parameters must be an object";
-    LLM_REQUIRE(!p.contains("full_attention") && !p.contains("sliding_attention"))
-        << "config.json: rope_parameters per layer type (full_attention / sliding_attention) are not supported "
-           "for "
-        << c.architecture;
+    const json* pp = &j["rope_parameters"];
+    LLM_REQUIRE(pp->is_object()) << "config.json: rope_parameters must be an object";
+    if (pp->contains("full_attention") || pp->contains("sliding_attention")) {  // per layer type
+      for (const auto& [key, v] : pp->items())
+        LLM_REQUIRE(key == "full_attention" || key == "sliding_attention")
+            << "config.json: rope_parameters per layer type has '" << key << "' (full_attention, sliding_attention)";
+      LLM_REQUIRE(pp->contains("full_attention")) << "config.json: rope_parameters lacks full_attention";
+      if (pp->contains("sliding_attention")) {
+        const json& s = (*pp)["sliding_attention"];
+        LLM_REQUIRE(parse_rope_object(s, "rope_parameters.sliding_attention").type == "none")
+            << "config.json: scaled rope on sliding layers is not supported";
+        c.sliding_rope_theta = get_float_or(s, "rope_theta", 0);
+        LLM_REQUIRE(c.sliding_rope_theta > 0) << "config.json: rope_parameters.sliding_attention needs rope_theta";
+      }
+      pp = &(*pp)["full_attention"];
+    }
+    const json& p = *pp;
     c.rope_scaling = parse_rope_object(p, "rope_parameters");
     c.rope_theta = get_float_or(p, "rope_theta", get_float_or(j, "rope_theta", c.rope_theta));
     LLM_REQUIRE(!j.contains("rope_theta") || j["rope_theta"].is_null() || get_float_or(j, "rope_theta", 0) == c.rope_theta)
@@ -119,6 +130,7 @@ void parse_rope(const json& j, ModelConfig& c) {
   }
   c.rope_theta = get_float_or(j, "rope_theta", c.rope_theta);
   if (old_scaling) c.rope_scaling = parse_rope_object(j["rope_scaling"], "rope_scaling");
+  c.sliding_rope_theta = get_float_or(j, "rope_local_base_freq", 0);  // Gemma 3 before transformers 5
 }
 
 // Which layers slide. transformers 5 lists each layer's kind (layer_types); before it, Qwen2 slid
@@ -141,6 +153,10 @@ void parse_sliding_layers(const json& j, const Architecture& info, int window, M
     }
     LLM_REQUIRE(!any || window > 0) << "config.json: layer_types names sliding_attention layers but no sliding_window "
                                        "applies (sliding_window unset, or use_sliding_window false)";
+  } else if (window > 0 && j.contains("sliding_window_pattern") && !j["sliding_window_pattern"].is_null()) {
+    const int pattern = get_int(j, "sliding_window_pattern");  // Gemma 3 before transformers 5
+    LLM_REQUIRE(pattern > 0) << "config.json: sliding_window_pattern must be positive, got " << pattern;
+    for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0);
   } else if (window > 0 && !info.sliding_window_by_default) {  // Qwen2 before transformers 5
     const int first = get_int_or(j, "max_window_layers", 28);
     for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l >= first);
@@ -192,10 +208,19 @@ ModelConfig parse_hf_config(const json& j) {
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
   c.qk_norm = info->qk_norm;
   // Half-supported variants are refused by name rather than run without the part llmctl lacks.
-  if (j.contains("hidden_act") && !j["hidden_act"].is_null()) {
-    LLM_REQUIRE(j["hidden_act"] == "silu") << "config.json: hidden_act " << j["hidden_act"].dump()
-                                           << " is not supported (llmctl's MLP is SiLU-gated)";
+  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma writes the second
+    if (!j.contains(key) || j[key].is_null()) continue;
+    LLM_REQUIRE(j[key] == "silu" || j[key] == "gelu_pytorch_tanh")
+        << "config.json: " << key << " " << j[key].dump()
+        << " is not supported (llmctl's gated MLP runs silu and gelu_pytorch_tanh)";
+    c.hidden_act = j[key].get<std::string>();
   }
+  c.query_pre_attn_scalar = get_float_or(j, "query_pre_attn_scalar", 0);
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+    LLM_REQUIRE(!j.contains(key) || j[key].is_null())
+        << "config.json: " << key << " is not supported (llmctl does not soft-cap logits yet: Gemma 2)";
+  LLM_REQUIRE(!get_bool_or(j, "use_bidirectional_attention", false))
+      << "config.json: use_bidirectional_attention is not supported (llmctl's attention is causal)";
   LLM_REQUIRE(!get_bool_or(j, "rope_interleaved", false))
       << "config.json: rope_interleaved (GPT-J style rotary pairs) is not supported (llmctl rotates the two halves)";
   LLM_REQUIRE(!get_bool_or(j, "mlp_bias", false)) << "config.json: mlp_bias is not supported (llmctl's MLP has no biases)";
@@ -230,6 +255,12 @@ void ModelConfig::validate() const {
   in_range(vocab_size, kMaxVocabSize, "vocab_size");
   in_range(max_position_embeddings, L::kMaxPositions, "max_position_embeddings");
   LLM_REQUIRE(sliding_window >= 0) << "model config: sliding_window must not be negative, got " << sliding_window;
+  LLM_REQUIRE(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh")
+      << "model config: hidden_act " << hidden_act << " is not supported (silu, gelu_pytorch_tanh)";
+  LLM_REQUIRE(std::isfinite(query_pre_attn_scalar) && query_pre_attn_scalar >= 0)
+      << "model config: query_pre_attn_scalar must be positive, got " << query_pre_attn_scalar;
+  LLM_REQUIRE(std::isfinite(sliding_rope_theta) && sliding_rope_theta >= 0)
+      << "model config: the sliding layers' rope_theta must be positive, got " << sliding_rope_theta;
   LLM_REQUIRE(sliding_layers.empty() || int64_t(sliding_layers.size()) == num_layers)
       << "model config: " << sliding_layers.size() << " sliding-layer flags for " << num_layers << " layers";
   LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
@@ -298,6 +329,15 @@ json ModelConfig::to_hf_json() const {
     }
     j["rope_scaling"] = s;
   }
+  if (sliding_rope_theta > 0) {  // transformers 5's rope per layer type, the only spelling of it
+    json full = j["rope_scaling"].is_null() ? json{{"rope_type", "default"}} : j["rope_scaling"];
+    full["rope_theta"] = j["rope_theta"];
+    j["rope_parameters"] = {{"full_attention", full},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", shortest(sliding_rope_theta)}}}};
+    j.erase("rope_theta");
+    j.erase("rope_scaling");
+  }
+  if (query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = shortest(query_pre_attn_scalar);
   if (sliding_window > 0) {
     j["sliding_window"] = sliding_window;
     j["use_sliding_window"] = true;  // Qwen2 reads the window only with it
@@ -307,7 +347,8 @@ json ModelConfig::to_hf_json() const {
   }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = hidden_act;
+  if (hidden_act != "silu") j["hidden_activation"] = hidden_act;  // Gemma's spelling
   j["mlp_bias"] = false;
   j["attention_dropout"] = 0.0;
   auto ids = [](const std::vector<int>& v) -> json {

@@ -61,6 +61,11 @@ struct ModelConfig {
   // which layers slide ([num_layers]; empty: all of them, as Mistral's).
   int sliding_window = 0;
   std::vector<bool> sliding_layers;
+  // The sliding layers' own rope base (plain rope; transformers 5's rope_parameters per layer type,
+  // Gemma 3's rope_local_base_freq); 0: they take the config's rope like the others.
+  float sliding_rope_theta = 0;
+  std::string hidden_act = "silu";   // the gated MLP's activation: silu | gelu_pytorch_tanh (GeGLU)
+  float query_pre_attn_scalar = 0;   // > 0: attention scores scaled by its ^-1/2 (Gemma), not head_dim's
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";

@@ -149,7 +149,8 @@ AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, int64_t T, int64
   p.batch = &b;
   p.tokens = T;
   p.rows = R;
-  p.softmax_scale = 1.0f / std::sqrt(float(model_.config().head_dim));
+  const ModelConfig& c = model_.config();
+  p.softmax_scale = 1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : float(c.head_dim));
   p.graph_context = b.plan ? b.plan->graph_context : 0;
   return p;
 }

@@ -213,6 +213,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
 
   QuantizeReport rep;
+  const std::vector<WeightSpec> specs = model_tensor_specs(c);
   for (int i = 0; i < c.num_layers; ++i) {
     LLM_REQUIRE(!o.stop || !o.stop->load()) << "quantize interrupted before layer " << i << "; nothing was written";
     const auto tl = std::chrono::steady_clock::now();
@@ -305,8 +306,12 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     const std::string p = "model.layers." + std::to_string(i) + ".";
     keep_dense(p + "input_layernorm.weight", L.input_norm);
     keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
-    if (c.qk_norm)  // Qwen3's per-head norms (RTN only: calibration refuses them by name)
-      for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) keep_dense(p + n, ck.get(p + n));
+    // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's feed-forward
+    // norms; RTN only: calibration refuses these families by name).
+    for (const WeightSpec& s : specs)
+      if (s.norm && s.name.starts_with(p) && s.name != p + "input_layernorm.weight" &&
+          s.name != p + "post_attention_layernorm.weight")
+        keep_dense(s.name, ck.get(s.name));
     if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})
         keep_dense(p + "self_attn." + b + "_proj.bias", *t);
@@ -338,7 +343,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   // writer does not know is an error here, not a checkpoint that fails to load later.
   std::set<std::string> written;
   for (const auto& [name, t] : out) written.insert(name);
-  for (const WeightSpec& s : model_tensor_specs(c)) {
+  for (const WeightSpec& s : specs) {
     const std::string module = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
     LLM_CHECK(written.count(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
               written.count(module + "." + quantized_marker_suffix(layout)))

@@ -6,6 +6,8 @@ convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
   tiny_qwen2  Qwen2ForCausalLM (q/k/v biases; GGUF arch qwen2, q/k rows not permuted)
   tiny_mistral_swa  MistralForCausalLM, a 5-token sliding window on every layer (HF directory only)
   tiny_qwen2_swa    Qwen2ForCausalLM with use_sliding_window: a 6-token window on layer 1 only
+  tiny_gemma3       Gemma3ForCausalLM (engine/model/gemma/: (1 + w) and sandwich norms, GeGLU, scaled
+                    embeddings, query_pre_attn_scalar, 5:1 sliding layers with their own rope base)
 The sliding windows are far shorter than the sequences, so every check below (TP, batch invariance,
 quantize's calibration) runs tokens past them; the batch check runs them with an int8 KV cache too
 (its sequences go through the dequantized path).
@@ -27,7 +29,7 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3", "qwen2", "mistral_swa", "qwen2_swa"]
+FAMILIES = ["qwen3", "qwen2", "mistral_swa", "qwen2_swa", "gemma3"]
 TOL = 1e-4
 failures, passed = [], 0
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -106,11 +108,11 @@ for f in present:
         if r.returncode == 0:
             got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out)
             check(got is not None and len(got["cases"]) == 3, f"tiny_{f}: its RTN int4 g32 checkpoint loads and scores")
-        if f == "qwen3":
-            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, "tiny_qwen3"), out + "g",
+        if f in ("qwen3", "gemma3"):
+            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "g",
                                 "--method", "gptq", "--group-size", "32", "--calib",
                                 os.path.join(src, "../shared/data/tinyshakespeare.txt")], capture_output=True, text=True, timeout=300)
-            check(r.returncode != 0 and "q/k head norms" in r.stderr, f"tiny_qwen3: gptq refused by name (exit {r.returncode})")
+            check(r.returncode != 0 and "q/k head norms" in r.stderr, f"tiny_{f}: gptq refused by name (exit {r.returncode})")
 
 print(f"{passed} checks passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -116,9 +116,25 @@ TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + r
   json extra = t5;  // a rope field llmctl does not apply
   extra["rope_parameters"]["attention_factor"] = 0.5;
   CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("'attention_factor'"), InputError);
+  // Per layer type (transformers 5, Gemma 3): full_attention is the model's rope, sliding layers
+  // take a plain rope of their own base; anything else is refused.
   extra = t5;
-  extra["rope_parameters"] = {{"full_attention", t5["rope_parameters"]}, {"sliding_attention", t5["rope_parameters"]}};
-  CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("per layer type"), InputError);
+  extra["rope_parameters"] = {{"full_attention", t5["rope_parameters"]},
+                              {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  const ModelConfig per_type = parse_hf_config(extra);
+  CHECK(per_type.rope_scaling.type == parse_hf_config(t5).rope_scaling.type);
+  CHECK(per_type.rope_theta == parse_hf_config(t5).rope_theta);
+  CHECK(per_type.sliding_rope_theta == 10000.0f);
+  const json written = per_type.to_hf_json();  // written back in the same form, read the same
+  CHECK(written.contains("rope_parameters"));
+  CHECK(!written.contains("rope_theta"));
+  CHECK(parse_hf_config(written).sliding_rope_theta == 10000.0f);
+  CHECK(parse_hf_config(written).rope_theta == per_type.rope_theta);
+  CHECK(parse_hf_config(written).rope_scaling.factor == per_type.rope_scaling.factor);
+  extra["rope_parameters"]["sliding_attention"] = t5["rope_parameters"];  // scaled: not supported
+  CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("scaled rope on sliding layers"), InputError);
+  extra["rope_parameters"] = {{"full_attention", t5["rope_parameters"]}, {"chunked_attention", t5["rope_parameters"]}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(extra), doctest::Contains("'chunked_attention'"), InputError);
 
   const ModelConfig d = parse_hf_config(load("llama_default_rope"));
   CHECK(d.rope_theta == 10000.0f);
@@ -131,11 +147,16 @@ TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + r
 
 TEST_CASE("config: a field llmctl does not know is refused by name, never ignored") {
   json j = smollm2_json();
-  j["final_logit_softcapping"] = 30.0;
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("'final_logit_softcapping'"), InputError);
   j["partial_rotary_factor"] = 0.5;
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'final_logit_softcapping', 'partial_rotary_factor'"),
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("field 'partial_rotary_factor'"), InputError);
+  j["rope_partial"] = 0.5;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'partial_rotary_factor', 'rope_partial'"),
                        InputError);
+  j = smollm2_json();  // read, and refused while llmctl does not apply it
+  j["final_logit_softcapping"] = 30.0;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("final_logit_softcapping is not supported"), InputError);
+  j["final_logit_softcapping"] = nullptr;
+  CHECK_NOTHROW(parse_hf_config(j));
   j = smollm2_json();
   j["_name_or_path"] = "x";  // private bookkeeping, and generation defaults: known inert
   j["temperature"] = 0.7;

@@ -76,7 +76,8 @@ std::vector<float> last_logits(Model& m, const std::vector<int32_t>& tokens) {
 TEST_CASE("registry: the supported architectures, and others refused by name") {
   std::vector<std::string> names;
   for (const Architecture& a : architectures()) names.push_back(a.name);
-  CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"});
+  CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                          "Gemma3ForCausalLM"});
   CHECK(find_architecture("Qwen3ForCausalLM").qk_norm);
   CHECK_FALSE(find_architecture("Qwen2ForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("LlamaForCausalLM").gguf_qk_permuted);
@@ -89,7 +90,8 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   }
   // The message lists what runs.
   CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
-                       doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"),
+                       doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                                         "Gemma3ForCausalLM"),
                        InputError);
   // config.json goes through the same table.
   CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Phi3ForCausalLM")), doctest::Contains("Phi3ForCausalLM"), InputError);

@@ -1,8 +1,8 @@
 #include "engine/model/llama/llama.h"
 
 #include "engine/core/error.h"
-#include "engine/model/layers/rope.h"
-#include "engine/model/llama/llama_tensors.h"
+#include "engine/model/decoder_model.h"
+#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/registry.h"
 
 namespace llmctl {
@@ -17,163 +17,30 @@ void check_llama_supported(const ModelConfig& c) {
 
 namespace {
 
-class LlamaModel final : public Model {
+// Pre-norm layers: input norm (+ the previous layer's MLP out into the residual) -> attention ->
+// post norm (+ attention out) -> gated MLP.
+class LlamaModel final : public DecoderModel {
  public:
   LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
-      : config_(ckpt.config), backend_(backend), par_(par) {
-    LLM_CHECK(par_.comm ? par_.comm->world() == par_.world && par_.comm->rank() == par_.rank : par_.world == 1)
-        << "tensor parallel rank " << par_.rank << " of " << par_.world << " without its communicator";
-    LLM_CHECK(par_.stages == 1 || (par_.pp_comm && par_.pp_comm->world() == par_.world * par_.stages &&
-                                   par_.pp_comm->rank() == par_.rank_in_stage(par_.stage)))
-        << "pipeline stage " << par_.stage << " of " << par_.stages << " without its communicator";
-    config_.validate();
-    check_llama_supported(config_);
-    w_ = load_llama_weights(ckpt, backend_, weight_dtype, par_);
-    rope_ = make_rope_params(config_);
-  }
-
-  const ModelConfig& config() const override { return config_; }
-  Backend& backend() const override { return backend_; }
-  DType weight_dtype() const override { return w_.weight_dtype; }
-  std::vector<WeightSpec> weight_specs() const override { return llama_tensor_specs(config_); }
-  std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
-  int kv_heads() const override { return num_kv_heads(); }
-  int num_local_layers() const override { return int(w_.layers.size()); }
-
-  // This rank's widths (tensor parallel: its heads, its intermediate features, its vocab shard).
-  ActivationWidths activation_widths() const override {
-    const ModelConfig& c = config_;
-    const int64_t world = par_.world;
-    ActivationWidths w;
-    w.hidden = c.hidden_size;
-    w.qkv = int64_t(c.num_heads / world + 2 * num_kv_heads()) * c.head_dim;
-    w.attn = int64_t(c.num_heads / world) * c.head_dim;
-    w.gate_up = 2 * int64_t(c.intermediate_size) / world;
-    w.act = c.intermediate_size / world;
-    w.vocab = c.vocab_size;
-    w.vocab_local = par_.comm ? c.vocab_size / world : 0;  // logits gathered through the communicator
-    return w;
-  }
-
-  // Per layer: input norm (+ the previous layer's mlp out into the residual) -> attention ->
-  // post norm (+ attention out) -> gated MLP. The residual stream stays f32. Tensor parallel: the
-  // embedding rows of other ranks' vocab come in by an all-reduce, so do the row-parallel o and
-  // down outputs; the lm_head's logits shards are gathered into full rows on every rank. Pipeline
-  // parallel: a stage after the first starts from the previous stage's (hidden, residual), a stage
-  // before the last hands its own on; the last stage's logits go to rank 0.
-  void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override {
-    const int64_t T = plan.tokens, R = plan.rows;
-    Backend& be = backend_;
-    Tensor hidden = first_rows(buf.hidden, T), residual = first_rows(buf.residual, T);
-    Tensor normed = first_rows(buf.normed, T), qkv = first_rows(buf.qkv, T), attn = first_rows(buf.attn, T);
-    Tensor gate_up = first_rows(buf.gate_up, T), act = first_rows(buf.act, T);
-    if (par_.first_stage()) {
-      be.embed(w_.embed, *plan.batch, residual, w_.vocab_begin);
-      all_reduce(residual);
-    } else {
-      recv(hidden, par_.stage - 1);
-      recv(residual, par_.stage - 1);
-    }
-    for (size_t i = 0; i < w_.layers.size(); ++i) {
-      const LlamaWeights::Layer& L = w_.layers[i];
-      if (w_.layer_begin + i == 0)
-        L.input_norm(be, residual, normed);
-      else
-        L.input_norm(be, hidden, normed, &residual);
-      L.attention.run(be, plan, rope_, normed, qkv, attn, kv[i], hidden);
-      all_reduce(hidden);
-      L.post_norm(be, hidden, normed, &residual);
-      L.mlp.run(be, normed, gate_up, act, hidden);
-      all_reduce(hidden);
-    }
-    if (!par_.last_stage()) {
-      send(hidden, par_.stage + 1);
-      send(residual, par_.stage + 1);
-      return;
-    }
-    w_.final_norm(be, hidden, normed, &residual);
-    if (R == 0) return;
-    Tensor last = first_rows(buf.last, R), logits = first_rows(buf.logits, R);
-    be.gather_rows(normed, *plan.batch, last);
-    if (!par_.comm) {
-      be.linear(last, w_.lm_head, nullptr, logits);
-    } else {
-      Tensor shard = first_rows(buf.logits_local, R);
-      be.linear(last, w_.lm_head, nullptr, shard);
-      par_.comm->all_gather_cols(shard, logits);
-    }
-  }
-
-  int pipeline_stages() const override { return par_.stages; }
-  // rank 0 samples: the last stage's logits come back to it (one message a step, after every
-  // micro-batch, so no stage waits on rank 0 while it still feeds the pipeline).
-  void collect_logits(Tensor& logits) override {
-    if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0) return;
-    if (par_.last_stage())
-      send_to(logits, 0);
-    else if (par_.first_stage())
-      recv_from(logits, last_stage_rank());
-  }
-  int64_t post_collect_logits(Tensor& logits) override {
-    if (par_.stages == 1 || par_.rank != 0 || logits.numel() == 0 || !par_.first_stage() || par_.last_stage()) {
-      collect_logits(logits);
-      return -1;
-    }
-    LLM_CHECK(logits.device == Device::CPU) << "post_collect_logits into a device tensor";
-    return par_.pp_comm->irecv(logits.data, logits.nbytes(), last_stage_rank());
-  }
-  void finish_collect_logits(int64_t handle) override {
-    if (handle >= 0) par_.pp_comm->wait(handle);
-  }
-
-  void run_linears(StepBuffers& buf, int64_t T, int64_t R) override {
-    if (w_.layers.empty()) return;
-    if (!par_.last_stage()) R = 0;  // no lm_head here
-    const LlamaWeights::Layer& L = w_.layers[0];  // every layer has the same shapes
-    Tensor qkv = first_rows(buf.qkv, T), hidden = first_rows(buf.hidden, T), gate_up = first_rows(buf.gate_up, T);
-    L.attention.run_linears(backend_, first_rows(buf.normed, T), qkv, first_rows(buf.attn, T), hidden);
-    L.mlp.run_linears(backend_, first_rows(buf.normed, T), gate_up, first_rows(buf.act, T), hidden);
-    if (R > 0) {
-      Tensor logits = first_rows(par_.comm ? buf.logits_local : buf.logits, R);
-      backend_.linear(first_rows(buf.last, R), w_.lm_head, nullptr, logits);
-    }
-  }
+      : DecoderModel((check_llama_supported(ckpt.config), ckpt), backend, weight_dtype, par,
+                     llama_weight_sources(ckpt.config)) {}
 
  private:
-  // The pipeline communicator's rank of the last stage's tensor-parallel rank 0 (ranks are
-  // numbered stage-major).
-  int last_stage_rank() const { return par_.pp_comm->world() - par_.world; }
-  int num_kv_heads() const {
-    return config_.num_kv_heads >= par_.world ? config_.num_kv_heads / par_.world : 1;
+  void run_layers(const AttentionPlan& plan, LayerBuffers& b, std::vector<KvLayer>& kv) override {
+    Backend& be = backend_;
+    for (size_t i = 0; i < w_.layers.size(); ++i) {
+      const DecoderWeights::Layer& L = w_.layers[i];
+      if (first_layer(i))
+        L.input_norm(be, b.residual, b.normed);
+      else
+        L.input_norm(be, b.hidden, b.normed, &b.residual);
+      L.attention.run(be, plan, rope_of(w_.layer_begin + int(i)), b.normed, b.qkv, b.attn, kv[i], b.hidden);
+      all_reduce(b.hidden);
+      L.post_norm(be, b.hidden, b.normed, &b.residual);
+      L.mlp.run(be, b.normed, b.gate_up, b.act, b.hidden);
+      all_reduce(b.hidden);
+    }
   }
-  // Through the communicator whenever there is one (at world 1 only to check the NCCL path).
-  void all_reduce(Tensor& x) {
-    if (par_.comm) par_.comm->all_reduce_sum(x);
-  }
-  // A step's activations to / from the same tensor-parallel rank of another pipeline stage.
-  void send(const Tensor& x, int stage) { send_to(x, par_.rank_in_stage(stage)); }
-  void recv(Tensor& x, int stage) { recv_from(x, par_.rank_in_stage(stage)); }
-  // Stages talk through pp_comm in host memory: a device tensor (CUDA ranks) goes through a host
-  // staging buffer, both ways (a few hundred KB a step; graphs are off under pipeline parallel).
-  void send_to(const Tensor& x, int peer) {
-    if (x.device == Device::CPU) return par_.pp_comm->send(x.data, x.nbytes(), peer);
-    staging_.resize(x.nbytes());
-    backend_.copy_to_host(x, staging_.data());
-    par_.pp_comm->send(staging_.data(), staging_.size(), peer);
-  }
-  void recv_from(Tensor& x, int peer) {
-    if (x.device == Device::CPU) return par_.pp_comm->recv(x.data, x.nbytes(), peer);
-    staging_.resize(x.nbytes());
-    par_.pp_comm->recv(staging_.data(), staging_.size(), peer);
-    backend_.copy_from_host(staging_.data(), x);
-  }
-
-  ModelConfig config_;
-  Backend& backend_;
-  ParallelContext par_;
-  LlamaWeights w_;
-  RopeParams rope_;
-  std::vector<uint8_t> staging_;  // host bytes of a device tensor on its way between stages
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Weight loading of the Llama family through the staged loader (engine/model/weights/): the name
-// map (llama_weight_sources) -> shard (megatron_shard: this rank's share under tensor parallelism,
+// Weight loading of a decoder through the staged loader (engine/model/weights/): the family's name
+// map -> shard (megatron_shard: this rank's share under tensor parallelism,
 // everything on a single rank) -> pack -> upload. Linears become LinearWeights in the weight dtype, or quantized ones where the checkpoint
 // kept them quantized and the backend runs them; the embedding is a table in the weight dtype; norms
 // and the qkv bias are f32.
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/model/llama/llama.h"
+#include "engine/model/weights/decoder_weights.h"
+
 #include "engine/model/check_tensors.h"
-#include "engine/model/llama/llama_weight_map.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
 
@@ -30,15 +30,16 @@ std::vector<int> local_kv_heads(int heads, int rank, int world) {
 
 }  // namespace
 
-LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
-                                const ParallelContext& par) {
+DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                    const ParallelContext& par, const std::vector<WeightSource>& sources,
+                                    float norm_offset) {
   const ModelConfig& c = ckpt.config;
   check_checkpoint_tensors(ckpt);  // every shape against the config before a kernel reads a weight
   const int kRank = par.rank, kWorld = par.world;
   check_tensor_parallel(c, kWorld);  // sizes that do not divide, refused before any weight is read
   check_pipeline_parallel(c, par.stages);
   const int first = par.layer_begin(c.num_layers), last = par.layer_end(c.num_layers);
-  LlamaWeights w;
+  DecoderWeights w;
   w.layer_begin = first;
   const char* kEmbed = "model.embed_tokens.weight";  // absent when kept only packed (quantized_embedding)
   w.weight_dtype = weight_dtype.value_or(ckpt.has(kEmbed) ? ckpt.get(kEmbed).dtype : DType::F32);
@@ -50,6 +51,7 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     a.num_q_heads = c.num_heads / kWorld;
     a.num_kv_heads = int(kv_heads.size());
     a.window = c.layer_window(first + int(i));
+    w.layers[i].mlp.gelu_tanh = c.hidden_act == "gelu_pytorch_tanh";
   }
   bool have_embed = false;
   // A tied table the checkpoint also keeps quantized as the lm_head: embed_is_lm_head when the
@@ -62,7 +64,7 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     return WeightSource{s.name, WeightRole::LmHead, s.layer, {"lm_head.weight"}, false};
   };
   std::vector<std::string> dense_fallbacks;  // quantized weights loaded dense, "<name>: <why>"
-  for (const WeightSource& s : llama_weight_sources(c)) {
+  for (const WeightSource& s : sources) {
     // Pipeline parallel: the first stage embeds, the last one normalizes and projects (and needs
     // the embedding too when the lm_head is tied to it); each holds its own layers.
     const bool mine = s.layer >= 0 ? s.layer >= first && s.layer < last
@@ -73,7 +75,16 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
     const ShardSpec spec = megatron_shard(s.role, c, kRank, kWorld);
     auto linear = [&] { return load_linear(ckpt, s, spec, w.weight_dtype, backend, &dense_fallbacks); };
     auto f32 = [&] { return load_tensor(ckpt, s, spec, DType::F32, backend); };
-    LlamaWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
+    auto norm_weight = [&] {  // (1 + w) for Gemma, added in f32 as transformers does
+      Tensor t = f32();
+      if (norm_offset == 0.0f) return t;
+      // A copy: the CPU backend's f32 tensor may be the checkpoint's own (read-only) mapping.
+      const Tensor stored = backend.to_host_f32(t);
+      Tensor host = Tensor::empty_host(DType::F32, stored.shape);
+      for (int64_t i = 0; i < host.numel(); ++i) host.ptr<float>()[i] = stored.ptr<float>()[i] + norm_offset;
+      return backend.upload(host, DType::F32);
+    };
+    DecoderWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
     switch (s.role) {
       case WeightRole::Embed:
         if (table_is_lm_head && backend.supports_quantized_embed()) {
@@ -103,15 +114,20 @@ LlamaWeights load_llama_weights(const Checkpoint& ckpt, Backend& backend, std::o
           w.lm_head = linear();
         }
         break;
-      case WeightRole::Norm: {  // the name map calls them "layers.<i>.input_norm" / "post_norm", and "norm"
+      case WeightRole::Norm: {  // "layers.<i>.input_norm" / "post_norm" / "pre_ff_norm" / "post_ff_norm", "final_norm"
         if (L && (s.name.ends_with(".q_norm") || s.name.ends_with(".k_norm"))) {  // [D], the same for every head
-          (s.name.ends_with(".q_norm") ? L->attention.q_norm : L->attention.k_norm) = f32();
+          (s.name.ends_with(".q_norm") ? L->attention.q_norm : L->attention.k_norm) = norm_weight();
           L->attention.qk_norm_eps = c.rms_norm_eps;
           break;
         }
-        const bool input = s.name.ends_with(".input_norm"), post = s.name.ends_with(".post_norm");
-        LLM_CHECK(L ? input != post : !input && !post) << "the name map's norm '" << s.name << "' has no place";
-        (L ? (input ? L->input_norm : L->post_norm) : w.final_norm) = RmsNorm{f32(), c.rms_norm_eps};
+        RmsNorm* norm = !L                                  ? &w.final_norm
+                        : s.name.ends_with(".input_norm")   ? &L->input_norm
+                        : s.name.ends_with(".post_norm")    ? &L->post_norm
+                        : s.name.ends_with(".pre_ff_norm")  ? &L->pre_ff_norm
+                        : s.name.ends_with(".post_ff_norm") ? &L->post_ff_norm
+                                                            : nullptr;
+        LLM_CHECK(norm) << "the name map's norm '" << s.name << "' has no place";
+        *norm = RmsNorm{norm_weight(), c.rms_norm_eps};
         break;
       }
       case WeightRole::Qkv: L->attention.qkv = linear(); break;
