@@ -16,6 +16,8 @@
 
 namespace llmctl {
 
+class GgufFile;
+
 using ModelFactory = std::unique_ptr<Model> (*)(const Checkpoint&, Backend&, std::optional<DType>, const ParallelContext&);
 // Every checkpoint tensor a config's model reads (HF names, shapes from the config).
 using TensorSpecs = std::vector<WeightSpec> (*)(const ModelConfig&);
@@ -30,6 +32,13 @@ struct Architecture {
   bool gguf_qk_permuted;   // llama.cpp's converter permuted the q/k rows (its non-NEOX rope models)
   ModelFactory make;
   TensorSpecs tensor_specs;
+  // GGUF specifics (unset: the Llama family's conventions): the config's parts the common <arch>.*
+  // keys do not give; a layer tensor's HF name where it differs ("ffn_norm" -> ... ; nullptr: the
+  // common one); a constant llama.cpp's converter added to every norm weight (taken off at load,
+  // so the checkpoint is in HF form).
+  void (*gguf_config)(const GgufFile&, ModelConfig&) = nullptr;
+  const char* (*gguf_layer_name)(const std::string& part) = nullptr;
+  float gguf_norm_shift = 0.0f;
 };
 
 // The registered architectures, in the order they are listed to users.

@@ -7,7 +7,8 @@ convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
   tiny_mistral_swa  MistralForCausalLM, a 5-token sliding window on every layer (HF directory only)
   tiny_qwen2_swa    Qwen2ForCausalLM with use_sliding_window: a 6-token window on layer 1 only
   tiny_gemma3       Gemma3ForCausalLM (engine/model/gemma/: (1 + w) and sandwich norms, GeGLU, scaled
-                    embeddings, query_pre_attn_scalar, 5:1 sliding layers with their own rope base)
+                    embeddings, 5:1 sliding layers with their own rope base); GGUF arch gemma3, whose
+                    norms llama.cpp stores as 1 + w and whose sliding pattern it leaves implied
 The sliding windows are far shorter than the sequences, so every check below (TP, batch invariance,
 quantize's calibration) runs tokens past them; the batch check runs them with an int8 KV cache too
 (its sequences go through the dequantized path).

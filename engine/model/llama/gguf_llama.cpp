@@ -141,11 +141,12 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   if (g.find("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {meta_int(g, "tokenizer.ggml.bos_token_id")};
   if (g.find("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {meta_int(g, "tokenizer.ggml.eos_token_id")};
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+  if (family->gguf_config) family->gguf_config(g, c);  // the family's own conventions (Gemma 3)
   c.validate();
   return c;
 }
 
-std::string gguf_to_hf_name(const std::string& name) {
+std::string gguf_to_hf_name(const std::string& name, const Architecture* family) {
   static const std::pair<const char*, const char*> top[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   static const std::pair<const char*, const char*> layer[] = {
@@ -165,6 +166,8 @@ std::string gguf_to_hf_name(const std::string& name) {
     if (dot2 == std::string::npos) return "";
     std::string index = stem.substr(4, dot2 - 4), part = stem.substr(dot2 + 1);
     if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) return "";
+    if (family && family->gguf_layer_name)
+      if (const char* own = family->gguf_layer_name(part)) return "model.layers." + index + "." + own + "." + suffix;
     for (auto& [from, to] : layer)
       if (part == from) return "model.layers." + index + "." + to + "." + suffix;
     return "";
@@ -310,11 +313,12 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   ck.config = gguf_llama_config(*g);
   ck.source_path = g->path();
   ck.source_format = "gguf";
-  const bool permuted = find_architecture(ck.config.architecture).gguf_qk_permuted;  // llama.cpp's q/k row order
+  const Architecture& family = find_architecture(ck.config.architecture);
+  const bool permuted = family.gguf_qk_permuted;  // llama.cpp's q/k row order
   std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
   for (const GgufTensorInfo& info : g->tensors()) {
     if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
-    std::string name = gguf_to_hf_name(info.name);
+    std::string name = gguf_to_hf_name(info.name, &family);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a "
                                << ck.config.architecture << " GGUF file";
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
@@ -337,6 +341,12 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
     }
     Tensor t = g->load(info, /*keep_float=*/true);
     if (t.data != info.data) release_mapped_pages(info.data, info.nbytes);  // dequantized into a copy
+    if (family.gguf_norm_shift != 0.0f && name.ends_with("norm.weight")) {  // back to HF's form, in f32
+      const Tensor stored = t;
+      t = Tensor::empty_host(DType::F32, stored.shape);
+      const Tensor f = stored.dtype == DType::F32 ? stored : convert_host(stored, DType::F32);
+      for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = f.ptr<float>()[i] - family.gguf_norm_shift;
+    }
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
     ck.tensors.emplace(std::move(name), std::move(t));
   }

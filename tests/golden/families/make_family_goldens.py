@@ -8,10 +8,10 @@ tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases); sliding-window attention: Mistral with a
 5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
 max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 3 (Gemma3ForCausalLM:
-(1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar 24, five
+(1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar (= head_dim 16, as in the 1B-12B models: a GGUF cannot say another), five
 5-token sliding layers with rope base 1e4 to one global layer with linear-scaled rope base 1e6).
-These have no GGUF here: llama.cpp's converter writes no window for the first two, and llmctl does
-not read Gemma GGUF files yet. Weights are drawn with std 0.3, and the
+The first two have no GGUF: llama.cpp's converter writes no window for them. Gemma 3's GGUF is
+llama.cpp's own form (norm weights stored as 1 + w, sliding pattern and local rope base implied). Weights are drawn with std 0.3, and the
 norm weights (1 + 0.3 N(0, 1)) and biases (0.3 N(0, 1)) too, so that every part moves the logits:
 transformers initialises norms to 1 and biases to 0, which would leave a missing q_norm or bias
 unseen. The byte-level 256-token tokenizer is tiny_model_util's; llama.cpp's converter does not know
@@ -48,12 +48,12 @@ FAMILIES = {
     "qwen2_swa": (Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=6, max_window_layers=1,
                               rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2ForCausalLM),
     "gemma3": (Gemma3TextConfig(**dict(SMALL, num_hidden_layers=6, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
-                                sliding_window=5, query_pre_attn_scalar=24,
+                                sliding_window=5, query_pre_attn_scalar=16,
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
                Gemma3ForCausalLM),
 }
-NO_GGUF = {"mistral_swa", "qwen2_swa", "gemma3"}
+NO_GGUF = {"mistral_swa", "qwen2_swa"}
 
 
 def convert_to_gguf(model_dir, out):
