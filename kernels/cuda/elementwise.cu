@@ -27,8 +27,9 @@ __global__ void embed_kernel(EmbedParams p) {
     out[i] = from_f32<T>(ok ? load_dt(p.table, int(p.table_dtype), int64_t(id) * p.hidden + i) : 0.f);
 }
 
-template <class T>
-__global__ void silu_mul_kernel(SiluMulParams p) {
+// out[t, i] = act(gate) * up for the two halves of a gate_up row; Act: a functor of f32.
+template <class T, class Act>
+__global__ void gated_mul_kernel(SiluMulParams p, Act act) {
   const T* gu = static_cast<const T*>(p.gate_up);
   T* out = static_cast<T*>(p.out);
   const int64_t n = p.num_tokens * p.inter;
@@ -36,22 +37,18 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
     const int64_t t = k / p.inter, i = k % p.inter;
     const float g = to_f32(gu[t * 2 * p.inter + i]);
     const float u = to_f32(gu[t * 2 * p.inter + p.inter + i]);
-    out[k] = from_f32<T>(g / (1.f + __expf(-g)) * u);
+    out[k] = from_f32<T>(act(g) * u);
   }
 }
 
-template <class T>
-__global__ void gelu_tanh_mul_kernel(SiluMulParams p) {
-  const T* gu = static_cast<const T*>(p.gate_up);
-  T* out = static_cast<T*>(p.out);
-  const int64_t n = p.num_tokens * p.inter;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = k / p.inter, i = k % p.inter;
-    const float g = to_f32(gu[t * 2 * p.inter + i]);
-    const float u = to_f32(gu[t * 2 * p.inter + p.inter + i]);
-    out[k] = from_f32<T>(0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u);
+struct Silu {
+  __device__ float operator()(float g) const { return g / (1.f + __expf(-g)); }
+};
+struct GeluTanh {  // PyTorch's gelu(approximate="tanh")
+  __device__ float operator()(float g) const {
+    return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
   }
-}
+};
 
 template <class T>
 __global__ void scale_kernel(T* x, int64_t n, float s) {
@@ -105,14 +102,15 @@ void launch_embed(const EmbedParams& p, cudaStream_t stream) {
 
 void launch_silu_mul(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens * p.inter == 0) return;
-  LLMCTL_DISPATCH_FLOAT(p.dtype, T, silu_mul_kernel<T><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p));
+  LLMCTL_DISPATCH_FLOAT(p.dtype, T,
+                        gated_mul_kernel<T, Silu><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p, Silu{}));
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_gelu_tanh_mul(const SiluMulParams& p, cudaStream_t stream) {
   if (p.num_tokens * p.inter == 0) return;
   LLMCTL_DISPATCH_FLOAT(p.dtype, T,
-                        gelu_tanh_mul_kernel<T><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p));
+                        gated_mul_kernel<T, GeluTanh><<<grid_for(p.num_tokens * p.inter), kThreads, 0, stream>>>(p, GeluTanh{}));
   CUDA_CHECK_LAUNCH();
 }
 

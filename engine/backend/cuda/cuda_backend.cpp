@@ -503,23 +503,25 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   if (exact) store_exact_rows(qkv, cache, b, hq, hkv);
 }
 
-void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
-  check_device(gate_up, "silu_mul gate_up");
-  check_device(out, "silu_mul out");
+// out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:] through `launch` (SwiGLU or GeGLU).
+void CudaBackend::gated_mul(const Tensor& gate_up, Tensor& out, const char* op,
+                            void (*launch)(const cuda::SiluMulParams&, cudaStream_t)) {
+  check_device(gate_up, op);
+  check_device(out, op);
   const int64_t I = out.dim(-1), T = rows_of(out);
   LLM_CHECK(gate_up.dim(-1) == 2 * I && rows_of(gate_up) == T && gate_up.dtype == out.dtype)
-      << "silu_mul: gate_up " << gate_up.shape_str() << ", out " << out.shape_str();
-  cuda::launch_silu_mul({gate_up.data, out.data, out.dtype, T, I}, stream_);
+      << op << ": gate_up " << gate_up.shape_str() << ", out " << out.shape_str();
+  launch({gate_up.data, out.data, out.dtype, T, I}, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
+  gated_mul(gate_up, out, "silu_mul", &cuda::launch_silu_mul);
 }
 
 void CudaBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
-  check_device(gate_up, "gelu_tanh_mul gate_up");
-  check_device(out, "gelu_tanh_mul out");
-  const int64_t I = out.dim(-1), T = rows_of(out);
-  LLM_CHECK(gate_up.dim(-1) == 2 * I && rows_of(gate_up) == T && gate_up.dtype == out.dtype)
-      << "gelu_tanh_mul: gate_up " << gate_up.shape_str() << ", out " << out.shape_str();
-  cuda::launch_gelu_tanh_mul({gate_up.data, out.data, out.dtype, T, I}, stream_);
+  gated_mul(gate_up, out, "gelu_tanh_mul", &cuda::launch_gelu_tanh_mul);
 }
+
 
 void CudaBackend::scale(Tensor& x, float s) {
   check_device(x, "scale");

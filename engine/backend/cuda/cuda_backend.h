@@ -19,6 +19,10 @@
 #include "kernels/cuda/gemm_tuner.h"
 #include "kernels/cuda/qlinear_tuner.h"
 
+namespace llmctl::cuda {
+struct SiluMulParams;  // kernels/cuda/elementwise.cuh
+}
+
 namespace llmctl {
 
 bool cuda_device_available();
@@ -120,6 +124,8 @@ class CudaBackend final : public Backend {
 
  private:
   void check_device(const Tensor& t, const char* what) const;
+  void gated_mul(const Tensor& gate_up, Tensor& out, const char* op,
+                 void (*launch)(const cuda::SiluMulParams&, cudaStream_t));
   float* attention_workspace(size_t bytes);
   int* attention_split_counters(size_t count);  // zeroed when (re)allocated; kernels leave them zero
   // A device buffer that only grows; growing clears the graphs (they hold its old address).
