@@ -1,15 +1,15 @@
 // Weight loading of a decoder through the staged loader (engine/model/weights/): the family's name
-// map -> shard (megatron_shard: this rank's share under tensor parallelism,
-// everything on a single rank) -> pack -> upload. Linears become LinearWeights in the weight dtype, or quantized ones where the checkpoint
-// kept them quantized and the backend runs them; the embedding is a table in the weight dtype; norms
-// and the qkv bias are f32.
+// map -> shard (megatron_shard: this rank's share under tensor parallelism, everything on a single
+// rank) -> pack -> upload. Linears become LinearWeights in the weight dtype, or quantized ones where
+// the checkpoint kept them quantized and the backend runs them; the embedding is a table in the
+// weight dtype; norms and the qkv bias are f32.
+#include "engine/model/weights/decoder_weights.h"
+
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/model/weights/decoder_weights.h"
-
 #include "engine/model/check_tensors.h"
 #include "engine/model/weights/load_weights.h"
 #include "engine/model/weights/megatron_split.h"
