@@ -232,3 +232,33 @@ TEST_CASE("Mistral: a sliding window runs at every context; a window at least th
   // The 4-token window reads less than the 18 tokens: its last logits differ from the Llama's.
   CHECK(last_logits(*m, tokens) != last_logits(*llama, tokens));
 }
+
+TEST_CASE("Gemma 3: its own tensors and layers on a random checkpoint; the window and the norms' 1 + w matter") {
+  auto be = make_cpu_backend(1);
+  ModelConfig c = tiny_config("Gemma3ForCausalLM");
+  c.qk_norm = true;
+  c.hidden_act = "gelu_pytorch_tanh";
+  c.tie_word_embeddings = true;
+  c.sliding_window = 4;
+  c.sliding_layers = {true, false};
+  c.sliding_rope_theta = 10000.0f;
+  c.rope_theta = 1000000.0f;
+  Checkpoint ck = random_checkpoint(c, 7, 0.3f);
+  for (const char* norm : {"pre_feedforward_layernorm", "post_feedforward_layernorm"})
+    CHECK(ck.has("model.layers.1." + std::string(norm) + ".weight"));
+  std::unique_ptr<Model> m = make_model(ck, *be);
+  CHECK(m->weight_specs().size() == ck.tensors.size());
+  const std::vector<int32_t> tokens = {1, 5, 9, 2, 7, 3, 8, 4, 6, 11, 12};
+  const std::vector<float> logits = last_logits(*m, tokens);
+  bool finite = true;
+  for (float x : logits) finite &= std::isfinite(x);
+  CHECK(finite);
+  // The window reads fewer keys than the 11 tokens: the last logits change without it.
+  ck.config.sliding_window = 0;
+  ck.config.sliding_layers.clear();
+  CHECK(last_logits(*make_model(ck, *be), tokens) != logits);
+  // A Llama built from the same tensors (no feed-forward norms) is refused by name: they have no place.
+  ck.config = c;
+  ck.config.architecture = "LlamaForCausalLM";
+  CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("pre_feedforward_layernorm"), InputError);
+}
