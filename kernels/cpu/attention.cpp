@@ -12,11 +12,7 @@
 namespace llmctl::kernels {
 
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                          int64_t kvh, float scale, float* scores, float* out, int32_t first) {
-  KERNEL_CHECK(first >= 0 && first <= position)
-      << "paged_attention_head: keys from " << first << " for position " << position;
-  // A window's later keys only: the portable kernel (the SIMD ones read from key 0).
-  if (first > 0) return detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out, first);
+                          int64_t kvh, float scale, float* scores, float* out) {
   // the same results, faster, where a SIMD variant runs (attention_impl.h: most head sizes)
   if (detail::cpu_has_avx512_vnni() &&
       detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out))
@@ -68,11 +64,10 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
 namespace detail {
 
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                   int64_t kvh, float scale, float* scores, float* out, int32_t first) {
+                                   int64_t kvh, float scale, float* scores, float* out) {
   const int64_t D = c.head_dim, B = c.block_size;
-  const int32_t n = position + 1 - first;  // keys first + j, j in [0, n)
+  const int32_t n = position + 1;
   auto row = [&](const float* base, int32_t j) {
-    j += first;
     const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
     return base + (slot * c.num_kv_heads + kvh) * D;
   };

@@ -30,11 +30,10 @@ struct PagedKvView {
 // multiple of 4).
 inline int64_t paged_attention_scratch(int64_t position) { return (position + 16) / 16 * 16 + 16; }
 
-// out[D] = softmax(q . K[first..position] * scale) @ V, for kv head kvh, in the order above with
-// key j counted from `first` (j - first); first > 0 for a sliding window (keys before it are not
-// read). scratch: paged_attention_scratch(position) floats.
+// out[D] = softmax(q . K[0..position] * scale) @ V, for kv head kvh, in the order above. scratch:
+// paged_attention_scratch(position) floats.
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
-                          int64_t kvh, float scale, float* scratch, float* out, int32_t first = 0);
+                          int64_t kvh, float scale, float* scratch, float* out);
 
 // Keys [from, position] of a query read exact, in f32, instead of from the quantized cache: a
 // sequence's open block kept beside an fp8 cache (engine/backend/kv_exact_rows.h). Key j's rows are

@@ -222,12 +222,12 @@ class CpuBackend final : public Backend {
     // The query tokens attended here, sequence by sequence, in units of 4 consecutive tokens of a
     // sequence (one kernel call reads each key row once for the four) and single tokens for the
     // rest. An int8 / fp8 context is read in place (rows dequantized in registers) where a kernel
-    // does that; elsewhere each sequence goes to attention_dequantized.
+    // does that; elsewhere each sequence goes to attention_over_copy.
     // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
     // own block from `exact[s]`, and a unit of four stays inside one block.
-    // A sliding window: a token past it (position >= window) reads keys from first_key(position)
-    // through the single-token f32 kernel (the in-place and four-token kernels read from key 0), so
-    // a quantized sequence with such a token goes to attention_dequantized.
+    // A sliding window: a sequence with a token past it (position >= window) goes to
+    // attention_over_copy, whose contiguous copy of the context lets the single-token kernels start
+    // at a token's first key (the paged kernels read from key 0).
     struct Unit {
       int32_t first, count, seq;
     };
@@ -243,19 +243,18 @@ class CpuBackend final : public Backend {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
-      if (quant && (slides || !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
-        copy_seqs.push_back(s);  // no in-place kernel
+      if (slides || (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
+        copy_seqs.push_back(s);
         continue;
       }
       int t = q0;
       for (; t + 4 <= q1; t += 4) {
         if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B) break;
-        if (first_key(plan.positions[t + 3]) > 0) break;
         units.push_back({t, 4, s});
       }
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
-    if (!copy_seqs.empty()) attention_dequantized(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, out);
+    if (!copy_seqs.empty()) attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, out);
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
@@ -286,7 +285,7 @@ class CpuBackend final : public Backend {
           if (quant)  // int8 / fp8 rows dequantized in registers
             kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of[j]);
           else
-            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j], first_key(pos[j]));
+            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
         }
       }
     });
@@ -381,18 +380,21 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  // Attention of the sequences `seqs` over an int8 or fp8 cache where no kernel reads it in place
-  // (kernels::paged_attention_quant_in_place: the CPU, the head size, the cache dtype), one
-  // sequence at a time: its context is dequantized once (not once per query token and head), then
-  // the f32 kernel runs over that copy, a single block of n tokens. The same results as in place.
+  // Attention of the sequences `seqs` over a contiguous f32 copy of each one's context: for an int8
+  // or fp8 cache where no kernel reads it in place (kernels::paged_attention_quant_in_place: the
+  // CPU, the head size, the cache dtype), and for a sliding window. One sequence at a time: its
+  // context is copied (dequantized) once, not once per query token and head; then the f32 kernel
+  // runs over the copy as a single block, a token with a window from its first key (the copy seen
+  // from that row on), so the SIMD kernels run there too. The same results as in place.
   // With exact rows (exact[s].k set) the queries go block by block, the copy holding the block's
   // exact rows while its queries run.
-  void attention_dequantized(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
-                             const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
-                             int hkv, float scale, int window, Tensor& out) {
+  void attention_over_copy(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
+                           const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
+                           int hkv, float scale, int window, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
     const int32_t B = int32_t(cache.k.dim(1));
-    const kernels::PagedKvQuantView qview = quant_view(cache, hkv);
+    const bool quant = cache.quant != KvCacheDtype::Auto;
+    const kernels::PagedKvQuantView qview = quant ? quant_view(cache, hkv) : kernels::PagedKvQuantView{};
     const int group = hq / hkv;
     const int32_t first_block[1] = {0};
     std::vector<float> k, v;
@@ -403,21 +405,28 @@ class CpuBackend final : public Backend {
       k.resize(size_t(n * row));
       v.resize(size_t(n * row));
       const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq;
-      auto dequantize = [&](int32_t j0, int32_t j1) {
+      auto dequantize = [&](int32_t j0, int32_t j1) {  // positions [j0, j1) into the copy
         pool_.parallel_for(j1 - j0, [&](int64_t a, int64_t b) {
-          kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k.data(), v.data());
+          if (quant) return kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k.data(),
+                                                             v.data());
+          for (int64_t j = j0 + a; j < j0 + b; ++j) {
+            const int64_t slot = int64_t(table[j / B]) * B + j % B;
+            std::memcpy(k.data() + j * row, cache.k.ptr<float>() + slot * row, size_t(row) * 4);
+            std::memcpy(v.data() + j * row, cache.v.ptr<float>() + slot * row, size_t(row) * 4);
+          }
         });
       };
       dequantize(0, n);
-      const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
       auto run = [&](int t0, int t1) {
         pool_.parallel_for(int64_t(t1 - t0) * hq, [&](int64_t i0, int64_t i1) {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
           for (int64_t i = i0; i < i1; ++i) {
             const int64_t t = t0 + balanced_order(i / hq, t1 - t0), h = i % hq;
             const int32_t pos = plan.positions[t], first = window > 0 ? std::max(0, pos - window + 1) : 0;
-            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, pos, h / group, scale,
-                                          scratch.data(), out.ptr<float>() + t * hq * D + h * D, first);
+            // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
+            const kernels::PagedKvView view{k.data() + first * row, v.data() + first * row, n, hkv, D};
+            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, pos - first, h / group,
+                                          scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
           }
         });
       };
