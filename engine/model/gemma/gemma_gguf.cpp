@@ -1,5 +1,7 @@
 #include "engine/model/gemma/gemma_gguf.h"
 
+#include <cmath>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
@@ -32,6 +34,8 @@ void gemma3_gguf_config(const GgufFile& g, ModelConfig& c) {
   }
   const GgufValue* base = g.find(a + "rope.freq_base_swa");
   c.sliding_rope_theta = base ? float(base->as_float()) : 10000.0f;
+  LLM_REQUIRE(std::isfinite(c.sliding_rope_theta) && c.sliding_rope_theta > 0)
+      << g.path() << ": " << a << "rope.freq_base_swa must be positive, got " << c.sliding_rope_theta;
 }
 
 const char* gemma3_gguf_layer_name(const std::string& part) {

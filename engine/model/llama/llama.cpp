@@ -22,8 +22,7 @@ namespace {
 class LlamaModel final : public DecoderModel {
  public:
   LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
-      : DecoderModel((check_llama_supported(ckpt.config), ckpt), backend, weight_dtype, par,
-                     llama_weight_sources(ckpt.config)) {}
+      : DecoderModel(ckpt, backend, weight_dtype, par, llama_weight_sources(ckpt.config)) {}
 
  private:
   void run_layers(const AttentionPlan& plan, LayerBuffers& b, std::vector<KvLayer>& kv) override {
@@ -47,6 +46,7 @@ class LlamaModel final : public DecoderModel {
 
 std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
                                         const ParallelContext& par) {
+  check_llama_supported(ckpt.config);  // before any weight is read
   return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype, par);
 }
 
