@@ -44,7 +44,7 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
               "(the CPU backend always is)");
   s->add_option("--kv-cache-dtype", f.kv_cache_dtype,
                 "KV cache element type: auto (the activation dtype), int8 (per-token, per-head scales and zero "
-                "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU (CUDA: only with LLMCTL_CUDA_QUANTIZED=1 until verified on a GPU)")
+                "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU and CUDA")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "int8", "fp8", "fp8_e4m3"}));
   s->add_option("--act-quant", f.act_quant,
@@ -52,6 +52,12 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "llama.cpp; faster) or kept f32 (none; exact up to summation order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "none"}));
+  s->add_option("--quantized-weights", f.quantized_weights,
+                "quantized linears (int4/int8 groups, GGUF blocks): keep (run by the quantized kernels: least "
+                "memory), dequantize (to the compute dtype at load) or auto (keep on the CPU; on CUDA dequantize "
+                "when the dense copy fits in half the GPU's free memory, as its dense GEMMs are faster)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "keep", "dequantize"}));
 }
 
 void add_sampling_flags(CLI::App* s, SamplingParams& sp, uint64_t& seed, int max_tokens, const std::string& tokens_help) {
@@ -122,6 +128,9 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
+  const auto qw = parse_quantized_weights(f.quantized_weights);
+  LLM_REQUIRE(qw) << "--quantized-weights " << f.quantized_weights << ": expected auto, keep or dequantize";
+  ro.quantized_weights = *qw;
   ro.tensor_parallel = f.tensor_parallel;
   ro.pipeline_parallel = f.pipeline_parallel;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)

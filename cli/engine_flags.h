@@ -13,7 +13,8 @@
 namespace llmctl::cli {
 
 struct EngineFlags {
-  std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8";
+  std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8",
+              quantized_weights = "auto";
   int threads = 0;
   int max_model_len = 0;   // -c/--ctx-size/--max-model-len; 0 = the model's
   int gpu_layers = -1;     // -ngl/--n-gpu-layers (llama.cpp's); -1 = not given

@@ -85,6 +85,31 @@ static std::string device_for_gpu_layers(const RuntimeOptions& opts) {
   return opts.device;
 }
 
+std::optional<QuantizedWeights> parse_quantized_weights(const std::string& s) {
+  if (s == "auto") return QuantizedWeights::Auto;
+  if (s == "keep") return QuantizedWeights::Keep;
+  if (s == "dequantize") return QuantizedWeights::Dequantize;
+  return std::nullopt;
+}
+
+// --quantized-weights auto on a GPU: whether a dense copy of the checkpoint's weights fits in half
+// the device's free memory. Estimated from the files' size before anything is read: a quantized
+// checkpoint stores about 4.5 bits a weight (Q4 blocks, int4 groups with their scales), so its
+// dense 16-bit copy is at most 16 / 4.5 times its size (an 8-bit one is overestimated: it stays
+// quantized sooner). A dense checkpoint has no quantized linears, and the answer does not matter.
+static bool dense_copy_fits(const std::string& path, Backend& backend) {
+  namespace fs = std::filesystem;
+  uintmax_t bytes = 0;
+  if (fs::is_directory(path)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(path))
+      if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += e.file_size();
+  } else {
+    bytes = fs::file_size(path);
+  }
+  const std::optional<size_t> free_bytes = backend.kv_cache_budget(1.0, 0);  // all the device has left
+  return free_bytes && double(bytes) * 16.0 / 4.5 <= 0.5 * double(*free_bytes);
+}
+
 // Loads this rank's part into rt, whose communicator is set (several ranks) or null.
 static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
@@ -144,6 +169,9 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   // --dtype on the CPU with a GGUF asks for a dense copy (on CUDA it picks the compute dtype).
   const bool cpu = rt.backend->device() == Device::CPU;
   if (cpu && opts.dtype && std::filesystem::path(rt.model_path).extension() == ".gguf") lo.keep_quantized = false;
+  if (opts.quantized_weights == QuantizedWeights::Dequantize) lo.keep_quantized = false;
+  if (opts.quantized_weights == QuantizedWeights::Auto && !cpu && lo.keep_quantized)
+    lo.keep_quantized = !dense_copy_fits(rt.model_path, *rt.backend);
   lo.quantized_embedding = lo.keep_quantized && rt.backend->supports_quantized_embed();
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   ckpt.release_after_upload = true;  // one model is built from it: quantized weights freed as they upload
@@ -153,7 +181,10 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   rt.weights = describe_weights(ckpt, weight_dtype,
                                 cpu && rt.quantized_linears ? act_quant_name(opts.act_quant) : nullptr);
   ParallelContext par;
-  par.rank = rt.rank % world, par.world = world, par.comm = rt.device_comm ? rt.device_comm.get() : rt.tp_comm.get();
+  // A tensor-parallel group of one (pipeline stages alone) has nothing to reduce: no communicator, so
+  // device tensors never reach the host-only MPI one. NCCL at world 1 is kept where it was asked for.
+  par.rank = rt.rank % world, par.world = world;
+  par.comm = rt.device_comm ? rt.device_comm.get() : world > 1 ? rt.tp_comm.get() : nullptr;
   par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();
   rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
   release_mapped_pages_again();  // pages of released weights that later reads mapped back in

@@ -13,6 +13,13 @@
 
 namespace llmctl {
 
+// What becomes of a checkpoint's quantized linears (int4 / int8 groups, GGUF blocks) on a backend
+// that runs them. auto: kept quantized on the CPU; on CUDA dequantized to the compute dtype when
+// the dense copy fits in half the device's free memory (the GPU's dense GEMMs are faster than its
+// W4A16 kernels past a few sequences: bench/results/h200-gpu-check/), kept quantized when not.
+enum class QuantizedWeights { Auto, Keep, Dequantize };
+std::optional<QuantizedWeights> parse_quantized_weights(const std::string& s);  // auto | keep | dequantize
+
 struct RuntimeOptions {
   std::string model;               // path; empty = the default model
   // Weight dtype (nullopt: as stored). On the CPU a GGUF's quantized blocks run as they are unless
@@ -27,6 +34,7 @@ struct RuntimeOptions {
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
   ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
+  QuantizedWeights quantized_weights = QuantizedWeights::Auto;  // --quantized-weights
   // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by
   // mpirun (engine/parallel/launcher.h); 1 = this process alone.
   int tensor_parallel = 1;

@@ -49,7 +49,7 @@ MODEL="$HOME_DIR/$MODEL_REL"
 rm -rf .carry/? .carry/rest.* .carry/mpi .carry/stage
 st=.carry/stage  # what the tarball holds: build-gpu/, lib/, mpi/
 mkdir -p "$st/build-gpu/tests" "$st/lib" .carry/a
-bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize tests/llmctl_gpu_tests)
+bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize llmctl_random_model tests/llmctl_gpu_tests)
 for b in "${bins[@]}"; do strip -o "$st/build-gpu/$b" "$BUILD/$b"; done
 # Libraries beyond libc/libstdc++, OpenSSL, zlib and CUDA (the GPU image has those; carrying them would
 # also reach its python3 through LD_LIBRARY_PATH), as this machine resolves them.
@@ -71,6 +71,15 @@ if command -v orterun >/dev/null; then
   for f in "$o/bin/orterun" "$o/bin/orted" "$pkglib"/*.so "$(ldconfig -p | awk '/libmpi.so.40 /{print $NF; exit}')"; do
     ldd "$f"
   done | awk '$3 ~ /^\// {print $3}' | sort -u | grep -v -E "$skip_libs" | while read -r lib; do cp -L "$lib" "$o/deps/"; done
+fi
+# The default model's config and tokenizer (no weights): gpu-check's formats stage makes small random
+# models from them, quantized several ways, without waiting for the model's parts.
+hf=$HOME_DIR/models/SmolLM2-135M-Instruct/hf
+if [[ -f "$hf/tokenizer.json" ]]; then
+  mkdir -p "$st/base"
+  for f in config.json generation_config.json tokenizer.json tokenizer_config.json; do
+    [[ -f "$hf/$f" ]] && cp "$hf/$f" "$st/base/"
+  done
 fi
 # WikiText-2 for gpu-check's perplexity runs (../shared does not travel).
 data=${SHARED_DATA:-../shared/data}/wikitext2-valid.txt

@@ -369,9 +369,8 @@ int main(int argc, char** argv) try {
                      ms, gbps, 100 * gbps / copy_gbps);
       }
     out["decode_attention"] = rows;
-    // The same over int8 / fp8 caches (gate on), whose codes the kernel reads in place
+    // The same over int8 / fp8 caches, whose codes the kernel reads in place
     // (kernels/cuda/kv_codes.cuh): about half the bf16 cache's bytes (int8 adds 8 per head row).
-    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
     json qrows = json::array();
     for (KvCacheDtype kd : {KvCacheDtype::Int8, KvCacheDtype::Fp8})
       for (int S : {1, 32})
@@ -432,9 +431,8 @@ int main(int argc, char** argv) try {
 
   // (c4) W4A16: the int4 group-128 quantized linear (kernels/cuda/qlinear.cu) on Llama-3-8B shapes at
   // decode batch sizes, beside the bf16 linear (tuned path) of the same shape: microseconds, GB/s over
-  // the 4-bit codes, speed-up. The bench switches the kernels' gate on (LLMCTL_CUDA_QUANTIZED=1).
+  // the 4-bit codes, speed-up.
   if (!model_only) {
-    setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
     json rows = json::array();
     struct QLin {
       const char* name;
@@ -541,10 +539,7 @@ int main(int argc, char** argv) try {
     // (d) + (e) + (f): a Llama-3-8B-shaped Llama model, run as the engine runs it (one ModelRunner).
     std::vector<uint16_t> pool, ones;
     Checkpoint ck = random_8b_checkpoint(sh, pool, ones);
-    if (int4) {
-      setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
-      quantize_linears(ck, 128);
-    }
+    if (int4) quantize_linears(ck, 128);
     std::unique_ptr<Model> model = make_model(ck, be, dt);
     LocalExecutor exec(*model);
     ModelRunner& runner = exec.runner();

@@ -29,6 +29,7 @@ class Executor {
 
   // KV cache: its layout for a block size, the bytes a device may give it (nullopt without a
   // device: the caller's size applies) after `reserve` bytes for activations, and its allocation.
+  // Asking for the budget frees the cache allocated before (the new one replaces it).
   virtual KvCacheSpec kv_spec(int block_size) const = 0;
   virtual std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) = 0;
   virtual void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) = 0;

@@ -17,7 +17,10 @@ class LocalExecutor final : public Executor {
   DType weight_dtype() const override { return runner_.model().weight_dtype(); }
   void check_context(int context) const override { runner_.model().check_context(context); }
   KvCacheSpec kv_spec(int block_size) const override { return runner_.kv_spec(block_size); }
+  // The cache this budget is for replaces any earlier one: that one is freed first, or a second
+  // engine on this executor would find the first one's blocks in use.
   std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) override {
+    runner_.free_kv_cache();
     return runner_.backend().kv_cache_budget(gpu_memory_utilization, reserve);
   }
   void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override { runner_.alloc_kv_cache(spec, num_blocks); }

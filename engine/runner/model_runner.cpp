@@ -22,11 +22,7 @@ ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
     : model_(model), kv_dtype_(kv_dtype), widths_(model.activation_widths()), graph_epoch_(next_graph_epoch()) {
   LLM_REQUIRE(backend().supports_kv_cache(kv_dtype))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype)
-      << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto"
-      << (backend().device() == Device::CPU
-              ? ""
-              : " or --device cpu (CUDA's int8/fp8 KV kernels are off until verified on a GPU: "
-                "LLMCTL_CUDA_QUANTIZED=1 turns them on)");
+      << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto";
 }
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {

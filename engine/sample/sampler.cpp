@@ -1,5 +1,6 @@
 #include "engine/sample/sampler.h"
 
+#include <cmath>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -25,6 +26,7 @@ SampleResult sample(const float* logits, int vocab, const SamplingParams& params
   int token;
   if (params.greedy()) {
     token = argmax(work.data(), vocab);
+    LLM_CHECK(work[size_t(token)] != -INFINITY) << "every token is suppressed (no token can be drawn)";
   } else {
     truncate_candidates(work.data(), vocab, params, c);
     token = draw_candidate(c, counter_uniform(state.seed, step));

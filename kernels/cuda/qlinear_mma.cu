@@ -1,9 +1,12 @@
-// Tensor-core group-affine quantized linear (qlinear.cuh): per 32-input step, the block's x tile
-// [BM, 32] is copied and its weight tile [BN, 32] dequantized (scale * code + offset in f32, rounded
+// Tensor-core group-affine quantized linear (qlinear.cuh): per BK-input step, the block's x tile
+// [BM, BK] is copied and its weight tile [BN, BK] dequantized (scale * code + offset in f32, rounded
 // to the activation dtype) into shared memory, then multiplied with wmma 16x16x16 (f32 accumulators).
-// Every output element is reduced over K in ascending 16-wide steps whatever the tile shape, so
-// the BM = 16 (decode-sized) and BM = 64 variants give the same bits for a row.
-// Correct first: no double buffering, no Marlin-style register-level repack yet.
+// Every output element is reduced over K in ascending 16-wide steps whatever the tile shape (steps
+// past K are skipped, not added as zeros), so the BM = 16 (decode-sized) and BM = 64 variants give
+// the same bits for a row. Slow still (an H200, bench/results/h200-gpu-check/): 99-110 us for a
+// 4096 x 4096 int4 weight at any T up to 16, with 32 or 128 inputs a step alike, so the
+// dequantization in N / 64 blocks of 4 warps bounds it rather than the K loop's round trips.
+// Next: more blocks (K split with a fixed-order reduction), a Marlin-style register-level layout.
 #include <mma.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -13,7 +16,7 @@ namespace llmctl::cuda {
 namespace {
 
 namespace wmma = nvcuda::wmma;
-constexpr int BK = 32, LDT = BK + 8;  // smem tiles [rows][LDT] (16-bit): 80-byte rows keep wmma alignment
+// smem tiles are [rows][BK + 8] (16-bit): rows of a multiple of 16 bytes plus 16 keep wmma alignment
 
 __device__ __forceinline__ float load_param(const void* p, bool f32, int64_t i) {
   return f32 ? __ldg(static_cast<const float*>(p) + i) : __half2float(static_cast<const __half*>(p)[i]);
@@ -29,9 +32,10 @@ __device__ __forceinline__ void store8(T* dst, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(dst) = raw;
 }
 
-template <class T, int BITS, int BM, int BN, int WM, int WN>
+template <class T, int BITS, int BM, int BN, int BK, int WM, int WN>
 __global__ void __launch_bounds__(WM * WN * 32) qlinear_mma_kernel(QLinearParams p) {
-  constexpr int NT = WM * WN * 32, FM = BM / WM / 16, FN = BN / WN / 16, LDC = BN + 4;
+  static_assert(BK % 32 == 0, "K is a multiple of 32: a step's 16-wide halves are all in or all out");
+  constexpr int NT = WM * WN * 32, FM = BM / WM / 16, FN = BN / WN / 16, LDC = BN + 4, LDT = BK + 8;
   __shared__ __align__(128) T a_s[BM * LDT];
   __shared__ __align__(128) T b_s[BN * LDT];
   __shared__ __align__(128) float c_s[BM * LDC];
@@ -48,19 +52,19 @@ __global__ void __launch_bounds__(WM * WN * 32) qlinear_mma_kernel(QLinearParams
     for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
   for (int64_t k0 = 0; k0 < K; k0 += BK) {
-    // x tile: 4 vectors of 8 per row; rows past T are zeros.
+    // x tile: BK / 8 vectors of 8 per row; rows past T and columns past K are zeros.
     for (int v = threadIdx.x; v < BM * (BK / 8); v += NT) {
       const int r = v / (BK / 8), c = (v % (BK / 8)) * 8;
       uint4 val = make_uint4(0, 0, 0, 0);
-      if (m0 + r < M) val = __ldg(reinterpret_cast<const uint4*>(x + (m0 + r) * K + k0 + c));
+      if (m0 + r < M && k0 + c < K) val = __ldg(reinterpret_cast<const uint4*>(x + (m0 + r) * K + k0 + c));
       *reinterpret_cast<uint4*>(a_s + r * LDT + c) = val;
     }
-    // Weight tile: 16 inputs (half a step) per item; rows past N are zeros.
-    for (int v = threadIdx.x; v < BN * 2; v += NT) {
-      const int r = v / 2, h = v % 2;
+    // Weight tile: 16 inputs per item; rows past N and inputs past K are zeros.
+    for (int v = threadIdx.x; v < BN * (BK / 16); v += NT) {
+      const int r = v / (BK / 16), h = v % (BK / 16);
       const int64_t n = n0 + r;
       float w[2][8];
-      if (n < N) {
+      if (n < N && k0 + 16 * h < K) {
         const int64_t g = n * G + (k0 + 16 * h) / p.group;
         const float sc = load_param(p.scale, sf32, g), of = p.offset ? load_param(p.offset, sf32, g) : 0.f;
         const uint8_t* row = p.packed + n * row_bytes;
@@ -88,6 +92,7 @@ __global__ void __launch_bounds__(WM * WN * 32) qlinear_mma_kernel(QLinearParams
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
+      if (k0 + kk >= K) break;  // the same for the whole block: no zero steps in the sum
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[FM];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb[FN];
 #pragma unroll
@@ -122,9 +127,9 @@ template <class T, int BITS>
 void launch_typed(const QLinearParams& p, cudaStream_t stream) {
   const unsigned nb = unsigned((p.N + 63) / 64);
   if (p.T <= 16) {  // decode-sized: 16-token tiles, the same K order
-    qlinear_mma_kernel<T, BITS, 16, 64, 1, 4><<<dim3(nb, unsigned((p.T + 15) / 16)), 128, 0, stream>>>(p);
-  } else {
-    qlinear_mma_kernel<T, BITS, 64, 64, 2, 2><<<dim3(nb, unsigned((p.T + 63) / 64)), 128, 0, stream>>>(p);
+    qlinear_mma_kernel<T, BITS, 16, 64, 128, 1, 4><<<dim3(nb, unsigned((p.T + 15) / 16)), 128, 0, stream>>>(p);
+  } else {  // static shared memory: 2 x 64 x 72 x 2 + 64 x 68 x 4 bytes = 36 KiB
+    qlinear_mma_kernel<T, BITS, 64, 64, 64, 2, 2><<<dim3(nb, unsigned((p.T + 63) / 64)), 128, 0, stream>>>(p);
   }
   CUDA_CHECK_LAUNCH();
 }

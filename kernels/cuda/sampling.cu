@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams P) {
   __syncthreads();
   if (job.temperature <= 0.f) {
     const int t = block_argmax(x, V, s);
-    if (tid == 0) *token_out = t;
+    if (tid == 0) *token_out = x[t] == -INFINITY ? -1 : t;  // every token suppressed: -1, as the host
     return;
   }
 

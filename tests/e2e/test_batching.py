@@ -22,7 +22,7 @@ extra = sys.argv[2:]  # added to every llmctl run
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 home = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 model = os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
-data = os.path.join(os.path.dirname(os.path.abspath(src)), "shared/data/wikitext2-valid.txt")
+data = os.environ.get("LLMCTL_WIKITEXT") or os.path.join(os.path.dirname(os.path.abspath(src)), "shared/data/wikitext2-valid.txt")
 if not os.path.exists(model):
     print(f"SKIP: default model not found at {model}")
     sys.exit(77)

@@ -18,6 +18,7 @@ ap.add_argument("--dtype", default="f32")
 ap.add_argument("--tol", type=float, default=2e-3)
 ap.add_argument("--model", default="")
 ap.add_argument("--device", default="cpu")
+ap.add_argument("--quantized-weights", default="auto", help="keep: a GPU runs a GGUF's quantized kernels")
 ap.add_argument("--golden", default="", help="another golden file of the same format (e.g. a quantized model's)")
 args = ap.parse_args()
 
@@ -29,7 +30,8 @@ if not os.path.exists(model):
     print(f"SKIP: default model not found at {model} (run scripts/fetch-model.sh --dense)")
     sys.exit(77)
 
-cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype, "--device", args.device]
+cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype, "--device", args.device,
+       "--quantized-weights", args.quantized_weights]
 res = subprocess.run(cmd, capture_output=True, text=True)
 if res.returncode != 0:
     print(res.stderr)

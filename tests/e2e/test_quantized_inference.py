@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The default model's own Q4_1 GGUF runs quantized (issue: quantized inference).
-- `generate`'s stats line says the GGUF's linears run quantized (and the f32 directory's are f32).
+- `generate`'s stats line says the GGUF's linears run quantized (and the f32 directory's are f32);
+  `--quantized-weights dequantize` runs the GGUF's dense copy (the HF directory's tokens).
 - `bench ppl` (--ctx 512 --stride 256, the first 1024 tokens of WikiText-2 validation): with exact
   activations (--act-quant none) the quantized kernels give the perplexity of the same weights
   dequantized to f32 (the HF directory is the GGUF dequantized) within 1e-3 relative -- they add no
@@ -32,6 +33,15 @@ if os.environ.get("LLMCTL_QLINEAR_ISA") == "avx2":  # the ctest entry that steps
         assert "quantized avx2" in p.stderr, p.stderr
 p = run([llmctl, "generate", "--model", model, "-n", "4", "--temperature", "0", "Hello"])
 assert "| weights f32 |" in p.stderr, p.stderr
+# --quantized-weights dequantize: the GGUF's dense copy, the same tokens as the HF directory (the GGUF
+# dequantized by convert); keep is the CPU's default.
+dense = run([llmctl, "generate", "--model", model, "-n", "16", "--temperature", "0", "--json", "Hello"])
+p = run([llmctl, "generate", "--model", gguf, "--quantized-weights", "dequantize", "-n", "16", "--temperature", "0",
+         "--json", "Hello"])
+assert "weights Q4_1 GGUF, dequantized to f32" in p.stderr, p.stderr
+assert json.loads(p.stdout)["token_ids"] == json.loads(dense.stdout)["token_ids"], (p.stdout, dense.stdout)
+p = run([llmctl, "generate", "--model", gguf, "--quantized-weights", "keep", "-n", "4", "--temperature", "0", "Hello"])
+assert "weights Q4_1 GGUF, run quantized" in p.stderr, p.stderr
 
 ppl = {}
 for name, path, flags in (("dense f32", model, []), ("Q4_1 act-quant none", gguf, ["--act-quant", "none"]),

@@ -9,8 +9,6 @@
 using namespace llmctl;
 
 TEST_CASE("backend parity table: the CUDA backend against the naive references") {
-  // The int8 / fp8 KV rows run only with the quantized CUDA kernels' gate on (cuda_quantized.cpp).
-  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   for (DType dt : gpu_test::kHalfTypes) {
     // Weights in the compute dtype (the fast path) and in f32 (converted per call).
     backend_ops::Target target{&gpu_test::backend(dt), {dt, DType::F32}};

@@ -6,7 +6,6 @@
 // The attention kernels read the codes in place (kernels/cuda/kv_codes.cuh): their output also
 // equals, bit for bit, the dense kernels' over a copy of the cache dequantized on the host with the
 // same arithmetic and rounded to the activation dtype.
-// The tests switch the gate (LLMCTL_CUDA_QUANTIZED=1) on themselves.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -294,14 +293,12 @@ void run_exact_case(DType dt, int D, uint32_t seed) {
 }  // namespace
 
 TEST_CASE("cuda: fp8 KV cache with exact open-block rows against the CPU backend") {
-  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   uint32_t seed = 900;
   for (DType dt : kHalfTypes)
     for (int D : {64, 128}) run_exact_case(dt, D, seed++);
 }
 
 TEST_CASE("cuda: int8 and fp8 KV cache write + attention against the CPU backend") {
-  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   const std::vector<Seq> decode = {{0, 1}, {16, 1}, {99, 1}, {1500, 1}};
   const std::vector<Seq> prefill = {{0, 40}, {33, 17}, {0, 2}};
   const std::vector<Seq> mixed = {{0, 17}, {60, 1}, {900, 30}, {5, 1}};
@@ -316,7 +313,6 @@ TEST_CASE("cuda: int8 and fp8 KV cache write + attention against the CPU backend
 }
 
 TEST_CASE("cuda: int8 KV copy_blocks moves codes and scales") {
-  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
   std::mt19937 rng(77);
   CudaBackend& be = backend(DType::BF16);
   const KvLayer h = random_cache(KvCacheDtype::Int8, 6, 16, 2, 64, rng);
@@ -333,12 +329,10 @@ TEST_CASE("cuda: int8 KV copy_blocks moves codes and scales") {
   }
 }
 
-TEST_CASE("cuda: quantized KV cache gate follows LLMCTL_CUDA_QUANTIZED") {
+TEST_CASE("cuda: the backend has int8 and fp8 KV caches") {
   CudaBackend& be = backend(DType::BF16);
-  unsetenv("LLMCTL_CUDA_QUANTIZED");
   CHECK(be.supports_kv_cache(KvCacheDtype::Auto));
-  CHECK_FALSE(be.supports_kv_cache(KvCacheDtype::Int8));
-  CHECK_FALSE(be.supports_kv_cache(KvCacheDtype::Fp8));
-  setenv("LLMCTL_CUDA_QUANTIZED", "1", 1);
+  CHECK(be.supports_kv_cache(KvCacheDtype::Int8));
   CHECK(be.supports_kv_cache(KvCacheDtype::Fp8));
+  CHECK(be.supports_kv_exact_rows(KvCacheDtype::Fp8));
 }

@@ -28,10 +28,6 @@ namespace llmctl {
 bool cuda_device_available();
 // Devices visible to this process (0 when none or no driver).
 int cuda_device_count();
-// Whether the quantized CUDA kernels (linears, cuda_quantized.cpp) are switched on: only with
-// LLMCTL_CUDA_QUANTIZED=1 until a GPU run has verified them; otherwise quantized checkpoints are
-// dequantized at load as before.
-bool cuda_quantized_enabled();
 
 struct CudaOptions {
   bool graphs = true;          // replay decode steps from CUDA graphs (--enforce-eager turns them off)
@@ -92,14 +88,14 @@ class CudaBackend final : public Backend {
   // weights in the compute dtype).
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   using Backend::linear;  // the LinearWeight overload
-  // Dense always; Int4Group / Int8Group only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  // Dense, Int4Group and Int8Group (act-order too; cuda_quantized.cpp).
   bool supports(WeightFormat f) const override;
-  bool supports_input_perm() const override;  // with LLMCTL_CUDA_QUANTIZED=1, as supports()
+  bool supports_input_perm() const override;
   LinearWeight upload_quantized(const LinearWeight& canonical) override;
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
-  // Auto always; int8 / fp8 only when cuda_quantized_enabled() (cuda_quantized.cpp).
+  // Auto, int8 and fp8 (cuda_quantized.cpp).
   bool supports_kv_cache(KvCacheDtype d) const override;
-  // fp8's exact open-block rows (cuda_exact_rows.cpp), under the same gate: in device memory
+  // fp8's exact open-block rows (cuda_exact_rows.cpp): in device memory
   // (KvExactStore::k_dev), read by the per-token attention, stored after it.
   bool supports_kv_exact_rows(KvCacheDtype d) const override;
   void reserve_exact_slots(std::vector<KvLayer>& cache, int slots) override;

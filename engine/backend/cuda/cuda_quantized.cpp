@@ -4,35 +4,30 @@
 //     linear_quantized runs kernels/cuda/qlinear.cu (decode sizes) or qlinear_mma.cu on them;
 //   - int8 / fp8 KV caches (kernels/cuda/kv_quant.cuh): write_kv quantizes, attention's kernels read
 //     the codes in place (kernels/cuda/kv_codes.cuh), copy_blocks moves int8's scales.
-//
-// Gate: until a GPU run has verified these kernels (tests/gpu/test_cuda_qlinear.cpp,
-// test_cuda_kv_quant.cpp via scripts/gpu-check.sh), supports() and supports_kv_cache() accept the
-// quantized formats only when the environment variable LLMCTL_CUDA_QUANTIZED=1 is set; otherwise the
-// loader dequantizes quantized checkpoints as before and --kv-cache-dtype int8/fp8 is refused.
-#include <cstdlib>
-#include <cstring>
-
+// Verified on an H200 (scripts/gpu-check.sh: tests/gpu/test_cuda_qlinear.cpp, test_cuda_kv_quant.cpp,
+// the golden model's perplexity with quantized weights equal to its dense copy's). Whether a
+// checkpoint's linears reach them is --quantized-weights' choice (engine/runtime.h).
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/core/error.h"
 #include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/qlinear.cuh"
 
 namespace llmctl {
+namespace {
 
-bool cuda_quantized_enabled() {
-  const char* v = std::getenv("LLMCTL_CUDA_QUANTIZED");
-  return v && std::strcmp(v, "1") == 0;
-}
+// A weight without offsets carries a default Tensor (no data, shape [] whose numel is 1).
+bool has_offsets(const Tensor& zeros) { return !zeros.empty() && zeros.numel() > 0; }
+
+}  // namespace
 
 bool CudaBackend::supports(WeightFormat f) const {
-  if (is_dense(f)) return true;
-  return (f == WeightFormat::Int4Group || f == WeightFormat::Int8Group) && cuda_quantized_enabled();
+  return is_dense(f) || f == WeightFormat::Int4Group || f == WeightFormat::Int8Group;
 }
 
-bool CudaBackend::supports_input_perm() const { return cuda_quantized_enabled(); }
+bool CudaBackend::supports_input_perm() const { return true; }
 
 bool CudaBackend::supports_kv_cache(KvCacheDtype d) const {
-  return d == KvCacheDtype::Auto || cuda_quantized_enabled();
+  return d == KvCacheDtype::Auto || d == KvCacheDtype::Int8 || d == KvCacheDtype::Fp8;
 }
 
 LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
@@ -51,7 +46,7 @@ LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
   LLM_CHECK((c.scales.dtype == DType::F16 || c.scales.dtype == DType::F32) && c.scales.numel() == N * G)
       << "upload_quantized: scales " << dtype_name(c.scales.dtype) << c.scales.shape_str() << ", want [" << N
       << ", " << G << "] f16/f32";
-  LLM_CHECK(c.zeros.numel() == 0 || (c.zeros.dtype == c.scales.dtype && c.zeros.numel() == N * G))
+  LLM_CHECK(!has_offsets(c.zeros) || (c.zeros.dtype == c.scales.dtype && c.zeros.numel() == N * G))
       << "upload_quantized: offsets " << dtype_name(c.zeros.dtype) << c.zeros.shape_str() << " vs scales "
       << dtype_name(c.scales.dtype) << c.scales.shape_str();
   const uint8_t* codes = static_cast<const uint8_t*>(c.data.data);
@@ -72,7 +67,7 @@ LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
   w.shard = c.shard;
   w.data = upload(packed, DType::U8);
   w.scales = upload(c.scales, c.scales.dtype);
-  if (c.zeros.numel()) w.zeros = upload(c.zeros, c.zeros.dtype);
+  if (has_offsets(c.zeros)) w.zeros = upload(c.zeros, c.zeros.dtype);
   check_input_perm(c);
   if (!c.input_perm.empty()) w.input_perm = upload(c.input_perm, DType::I32);
   return w;
@@ -103,7 +98,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   p.group = w.group_size;
   p.scale = w.scales.data;
   p.scale_dtype = w.scales.dtype;
-  if (w.zeros.numel()) {
+  if (has_offsets(w.zeros)) {
     check_device(w.zeros, "linear_quantized offsets");
     p.offset = w.zeros.data;
   }
@@ -132,7 +127,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
 
 void CudaBackend::check_quant_cache(const KvLayer& c, int hkv) const {
   LLM_REQUIRE(supports_kv_cache(c.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(c.quant)
-                                          << " KV cache (LLMCTL_CUDA_QUANTIZED=1 turns it on)";
+                                          << " KV cache";
   const bool int8 = c.quant == KvCacheDtype::Int8;
   LLM_CHECK(c.k.rank() == 4 && c.k.shape == c.v.shape && c.k.dim(2) == hkv)
       << "kv cache " << c.k.shape_str() << " with " << hkv << " kv heads";

@@ -233,13 +233,9 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
     if (std::optional<quant::GroupAffineWeight> q = gather_quantized_shard(ck, src, spec, &why)) {
       const WeightFormat f = q->bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
       if (!backend.supports(f))
-        why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights" +
-              (backend.device() == Device::CUDA
-                   ? " (its quantized kernels are off until verified on a GPU: LLMCTL_CUDA_QUANTIZED=1 turns them on)"
-                   : "");
+        why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights";
       else if (!q->perm.empty() && !backend.supports_input_perm())
-        why = "backend " + backend.name() + " does not run act-order (input-permuted) quantized weights" +
-              (backend.device() == Device::CUDA ? " unless LLMCTL_CUDA_QUANTIZED=1" : "");
+        why = "backend " + backend.name() + " does not run act-order (input-permuted) quantized weights";
       else if (!quantized_group_supported(q->group, q->k))
         why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
               " (the kernels take K a multiple of 32 and groups of 16 or a multiple of 32 dividing it)";
