@@ -73,17 +73,44 @@ RopeScaling parse_rope_object(const json& s, const char* field) {
     type = s["type"].get<std::string>();
   else if (!s.contains("rope_type") && !s.contains("type") && std::string(field) == "rope_parameters")
     type = "default";  // rope_parameters holding only rope_theta
-  LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3")
-      << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3)";
+  LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3" || type == "yarn")
+      << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3, yarn)";
   for (const auto& [key, v] : s.items())  // a field llmctl does not read would change the math unseen
     LLM_REQUIRE(key == "rope_type" || key == "type" || key == "rope_theta" ||
                 (type != "default" && key == "factor") ||
                 (type == "llama3" && (key == "low_freq_factor" || key == "high_freq_factor" ||
-                                      key == "original_max_position_embeddings")))
+                                      key == "original_max_position_embeddings")) ||
+                (type == "yarn" && (key == "original_max_position_embeddings" || key == "attention_factor" ||
+                                    key == "beta_fast" || key == "beta_slow" || key == "mscale" ||
+                                    key == "mscale_all_dim" || key == "truncate")))
         << "config.json: " << field << " field '" << key << "' is not supported with rope type '" << type << "'";
   if (type == "default") return r;
   r.type = type;
   r.factor = get_float_or(s, "factor", 1.0f);
+  if (type == "yarn") {
+    LLM_REQUIRE(s.contains("factor") && s["factor"].is_number())
+        << "config.json: " << field << ": yarn needs a factor (llmctl does not derive it from max_position_embeddings)";
+    r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings");
+    // transformers reads these with `or`: a null or 0 takes the default.
+    const auto num_or = [&](const char* key, float def) {
+      return s.contains(key) && s[key].is_number() && s[key].get<double>() != 0 ? s[key].get<float>() : def;
+    };
+    r.beta_fast = num_or("beta_fast", 32.0f);
+    r.beta_slow = num_or("beta_slow", 1.0f);
+    if (s.contains("truncate") && !s["truncate"].is_null()) {
+      LLM_REQUIRE(s["truncate"].is_boolean()) << "config.json: " << field << ".truncate must be true or false";
+      r.truncate = s["truncate"].get<bool>();
+    }
+    const auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    if (s.contains("attention_factor") && !s["attention_factor"].is_null()) {
+      r.attention_factor = get_float_or(s, "attention_factor", 1.0f);
+    } else {
+      const double mscale = num_or("mscale", 0), mscale_all_dim = num_or("mscale_all_dim", 0);
+      r.attention_factor = float(mscale != 0 && mscale_all_dim != 0
+                                     ? get_mscale(r.factor, mscale) / get_mscale(r.factor, mscale_all_dim)
+                                     : get_mscale(r.factor, 1.0));
+    }
+  }
   if (type == "llama3") {
     r.low_freq_factor = get_float_or(s, "low_freq_factor", 1.0f);
     r.high_freq_factor = get_float_or(s, "high_freq_factor", 4.0f);
@@ -123,7 +150,9 @@ void parse_rope(const json& j, ModelConfig& c) {
       LLM_REQUIRE(o.type == c.rope_scaling.type && o.factor == c.rope_scaling.factor &&
                   o.low_freq_factor == c.rope_scaling.low_freq_factor &&
                   o.high_freq_factor == c.rope_scaling.high_freq_factor &&
-                  o.original_max_position_embeddings == c.rope_scaling.original_max_position_embeddings)
+                  o.original_max_position_embeddings == c.rope_scaling.original_max_position_embeddings &&
+                  o.beta_fast == c.rope_scaling.beta_fast && o.beta_slow == c.rope_scaling.beta_slow &&
+                  o.truncate == c.rope_scaling.truncate && o.attention_factor == c.rope_scaling.attention_factor)
           << "config.json: rope_scaling and rope_parameters disagree";
     }
     return;
@@ -271,7 +300,7 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive, got "
                                                           << rope_theta;
   LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3" ||
-              rope_scaling.type == "freq_factors")
+              rope_scaling.type == "yarn" || rope_scaling.type == "freq_factors")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
   if (rope_scaling.type == "freq_factors") {
     LLM_REQUIRE(int64_t(rope_scaling.freq_factors.size()) == head_dim / 2)
@@ -293,12 +322,31 @@ void ModelConfig::validate() const {
         << "model config: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, got "
         << rope_scaling.low_freq_factor << " and " << rope_scaling.high_freq_factor;
   }
+  if (rope_scaling.type == "yarn") {
+    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
+                rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
+        << "model config: yarn rope scaling needs original_max_position_embeddings in (0, " << L::kMaxPositions
+        << "], got " << rope_scaling.original_max_position_embeddings;
+    LLM_REQUIRE(std::isfinite(rope_scaling.beta_fast) && std::isfinite(rope_scaling.beta_slow) &&
+                rope_scaling.beta_fast > 0 && rope_scaling.beta_slow > 0)
+        << "model config: yarn rope scaling needs positive beta_fast and beta_slow, got " << rope_scaling.beta_fast
+        << " and " << rope_scaling.beta_slow;
+    LLM_REQUIRE(std::isfinite(rope_scaling.attention_factor) && rope_scaling.attention_factor > 0 &&
+                rope_scaling.attention_factor < 100)
+        << "model config: yarn attention_factor must be in (0, 100), got " << rope_scaling.attention_factor;
+  }
   for (int id : bos_token_ids)
     LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary ("
                                             << vocab_size << ")";
   for (int id : eos_token_ids)
     LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: eos_token_id " << id << " is outside the vocabulary ("
                                             << vocab_size << ")";
+}
+
+float ModelConfig::softmax_scale() const {
+  float s = 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : float(head_dim));
+  if (rope_scaling.type == "yarn") s *= rope_scaling.attention_factor * rope_scaling.attention_factor;
+  return s;
 }
 
 json ModelConfig::to_hf_json() const {
@@ -326,6 +374,13 @@ json ModelConfig::to_hf_json() const {
       s["low_freq_factor"] = shortest(rope_scaling.low_freq_factor);
       s["high_freq_factor"] = shortest(rope_scaling.high_freq_factor);
       s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    }
+    if (rope_scaling.type == "yarn") {
+      s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+      s["beta_fast"] = shortest(rope_scaling.beta_fast);
+      s["beta_slow"] = shortest(rope_scaling.beta_slow);
+      s["truncate"] = rope_scaling.truncate;
+      s["attention_factor"] = shortest(rope_scaling.attention_factor);
     }
     j["rope_scaling"] = s;
   }

@@ -29,11 +29,18 @@ struct ConfigLimits {
 inline constexpr int kMaxVocabSize = 1 << 21;
 
 struct RopeScaling {
-  std::string type = "none";  // none | linear | llama3 | freq_factors
+  std::string type = "none";  // none | linear | llama3 | yarn | freq_factors
   float factor = 1.0f;
   float low_freq_factor = 1.0f;              // llama3
   float high_freq_factor = 4.0f;             // llama3
-  int original_max_position_embeddings = 0;  // llama3
+  int original_max_position_embeddings = 0;  // llama3, yarn
+  // yarn (transformers' _compute_yarn_parameters): frequencies blended between interpolated and
+  // extrapolated over the dimensions [beta_fast's, beta_slow's) rotations fall in (floored and
+  // ceiled when truncate), and cos / sin multiplied by attention_factor (given, or from factor and
+  // mscale / mscale_all_dim), which scales every attention score by its square.
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  bool truncate = true;
+  float attention_factor = 1.0f;
   // freq_factors: a GGUF's rope_freqs.weight applied as it is (llama.cpp's way): frequency i is
   // divided by freq_factors[i] ([head_dim / 2]). No config.json spelling: convert refuses it.
   std::vector<float> freq_factors;
@@ -84,6 +91,9 @@ struct ModelConfig {
     if (sliding_window <= 0) return 0;
     return sliding_layers.empty() || sliding_layers[size_t(layer)] ? sliding_window : 0;
   }
+  // What attention scores are multiplied by: query_pre_attn_scalar^-1/2 or head_dim^-1/2, times
+  // YaRN's attention factor squared (it multiplies cos and sin, so both q and k).
+  float softmax_scale() const;
   nlohmann::json to_hf_json() const;  // config.json as transformers writes it
 };
 

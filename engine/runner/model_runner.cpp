@@ -146,7 +146,7 @@ AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, int64_t T, int64
   p.tokens = T;
   p.rows = R;
   const ModelConfig& c = model_.config();
-  p.softmax_scale = 1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : float(c.head_dim));
+  p.softmax_scale = c.softmax_scale();
   p.graph_context = b.plan ? b.plan->graph_context : 0;
   return p;
 }

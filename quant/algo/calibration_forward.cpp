@@ -118,7 +118,7 @@ void CalibrationForward::attention(const DenseLayer& L, const Tensor& attn_in, T
   qkv_b_ = L.q_bias.empty() ? Tensor{} : stack_rows({&L.q_bias, &L.k_bias, &L.v_bias});
   be_.linear(attn_in, qkv_w_, qkv_b_.empty() ? nullptr : &qkv_b_, qkv_);
   be_.rope_write_kv(qkv_, batch_, rope_, c_.num_heads, c_.num_kv_heads, kv_);
-  be_.attention(qkv_, kv_, batch_, c_.num_heads, c_.num_kv_heads, 1.0f / std::sqrt(float(c_.head_dim)), o_in,
+  be_.attention(qkv_, kv_, batch_, c_.num_heads, c_.num_kv_heads, c_.softmax_scale(), o_in,
                 L.window);
   if (amax) {
     const int64_t D = c_.head_dim, Hq = c_.num_heads, Hkv = c_.num_kv_heads, W = (Hq + 2 * Hkv) * D;

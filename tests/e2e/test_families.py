@@ -4,6 +4,7 @@
 convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
   tiny_qwen3  Qwen3ForCausalLM (an RMSNorm over each q and k head before rope; GGUF arch qwen3)
   tiny_qwen2  Qwen2ForCausalLM (q/k/v biases; GGUF arch qwen2, q/k rows not permuted)
+  tiny_qwen2_yarn   the same with YaRN rope (factor 4 over 512 original positions; GGUF rope.scaling.*)
   tiny_mistral_swa  MistralForCausalLM, a 5-token sliding window on every layer (HF directory only)
   tiny_qwen2_swa    Qwen2ForCausalLM with use_sliding_window: a 6-token window on layer 1 only
   tiny_gemma3       Gemma3ForCausalLM (engine/model/gemma/: (1 + w) and sandwich norms, GeGLU, scaled
@@ -30,7 +31,7 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3", "qwen2", "mistral_swa", "qwen2_swa", "gemma3"]
+FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "gemma3"]
 TOL = 1e-4
 failures, passed = [], 0
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -1,6 +1,7 @@
 // parse_hf_config / validate / to_hf_json.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -79,9 +80,46 @@ TEST_CASE("config: rope scaling") {
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
   CHECK(parse_hf_config(j).rope_scaling.type == "linear");
   CHECK(parse_hf_config(j).rope_scaling.factor == 2.0f);
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("yarn"), InputError);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("dynamic"), InputError);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
+}
+
+TEST_CASE("config: YaRN rope (Qwen2.5's long context) and its attention factor") {
+  json j = smollm2_json();
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  ModelConfig c = parse_hf_config(j);
+  CHECK(c.rope_scaling.type == "yarn");
+  CHECK(c.rope_scaling.original_max_position_embeddings == 32768);
+  CHECK(c.rope_scaling.beta_fast == 32.0f);
+  CHECK(c.rope_scaling.beta_slow == 1.0f);
+  CHECK(c.rope_scaling.truncate);
+  CHECK(c.rope_scaling.attention_factor == doctest::Approx(0.1 * std::log(4.0) + 1.0));  // transformers' get_mscale
+  // Scores scale by the attention factor squared (it multiplies both q's and k's cos / sin).
+  CHECK(c.softmax_scale() == doctest::Approx(c.rope_scaling.attention_factor * c.rope_scaling.attention_factor /
+                                             std::sqrt(64.0)));
+  // mscale / mscale_all_dim (DeepSeek's spelling) and an explicit factor
+  j["rope_scaling"] = {{"type", "yarn"},  {"factor", 40.0},         {"original_max_position_embeddings", 4096},
+                       {"mscale", 1.0},   {"mscale_all_dim", 0.707}, {"beta_fast", 16}, {"truncate", false}};
+  c = parse_hf_config(j);
+  CHECK(c.rope_scaling.attention_factor ==
+        doctest::Approx((0.1 * std::log(40.0) + 1.0) / (0.1 * 0.707 * std::log(40.0) + 1.0)));
+  CHECK(c.rope_scaling.beta_fast == 16.0f);
+  CHECK_FALSE(c.rope_scaling.truncate);
+  j["rope_scaling"]["attention_factor"] = 0.5;
+  CHECK(parse_hf_config(j).rope_scaling.attention_factor == 0.5f);
+  // Round trip through config.json keeps every field.
+  const json out = parse_hf_config(j).to_hf_json();
+  CHECK(parse_hf_config(out).to_hf_json() == out);
+  CHECK(parse_hf_config(out).rope_scaling.attention_factor == 0.5f);
+  // What llmctl does not implement is refused by name, never ignored.
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768},
+                       {"partial_rotary_factor", 0.5}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
+  j["rope_scaling"] = {{"type", "yarn"}, {"original_max_position_embeddings", 32768}};
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("factor"), InputError);
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
 }
 

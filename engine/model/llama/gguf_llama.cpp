@@ -126,14 +126,30 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
     c.vocab_size = int(toks->as_array().size());
   }
 
-  // Rope scaling: explicit metadata (linear), or llama3 encoded as a rope_freqs tensor.
+  // Rope scaling: explicit metadata (linear, yarn), or llama3 encoded as a rope_freqs tensor.
   const GgufValue* st = g.find(a + "rope.scaling.type");
   std::string stype = st && st->is_string() ? st->as_string() : "none";
   if (stype == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = meta_float_or(g, a + "rope.scaling.factor", 1.0f);
+  } else if (stype == "yarn") {
+    // As convert_hf_to_gguf.py writes it from transformers' rope_parameters; what it has no key
+    // for (truncate, mscale) takes transformers' default. An extrapolation factor or log
+    // multiplier is llama.cpp's own variant: refused, not approximated.
+    for (const char* k : {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_log_multiplier"})
+      LLM_REQUIRE(!g.find(a + k)) << g.path() << ": yarn rope with " << a << k << " is not supported";
+    RopeScaling& r = c.rope_scaling;
+    r.type = "yarn";
+    r.factor = meta_float_or(g, a + "rope.scaling.factor", 0.0f);
+    LLM_REQUIRE(r.factor > 0) << g.path() << ": yarn rope scaling without a positive " << a << "rope.scaling.factor";
+    r.original_max_position_embeddings = meta_int_or(g, a + "rope.scaling.original_context_length", 0);
+    r.beta_fast = meta_float_or(g, a + "rope.scaling.yarn_beta_fast", 32.0f);
+    r.beta_slow = meta_float_or(g, a + "rope.scaling.yarn_beta_slow", 1.0f);
+    r.attention_factor = g.find(a + "rope.scaling.yarn_attn_factor")
+                             ? meta_float_or(g, a + "rope.scaling.yarn_attn_factor", 1.0f)
+                             : (r.factor <= 1 ? 1.0f : float(0.1 * std::log(double(r.factor)) + 1.0));
   } else if (stype != "none") {
-    LLM_THROW() << g.path() << ": rope scaling '" << stype << "' is not supported (linear, llama3)";
+    LLM_THROW() << g.path() << ": rope scaling '" << stype << "' is not supported (linear, yarn, llama3)";
   } else if (!g.find(a + "rope.scaling.factor") && g.find_tensor("rope_freqs.weight")) {
     c.rope_scaling = llama3_from_rope_freqs(g, *g.find_tensor("rope_freqs.weight"), c.rope_theta, c.head_dim);
   }

@@ -5,7 +5,7 @@ tiny_<family>_golden.json (what transformers computes from the HF directory in f
 log-probabilities at every position of three seeded sequences, 16-token greedy continuations).
 tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 
-Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases); sliding-window attention: Mistral with a
+Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope; sliding-window attention: Mistral with a
 5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
 max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 3 (Gemma3ForCausalLM:
 (1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar (= head_dim 16, as in the 1B-12B models: a GGUF cannot say another), five
@@ -47,6 +47,11 @@ FAMILIES = {
                     MistralForCausalLM),
     "qwen2_swa": (Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=6, max_window_layers=1,
                               rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2ForCausalLM),
+    # YaRN (Qwen2.5's long-context rope): factor 4 over an original 512 tokens at base 1e4 blends
+    # the interpolated and extrapolated frequencies over dimensions 0-4 of 8, and scales the scores.
+    "qwen2_yarn": (Qwen2Config(**dict(SMALL, max_position_embeddings=2048),
+                               rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512,
+                                                "rope_theta": 10000.0}), Qwen2ForCausalLM),
     "gemma3": (Gemma3TextConfig(**dict(SMALL, num_hidden_layers=6, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
                                 sliding_window=5, query_pre_attn_scalar=16,
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
