@@ -26,7 +26,14 @@ namespace llmctl {
 // Rotary embedding frequencies (HF rotate-half layout), computed once per model.
 struct RopeParams {
   int head_dim = 0;
-  std::vector<float> inv_freq;  // [D/2], scaling (linear, llama3) already applied
+  std::vector<float> inv_freq;  // [D/2], scaling (linear, llama3, yarn, longrope's short factors) applied
+  // LongRoPE: positions >= long_from (when > 0) turn at inv_freq_long ([D/2], the long factors)
+  // instead, as vLLM does (transformers switches a whole forward past the original context).
+  std::vector<float> inv_freq_long;
+  int32_t long_from = 0;
+  const float* inv_freq_at(int32_t position) const {
+    return long_from > 0 && position >= long_from ? inv_freq_long.data() : inv_freq.data();
+  }
 };
 
 // One layer's paged KV cache: k and v are [NB, B, Hkv, D] of the activation dtype (Auto), int8

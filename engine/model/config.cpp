@@ -73,20 +73,48 @@ RopeScaling parse_rope_object(const json& s, const char* field) {
     type = s["type"].get<std::string>();
   else if (!s.contains("rope_type") && !s.contains("type") && std::string(field) == "rope_parameters")
     type = "default";  // rope_parameters holding only rope_theta
-  LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3" || type == "yarn")
-      << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3, yarn)";
+  // Phi-3's early spellings of LongRoPE (transformers' Phi3Config renames both).
+  if (type == "su" || (type == "yarn" && s.contains("long_factor"))) type = "longrope";
+  LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3" || type == "yarn" || type == "longrope")
+      << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3, yarn, longrope)";
+  // transformers 5 keeps partial_rotary_factor here; only full rotary is implemented.
+  if (s.contains("partial_rotary_factor") && !s["partial_rotary_factor"].is_null())
+    LLM_REQUIRE(get_float_or(s, "partial_rotary_factor", 1.0f) == 1.0f)
+        << "config.json: " << field << ".partial_rotary_factor " << s["partial_rotary_factor"].dump()
+        << ": rope over part of each head (Phi-4-mini) is not supported";
   for (const auto& [key, v] : s.items())  // a field llmctl does not read would change the math unseen
-    LLM_REQUIRE(key == "rope_type" || key == "type" || key == "rope_theta" ||
+    LLM_REQUIRE(key == "rope_type" || key == "type" || key == "rope_theta" || key == "partial_rotary_factor" ||
                 (type != "default" && key == "factor") ||
                 (type == "llama3" && (key == "low_freq_factor" || key == "high_freq_factor" ||
                                       key == "original_max_position_embeddings")) ||
                 (type == "yarn" && (key == "original_max_position_embeddings" || key == "attention_factor" ||
                                     key == "beta_fast" || key == "beta_slow" || key == "mscale" ||
-                                    key == "mscale_all_dim" || key == "truncate")))
+                                    key == "mscale_all_dim" || key == "truncate")) ||
+                (type == "longrope" && (key == "original_max_position_embeddings" || key == "attention_factor" ||
+                                        key == "short_factor" || key == "long_factor")))
         << "config.json: " << field << " field '" << key << "' is not supported with rope type '" << type << "'";
   if (type == "default") return r;
   r.type = type;
   r.factor = get_float_or(s, "factor", 1.0f);
+  if (type == "longrope") {
+    const auto factors = [&](const char* key) {
+      LLM_REQUIRE(s.contains(key) && s[key].is_array()) << "config.json: " << field << ": longrope needs " << key;
+      std::vector<float> f;
+      for (const json& v : s[key]) {
+        LLM_REQUIRE(v.is_number() && f.size() < 4096) << "config.json: " << field << "." << key << " must be numbers";
+        f.push_back(v.get<float>());
+      }
+      return f;
+    };
+    r.short_factor = factors("short_factor");
+    r.long_factor = factors("long_factor");
+    // 0: not given here (config.json's top-level field, or max_position_embeddings / original, later)
+    r.factor = s.contains("factor") && s["factor"].is_number() ? s["factor"].get<float>() : 0.0f;
+    r.original_max_position_embeddings = get_int_or(s, "original_max_position_embeddings", 0);
+    r.attention_factor = s.contains("attention_factor") && s["attention_factor"].is_number()
+                             ? s["attention_factor"].get<float>()
+                             : 0.0f;  // 0: derived from the factor once it is known
+  }
   if (type == "yarn") {
     LLM_REQUIRE(s.contains("factor") && s["factor"].is_number())
         << "config.json: " << field << ": yarn needs a factor (llmctl does not derive it from max_position_embeddings)";
@@ -152,7 +180,8 @@ void parse_rope(const json& j, ModelConfig& c) {
                   o.high_freq_factor == c.rope_scaling.high_freq_factor &&
                   o.original_max_position_embeddings == c.rope_scaling.original_max_position_embeddings &&
                   o.beta_fast == c.rope_scaling.beta_fast && o.beta_slow == c.rope_scaling.beta_slow &&
-                  o.truncate == c.rope_scaling.truncate && o.attention_factor == c.rope_scaling.attention_factor)
+                  o.truncate == c.rope_scaling.truncate && o.attention_factor == c.rope_scaling.attention_factor &&
+                  o.short_factor == c.rope_scaling.short_factor && o.long_factor == c.rope_scaling.long_factor)
           << "config.json: rope_scaling and rope_parameters disagree";
     }
     return;
@@ -233,6 +262,22 @@ ModelConfig parse_hf_config(const json& j) {
   c.max_position_embeddings = get_int_or(j, "max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = get_float_or(j, "rms_norm_eps", c.rms_norm_eps);
   parse_rope(j, c);
+  if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null())  // transformers 4.x's place
+    LLM_REQUIRE(get_float_or(j, "partial_rotary_factor", 1.0f) == 1.0f)
+        << "config.json: partial_rotary_factor " << j["partial_rotary_factor"].dump()
+        << ": rope over part of each head (Phi-4-mini) is not supported";
+  if (c.rope_scaling.type == "longrope") {  // what transformers derives from the rest of the config
+    RopeScaling& r = c.rope_scaling;
+    if (r.original_max_position_embeddings <= 0)
+      r.original_max_position_embeddings = get_int_or(j, "original_max_position_embeddings", 0);
+    LLM_REQUIRE(r.original_max_position_embeddings > 0)
+        << "config.json: longrope needs original_max_position_embeddings";
+    if (r.factor <= 0) r.factor = float(c.max_position_embeddings) / float(r.original_max_position_embeddings);
+    if (r.attention_factor <= 0)
+      r.attention_factor = r.factor <= 1 ? 1.0f
+                                         : float(std::sqrt(1.0 + std::log(double(r.factor)) /
+                                                                     std::log(double(r.original_max_position_embeddings))));
+  }
   c.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool_or(j, "attention_bias", info->attention_bias);
   c.qk_norm = info->qk_norm;
@@ -300,7 +345,7 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive, got "
                                                           << rope_theta;
   LLM_REQUIRE(rope_scaling.type == "none" || rope_scaling.type == "linear" || rope_scaling.type == "llama3" ||
-              rope_scaling.type == "yarn" || rope_scaling.type == "freq_factors")
+              rope_scaling.type == "yarn" || rope_scaling.type == "longrope" || rope_scaling.type == "freq_factors")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
   if (rope_scaling.type == "freq_factors") {
     LLM_REQUIRE(int64_t(rope_scaling.freq_factors.size()) == head_dim / 2)
@@ -321,6 +366,21 @@ void ModelConfig::validate() const {
                 rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
         << "model config: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, got "
         << rope_scaling.low_freq_factor << " and " << rope_scaling.high_freq_factor;
+  }
+  if (rope_scaling.type == "longrope") {
+    for (const std::vector<float>* f : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
+      LLM_REQUIRE(int64_t(f->size()) == head_dim / 2)
+          << "model config: longrope has " << f->size() << " factors for head_dim " << head_dim << " (want "
+          << head_dim / 2 << ")";
+      for (float x : *f) LLM_REQUIRE(std::isfinite(x) && x > 0) << "model config: a longrope factor of " << x;
+    }
+    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
+                rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
+        << "model config: longrope needs original_max_position_embeddings in (0, " << L::kMaxPositions << "], got "
+        << rope_scaling.original_max_position_embeddings;
+    LLM_REQUIRE(std::isfinite(rope_scaling.attention_factor) && rope_scaling.attention_factor > 0 &&
+                rope_scaling.attention_factor < 100)
+        << "model config: longrope attention_factor must be in (0, 100), got " << rope_scaling.attention_factor;
   }
   if (rope_scaling.type == "yarn") {
     LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
@@ -345,7 +405,8 @@ void ModelConfig::validate() const {
 
 float ModelConfig::softmax_scale() const {
   float s = 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : float(head_dim));
-  if (rope_scaling.type == "yarn") s *= rope_scaling.attention_factor * rope_scaling.attention_factor;
+  if (rope_scaling.type == "yarn" || rope_scaling.type == "longrope")
+    s *= rope_scaling.attention_factor * rope_scaling.attention_factor;
   return s;
 }
 
@@ -374,6 +435,15 @@ json ModelConfig::to_hf_json() const {
       s["low_freq_factor"] = shortest(rope_scaling.low_freq_factor);
       s["high_freq_factor"] = shortest(rope_scaling.high_freq_factor);
       s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    }
+    if (rope_scaling.type == "longrope") {
+      s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+      s["attention_factor"] = shortest(rope_scaling.attention_factor);
+      json sf = json::array(), lf = json::array();
+      for (float f : rope_scaling.short_factor) sf.push_back(shortest(f));
+      for (float f : rope_scaling.long_factor) lf.push_back(shortest(f));
+      s["short_factor"] = sf;
+      s["long_factor"] = lf;
     }
     if (rope_scaling.type == "yarn") {
       s["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;

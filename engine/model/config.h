@@ -29,18 +29,23 @@ struct ConfigLimits {
 inline constexpr int kMaxVocabSize = 1 << 21;
 
 struct RopeScaling {
-  std::string type = "none";  // none | linear | llama3 | yarn | freq_factors
+  std::string type = "none";  // none | linear | llama3 | yarn | longrope | freq_factors
   float factor = 1.0f;
   float low_freq_factor = 1.0f;              // llama3
   float high_freq_factor = 4.0f;             // llama3
-  int original_max_position_embeddings = 0;  // llama3, yarn
+  int original_max_position_embeddings = 0;  // llama3, yarn, longrope
   // yarn (transformers' _compute_yarn_parameters): frequencies blended between interpolated and
   // extrapolated over the dimensions [beta_fast's, beta_slow's) rotations fall in (floored and
   // ceiled when truncate), and cos / sin multiplied by attention_factor (given, or from factor and
   // mscale / mscale_all_dim), which scales every attention score by its square.
   float beta_fast = 32.0f, beta_slow = 1.0f;
   bool truncate = true;
-  float attention_factor = 1.0f;
+  float attention_factor = 1.0f;  // yarn, longrope
+  // longrope (Phi-3.5, Phi-4-mini; transformers' _compute_longrope_parameters): frequency i divided
+  // by short_factor[i] below original_max_position_embeddings and by long_factor[i] from it, cos /
+  // sin multiplied by attention_factor (given, or sqrt(1 + ln(factor) / ln(original)), factor
+  // being max_position_embeddings / original when absent). [head_dim / 2] each.
+  std::vector<float> short_factor, long_factor;
   // freq_factors: a GGUF's rope_freqs.weight applied as it is (llama.cpp's way): frequency i is
   // divided by freq_factors[i] ([head_dim / 2]). No config.json spelling: convert refuses it.
   std::vector<float> freq_factors;

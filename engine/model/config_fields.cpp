@@ -11,7 +11,7 @@ namespace llmctl {
 namespace {
 
 // Read by parse_hf_config (or by the loaders: quantization_config) for the Llama, Mistral, Qwen2,
-// Qwen3 and Gemma 3 architectures.
+// Qwen3, Phi-3 and Gemma 3 architectures.
 const std::set<std::string_view> kRead = {
     "architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
@@ -19,7 +19,8 @@ const std::set<std::string_view> kRead = {
     "hidden_act", "mlp_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types",
     "bos_token_id", "eos_token_id", "torch_dtype", "dtype", "quantization_config", "rope_interleaved",
     "hidden_activation", "query_pre_attn_scalar", "final_logit_softcapping", "attn_logit_softcapping",
-    "use_bidirectional_attention", "sliding_window_pattern", "rope_local_base_freq"};
+    "use_bidirectional_attention", "sliding_window_pattern", "rope_local_base_freq", "partial_rotary_factor",
+    "original_max_position_embeddings"};
 
 // Known not to change a forward pass: what transformers' PretrainedConfig (4.x and 5.x) and these
 // architectures' configs write besides the math (training, outputs, generation defaults, labels,
@@ -38,7 +39,7 @@ const std::set<std::string_view> kInert = {
     "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "tokenizer_class", "prefix",
     "task_specific_params", "problem_type", "auto_map", "gradient_checkpointing", "use_return_dict",
     "embedding_dropout", "hidden_dropout", "residual_dropout", "unsloth_version", "unsloth_fixed",
-    "is_llama_config", "transformers.js_config", "cache_implementation"};
+    "is_llama_config", "transformers.js_config", "cache_implementation", "resid_pdrop", "embd_pdrop"};
 
 }  // namespace
 

@@ -20,7 +20,8 @@ __global__ void rope_write_kv_kernel(RopeKvParams p) {
     float x1 = to_f32(a[i]), x2 = to_f32(a[i + half]);
     if (p.do_rope) {
       float s, c;
-      sincosf(pos * p.inv_freq[i], &s, &c);
+      const bool long_freq = p.long_from > 0 && p.positions[t] >= p.long_from;  // LongRoPE past the original context
+      sincosf(pos * (long_freq ? p.inv_freq_long[i] : p.inv_freq[i]), &s, &c);
       const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
       const T r1 = from_f32<T>(y1), r2 = from_f32<T>(y2);
       a[i] = r1;

@@ -28,6 +28,9 @@ struct RopeKvParams {
   int num_q_heads, num_kv_heads, head_dim;
   bool do_rope = true, do_write = true;
   float inv_freq[kMaxRopeHalf];  // [D/2], passed by value: no device buffer, graph friendly
+  // LongRoPE: positions >= long_from (when > 0) turn at inv_freq_long instead.
+  float inv_freq_long[kMaxRopeHalf];
+  int32_t long_from = 0;
 };
 void launch_rope_write_kv(const RopeKvParams& p, cudaStream_t stream);
 

@@ -110,6 +110,12 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
       << "the GPTQ (v1) layout stores zero points minus one and cannot hold the zero point 0 that asymmetric groups "
          "produce: use --format compressed-tensors (or awq) for --asym";
   LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
+  // The quantizer walks a layer's separate q/k/v/o/gate/up/down projections (linears_of); a family
+  // that stores them otherwise is refused by name until it reads the family's name map.
+  bool separate = false;
+  for (const WeightSpec& s : model_tensor_specs(c)) separate |= s.name == "model.layers.0.self_attn.q_proj.weight";
+  LLM_REQUIRE(separate) << c.architecture << ": quantize reads separate q/k/v and gate/up projections, and this "
+                        << "architecture fuses them (qkv_proj, gate_up_proj); it is not supported yet";
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
   for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
                                 {"o_proj (heads x head dim)", attn},

@@ -231,7 +231,10 @@ void add_dense_cases(std::vector<OpCase>& t) {
                        linear_case(c, wdt, s.T, s.K, s.N, bias);
                      }});
   const std::pair<RopeKind, const char*> kinds[] = {
-      {RopeKind::None, "plain"}, {RopeKind::Linear, "linear x4"}, {RopeKind::Llama3, "llama3 x8"}};
+      {RopeKind::None, "plain"},
+      {RopeKind::Linear, "linear x4"},
+      {RopeKind::Llama3, "llama3 x8"},
+      {RopeKind::LongRope, "longrope, long from 4096"}};
   for (auto [kind, name] : kinds)
     t.push_back({"rope", name, [kind, name](Ctx& c) {
                    rope_case(c, kind, name, 64, 9, 3, 23);

@@ -53,8 +53,9 @@ inline std::vector<float> to_vec(Ctx& c, const Tensor& t) {
 
 inline std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-// Rotary frequencies for head_dim D, written out here (not the model's code) for the three variants.
-enum class RopeKind { None, Linear, Llama3 };
+// Rotary frequencies for head_dim D, written out here (not the model's code) for the variants.
+// LongRope: short factors 1 + i/8 below position 4096, long factors 2 + i from it.
+enum class RopeKind { None, Linear, Llama3, LongRope };
 inline RopeParams rope_params(RopeKind kind, int D, double theta) {
   RopeParams p;
   p.head_dim = D;
@@ -69,8 +70,10 @@ inline RopeParams rope_params(RopeKind kind, int D, double theta) {
         f = (1 - smooth) * f / 8.0 + smooth * f;
       }
     }
-    p.inv_freq.push_back(float(f));
+    p.inv_freq.push_back(float(kind == RopeKind::LongRope ? f / (1.0 + i / 8.0) : f));
+    if (kind == RopeKind::LongRope) p.inv_freq_long.push_back(float(f / (2.0 + i)));
   }
+  if (kind == RopeKind::LongRope) p.long_from = 4096;
   return p;
 }
 
@@ -84,7 +87,8 @@ inline std::vector<double> rope_reference(const std::vector<float>& qkv, const s
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < Hq + Hkv; ++h)
       for (int i = 0; i < D / 2; ++i) {
-        const double a = double(float(pos[size_t(t)]) * p.inv_freq[size_t(i)]);
+        const bool long_freq = p.long_from > 0 && pos[size_t(t)] >= p.long_from;
+        const double a = double(float(pos[size_t(t)]) * (long_freq ? p.inv_freq_long : p.inv_freq)[size_t(i)]);
         const size_t x1 = size_t(t) * W + size_t(h) * D + i, x2 = x1 + D / 2;
         ref[x1] = qkv[x1] * std::cos(a) - qkv[x2] * std::sin(a);
         ref[x2] = qkv[x2] * std::cos(a) + qkv[x1] * std::sin(a);

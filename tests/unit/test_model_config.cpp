@@ -123,6 +123,44 @@ TEST_CASE("config: YaRN rope (Qwen2.5's long context) and its attention factor")
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
 }
 
+TEST_CASE("config: Phi-3 with LongRoPE (4.x's su spelling and 5.x's), partial rotary refused") {
+  json j = smollm2_json();
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j.erase("model_type");
+  j["hidden_size"] = 64, j["num_attention_heads"] = 4, j["num_key_value_heads"] = 4;  // head_dim 16: 8 factors
+  j["max_position_embeddings"] = 131072;
+  j["original_max_position_embeddings"] = 4096;
+  j["sliding_window"] = 262144;
+  j["resid_pdrop"] = 0.0, j["embd_pdrop"] = 0.0;
+  json shortf = json::array(), longf = json::array();
+  for (int i = 0; i < 8; ++i) shortf.push_back(1.0 + 0.1 * i), longf.push_back(2.0 + i);
+  j["rope_scaling"] = {{"type", "su"}, {"short_factor", shortf}, {"long_factor", longf}};
+  ModelConfig c = parse_hf_config(j);
+  CHECK(c.model_type == "phi3");
+  CHECK(c.rope_scaling.type == "longrope");
+  CHECK(c.rope_scaling.original_max_position_embeddings == 4096);
+  CHECK(c.rope_scaling.factor == 32.0f);  // 131072 / 4096
+  CHECK(c.rope_scaling.attention_factor == doctest::Approx(std::sqrt(1 + std::log(32.0) / std::log(4096.0))));
+  CHECK(c.rope_scaling.short_factor[1] == doctest::Approx(1.1f));
+  CHECK(c.sliding_window == 262144);  // Phi-3's window applies to every layer
+  CHECK(c.sliding_layers.empty());
+  const json out = c.to_hf_json();
+  CHECK(parse_hf_config(out).to_hf_json() == out);
+  // transformers 5: rope_parameters with the original context and partial_rotary_factor 1
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 100000.0}, {"partial_rotary_factor", 1.0},
+                          {"original_max_position_embeddings", 4096}, {"short_factor", shortf}, {"long_factor", longf}};
+  CHECK(parse_hf_config(j).rope_scaling.attention_factor == doctest::Approx(c.rope_scaling.attention_factor));
+  j["rope_parameters"]["partial_rotary_factor"] = 0.75;  // Phi-4-mini
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
+  j["rope_parameters"]["partial_rotary_factor"] = 1.0;
+  j["partial_rotary_factor"] = 0.5;  // 4.x's top-level spelling
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
+  j.erase("partial_rotary_factor");
+  j["rope_parameters"]["short_factor"] = json::array({1.0, 2.0});
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("longrope has 2 factors"), InputError);
+}
+
 TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + rope_scaling (configs transformers wrote)") {
   auto load = [](const char* name) {
     std::ifstream f(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/hf_configs/" + name + ".json");
@@ -185,11 +223,10 @@ TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + r
 
 TEST_CASE("config: a field llmctl does not know is refused by name, never ignored") {
   json j = smollm2_json();
-  j["partial_rotary_factor"] = 0.5;
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("field 'partial_rotary_factor'"), InputError);
+  j["logit_scale"] = 0.5;  // Cohere's
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("field 'logit_scale'"), InputError);
   j["rope_partial"] = 0.5;
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'partial_rotary_factor', 'rope_partial'"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'logit_scale', 'rope_partial'"), InputError);
   j = smollm2_json();  // read, and refused while llmctl does not apply it
   j["final_logit_softcapping"] = 30.0;
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("final_logit_softcapping is not supported"), InputError);

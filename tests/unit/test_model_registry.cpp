@@ -77,7 +77,7 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   std::vector<std::string> names;
   for (const Architecture& a : architectures()) names.push_back(a.name);
   CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                          "Gemma3ForCausalLM"});
+                                          "Phi3ForCausalLM", "Gemma3ForCausalLM"});
   CHECK(find_architecture("Qwen3ForCausalLM").qk_norm);
   CHECK_FALSE(find_architecture("Qwen2ForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("LlamaForCausalLM").gguf_qk_permuted);
@@ -91,16 +91,17 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   // The message lists what runs.
   CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
                        doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                                         "Gemma3ForCausalLM"),
+                                         "Phi3ForCausalLM, Gemma3ForCausalLM"),
                        InputError);
   // config.json goes through the same table.
-  CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Phi3ForCausalLM")), doctest::Contains("Phi3ForCausalLM"), InputError);
+  CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Gemma2ForCausalLM")), doctest::Contains("Gemma2ForCausalLM"), InputError);
 }
 
 TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
   CHECK(std::string(find_gguf_architecture("llama").name) == "LlamaForCausalLM");
   CHECK(std::string(find_gguf_architecture("qwen2").name) == "Qwen2ForCausalLM");
   CHECK(std::string(find_gguf_architecture("qwen3").name) == "Qwen3ForCausalLM");
+  CHECK(std::string(find_gguf_architecture("phi3").name) == "Phi3ForCausalLM");
   for (const char* refused : {"qwen3moe", "gemma", "LlamaForCausalLM"}) {
     CAPTURE(refused);
     const std::string msg = "GGUF architecture '" + std::string(refused) + "' is not supported";
@@ -140,6 +141,44 @@ TEST_CASE("registry: make_model builds each family and refuses an unregistered o
   Checkpoint ck = random_checkpoint(tiny_config("LlamaForCausalLM"), 1, 0.3f);
   ck.config.architecture = "GemmaForCausalLM";
   CHECK_THROWS_WITH_AS(make_model(ck, *be), doctest::Contains("'GemmaForCausalLM' is not supported"), InputError);
+}
+
+TEST_CASE("Phi-3: a Llama whose q/k/v and gate/up are stored fused gives the Llama's logits bit for bit") {
+  auto be = make_cpu_backend(1);
+  const std::vector<int32_t> tokens = {3, 17, 5, 41, 8, 22, 9};
+  const ModelConfig lc = tiny_config("LlamaForCausalLM");
+  Checkpoint llama = random_checkpoint(lc, 5, 0.3f);
+  Checkpoint phi;
+  phi.config = lc;
+  phi.config.architecture = "Phi3ForCausalLM";
+  phi.config.model_type = "phi3";
+  // rows of a, then b (, then c): the fusion the Phi-3 checkpoint stores
+  const auto cat = [](std::vector<const Tensor*> parts) {
+    int64_t rows = 0;
+    for (const Tensor* t : parts) rows += t->dim(0);
+    Tensor out = Tensor::empty_host(DType::F32, {rows, parts[0]->dim(1)});
+    char* dst = static_cast<char*>(out.data);
+    for (const Tensor* t : parts) dst = static_cast<char*>(std::memcpy(dst, t->data, t->nbytes())) + t->nbytes();
+    return out;
+  };
+  for (const auto& [name, t] : llama.tensors) {
+    const bool fused_part = name.find("_proj.weight") != std::string::npos && name.find("o_proj") == std::string::npos &&
+                            name.find("down_proj") == std::string::npos;
+    if (!fused_part) phi.tensors[name] = t;
+  }
+  for (int l = 0; l < lc.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    phi.tensors[p + "self_attn.qkv_proj.weight"] = cat({&llama.get(p + "self_attn.q_proj.weight"),
+                                                        &llama.get(p + "self_attn.k_proj.weight"),
+                                                        &llama.get(p + "self_attn.v_proj.weight")});
+    phi.tensors[p + "mlp.gate_up_proj.weight"] =
+        cat({&llama.get(p + "mlp.gate_proj.weight"), &llama.get(p + "mlp.up_proj.weight")});
+  }
+  std::unique_ptr<Model> a = make_model(llama, *be), b = make_model(phi, *be);
+  std::vector<WeightSpec> specs = b->weight_specs();
+  CHECK(specs.size() == phi.tensors.size());
+  for (const WeightSpec& s : specs) CHECK(phi.has(s.name));
+  CHECK(last_logits(*a, tokens) == last_logits(*b, tokens));
 }
 
 TEST_CASE("registry: half-supported variants are refused by name") {

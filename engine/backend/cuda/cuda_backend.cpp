@@ -356,6 +356,12 @@ void set_inv_freq(cuda::RopeKvParams& p, const RopeParams& rp) {
       << "rope: inv_freq has " << rp.inv_freq.size() << " entries for head_dim " << p.head_dim;
   LLM_CHECK(rp.head_dim / 2 <= cuda::kMaxRopeHalf) << "rope: head_dim too large";
   std::copy(rp.inv_freq.begin(), rp.inv_freq.end(), p.inv_freq);
+  p.long_from = rp.long_from;
+  if (rp.long_from > 0) {
+    LLM_CHECK(rp.inv_freq_long.size() == rp.inv_freq.size()) << "rope: " << rp.inv_freq_long.size()
+                                                               << " long frequencies for " << rp.inv_freq.size();
+    std::copy(rp.inv_freq_long.begin(), rp.inv_freq_long.end(), p.inv_freq_long);
+  }
 }
 
 void set_cache(cuda::RopeKvParams& p, const Tensor& qkv, KvLayer& cache, int hkv, int head_dim) {

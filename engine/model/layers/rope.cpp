@@ -48,6 +48,14 @@ RopeParams make_rope_params(const ModelConfig& c) {
     for (float& f : p.inv_freq) f /= s.factor;
   } else if (s.type == "yarn") {
     apply_yarn(s, c.rope_theta, c.head_dim, p.inv_freq);
+  } else if (s.type == "longrope") {  // 1 / (factor_i * base^(2i/D)) in f32, as the reference
+    p.inv_freq_long.resize(half);
+    for (int i = 0; i < half; ++i) {
+      const float pos_freq = std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
+      p.inv_freq[i] = 1.0f / (s.short_factor[size_t(i)] * pos_freq);
+      p.inv_freq_long[i] = 1.0f / (s.long_factor[size_t(i)] * pos_freq);
+    }
+    p.long_from = s.original_max_position_embeddings;
   } else if (s.type == "llama3") {
     const float old_len = float(s.original_max_position_embeddings);
     const float low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;

@@ -1,5 +1,6 @@
-// Rotary embedding variants: the frequencies of plain rope, linear scaling and llama3 scaling,
-// computed once per model from its config.
+// Rotary embedding variants: the frequencies of plain rope, linear, llama3, YaRN and LongRoPE
+// scaling, computed once per model from its config (YaRN's and LongRoPE's attention factor is in
+// ModelConfig::softmax_scale).
 #pragma once
 #include "engine/backend/backend.h"
 #include "engine/model/config.h"

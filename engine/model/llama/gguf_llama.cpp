@@ -334,6 +334,9 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
   for (const GgufTensorInfo& info : g->tensors()) {
     if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
+    if ((info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight") &&
+        ck.config.rope_scaling.type == "longrope")
+      continue;  // read by the family's config hook (Phi-3) into config.rope_scaling
     std::string name = gguf_to_hf_name(info.name, &family);
     LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a "
                                << ck.config.architecture << " GGUF file";

@@ -1,5 +1,7 @@
 #include "engine/model/llama/llama.h"
 
+#include <utility>
+
 #include "engine/core/error.h"
 #include "engine/model/decoder_model.h"
 #include "engine/model/llama/llama_weight_map.h"
@@ -21,8 +23,9 @@ namespace {
 // post norm (+ attention out) -> gated MLP.
 class LlamaModel final : public DecoderModel {
  public:
-  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
-      : DecoderModel(ckpt, backend, weight_dtype, par, llama_weight_sources(ckpt.config)) {}
+  LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par,
+             std::vector<WeightSource> sources)
+      : DecoderModel(ckpt, backend, weight_dtype, par, std::move(sources)) {}
 
  private:
   void run_layers(const AttentionPlan& plan, LayerBuffers& b, std::vector<KvLayer>& kv) override {
@@ -47,7 +50,13 @@ class LlamaModel final : public DecoderModel {
 std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
                                         const ParallelContext& par) {
   check_llama_supported(ckpt.config);  // before any weight is read
-  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype, par);
+  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype, par, llama_weight_sources(ckpt.config));
+}
+
+std::unique_ptr<Model> make_llama_layers_model(const Checkpoint& ckpt, Backend& backend,
+                                               std::optional<DType> weight_dtype, const ParallelContext& par,
+                                               std::vector<WeightSource> sources) {
+  return std::make_unique<LlamaModel>(ckpt, backend, weight_dtype, par, std::move(sources));
 }
 
 }  // namespace llmctl

@@ -9,6 +9,7 @@
 
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
+#include "engine/model/weights/weight_source.h"
 #include "engine/parallel/parallel_context.h"
 
 namespace llmctl {
@@ -19,5 +20,11 @@ void check_llama_supported(const ModelConfig& c);
 
 std::unique_ptr<Model> make_llama_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
                                         const ParallelContext& par);
+
+// The same layers over another family's name map (a family whose checkpoint names or fusions
+// differ but whose layer is Llama's: Phi-3's fused qkv_proj / gate_up_proj).
+std::unique_ptr<Model> make_llama_layers_model(const Checkpoint& ckpt, Backend& backend,
+                                               std::optional<DType> weight_dtype, const ParallelContext& par,
+                                               std::vector<WeightSource> sources);
 
 }  // namespace llmctl

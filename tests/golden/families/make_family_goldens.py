@@ -5,7 +5,8 @@ tiny_<family>_golden.json (what transformers computes from the HF directory in f
 log-probabilities at every position of three seeded sequences, 16-token greedy continuations).
 tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 
-Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope; sliding-window attention: Mistral with a
+Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope, Phi-3 (fused
+projections, a sliding window on every layer) and Phi-3 with LongRoPE; sliding-window attention: Mistral with a
 5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
 max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 3 (Gemma3ForCausalLM:
 (1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar (= head_dim 16, as in the 1B-12B models: a GGUF cannot say another), five
@@ -26,8 +27,8 @@ import sys
 
 import torch
 import transformers
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM, Phi3Config,
+                          Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
@@ -52,6 +53,16 @@ FAMILIES = {
     "qwen2_yarn": (Qwen2Config(**dict(SMALL, max_position_embeddings=2048),
                                rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512,
                                                 "rope_theta": 10000.0}), Qwen2ForCausalLM),
+    # Phi-3: fused qkv_proj / gate_up_proj, a 7-token window on every layer; then LongRoPE with its
+    # short factors (every position here is below the original 64) and attention factor
+    # sqrt(1 + ln(256 / 64) / ln(64)).
+    "phi3": (Phi3Config(**SMALL, pad_token_id=0, sliding_window=7, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+             Phi3ForCausalLM),
+    "phi3_longrope": (Phi3Config(**dict(SMALL, max_position_embeddings=256), pad_token_id=0,
+                                 original_max_position_embeddings=64,
+                                 rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                                  "short_factor": [1.0 + 0.3 * i for i in range(8)],
+                                                  "long_factor": [2.0 + i for i in range(8)]}), Phi3ForCausalLM),
     "gemma3": (Gemma3TextConfig(**dict(SMALL, num_hidden_layers=6, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
                                 sliding_window=5, query_pre_attn_scalar=16,
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
@@ -100,8 +111,9 @@ def main():
         with open(os.path.join(model_dir, "tokenizer.json"), "w") as f:
             json.dump(tok, f)
         with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
-            json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 128,
-                       "eos_token": "<|endoftext|>"}, f)
+            # llama.cpp's Phi-3 converter reads a SentencePiece model unless the class is GPT-2's
+            json.dump({"tokenizer_class": "GPT2Tokenizer" if name.startswith("phi3") else "PreTrainedTokenizerFast",
+                       "model_max_length": 128, "eos_token": "<|endoftext|>"}, f)
         cases, _ = golden_cases(model, model, sampled_vocab=cfg.vocab_size)
         golden = {"model": f"tiny_{name} (random, seeded; {cls.__name__})", "transformers": transformers.__version__,
                   "torch": torch.__version__, "cases": cases,

@@ -1,0 +1,59 @@
+#include "engine/model/phi3/phi3_gguf.h"
+
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/model/gguf.h"
+
+namespace llmctl {
+
+namespace {
+
+std::vector<float> rope_factors(const GgufFile& g, const GgufTensorInfo& t, int head_dim) {
+  Tensor f = g.load(t);
+  LLM_REQUIRE(f.numel() == head_dim / 2) << g.path() << ": " << t.name << " has " << f.numel() << " entries, expected "
+                                         << head_dim / 2;
+  return std::vector<float>(f.ptr<float>(), f.ptr<float>() + f.numel());
+}
+
+}  // namespace
+
+void phi3_gguf_config(const GgufFile& g, ModelConfig& c) {
+  const std::string a = "phi3.";
+  if (const GgufValue* dims = g.find(a + "rope.dimension_count"))
+    LLM_REQUIRE(dims->as_int() == c.head_dim)
+        << g.path() << ": rope over " << dims->as_int() << " of each head's " << c.head_dim
+        << " dimensions (partial rotary, Phi-4-mini) is not supported";
+  if (const GgufValue* window = g.find(a + "attention.sliding_window"); window && window->as_int() > 0) {
+    LLM_REQUIRE(window->as_int() <= ConfigLimits::kMaxPositions)
+        << g.path() << ": " << a << "attention.sliding_window " << window->as_int() << " is out of range";
+    c.sliding_window = int(window->as_int());  // every layer
+  }
+  const GgufTensorInfo* longf = g.find_tensor("rope_factors_long.weight");
+  const GgufTensorInfo* shortf = g.find_tensor("rope_factors_short.weight");
+  LLM_REQUIRE(!longf == !shortf) << g.path() << ": one of rope_factors_long / rope_factors_short without the other";
+  if (!longf) return;
+  RopeScaling& r = c.rope_scaling;
+  LLM_REQUIRE(r.type == "none") << g.path() << ": LongRoPE factors beside rope scaling '" << r.type << "'";
+  r.type = "longrope";
+  r.long_factor = rope_factors(g, *longf, c.head_dim);
+  r.short_factor = rope_factors(g, *shortf, c.head_dim);
+  const GgufValue* orig = g.find(a + "rope.scaling.original_context_length");
+  LLM_REQUIRE(orig && orig->as_int() > 0 && orig->as_int() <= ConfigLimits::kMaxPositions)
+      << g.path() << ": LongRoPE factors without a valid " << a << "rope.scaling.original_context_length";
+  r.original_max_position_embeddings = int(orig->as_int());
+  r.factor = float(c.max_position_embeddings) / float(r.original_max_position_embeddings);
+  const GgufValue* attn = g.find(a + "rope.scaling.attn_factor");
+  r.attention_factor = attn ? float(attn->as_float())
+                            : r.factor <= 1 ? 1.0f
+                                            : float(std::sqrt(1.0 + std::log(double(r.factor)) /
+                                                                        std::log(double(r.original_max_position_embeddings))));
+}
+
+const char* phi3_gguf_layer_name(const std::string& part) {
+  if (part == "attn_qkv") return "self_attn.qkv_proj";
+  if (part == "ffn_up") return "mlp.gate_up_proj";  // gate rows then up rows, as the HF tensor
+  return nullptr;
+}
+
+}  // namespace llmctl
