@@ -26,11 +26,18 @@ namespace llmctl {
 // Rotary embedding frequencies (HF rotate-half layout), computed once per model.
 struct RopeParams {
   int head_dim = 0;
-  std::vector<float> inv_freq;  // [D/2], scaling (linear, llama3, yarn, longrope's short factors) applied
-  // LongRoPE: positions >= long_from (when > 0) turn at inv_freq_long ([D/2], the long factors)
+  // Partial rotary (Phi-4-mini, GLM): the first rotary_dim dimensions of each head turn, as pairs
+  // (i, i + rotary_dim / 2); the rest pass through. 0: all head_dim of them.
+  int rotary_dim = 0;
+  int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  std::vector<float> inv_freq;  // [rotary() / 2], scaling (linear, llama3, yarn, longrope's short factors) applied
+  // LongRoPE: positions >= long_from (when > 0) turn at inv_freq_long ([rotary() / 2], the long factors)
   // instead, as vLLM does (transformers switches a whole forward past the original context).
   std::vector<float> inv_freq_long;
   int32_t long_from = 0;
+  // YaRN's and LongRoPE's attention factor: cos and sin are multiplied by it (so the turning part
+  // of q and k; with partial rotary the rest is not), as transformers does.
+  float attention_scaling = 1.0f;
   const float* inv_freq_at(int32_t position) const {
     return long_from > 0 && position >= long_from ? inv_freq_long.data() : inv_freq.data();
   }

@@ -77,11 +77,6 @@ RopeScaling parse_rope_object(const json& s, const char* field) {
   if (type == "su" || (type == "yarn" && s.contains("long_factor"))) type = "longrope";
   LLM_REQUIRE(type == "default" || type == "linear" || type == "llama3" || type == "yarn" || type == "longrope")
       << "config.json: " << field << " type '" << type << "' is not supported (default, linear, llama3, yarn, longrope)";
-  // transformers 5 keeps partial_rotary_factor here; only full rotary is implemented.
-  if (s.contains("partial_rotary_factor") && !s["partial_rotary_factor"].is_null())
-    LLM_REQUIRE(get_float_or(s, "partial_rotary_factor", 1.0f) == 1.0f)
-        << "config.json: " << field << ".partial_rotary_factor " << s["partial_rotary_factor"].dump()
-        << ": rope over part of each head (Phi-4-mini) is not supported";
   for (const auto& [key, v] : s.items())  // a field llmctl does not read would change the math unseen
     LLM_REQUIRE(key == "rope_type" || key == "type" || key == "rope_theta" || key == "partial_rotary_factor" ||
                 (type != "default" && key == "factor") ||
@@ -145,6 +140,33 @@ RopeScaling parse_rope_object(const json& s, const char* field) {
     r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings");
   }
   return r;
+}
+
+// partial_rotary_factor: top level (transformers 4.x) or in the rope description (5.x, per layer
+// type too); every place that gives it must agree. rotary_dim = int(head_dim * factor), as
+// transformers computes it.
+void parse_partial_rotary(const json& j, ModelConfig& c) {
+  std::vector<const json*> places = {&j};
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (j.contains(key) && j[key].is_object()) {
+      places.push_back(&j[key]);
+      for (const char* type : {"full_attention", "sliding_attention"})
+        if (j[key].contains(type) && j[key][type].is_object()) places.push_back(&j[key][type]);
+    }
+  std::optional<double> factor;
+  for (const json* p : places) {
+    if (!p->contains("partial_rotary_factor") || (*p)["partial_rotary_factor"].is_null()) continue;
+    LLM_REQUIRE((*p)["partial_rotary_factor"].is_number()) << "config.json: partial_rotary_factor must be a number";
+    const double f = (*p)["partial_rotary_factor"].get<double>();
+    LLM_REQUIRE(!factor || *factor == f) << "config.json: partial_rotary_factor " << f << " and " << *factor << " disagree";
+    factor = f;
+  }
+  if (!factor || *factor == 1.0) return;
+  LLM_REQUIRE(std::isfinite(*factor) && *factor > 0 && *factor < 1)
+      << "config.json: partial_rotary_factor must be in (0, 1], got " << *factor;
+  // int() as transformers; the nudge keeps a factor written as rotary / head_dim exact on re-reading
+  c.rotary_dim = int(double(c.head_dim) * *factor + 1e-9);
+  LLM_REQUIRE(c.rotary_dim >= 2) << "config.json: partial_rotary_factor " << *factor << " leaves no rotary dimension";
 }
 
 // rope_theta and the scaling, in either spelling. Both spellings at once must agree.
@@ -262,10 +284,7 @@ ModelConfig parse_hf_config(const json& j) {
   c.max_position_embeddings = get_int_or(j, "max_position_embeddings", c.max_position_embeddings);
   c.rms_norm_eps = get_float_or(j, "rms_norm_eps", c.rms_norm_eps);
   parse_rope(j, c);
-  if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null())  // transformers 4.x's place
-    LLM_REQUIRE(get_float_or(j, "partial_rotary_factor", 1.0f) == 1.0f)
-        << "config.json: partial_rotary_factor " << j["partial_rotary_factor"].dump()
-        << ": rope over part of each head (Phi-4-mini) is not supported";
+  parse_partial_rotary(j, c);
   if (c.rope_scaling.type == "longrope") {  // what transformers derives from the rest of the config
     RopeScaling& r = c.rope_scaling;
     if (r.original_max_position_embeddings <= 0)
@@ -340,6 +359,8 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(num_heads % num_kv_heads == 0) << "model config: num_attention_heads (" << num_heads
                                              << ") is not a multiple of num_key_value_heads (" << num_kv_heads << ")";
   LLM_REQUIRE(head_dim % 2 == 0) << "model config: head_dim " << head_dim << " must be even for rotary embeddings";
+  LLM_REQUIRE(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
+      << "model config: rotary dimensions " << rotary_dim << " must be even and at most head_dim " << head_dim;
   LLM_REQUIRE(std::isfinite(rms_norm_eps) && rms_norm_eps > 0 && rms_norm_eps < 1)
       << "model config: rms_norm_eps must be in (0, 1), got " << rms_norm_eps;
   LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0) << "model config: rope_theta must be positive, got "
@@ -348,7 +369,7 @@ void ModelConfig::validate() const {
               rope_scaling.type == "yarn" || rope_scaling.type == "longrope" || rope_scaling.type == "freq_factors")
       << "model config: unknown rope scaling '" << rope_scaling.type << "'";
   if (rope_scaling.type == "freq_factors") {
-    LLM_REQUIRE(int64_t(rope_scaling.freq_factors.size()) == head_dim / 2)
+    LLM_REQUIRE(int64_t(rope_scaling.freq_factors.size()) == rotary() / 2)
         << "model config: " << rope_scaling.freq_factors.size() << " rope frequency factors for head_dim " << head_dim;
     for (float f : rope_scaling.freq_factors)
       LLM_REQUIRE(std::isfinite(f) && f > 0) << "model config: a rope frequency factor of " << f;
@@ -369,9 +390,9 @@ void ModelConfig::validate() const {
   }
   if (rope_scaling.type == "longrope") {
     for (const std::vector<float>* f : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
-      LLM_REQUIRE(int64_t(f->size()) == head_dim / 2)
-          << "model config: longrope has " << f->size() << " factors for head_dim " << head_dim << " (want "
-          << head_dim / 2 << ")";
+      LLM_REQUIRE(int64_t(f->size()) == rotary() / 2)
+          << "model config: longrope has " << f->size() << " factors for " << rotary() << " rotary dimensions (want "
+          << rotary() / 2 << ")";
       for (float x : *f) LLM_REQUIRE(std::isfinite(x) && x > 0) << "model config: a longrope factor of " << x;
     }
     LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
@@ -404,10 +425,7 @@ void ModelConfig::validate() const {
 }
 
 float ModelConfig::softmax_scale() const {
-  float s = 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : float(head_dim));
-  if (rope_scaling.type == "yarn" || rope_scaling.type == "longrope")
-    s *= rope_scaling.attention_factor * rope_scaling.attention_factor;
-  return s;
+  return 1.0f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : float(head_dim));
 }
 
 json ModelConfig::to_hf_json() const {
@@ -463,6 +481,7 @@ json ModelConfig::to_hf_json() const {
     j.erase("rope_scaling");
   }
   if (query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = shortest(query_pre_attn_scalar);
+  if (rotary_dim > 0 && rotary_dim != head_dim) j["partial_rotary_factor"] = double(rotary_dim) / double(head_dim);
   if (sliding_window > 0) {
     j["sliding_window"] = sliding_window;
     j["use_sliding_window"] = true;  // Qwen2 reads the window only with it

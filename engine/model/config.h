@@ -37,7 +37,7 @@ struct RopeScaling {
   // yarn (transformers' _compute_yarn_parameters): frequencies blended between interpolated and
   // extrapolated over the dimensions [beta_fast's, beta_slow's) rotations fall in (floored and
   // ceiled when truncate), and cos / sin multiplied by attention_factor (given, or from factor and
-  // mscale / mscale_all_dim), which scales every attention score by its square.
+  // mscale / mscale_all_dim).
   float beta_fast = 32.0f, beta_slow = 1.0f;
   bool truncate = true;
   float attention_factor = 1.0f;  // yarn, longrope
@@ -65,6 +65,10 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // Partial rotary (partial_rotary_factor x head_dim; Phi-4-mini): rope turns each head's first
+  // rotary_dim dimensions; 0: all of them.
+  int rotary_dim = 0;
+  int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3; from the architecture)
@@ -96,8 +100,8 @@ struct ModelConfig {
     if (sliding_window <= 0) return 0;
     return sliding_layers.empty() || sliding_layers[size_t(layer)] ? sliding_window : 0;
   }
-  // What attention scores are multiplied by: query_pre_attn_scalar^-1/2 or head_dim^-1/2, times
-  // YaRN's attention factor squared (it multiplies cos and sin, so both q and k).
+  // What attention scores are multiplied by: query_pre_attn_scalar^-1/2 or head_dim^-1/2 (YaRN's and
+  // LongRoPE's attention factor is rope's: RopeParams::attention_scaling).
   float softmax_scale() const;
   nlohmann::json to_hf_json() const;  // config.json as transformers writes it
 };

@@ -69,22 +69,23 @@ void rotate_half(float* x, int64_t half, const float* c, const float* s) {
   }
 }
 
-void angles(int64_t half, int32_t position, const float* inv_freq, float* c, float* s) {
+void angles(int64_t half, int32_t position, const float* inv_freq, float scale, float* c, float* s) {
   for (int64_t i = 0; i < half; ++i) {
     const float angle = float(position) * inv_freq[i];
-    c[i] = std::cos(angle);
-    s[i] = std::sin(angle);
+    c[i] = std::cos(angle) * scale;
+    s[i] = std::sin(angle) * scale;
   }
 }
 }  // namespace
 
 void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq) { rope_heads(x, 1, D, position, inv_freq); }
 
-void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq) {
-  const int64_t half = D / 2;
+void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq, int64_t rotary_dim,
+                float scale) {
+  const int64_t half = (rotary_dim > 0 ? rotary_dim : D) / 2;
   thread_local std::vector<float> cs;
   cs.resize(size_t(2 * half));
-  angles(half, position, inv_freq, cs.data(), cs.data() + half);
+  angles(half, position, inv_freq, scale, cs.data(), cs.data() + half);
   for (int64_t h = 0; h < heads; ++h) rotate_half(x + h * D, half, cs.data(), cs.data() + half);
 }
 

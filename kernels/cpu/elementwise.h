@@ -27,6 +27,10 @@ void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1,
 void rope_head(float* x, int64_t D, int32_t position, const float* inv_freq);
 // The same on `heads` head vectors one after another (x[heads, D], one token's q or k heads): the
 // angles' cosines and sines are computed once for all of them; each head's result is rope_head's.
-void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq);
+// rotary_dim > 0 (partial rotary): only each head's first rotary_dim values turn, as pairs
+// (i, i + rotary_dim / 2) with inv_freq[rotary_dim / 2]; the rest are left as they are. scale
+// multiplies the cosines and sines (YaRN's and LongRoPE's attention factor).
+void rope_heads(float* x, int64_t heads, int64_t D, int32_t position, const float* inv_freq, int64_t rotary_dim = 0,
+                float scale = 1.0f);
 
 }  // namespace llmctl::kernels

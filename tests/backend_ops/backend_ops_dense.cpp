@@ -234,7 +234,8 @@ void add_dense_cases(std::vector<OpCase>& t) {
       {RopeKind::None, "plain"},
       {RopeKind::Linear, "linear x4"},
       {RopeKind::Llama3, "llama3 x8"},
-      {RopeKind::LongRope, "longrope, long from 4096"}};
+      {RopeKind::LongRope, "longrope, long from 4096"},
+      {RopeKind::Partial, "partial, D/4 turn"}};
   for (auto [kind, name] : kinds)
     t.push_back({"rope", name, [kind, name](Ctx& c) {
                    rope_case(c, kind, name, 64, 9, 3, 23);

@@ -61,21 +61,23 @@ void write_reference(const BatchPlan& plan, const std::vector<float>& qkv, int H
   }
 }
 
-void write_kv_case(Ctx& c, bool fused, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs) {
+void write_kv_case(Ctx& c, bool fused, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs,
+                   RopeKind kind = RopeKind::Llama3) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D;
   Rand qkv = random_tensor(c, c.act(), {T, W});
   KvLayer cache{poisoned(c, c.act(), {NB, B, Hkv, D}), poisoned(c, c.act(), {NB, B, Hkv, D})};
   DeviceBatch b = c.be.prepare_batch(plan);
-  const RopeParams p = rope_params(RopeKind::Llama3, D, 500000.0);
+  const RopeParams p = rope_params(kind, D, 500000.0);
   if (fused) c.be.rope_write_kv(qkv.dev, b, p, Hq, Hkv, cache);
   else c.be.write_kv(qkv.dev, b, Hq, Hkv, cache);
   const std::vector<float> rotated = to_vec(c, qkv.dev);  // fused: the qkv the op rotated
   // Every unwritten slot stays NaN; the written ones hold the (rotated) k and v rows.
   std::vector<float> k(size_t(NB) * B * Hkv * D, NAN), v = k;
   write_reference(plan, fused ? rotated : qkv.f, Hq, Hkv, D, k, v);
-  const std::string tag = "D=" + std::to_string(D) + " Hq=" + std::to_string(Hq) +
+  const std::string tag = std::string(kind == RopeKind::Partial ? "partial rotary " : "") + "D=" + std::to_string(D) +
+                          " Hq=" + std::to_string(Hq) +
                           " Hkv=" + std::to_string(Hkv) + " B=" + std::to_string(B) + " seqs " + seqs_str(seqs);
   c.exact(tag + " k", to_vec(c, cache.k), k);
   c.exact(tag + " v", to_vec(c, cache.v), v);
@@ -181,6 +183,7 @@ void add_kv_cases(std::vector<OpCase>& t) {
   t.push_back({"rope_write_kv", "fused rope + write_kv", [](Ctx& c) {
                  write_kv_case(c, true, 64, 9, 3, 16, kMixed);
                  write_kv_case(c, true, 128, 4, 4, 16, kDecode);
+                 write_kv_case(c, true, 64, 9, 3, 16, kMixed, RopeKind::Partial);
                }});
   struct Heads { int D, Hq, Hkv; };
   for (Heads h : {Heads{64, 4, 4}, Heads{64, 6, 2}, Heads{128, 16, 2}})  // GQA ratios 1, 3, 8

@@ -54,13 +54,16 @@ inline std::vector<float> to_vec(Ctx& c, const Tensor& t) {
 inline std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // Rotary frequencies for head_dim D, written out here (not the model's code) for the variants.
-// LongRope: short factors 1 + i/8 below position 4096, long factors 2 + i from it.
-enum class RopeKind { None, Linear, Llama3, LongRope };
+// LongRope: short factors 1 + i/8 below position 4096, long factors 2 + i from it. Partial: plain
+// rope over the first D/4 dimensions of each head (the rest pass through).
+enum class RopeKind { None, Linear, Llama3, LongRope, Partial };
 inline RopeParams rope_params(RopeKind kind, int D, double theta) {
   RopeParams p;
   p.head_dim = D;
-  for (int i = 0; i < D / 2; ++i) {
-    double f = 1.0 / std::pow(theta, 2.0 * i / D);
+  if (kind == RopeKind::Partial) p.rotary_dim = D / 4;
+  const int R = p.rotary();
+  for (int i = 0; i < R / 2; ++i) {
+    double f = 1.0 / std::pow(theta, 2.0 * i / R);
     if (kind == RopeKind::Linear) f /= 4.0;  // factor 4
     if (kind == RopeKind::Llama3) {          // factor 8, low 1, high 4, original context 8192
       const double wavelen = 2 * M_PI / f, low_wavelen = 8192.0 / 1.0, high_wavelen = 8192.0 / 4.0;
@@ -74,6 +77,7 @@ inline RopeParams rope_params(RopeKind kind, int D, double theta) {
     if (kind == RopeKind::LongRope) p.inv_freq_long.push_back(float(f / (2.0 + i)));
   }
   if (kind == RopeKind::LongRope) p.long_from = 4096;
+  if (kind == RopeKind::LongRope || kind == RopeKind::Partial) p.attention_scaling = 1.25f;  // YaRN's / LongRoPE's
   return p;
 }
 
@@ -82,16 +86,17 @@ inline RopeParams rope_params(RopeKind kind, int D, double theta) {
 // The angle is the f32 product pos * inv_freq, as every backend forms it.
 inline std::vector<double> rope_reference(const std::vector<float>& qkv, const std::vector<int32_t>& pos,
                                    const RopeParams& p, int Hq, int Hkv) {
-  const int D = p.head_dim, W = (Hq + 2 * Hkv) * D, T = int(pos.size());
+  const int D = p.head_dim, R = p.rotary(), W = (Hq + 2 * Hkv) * D, T = int(pos.size());
   std::vector<double> ref = widen(qkv);
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < Hq + Hkv; ++h)
-      for (int i = 0; i < D / 2; ++i) {
+      for (int i = 0; i < R / 2; ++i) {
         const bool long_freq = p.long_from > 0 && pos[size_t(t)] >= p.long_from;
         const double a = double(float(pos[size_t(t)]) * (long_freq ? p.inv_freq_long : p.inv_freq)[size_t(i)]);
-        const size_t x1 = size_t(t) * W + size_t(h) * D + i, x2 = x1 + D / 2;
-        ref[x1] = qkv[x1] * std::cos(a) - qkv[x2] * std::sin(a);
-        ref[x2] = qkv[x2] * std::cos(a) + qkv[x1] * std::sin(a);
+        const size_t x1 = size_t(t) * W + size_t(h) * D + i, x2 = x1 + R / 2;
+        const double m = p.attention_scaling;
+        ref[x1] = (qkv[x1] * std::cos(a) - qkv[x2] * std::sin(a)) * m;
+        ref[x2] = (qkv[x2] * std::cos(a) + qkv[x1] * std::sin(a)) * m;
       }
   return ref;
 }

@@ -11,6 +11,8 @@ convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
                     every layer; GGUF arch phi3, attn_qkv and a 2I-row ffn_up)
   tiny_phi3_longrope  the same with LongRoPE (short factors below the original 64 positions, the attention
                     factor; GGUF rope_factors_short / _long tensors)
+  tiny_phi3_partial Phi-4-mini's shape: rope over 12 of each head's 16 dimensions, tied embeddings
+                    (GGUF phi3.rope.dimension_count 12)
   tiny_gemma3       Gemma3ForCausalLM (engine/model/gemma/: (1 + w) and sandwich norms, GeGLU, scaled
                     embeddings, 5:1 sliding layers with their own rope base); GGUF arch gemma3, whose
                     norms llama.cpp stores as 1 + w and whose sliding pattern it leaves implied
@@ -35,8 +37,8 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "phi3", "phi3_longrope", "gemma3"]
-FUSED = {"phi3", "phi3_longrope"}  # fused qkv_proj / gate_up_proj: quantize refuses them by name
+FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "phi3", "phi3_longrope", "phi3_partial", "gemma3"]
+FUSED = {"phi3", "phi3_longrope", "phi3_partial"}  # fused qkv_proj / gate_up_proj: quantize refuses them by name
 TOL = 1e-4
 failures, passed = [], 0
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/config.h"
+#include "engine/model/layers/rope.h"
 
 using namespace llmctl;
 using nlohmann::json;
@@ -96,9 +97,9 @@ TEST_CASE("config: YaRN rope (Qwen2.5's long context) and its attention factor")
   CHECK(c.rope_scaling.beta_slow == 1.0f);
   CHECK(c.rope_scaling.truncate);
   CHECK(c.rope_scaling.attention_factor == doctest::Approx(0.1 * std::log(4.0) + 1.0));  // transformers' get_mscale
-  // Scores scale by the attention factor squared (it multiplies both q's and k's cos / sin).
-  CHECK(c.softmax_scale() == doctest::Approx(c.rope_scaling.attention_factor * c.rope_scaling.attention_factor /
-                                             std::sqrt(64.0)));
+  // The factor multiplies rope's cos and sin (the turning part of q and k), not the softmax scale.
+  CHECK(make_rope_params(c).attention_scaling == c.rope_scaling.attention_factor);
+  CHECK(c.softmax_scale() == doctest::Approx(1 / std::sqrt(64.0)));
   // mscale / mscale_all_dim (DeepSeek's spelling) and an explicit factor
   j["rope_scaling"] = {{"type", "yarn"},  {"factor", 40.0},         {"original_max_position_embeddings", 4096},
                        {"mscale", 1.0},   {"mscale_all_dim", 0.707}, {"beta_fast", 16}, {"truncate", false}};
@@ -113,17 +114,18 @@ TEST_CASE("config: YaRN rope (Qwen2.5's long context) and its attention factor")
   const json out = parse_hf_config(j).to_hf_json();
   CHECK(parse_hf_config(out).to_hf_json() == out);
   CHECK(parse_hf_config(out).rope_scaling.attention_factor == 0.5f);
-  // What llmctl does not implement is refused by name, never ignored.
+  // Partial rotary with YaRN: its frequencies span the rotary dimensions only.
   j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768},
                        {"partial_rotary_factor", 0.5}};
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
+  CHECK(parse_hf_config(j).rotary_dim == 32);
+  // What llmctl does not implement is refused by name, never ignored.
   j["rope_scaling"] = {{"type", "yarn"}, {"original_max_position_embeddings", 32768}};
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("factor"), InputError);
   j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("original_max_position_embeddings"), InputError);
 }
 
-TEST_CASE("config: Phi-3 with LongRoPE (4.x's su spelling and 5.x's), partial rotary refused") {
+TEST_CASE("config: Phi-3 with LongRoPE (4.x's su spelling and 5.x's), and partial rotary") {
   json j = smollm2_json();
   j["architectures"] = {"Phi3ForCausalLM"};
   j.erase("model_type");
@@ -151,12 +153,24 @@ TEST_CASE("config: Phi-3 with LongRoPE (4.x's su spelling and 5.x's), partial ro
   j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 100000.0}, {"partial_rotary_factor", 1.0},
                           {"original_max_position_embeddings", 4096}, {"short_factor", shortf}, {"long_factor", longf}};
   CHECK(parse_hf_config(j).rope_scaling.attention_factor == doctest::Approx(c.rope_scaling.attention_factor));
-  j["rope_parameters"]["partial_rotary_factor"] = 0.75;  // Phi-4-mini
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
-  j["rope_parameters"]["partial_rotary_factor"] = 1.0;
-  j["partial_rotary_factor"] = 0.5;  // 4.x's top-level spelling
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("partial_rotary_factor"), InputError);
+  // Phi-4-mini: rope over 3/4 of each head, so 6 factors for head_dim 16, not 8
+  j["rope_parameters"]["partial_rotary_factor"] = 0.75;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("longrope has 8 factors for 12 rotary dimensions"),
+                       InputError);
+  json short6 = json::array(), long6 = json::array();
+  for (int i = 0; i < 6; ++i) short6.push_back(1.0), long6.push_back(2.0);
+  j["rope_parameters"]["short_factor"] = short6, j["rope_parameters"]["long_factor"] = long6;
+  const ModelConfig p = parse_hf_config(j);
+  CHECK(p.rotary_dim == 12);
+  CHECK(p.rotary() == 12);
+  CHECK(parse_hf_config(p.to_hf_json()).rotary_dim == 12);  // written as 4.x's top-level field
+  j["partial_rotary_factor"] = 0.5;  // 4.x's top-level spelling, disagreeing
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("disagree"), InputError);
   j.erase("partial_rotary_factor");
+  j["rope_parameters"]["partial_rotary_factor"] = 0.01;  // int(16 x 0.01) = 0 dimensions
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("leaves no rotary dimension"), InputError);
+  j["rope_parameters"]["partial_rotary_factor"] = 1.0;
+  j["rope_parameters"]["short_factor"] = shortf, j["rope_parameters"]["long_factor"] = longf;
   j["rope_parameters"]["short_factor"] = json::array({1.0, 2.0});
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("longrope has 2 factors"), InputError);
 }

@@ -194,7 +194,8 @@ class CpuBackend final : public Backend {
     const auto& pos = b.plan->positions;
     pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)  // q and k heads are contiguous: [hq + hkv, D] from the row start
-        kernels::rope_heads(qkv.ptr<float>() + t * W, hq + hkv, D, pos[t], p.inv_freq_at(pos[t]));
+        kernels::rope_heads(qkv.ptr<float>() + t * W, hq + hkv, D, pos[t], p.inv_freq_at(pos[t]), p.rotary(),
+                            p.attention_scaling);
     });
   }
 

@@ -352,11 +352,14 @@ cuda::RopeKvParams rope_params(Tensor& qkv, const DeviceBatch& b, int hq, int hk
 }
 
 void set_inv_freq(cuda::RopeKvParams& p, const RopeParams& rp) {
-  LLM_CHECK(rp.head_dim == p.head_dim && int(rp.inv_freq.size()) == rp.head_dim / 2)
-      << "rope: inv_freq has " << rp.inv_freq.size() << " entries for head_dim " << p.head_dim;
+  LLM_CHECK(rp.head_dim == p.head_dim && rp.rotary() <= rp.head_dim && int(rp.inv_freq.size()) == rp.rotary() / 2)
+      << "rope: inv_freq has " << rp.inv_freq.size() << " entries for head_dim " << p.head_dim << ", rotary dim "
+      << rp.rotary();
+  p.rotary_dim = rp.rotary();
   LLM_CHECK(rp.head_dim / 2 <= cuda::kMaxRopeHalf) << "rope: head_dim too large";
   std::copy(rp.inv_freq.begin(), rp.inv_freq.end(), p.inv_freq);
   p.long_from = rp.long_from;
+  p.attention_scaling = rp.attention_scaling;
   if (rp.long_from > 0) {
     LLM_CHECK(rp.inv_freq_long.size() == rp.inv_freq.size()) << "rope: " << rp.inv_freq_long.size()
                                                                << " long frequencies for " << rp.inv_freq.size();

@@ -34,11 +34,13 @@ void apply_yarn(const RopeScaling& s, float base, int dim, std::vector<float>& i
 RopeParams make_rope_params(const ModelConfig& c) {
   RopeParams p;
   p.head_dim = c.head_dim;
-  const int half = c.head_dim / 2;
+  const int dim = c.rotary();  // the dimensions that turn (partial rotary: fewer than head_dim)
+  if (dim < c.head_dim) p.rotary_dim = dim;
+  const int half = dim / 2;
   p.inv_freq.resize(half);
   for (int i = 0; i < half; ++i) {
     // As the reference: base ** (2i / dim) in f32, then its reciprocal.
-    float expo = float(2 * i) / float(c.head_dim);
+    float expo = float(2 * i) / float(dim);
     p.inv_freq[i] = 1.0f / std::pow(c.rope_theta, expo);
   }
   const RopeScaling& s = c.rope_scaling;
@@ -47,15 +49,17 @@ RopeParams make_rope_params(const ModelConfig& c) {
   } else if (s.type == "linear") {
     for (float& f : p.inv_freq) f /= s.factor;
   } else if (s.type == "yarn") {
-    apply_yarn(s, c.rope_theta, c.head_dim, p.inv_freq);
+    apply_yarn(s, c.rope_theta, dim, p.inv_freq);
+    p.attention_scaling = s.attention_factor;
   } else if (s.type == "longrope") {  // 1 / (factor_i * base^(2i/D)) in f32, as the reference
     p.inv_freq_long.resize(half);
     for (int i = 0; i < half; ++i) {
-      const float pos_freq = std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
+      const float pos_freq = std::pow(c.rope_theta, float(2 * i) / float(dim));
       p.inv_freq[i] = 1.0f / (s.short_factor[size_t(i)] * pos_freq);
       p.inv_freq_long[i] = 1.0f / (s.long_factor[size_t(i)] * pos_freq);
     }
     p.long_from = s.original_max_position_embeddings;
+    p.attention_scaling = s.attention_factor;
   } else if (s.type == "llama3") {
     const float old_len = float(s.original_max_position_embeddings);
     const float low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;

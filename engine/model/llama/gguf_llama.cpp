@@ -117,6 +117,9 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   c.rms_norm_eps = meta_float_or(g, a + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.head_dim = meta_int_or(g, a + "attention.key_length",
                            meta_int_or(g, a + "rope.dimension_count", c.hidden_size / c.num_heads));
+  // A rope dimension count below the head size: partial rotary (the heads' first dimensions turn).
+  if (const int rope_dims = meta_int_or(g, a + "rope.dimension_count", c.head_dim); rope_dims != c.head_dim)
+    c.rotary_dim = rope_dims;
   if (g.find(a + "vocab_size")) {
     c.vocab_size = meta_int(g, a + "vocab_size");
   } else {
@@ -151,7 +154,7 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   } else if (stype != "none") {
     LLM_THROW() << g.path() << ": rope scaling '" << stype << "' is not supported (linear, yarn, llama3)";
   } else if (!g.find(a + "rope.scaling.factor") && g.find_tensor("rope_freqs.weight")) {
-    c.rope_scaling = llama3_from_rope_freqs(g, *g.find_tensor("rope_freqs.weight"), c.rope_theta, c.head_dim);
+    c.rope_scaling = llama3_from_rope_freqs(g, *g.find_tensor("rope_freqs.weight"), c.rope_theta, c.rotary());
   }
 
   if (g.find("tokenizer.ggml.bos_token_id")) c.bos_token_ids = {meta_int(g, "tokenizer.ggml.bos_token_id")};

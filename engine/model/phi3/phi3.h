@@ -1,8 +1,8 @@
 // The Phi-3 family (Phi3ForCausalLM: Phi-3 and Phi-3.5 mini and medium): Llama's layer
 // (engine/model/llama/) over checkpoints that fuse q/k/v into one qkv_proj and gate/up into one
 // gate_up_proj, a sliding window on every layer when config.json gives one, and LongRoPE
-// (engine/model/layers/rope.cpp). Rope over part of each head (Phi-4-mini's partial_rotary_factor)
-// is refused when the config is read. Made through the registry (engine/model/registry.h).
+// (engine/model/layers/rope.cpp), rope over the first part of each head when partial_rotary_factor
+// says so (Phi-4-mini). Made through the registry (engine/model/registry.h).
 #pragma once
 #include <memory>
 #include <optional>

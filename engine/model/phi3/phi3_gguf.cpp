@@ -9,10 +9,10 @@ namespace llmctl {
 
 namespace {
 
-std::vector<float> rope_factors(const GgufFile& g, const GgufTensorInfo& t, int head_dim) {
+std::vector<float> rope_factors(const GgufFile& g, const GgufTensorInfo& t, int rotary_dim) {
   Tensor f = g.load(t);
-  LLM_REQUIRE(f.numel() == head_dim / 2) << g.path() << ": " << t.name << " has " << f.numel() << " entries, expected "
-                                         << head_dim / 2;
+  LLM_REQUIRE(f.numel() == rotary_dim / 2) << g.path() << ": " << t.name << " has " << f.numel()
+                                           << " entries, expected " << rotary_dim / 2;
   return std::vector<float>(f.ptr<float>(), f.ptr<float>() + f.numel());
 }
 
@@ -20,10 +20,16 @@ std::vector<float> rope_factors(const GgufFile& g, const GgufTensorInfo& t, int 
 
 void phi3_gguf_config(const GgufFile& g, ModelConfig& c) {
   const std::string a = "phi3.";
-  if (const GgufValue* dims = g.find(a + "rope.dimension_count"))
-    LLM_REQUIRE(dims->as_int() == c.head_dim)
-        << g.path() << ": rope over " << dims->as_int() << " of each head's " << c.head_dim
-        << " dimensions (partial rotary, Phi-4-mini) is not supported";
+  // The converter writes no key length: a rope dimension count below hidden / heads is partial
+  // rotary (Phi-4-mini), not the head size.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  if (const GgufValue* dims = g.find(a + "rope.dimension_count"); dims && dims->as_int() != c.head_dim) {
+    LLM_REQUIRE(dims->as_int() > 0 && dims->as_int() < c.head_dim)
+        << g.path() << ": " << a << "rope.dimension_count " << dims->as_int() << " for heads of " << c.head_dim;
+    c.rotary_dim = int(dims->as_int());
+  } else {
+    c.rotary_dim = 0;
+  }
   if (const GgufValue* window = g.find(a + "attention.sliding_window"); window && window->as_int() > 0) {
     LLM_REQUIRE(window->as_int() <= ConfigLimits::kMaxPositions)
         << g.path() << ": " << a << "attention.sliding_window " << window->as_int() << " is out of range";
@@ -36,8 +42,8 @@ void phi3_gguf_config(const GgufFile& g, ModelConfig& c) {
   RopeScaling& r = c.rope_scaling;
   LLM_REQUIRE(r.type == "none") << g.path() << ": LongRoPE factors beside rope scaling '" << r.type << "'";
   r.type = "longrope";
-  r.long_factor = rope_factors(g, *longf, c.head_dim);
-  r.short_factor = rope_factors(g, *shortf, c.head_dim);
+  r.long_factor = rope_factors(g, *longf, c.rotary());
+  r.short_factor = rope_factors(g, *shortf, c.rotary());
   const GgufValue* orig = g.find(a + "rope.scaling.original_context_length");
   LLM_REQUIRE(orig && orig->as_int() > 0 && orig->as_int() <= ConfigLimits::kMaxPositions)
       << g.path() << ": LongRoPE factors without a valid " << a << "rope.scaling.original_context_length";

@@ -11,8 +11,8 @@ namespace llmctl {
 
 class GgufFile;
 
-// The config's parts the common phi3.* keys do not give: sliding window, LongRoPE; partial rotary
-// (phi3.rope.dimension_count below head_dim) refused.
+// The config's parts the common phi3.* keys do not give: the head size (hidden / heads) and partial
+// rotary (phi3.rope.dimension_count below it), the sliding window, LongRoPE.
 void phi3_gguf_config(const GgufFile& g, ModelConfig& c);
 // A layer tensor's HF name where Phi-3's differs from the common map ("attn_qkv", "ffn_up").
 const char* phi3_gguf_layer_name(const std::string& part);

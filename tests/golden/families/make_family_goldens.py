@@ -6,7 +6,8 @@ log-probabilities at every position of three seeded sequences, 16-token greedy c
 tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 
 Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope, Phi-3 (fused
-projections, a sliding window on every layer) and Phi-3 with LongRoPE; sliding-window attention: Mistral with a
+projections, a sliding window on every layer), Phi-3 with LongRoPE, and with rope over 3/4 of each head
+(Phi-4-mini's partial rotary); sliding-window attention: Mistral with a
 5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
 max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 3 (Gemma3ForCausalLM:
 (1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar (= head_dim 16, as in the 1B-12B models: a GGUF cannot say another), five
@@ -63,6 +64,12 @@ FAMILIES = {
                                  rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
                                                   "short_factor": [1.0 + 0.3 * i for i in range(8)],
                                                   "long_factor": [2.0 + i for i in range(8)]}), Phi3ForCausalLM),
+    # Phi-4-mini's shape: rope over 3/4 of each head (12 of 16 dimensions, 6 LongRoPE factors), tied embeddings.
+    "phi3_partial": (Phi3Config(**dict(SMALL, max_position_embeddings=256, tie_word_embeddings=True), pad_token_id=0,
+                                original_max_position_embeddings=64,
+                                rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                                                 "short_factor": [1.0 + 0.4 * i for i in range(6)],
+                                                 "long_factor": [3.0 + i for i in range(6)]}), Phi3ForCausalLM),
     "gemma3": (Gemma3TextConfig(**dict(SMALL, num_hidden_layers=6, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
                                 sliding_window=5, query_pre_attn_scalar=16,
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
