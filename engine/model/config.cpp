@@ -378,44 +378,33 @@ void ModelConfig::validate() const {
     LLM_REQUIRE(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0)
         << "model config: rope scaling factor must be positive, got " << rope_scaling.factor;
   }
-  if (rope_scaling.type == "llama3") {
+  const std::string& rope = rope_scaling.type;
+  if (rope == "llama3" || rope == "yarn" || rope == "longrope")
     LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
                 rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
-        << "model config: llama3 rope scaling needs original_max_position_embeddings in (0, " << L::kMaxPositions
-        << "], got " << rope_scaling.original_max_position_embeddings;
+        << "model config: " << rope << " rope scaling needs original_max_position_embeddings in (0, "
+        << L::kMaxPositions << "], got " << rope_scaling.original_max_position_embeddings;
+  if (rope == "yarn" || rope == "longrope")
+    LLM_REQUIRE(std::isfinite(rope_scaling.attention_factor) && rope_scaling.attention_factor > 0 &&
+                rope_scaling.attention_factor < 100)
+        << "model config: " << rope << " attention_factor must be in (0, 100), got " << rope_scaling.attention_factor;
+  if (rope == "llama3")
     LLM_REQUIRE(std::isfinite(rope_scaling.low_freq_factor) && std::isfinite(rope_scaling.high_freq_factor) &&
                 rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
         << "model config: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, got "
         << rope_scaling.low_freq_factor << " and " << rope_scaling.high_freq_factor;
-  }
-  if (rope_scaling.type == "longrope") {
+  if (rope == "longrope")
     for (const std::vector<float>* f : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
       LLM_REQUIRE(int64_t(f->size()) == rotary() / 2)
           << "model config: longrope has " << f->size() << " factors for " << rotary() << " rotary dimensions (want "
           << rotary() / 2 << ")";
       for (float x : *f) LLM_REQUIRE(std::isfinite(x) && x > 0) << "model config: a longrope factor of " << x;
     }
-    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
-                rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
-        << "model config: longrope needs original_max_position_embeddings in (0, " << L::kMaxPositions << "], got "
-        << rope_scaling.original_max_position_embeddings;
-    LLM_REQUIRE(std::isfinite(rope_scaling.attention_factor) && rope_scaling.attention_factor > 0 &&
-                rope_scaling.attention_factor < 100)
-        << "model config: longrope attention_factor must be in (0, 100), got " << rope_scaling.attention_factor;
-  }
-  if (rope_scaling.type == "yarn") {
-    LLM_REQUIRE(rope_scaling.original_max_position_embeddings > 0 &&
-                rope_scaling.original_max_position_embeddings <= L::kMaxPositions)
-        << "model config: yarn rope scaling needs original_max_position_embeddings in (0, " << L::kMaxPositions
-        << "], got " << rope_scaling.original_max_position_embeddings;
+  if (rope == "yarn")
     LLM_REQUIRE(std::isfinite(rope_scaling.beta_fast) && std::isfinite(rope_scaling.beta_slow) &&
                 rope_scaling.beta_fast > 0 && rope_scaling.beta_slow > 0)
         << "model config: yarn rope scaling needs positive beta_fast and beta_slow, got " << rope_scaling.beta_fast
         << " and " << rope_scaling.beta_slow;
-    LLM_REQUIRE(std::isfinite(rope_scaling.attention_factor) && rope_scaling.attention_factor > 0 &&
-                rope_scaling.attention_factor < 100)
-        << "model config: yarn attention_factor must be in (0, 100), got " << rope_scaling.attention_factor;
-  }
   for (int id : bos_token_ids)
     LLM_REQUIRE(id >= 0 && id < vocab_size) << "model config: bos_token_id " << id << " is outside the vocabulary ("
                                             << vocab_size << ")";

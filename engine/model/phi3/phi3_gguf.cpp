@@ -22,7 +22,10 @@ void phi3_gguf_config(const GgufFile& g, ModelConfig& c) {
   const std::string a = "phi3.";
   // The converter writes no key length: a rope dimension count below hidden / heads is partial
   // rotary (Phi-4-mini), not the head size.
-  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  const GgufValue* key_length = g.find(a + "attention.key_length");
+  LLM_REQUIRE(!key_length || (key_length->as_int() > 0 && key_length->as_int() <= ConfigLimits::kMaxHeadDim))
+      << g.path() << ": " << a << "attention.key_length is out of range";
+  c.head_dim = key_length ? int(key_length->as_int()) : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
   if (const GgufValue* dims = g.find(a + "rope.dimension_count"); dims && dims->as_int() != c.head_dim) {
     LLM_REQUIRE(dims->as_int() > 0 && dims->as_int() < c.head_dim)
         << g.path() << ": " << a << "rope.dimension_count " << dims->as_int() << " for heads of " << c.head_dim;
