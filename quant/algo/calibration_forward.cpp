@@ -36,19 +36,40 @@ Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
+// Rows [r0, r1) of t [N, K], as f32.
+Tensor f32_rows(const Tensor& t, int64_t r0, int64_t r1) {
+  LLM_REQUIRE(t.rank() == 2 && r0 >= 0 && r0 <= r1 && r1 <= t.dim(0)) << "rows " << r0 << ".." << r1 << " of "
+                                                                      << t.shape_str();
+  Tensor whole = f32_copy(t), out = Tensor::empty_host(DType::F32, {r1 - r0, t.dim(1)});
+  std::memcpy(out.data, whole.ptr<float>() + r0 * t.dim(1), out.nbytes());
+  return out;
+}
+
 }  // namespace
 
 DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
+  const ModelConfig& c = ck.config;
   DenseLayer L;
   L.input_norm = f32_copy(ck.get(p + "input_layernorm.weight"));
   L.post_norm = f32_copy(ck.get(p + "post_attention_layernorm.weight"));
-  L.q = f32_copy(ck.get(p + "self_attn.q_proj.weight"));
-  L.k = f32_copy(ck.get(p + "self_attn.k_proj.weight"));
-  L.v = f32_copy(ck.get(p + "self_attn.v_proj.weight"));
+  L.fused = ck.has(p + "self_attn.qkv_proj.weight");
+  if (L.fused) {  // Phi-3: q, k, v rows in one tensor, gate then up rows in another
+    LLM_REQUIRE(!ck.has(p + "self_attn.qkv_proj.bias")) << c.architecture << ": a fused qkv_proj bias is not supported";
+    const Tensor& qkv = ck.get(p + "self_attn.qkv_proj.weight");
+    const int64_t q = int64_t(c.num_heads) * c.head_dim, kv = int64_t(c.num_kv_heads) * c.head_dim;
+    L.q = f32_rows(qkv, 0, q), L.k = f32_rows(qkv, q, q + kv), L.v = f32_rows(qkv, q + kv, q + 2 * kv);
+    const Tensor& gate_up = ck.get(p + "mlp.gate_up_proj.weight");
+    L.gate = f32_rows(gate_up, 0, c.intermediate_size);
+    L.up = f32_rows(gate_up, c.intermediate_size, 2 * int64_t(c.intermediate_size));
+  } else {
+    L.q = f32_copy(ck.get(p + "self_attn.q_proj.weight"));
+    L.k = f32_copy(ck.get(p + "self_attn.k_proj.weight"));
+    L.v = f32_copy(ck.get(p + "self_attn.v_proj.weight"));
+    L.gate = f32_copy(ck.get(p + "mlp.gate_proj.weight"));
+    L.up = f32_copy(ck.get(p + "mlp.up_proj.weight"));
+  }
   L.o = f32_copy(ck.get(p + "self_attn.o_proj.weight"));
-  L.gate = f32_copy(ck.get(p + "mlp.gate_proj.weight"));
-  L.up = f32_copy(ck.get(p + "mlp.up_proj.weight"));
   L.down = f32_copy(ck.get(p + "mlp.down_proj.weight"));
   if (ck.has(p + "self_attn.q_proj.bias")) {
     L.q_bias = f32_copy(ck.get(p + "self_attn.q_proj.bias"));

@@ -22,6 +22,9 @@ struct DenseLayer {
   Tensor q, k, v, o, gate, up, down; // [N, K]
   Tensor q_bias, k_bias, v_bias;     // [N] (Qwen2) or empty
   int window = 0;                    // the layer's sliding window (ModelConfig::layer_window)
+  // The checkpoint stores q/k/v as one qkv_proj and gate/up as one gate_up_proj (Phi-3): read
+  // split into the parts above; quantize writes them fused again.
+  bool fused = false;
 
   // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
   static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);

@@ -69,11 +69,45 @@ struct LinearRef {
   Tensor* weight;
 };
 
+// The checkpoint's module of each: a fused layer's q, k and v share qkv_proj, its gate and up
+// gate_up_proj (consecutive entries of one module are written as one tensor, rows in this order).
 std::vector<LinearRef> linears_of(DenseLayer& L, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  return {{p + "self_attn.q_proj", &L.q}, {p + "self_attn.k_proj", &L.k}, {p + "self_attn.v_proj", &L.v},
-          {p + "self_attn.o_proj", &L.o}, {p + "mlp.gate_proj", &L.gate},  {p + "mlp.up_proj", &L.up},
+  const std::string qkv = p + "self_attn.qkv_proj", gate_up = p + "mlp.gate_up_proj";
+  return {{L.fused ? qkv : p + "self_attn.q_proj", &L.q},
+          {L.fused ? qkv : p + "self_attn.k_proj", &L.k},
+          {L.fused ? qkv : p + "self_attn.v_proj", &L.v},
+          {p + "self_attn.o_proj", &L.o},
+          {L.fused ? gate_up : p + "mlp.gate_proj", &L.gate},
+          {L.fused ? gate_up : p + "mlp.up_proj", &L.up},
           {p + "mlp.down_proj", &L.down}};
+}
+
+// The rows of several quantized linears of one input, stacked as one (a fused module). Their
+// schemes and group order (act-order's g_idx, from the same Hessian) are the same.
+QuantizedLinear stack_quantized(const std::vector<const QuantizedLinear*>& parts) {
+  QuantizedLinear out = *parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const QuantizedLinear& p = *parts[i];
+    LLM_CHECK(p.k == out.k && p.g_idx == out.g_idx && p.scheme.bits == out.scheme.bits &&
+              p.scheme.group_size == out.scheme.group_size && p.scheme.symmetric == out.scheme.symmetric)
+        << "fused module parts quantized differently";
+    out.n += p.n;
+    out.q.insert(out.q.end(), p.q.begin(), p.q.end());
+    out.scales.insert(out.scales.end(), p.scales.begin(), p.scales.end());
+    out.zeros.insert(out.zeros.end(), p.zeros.begin(), p.zeros.end());
+  }
+  return out;
+}
+
+// The same for dense weights [n_i, K] (a fused module left dense).
+Tensor stack_dense(const std::vector<const Tensor*>& parts) {
+  int64_t rows = 0;
+  for (const Tensor* t : parts) rows += t->dim(0);
+  Tensor out = Tensor::empty_host(parts[0]->dtype, {rows, parts[0]->dim(1)});
+  char* dst = static_cast<char*>(out.data);
+  for (const Tensor* t : parts) dst = static_cast<char*>(std::memcpy(dst, t->data, t->nbytes())) + t->nbytes();
+  return out;
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -110,12 +144,6 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
       << "the GPTQ (v1) layout stores zero points minus one and cannot hold the zero point 0 that asymmetric groups "
          "produce: use --format compressed-tensors (or awq) for --asym";
   LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
-  // The quantizer walks a layer's separate q/k/v/o/gate/up/down projections (linears_of); a family
-  // that stores them otherwise is refused by name until it reads the family's name map.
-  bool separate = false;
-  for (const WeightSpec& s : model_tensor_specs(c)) separate |= s.name == "model.layers.0.self_attn.q_proj.weight";
-  LLM_REQUIRE(separate) << c.architecture << ": quantize reads separate q/k/v and gate/up projections, and this "
-                        << "architecture fuses them (qkv_proj, gate_up_proj); it is not supported yet";
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
   for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
                                 {"o_proj (heads x head dim)", attn},
@@ -321,15 +349,22 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})
         keep_dense(p + "self_attn." + b + "_proj.bias", *t);
-    for (size_t j = 0; j < lin.size(); ++j) {
+    for (size_t j = 0; j < lin.size();) {  // a module's consecutive parts written as one
+      size_t end = j + 1;
+      while (end < lin.size() && lin[end].module == lin[j].module) ++end;
       if (info.ignores(lin[j].module)) {
-        keep_dense(lin[j].module + ".weight", *lin[j].weight);
+        std::vector<const Tensor*> parts;
+        for (size_t m = j; m < end; ++m) parts.push_back(lin[m].weight);
+        keep_dense(lin[j].module + ".weight", parts.size() == 1 ? *parts[0] : stack_dense(parts));
         ++rep.linears_dense;
-        continue;
+      } else {
+        std::vector<const QuantizedLinear*> parts;
+        for (size_t m = j; m < end; ++m) parts.push_back(&q[m]);
+        for (auto& [suffix, t] : pack_linear_weight(layout, parts.size() == 1 ? q[j] : stack_quantized(parts), scale_dtype))
+          out.emplace_back(lin[j].module + "." + suffix, to_tensor(t));
+        ++rep.linears_quantized;
       }
-      for (auto& [suffix, t] : pack_linear_weight(layout, q[j], scale_dtype))
-        out.emplace_back(lin[j].module + "." + suffix, to_tensor(t));
-      ++rep.linears_quantized;
+      j = end;
     }
     if (o.kv_cache == "fp8") {
       for (const auto& [name, m] : {std::pair<const char*, const std::vector<float>*>{"k_scale", &amax.k}, {"v_scale", &amax.v}}) {
