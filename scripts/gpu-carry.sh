@@ -2,18 +2,22 @@
 # gpu-carry: prepares, on a dev machine, what a GPU machine without a package registry needs to run
 # scripts/gpu-check.sh: a CUDA build (sm_90a unless CUDA_ARCHS says otherwise; BUILD_DIR, default
 # build-gpu), its binaries stripped, the shared libraries they link beyond the C/C++ runtime and
-# CUDA, Open MPI's launcher (the multi-rank checks) and WikiText-2 (perplexity), all in one xz
-# tarball, and the default model's GGUF. A transfer holds at most 64 MiB, the repository's own files
-# included, so this is cut into parts: .carry/a (the tarball and the model's first bytes), .carry/b
-# (the rest of the model; two parts in all for the default model).
+# CUDA, Open MPI's launcher (the multi-rank checks), WikiText-2 (perplexity) and the default model's
+# config and tokenizer (gpu-check's formats stage), all in one xz tarball, and the default model's
+# GGUF. A transfer holds at most 64 MiB, the repository's own files included, so this is cut into
+# parts: .carry/a (the tarball and the model's first bytes), .carry/b, .carry/c, ... (the rest of the
+# model; three parts in all for the default model beside this repository, one call each: two parts
+# together are over a call's limit).
 # On the GPU machine (repository root), one call per part, back to back (a machine keeps what
 # earlier calls left only while it stays warm, 30 s after a call; start again from a if it went back):
 #
 #   carry .carry/a:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
-#                      GPU_CHECK_STAGES="tests bench" scripts/gpu-check.sh .carry/a/build-gpu
-#                    (the GPU tests and micro-benchmarks need no model: the first call runs them)
-#   carry .carry/b:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
+#                      GPU_CHECK_STAGES="tests bench formats" scripts/gpu-check.sh .carry/a/build-gpu
+#                    (the GPU tests, micro-benchmarks and formats need no model: the first calls run them)
+#   carry .carry/b:  (the next part; any stage that needs no model may run meanwhile)
+#   carry .carry/c:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
 #                      GPU_CHECK_STAGES="golden batching nccl pipeline quantized" scripts/gpu-check.sh .carry/a/build-gpu
+# (bench/results/h200-gpu-check/README.md has the calls as the H200 run made them.)
 #
 # --unpack extracts the tarball (once) and, when every part is there, joins the model into
 # $LLMCTL_HOME (default ~/.cache/llmctl); with parts missing it says which and still exits 0.
