@@ -21,7 +21,17 @@ Tensor f32_copy(const Tensor& t) {
   return out;
 }
 
-// Rows of several [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases).
+// Rows [r0, r1) of an f32 t [N, K].
+Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) {
+  LLM_REQUIRE(t.rank() == 2 && r0 >= 0 && r0 <= r1 && r1 <= t.dim(0)) << "rows " << r0 << ".." << r1 << " of "
+                                                                      << t.shape_str();
+  Tensor out = Tensor::empty_host(DType::F32, {r1 - r0, t.dim(1)});
+  std::memcpy(out.data, t.ptr<float>() + r0 * t.dim(1), out.nbytes());
+  return out;
+}
+
+}  // namespace
+
 Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   int64_t rows = 0;
   for (const Tensor* p : parts) rows += p->dim(0);
@@ -36,17 +46,6 @@ Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
-// Rows [r0, r1) of t [N, K], as f32.
-Tensor f32_rows(const Tensor& t, int64_t r0, int64_t r1) {
-  LLM_REQUIRE(t.rank() == 2 && r0 >= 0 && r0 <= r1 && r1 <= t.dim(0)) << "rows " << r0 << ".." << r1 << " of "
-                                                                      << t.shape_str();
-  Tensor whole = f32_copy(t), out = Tensor::empty_host(DType::F32, {r1 - r0, t.dim(1)});
-  std::memcpy(out.data, whole.ptr<float>() + r0 * t.dim(1), out.nbytes());
-  return out;
-}
-
-}  // namespace
-
 DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const ModelConfig& c = ck.config;
@@ -56,12 +55,12 @@ DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
   L.fused = ck.has(p + "self_attn.qkv_proj.weight");
   if (L.fused) {  // Phi-3: q, k, v rows in one tensor, gate then up rows in another
     LLM_REQUIRE(!ck.has(p + "self_attn.qkv_proj.bias")) << c.architecture << ": a fused qkv_proj bias is not supported";
-    const Tensor& qkv = ck.get(p + "self_attn.qkv_proj.weight");
+    const Tensor qkv = f32_copy(ck.get(p + "self_attn.qkv_proj.weight"));  // converted once, then split
     const int64_t q = int64_t(c.num_heads) * c.head_dim, kv = int64_t(c.num_kv_heads) * c.head_dim;
-    L.q = f32_rows(qkv, 0, q), L.k = f32_rows(qkv, q, q + kv), L.v = f32_rows(qkv, q + kv, q + 2 * kv);
-    const Tensor& gate_up = ck.get(p + "mlp.gate_up_proj.weight");
-    L.gate = f32_rows(gate_up, 0, c.intermediate_size);
-    L.up = f32_rows(gate_up, c.intermediate_size, 2 * int64_t(c.intermediate_size));
+    L.q = rows_of(qkv, 0, q), L.k = rows_of(qkv, q, q + kv), L.v = rows_of(qkv, q + kv, q + 2 * kv);
+    const Tensor gate_up = f32_copy(ck.get(p + "mlp.gate_up_proj.weight"));
+    L.gate = rows_of(gate_up, 0, c.intermediate_size);
+    L.up = rows_of(gate_up, c.intermediate_size, 2 * int64_t(c.intermediate_size));
   } else {
     L.q = f32_copy(ck.get(p + "self_attn.q_proj.weight"));
     L.k = f32_copy(ck.get(p + "self_attn.k_proj.weight"));

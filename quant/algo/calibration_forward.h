@@ -30,6 +30,10 @@ struct DenseLayer {
   static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
 };
 
+// Rows of several f32 [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases):
+// a layer's fused q/k/v or gate/up.
+Tensor stack_rows(const std::vector<const Tensor*>& parts);
+
 // Per-kv-head absolute maxima of the rotated keys and of the values the cache would hold: what an
 // fp8 KV cache's per-head k_scale / v_scale are calibrated from.
 struct KvAbsMax {

@@ -100,15 +100,6 @@ QuantizedLinear stack_quantized(const std::vector<const QuantizedLinear*>& parts
   return out;
 }
 
-// The same for dense weights [n_i, K] (a fused module left dense).
-Tensor stack_dense(const std::vector<const Tensor*>& parts) {
-  int64_t rows = 0;
-  for (const Tensor* t : parts) rows += t->dim(0);
-  Tensor out = Tensor::empty_host(parts[0]->dtype, {rows, parts[0]->dim(1)});
-  char* dst = static_cast<char*>(out.data);
-  for (const Tensor* t : parts) dst = static_cast<char*>(std::memcpy(dst, t->data, t->nbytes())) + t->nbytes();
-  return out;
-}
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
@@ -355,7 +346,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       if (info.ignores(lin[j].module)) {
         std::vector<const Tensor*> parts;
         for (size_t m = j; m < end; ++m) parts.push_back(lin[m].weight);
-        keep_dense(lin[j].module + ".weight", parts.size() == 1 ? *parts[0] : stack_dense(parts));
+        keep_dense(lin[j].module + ".weight", parts.size() == 1 ? *parts[0] : stack_rows(parts));
         ++rep.linears_dense;
       } else {
         std::vector<const QuantizedLinear*> parts;

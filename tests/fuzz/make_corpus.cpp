@@ -132,6 +132,48 @@ void gguf_seeds() {
     seed("gguf", bit ? "llama_tied_q8_packed_embedding.gguf" : "llama_tied_q8.gguf", b);
   }
 
+  // Families with rope metadata of their own, as llama.cpp's converter writes them. Phi-3 (hidden 32,
+  // 2 heads of 16, 1 kv head): fused attn_qkv and a 2I-row ffn_up, a window, LongRoPE's factor
+  // tensors over 12 rotary dimensions (partial rotary). Qwen2 with YaRN rope.
+  auto ones = [](size_t n) { return f32_bytes(std::vector<float>(n, 0.5f)); };
+  auto family_shape = [](GgufBuilder& b, const std::string& a) {
+    b.kv_u32(a + "block_count", 1);
+    b.kv_u32(a + "context_length", 64);
+    b.kv_u32(a + "embedding_length", 32);
+    b.kv_u32(a + "feed_forward_length", 64);
+    b.kv_u32(a + "attention.head_count", 2);
+    b.kv_u32(a + "attention.head_count_kv", 1);
+    b.kv_u32(a + "vocab_size", 4);
+  };
+  GgufBuilder phi;
+  phi.kv_str("general.architecture", "phi3");
+  family_shape(phi, "phi3.");
+  phi.kv_u32("phi3.rope.dimension_count", 12);
+  phi.kv_u32("phi3.attention.sliding_window", 8);
+  phi.kv_u32("phi3.rope.scaling.original_context_length", 16);
+  phi.kv_f32("phi3.rope.scaling.attn_factor", 1.2f);
+  phi.tensor("rope_factors_long.weight", 0, {6}, f32_bytes({2, 3, 4, 5, 6, 7}));
+  phi.tensor("rope_factors_short.weight", 0, {6}, f32_bytes({1, 1.2f, 1.4f, 1.6f, 1.8f, 2}));
+  phi.tensor("token_embd.weight", 0, {32, 4}, ones(128));
+  phi.tensor("output_norm.weight", 0, {32}, ones(32));
+  phi.tensor("blk.0.attn_norm.weight", 0, {32}, ones(32));
+  phi.tensor("blk.0.ffn_norm.weight", 0, {32}, ones(32));
+  phi.tensor("blk.0.attn_qkv.weight", 0, {32, 64}, ones(32 * 64));
+  phi.tensor("blk.0.attn_output.weight", 0, {32, 32}, ones(32 * 32));
+  phi.tensor("blk.0.ffn_up.weight", 0, {32, 128}, ones(32 * 128));
+  phi.tensor("blk.0.ffn_down.weight", 0, {64, 32}, ones(64 * 32));
+  seed("gguf", "phi3_longrope_partial.gguf", phi.build());
+  GgufBuilder yarn;
+  yarn.kv_str("general.architecture", "qwen2");
+  family_shape(yarn, "qwen2.");
+  yarn.kv_str("qwen2.rope.scaling.type", "yarn");
+  yarn.kv_f32("qwen2.rope.scaling.factor", 4.0f);
+  yarn.kv_u32("qwen2.rope.scaling.original_context_length", 16);
+  yarn.kv_f32("qwen2.rope.scaling.yarn_beta_fast", 32.0f);
+  yarn.tensor("token_embd.weight", 0, {32, 4}, ones(128));
+  yarn.tensor("output_norm.weight", 0, {32}, ones(32));
+  seed("gguf", "qwen2_yarn.gguf", yarn.build());
+
   GgufBuilder empty;
   seed("gguf", "empty.gguf", empty.build());
   GgufBuilder v2;
