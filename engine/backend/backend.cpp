@@ -59,6 +59,10 @@ void Backend::scale(Tensor&, float) {
   LLM_THROW() << "backend " << name() << " has no in-place scale, which this model's embedding needs";
 }
 
+void Backend::soft_cap(Tensor&, float) {
+  LLM_THROW() << "backend " << name() << " has no soft_cap, which this model's final logit soft-capping needs";
+}
+
 void Backend::head_rms_norm(Tensor&, const Tensor&, const Tensor&, float, int, int) {
   LLM_THROW() << "backend " << name() << " has no per-head RMSNorm of q and k (Qwen3's q_norm / k_norm)";
 }

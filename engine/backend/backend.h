@@ -209,9 +209,10 @@ class Backend {
   }
   // out[T, Hq*D]: causal attention of each new token's q over its sequence's cache (positions <= its
   // own; with window > 0, only positions > its own - window), GQA: query head h reads kv head
-  // h / (Hq / Hkv).
+  // h / (Hq / Hkv). With softcap > 0 each score s = scale * q.k becomes softcap * tanh(s / softcap)
+  // before the softmax (Gemma 2's attention logit soft-capping).
   virtual void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads,
-                         int num_kv_heads, float scale, Tensor& out, int window = 0) = 0;
+                         int num_kv_heads, float scale, Tensor& out, int window = 0, float softcap = 0.0f) = 0;
   // out[T,I] = silu(gate_up[:, :I]) * gate_up[:, I:]        gate_up [T, 2I]
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[T,I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:] (GeGLU with PyTorch's tanh-approximated
@@ -219,6 +220,9 @@ class Backend {
   virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out);
   // x *= s in place, every element (Gemma's embedding scale). The default refuses by name.
   virtual void scale(Tensor& x, float s);
+  // x = cap * tanh(x / cap) in place, every element (Gemma 2's final logit soft-capping). The default
+  // refuses by name.
+  virtual void soft_cap(Tensor& x, float cap);
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
   // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v

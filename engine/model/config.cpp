@@ -237,6 +237,8 @@ void parse_sliding_layers(const json& j, const Architecture& info, int window, M
     const int pattern = get_int(j, "sliding_window_pattern");  // Gemma 3 before transformers 5
     LLM_REQUIRE(pattern > 0) << "config.json: sliding_window_pattern must be positive, got " << pattern;
     for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0);
+  } else if (window > 0 && info.sliding_pattern > 0) {  // Gemma 2 before transformers 5: alternating
+    for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back((l + 1) % info.sliding_pattern != 0);
   } else if (window > 0 && !info.sliding_window_by_default) {  // Qwen2 before transformers 5
     const int first = get_int_or(j, "max_window_layers", 28);
     for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l >= first);
@@ -309,9 +311,8 @@ ModelConfig parse_hf_config(const json& j) {
     c.hidden_act = j[key].get<std::string>();
   }
   c.query_pre_attn_scalar = get_float_or(j, "query_pre_attn_scalar", 0);
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-    LLM_REQUIRE(!j.contains(key) || j[key].is_null())
-        << "config.json: " << key << " is not supported (llmctl does not soft-cap logits yet: Gemma 2)";
+  c.attn_logit_softcapping = get_float_or(j, "attn_logit_softcapping", 0);  // null: none
+  c.final_logit_softcapping = get_float_or(j, "final_logit_softcapping", 0);
   LLM_REQUIRE(!get_bool_or(j, "use_bidirectional_attention", false))
       << "config.json: use_bidirectional_attention is not supported (llmctl's attention is causal)";
   LLM_REQUIRE(!get_bool_or(j, "rope_interleaved", false))
@@ -352,6 +353,9 @@ void ModelConfig::validate() const {
       << "model config: hidden_act " << hidden_act << " is not supported (silu, gelu_pytorch_tanh)";
   LLM_REQUIRE(std::isfinite(query_pre_attn_scalar) && query_pre_attn_scalar >= 0)
       << "model config: query_pre_attn_scalar must be positive, got " << query_pre_attn_scalar;
+  for (float cap : {attn_logit_softcapping, final_logit_softcapping})
+    LLM_REQUIRE(std::isfinite(cap) && cap >= 0 && cap < 1e6f)
+        << "model config: a logit soft-capping value must be in [0, 1e6) (0: none), got " << cap;
   LLM_REQUIRE(std::isfinite(sliding_rope_theta) && sliding_rope_theta >= 0)
       << "model config: the sliding layers' rope_theta must be positive, got " << sliding_rope_theta;
   LLM_REQUIRE(sliding_layers.empty() || int64_t(sliding_layers.size()) == num_layers)
@@ -470,13 +474,16 @@ json ModelConfig::to_hf_json() const {
     j.erase("rope_scaling");
   }
   if (query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = shortest(query_pre_attn_scalar);
+  if (attn_logit_softcapping > 0) j["attn_logit_softcapping"] = shortest(attn_logit_softcapping);
+  if (final_logit_softcapping > 0) j["final_logit_softcapping"] = shortest(final_logit_softcapping);
   if (rotary_dim > 0 && rotary_dim != head_dim) j["partial_rotary_factor"] = double(rotary_dim) / double(head_dim);
   if (sliding_window > 0) {
     j["sliding_window"] = sliding_window;
     j["use_sliding_window"] = true;  // Qwen2 reads the window only with it
     json types = json::array();
     for (int l = 0; l < num_layers; ++l) types.push_back(layer_window(l) > 0 ? "sliding_attention" : "full_attention");
-    if (!sliding_layers.empty()) j["layer_types"] = types;
+    // every layer sliding is said by its absence, except where the architecture's default alternates
+    if (!sliding_layers.empty() || find_architecture(architecture).sliding_pattern > 0) j["layer_types"] = types;
   }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;

@@ -82,6 +82,10 @@ struct ModelConfig {
   float sliding_rope_theta = 0;
   std::string hidden_act = "silu";   // the gated MLP's activation: silu | gelu_pytorch_tanh (GeGLU)
   float query_pre_attn_scalar = 0;   // > 0: attention scores scaled by its ^-1/2 (Gemma), not head_dim's
+  // Gemma 2's soft-capping (0: none): attention scores s become c * tanh(s / c) with
+  // c = attn_logit_softcapping before the softmax, and the logits the same with final_logit_softcapping.
+  float attn_logit_softcapping = 0;
+  float final_logit_softcapping = 0;
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "float32";

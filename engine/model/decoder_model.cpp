@@ -83,6 +83,7 @@ void DecoderModel::forward(const AttentionPlan& plan, StepBuffers& buf, std::vec
     be.linear(last, w_.lm_head, nullptr, shard);
     par_.comm->all_gather_cols(shard, logits);
   }
+  if (config_.final_logit_softcapping > 0) be.soft_cap(logits, config_.final_logit_softcapping);
 }
 
 // rank 0 samples: the last stage's logits come back to it (one message a step, after every

@@ -29,8 +29,8 @@ const std::vector<Architecture>& architectures() {
   // Mistral is a Llama whose layers slide by default; Qwen2 is a Llama with q/k/v biases; Qwen3 one with a norm on
   // each head of q and k. llama.cpp writes Mistral as "llama"; it keeps Qwen's q/k rows as they are.
   // Phi-3 is Llama's layer over fused qkv_proj / gate_up_proj tensors (engine/model/phi3/), its
-  // sliding window on every layer. Gemma 3 is its own family (engine/model/gemma/), with its GGUF
-  // conventions.
+  // sliding window on every layer. Gemma 2 and 3 are their own family (engine/model/gemma/), with its
+  // GGUF conventions.
   static const std::vector<Architecture> kArchitectures = {
       {"LlamaForCausalLM", "llama", "llama", false, false, false, true, &make_llama_model, &llama_tensor_specs},
       {"MistralForCausalLM", "mistral", nullptr, false, true, false, true, &make_llama_model, &llama_tensor_specs},
@@ -38,8 +38,10 @@ const std::vector<Architecture>& architectures() {
       {"Qwen3ForCausalLM", "qwen3", "qwen3", false, false, true, false, &make_llama_model, &llama_tensor_specs},
       {"Phi3ForCausalLM", "phi3", "phi3", false, true, false, false, &make_phi3_model, &phi3_tensor_specs,
        &phi3_gguf_config, &phi3_gguf_layer_name, 0.0f},
-      {"Gemma3ForCausalLM", "gemma3_text", "gemma3", false, true, true, false, &make_gemma3_model, &gemma3_tensor_specs,
-       &gemma3_gguf_config, &gemma3_gguf_layer_name, 1.0f},
+      {"Gemma2ForCausalLM", "gemma2", "gemma2", false, true, false, false, &make_gemma_model, &gemma_tensor_specs,
+       &gemma2_gguf_config, &gemma_gguf_layer_name, 1.0f, /*sliding_pattern=*/2},
+      {"Gemma3ForCausalLM", "gemma3_text", "gemma3", false, true, true, false, &make_gemma_model, &gemma_tensor_specs,
+       &gemma3_gguf_config, &gemma_gguf_layer_name, 1.0f},
   };
   return kArchitectures;
 }

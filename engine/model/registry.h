@@ -39,6 +39,9 @@ struct Architecture {
   void (*gguf_config)(const GgufFile&, ModelConfig&) = nullptr;
   const char* (*gguf_layer_name)(const std::string& part) = nullptr;
   float gguf_norm_shift = 0.0f;
+  // > 0: without layer_types or sliding_window_pattern in config.json, layer l slides unless
+  // (l + 1) % sliding_pattern == 0 (Gemma 2: 2, sliding and global layers alternating).
+  int sliding_pattern = 0;
 };
 
 // The registered architectures, in the order they are listed to users.

@@ -61,10 +61,16 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
              : detail::paged_attention_heads4_quant_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
 }
 
+void paged_attention_head_softcap(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
+                                  int64_t kvh, float scale, float softcap, float* scores, float* out) {
+  KERNEL_CHECK(softcap > 0 && std::isfinite(softcap)) << "paged_attention_head_softcap: softcap " << softcap;
+  detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out, softcap);
+}
+
 namespace detail {
 
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                   int64_t kvh, float scale, float* scores, float* out) {
+                                   int64_t kvh, float scale, float* scores, float* out, float softcap) {
   const int64_t D = c.head_dim, B = c.block_size;
   const int32_t n = position + 1;
   auto row = [&](const float* base, int32_t j) {
@@ -77,6 +83,7 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
     float a[16] = {};
     for (int64_t d = 0; d < D; ++d) a[d % 16] = std::fma(q[d], kr[d], a[d % 16]);
     scores[j] = tree16(a) * scale;
+    if (softcap > 0) scores[j] = softcap * std::tanh(scores[j] / softcap);
     m = std::max(m, scores[j]);
   }
   double part[16] = {};

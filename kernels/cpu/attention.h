@@ -35,6 +35,12 @@ inline int64_t paged_attention_scratch(int64_t position) { return (position + 16
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scratch, float* out);
 
+// paged_attention_head with Gemma 2's attention logit soft-capping: each score s (q . k * scale, in
+// the order above) becomes softcap * tanh(s / softcap) before the softmax. The portable order only
+// (no SIMD variant): the CPU backend runs it for soft-capped layers, over its contiguous copy.
+void paged_attention_head_softcap(const float* q, const PagedKvView& cache, const int32_t* block_table,
+                                  int32_t position, int64_t kvh, float scale, float softcap, float* scratch, float* out);
+
 // Keys [from, position] of a query read exact, in f32, instead of from the quantized cache: a
 // sequence's open block kept beside an fp8 cache (engine/backend/kv_exact_rows.h). Key j's rows are
 // k + (j - from) * stride and v + (j - from) * stride (pointers already at the query's kv head).

@@ -73,9 +73,9 @@ inline T tree16(const T* a) {
   return (p[0] + p[1]) + (p[2] + p[3]);
 }
 
-// The portable kernel (any head_dim).
+// The portable kernel (any head_dim); softcap > 0: scores soft-capped (paged_attention_head_softcap).
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                   int64_t kvh, float scale, float* scores, float* out);
+                                   int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
 
 // The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
 // registers); the AVX2 ones: multiples of 32 up to 128 (P @ V of one query takes 32 columns a pass).

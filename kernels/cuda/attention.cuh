@@ -45,6 +45,7 @@ struct AttentionParams {
   int num_seqs = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16, max_blocks_per_seq = 0;
   float scale = 1.f;
   int window = 0;  // > 0: sliding-window attention, a token at p reads positions (p - window, p] only
+  float softcap = 0.f;  // > 0: each score s = scale * q.k becomes softcap * tanh(s / softcap) (Gemma 2)
   // Host-side facts about the batch (from the BatchPlan) that size the grids:
   int max_query_len = 0;    // most new tokens of one sequence
   int max_context_len = 0;  // >= max position + 1 over all tokens

@@ -17,6 +17,11 @@ constexpr int kTPK = 4;         // threads sharing one key in Q K^T (each a quar
 constexpr int kKeysPerPass = kThreads / kTPK;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// A score in log2 units (scale * q.k * log2 e) soft-capped: cap * tanh(s / cap), back in log2 units.
+__device__ __forceinline__ float softcap_log2(float score_l2, float cap) {
+  return cap * tanhf(score_l2 / (kLog2e * cap)) * kLog2e;
+}
+
 // q heads per block (the kernel's NG) for a GQA group of G query heads per kv head
 inline int ng_of(int G) { return G == 1 ? 1 : G <= 4 ? 4 : 8; }
 
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(AttentionParams p, int
         if (sub == 0 && j < n) {
 #pragma unroll
           for (int g = 0; g < NG; ++g)
-            if (g < ng) scores[g * part_len + j] = acc[g];
+            if (g < ng) scores[g * part_len + j] = p.softcap > 0.f ? softcap_log2(acc[g], p.softcap) : acc[g];
         }
       }
     }

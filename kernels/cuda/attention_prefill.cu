@@ -130,6 +130,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
     for (int rr = 0; rr < 16; ++rr) {
       const int r = r0 + rr, qp = qpos_s[r];
       float v0 = S_s[r * L::LDS + lane] * sl2, v1 = S_s[r * L::LDS + lane + 32] * sl2;
+      if (p.softcap > 0.f) {  // cap * tanh(s / cap), in log2 units
+        v0 = p.softcap * tanhf(v0 / (kLog2e * p.softcap)) * kLog2e;
+        v1 = p.softcap * tanhf(v1 / (kLog2e * p.softcap)) * kLog2e;
+      }
       const int lo = p.window > 0 ? qp - p.window : -1;  // keys <= lo are outside the window
       if (n0 + lane > qp || n0 + lane <= lo) v0 = -INFINITY;
       if (n0 + lane + 32 > qp || n0 + lane + 32 <= lo) v1 = -INFINITY;

@@ -56,6 +56,12 @@ __global__ void scale_kernel(T* x, int64_t n, float s) {
     x[k] = from_f32<T>(to_f32(x[k]) * s);
 }
 
+template <class T>
+__global__ void soft_cap_kernel(T* x, int64_t n, float cap) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x)
+    x[k] = from_f32<T>(cap * tanhf(to_f32(x[k]) / cap));
+}
+
 __global__ void gather_rows_kernel(GatherRowsParams p) {
   const int64_t r = blockIdx.x;
   const int64_t src = p.rows[r];
@@ -117,6 +123,13 @@ void launch_gelu_tanh_mul(const SiluMulParams& p, cudaStream_t stream) {
 void launch_scale(void* x, DType dtype, int64_t n, float s, cudaStream_t stream) {
   if (n == 0) return;
   LLMCTL_DISPATCH_FLOAT(dtype, T, scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, s));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_soft_cap(void* x, DType dtype, int64_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return;
+  LLMCTL_DISPATCH_FLOAT(dtype, T,
+                        soft_cap_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, cap));
   CUDA_CHECK_LAUNCH();
 }
 

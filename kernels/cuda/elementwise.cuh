@@ -31,6 +31,8 @@ void launch_gelu_tanh_mul(const SiluMulParams& p, cudaStream_t stream);
 
 // x[i] *= s, n elements of dtype
 void launch_scale(void* x, DType dtype, int64_t n, float s, cudaStream_t stream);
+// x[i] = cap * tanh(x[i] / cap) in place (n elements; cap > 0).
+void launch_soft_cap(void* x, DType dtype, int64_t n, float cap, cudaStream_t stream);
 
 // out[R,C] = x[rows[r], :]   x [N,C]; out may have another float dtype than x
 struct GatherRowsParams {

@@ -88,6 +88,9 @@ CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
   // every Hessian wrong, so it is refused by name (RTN needs no calibration).
   LLM_REQUIRE(!c.qk_norm) << c.architecture << ": calibration (GPTQ, AWQ) does not run q/k head norms yet; "
                           << "quantize it with --method rtn";
+  LLM_REQUIRE(c.hidden_act == "silu" && c.attn_logit_softcapping == 0 && c.final_logit_softcapping == 0)
+      << c.architecture << ": calibration (GPTQ, AWQ) does not run Gemma's layer (GeGLU, sandwich norms, "
+      << "soft-capping) yet; quantize it with --method rtn";
   LLM_REQUIRE(!samples.empty()) << "no calibration samples";
   seq_len_ = int64_t(samples[0].size());
   const int B = 16;

@@ -1,5 +1,5 @@
 // Parity table rows for the row-wise ops: embed, rms_norm, head_rms_norm, linear, rope, silu_mul, gelu_tanh_mul,
-// scale, gather_rows, and
+// scale, soft_cap, gather_rows, and
 // the byte copies pipeline stages hand their activations over with.
 #include <cmath>
 #include <cstdio>
@@ -170,6 +170,15 @@ void scale_case(Ctx& c, int T, int H, float s) {
   c.close(str("[%d, %d] * %g", T, H, s), to_vec(c, x.dev), ref);
 }
 
+// Logits soft-capped in place: values from -4 cap to 4 cap, so tanh runs from nearly linear to saturated.
+void soft_cap_case(Ctx& c, int T, int C, float cap) {
+  Rand x = random_tensor(c, c.act(), {T, C}, -4 * cap, 4 * cap);
+  c.be.soft_cap(x.dev, cap);
+  std::vector<double> ref(x.f.begin(), x.f.end());
+  for (double& v : ref) v = cap * std::tanh(v / cap);
+  c.close(str("[%d, %d] cap %g", T, C, cap), to_vec(c, x.dev), ref);
+}
+
 void gather_rows_case(Ctx& c, int T, int C, DType out_dt) {
   Rand x = random_tensor(c, c.act(), {T, C});
   BatchPlan plan = row_plan(std::vector<int32_t>(size_t(T), 1), {}, {T - 1, 0, 3, 3, T / 2});  // repeats, any order
@@ -255,6 +264,10 @@ void add_dense_cases(std::vector<OpCase>& t) {
   t.push_back({"scale", "sqrt(hidden), an embedding scale", [](Ctx& c) {
                  scale_case(c, 7, 576, std::sqrt(576.f));
                  scale_case(c, 1, 33, 0.125f);
+               }});
+  t.push_back({"soft_cap", "Gemma 2's final logit soft-capping", [](Ctx& c) {
+                 soft_cap_case(c, 3, 1000, 30.f);
+                 soft_cap_case(c, 1, 33, 0.5f);
                }});
   t.push_back({"copy_bytes", "activations to and from the host", [](Ctx& c) {
                  copy_bytes_case(c, 13, 77, c.act());

@@ -86,9 +86,10 @@ void write_kv_case(Ctx& c, bool fused, int D, int Hq, int Hkv, int B, const std:
 
 // Attention alone: a random cache in which the step's own k/v rows equal those of qkv (so the
 // result does not depend on whether a backend reads them from qkv or from the cache). window > 0:
-// sliding-window attention, a token at p reading keys (p - window, p].
+// sliding-window attention, a token at p reading keys (p - window, p]. softcap > 0: scores s become
+// softcap * tanh(s / softcap) (Gemma 2).
 void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs,
-                    int window = 0) {
+                    int window = 0, float softcap = 0.f) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
@@ -108,7 +109,7 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
   KvLayer cache{upload(k), upload(v)};
   DeviceBatch b = c.be.prepare_batch(plan);
   Tensor out = poisoned(c, c.act(), {T, Hq * D});
-  c.be.attention(qkv.dev, cache, b, Hq, Hkv, scale, out, window);
+  c.be.attention(qkv.dev, cache, b, Hq, Hkv, scale, out, window, softcap);
 
   std::vector<double> ref(size_t(T) * Hq * D), s, acc(static_cast<size_t>(D));
   for (int q = 0; q < plan.num_seqs(); ++q) {
@@ -127,6 +128,7 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
           double dot = 0;
           for (int d = 0; d < D; ++d) dot += double(qkv.f[size_t(t) * W + size_t(h) * D + d]) * row(k, j)[d];
           s[size_t(j)] = dot * scale;
+          if (softcap > 0) s[size_t(j)] = softcap * std::tanh(s[size_t(j)] / softcap);
           m = std::max(m, s[size_t(j)]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
@@ -140,8 +142,8 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
     }
   }
   char tag[160];
-  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d window %d seqs %s", kind, D, Hq, Hkv, G, B,
-                window, seqs_str(seqs).c_str());
+  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d window %d softcap %g seqs %s", kind, D, Hq,
+                Hkv, G, B, window, double(softcap), seqs_str(seqs).c_str());
   c.close(tag, to_vec(c, out), ref);
 }
 
@@ -200,6 +202,14 @@ void add_kv_cases(std::vector<OpCase>& t) {
                    attention_case(c, "prefill", 64, 6, 2, 16, kPrefill, window);
                    attention_case(c, "decode", 64, 6, 2, 16, kDecode, window);
                    attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window);
+                 }});
+  // Soft-capped scores (Gemma 2): a cap near the scores' spread (random q, k: |s| up to about 1), so
+  // tanh bends them; with and without a window.
+  for (int window : {0, 20})
+    t.push_back({"attention", "soft-capped scores, window " + std::to_string(window), [window](Ctx& c) {
+                   attention_case(c, "prefill", 64, 6, 2, 16, kPrefill, window, 0.3f);
+                   attention_case(c, "decode", 64, 6, 2, 16, kDecode, window, 0.3f);
+                   attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window, 0.3f);
                  }});
   t.push_back({"copy_blocks", "copy-on-write of blocks", [](Ctx& c) {
                  copy_blocks_case(c, 2, 9, 16, 2, 64);

@@ -76,7 +76,7 @@ const std::vector<OpCase>& table() {
 const std::vector<std::string>& required_ops() {
   static const std::vector<std::string> ops = {"embed",    "rms_norm", "head_rms_norm", "linear", "rope",
                                                "write_kv", "rope_write_kv", "attention", "silu_mul",
-                                               "gelu_tanh_mul", "scale", "gather_rows", "copy_blocks", "sample", "kv_int8", "kv_fp8",
+                                               "gelu_tanh_mul", "scale", "soft_cap", "gather_rows", "copy_blocks", "sample", "kv_int8", "kv_fp8",
                                                "copy_bytes"};
   return ops;
 }

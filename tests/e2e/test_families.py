@@ -13,6 +13,9 @@ convert_hf_to_gguf.py), each run from its HF directory and from that GGUF:
                     factor; GGUF rope_factors_short / _long tensors)
   tiny_phi3_partial Phi-4-mini's shape: rope over 12 of each head's 16 dimensions, tied embeddings
                     (GGUF phi3.rope.dimension_count 12)
+  tiny_gemma2       Gemma2ForCausalLM (engine/model/gemma/: 5-token sliding layers alternating with global
+                    ones, attention scores soft-capped at 8 and logits at 10, no q/k norms); GGUF arch
+                    gemma2 (its soft-capping keys; the alternation implied)
   tiny_gemma3       Gemma3ForCausalLM (engine/model/gemma/: (1 + w) and sandwich norms, GeGLU, scaled
                     embeddings, 5:1 sliding layers with their own rope base); GGUF arch gemma3, whose
                     norms llama.cpp stores as 1 + w and whose sliding pattern it leaves implied
@@ -24,7 +27,8 @@ position of three sequences, 16-token greedy continuations identical; tensor par
 mpirun, 2 KV heads) equal to one rank within 1e-4 with the same greedy tokens; `llmctl generate`
 over 6 prompts batched gives each prompt's tokens alone; `quantize` (RTN int4 g32) writes a
 checkpoint that loads and scores, GPTQ on the Phi-3 models (q/k/v and gate/up quantized split, written
-fused) too, and refuses GPTQ on Qwen3 by name (its calibration forward has no q/k norms yet). Exits 77 when no fixture is present.
+fused) too, and refuses GPTQ on Qwen3 and the Gemmas by name (its calibration forward has no q/k norms
+or Gemma layer yet). Exits 77 when no fixture is present.
 Usage: test_families.py BUILD_DIR
 """
 import json
@@ -37,7 +41,8 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "phi3", "phi3_longrope", "phi3_partial", "gemma3"]
+FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "phi3", "phi3_longrope", "phi3_partial", "gemma2",
+            "gemma3"]
 FUSED = {"phi3", "phi3_longrope", "phi3_partial"}  # fused qkv_proj / gate_up_proj, quantized split and written fused
 TOL = 1e-4
 failures, passed = [], 0
@@ -136,11 +141,12 @@ for f in present:
             if r.returncode == 0:
                 got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out + "g")
                 check(got is not None and len(got["cases"]) == 3, f"tiny_{f}: its GPTQ int4 g32 checkpoint loads and scores")
-        if f in ("qwen3", "gemma3"):
+        if f in ("qwen3", "gemma2", "gemma3"):
             r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "g",
                                 "--method", "gptq", "--group-size", "32", "--calib",
                                 os.path.join(src, "../shared/data/tinyshakespeare.txt")], capture_output=True, text=True, timeout=300)
-            check(r.returncode != 0 and "q/k head norms" in r.stderr, f"tiny_{f}: gptq refused by name (exit {r.returncode})")
+            part = "Gemma's layer" if f == "gemma2" else "q/k head norms"
+            check(r.returncode != 0 and part in r.stderr, f"tiny_{f}: gptq refused by name (exit {r.returncode})")
 
 print(f"{passed} checks passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -134,7 +134,7 @@ void gguf_seeds() {
 
   // Families with rope metadata of their own, as llama.cpp's converter writes them. Phi-3 (hidden 32,
   // 2 heads of 16, 1 kv head): fused attn_qkv and a 2I-row ffn_up, a window, LongRoPE's factor
-  // tensors over 12 rotary dimensions (partial rotary). Qwen2 with YaRN rope.
+  // tensors over 12 rotary dimensions (partial rotary). Qwen2 with YaRN rope. Gemma 2.
   auto ones = [](size_t n) { return f32_bytes(std::vector<float>(n, 0.5f)); };
   auto family_shape = [](GgufBuilder& b, const std::string& a) {
     b.kv_u32(a + "block_count", 1);
@@ -173,6 +173,24 @@ void gguf_seeds() {
   yarn.tensor("token_embd.weight", 0, {32, 4}, ones(128));
   yarn.tensor("output_norm.weight", 0, {32}, ones(32));
   seed("gguf", "qwen2_yarn.gguf", yarn.build());
+  GgufBuilder gemma;  // Gemma 2: soft-capping keys, sliding layers implied, sandwich norms
+  gemma.kv_str("general.architecture", "gemma2");
+  family_shape(gemma, "gemma2.");
+  gemma.kv_u32("gemma2.attention.sliding_window", 4);
+  gemma.kv_f32("gemma2.attn_logit_softcapping", 50.0f);
+  gemma.kv_f32("gemma2.final_logit_softcapping", 30.0f);
+  gemma.tensor("token_embd.weight", 0, {32, 4}, ones(128));
+  gemma.tensor("output_norm.weight", 0, {32}, ones(32));
+  {  // one layer, a sliding one
+    const std::string p = "blk.0.";
+    for (const char* norm : {"attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"})
+      gemma.tensor(p + norm + ".weight", 0, {32}, ones(32));
+    for (const auto& [name, kn] : {std::pair<const char*, std::pair<uint64_t, uint64_t>>{"attn_q", {32, 32}},
+                                   {"attn_k", {32, 16}}, {"attn_v", {32, 16}}, {"attn_output", {32, 32}},
+                                   {"ffn_gate", {32, 64}}, {"ffn_up", {32, 64}}, {"ffn_down", {64, 32}}})
+      gemma.tensor(p + name + ".weight", 0, {kn.first, kn.second}, ones(kn.first * kn.second));
+  }
+  seed("gguf", "gemma2_softcap.gguf", gemma.build());
 
   GgufBuilder empty;
   seed("gguf", "empty.gguf", empty.build());

@@ -98,8 +98,8 @@ class CanonicalRecordingBackend final : public Backend {
     cpu_->write_kv(qkv, b, nq, nkv, cache);
   }
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int nq, int nkv, float scale,
-                 Tensor& out, int window = 0) override {
-    cpu_->attention(qkv, cache, b, nq, nkv, scale, out, window);
+                 Tensor& out, int window = 0, float softcap = 0.0f) override {
+    cpu_->attention(qkv, cache, b, nq, nkv, scale, out, window, softcap);
   }
   void silu_mul(const Tensor& gate_up, Tensor& out) override { cpu_->silu_mul(gate_up, out); }
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override { cpu_->gather_rows(x, b, out); }

@@ -235,6 +235,42 @@ TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + r
   CHECK(parse_hf_config(load("qwen2_window")).sliding_window == 64);
 }
 
+TEST_CASE("config: Gemma 2's soft-capping and alternating sliding layers") {
+  // google/gemma-2-2b-it's config.json as transformers 4.x wrote it: no layer_types, the layers alternate
+  json j = json::parse(R"({
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216,
+    "vocab_size": 256000, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256,
+    "sliding_window": 4096, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+    "cache_implementation": "hybrid", "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+    "eos_token_id": [1, 107], "pad_token_id": 0, "torch_dtype": "float32"})");
+  const ModelConfig c = parse_hf_config(j);
+  CHECK(c.attn_logit_softcapping == 50.0f);
+  CHECK(c.final_logit_softcapping == 30.0f);
+  CHECK_FALSE(c.qk_norm);
+  CHECK(c.layer_window(0) == 4096);  // layer 0 slides, layer 1 is global, and so on
+  CHECK(c.layer_window(1) == 0);
+  CHECK(c.layer_window(24) == 4096);
+  CHECK(c.layer_window(25) == 0);
+  CHECK(c.softmax_scale() == doctest::Approx(1.0 / 16));
+  // Written back (transformers 5's form: layer_types), read the same.
+  const json out = c.to_hf_json();
+  CHECK(out["layer_types"].size() == 26);
+  CHECK(out["attn_logit_softcapping"] == 50.0);
+  const ModelConfig b = parse_hf_config(out);
+  CHECK(b.sliding_layers == c.sliding_layers);
+  CHECK(b.final_logit_softcapping == 30.0f);
+  CHECK(b.to_hf_json() == out);
+  // null is none; out of range is refused
+  j["final_logit_softcapping"] = nullptr;
+  CHECK(parse_hf_config(j).final_logit_softcapping == 0.0f);
+  for (double bad : {-1.0, 1e9}) {
+    j["attn_logit_softcapping"] = bad;
+    CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("soft-capping"), InputError);
+  }
+}
+
 TEST_CASE("config: a field llmctl does not know is refused by name, never ignored") {
   json j = smollm2_json();
   j["logit_scale"] = 0.5;  // Cohere's
@@ -242,9 +278,10 @@ TEST_CASE("config: a field llmctl does not know is refused by name, never ignore
   j["rope_partial"] = 0.5;
   CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("fields 'logit_scale', 'rope_partial'"), InputError);
   j = smollm2_json();  // read, and refused while llmctl does not apply it
-  j["final_logit_softcapping"] = 30.0;
-  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("final_logit_softcapping is not supported"), InputError);
-  j["final_logit_softcapping"] = nullptr;
+  j["use_bidirectional_attention"] = true;
+  CHECK_THROWS_WITH_AS(parse_hf_config(j), doctest::Contains("use_bidirectional_attention is not supported"),
+                       InputError);
+  j["use_bidirectional_attention"] = nullptr;
   CHECK_NOTHROW(parse_hf_config(j));
   j = smollm2_json();
   j["_name_or_path"] = "x";  // private bookkeeping, and generation defaults: known inert

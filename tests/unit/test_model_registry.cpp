@@ -77,7 +77,7 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   std::vector<std::string> names;
   for (const Architecture& a : architectures()) names.push_back(a.name);
   CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                          "Phi3ForCausalLM", "Gemma3ForCausalLM"});
+                                          "Phi3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"});
   CHECK(find_architecture("Qwen3ForCausalLM").qk_norm);
   CHECK_FALSE(find_architecture("Qwen2ForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("LlamaForCausalLM").gguf_qk_permuted);
@@ -91,10 +91,10 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   // The message lists what runs.
   CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
                        doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                                         "Phi3ForCausalLM, Gemma3ForCausalLM"),
+                                         "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM"),
                        InputError);
   // config.json goes through the same table.
-  CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("Gemma2ForCausalLM")), doctest::Contains("Gemma2ForCausalLM"), InputError);
+  CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("GemmaForCausalLM")), doctest::Contains("GemmaForCausalLM"), InputError);
 }
 
 TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
@@ -102,6 +102,7 @@ TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
   CHECK(std::string(find_gguf_architecture("qwen2").name) == "Qwen2ForCausalLM");
   CHECK(std::string(find_gguf_architecture("qwen3").name) == "Qwen3ForCausalLM");
   CHECK(std::string(find_gguf_architecture("phi3").name) == "Phi3ForCausalLM");
+  CHECK(std::string(find_gguf_architecture("gemma2").name) == "Gemma2ForCausalLM");
   for (const char* refused : {"qwen3moe", "gemma", "LlamaForCausalLM"}) {
     CAPTURE(refused);
     const std::string msg = "GGUF architecture '" + std::string(refused) + "' is not supported";

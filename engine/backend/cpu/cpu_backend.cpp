@@ -2,6 +2,7 @@
 // (Int4Group/Int8Group, kernels/cpu/qlinear.h), rows split across the thread pool. The reference
 // the CUDA backend is checked against.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -214,7 +215,7 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
-                 Tensor& out, int window = 0) override {
+                 Tensor& out, int window = 0, float softcap = 0.0f) override {
     const BatchPlan& plan = *b.plan;
     const int64_t D = cache.k.dim(3), W = qkv.dim(1);
     kernels::PagedKvView view{cache.k.ptr<float>(), cache.v.ptr<float>(), cache.k.dim(1), hkv, D};
@@ -228,7 +229,9 @@ class CpuBackend final : public Backend {
     // own block from `exact[s]`, and a unit of four stays inside one block.
     // A sliding window: a sequence with a token past it (position >= window) goes to
     // attention_over_copy, whose contiguous copy of the context lets the single-token kernels start
-    // at a token's first key (the paged kernels read from key 0).
+    // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): every
+    // sequence goes there, to the one kernel that soft-caps.
+    LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     struct Unit {
       int32_t first, count, seq;
     };
@@ -244,7 +247,7 @@ class CpuBackend final : public Backend {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
-      if (slides || (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
+      if (slides || softcap > 0 || (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
         copy_seqs.push_back(s);
         continue;
       }
@@ -255,7 +258,8 @@ class CpuBackend final : public Backend {
       }
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
-    if (!copy_seqs.empty()) attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, out);
+    if (!copy_seqs.empty())
+      attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, softcap, out);
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
     pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
@@ -311,6 +315,15 @@ class CpuBackend final : public Backend {
     check_f32(x, "scale");
     float* p = x.ptr<float>();
     for (int64_t i = 0, n = x.numel(); i < n; ++i) p[i] *= s;
+  }
+
+  void soft_cap(Tensor& x, float cap) override {
+    check_f32(x, "soft_cap");
+    LLM_CHECK(cap > 0 && std::isfinite(cap)) << "soft_cap: cap " << cap;
+    float* p = x.ptr<float>();
+    pool_.parallel_for(x.numel(), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) p[i] = cap * std::tanh(p[i] / cap);
+    });
   }
 
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override {
@@ -386,12 +399,13 @@ class CpuBackend final : public Backend {
   // CPU, the head size, the cache dtype), and for a sliding window. One sequence at a time: its
   // context is copied (dequantized) once, not once per query token and head; then the f32 kernel
   // runs over the copy as a single block, a token with a window from its first key (the copy seen
-  // from that row on), so the SIMD kernels run there too. The same results as in place.
+  // from that row on), so the SIMD kernels run there too. The same results as in place. softcap > 0:
+  // the soft-capping kernel (portable order) instead.
   // With exact rows (exact[s].k set) the queries go block by block, the copy holding the block's
   // exact rows while its queries run.
   void attention_over_copy(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
                            const std::vector<int>& seqs, const std::vector<cpu::StepExactRows>& exact, int hq,
-                           int hkv, float scale, int window, Tensor& out) {
+                           int hkv, float scale, int window, float softcap, Tensor& out) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = int64_t(hkv) * D;
     const int32_t B = int32_t(cache.k.dim(1));
     const bool quant = cache.quant != KvCacheDtype::Auto;
@@ -426,8 +440,13 @@ class CpuBackend final : public Backend {
             const int32_t pos = plan.positions[t], first = window > 0 ? std::max(0, pos - window + 1) : 0;
             // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
             const kernels::PagedKvView view{k.data() + first * row, v.data() + first * row, n, hkv, D};
-            kernels::paged_attention_head(qkv.ptr<float>() + t * W + h * D, view, first_block, pos - first, h / group,
-                                          scale, scratch.data(), out.ptr<float>() + t * hq * D + h * D);
+            const float* q = qkv.ptr<float>() + t * W + h * D;
+            float* o = out.ptr<float>() + t * hq * D + h * D;
+            if (softcap > 0)
+              kernels::paged_attention_head_softcap(q, view, first_block, pos - first, h / group, scale, softcap,
+                                                    scratch.data(), o);
+            else
+              kernels::paged_attention_head(q, view, first_block, pos - first, h / group, scale, scratch.data(), o);
           }
         });
       };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -427,7 +428,7 @@ int* CudaBackend::attention_split_counters(size_t count) {
 }
 
 void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv,
-                            float scale, Tensor& out, int window) {
+                            float scale, Tensor& out, int window, float softcap) {
   check_device(qkv, "attention qkv");
   check_device(cache.k, "attention k cache");
   check_device(cache.v, "attention v cache");
@@ -469,6 +470,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   p.max_blocks_per_seq = plan.max_blocks_per_seq;
   p.scale = scale;
   p.window = window;
+  LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
+  p.softcap = softcap;
   p.num_sms = num_sms_;
   for (int s = 0; s < p.num_seqs; ++s) {
     const int q = plan.query_start[s + 1] - plan.query_start[s];
@@ -535,6 +538,12 @@ void CudaBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
 void CudaBackend::scale(Tensor& x, float s) {
   check_device(x, "scale");
   cuda::launch_scale(x.data, x.dtype, x.numel(), s, stream_);
+}
+
+void CudaBackend::soft_cap(Tensor& x, float cap) {
+  check_device(x, "soft_cap");
+  LLM_CHECK(cap > 0 && std::isfinite(cap)) << "soft_cap: cap " << cap;
+  cuda::launch_soft_cap(x.data, x.dtype, x.numel(), cap, stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) {

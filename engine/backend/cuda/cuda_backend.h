@@ -103,10 +103,11 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int num_q_heads, int num_kv_heads, KvLayer& cache) override;
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int num_q_heads, int num_kv_heads,
-                 float scale, Tensor& out, int window = 0) override;
+                 float scale, Tensor& out, int window = 0, float softcap = 0.0f) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float s) override;
+  void soft_cap(Tensor& x, float cap) override;
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;
 

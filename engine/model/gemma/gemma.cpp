@@ -9,10 +9,10 @@ namespace llmctl {
 
 namespace {
 
-class Gemma3Model final : public DecoderModel {
+class GemmaModel final : public DecoderModel {
  public:
-  Gemma3Model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
-      : DecoderModel(ckpt, backend, weight_dtype, par, gemma3_weight_sources(ckpt.config), /*norm_offset=*/1.0f) {}
+  GemmaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par)
+      : DecoderModel(ckpt, backend, weight_dtype, par, gemma_weight_sources(ckpt.config), /*norm_offset=*/1.0f) {}
 
  private:
   void after_embed(Tensor& residual) override { backend_.scale(residual, std::sqrt(float(config_.hidden_size))); }
@@ -42,9 +42,9 @@ class Gemma3Model final : public DecoderModel {
 
 }  // namespace
 
-std::unique_ptr<Model> make_gemma3_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
-                                         const ParallelContext& par) {
-  return std::make_unique<Gemma3Model>(ckpt, backend, weight_dtype, par);
+std::unique_ptr<Model> make_gemma_model(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype,
+                                        const ParallelContext& par) {
+  return std::make_unique<GemmaModel>(ckpt, backend, weight_dtype, par);
 }
 
 }  // namespace llmctl

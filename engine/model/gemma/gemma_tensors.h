@@ -1,5 +1,5 @@
-// The tensors a Gemma 3 checkpoint holds (HF names, shapes from its ModelConfig): the Llama layout
-// with q/k norms, and two more norms per layer around the MLP.
+// The tensors a Gemma 2 or 3 checkpoint holds (HF names, shapes from its ModelConfig): the Llama
+// layout (with q/k norms: Gemma 3), and two more norms per layer around the MLP.
 #pragma once
 #include <vector>
 
@@ -8,6 +8,6 @@
 
 namespace llmctl {
 
-std::vector<WeightSpec> gemma3_tensor_specs(const ModelConfig& c);
+std::vector<WeightSpec> gemma_tensor_specs(const ModelConfig& c);
 
 }  // namespace llmctl

@@ -6,7 +6,7 @@
 
 namespace llmctl {
 
-std::vector<WeightSource> gemma3_weight_sources(const ModelConfig& c) {
+std::vector<WeightSource> gemma_weight_sources(const ModelConfig& c) {
   std::vector<WeightSource> s = outer_sources(c);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string hf = hf_layer_prefix(i), ours = "layers." + std::to_string(i) + ".";
@@ -14,7 +14,7 @@ std::vector<WeightSource> gemma3_weight_sources(const ModelConfig& c) {
     s.push_back({ours + "post_norm", WeightRole::Norm, i, {hf + "post_attention_layernorm.weight"}});
     s.push_back({ours + "pre_ff_norm", WeightRole::Norm, i, {hf + "pre_feedforward_layernorm.weight"}});
     s.push_back({ours + "post_ff_norm", WeightRole::Norm, i, {hf + "post_feedforward_layernorm.weight"}});
-    add_projection_sources(i, /*qkv_bias=*/false, /*qk_norm=*/true, s);
+    add_projection_sources(i, /*qkv_bias=*/false, /*qk_norm=*/c.qk_norm, s);
   }
   return s;
 }

@@ -8,7 +8,7 @@ void AttentionBlock::run(Backend& be, const AttentionPlan& plan, const RopeParam
   be.linear(x, qkv, qkv_bias.empty() ? nullptr : &qkv_bias, qkv_buf);
   if (!q_norm.empty()) be.head_rms_norm(qkv_buf, q_norm, k_norm, qk_norm_eps, num_q_heads, num_kv_heads);
   be.rope_write_kv(qkv_buf, b, rope, num_q_heads, num_kv_heads, cache);
-  be.attention(qkv_buf, cache, b, num_q_heads, num_kv_heads, plan.softmax_scale, attn_buf, window);
+  be.attention(qkv_buf, cache, b, num_q_heads, num_kv_heads, plan.softmax_scale, attn_buf, window, softcap);
   be.linear(attn_buf, o_proj, nullptr, out);
 }
 

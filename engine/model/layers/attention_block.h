@@ -17,6 +17,7 @@ struct AttentionBlock {
   LinearWeight o_proj;  // [H, Hq D]
   int num_q_heads = 0, num_kv_heads = 0;
   int window = 0;  // sliding-window attention: keys (p - window, p] (0: the whole context)
+  float softcap = 0.0f;  // > 0: scores soft-capped, softcap * tanh(s / softcap) (Gemma 2)
 
   // qkv_buf and attn_buf are scratch of the step ([T, ...] views).
   void run(Backend& be, const AttentionPlan& plan, const RopeParams& rope, const Tensor& x, Tensor& qkv_buf,

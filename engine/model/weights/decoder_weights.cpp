@@ -51,6 +51,7 @@ DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, st
     a.num_q_heads = c.num_heads / kWorld;
     a.num_kv_heads = int(kv_heads.size());
     a.window = c.layer_window(first + int(i));
+    a.softcap = c.attn_logit_softcapping;
     w.layers[i].mlp.gelu_tanh = c.hidden_act == "gelu_pytorch_tanh";
   }
   bool have_embed = false;

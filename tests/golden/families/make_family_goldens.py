@@ -9,7 +9,8 @@ Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope, Ph
 projections, a sliding window on every layer), Phi-3 with LongRoPE, and with rope over 3/4 of each head
 (Phi-4-mini's partial rotary); sliding-window attention: Mistral with a
 5-token window on every layer and Qwen2 with use_sliding_window (a 6-token window on layer 1 only,
-max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 3 (Gemma3ForCausalLM:
+max_window_layers 1), both far shorter than the 24- and 40-token sequences; Gemma 2 (alternating
+5-token sliding layers, attention and final logit soft-capping); Gemma 3 (Gemma3ForCausalLM:
 (1 + w) norms, sandwich norms, GeGLU, sqrt(hidden) embedding scale, query_pre_attn_scalar (= head_dim 16, as in the 1B-12B models: a GGUF cannot say another), five
 5-token sliding layers with rope base 1e4 to one global layer with linear-scaled rope base 1e6).
 The first two have no GGUF: llama.cpp's converter writes no window for them. Gemma 3's GGUF is
@@ -28,7 +29,7 @@ import sys
 
 import torch
 import transformers
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM, Phi3Config,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM, Phi3Config,
                           Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,6 +71,14 @@ FAMILIES = {
                                 rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
                                                  "short_factor": [1.0 + 0.4 * i for i in range(6)],
                                                  "long_factor": [3.0 + i for i in range(6)]}), Phi3ForCausalLM),
+    # Gemma 2: 5-token sliding layers alternating with global ones, no q/k norms, attention scores
+    # soft-capped at 8 and logits at 10 (both bite: scores and logits here reach well past them);
+    # eager attention, as transformers' SDPA path drops the soft-capping.
+    "gemma2": (Gemma2Config(**dict(SMALL, num_hidden_layers=4, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
+                            sliding_window=5, query_pre_attn_scalar=16, attn_logit_softcapping=8.0,
+                            final_logit_softcapping=10.0, attn_implementation="eager",
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+               Gemma2ForCausalLM),
     "gemma3": (Gemma3TextConfig(**dict(SMALL, num_hidden_layers=6, tie_word_embeddings=True), head_dim=16, pad_token_id=0,
                                 sliding_window=5, query_pre_attn_scalar=16,
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
@@ -85,6 +94,10 @@ def convert_to_gguf(model_dir, out):
     import convert_hf_to_gguf
     from conversion import base
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+    # Gemma 2's converter reads only a SentencePiece tokenizer.model; the tiny models have a byte-level
+    # BPE, written as the other families' are (the vocabulary is not what these files test)
+    from conversion import gemma
+    gemma.Gemma2Model.set_vocab = lambda self: self._set_vocab_gpt2()
     argv = sys.argv
     sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outtype", "f32", "--outfile", out]
     try:
@@ -101,6 +114,7 @@ def main():
         torch.manual_seed(0)
         cfg.architectures = [cls.__name__]
         model = cls(cfg).float().eval()
+        assert name != "gemma2" or model.config._attn_implementation == "eager"
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 if "norm" in pname:
