@@ -326,6 +326,7 @@ ModelConfig parse_hf_config(const json& j) {
   refuse_unknown_config_fields(j, c.architecture);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
+  if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int64_t>();
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
     c.torch_dtype = j["torch_dtype"].get<std::string>();
   else if (j.contains("dtype") && j["dtype"].is_string())
@@ -473,7 +474,10 @@ json ModelConfig::to_hf_json() const {
     j.erase("rope_theta");
     j.erase("rope_scaling");
   }
-  if (query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = shortest(query_pre_attn_scalar);
+  if (query_pre_attn_scalar > 0)  // an integer in transformers' Gemma configs (5.x refuses 16.0)
+    j["query_pre_attn_scalar"] = query_pre_attn_scalar == std::floor(query_pre_attn_scalar) && query_pre_attn_scalar < 1e9f
+                                     ? json(int64_t(query_pre_attn_scalar))
+                                     : json(shortest(query_pre_attn_scalar));
   if (attn_logit_softcapping > 0) j["attn_logit_softcapping"] = shortest(attn_logit_softcapping);
   if (final_logit_softcapping > 0) j["final_logit_softcapping"] = shortest(final_logit_softcapping);
   if (rotary_dim > 0 && rotary_dim != head_dim) j["partial_rotary_factor"] = double(rotary_dim) / double(head_dim);
@@ -498,6 +502,7 @@ json ModelConfig::to_hf_json() const {
   };
   j["bos_token_id"] = ids(bos_token_ids);
   j["eos_token_id"] = ids(eos_token_ids);
+  if (pad_token_id) j["pad_token_id"] = *pad_token_id;
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
   j["initializer_range"] = 0.02;

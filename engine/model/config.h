@@ -88,6 +88,9 @@ struct ModelConfig {
   float final_logit_softcapping = 0;
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
+  // config.json's pad_token_id, kept to be written back (transformers' defaults for it can lie
+  // outside a small vocabulary: Phi-3's 32000); it does not change the forward pass.
+  std::optional<int64_t> pad_token_id;
   std::string torch_dtype = "float32";
   // Set when the checkpoint was stored quantized (config.json quantization_config); its linears were
   // dequantized at load or kept quantized (LoadOptions::keep_quantized, engine/model/

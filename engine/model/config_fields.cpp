@@ -20,7 +20,7 @@ const std::set<std::string_view> kRead = {
     "bos_token_id", "eos_token_id", "torch_dtype", "dtype", "quantization_config", "rope_interleaved",
     "hidden_activation", "query_pre_attn_scalar", "final_logit_softcapping", "attn_logit_softcapping",
     "use_bidirectional_attention", "sliding_window_pattern", "rope_local_base_freq", "partial_rotary_factor",
-    "original_max_position_embeddings"};
+    "original_max_position_embeddings", "pad_token_id"};
 
 // Known not to change a forward pass: what transformers' PretrainedConfig (4.x and 5.x) and these
 // architectures' configs write besides the math (training, outputs, generation defaults, labels,
@@ -28,7 +28,7 @@ const std::set<std::string_view> kRead = {
 // product).
 const std::set<std::string_view> kInert = {
     "transformers_version", "initializer_range", "use_cache", "attention_dropout", "pretraining_tp",
-    "pad_token_id", "sep_token_id", "decoder_start_token_id", "return_dict", "output_hidden_states",
+    "sep_token_id", "decoder_start_token_id", "return_dict", "output_hidden_states",
     "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads",
     "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size",
     "add_cross_attention", "tie_encoder_decoder", "max_length", "min_length", "do_sample", "early_stopping",

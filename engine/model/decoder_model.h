@@ -35,6 +35,8 @@ class DecoderModel : public Model {
   int64_t post_collect_logits(Tensor& logits) override;
   void finish_collect_logits(int64_t handle) override;
   void run_linears(StepBuffers& buf, int64_t T, int64_t R) override;
+  // This stage's weights as loaded (quantize's calibration finds each layer's linears here).
+  const DecoderWeights& weights() const { return w_; }
 
  protected:
   // The step's buffers as the layers use them ([T, ...] views).

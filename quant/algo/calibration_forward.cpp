@@ -79,39 +79,48 @@ DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
   return L;
 }
 
+BatchPlan calibration_plan(const std::vector<std::vector<int32_t>>& samples, int vocab_size, int block_size,
+                           int* num_blocks) {
+  LLM_REQUIRE(!samples.empty()) << "no calibration samples";
+  const int64_t L = int64_t(samples[0].size());
+  const int B = block_size, blocks_per_seq = int((L + B - 1) / B);
+  BatchPlan plan;
+  plan.max_blocks_per_seq = blocks_per_seq;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    LLM_REQUIRE(int64_t(samples[s].size()) == L) << "calibration samples differ in length";
+    for (int64_t i = 0; i < L; ++i) {
+      LLM_REQUIRE(samples[s][size_t(i)] >= 0 && samples[s][size_t(i)] < vocab_size)
+          << "calibration token id " << samples[s][size_t(i)] << " outside the vocabulary";
+      plan.token_ids.push_back(samples[s][size_t(i)]);
+      plan.positions.push_back(int32_t(i));
+      plan.slot_mapping.push_back(int32_t(s * blocks_per_seq * B + i));
+    }
+    plan.query_start.push_back(int32_t((s + 1) * L));
+    plan.context_len.push_back(int32_t(L));
+    for (int b = 0; b < blocks_per_seq; ++b) plan.block_table.push_back(int32_t(s * blocks_per_seq + b));
+  }
+  *num_blocks = int(samples.size()) * blocks_per_seq;
+  plan.validate(B, *num_blocks);
+  return plan;
+}
+
 CalibrationForward::CalibrationForward(Backend& be, const ModelConfig& c,
                                        const std::vector<std::vector<int32_t>>& samples, int64_t chunk_rows)
     : be_(be), c_(c), chunk_rows_(chunk_rows) {
   LLM_REQUIRE(chunk_rows > 0) << "chunk rows must be positive";
   LLM_REQUIRE(be.device() == Device::CPU) << "calibration runs on the CPU backend";
-  // This forward is the Llama layer rebuilt from backend ops; a family part it lacks would make
-  // every Hessian wrong, so it is refused by name (RTN needs no calibration).
-  LLM_REQUIRE(!c.qk_norm) << c.architecture << ": calibration (GPTQ, AWQ) does not run q/k head norms yet; "
-                          << "quantize it with --method rtn";
+  // This forward is the Llama layer rebuilt from backend ops (AWQ searches its sub-blocks); a family
+  // part it lacks would make every scale wrong, so it is refused by name.
+  LLM_REQUIRE(!c.qk_norm) << c.architecture << ": AWQ does not run q/k head norms yet; "
+                          << "quantize it with --method gptq or rtn";
   LLM_REQUIRE(c.hidden_act == "silu" && c.attn_logit_softcapping == 0 && c.final_logit_softcapping == 0)
-      << c.architecture << ": calibration (GPTQ, AWQ) does not run Gemma's layer (GeGLU, sandwich norms, "
-      << "soft-capping) yet; quantize it with --method rtn";
-  LLM_REQUIRE(!samples.empty()) << "no calibration samples";
+      << c.architecture << ": AWQ does not run Gemma's layer (GeGLU, sandwich norms, soft-capping) yet; "
+      << "quantize it with --method gptq or rtn";
+  int num_blocks = 0;
+  plan_ = calibration_plan(samples, c.vocab_size, kCalibrationBlockSize, &num_blocks);
   seq_len_ = int64_t(samples[0].size());
-  const int B = 16;
-  const int blocks_per_seq = int((seq_len_ + B - 1) / B);
-  plan_.max_blocks_per_seq = blocks_per_seq;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    LLM_REQUIRE(int64_t(samples[s].size()) == seq_len_) << "calibration samples differ in length";
-    for (int64_t i = 0; i < seq_len_; ++i) {
-      LLM_REQUIRE(samples[s][size_t(i)] >= 0 && samples[s][size_t(i)] < c.vocab_size)
-          << "calibration token id " << samples[s][size_t(i)] << " outside the vocabulary";
-      plan_.token_ids.push_back(samples[s][size_t(i)]);
-      plan_.positions.push_back(int32_t(i));
-      plan_.slot_mapping.push_back(int32_t(s * blocks_per_seq * B + i));
-    }
-    plan_.query_start.push_back(int32_t((s + 1) * seq_len_));
-    plan_.context_len.push_back(int32_t(seq_len_));
-    for (int b = 0; b < blocks_per_seq; ++b) plan_.block_table.push_back(int32_t(s * blocks_per_seq + b));
-  }
   tokens_ = int64_t(plan_.token_ids.size());
-  const int num_blocks = int(samples.size()) * blocks_per_seq;
-  plan_.validate(B, num_blocks);
+  const int B = kCalibrationBlockSize;
   batch_ = be_.prepare_batch(plan_);
   kv_.k = be_.alloc(DType::F32, {num_blocks, B, c.num_kv_heads, c.head_dim});
   kv_.v = be_.alloc(DType::F32, {num_blocks, B, c.num_kv_heads, c.head_dim});

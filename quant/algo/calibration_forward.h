@@ -1,7 +1,9 @@
 // The f32 forward of one Llama-family decoder layer over the whole calibration batch (S samples of
 // L tokens run as one prefill step) on a CPU backend, with the activation each linear reads exposed:
-// what GPTQ builds its Hessians from and AWQ searches its scales on. The quantize driver runs it
-// layer by layer: only one layer's f32 weights and the batch's activations are in memory at once.
+// what AWQ searches its scales on (it re-runs the attention and MLP sub-blocks with trial weights).
+// GPTQ and fp8 KV scales calibrate through the family's own forward instead (family_calibration.h).
+// The quantize driver runs it layer by layer: only one layer's f32 weights and the batch's
+// activations are in memory at once.
 //
 //   x [T, H] --input_norm--> attn_in [T, H] --q,k,v + rope + causal attention--> o_in [T, Hq D]
 //     --o--> + x = h [T, H] --post_norm--> mlp_in [T, H] --gate, up, silu*--> down_in [T, I]
@@ -29,6 +31,13 @@ struct DenseLayer {
   // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
   static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
 };
+
+// The calibration batch as one prefill step: sample s is sequence s at positions 0..L-1, its cache
+// blocks numbered s * ceil(L / block_size) on; *num_blocks is the blocks the plan uses. Throws
+// InputError for no samples, samples of different lengths or ids outside the vocabulary.
+inline constexpr int kCalibrationBlockSize = 16;
+BatchPlan calibration_plan(const std::vector<std::vector<int32_t>>& samples, int vocab_size, int block_size,
+                           int* num_blocks);
 
 // Rows of several f32 [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases):
 // a layer's fused q/k/v or gate/up.

@@ -28,6 +28,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "quant/algo/awq.h"
 #include "quant/algo/calibration_forward.h"
+#include "quant/algo/family_calibration.h"
 #include "quant/algo/gptq.h"
 #include "quant/algo/hessian.h"
 #include "quant/algo/rtn.h"
@@ -197,10 +198,14 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::vector<std::vector<int32_t>> samples;
   if (calibrate) {
     samples = draw_calibration_samples(o.calib, *tok);
-    // The batch's activations stay in memory whole: the layer input, its normed copy, the attention
-    // output and the MLP's intermediate, in f32. Refused up front rather than failing mid-way.
+    // The batch's activations stay in memory whole, in f32: AWQ's layer input, its normed copy, the
+    // attention output and the MLP's intermediate; the family forward's step buffers (hidden,
+    // residual, normed, q/k/v, attention, gate/up, act). Refused up front rather than failing mid-way.
     const double tokens = double(o.calib.samples) * o.calib.seq_len;
-    const double need = tokens * (3.0 * c.hidden_size + 2.0 * c.intermediate_size) * sizeof(float);
+    const double H = c.hidden_size, I = c.intermediate_size, A = double(c.num_heads) * c.head_dim,
+                 Akv = double(c.num_kv_heads) * c.head_dim;
+    const double need = tokens * sizeof(float) *
+                        (o.method == "awq" ? 3 * H + 2 * I : 3 * H + 2 * A + 2 * Akv + 3 * I + 2 * Akv);
     const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     LLM_REQUIRE(have <= 0 || need <= have)
         << "--calib-samples " << o.calib.samples << " x --calib-seq-len " << o.calib.seq_len << " needs about "
@@ -225,9 +230,12 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
     if (ck.has(name) && !(std::string(name) == "lm_head.weight" && c.tie_word_embeddings)) keep_dense(name, ck.get(name));
 
-  std::unique_ptr<CalibrationForward> fwd, search;
-  Tensor x;  // [T, H] the current layer's input on the calibration batch
-  if (calibrate) {
+  std::unique_ptr<FamilyCalibration> family;        // gptq, and rtn's fp8 KV scales: the family's own forward
+  std::unique_ptr<CalibrationForward> fwd, search;  // awq
+  Tensor x;  // awq: [T, H] the current layer's input on the calibration batch
+  if (calibrate && o.method != "awq") {
+    family = std::make_unique<FamilyCalibration>(ck, samples);
+  } else if (calibrate) {
     fwd = std::make_unique<CalibrationForward>(*be, c, samples);
     x = fwd->embed(ck.get("model.embed_tokens.weight"));
     const int ns = o.awq_search_samples;
@@ -250,50 +258,49 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       const Tensor& w = *lin[j].weight;
       q[j] = rtn_quantize(w.ptr<float>(), w.dim(0), w.dim(1), o.scheme);
     };
-    // The weight a linear runs with from now on: its quantized values (ignored ones stay dense).
-    auto settle = [&](size_t j) {
-      if (info.ignores(lin[j].module)) return;
-      std::vector<float> d = dequantize(q[j]);
-      std::memcpy(lin[j].weight->data, d.data(), d.size() * sizeof(float));
-    };
     KvAbsMax amax;
     if (o.method == "gptq") {
-      // True-sequential: each group's Hessian from the outputs of the quantized groups before it.
-      // attn_in is free once o_in exists (mlp_in reuses it), attn_out once it is added (mlp_out reuses it).
-      Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), down_in = fwd->alloc(I);
-      Tensor &mlp_in = attn_in, &mlp_out = attn_out;
+      // True-sequential through the family's forward: each linear's Hessian from its input as the
+      // layer runs, its rows quantized (the parts of a fused linear share the Hessian: rows are
+      // independent), and the linear run with the quantized values, so the next one's input and the
+      // next layer's come from them.
       double loss = 0;
-      auto gptq_group = [&](const Tensor& input, std::initializer_list<size_t> members) {
+      auto gptq_group = [&](LinearGroup g, const Tensor& input, const Tensor& w) -> Tensor {
+        static const std::vector<size_t> kMembers[] = {{0, 1, 2}, {3}, {4, 5}, {6}};
+        const std::vector<size_t>& members = kMembers[int(g)];
         HessianAccumulator acc(input.dim(1));
         acc.add(input.ptr<float>(), input.dim(0), int64_t(samples.size()));  // one sample per sequence, as llm-compressor counts
+        Tensor run;  // w with the quantized rows in place of the originals
+        const int64_t K = w.dim(1);
+        int64_t r0 = 0;
         for (size_t j : members) {
-          if (info.ignores(lin[j].module)) continue;
-          GptqOptions go;
-          go.scheme = o.scheme;
-          go.dampening = o.dampening;
-          go.act_order = o.act_order;
-          go.threads = o.threads;
-          const Tensor& w = *lin[j].weight;
-          GptqResult r = gptq_quantize(w.ptr<float>(), w.dim(0), w.dim(1), acc.h(), go);
-          if (r.dampening_used > o.dampening)
-            log(lin[j].module + ": Hessian not positive definite; dampening raised to " + fmt(r.dampening_used));
-          loss += r.loss;
-          q[j] = std::move(r.weight);
-          settle(j);
+          const int64_t n = lin[j].weight->dim(0);
+          LLM_CHECK(lin[j].weight->dim(1) == K && r0 + n <= w.dim(0))
+              << lin[j].module << ": rows " << r0 << "+" << n << " of the layer's " << w.shape_str() << " weight";
+          if (!info.ignores(lin[j].module)) {
+            GptqOptions go;
+            go.scheme = o.scheme;
+            go.dampening = o.dampening;
+            go.act_order = o.act_order;
+            go.threads = o.threads;
+            GptqResult r = gptq_quantize(w.ptr<float>() + r0 * K, n, K, acc.h(), go);
+            if (r.dampening_used > o.dampening)
+              log(lin[j].module + ": Hessian not positive definite; dampening raised to " + fmt(r.dampening_used));
+            loss += r.loss;
+            q[j] = std::move(r.weight);
+            if (run.empty()) {
+              run = Tensor::empty_host(DType::F32, w.shape);
+              std::memcpy(run.data, w.data, w.nbytes());
+            }
+            const std::vector<float> d = dequantize(q[j]);
+            std::memcpy(run.ptr<float>() + r0 * K, d.data(), d.size() * sizeof(float));
+          }
+          r0 += n;
         }
+        LLM_CHECK(r0 == w.dim(0)) << "the layer's " << w.shape_str() << " weight is not its parts' " << r0 << " rows";
+        return run;
       };
-      fwd->norm(x, L.input_norm, attn_in);
-      gptq_group(attn_in, {0, 1, 2});
-      fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
-      gptq_group(o_in, {3});
-      fwd->linear(o_in, L.o, nullptr, attn_out);
-      CalibrationForward::add(x, attn_out);  // x is now h
-      fwd->norm(x, L.post_norm, mlp_in);
-      gptq_group(mlp_in, {4, 5});
-      fwd->gated_act(L, mlp_in, down_in);
-      gptq_group(down_in, {6});
-      fwd->linear(down_in, L.down, nullptr, mlp_out);
-      CalibrationForward::add(x, mlp_out);
+      family->run_layer(i, gptq_group, o.kv_cache == "fp8" ? &amax : nullptr);
       detail = "gptq loss " + fmt(loss);
     } else {
       // AWQ: scales first; the next layer's input comes from the scaled, unclipped layer (its
@@ -309,7 +316,9 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
                  fmt(r.ratio_down, 2) + (r.ratio_o >= 0 ? " o " + fmt(r.ratio_o, 2) : "") + ", mlp loss " +
                  fmt(r.loss_before) + " -> " + fmt(r.loss_after);
       }
-      if (fwd) {
+      if (family) {  // rtn with fp8 KV scales: the layer run as it is, for its keys and values
+        family->run_layer(i, [](LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; }, &amax);
+      } else if (fwd) {
         // The next layer's input from this layer unquantized.
         Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
                down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
@@ -332,7 +341,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     keep_dense(p + "input_layernorm.weight", L.input_norm);
     keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
     // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's feed-forward
-    // norms; RTN only: calibration refuses these families by name).
+    // norms).
     for (const WeightSpec& s : specs)
       if (s.norm && s.name.starts_with(p) && s.name != p + "input_layernorm.weight" &&
           s.name != p + "post_attention_layernorm.weight")

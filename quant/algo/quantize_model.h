@@ -5,8 +5,9 @@
 //   rtn   each linear rounded to nearest on its own;
 //   gptq  true-sequential: each linear's Hessian from the activations of the already-quantized
 //         linears before it (q/k/v, then o, then gate/up, then down), the next layer's input from
-//         the quantized layer;
-//   awq   scales searched and folded (awq.h), the next layer's input from the scaled layer
+//         the quantized layer; the layer is the family's own forward (family_calibration.h), so
+//         every family the registry runs calibrates;
+//   awq   (the Llama layer: Llama, Mistral, Qwen2, Phi-3) scales searched and folded (awq.h), the next layer's input from the scaled layer
 //         unquantized and unclipped (as AutoAWQ and llm-compressor propagate), then with
 //         --awq-clip AutoAWQ's clipping search, then round to nearest.
 // --kv-cache fp8 also calibrates per-kv-head k_scale / v_scale (amax / 448) on the same batch.

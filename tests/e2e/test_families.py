@@ -27,10 +27,12 @@ position of three sequences, 16-token greedy continuations identical; tensor par
 mpirun, 2 KV heads) equal to one rank within 1e-4 with the same greedy tokens; `llmctl generate`
 over 6 prompts batched gives each prompt's tokens alone; `quantize` (RTN int4 g32) writes a
 checkpoint that loads and scores, GPTQ on the Phi-3 models (q/k/v and gate/up quantized split, written
-fused) too, and refuses GPTQ on Qwen3 and the Gemmas by name (its calibration forward has no q/k norms
-or Gemma layer yet). Exits 77 when no fixture is present.
+fused) too; GPTQ on Qwen3, Gemma 2, Gemma 3 and Phi-3 (calibrated through each family's own forward) makes
+the checkpoint tiny_<family>_gptq_golden.json records, which transformers loaded with compressed-tensors, and
+llmctl scores it within 1e-3 of transformers; AWQ (the Llama layer only) refuses Qwen3 and the Gemmas by name. Exits 77 when no fixture is present.
 Usage: test_families.py BUILD_DIR
 """
+import hashlib
 import json
 import os
 import shutil
@@ -141,12 +143,29 @@ for f in present:
             if r.returncode == 0:
                 got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out + "g")
                 check(got is not None and len(got["cases"]) == 3, f"tiny_{f}: its GPTQ int4 g32 checkpoint loads and scores")
-        if f in ("qwen3", "gemma2", "gemma3"):
-            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "g",
-                                "--method", "gptq", "--group-size", "32", "--calib",
+        if f in ("qwen3", "gemma2", "gemma3"):  # AWQ's search runs the Llama layer only
+            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "a",
+                                "--method", "awq", "--group-size", "32", "--calib",
                                 os.path.join(src, "../shared/data/tinyshakespeare.txt")], capture_output=True, text=True, timeout=300)
             part = "Gemma's layer" if f == "gemma2" else "q/k head norms"
-            check(r.returncode != 0 and part in r.stderr, f"tiny_{f}: gptq refused by name (exit {r.returncode})")
+            check(r.returncode != 0 and part in r.stderr, f"tiny_{f}: awq refused by name (exit {r.returncode})")
+        # GPTQ through the family's own forward: the checkpoint the golden's command makes is the one
+        # transformers (with compressed-tensors) ran, and llmctl scores it as transformers does
+        golden_path = os.path.join(FDIR, f"tiny_{f}_gptq_golden.json")
+        if os.path.exists(golden_path):
+            golden = json.load(open(golden_path))
+            cmd = golden["command"].replace("OUT", out + "q").split()
+            r = subprocess.run([os.path.join(os.path.abspath(build), cmd[0])] + cmd[1:], capture_output=True, text=True,
+                               cwd=src, timeout=300)
+            check(r.returncode == 0, f"tiny_{f}: {golden['command']} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+            if r.returncode == 0:
+                sha = hashlib.sha256(open(os.path.join(out + "q", "model.safetensors"), "rb").read()).hexdigest()
+                check(sha == golden["model_sha256"], f"tiny_{f}: GPTQ checkpoint identical to the golden's ({sha[:16]})")
+                compare(f"tiny_{f} GPTQ int4 g32 vs transformers + compressed-tensors", golden, score(golden_path, out + "q"),
+                        tol=1e-3)
+                if shutil.which("mpirun"):  # the int4 groups split by rank (o and down by their columns)
+                    compare(f"tiny_{f} GPTQ int4 g32 TP=2 vs transformers + compressed-tensors", golden,
+                            score(golden_path, out + "q", tp=2), tol=1e-3)
 
 print(f"{passed} checks passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

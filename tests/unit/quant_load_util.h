@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/forwarding_backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/registry.h"
 #include "engine/runner/model_runner.h"
@@ -59,26 +60,17 @@ inline Tensor dequantize_canonical(const LinearWeight& w) {
   return out;
 }
 
-class CanonicalRecordingBackend final : public Backend {
+// The CPU backend it forwards to, built before the ForwardingBackend base that holds a reference to it.
+struct CpuBackendHolder {
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
+};
+
+class CanonicalRecordingBackend final : private CpuBackendHolder, public ForwardingBackend {
  public:
   std::vector<LinearWeight> uploaded;  // every canonical weight, in load order
 
-  Device device() const override { return cpu_->device(); }
+  CanonicalRecordingBackend() : ForwardingBackend(*cpu_) {}
   std::string name() const override { return "cpu-canonical-reference"; }
-  DType activation_dtype() const override { return cpu_->activation_dtype(); }
-  Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return cpu_->alloc(dtype, std::move(shape)); }
-  Tensor upload(const Tensor& host, std::optional<DType> dtype) override { return cpu_->upload(host, dtype); }
-  Tensor to_host_f32(const Tensor& t) override { return cpu_->to_host_f32(t); }
-  DeviceBatch prepare_batch(const BatchPlan& plan) override { return cpu_->prepare_batch(plan); }
-  void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
-    cpu_->embed(table, b, out, vocab_begin);
-  }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, Tensor* residual) override {
-    cpu_->rms_norm(x, w, eps, out, residual);
-  }
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
-    cpu_->linear(x, w, bias, out);
-  }
   bool supports(WeightFormat) const override { return true; }
   bool supports_input_perm() const override { return true; }
   LinearWeight upload_quantized(const LinearWeight& canonical) override {
@@ -90,25 +82,6 @@ class CanonicalRecordingBackend final : public Backend {
     dense.group_size = 0;
     return dense;
   }
-  bool supports_kv_cache(KvCacheDtype d) const override { return cpu_->supports_kv_cache(d); }
-  void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int nq, int nkv) override {
-    cpu_->rope(qkv, b, p, nq, nkv);
-  }
-  void write_kv(const Tensor& qkv, const DeviceBatch& b, int nq, int nkv, KvLayer& cache) override {
-    cpu_->write_kv(qkv, b, nq, nkv, cache);
-  }
-  void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int nq, int nkv, float scale,
-                 Tensor& out, int window = 0, float softcap = 0.0f) override {
-    cpu_->attention(qkv, cache, b, nq, nkv, scale, out, window, softcap);
-  }
-  void silu_mul(const Tensor& gate_up, Tensor& out) override { cpu_->silu_mul(gate_up, out); }
-  void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override { cpu_->gather_rows(x, b, out); }
-  void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override {
-    cpu_->copy_blocks(cache, pairs);
-  }
-
- private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
 };
 
 // Logits [T, V] (f32, host) of every position of `tokens` run as one prompt.

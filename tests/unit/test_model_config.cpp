@@ -258,6 +258,7 @@ TEST_CASE("config: Gemma 2's soft-capping and alternating sliding layers") {
   const json out = c.to_hf_json();
   CHECK(out["layer_types"].size() == 26);
   CHECK(out["attn_logit_softcapping"] == 50.0);
+  CHECK(out["query_pre_attn_scalar"].is_number_integer());  // transformers 5 refuses 256.0
   const ModelConfig b = parse_hf_config(out);
   CHECK(b.sliding_layers == c.sliding_layers);
   CHECK(b.final_logit_softcapping == 30.0f);

@@ -3,6 +3,7 @@
 // empty or malformed files; the layer-by-layer forward equals the engine's model forward.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "engine/model/random_checkpoint.h"
 #include "quant/algo/calibration_data.h"
 #include "quant/algo/calibration_forward.h"
+#include "quant/algo/family_calibration.h"
 #include "tiny_config.h"
 
 using namespace llmctl;
@@ -213,4 +215,86 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
       CHECK(std::fabs(amax.v[size_t(h)] - want_v_amax[size_t(h)]) <= 1e-5 * (1 + want_v_amax[size_t(h)]));
     }
   }
+}
+
+TEST_CASE("family calibration: the model's own forward shows each linear its input once, as the Llama rebuild computes it") {
+  ModelConfig c = test::tiny_llama_config(60, 3, 8);
+  Checkpoint ck = random_checkpoint(c, 12, 0.3f);
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  const std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4, 6, 50, 11, 12, 17},
+                                                     {3, 3, 3, 59, 0, 1, 2, 8, 9, 10, 30, 31, 32, 44, 45, 46, 47}};
+  quant::FamilyCalibration fam(ck, samples);
+  quant::CalibrationForward ref(*be, c, samples);
+  REQUIRE(fam.tokens() == ref.tokens());
+  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
+  Tensor x = ref.embed(ck.get("model.embed_tokens.weight"));
+  auto worst = [](const Tensor& a, const Tensor& b) {
+    REQUIRE(a.numel() == b.numel());
+    double w = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) w = std::max(w, double(std::fabs(a.ptr<float>()[i] - b.ptr<float>()[i])));
+    return w;
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
+    // the Llama layer rebuilt from backend ops, each linear's input kept
+    Tensor attn_in = ref.alloc(H), o_in = ref.alloc(A), ao = ref.alloc(H), mlp_in = ref.alloc(H), down_in = ref.alloc(I),
+           mo = ref.alloc(H);
+    quant::KvAbsMax ref_amax, fam_amax;
+    ref.norm(x, L.input_norm, attn_in);
+    ref.attention(L, attn_in, o_in, &ref_amax);
+    ref.linear(o_in, L.o, nullptr, ao);
+    quant::CalibrationForward::add(x, ao);
+    ref.norm(x, L.post_norm, mlp_in);
+    ref.gated_act(L, mlp_in, down_in);
+    ref.linear(down_in, L.down, nullptr, mo);
+    quant::CalibrationForward::add(x, mo);
+    const Tensor* want[] = {&attn_in, &o_in, &mlp_in, &down_in};
+    const int64_t rows[] = {A + 2 * int64_t(c.num_kv_heads) * c.head_dim, H, 2 * I, H};
+    std::vector<int> seen(4, 0);
+    fam.run_layer(
+        l,
+        [&](quant::LinearGroup g, const Tensor& in, const Tensor& w) {
+          const int k = int(g);
+          ++seen[size_t(k)];
+          CHECK(w.dim(0) == rows[k]);
+          CHECK(worst(in, *want[k]) < 1e-5);
+          return Tensor{};
+        },
+        &fam_amax);
+    CHECK(seen == std::vector<int>{1, 1, 1, 1});
+    REQUIRE(fam_amax.k.size() == ref_amax.k.size());
+    for (size_t h = 0; h < ref_amax.k.size(); ++h) {
+      CHECK(fam_amax.k[h] == doctest::Approx(ref_amax.k[h]).epsilon(1e-5));
+      CHECK(fam_amax.v[h] == doctest::Approx(ref_amax.v[h]).epsilon(1e-5));
+    }
+  }
+  // each layer once, in order
+  CHECK_THROWS(fam.run_layer(0, nullptr));
+}
+
+TEST_CASE("family calibration: a weight swapped in runs in place of the loaded one (true-sequential)") {
+  ModelConfig c = test::tiny_llama_config(60, 2, 8);
+  Checkpoint ck = random_checkpoint(c, 13, 0.3f);
+  const std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4}};
+  quant::FamilyCalibration fam(ck, samples);
+  bool o_zero = false, later_seen = false;
+  // q/k/v all zero: the values are zero, so o's input (the attention output) is zero
+  fam.run_layer(0, [&](quant::LinearGroup g, const Tensor& in, const Tensor& w) {
+    if (g == quant::LinearGroup::Qkv) {
+      Tensor z = Tensor::empty_host(DType::F32, w.shape);
+      std::fill(z.ptr<float>(), z.ptr<float>() + z.numel(), 0.0f);
+      return z;
+    }
+    if (g == quant::LinearGroup::O) {
+      o_zero = true;
+      for (int64_t i = 0; i < in.numel(); ++i) o_zero = o_zero && in.ptr<float>()[i] == 0.0f;
+    }
+    return Tensor{};
+  });
+  CHECK(o_zero);
+  fam.run_layer(1, [&](quant::LinearGroup, const Tensor&, const Tensor&) {
+    later_seen = true;
+    return Tensor{};
+  });
+  CHECK(later_seen);
 }

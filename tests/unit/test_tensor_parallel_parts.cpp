@@ -11,6 +11,7 @@
 #include "engine/executor/plan_codec.h"
 #include "engine/parallel/comm.h"
 #include "engine/parallel/launcher.h"
+#include "engine/parallel/loopback_comm.h"
 
 using namespace llmctl;
 
@@ -76,6 +77,28 @@ TEST_CASE("single-rank comm: all_gather_cols copies, reductions are identities, 
   int b = 0;
   CHECK_THROWS_AS(c->send(&b, sizeof b, 1), Error);
   CHECK_THROWS_AS(c->recv(&b, sizeof b, 1), Error);
+}
+
+TEST_CASE("loopback comm: stages run in turn hand their messages on in order, sizes checked") {
+  LoopbackComm comm(3);
+  CHECK(comm.world() == 3);
+  const float a[2] = {1.5f, -2.0f}, b[3] = {4, 5, 6};
+  comm.set_rank(0);
+  comm.send(a, sizeof a, 1);
+  comm.send(b, sizeof b, 1);
+  CHECK(comm.pending() == 2);
+  comm.set_rank(1);
+  float got_a[2], got_b[3];
+  CHECK_THROWS(comm.recv(got_b, sizeof got_b, 0));  // the next message is a's 8 bytes
+  comm.recv(got_a, sizeof got_a, 0);
+  comm.recv(got_b, sizeof got_b, 0);
+  CHECK(got_a[1] == -2.0f);
+  CHECK(got_b[2] == 6.0f);
+  CHECK_THROWS(comm.recv(got_a, sizeof got_a, 0));  // nothing left
+  CHECK_THROWS(comm.send(a, sizeof a, 1));          // not to itself
+  CHECK_THROWS(comm.set_rank(3));
+  Tensor x = Tensor::empty_host(DType::F32, {2});
+  CHECK_THROWS(comm.all_reduce_sum(x));  // no collectives in one process
 }
 
 TEST_CASE("slice_plan: sequences [s0, s1) as their own plan, logits rows rebased") {

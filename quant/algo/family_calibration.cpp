@@ -1,0 +1,136 @@
+#include "quant/algo/family_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "engine/backend/forwarding_backend.h"
+#include "engine/core/error.h"
+#include "engine/model/decoder_model.h"
+#include "engine/model/registry.h"
+#include "engine/parallel/loopback_comm.h"
+#include "engine/parallel/parallel_context.h"
+
+namespace llmctl::quant {
+
+// The CPU backend with the layer's linears and KV writes watched: a linear whose weight is one of
+// the layer's four goes through `before` first; every KV write updates the maxima.
+class FamilyCalibration::Observer final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+
+  void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax) {
+    groups_ = std::move(groups);
+    before_ = before;
+    amax_ = amax;
+    calls_.assign(groups_.size(), 0);
+  }
+  // How often each armed weight ran since arm().
+  const std::vector<int>& calls() const { return calls_; }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (groups_[g].first != w.data) continue;
+      ++calls_[g];
+      const Tensor swapped = *before_ ? (*before_)(groups_[g].second, x, w) : Tensor{};
+      if (!swapped.empty())
+        LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
+            << "calibration: a weight " << swapped.shape_str() << " swapped in for " << w.shape_str();
+      return inner().linear(x, swapped.empty() ? w : swapped, bias, out);
+    }
+    inner().linear(x, w, bias, out);
+  }
+  void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
+    inner().write_kv(qkv, b, hq, hkv, cache);
+    record(qkv, hq, hkv, cache.k.dim(3));
+  }
+  void rope_write_kv(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int hq, int hkv,
+                     KvLayer& cache) override {
+    inner().rope_write_kv(qkv, b, p, hq, hkv, cache);  // rotates qkv's q and k in place
+    record(qkv, hq, hkv, cache.k.dim(3));
+  }
+
+ private:
+  // The maxima of |k| (rotated) and |v| per kv head over every token of qkv [T, (Hq + 2 Hkv) D].
+  void record(const Tensor& qkv, int64_t hq, int64_t hkv, int64_t D) {
+    if (!amax_) return;
+    amax_->k.assign(size_t(hkv), 0.0f);
+    amax_->v.assign(size_t(hkv), 0.0f);
+    const int64_t W = qkv.dim(1);
+    const float* p = qkv.ptr<float>();
+    for (int64_t t = 0; t < qkv.dim(0); ++t)
+      for (int64_t h = 0; h < hkv; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          amax_->k[size_t(h)] = std::max(amax_->k[size_t(h)], std::fabs(p[t * W + (hq + h) * D + d]));
+          amax_->v[size_t(h)] = std::max(amax_->v[size_t(h)], std::fabs(p[t * W + (hq + hkv + h) * D + d]));
+        }
+  }
+
+  std::vector<std::pair<const void*, LinearGroup>> groups_;
+  const BeforeLinear* before_ = nullptr;
+  KvAbsMax* amax_ = nullptr;
+  std::vector<int> calls_;
+};
+
+FamilyCalibration::FamilyCalibration(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples)
+    : ck_(ck), cpu_(make_cpu_backend()) {
+  const ModelConfig& c = ck.config;
+  find_architecture(c.architecture);  // refused by name before anything is built
+  observer_ = std::make_unique<Observer>(*cpu_);
+  comm_ = std::make_unique<LoopbackComm>(c.num_layers);
+  int num_blocks = 0;
+  plan_ = calibration_plan(samples, c.vocab_size, kCalibrationBlockSize, &num_blocks);
+  batch_ = cpu_->prepare_batch(plan_);
+  const int64_t T = tokens(), A = int64_t(c.num_heads) * c.head_dim;
+  auto rows = [&](int64_t width) { return Tensor::empty_host(DType::F32, {T, width}); };
+  buffers_.hidden = rows(c.hidden_size);
+  buffers_.residual = rows(c.hidden_size);
+  buffers_.normed = rows(c.hidden_size);
+  buffers_.qkv = rows(A + 2 * int64_t(c.num_kv_heads) * c.head_dim);
+  buffers_.attn = rows(A);
+  buffers_.gate_up = rows(2 * int64_t(c.intermediate_size));
+  buffers_.act = rows(c.intermediate_size);
+  const std::vector<int64_t> cache = {num_blocks, kCalibrationBlockSize, c.num_kv_heads, c.head_dim};
+  kv_.emplace_back(Tensor::empty_host(DType::F32, cache), Tensor::empty_host(DType::F32, cache));
+}
+
+FamilyCalibration::~FamilyCalibration() = default;
+
+void FamilyCalibration::run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax) {
+  const ModelConfig& c = ck_.config;
+  LLM_CHECK(layer == next_layer_ && layer < c.num_layers)
+      << "calibration: layer " << layer << " run out of order (next: " << next_layer_ << ")";
+  // Layer `layer` alone: stage `layer` of a pipeline of num_layers one-layer stages.
+  comm_->set_rank(layer);
+  ParallelContext par;
+  par.stages = c.num_layers;
+  par.stage = layer;
+  par.pp_comm = comm_.get();
+  std::unique_ptr<Model> model = make_model(ck_, *observer_, DType::F32, par);
+  const auto* decoder = dynamic_cast<const DecoderModel*>(model.get());
+  LLM_REQUIRE(decoder && decoder->weights().layers.size() == 1)
+      << c.architecture << ": calibration runs decoder models one layer at a time, which this model is not";
+  const DecoderWeights::Layer& L = decoder->weights().layers[0];
+  std::vector<std::pair<const void*, LinearGroup>> groups = {{L.attention.qkv.data.data, LinearGroup::Qkv},
+                                                             {L.attention.o_proj.data.data, LinearGroup::O},
+                                                             {L.mlp.gate_up.data.data, LinearGroup::GateUp},
+                                                             {L.mlp.down.data.data, LinearGroup::Down}};
+  for (const LinearWeight* w : {&L.attention.qkv, &L.attention.o_proj, &L.mlp.gate_up, &L.mlp.down})
+    LLM_CHECK(w->format == WeightFormat::DenseF32 && w->data.dtype == DType::F32)
+        << "calibration: layer " << layer << " loaded a linear as " << weight_format_name(w->format);
+  observer_->arm(std::move(groups), &before, amax);
+  AttentionPlan ap;
+  ap.batch = &batch_;
+  ap.tokens = tokens();
+  ap.rows = 0;  // no logits: the last stage stops after the final norm
+  ap.softmax_scale = c.softmax_scale();
+  model->forward(ap, buffers_, kv_);
+  const std::vector<int> calls = observer_->calls();
+  observer_->arm({}, nullptr, nullptr);
+  for (int n : calls)
+    LLM_CHECK(n == 1) << c.architecture << ": layer " << layer << " ran one of its linears " << n
+                      << " times (calibration expects each once)";
+  ++next_layer_;
+}
+
+}  // namespace llmctl::quant
