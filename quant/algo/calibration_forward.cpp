@@ -180,6 +180,21 @@ void CalibrationForward::gated_act(const DenseLayer& L, const Tensor& mlp_in, Te
   }
 }
 
+CalibrationForward::LayerInputs CalibrationForward::layer(const DenseLayer& L, Tensor& x, KvAbsMax* amax) {
+  const int64_t H = c_.hidden_size;
+  LayerInputs in{alloc(H), alloc(int64_t(c_.num_heads) * c_.head_dim), alloc(H), alloc(c_.intermediate_size)};
+  Tensor out = alloc(H);
+  norm(x, L.input_norm, in.attn_in);
+  attention(L, in.attn_in, in.o_in, amax);
+  linear(in.o_in, L.o, nullptr, out);
+  add(x, out);
+  norm(x, L.post_norm, in.mlp_in);
+  gated_act(L, in.mlp_in, in.down_in);
+  linear(in.down_in, L.down, nullptr, out);
+  add(x, out);
+  return in;
+}
+
 void CalibrationForward::add(Tensor& a, const Tensor& b) {
   LLM_CHECK(a.numel() == b.numel()) << "add: sizes differ";
   float* x = a.ptr<float>();

@@ -75,6 +75,15 @@ class CalibrationForward {
   // a += b, elementwise over [T, C]
   static void add(Tensor& a, const Tensor& b);
 
+  // What each linear of a layer read: attn_in [T, H] (q, k, v), o_in [T, Hq D], mlp_in [T, H]
+  // (gate, up), down_in [T, I].
+  struct LayerInputs {
+    Tensor attn_in, o_in, mlp_in, down_in;
+  };
+  // The whole layer L on x [T, H] (advanced in place to the layer's output), keeping each linear's
+  // input; amax as in attention().
+  LayerInputs layer(const DenseLayer& L, Tensor& x, KvAbsMax* amax = nullptr);
+
  private:
   Backend& be_;
   ModelConfig c_;

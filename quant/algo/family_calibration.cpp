@@ -33,9 +33,10 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
       if (groups_[g].first != w.data) continue;
       ++calls_[g];
       const Tensor swapped = *before_ ? (*before_)(groups_[g].second, x, w) : Tensor{};
-      if (!swapped.empty())
+      if (!swapped.empty()) {
         LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
             << "calibration: a weight " << swapped.shape_str() << " swapped in for " << w.shape_str();
+      }
       return inner().linear(x, swapped.empty() ? w : swapped, bias, out);
     }
     inner().linear(x, w, bias, out);

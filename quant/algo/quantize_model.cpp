@@ -243,8 +243,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       search = std::make_unique<CalibrationForward>(
           *be, c, std::vector<std::vector<int32_t>>(samples.begin(), samples.begin() + ns));
   }
-  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
-
   QuantizeReport rep;
   const std::vector<WeightSpec> specs = model_tensor_specs(c);
   for (int i = 0; i < c.num_layers; ++i) {
@@ -318,18 +316,8 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       }
       if (family) {  // rtn with fp8 KV scales: the layer run as it is, for its keys and values
         family->run_layer(i, [](LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; }, &amax);
-      } else if (fwd) {
-        // The next layer's input from this layer unquantized.
-        Tensor attn_in = fwd->alloc(H), o_in = fwd->alloc(A), attn_out = fwd->alloc(H), mlp_in = fwd->alloc(H),
-               down_in = fwd->alloc(I), mlp_out = fwd->alloc(H);
-        fwd->norm(x, L.input_norm, attn_in);
-        fwd->attention(L, attn_in, o_in, o.kv_cache == "fp8" ? &amax : nullptr);
-        fwd->linear(o_in, L.o, nullptr, attn_out);
-        CalibrationForward::add(x, attn_out);
-        fwd->norm(x, L.post_norm, mlp_in);
-        fwd->gated_act(L, mlp_in, down_in);
-        fwd->linear(down_in, L.down, nullptr, mlp_out);
-        CalibrationForward::add(x, mlp_out);
+      } else if (fwd) {  // the next layer's input from this layer unquantized
+        fwd->layer(L, x, o.kv_cache == "fp8" ? &amax : nullptr);
       }
       if (o.method == "awq") awq_clip_layer(search ? *search : *fwd, L, xs, ao);
       for (size_t j = 0; j < lin.size(); ++j)

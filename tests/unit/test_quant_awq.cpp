@@ -35,17 +35,9 @@ struct Fixture {
 Tensor layer_out(quant::CalibrationForward& f, const quant::DenseLayer& L, const Tensor& x) {
   const ModelConfig& c = f.config();
   const int64_t H = c.hidden_size;
-  Tensor h = f.alloc(H), a = f.alloc(H), o_in = f.alloc(int64_t(c.num_heads) * c.head_dim), ao = f.alloc(H),
-         m = f.alloc(H), d = f.alloc(c.intermediate_size), mo = f.alloc(H);
+  Tensor h = f.alloc(H);
   std::memcpy(h.data, x.data, x.nbytes());
-  f.norm(h, L.input_norm, a);
-  f.attention(L, a, o_in);
-  f.linear(o_in, L.o, nullptr, ao);
-  quant::CalibrationForward::add(h, ao);
-  f.norm(h, L.post_norm, m);
-  f.gated_act(L, m, d);
-  f.linear(d, L.down, nullptr, mo);
-  quant::CalibrationForward::add(h, mo);
+  f.layer(L, h);
   return h;
 }
 

@@ -194,16 +194,7 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
       mat(act, I, L.down, dn);
       for (int64_t i = 0; i < T * H; ++i) ref[size_t(i)] = hs[size_t(i)] + dn[size_t(i)];
     }
-    Tensor attn_in = f.alloc(H), o_in = f.alloc(Hq * D), ao = f.alloc(H), mlp_in = f.alloc(H),
-           down_in = f.alloc(c.intermediate_size), mo = f.alloc(H);
-    f.norm(x, L.input_norm, attn_in);
-    f.attention(L, attn_in, o_in, &amax);
-    f.linear(o_in, L.o, nullptr, ao);
-    quant::CalibrationForward::add(x, ao);
-    f.norm(x, L.post_norm, mlp_in);
-    f.gated_act(L, mlp_in, down_in);
-    f.linear(down_in, L.down, nullptr, mo);
-    quant::CalibrationForward::add(x, mo);
+    f.layer(L, x, &amax);
     double worst = 0;
     for (int64_t i = 0; i < T * H; ++i) worst = std::max(worst, std::fabs(x.ptr<float>()[i] - ref[size_t(i)]) / (1 + std::fabs(ref[size_t(i)])));
     CHECK(worst < 2e-5);
@@ -237,18 +228,9 @@ TEST_CASE("family calibration: the model's own forward shows each linear its inp
   for (int l = 0; l < c.num_layers; ++l) {
     quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
     // the Llama layer rebuilt from backend ops, each linear's input kept
-    Tensor attn_in = ref.alloc(H), o_in = ref.alloc(A), ao = ref.alloc(H), mlp_in = ref.alloc(H), down_in = ref.alloc(I),
-           mo = ref.alloc(H);
     quant::KvAbsMax ref_amax, fam_amax;
-    ref.norm(x, L.input_norm, attn_in);
-    ref.attention(L, attn_in, o_in, &ref_amax);
-    ref.linear(o_in, L.o, nullptr, ao);
-    quant::CalibrationForward::add(x, ao);
-    ref.norm(x, L.post_norm, mlp_in);
-    ref.gated_act(L, mlp_in, down_in);
-    ref.linear(down_in, L.down, nullptr, mo);
-    quant::CalibrationForward::add(x, mo);
-    const Tensor* want[] = {&attn_in, &o_in, &mlp_in, &down_in};
+    const quant::CalibrationForward::LayerInputs in = ref.layer(L, x, &ref_amax);
+    const Tensor* want[] = {&in.attn_in, &in.o_in, &in.mlp_in, &in.down_in};
     const int64_t rows[] = {A + 2 * int64_t(c.num_kv_heads) * c.head_dim, H, 2 * I, H};
     std::vector<int> seen(4, 0);
     fam.run_layer(
