@@ -2,7 +2,7 @@
 """Writes tests/golden/families/tiny_<family>/ (a tiny random model made by transformers, seeded),
 tiny_<family>.gguf (the same model written by llama.cpp's convert_hf_to_gguf.py, f32) and
 tiny_<family>_golden.json (what transformers computes from the HF directory in fp32: top-20
-log-probabilities at every position of three seeded sequences, 16-token greedy continuations).
+log-probabilities at every position of eight seeded sequences, 32-token greedy continuations).
 tests/e2e/test_families.py runs llmctl_score on both the directory and the GGUF.
 
 Families: Qwen3 (q/k head norms), Qwen2 (q/k/v biases), Qwen2 with YaRN rope, Phi-3 (fused
@@ -39,6 +39,11 @@ from tiny_model_util import golden_cases, tokenizer_json  # noqa: E402
 HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 LLAMA_CPP = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HOME, "llama.cpp", "src")
 
+# Eight sequences (three as the other goldens have, five more), each scored at every position, and a
+# 32-token greedy continuation of each one's first 8 ids. Every length, and 8 + 32, stays within the
+# LongRoPE models' original 64 positions (transformers switches a whole forward to the long factors
+# past it; llmctl switches per position, as vLLM does).
+LENGTHS = (24, 40, 9, 17, 33, 12, 28, 48)
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=258, max_position_embeddings=128, rms_norm_eps=1e-6,
              tie_word_embeddings=False, initializer_range=0.3, bos_token_id=1, eos_token_id=2)
@@ -135,7 +140,7 @@ def main():
             # llama.cpp's Phi-3 converter reads a SentencePiece model unless the class is GPT-2's
             json.dump({"tokenizer_class": "GPT2Tokenizer" if name.startswith("phi3") else "PreTrainedTokenizerFast",
                        "model_max_length": 128, "eos_token": "<|endoftext|>"}, f)
-        cases, _ = golden_cases(model, model, sampled_vocab=cfg.vocab_size)
+        cases, _ = golden_cases(model, model, sampled_vocab=cfg.vocab_size, lengths=LENGTHS, new_tokens=32)
         golden = {"model": f"tiny_{name} (random, seeded; {cls.__name__})", "transformers": transformers.__version__,
                   "torch": torch.__version__, "cases": cases,
                   "parameters": sum(p.numel() for p in model.parameters())}

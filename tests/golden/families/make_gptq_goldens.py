@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
+from make_family_goldens import LENGTHS  # noqa: E402
 from tiny_model_util import golden_cases  # noqa: E402
 
 FAMILIES = ["qwen3", "gemma2", "gemma3", "phi3"]
@@ -49,7 +50,7 @@ def main():
             sha = hashlib.sha256(open(os.path.join(out, "model.safetensors"), "rb").read()).hexdigest()
             torch.manual_seed(0)
             model, dense = load(out), load(os.path.join(HERE, f"tiny_{family}"))
-            cases, gap = golden_cases(model, dense, sampled_vocab=model.config.vocab_size)
+            cases, gap = golden_cases(model, dense, sampled_vocab=model.config.vocab_size, lengths=LENGTHS, new_tokens=32)
         golden = {"model": f"tiny_{family} quantized by llmctl (GPTQ int4 g32 sym, compressed-tensors), loaded by transformers",
                   "command": COMMAND.format(llmctl="llmctl", family=family, out="OUT"), "model_sha256": sha,
                   "transformers": transformers.__version__, "compressed_tensors": compressed_tensors.__version__,

@@ -30,13 +30,14 @@ def tokenizer_json():
             "model": {"type": "BPE", "vocab": {u[b]: b for b in range(256)}, "merges": []}}
 
 
-def golden_cases(model, unquantized, sampled_vocab=256):
-    """Top-20 log-probabilities of `model` at every position of three seeded random sequences, and
-    16-token greedy continuations over the first `sampled_vocab` ids (those the tokenizer has); also
-    the largest |dlogprob| of `unquantized` at those ids."""
+def golden_cases(model, unquantized, sampled_vocab=256, lengths=(24, 40, 9), new_tokens=16):
+    """Top-20 log-probabilities of `model` at every position of seeded random sequences of `lengths`
+    (three by default), and `new_tokens`-token greedy continuations of their first 8 ids over the first
+    `sampled_vocab` ids (those the tokenizer has); also the largest |dlogprob| of `unquantized` at those
+    ids. The first sequences are the same whatever follows them."""
     gen = torch.Generator().manual_seed(7)
     cases, gap = [], 0.0
-    for i, length in enumerate((24, 40, 9)):
+    for i, length in enumerate(lengths):
         ids = torch.randint(3, 256, (1, length), generator=gen)
         with torch.no_grad():
             lp = torch.log_softmax(model(ids).logits[0].float(), -1)
@@ -46,7 +47,7 @@ def golden_cases(model, unquantized, sampled_vocab=256):
         prompt = ids[:, :8]
         out, margins = prompt, []
         with torch.no_grad():
-            for _ in range(16):
+            for _ in range(new_tokens):
                 # ids past the tokenizer's pad the embedding: llmctl never samples them
                 logits = model(out).logits[0, -1, :sampled_vocab].float()
                 two = torch.topk(logits, 2).values
