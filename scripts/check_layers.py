@@ -2,9 +2,11 @@
 """Layer check: DESIGN.md's arrows (down only), on sources and on the built libraries.
 
   check_layers.py includes [ROOT]   every #include "..." under kernels/ quant/ engine/ bench/ cli/
-                                    points to its own layer or one below it, and only engine/backend/
-                                    calls kernels (engine/core/ may include kernels/scalar_types.h,
-                                    which it re-exports). ctest lint.layers.
+                                    tools/ points to its own layer or one below it, and only
+                                    engine/backend/ calls kernels (engine/core/ may include
+                                    kernels/scalar_types.h, which it re-exports; the kernel
+                                    benchmarks tools/*_bench.cpp time kernels directly, as tests do).
+                                    ctest lint.layers.
   check_layers.py symbols BUILD     no layer's static library (libllmctl_<layer>.a) takes a symbol
                                     that only a library above it defines (nm). A static link can
                                     hide such a reference when the upper object happens to be pulled
@@ -33,6 +35,7 @@ BELOW = {  # layer -> the layers it may use (itself included), transitively clos
 for upper in ("server", "bench", "quant-algo"):
     BELOW[upper] = {upper} | BELOW["engine"]
 BELOW["cli"] = {"cli", "bench", "server", "quant-algo"} | BELOW["engine"]
+BELOW["tools"] = {"tools"} | BELOW["cli"]  # developer tools: anything but another tool's main
 
 # libllmctl_<name>.a -> layer
 LIBRARIES = {
@@ -41,17 +44,18 @@ LIBRARIES = {
 }
 REQUIRED_LIBRARIES = ("kernels", "quant_format", "core", "model", "engine", "server", "bench")
 
-SOURCE_DIRS = ("kernels", "quant", "engine", "bench", "cli")
+SOURCE_DIRS = ("kernels", "quant", "engine", "bench", "cli", "tools")
 SOURCE_EXT = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 def layer_of(path):
-    """The layer a repository path belongs to; None for folders the check ignores (tests, tools)."""
+    """The layer a repository path belongs to; None for folders the check ignores (tests)."""
     for prefix, layer in (("kernels/", "kernels"), ("quant/format/", "quant-format"), ("quant/algo/", "quant-algo"),
                           ("engine/core/", "core"), ("engine/backend/", "model"), ("engine/model/", "model"),
                           ("engine/parallel/", "model"),
-                          ("engine/server/", "server"), ("engine/", "engine"), ("bench/", "bench"), ("cli/", "cli")):
+                          ("engine/server/", "server"), ("engine/", "engine"), ("bench/", "bench"), ("cli/", "cli"),
+                          ("tools/", "tools")):
         if path.startswith(prefix):
             return layer
     return None
@@ -75,7 +79,8 @@ def include_violations(root):
                     if dst not in BELOW[src]:
                         out.append(f"{path}: includes {inc}: layer {src} may not include layer {dst}")
                     elif dst == "kernels" and src != "kernels" and not path.startswith("engine/backend/") and not (
-                            path.startswith("engine/core/") and inc == "kernels/scalar_types.h"):
+                            path.startswith("engine/core/") and inc == "kernels/scalar_types.h") and not (
+                            path.startswith("tools/") and path.endswith("_bench.cpp")):
                         out.append(f"{path}: includes {inc}: only engine/backend/ calls kernels")
     return sorted(out)
 
@@ -144,15 +149,18 @@ def self_test():
         write(f"{root}/engine/backend/cpu.cpp", '#include "kernels/cpu/linear.h"\n#include "engine/model/model.h"\n')
         write(f"{root}/bench/run.cpp", '#include "engine/model/model.h"\n')
         write(f"{root}/cli/bench.cpp", '#include "bench/run.h"\n#include "engine/server/serve.h"\n')
+        write(f"{root}/tools/x_bench.cpp", '#include "kernels/cpu/linear.h"\n#include "cli/bench.h"\n')  # a kernel benchmark
         if include_violations(root):
             failures.append(f"includes: a clean tree was reported: {include_violations(root)}")
         write(f"{root}/kernels/cpu/linear.h", '#include "engine/core/error.h"\n')              # kernels -> core
         write(f"{root}/engine/model/model.h", '#include "engine/sched/request.h"\n')           # model -> engine
         write(f"{root}/engine/sched/batch.cpp", '#include "kernels/cpu/linear.h"\n')           # not a backend
         write(f"{root}/bench/run.cpp", '#include "engine/server/http.h"\n')                    # bench -> server
+        write(f"{root}/tools/score.cpp", '#include "kernels/cpu/linear.h"\n')                 # a tool, not a benchmark
+        write(f"{root}/cli/main.cpp", '#include "tools/score.h"\n')                           # cli -> tools
         found = include_violations(root)
-        if len(found) != 4:
-            failures.append(f"includes: expected 4 violations, got {len(found)}: {found}")
+        if len(found) != 6:
+            failures.append(f"includes: expected 6 violations, got {len(found)}: {found}")
 
         # symbols: core calls into engine (a violation), engine calls into core (fine)
         cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")

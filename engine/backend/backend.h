@@ -1,5 +1,6 @@
-// Backend: the only door to kernels. The decoder forward (engine/model/llama_forward) is written
-// once against this interface; cpu/ and cuda/ implement it. Tensors passed to ops live on the
+// Backend: the only door to kernels. The decoder forward (engine/model/decoder_model.h and each
+// family's layer loop under engine/model/<family>/) is written once against this interface; cpu/ and
+// cuda/ implement it (ForwardingBackend, forwarding_backend.h, decorates one). Tensors passed to ops live on the
 // backend's device. Activations are f32 on CPU; on CUDA they are the model's compute dtype
 // (bf16/f16) with f32 accumulation. Weights keep their stored dtype.
 //

@@ -10,7 +10,7 @@
 
 #include "engine/sample/sampling_params.h"
 #include "engine/server/engine_loop.h"
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl::server {

@@ -1,7 +1,7 @@
 #include "engine/tokenizer/chat_template.h"
 
-#include "engine/tokenizer/jinja_eval.h"
-#include "engine/tokenizer/jinja_parser.h"
+#include "engine/tokenizer/jinja/eval.h"
+#include "engine/tokenizer/jinja/parser.h"
 
 namespace llmctl {
 

@@ -1,6 +1,6 @@
 // Chat templates: a small Jinja interpreter covering what HF chat templates use, rendering
 // exactly as Python jinja2 does for the same context. Templates come with model files, so they
-// are untrusted: parsing and rendering are bounded (RenderLimits, engine/tokenizer/jinja_limits.h)
+// are untrusted: parsing and rendering are bounded (RenderLimits, engine/tokenizer/jinja/limits.h)
 // and fail with InputError instead of crashing, hanging or exhausting memory.
 #pragma once
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/limits.h"
 
 namespace llmctl {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {

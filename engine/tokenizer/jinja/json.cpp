@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/tokenizer/jinja_limits.h"
-#include "engine/tokenizer/jinja_unicode.h"
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/limits.h"
+#include "engine/tokenizer/jinja/unicode.h"
+#include "engine/tokenizer/jinja/value.h"
 
 namespace llmctl::jinja {
 

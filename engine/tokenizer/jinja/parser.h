@@ -5,9 +5,9 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/tokenizer/jinja_ast.h"
-#include "engine/tokenizer/jinja_lexer.h"
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/ast.h"
+#include "engine/tokenizer/jinja/lexer.h"
+#include "engine/tokenizer/jinja/limits.h"
 
 namespace llmctl::jinja {
 

@@ -1,9 +1,9 @@
-// The built-ins a template can reach: filters and tests (jinja_filters.cpp), attribute and item
-// lookup with Python methods of str/dict/list, and the globals (jinja_methods.cpp).
+// The built-ins a template can reach: filters and tests (jinja/filters.cpp), attribute and item
+// lookup with Python methods of str/dict/list, and the globals (jinja/methods.cpp).
 #pragma once
 #include <string>
 
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/value.h"
 
 namespace llmctl::jinja {
 

@@ -1,8 +1,8 @@
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/limits.h"
 
 #include <algorithm>
 
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/value.h"
 
 namespace llmctl::jinja {
 

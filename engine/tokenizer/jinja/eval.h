@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tokenizer/jinja_ast.h"
-#include "engine/tokenizer/jinja_limits.h"
+#include "engine/tokenizer/jinja/ast.h"
+#include "engine/tokenizer/jinja/limits.h"
 
 namespace llmctl::jinja {
 

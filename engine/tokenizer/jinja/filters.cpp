@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/tokenizer/jinja_builtins.h"
-#include "engine/tokenizer/jinja_limits.h"
-#include "engine/tokenizer/jinja_unicode.h"
+#include "engine/tokenizer/jinja/builtins.h"
+#include "engine/tokenizer/jinja/limits.h"
+#include "engine/tokenizer/jinja/unicode.h"
 
 namespace llmctl::jinja {
 

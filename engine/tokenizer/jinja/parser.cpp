@@ -1,4 +1,4 @@
-#include "engine/tokenizer/jinja_parser.h"
+#include "engine/tokenizer/jinja/parser.h"
 
 #include <algorithm>
 

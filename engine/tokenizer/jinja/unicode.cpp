@@ -1,4 +1,4 @@
-#include "engine/tokenizer/jinja_unicode.h"
+#include "engine/tokenizer/jinja/unicode.h"
 
 #include <locale>
 

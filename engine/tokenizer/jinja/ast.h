@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/value.h"
 
 namespace llmctl::jinja {
 

@@ -1,10 +1,10 @@
-#include "engine/tokenizer/jinja_eval.h"
+#include "engine/tokenizer/jinja/eval.h"
 
 #include <new>
 #include <optional>
 #include <stdexcept>
 
-#include "engine/tokenizer/jinja_builtins.h"
+#include "engine/tokenizer/jinja/builtins.h"
 
 namespace llmctl::jinja {
 

@@ -1,12 +1,12 @@
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/value.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-#include "engine/tokenizer/jinja_limits.h"
-#include "engine/tokenizer/jinja_unicode.h"
+#include "engine/tokenizer/jinja/limits.h"
+#include "engine/tokenizer/jinja/unicode.h"
 
 namespace llmctl::jinja {
 

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <limits>
 
-#include "engine/tokenizer/jinja_builtins.h"
-#include "engine/tokenizer/jinja_limits.h"
-#include "engine/tokenizer/jinja_unicode.h"
-#include "engine/tokenizer/jinja_value.h"
+#include "engine/tokenizer/jinja/builtins.h"
+#include "engine/tokenizer/jinja/limits.h"
+#include "engine/tokenizer/jinja/unicode.h"
+#include "engine/tokenizer/jinja/value.h"
 
 namespace llmctl::jinja {
 

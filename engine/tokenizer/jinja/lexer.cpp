@@ -1,9 +1,9 @@
-#include "engine/tokenizer/jinja_lexer.h"
+#include "engine/tokenizer/jinja/lexer.h"
 
 #include <cstdlib>
 
 #include "engine/core/error.h"
-#include "engine/tokenizer/jinja_unicode.h"
+#include "engine/tokenizer/jinja/unicode.h"
 
 namespace llmctl::jinja {
 

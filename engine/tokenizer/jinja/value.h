@@ -116,13 +116,13 @@ std::vector<Value> iterate(const Value& v);  // for-loop items: list items, dict
 bool contains(const Value& container, const Value& item);
 [[noreturn]] void fail_undefined(const Value& v);
 
-// Operators (jinja_ops.cpp).
+// Operators (jinja/ops.cpp).
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 Value unary_op(const std::string& op, const Value& a);
 std::string percent_format(const std::string& fmt, const Value& args);  // Python's str % args
 int64_t float_to_int(double d);  // int(d), truncating; error for NaN, inf and out of range
 
-// JSON (jinja_json.cpp): context in, tojson out (json.dumps with ensure_ascii=False by default).
+// JSON (jinja/json.cpp): context in, tojson out (json.dumps with ensure_ascii=False by default).
 // Both walk nested values with a depth guard (RenderLimits::max_depth).
 Value from_json(const nlohmann::ordered_json& j);
 struct DumpOptions {
