@@ -215,8 +215,8 @@ TEST_CASE("checkpoint: llama GGUF file") {
   write_bytes(dir.file("qwen.gguf"), tiny_gguf("qwen2"));
   CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("qwen.gguf")), doctest::Contains("model.layers.0.self_attn.q_proj.bias"),
                        InputError);
-  write_bytes(dir.file("gemma.gguf"), tiny_gguf("gemma2"));
-  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("gemma.gguf")), doctest::Contains("'gemma2'"), InputError);
+  write_bytes(dir.file("gemma.gguf"), tiny_gguf("gemma"));
+  CHECK_THROWS_WITH_AS(load_checkpoint(dir.file("gemma.gguf")), doctest::Contains("'gemma'"), InputError);
 }
 
 TEST_CASE("checkpoint: a GGUF's rope_freqs tensor: llama3's standard scaling by its parameters, any other as it is") {
