@@ -73,8 +73,9 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   std::vector<int> calls_;
 };
 
-FamilyCalibration::FamilyCalibration(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples)
-    : ck_(ck), cpu_(make_cpu_backend()) {
+FamilyCalibration::FamilyCalibration(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples,
+                                     int threads)
+    : ck_(ck), cpu_(make_cpu_backend(threads)) {
   const ModelConfig& c = ck.config;
   find_architecture(c.architecture);  // refused by name before anything is built
   observer_ = std::make_unique<Observer>(*cpu_);

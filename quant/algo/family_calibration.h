@@ -30,8 +30,9 @@ enum class LinearGroup { Qkv = 0, O = 1, GateUp = 2, Down = 3 };
 
 class FamilyCalibration {
  public:
-  // samples: S token sequences of one length L (ids in the vocabulary).
-  FamilyCalibration(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples);
+  // samples: S token sequences of one length L (ids in the vocabulary); threads: the CPU backend's
+  // (0: every core).
+  FamilyCalibration(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples, int threads = 0);
   ~FamilyCalibration();
 
   int64_t tokens() const { return int64_t(plan_.token_ids.size()); }

@@ -234,7 +234,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::unique_ptr<CalibrationForward> fwd, search;  // awq
   Tensor x;  // awq: [T, H] the current layer's input on the calibration batch
   if (calibrate && o.method != "awq") {
-    family = std::make_unique<FamilyCalibration>(ck, samples);
+    family = std::make_unique<FamilyCalibration>(ck, samples, o.threads);
   } else if (calibrate) {
     fwd = std::make_unique<CalibrationForward>(*be, c, samples);
     x = fwd->embed(ck.get("model.embed_tokens.weight"));
