@@ -47,6 +47,10 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "points) or fp8 (e4m3, per-head k_scale/v_scale from the checkpoint, else 1.0); CPU and CUDA")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "int8", "fp8", "fp8_e4m3"}));
+  s->add_option("--kv-fp8-exact-open-block", f.kv_fp8_exact_open_block,
+                "fp8 KV cache: keep each sequence's open block exact beside it where the backend can (true; false "
+                "only to measure what it buys)")
+      ->capture_default_str();
   s->add_option("--act-quant", f.act_quant,
                 "CPU, quantized (int4/int8-group) weights: activations quantized to int8 per block of 32 (int8, as "
                 "llama.cpp; faster) or kept f32 (none; exact up to summation order)")
@@ -125,6 +129,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto kv = parse_kv_cache_dtype(f.kv_cache_dtype);
   LLM_REQUIRE(kv) << "--kv-cache-dtype " << f.kv_cache_dtype << ": expected auto, int8 or fp8";
   ro.kv_cache_dtype = *kv;
+  ro.kv_fp8_exact_open_block = f.kv_fp8_exact_open_block;
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;

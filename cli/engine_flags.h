@@ -19,7 +19,7 @@ struct EngineFlags {
   int max_model_len = 0;   // -c/--ctx-size/--max-model-len; 0 = the model's
   int gpu_layers = -1;     // -ngl/--n-gpu-layers (llama.cpp's); -1 = not given
   int tensor_parallel = 1, pipeline_parallel = 1;
-  bool enforce_eager = false, deterministic = false;
+  bool enforce_eager = false, deterministic = false, kv_fp8_exact_open_block = true;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
   int speculative_ngram = 0, ngram_min = 2, ngram_max = 4;  // speculative decoding: drafts per step, n-gram sizes

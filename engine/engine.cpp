@@ -83,7 +83,7 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
                                         ? " (" + std::to_string(int(kv_spec_.exact_bytes_per_seq() * cfg_.sched.max_num_seqs >> 20)) +
                                               " MiB of it keep the open blocks of --max-num-seqs " +
                                               std::to_string(cfg_.sched.max_num_seqs) +
-                                              " sequences exact: fewer sequences, or LLMCTL_KV_EXACT_OPEN_BLOCK=0, leave more)"
+                                              " sequences exact: fewer sequences, or --kv-fp8-exact-open-block false, leave more)"
                                         : "");
   sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
   exec_.alloc_kv_cache(kv_spec_, num_blocks_);

@@ -33,6 +33,7 @@ struct RuntimeOptions {
   bool enforce_eager = false;      // CUDA: no graphs
   bool deterministic = false;      // CUDA: batch-invariant kernels (the CPU backend always is)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
+  bool kv_fp8_exact_open_block = true;               // --kv-fp8-exact-open-block
   ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
   QuantizedWeights quantized_weights = QuantizedWeights::Auto;  // --quantized-weights
   // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by

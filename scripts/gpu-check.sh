@@ -314,13 +314,13 @@ if [[ -f "$GOLDEN_MODEL" && -d "$HF_MODEL" ]]; then
   [[ -f "$PPL_TEXT" ]] || PPL_TEXT=../shared/data/wikitext2-valid.txt
   if [[ -f "$PPL_TEXT" ]]; then
     echo "== perplexity on the GPU ($PPL_TEXT, ${PPL_TOKENS:=16384} tokens, ctx 512, stride 256)" | tee -a "$RESULTS/gpu-quantized.log"
-    # fp8 keeps each sequence's open block exact (exact=1) unless LLMCTL_KV_EXACT_OPEN_BLOCK=0 (exact=0).
+    # fp8 keeps each sequence's open block exact (exact=1) unless --kv-fp8-exact-open-block false (exact=0).
     for run in "dense f16 auto 1" "q f16 auto 1" "q f16 int8 1" "q f16 fp8 1" "q f16 fp8 0" \
       "dense bf16 auto 1" "q bf16 auto 1" "q bf16 int8 1" "q bf16 fp8 1" "q bf16 fp8 0"; do
       read -r weights dt kv exact <<<"$run"
       model=$([[ $weights == q ]] && echo "$GOLDEN_MODEL" || echo "$HF_MODEL")
-      ppl=$(LLMCTL_KV_EXACT_OPEN_BLOCK=$exact "$BUILD/llmctl" bench ppl -m "$model" --quantized-weights keep --device cuda --dtype "$dt" \
-        --kv-cache-dtype "$kv" --text "$PPL_TEXT" --max-tokens "$PPL_TOKENS" --no-progress 2>&1 | tail -1)
+      ppl=$("$BUILD/llmctl" bench ppl -m "$model" --quantized-weights keep --device cuda --dtype "$dt" \
+        --kv-cache-dtype "$kv" --kv-fp8-exact-open-block "$([[ $exact == 1 ]] && echo true || echo false)" --text "$PPL_TEXT" --max-tokens "$PPL_TOKENS" --no-progress 2>&1 | tail -1)
       rc=$?
       printf 'ppl %-5s weights %-9s kv %-4s exact open block %d rc=%d %s\n' "$dt" \
         "$([[ $weights == q ]] && echo quantized || echo dense)" "$kv" "$exact" "$rc" "$ppl" | tee -a "$RESULTS/gpu-quantized.log"

@@ -19,6 +19,16 @@ inline const char* kv_cache_dtype_name(KvCacheDtype d) {
   return "?";
 }
 
+// The runner's KV cache as the user asked for it: its element type, and for fp8 whether each
+// sequence's open block is also kept exact where the backend can (engine/backend/kv_exact_rows.h;
+// --kv-fp8-exact-open-block, on by default: off only to measure what it buys). Converts from a dtype.
+struct KvCacheOptions {
+  KvCacheOptions(KvCacheDtype d = KvCacheDtype::Auto, bool exact_open_block = true)
+      : dtype(d), fp8_exact_open_block(exact_open_block) {}
+  KvCacheDtype dtype;
+  bool fp8_exact_open_block;
+};
+
 // "auto" | "int8" | "fp8" ("fp8_e4m3" too, vLLM's spelling); nullopt otherwise.
 inline std::optional<KvCacheDtype> parse_kv_cache_dtype(const std::string& s) {
   if (s == "auto") return KvCacheDtype::Auto;

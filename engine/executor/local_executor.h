@@ -8,7 +8,7 @@ namespace llmctl {
 
 class LocalExecutor final : public Executor {
  public:
-  explicit LocalExecutor(Model& model, KvCacheDtype kv_dtype = KvCacheDtype::Auto) : runner_(model, kv_dtype) {}
+  explicit LocalExecutor(Model& model, KvCacheOptions kv = {}) : runner_(model, kv) {}
 
   ModelRunner& runner() { return runner_; }
   const ModelRunner& runner() const { return runner_; }

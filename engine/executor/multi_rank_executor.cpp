@@ -74,7 +74,7 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
 
 class MultiRankExecutor final : public Executor {
  public:
-  MultiRankExecutor(Model& model, KvCacheDtype kv_dtype, Comm& comm) : local_(model, kv_dtype), comm_(comm) {
+  MultiRankExecutor(Model& model, KvCacheOptions kv, Comm& comm) : local_(model, kv), comm_(comm) {
     LLM_CHECK(comm.rank() == 0) << "the multi-rank executor runs on rank 0, not " << comm.rank();
   }
   ~MultiRankExecutor() override {
@@ -200,8 +200,8 @@ class MultiRankExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheDtype kv_dtype, Comm& comm) {
-  return std::make_unique<MultiRankExecutor>(model, kv_dtype, comm);
+std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheOptions kv, Comm& comm) {
+  return std::make_unique<MultiRankExecutor>(model, kv, comm);
 }
 
 void serve_rank_steps(LocalExecutor& local, Comm& comm) {

@@ -18,21 +18,23 @@ uint64_t next_graph_epoch() {
 }
 }  // namespace
 
-ModelRunner::ModelRunner(Model& model, KvCacheDtype kv_dtype)
-    : model_(model), kv_dtype_(kv_dtype), widths_(model.activation_widths()), graph_epoch_(next_graph_epoch()) {
-  LLM_REQUIRE(backend().supports_kv_cache(kv_dtype))
-      << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype)
-      << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype) << "); use --kv-cache-dtype auto";
+ModelRunner::ModelRunner(Model& model, KvCacheOptions kv)
+    : model_(model),
+      kv_dtype_(kv.dtype),
+      fp8_exact_open_block_(kv.fp8_exact_open_block),
+      widths_(model.activation_widths()),
+      graph_epoch_(next_graph_epoch()) {
+  LLM_REQUIRE(backend().supports_kv_cache(kv_dtype_))
+      << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype_)
+      << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype_) << "); use --kv-cache-dtype auto";
 }
 
 KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   const ModelConfig& c = model_.config();
   KvCacheSpec spec = make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, model_.num_local_layers(),
                                         model_.kv_heads(), c.head_dim);
-  // fp8 keeps each sequence's open block exact where the backend can (LLMCTL_KV_EXACT_OPEN_BLOCK=0:
-  // not, for measurements).
-  const char* env = std::getenv("LLMCTL_KV_EXACT_OPEN_BLOCK");
-  if (kv_dtype_ == KvCacheDtype::Fp8 && backend().supports_kv_exact_rows(kv_dtype_) && !(env && std::string(env) == "0"))
+  // fp8 keeps each sequence's open block exact where the backend can (unless asked not to, to measure).
+  if (kv_dtype_ == KvCacheDtype::Fp8 && fp8_exact_open_block_ && backend().supports_kv_exact_rows(kv_dtype_))
     spec.exact_ring_blocks = 1;
   return spec;
 }

@@ -18,8 +18,8 @@ namespace llmctl {
 
 class ModelRunner {
  public:
-  // kv_dtype: the cache kv_spec() describes (--kv-cache-dtype); the backend must support it.
-  explicit ModelRunner(Model& model, KvCacheDtype kv_dtype = KvCacheDtype::Auto);
+  // kv: the cache kv_spec() describes (--kv-cache-dtype); the backend must support its dtype.
+  explicit ModelRunner(Model& model, KvCacheOptions kv = {});
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
@@ -81,6 +81,7 @@ class ModelRunner {
 
   Model& model_;
   KvCacheDtype kv_dtype_;
+  bool fp8_exact_open_block_;
   ActivationWidths widths_;
   StepBuffers ws_;
   int64_t ws_tokens_ = 0, ws_rows_ = 0;

@@ -5,7 +5,7 @@
   with the calibrated per-head k_scale / v_scale of tests/golden/smollm2_kv_scales.json written into
   a copy of the checkpoint (as compressed-tensors stores them). fp8 meets it because the CPU keeps
   each sequence's open block exact: measured +0.06% / +0.24% here, against +0.84% / +0.91% with
-  LLMCTL_KV_EXACT_OPEN_BLOCK=0 (plain e4m3, whose 3 mantissa bits cost this 135M model 0.5-0.9%;
+  --kv-fp8-exact-open-block false (plain e4m3, whose 3 mantissa bits cost this 135M model 0.5-0.9%;
   docs/PERFORMANCE.md has the means over four grid alignments on 32K tokens: +0.19% and +0.56%;
   tests/golden/kv_quant_reference_ppl.py, transformers with torch's float8_e4m3fn, gives plain fp8
   +0.30% / +0.62% on 4096 tokens).

@@ -64,8 +64,8 @@ struct Fp8Model {
   explicit Fp8Model(int head_dim)
       : checkpoint(random_checkpoint(tiny_llama_config(kTinyModelVocab, 2, head_dim), 11, 0.5f)),
         model(make_model(checkpoint, *backend)) {}
-  LocalExecutor& executor(KvCacheDtype kind = KvCacheDtype::Fp8) {
-    return *executors.emplace_back(std::make_unique<LocalExecutor>(*model, kind));
+  LocalExecutor& executor(KvCacheOptions kv = KvCacheDtype::Fp8) {
+    return *executors.emplace_back(std::make_unique<LocalExecutor>(*model, kv));
   }
 };
 
@@ -138,12 +138,6 @@ std::vector<std::vector<int32_t>> continuations(const std::vector<Job>& jobs, co
     }
   return refs;
 }
-
-// LLMCTL_KV_EXACT_OPEN_BLOCK for the life of the object.
-struct ExactRowsEnv {
-  explicit ExactRowsEnv(const char* v) { setenv("LLMCTL_KV_EXACT_OPEN_BLOCK", v, 1); }
-  ~ExactRowsEnv() { unsetenv("LLMCTL_KV_EXACT_OPEN_BLOCK"); }
-};
 
 }  // namespace
 
@@ -218,8 +212,7 @@ TEST_CASE("fp8 with exact open blocks: the first block is the f32 cache's, bit f
     Scorer exact(m.executor(), m.tokenizer);
     std::vector<double> plain_lp;
     {
-      ExactRowsEnv off("0");
-      Scorer plain(m.executor(), m.tokenizer);
+      Scorer plain(m.executor(KvCacheOptions(KvCacheDtype::Fp8, /*exact_open_block=*/false)), m.tokenizer);
       plain_lp = plain.target_logprobs(text, 1);
     }
     const std::vector<double> ref = f32.target_logprobs(text, 1), got = exact.target_logprobs(text, 1);
