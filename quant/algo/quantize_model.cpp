@@ -101,7 +101,6 @@ QuantizedLinear stack_quantized(const std::vector<const QuantizedLinear*>& parts
   return out;
 }
 
-
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
   LLM_REQUIRE(out) << "cannot write " << path.string();
@@ -204,8 +203,10 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     const double tokens = double(o.calib.samples) * o.calib.seq_len;
     const double H = c.hidden_size, I = c.intermediate_size, A = double(c.num_heads) * c.head_dim,
                  Akv = double(c.num_kv_heads) * c.head_dim;
-    const double need = tokens * sizeof(float) *
-                        (o.method == "awq" ? 3 * H + 2 * I : 3 * H + 2 * A + 2 * Akv + 3 * I + 2 * Akv);
+    // family forward per token: hidden, residual, normed (3H); q/k/v (A + 2Akv); attention (A);
+    // gate/up (2I); act (I); the cached keys and values (2Akv)
+    const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv;
+    const double need = tokens * sizeof(float) * (o.method == "awq" ? 3 * H + 2 * I : family_width);
     const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     LLM_REQUIRE(have <= 0 || need <= have)
         << "--calib-samples " << o.calib.samples << " x --calib-seq-len " << o.calib.seq_len << " needs about "
