@@ -244,7 +244,7 @@ Runner add_chat(CLI::App& app) {
     session.set_system(a->system);
     std::fprintf(stderr, "llmctl: %s | weights %s | %s | load %.2f s | %s | context %d tokens (prompt + reply) | seed %llu\n",
                  rt.model_path.c_str(), rt.weights.c_str(), rt.backend->name().c_str(), rt.load_seconds,
-                 describe_kv_cache(session.engine().kv_spec(), session.engine().num_blocks()).c_str(),
+                 session.engine().describe_kv_cache().c_str(),
                  session.token_limit(), (unsigned long long)*a->sp.seed);
     if (interactive) std::fprintf(stderr, "llmctl: /help for commands, Ctrl-C stops a reply, Ctrl-D quits\n");
     return repl(session, interactive);

@@ -48,7 +48,7 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
   Runtime rt = load_engine_runtime(a.engine);
   Engine engine(*rt.executor, *rt.tokenizer, engine_config(a.engine, cmd));
-  std::fprintf(stderr, "llmctl: %s\n", describe_kv_cache(engine.kv_spec(), engine.num_blocks()).c_str());
+  std::fprintf(stderr, "llmctl: %s\n", engine.describe_kv_cache().c_str());
   BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
   EngineStats st = engine.stats();
   std::fprintf(stderr,

@@ -75,18 +75,42 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
   const double fixed_bytes =
       double(kv_spec_.fixed_bytes()) + double(kv_spec_.exact_bytes_per_seq()) * cfg_.sched.max_num_seqs;
   const double block_bytes_budget = std::max(0.0, kv_bytes - fixed_bytes);
-  num_blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : int(std::min(block_bytes_budget / double(kv_spec_.bytes_per_block()), 1e9));
+  // Sliding-window layers keep their KV in a pool of their own, sized for their windows
+  // (engine/kv/kv_cache_groups.h); the full-attention layers get the rest.
+  std::vector<int> layer_windows;
+  for (int l = 0; l < mc.num_layers; ++l) layer_windows.push_back(mc.layer_window(l));
+  const std::vector<int> windows = kv_group_windows(layer_windows);
+  std::vector<double> group_block_bytes;  // this rank's layers of each group (their share of its layers)
+  kv_group_layers_.clear();
+  for (int w : windows) {
+    const auto in_group = std::count_if(layer_windows.begin(), layer_windows.end(),
+                                        [&](int lw) { return (windows.size() > 1 ? (lw > 0) == (w > 0) : true); });
+    group_block_bytes.push_back(double(kv_spec_.bytes_per_block()) * double(in_group) / mc.num_layers);
+    kv_group_layers_.push_back(int(in_group));
+  }
+  std::vector<int> blocks;
+  if (cfg_.num_blocks > 0) {  // the full-attention pool's size; a window pool needs no more
+    blocks = {cfg_.num_blocks};
+    if (windows.size() > 1)
+      blocks.push_back(std::min(cfg_.num_blocks, kv_window_peak_blocks(windows[1], B, cfg_.sched.max_num_seqs,
+                                                                        cfg_.sched.max_num_batched_tokens)));
+  } else {
+    blocks = kv_group_blocks(windows, group_block_bytes, block_bytes_budget, B, cfg_.sched.max_num_seqs,
+                             cfg_.sched.max_num_batched_tokens);
+  }
+  kv_layout_ = KvCacheLayout(blocks, windows);
+  num_blocks_ = blocks[0];
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;
-  LLM_REQUIRE(num_blocks_ >= 2) << "the KV cache holds " << num_blocks_ << " blocks: raise the KV cache size"
-                                << (kv_spec_.exact_ring_blocks > 0
-                                        ? " (" + std::to_string(int(kv_spec_.exact_bytes_per_seq() * cfg_.sched.max_num_seqs >> 20)) +
-                                              " MiB of it keep the open blocks of --max-num-seqs " +
-                                              std::to_string(cfg_.sched.max_num_seqs) +
-                                              " sequences exact: fewer sequences, or --kv-fp8-exact-open-block false, leave more)"
-                                        : "");
-  sched_ = std::make_unique<Scheduler>(cfg_.sched, num_blocks_);
-  exec_.alloc_kv_cache(kv_spec_, num_blocks_);
+  LLM_REQUIRE(*std::min_element(blocks.begin(), blocks.end()) >= 2)
+      << "the KV cache holds " << *std::min_element(blocks.begin(), blocks.end()) << " blocks: raise the KV cache size"
+      << (kv_spec_.exact_ring_blocks > 0
+              ? " (" + std::to_string(int(kv_spec_.exact_bytes_per_seq() * cfg_.sched.max_num_seqs >> 20)) +
+                    " MiB of it keep the open blocks of --max-num-seqs " + std::to_string(cfg_.sched.max_num_seqs) +
+                    " sequences exact: fewer sequences, or --kv-fp8-exact-open-block false, leave more)"
+              : "");
+  sched_ = std::make_unique<Scheduler>(cfg_.sched, blocks, windows);
+  exec_.alloc_kv_cache(kv_spec_, kv_layout_);
   eos_ids_ = mc.eos_token_ids;
   if (tok_.eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_.eos_id()) == eos_ids_.end())
     eos_ids_.push_back(tok_.eos_id());
@@ -104,6 +128,10 @@ Engine::~Engine() {
   }
 }
 
+std::string Engine::describe_kv_cache() const {
+  return llmctl::describe_kv_cache(kv_spec_, kv_layout_, kv_group_layers_);
+}
+
 int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text) {
   const int vocab = exec_.config().vocab_size;
   params.validate(vocab);
@@ -116,9 +144,9 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
       << "the prompt has " << prompt.size() << " tokens and max_tokens is " << params.max_tokens << ": together over the "
       << max_context_ << "-token context";
   LLM_REQUIRE(params.num_generated_sequences() <= 128) << "n and best_of must be at most 128";
-  const int64_t blocks_needed = (int64_t(prompt.size()) + params.max_tokens + cfg_.sched.block_size - 1) / cfg_.sched.block_size;
-  LLM_REQUIRE(blocks_needed <= num_blocks_) << "the request needs " << blocks_needed << " KV blocks but the cache holds "
-                                            << num_blocks_;
+  std::string why;  // (prompt + max_tokens is within max_context, an int)
+  LLM_REQUIRE(sched_->kv().can_hold(int(prompt.size()) + params.max_tokens, cfg_.sched.max_num_batched_tokens, &why))
+      << "the request needs " << why;
 
   auto r = std::make_unique<Request>();
   r->id = next_id_++;
@@ -390,14 +418,14 @@ void Engine::propose_drafts() {
   int budget = cfg_.sched.max_num_batched_tokens - int(std::min<size_t>(decoding.size(), size_t(cfg_.sched.max_num_seqs)));
   // Drafts only take KV blocks that no decoding sequence needs for its own next token (one each at
   // most): a draft never makes the scheduler preempt a sequence.
-  const KvCacheManager& kv = sched_->kv();
+  const KvCacheGroups& kv = sched_->kv();
   int spare_blocks = kv.num_available_blocks() - int(decoding.size());
   for (int64_t seq_id : decoding) {
     const llmctl::Request& q = sched_->request(seq_id);
     // The step writes positions [N - 1, N - 1 + d]: N + d slots. The table holds `held` blocks; the
     // sequence's own token needs blocks_for(N), the drafts what lies beyond.
     const int n = int(q.tokens.size()), B = kv.block_size();
-    const int own_blocks = std::max(int(kv.block_table(seq_id).size()), kv.blocks_for(n));
+    const int own_blocks = std::max(kv.table_blocks(seq_id), kv.blocks_for(n));
     const int slot_room = (own_blocks + std::max(spare_blocks, 0)) * B - n;
     // Drafts + the token after them stay within max_tokens (max_total_tokens).
     const int room = std::min({k, budget, q.max_total_tokens - n - 1, slot_room});
@@ -443,7 +471,8 @@ bool Engine::launch_step() {
   }
   SchedulerOutput out = sched_->schedule(limits);
   if (out.empty()) return false;
-  if (!out.block_copies.empty()) exec_.copy_blocks(out.block_copies);
+  for (size_t g = 0; g < out.block_copies.size(); ++g)
+    if (!out.block_copies[g].empty()) exec_.copy_blocks(out.block_copies[g], int(g));
   InFlight& f = in_flight_.emplace_back();
   try {  // until submitted, a failure takes the step back out of the queue
     f.out = std::move(out);

@@ -64,6 +64,9 @@ struct DeviceBatch {
   Tensor token_ids, positions, slot_mapping, query_start, context_len, block_table, logits_rows;  // i32
   Tensor token_seq;  // i32 [T]: the sequence of each token
   Tensor exact_slot;  // i32 [S], each sequence's exact KV slot (-1: none), where the backend keeps them; else empty
+  // i32 [T] and [S, Mw]: the plan's window tables (empty without them); the runner hands them to
+  // sliding layers as slot_mapping and block_table of a batch of their own
+  Tensor window_slot_mapping, window_block_table;
 };
 
 // Sampling on the device (engine/sample/device_sampling.h builds the jobs): one token per job from

@@ -12,22 +12,45 @@ int BatchPlan::max_context_len() const {
   return m;
 }
 
-void BatchPlan::validate(int block_size, int num_blocks) const {
+namespace {
+// Sizes, and every block the attention of each token reads (see validate) in range; the slots of the
+// new tokens agree with the table.
+void validate_tables(const BatchPlan& p, const std::vector<int32_t>& slot_mapping,
+                     const std::vector<int32_t>& block_table, int max_blocks, int block_size, int num_blocks,
+                     int window) {
+  const int T = p.num_tokens(), S = p.num_seqs();
+  LLM_CHECK(int(slot_mapping.size()) == T) << "slot_mapping must be [T]";
+  LLM_CHECK(max_blocks >= 0 && int64_t(block_table.size()) == int64_t(S) * max_blocks)
+      << "block_table must be [S, max_blocks_per_seq]";
+  for (int s = 0; s < S; ++s) {
+    LLM_CHECK(int64_t(p.context_len[s]) <= int64_t(max_blocks) * block_size)
+        << "context of seq " << s << " exceeds its blocks";
+    const int32_t* table = block_table.data() + int64_t(s) * max_blocks;
+    int32_t first = p.context_len[s];  // the first key any of its tokens reads
+    for (int t = p.query_start[s]; t < p.query_start[s + 1]; ++t) {
+      first = std::min(first, window > 0 ? std::max(0, p.positions[t] - window + 1) : 0);
+      const int32_t blk = table[p.positions[t] / block_size];
+      LLM_CHECK(slot_mapping[t] == blk * block_size + p.positions[t] % block_size)
+          << "slot_mapping disagrees with block_table";
+    }
+    if (p.query_start[s] == p.query_start[s + 1]) continue;
+    for (int32_t b = first / block_size; b < (p.context_len[s] + block_size - 1) / block_size; ++b)
+      LLM_CHECK(table[b] >= 0 && table[b] < num_blocks) << "block id " << table[b] << " out of range";
+  }
+}
+}  // namespace
+
+void BatchPlan::validate(int block_size, int num_blocks, int window) const {
   const int T = num_tokens(), S = num_seqs();
-  LLM_CHECK(int(positions.size()) == T && int(slot_mapping.size()) == T) << "per-token arrays differ in size";
+  LLM_CHECK(int(positions.size()) == T) << "per-token arrays differ in size";
   LLM_CHECK(int(query_start.size()) == S + 1 && query_start[0] == 0 && query_start[S] == T)
       << "query_start must be prefix sums ending at " << T;
-  LLM_CHECK(int(block_table.size()) == S * max_blocks_per_seq) << "block_table must be [S, max_blocks_per_seq]";
   for (int s = 0; s < S; ++s) {
     LLM_CHECK(query_start[s] <= query_start[s + 1]) << "query_start not monotonic at " << s;
-    LLM_CHECK(context_len[s] <= max_blocks_per_seq * block_size) << "context of seq " << s << " exceeds its blocks";
-    for (int t = query_start[s]; t < query_start[s + 1]; ++t) {
+    for (int t = query_start[s]; t < query_start[s + 1]; ++t)
       LLM_CHECK(positions[t] >= 0 && positions[t] < context_len[s]) << "position " << positions[t] << " outside context";
-      int32_t blk = block_table[s * max_blocks_per_seq + positions[t] / block_size];
-      LLM_CHECK(blk >= 0 && blk < num_blocks) << "block id " << blk << " out of range";
-      LLM_CHECK(slot_mapping[t] == blk * block_size + positions[t] % block_size) << "slot_mapping disagrees with block_table";
-    }
   }
+  validate_tables(*this, slot_mapping, block_table, max_blocks_per_seq, block_size, num_blocks, window);
   for (int32_t r : logits_rows) LLM_CHECK(r >= 0 && r < T) << "logits row " << r << " out of range";
   LLM_CHECK(exact_slot.empty() || int(exact_slot.size()) == S) << "exact_slot must be [S] or empty";
   for (int32_t e : exact_slot) LLM_CHECK(e >= -1) << "exact slot " << e << " out of range";
@@ -35,6 +58,25 @@ void BatchPlan::validate(int block_size, int num_blocks) const {
   for (int32_t e : exact_copies) LLM_CHECK(e >= 0) << "exact slot copy of slot " << e;
   LLM_CHECK(graph_context == 0 || (graph_context >= max_context_len() && graph_context <= max_blocks_per_seq * block_size))
       << "graph_context " << graph_context << " does not cover the plan";
+}
+
+void BatchPlan::validate_window_tables(int block_size, int num_blocks, int window) const {
+  validate_tables(*this, window_slot_mapping, window_block_table, window_max_blocks_per_seq, block_size, num_blocks,
+                  window);
+  LLM_CHECK(graph_context == 0 || graph_context <= window_max_blocks_per_seq * block_size)
+      << "graph_context " << graph_context << " does not cover the window tables";
+}
+
+BatchPlan BatchPlan::window_view() const {
+  LLM_CHECK(has_window_tables()) << "a plan without window tables";
+  BatchPlan p = *this;
+  p.slot_mapping = window_slot_mapping;
+  p.block_table = window_block_table;
+  p.max_blocks_per_seq = window_max_blocks_per_seq;
+  p.window_slot_mapping.clear();
+  p.window_block_table.clear();
+  p.window_max_blocks_per_seq = 0;
+  return p;
 }
 
 BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1) {
@@ -55,34 +97,56 @@ BatchPlan slice_plan(const BatchPlan& plan, int s0, int s1) {
   for (int32_t r : plan.logits_rows)
     if (r >= t0 && r < t1) p.logits_rows.push_back(r - t0);
   if (!plan.exact_slot.empty()) p.exact_slot.assign(plan.exact_slot.begin() + s0, plan.exact_slot.begin() + s1);
+  if (plan.has_window_tables()) {
+    p.window_slot_mapping.assign(plan.window_slot_mapping.begin() + t0, plan.window_slot_mapping.begin() + t1);
+    p.window_max_blocks_per_seq = plan.window_max_blocks_per_seq;
+    p.window_block_table.assign(plan.window_block_table.begin() + int64_t(s0) * plan.window_max_blocks_per_seq,
+                                plan.window_block_table.begin() + int64_t(s1) * plan.window_max_blocks_per_seq);
+  }
   p.graph_context = plan.graph_context;
   p.micro_batches = 1;  // a micro-batch is not cut again
   return p;
 }
 
-BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, int block_size, int scratch_block) {
+namespace {
+// slot_mapping / block_table of a plan padded as pad_decode_plan says.
+void pad_tables(const BatchPlan& plan, const std::vector<int32_t>& slots, const std::vector<int32_t>& table,
+                int max_blocks, int seqs, int width, int block_size, int scratch_block, std::vector<int32_t>& out_slots,
+                std::vector<int32_t>& out_table) {
+  LLM_CHECK(width >= max_blocks) << "pad_decode_plan: block table wider than the graph context";
+  out_slots = slots;
+  out_slots.resize(size_t(seqs), scratch_block * block_size);
+  out_table.assign(size_t(seqs) * width, -1);
+  for (int s = 0; s < plan.num_seqs(); ++s)
+    std::copy_n(table.begin() + int64_t(s) * max_blocks, max_blocks, out_table.begin() + int64_t(s) * width);
+  for (int s = plan.num_seqs(); s < seqs; ++s) out_table[size_t(s) * width] = scratch_block;
+}
+}  // namespace
+
+BatchPlan pad_decode_plan(const BatchPlan& plan, int seqs, int graph_context, int block_size, int scratch_block,
+                          int window_scratch_block) {
   LLM_CHECK(plan.decode_only() && seqs >= plan.num_seqs()) << "pad_decode_plan: not a decode step that fits";
   LLM_CHECK(graph_context >= plan.max_context_len() && graph_context % block_size == 0)
       << "pad_decode_plan: graph_context " << graph_context;
-  const int S = plan.num_seqs(), width = graph_context / block_size;
-  LLM_CHECK(width >= plan.max_blocks_per_seq) << "pad_decode_plan: block table wider than the graph context";
+  LLM_CHECK(!plan.has_window_tables() || window_scratch_block >= 0) << "pad_decode_plan: no window scratch block";
+  const int width = graph_context / block_size;
   BatchPlan p;
   p.token_ids = plan.token_ids;
   p.positions = plan.positions;
-  p.slot_mapping = plan.slot_mapping;
   p.context_len = plan.context_len;
   p.token_ids.resize(seqs, 0);
   p.positions.resize(seqs, 0);
-  p.slot_mapping.resize(seqs, scratch_block * block_size);
   p.context_len.resize(seqs, 1);
   p.query_start.resize(seqs + 1);
   for (int s = 0; s <= seqs; ++s) p.query_start[s] = s;
   p.max_blocks_per_seq = width;
-  p.block_table.assign(size_t(seqs) * width, -1);
-  for (int s = 0; s < S; ++s)
-    std::copy_n(plan.block_table.begin() + int64_t(s) * plan.max_blocks_per_seq, plan.max_blocks_per_seq,
-                p.block_table.begin() + int64_t(s) * width);
-  for (int s = S; s < seqs; ++s) p.block_table[size_t(s) * width] = scratch_block;
+  pad_tables(plan, plan.slot_mapping, plan.block_table, plan.max_blocks_per_seq, seqs, width, block_size,
+             scratch_block, p.slot_mapping, p.block_table);
+  if (plan.has_window_tables()) {
+    p.window_max_blocks_per_seq = width;
+    pad_tables(plan, plan.window_slot_mapping, plan.window_block_table, plan.window_max_blocks_per_seq, seqs, width,
+               block_size, window_scratch_block, p.window_slot_mapping, p.window_block_table);
+  }
   LLM_CHECK(plan.exact_copies.empty()) << "pad_decode_plan: a plan with exact slot copies";
   if (!plan.exact_slot.empty()) {
     p.exact_slot = plan.exact_slot;

@@ -32,13 +32,14 @@ class Executor {
   // Asking for the budget frees the cache allocated before (the new one replaces it).
   virtual KvCacheSpec kv_spec(int block_size) const = 0;
   virtual std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) = 0;
-  virtual void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) = 0;
+  virtual void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) = 0;
   // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
   virtual size_t activation_bytes(int64_t tokens, int64_t rows) const = 0;
   // Start-up measurement of the step's GEMMs up to these sizes (device backends).
   virtual void tune(int64_t max_tokens, int64_t max_rows) = 0;
-  // Copy-on-write: for each (src, dst), block dst of every layer becomes a copy of block src.
-  virtual void copy_blocks(const std::vector<std::pair<int, int>>& pairs) = 0;
+  // Copy-on-write: for each (src, dst), block dst of every layer of KV group `group` becomes a copy
+  // of block src.
+  virtual void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) = 0;
 
   // One step: f32 logits [plan.logits_rows.size(), vocab] on the device (a buffer the next
   // execute overwrites).

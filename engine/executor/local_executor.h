@@ -23,13 +23,15 @@ class LocalExecutor final : public Executor {
     runner_.free_kv_cache();
     return runner_.backend().kv_cache_budget(gpu_memory_utilization, reserve);
   }
-  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override { runner_.alloc_kv_cache(spec, num_blocks); }
+  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
+    runner_.alloc_kv_cache(spec, layout);
+  }
   size_t activation_bytes(int64_t tokens, int64_t rows) const override {
     return runner_.activation_bytes(tokens, rows);
   }
   void tune(int64_t max_tokens, int64_t max_rows) override { runner_.tune_gemms(max_tokens, max_rows); }
-  void copy_blocks(const std::vector<std::pair<int, int>>& pairs) override {
-    runner_.backend().copy_blocks(runner_.kv_cache(), pairs);
+  void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) override {
+    runner_.copy_blocks(pairs, group);
   }
   Tensor execute(const BatchPlan& plan) override { return runner_.execute(plan); }
   Tensor to_host(const Tensor& logits) override { return runner_.backend().to_host_f32(logits); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <string>
@@ -19,8 +20,9 @@ enum class Op : int32_t { Execute = 1, AllocKv, CopyBlocks, Tune, KvBudget, Shut
 // What rank 0 broadcasts before each call; payload_bytes of payload follow it.
 struct Command {
   Op op = Op::Shutdown;
-  int32_t i = 0;   // AllocKv: block size; Tune: max rows
-  int64_t n = 0;   // AllocKv: blocks; Tune: max tokens; KvBudget: reserved bytes
+  int32_t i = 0;   // AllocKv: block size; Tune: max rows; CopyBlocks: KV group
+  int64_t n = 0;   // AllocKv: groups (payload: their blocks, then their windows); Tune: max tokens;
+                   // KvBudget: reserved bytes
   double d = 0;    // KvBudget: gpu memory utilization
   int32_t kind = 0;  // AllocKv: KvCacheDtype
   int32_t ring = 0;  // AllocKv: exact_ring_blocks
@@ -46,7 +48,10 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
       LLM_CHECK((spec.exact_ring_blocks > 0) == (c.ring > 0))
           << "rank " << comm.rank() << (c.ring > 0 ? " keeps no" : " keeps") << " exact KV rows, unlike rank 0";
       spec.exact_ring_blocks = c.ring;
-      local.alloc_kv_cache(spec, int(c.n));
+      LLM_CHECK(c.n >= 1 && c.n <= 2 && payload.size() == size_t(2 * c.n) * sizeof(int32_t))
+          << "alloc_kv_cache of " << c.n << " groups with " << payload.size() << " payload bytes";
+      const auto* v = reinterpret_cast<const int32_t*>(payload.data());
+      local.alloc_kv_cache(spec, KvCacheLayout(std::vector<int>(v, v + c.n), std::vector<int>(v + c.n, v + 2 * c.n)));
       return true;
     }
     case Op::CopyBlocks: {
@@ -54,7 +59,7 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
       std::vector<std::pair<int, int>> pairs(payload.size() / (2 * sizeof(int32_t)));
       const auto* v = reinterpret_cast<const int32_t*>(payload.data());
       for (size_t k = 0; k < pairs.size(); ++k) pairs[k] = {v[2 * k], v[2 * k + 1]};
-      local.copy_blocks(pairs);
+      local.copy_blocks(pairs, c.i);
       return true;
     }
     case Op::Tune: local.tune(c.n, c.i); return true;
@@ -98,11 +103,15 @@ class MultiRankExecutor final : public Executor {
     run(c, {}, nullptr, &budget);
     return budget;
   }
-  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) override {
+  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
     LLM_CHECK(spec.num_kv_heads == local_.kv_spec(spec.block_size).num_kv_heads) << "KV cache spec of another rank";
     Command c{Op::AllocKv};
-    c.i = spec.block_size, c.n = num_blocks, c.kind = int32_t(spec.kind), c.ring = spec.exact_ring_blocks;
-    run(c, {}, nullptr, nullptr);
+    c.i = spec.block_size, c.n = layout.num_groups(), c.kind = int32_t(spec.kind), c.ring = spec.exact_ring_blocks;
+    std::vector<int32_t> v(layout.num_blocks.begin(), layout.num_blocks.end());
+    v.insert(v.end(), layout.windows.begin(), layout.windows.end());
+    std::vector<uint8_t> payload(v.size() * sizeof(int32_t));
+    std::memcpy(payload.data(), v.data(), payload.size());
+    run(c, payload, nullptr, nullptr);
   }
   size_t activation_bytes(int64_t tokens, int64_t rows) const override { return local_.activation_bytes(tokens, rows); }
   void tune(int64_t max_tokens, int64_t max_rows) override {
@@ -110,11 +119,13 @@ class MultiRankExecutor final : public Executor {
     c.n = max_tokens, c.i = int32_t(max_rows);
     run(c, {}, nullptr, nullptr);
   }
-  void copy_blocks(const std::vector<std::pair<int, int>>& pairs) override {
+  void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) override {
     std::vector<uint8_t> payload(pairs.size() * 2 * sizeof(int32_t));
     auto* v = reinterpret_cast<int32_t*>(payload.data());
     for (size_t k = 0; k < pairs.size(); ++k) v[2 * k] = pairs[k].first, v[2 * k + 1] = pairs[k].second;
-    run({Op::CopyBlocks}, payload, nullptr, nullptr);
+    Command c{Op::CopyBlocks};
+    c.i = group;
+    run(c, payload, nullptr, nullptr);
   }
   Tensor execute(const BatchPlan& plan) override {
     Tensor logits;

@@ -41,9 +41,10 @@ struct Reader {
 std::vector<uint8_t> encode_plan(const BatchPlan& p) {
   std::vector<uint8_t> out;
   for (const auto* v : {&p.token_ids, &p.positions, &p.slot_mapping, &p.query_start, &p.context_len, &p.block_table,
-                        &p.logits_rows, &p.exact_slot, &p.exact_copies})
+                        &p.logits_rows, &p.exact_slot, &p.exact_copies, &p.window_slot_mapping, &p.window_block_table})
     put_array(out, *v);
   put(out, &p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
+  put(out, &p.window_max_blocks_per_seq, sizeof p.window_max_blocks_per_seq);
   put(out, &p.graph_context, sizeof p.graph_context);
   put(out, &p.micro_batches, sizeof p.micro_batches);
   return out;
@@ -53,9 +54,10 @@ BatchPlan decode_plan(const std::vector<uint8_t>& bytes) {
   Reader r{bytes};
   BatchPlan p;
   for (auto* v : {&p.token_ids, &p.positions, &p.slot_mapping, &p.query_start, &p.context_len, &p.block_table,
-                  &p.logits_rows, &p.exact_slot, &p.exact_copies})
+                  &p.logits_rows, &p.exact_slot, &p.exact_copies, &p.window_slot_mapping, &p.window_block_table})
     *v = r.array();
   r.get(&p.max_blocks_per_seq, sizeof p.max_blocks_per_seq);
+  r.get(&p.window_max_blocks_per_seq, sizeof p.window_max_blocks_per_seq);
   r.get(&p.graph_context, sizeof p.graph_context);
   r.get(&p.micro_batches, sizeof p.micro_batches);
   LLM_CHECK(r.at == bytes.size()) << "plan bytes: " << bytes.size() - r.at << " left over";

@@ -7,9 +7,32 @@
 
 namespace llmctl {
 
-KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching, bool exact_slots)
-    : pool_(num_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching), exact_slots_(exact_slots) {
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching, bool exact_slots,
+                               int window)
+    : pool_(num_blocks),
+      block_size_(block_size),
+      prefix_caching_(enable_prefix_caching),
+      exact_slots_(exact_slots),
+      window_(window) {
   LLM_CHECK(block_size > 0) << "block size must be positive, got " << block_size;
+  LLM_CHECK(window >= 0) << "sliding window of " << window << " tokens";
+}
+
+int KvCacheManager::first_needed_block(int computed) const {
+  return window_ > 0 ? std::max(0, computed - window_ + 1) / block_size_ : 0;
+}
+
+int KvCacheManager::max_blocks_held(int tokens, int chunk) const {
+  const int all = blocks_for(tokens);
+  return window_ > 0 ? std::min(all, blocks_for(window_ + chunk) + 1) : all;
+}
+
+void KvCacheManager::drop_passed_blocks(Seq& s) {
+  const int upto = std::min(first_needed_block(s.num_computed), int(s.table.size()));
+  for (; s.dropped < upto; ++s.dropped) {  // head first: the oldest leaves the cache first
+    drop(s.table[s.dropped]);
+    s.table[s.dropped] = kDropped;
+  }
 }
 
 const KvCacheManager::Seq& KvCacheManager::get(int64_t seq) const {
@@ -42,26 +65,44 @@ int KvCacheManager::copy_on_write(Seq& s, int index) {
   return dst;
 }
 
-void KvCacheManager::match_prefix(const std::vector<int32_t>& tokens, std::vector<int>& hits,
+void KvCacheManager::match_prefix(const std::vector<int32_t>& tokens, int max_blocks, std::vector<int>& hits,
                                   std::vector<uint64_t>& hashes) const {
   hits.clear();
   hashes.clear();
   if (!prefix_caching_) return;
   const int n = int(tokens.size()), B = block_size_;
+  const int full = std::min(n / B, max_blocks);
+  // Each full block looked up by its chain hash. Without a window a hit is a prefix of found blocks;
+  // with one, blocks missing before a hit's window do not matter, so the search goes on past a miss.
   uint64_t parent = BlockPool::kRootHash;
-  for (int i = 0; (i + 1) * B <= n; ++i) {
+  for (int i = 0; i < full; ++i) {
     std::span<const int32_t> blk(tokens.data() + size_t(i) * B, B);
     const uint64_t h = BlockPool::hash_block(parent, blk);
     const int id = pool_.find(h, parent, blk);
-    if (id < 0) break;
+    if (id < 0 && window_ == 0) break;
     hits.push_back(id);
     hashes.push_back(h);
     parent = h;
   }
-  if (exact_slots_ && !hits.empty() && int(hits.size()) * B == n) {  // see the header: no mid-block start
-    hits.pop_back();
-    hashes.pop_back();
+  // The longest L whose needed blocks [first_needed_block(L * B - 1), L) were all found; with exact
+  // slots never the whole prompt (see the header: no mid-block start).
+  int L = int(hits.size());
+  for (; L > 0; --L) {
+    if (exact_slots_ && L * B == n) continue;
+    bool ok = true;
+    for (int i = first_needed_block(L * B - 1); i < L && ok; ++i) ok = hits[size_t(i)] >= 0;
+    if (ok) break;
   }
+  hits.resize(size_t(L));
+  hashes.resize(size_t(L));
+  for (int i = 0; i < first_needed_block(L * B - 1); ++i) hits[size_t(i)] = kDropped;
+}
+
+int KvCacheManager::cached_blocks(const std::vector<int32_t>& tokens, int max_blocks) const {
+  std::vector<int> hits;
+  std::vector<uint64_t> hashes;
+  match_prefix(tokens, max_blocks, hits, hashes);
+  return int(hits.size());
 }
 
 int KvCacheManager::take_exact_slot() {
@@ -78,40 +119,56 @@ std::vector<int32_t> KvCacheManager::take_pending_exact_copies() {
   return out;
 }
 
-int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens) const {
+int KvCacheManager::peek_cached_tokens(const std::vector<int32_t>& tokens, int max_cached_blocks) const {
   if (tokens.empty()) return 0;
-  std::vector<int> hits;
-  std::vector<uint64_t> hashes;
-  match_prefix(tokens, hits, hashes);
-  return std::min(int(hits.size()) * block_size_, int(tokens.size()) - 1);
+  return std::min(cached_blocks(tokens, max_cached_blocks) * block_size_, int(tokens.size()) - 1);
+}
+
+KvCacheManager::PromptPlan KvCacheManager::plan_prompt(const std::vector<int32_t>& tokens, bool use_cache,
+                                                        int max_new_tokens, int max_cached_blocks) const {
+  LLM_CHECK(!tokens.empty()) << "a prompt without tokens";
+  LLM_CHECK(max_new_tokens >= 1) << "allocate_prompt: max_new_tokens must be at least 1";
+  const int n = int(tokens.size()), B = block_size_;
+  PromptPlan p;
+  if (use_cache) match_prefix(tokens, max_cached_blocks, p.hits, p.hashes);
+  p.computed = int(p.hits.size()) * B;
+  // Everything cached: compute the last token again for its logits, in a private copy of the last
+  // block (a hashed block is never written: others may read it in the same step).
+  p.cow_last = p.computed == n;
+  if (p.cow_last) p.computed = n - 1;
+  // Blocks for the cached prefix and the first chunk only; later chunks get theirs from
+  // ensure_capacity, so no block sits allocated for tokens that are not computed yet.
+  p.num_blocks = blocks_for(int(std::min<int64_t>(n, int64_t(p.computed) + max_new_tokens)));
+  const int revived =
+      int(std::count_if(p.hits.begin(), p.hits.end(), [&](int id) { return id >= 0 && pool_.ref_count(id) == 0; }));
+  const int fresh = p.num_blocks - int(p.hits.size()) + (p.cow_last ? 1 : 0);
+  p.fits = fresh <= pool_.num_available() - revived;
+  return p;
+}
+
+bool KvCacheManager::can_allocate_prompt(const std::vector<int32_t>& tokens, bool use_cache, int max_new_tokens,
+                                         int max_cached_blocks) const {
+  return plan_prompt(tokens, use_cache, max_new_tokens, max_cached_blocks).fits;
 }
 
 std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens, bool use_cache,
-                                                   int max_new_tokens) {
+                                                   int max_new_tokens, int max_cached_blocks) {
   LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
   LLM_CHECK(!tokens.empty()) << "sequence " << seq << " has no tokens";
-  LLM_CHECK(max_new_tokens >= 1) << "allocate_prompt: max_new_tokens must be at least 1";
-  const int n = int(tokens.size()), B = block_size_;
-  // Longest chain of cached full blocks matching the prefix.
-  std::vector<int> hits;
-  std::vector<uint64_t> hashes;
-  if (use_cache) match_prefix(tokens, hits, hashes);
-  int computed = int(hits.size()) * B;
-  // Everything cached: compute the last token again for its logits, in a private copy of the last
-  // block (a hashed block is never written: others may read it in the same step).
-  const bool cow_last = computed == n;
-  if (cow_last) computed = n - 1;
-  // Blocks for the cached prefix and the first chunk only; later chunks get theirs from
-  // ensure_capacity, so no block sits allocated for tokens that are not computed yet.
-  const int nb = blocks_for(int(std::min<int64_t>(n, int64_t(computed) + max_new_tokens)));
-  const int revived = int(std::count_if(hits.begin(), hits.end(), [&](int id) { return pool_.ref_count(id) == 0; }));
-  const int fresh = nb - int(hits.size()) + (cow_last ? 1 : 0);
-  if (fresh > pool_.num_available() - revived) return std::nullopt;
+  PromptPlan p = plan_prompt(tokens, use_cache, max_new_tokens, max_cached_blocks);
+  if (!p.fits) return std::nullopt;
+  const int n = int(tokens.size()), nb = p.num_blocks, computed = p.computed;
+  const bool cow_last = p.cow_last;
+  std::vector<int>& hits = p.hits;
+  std::vector<uint64_t>& hashes = p.hashes;
 
   Seq s;
   s.family = seq;
   for (int id : hits) {
-    pool_.retain(id);
+    if (id >= 0)
+      pool_.retain(id);
+    else
+      ++s.dropped;  // before the window of the hit: never read
     s.table.push_back(id);
   }
   if (cow_last) {
@@ -138,17 +195,28 @@ std::optional<int> KvCacheManager::allocate_prompt(int64_t seq, const std::vecto
   return computed;
 }
 
-bool KvCacheManager::ensure_capacity(int64_t seq, int total_tokens) {
-  Seq& s = get(seq);
-  const int nb = blocks_for(total_tokens);
-  const int have = int(s.table.size());
-  // Existing blocks that this step writes into and that another table also holds, or that are hashed
-  // (only after a truncate: a hashed block's content must stay what its hash says).
+// Existing blocks that a write of [num_computed, total_tokens) goes into and that another table also
+// holds, or that are hashed (only after a truncate: a hashed block's content must stay what its hash
+// says): their indices in the table.
+std::vector<int> KvCacheManager::shared_in_range(const Seq& s, int total_tokens) const {
   std::vector<int> shared;
+  const int nb = blocks_for(total_tokens), have = int(s.table.size());
   if (total_tokens > s.num_computed)
     for (int i = s.num_computed / block_size_; i < std::min(nb, have); ++i)
       if (pool_.ref_count(s.table[i]) > 1 || pool_.is_hashed(s.table[i])) shared.push_back(i);
-  const int fresh = std::max(0, nb - have) + int(shared.size());
+  return shared;
+}
+
+int KvCacheManager::blocks_to_ensure(int64_t seq, int total_tokens) const {
+  const Seq& s = get(seq);
+  return std::max(0, blocks_for(total_tokens) - int(s.table.size())) + int(shared_in_range(s, total_tokens).size());
+}
+
+bool KvCacheManager::ensure_capacity(int64_t seq, int total_tokens) {
+  Seq& s = get(seq);
+  const int nb = blocks_for(total_tokens);
+  const std::vector<int> shared = shared_in_range(s, total_tokens);
+  const int fresh = std::max(0, nb - int(s.table.size())) + int(shared.size());
   if (fresh > pool_.num_available()) return false;
   for (int i : shared) copy_on_write(s, i);
   while (int(s.table.size()) < nb) {
@@ -166,7 +234,7 @@ void KvCacheManager::commit_tokens(int64_t seq, const std::vector<int32_t>& toke
   LLM_CHECK(num_computed <= int(s.table.size()) * block_size_)
       << "sequence " << seq << " computed " << num_computed << " tokens beyond its " << s.table.size() << " blocks";
   s.num_computed = num_computed;
-  if (!prefix_caching_) return;
+  if (!prefix_caching_) return drop_passed_blocks(s);
   const int full = num_computed / block_size_;
   while (int(s.hashes.size()) < full) {
     const int i = int(s.hashes.size());
@@ -176,11 +244,14 @@ void KvCacheManager::commit_tokens(int64_t seq, const std::vector<int32_t>& toke
     (void)pool_.register_full(s.table[i], h, parent, blk);  // false: the same content is cached elsewhere
     s.hashes.push_back(h);
   }
+  drop_passed_blocks(s);
 }
 
 void KvCacheManager::truncate(int64_t seq, int n) {
   Seq& s = get(seq);
-  LLM_CHECK(n >= 0) << "truncate of sequence " << seq << " to " << n << " tokens";
+  LLM_CHECK(n >= 0 && first_needed_block(n) >= s.dropped)
+      << "truncate of sequence " << seq << " to " << n << " tokens"
+      << (n >= 0 ? ", before blocks its sliding window released" : "");
   const int nb = blocks_for(n);
   while (int(s.table.size()) > nb) {  // tail first, as free() does
     drop(s.table.back());
@@ -195,7 +266,8 @@ void KvCacheManager::truncate(int64_t seq, int n) {
 void KvCacheManager::fork(int64_t parent, int64_t child) {
   LLM_CHECK(!has(child)) << "fork into existing sequence " << child;
   Seq c = get(parent);
-  for (int id : c.table) pool_.retain(id);
+  for (int id : c.table)
+    if (id >= 0) pool_.retain(id);
   c.exact_slot = take_exact_slot();
   if (c.exact_slot >= 0) pending_exact_copies_.insert(pending_exact_copies_.end(), {get(parent).exact_slot, c.exact_slot});
   seqs_.emplace(child, std::move(c));
@@ -205,7 +277,8 @@ void KvCacheManager::free(int64_t seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   const std::vector<int32_t>& t = it->second.table;
-  for (auto id = t.rbegin(); id != t.rend(); ++id) drop(*id);  // tail first: evicted before the head
+  for (auto id = t.rbegin(); id != t.rend(); ++id)  // tail first: evicted before the head
+    if (*id >= 0) drop(*id);
   if (it->second.exact_slot >= 0) free_exact_slots_.insert(it->second.exact_slot);
   seqs_.erase(it);
 }
@@ -214,6 +287,8 @@ int KvCacheManager::slot(int64_t seq, int position) const {
   const Seq& s = get(seq);
   LLM_CHECK(position >= 0 && position < int(s.table.size()) * block_size_)
       << "position " << position << " outside the " << s.table.size() << " blocks of sequence " << seq;
+  LLM_CHECK(position / block_size_ >= s.dropped)
+      << "position " << position << " of sequence " << seq << " is in a block its sliding window released";
   return s.table[position / block_size_] * block_size_ + position % block_size_;
 }
 
@@ -235,7 +310,7 @@ KvCacheStats KvCacheManager::stats() const {
   st.prefix_hit_rate = lookup_tokens_ ? double(cached_tokens_) / double(lookup_tokens_) : 0.0;
   std::vector<int> fill(pool_.num_blocks(), 0);  // computed tokens in each block (max over its tables)
   for (const auto& [id, s] : seqs_)
-    for (int i = 0; i < int(s.table.size()); ++i)
+    for (int i = s.dropped; i < int(s.table.size()); ++i)
       fill[s.table[i]] = std::max(fill[s.table[i]], std::clamp(s.num_computed - i * block_size_, 0, block_size_));
   for (int f : fill) st.filled_slots += f;
   st.allocated_slots = int64_t(st.used_blocks) * block_size_;
@@ -258,11 +333,16 @@ void KvCacheManager::check_invariants() const {
     // (a whole-prompt cache hit keeps the hash of its last block while computing its last token again)
     LLM_CHECK(int(s.hashes.size()) <= blocks_for(s.num_computed))
         << "sequence " << id << " has hashes for blocks past its " << s.num_computed << " computed tokens";
-    std::vector<int32_t> sorted = s.table;
+    LLM_CHECK(s.dropped >= 0 && s.dropped <= first_needed_block(std::max(0, s.num_computed)) &&
+              s.dropped <= int(s.table.size()))
+        << "sequence " << id << " released " << s.dropped << " blocks its window still reads";
+    for (int i = 0; i < s.dropped; ++i)
+      LLM_CHECK(s.table[size_t(i)] == kDropped) << "sequence " << id << " holds a block before its window";
+    std::vector<int32_t> sorted(s.table.begin() + s.dropped, s.table.end());
     std::sort(sorted.begin(), sorted.end());
     LLM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())
         << "sequence " << id << " holds a block twice";
-    for (int32_t b : s.table) {
+    for (int32_t b : sorted) {
       LLM_CHECK(b >= 0 && b < n) << "sequence " << id << " holds block " << b << " out of range";
       ++refs[b];
       if (family[b] < 0) family[b] = s.family;

@@ -22,6 +22,11 @@
 // until free; a fork's child slot is recorded as a copy of its parent's (take_pending_exact_copies).
 // A sequence then always starts computing at a block boundary, so its slot only ever serves rows it
 // wrote itself: a whole cached prompt gives up its last block, computed again, not just its last token.
+// Sliding window (window W > 0: the cache of layers whose token at p reads keys (p - W, p] only): once
+// a sequence has computed c tokens, its blocks wholly before position c - W + 1 are never read again;
+// commit_tokens releases them (a hashed one stays findable) and their table entries become kDropped.
+// Blocks [0, dropped) of a table are dropped, the rest are held. A prefix-cache hit of L tokens then
+// needs only the blocks from position L - W on (first_needed_block); the ones before are dropped too.
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -53,9 +58,13 @@ struct KvCacheStats {
 
 class KvCacheManager {
  public:
-  KvCacheManager(int num_blocks, int block_size = 16, bool enable_prefix_caching = true, bool exact_slots = false);
+  static constexpr int32_t kDropped = -1;  // a table entry a sliding window no longer reads
+
+  KvCacheManager(int num_blocks, int block_size = 16, bool enable_prefix_caching = true, bool exact_slots = false,
+                 int window = 0);
 
   int block_size() const { return block_size_; }
+  int window() const { return window_; }  // 0: every block stays while its sequence lives
   int num_blocks() const { return pool_.num_blocks(); }
   bool prefix_caching() const { return prefix_caching_; }
   bool exact_slots() const { return exact_slots_; }
@@ -77,24 +86,41 @@ class KvCacheManager {
   // logprobs); its blocks are still registered for others once computed.
   // max_new_tokens: blocks are allocated for the cached prefix plus this many tokens (the first
   // prefill chunk), not for the whole prompt.
+  // max_cached_blocks: hits use at most that many leading full blocks (a cache of several groups
+  // agrees on one count, engine/kv/kv_cache_groups.h).
   [[nodiscard]] std::optional<int> allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens,
-                                                   bool use_cache = true, int max_new_tokens = INT_MAX);
+                                                   bool use_cache = true, int max_new_tokens = INT_MAX,
+                                                   int max_cached_blocks = INT_MAX);
+  // Whether allocate_prompt would get its blocks now; changes nothing.
+  bool can_allocate_prompt(const std::vector<int32_t>& tokens, bool use_cache = true, int max_new_tokens = INT_MAX,
+                           int max_cached_blocks = INT_MAX) const;
   // What allocate_prompt would return for `tokens` now (if it got its blocks); changes nothing.
-  int peek_cached_tokens(const std::vector<int32_t>& tokens) const;
+  int peek_cached_tokens(const std::vector<int32_t>& tokens, int max_cached_blocks = INT_MAX) const;
+  // Full blocks of `tokens` a prefix-cache hit can use now (at most max_blocks): the hit allocate_prompt
+  // takes before its whole-prompt rule (with exact slots, never every token of the prompt).
+  int cached_blocks(const std::vector<int32_t>& tokens, int max_blocks = INT_MAX) const;
+  // The first block a sequence that has computed `computed` tokens still reads (0 without a window).
+  int first_needed_block(int computed) const;
+  // Blocks a sequence of `tokens` tokens, computed `chunk` tokens a step, holds at most.
+  int max_blocks_held(int tokens, int chunk) const;
   // Makes `seq` able to hold `total_tokens` and to write positions [num_computed, total_tokens): allocates
   // missing blocks and copies shared or hashed blocks in that range (copy-on-write; a hashed block in
   // that range exists only after a truncate). false, with nothing changed, when the pool cannot supply
   // the blocks.
   [[nodiscard]] bool ensure_capacity(int64_t seq, int total_tokens);
+  // The blocks ensure_capacity would take from the pool (new ones and copies); changes nothing.
+  int blocks_to_ensure(int64_t seq, int total_tokens) const;
   // Records that positions [0, num_computed) of `seq` are in the cache; `tokens` holds at least those.
   // With prefix caching on, newly completed full blocks get their chained hash and become shareable.
   void commit_tokens(int64_t seq, const std::vector<int32_t>& tokens, int num_computed);
+  // With a window, blocks that left it are released (see the header).
   // Rollback: `seq` keeps positions [0, n) only. num_computed becomes min(num_computed, n); blocks past
   // the blocks_for(n) first are released (tail first: a cached one stays findable, its content is
   // right for its hash); hashes of blocks past the n / B full ones are forgotten by this table. The
   // block holding position n stays; if it is shared or hashed, the next ensure_capacity copies it
   // before writing (a copied-on-write block is never written in place). Pending copies into released
-  // blocks are dropped. Call it before commit_tokens for the step whose tokens were rejected.
+  // blocks are dropped. Call it before commit_tokens for the step whose tokens were rejected. With a
+  // window, n must not reach back into the blocks it released.
   void truncate(int64_t seq, int n);
   // `child` (new) shares every block of `parent` and its computed tokens; the first write into a
   // shared block makes a private copy (see ensure_capacity).
@@ -126,19 +152,35 @@ class KvCacheManager {
     int num_computed = 0;
     int64_t family = 0;  // fork family (the id of the root sequence): sharing without a hash is legal inside it
     int exact_slot = -1;
+    int dropped = 0;  // table[0, dropped) are kDropped (a sliding window released them)
   };
+  void drop_passed_blocks(Seq& s);  // the blocks a window no longer reads
+  std::vector<int> shared_in_range(const Seq& s, int total_tokens) const;
+  // What allocate_prompt would do: its hits, the tokens they cover, the table length, and whether
+  // the pool has the blocks.
+  struct PromptPlan {
+    std::vector<int> hits;
+    std::vector<uint64_t> hashes;
+    int computed = 0, num_blocks = 0;
+    bool cow_last = false, fits = false;
+  };
+  PromptPlan plan_prompt(const std::vector<int32_t>& tokens, bool use_cache, int max_new_tokens,
+                         int max_cached_blocks) const;
   int take_exact_slot();  // the lowest free one (-1 without exact slots)
   const Seq& get(int64_t seq) const;
   Seq& get(int64_t seq);
   void drop(int id);  // release one reference; forget pending copies into a block that became free
   int copy_on_write(Seq& s, int index);
-  // Longest chain of cached full blocks matching the prefix of tokens: block ids and chain hashes.
-  void match_prefix(const std::vector<int32_t>& tokens, std::vector<int>& hits, std::vector<uint64_t>& hashes) const;
+  // The longest usable hit of at most max_blocks cached full blocks matching the prefix of tokens:
+  // block ids (kDropped for those before the window's first needed one) and chain hashes.
+  void match_prefix(const std::vector<int32_t>& tokens, int max_blocks, std::vector<int>& hits,
+                    std::vector<uint64_t>& hashes) const;
 
   BlockPool pool_;
   int block_size_;
   bool prefix_caching_;
   bool exact_slots_;
+  int window_;
   std::set<int> free_exact_slots_;  // below next_exact_slot_
   int next_exact_slot_ = 0;
   std::vector<int32_t> pending_exact_copies_;

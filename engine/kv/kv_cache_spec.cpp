@@ -53,6 +53,29 @@ std::string describe_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   return buf;
 }
 
+std::string describe_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout, const std::vector<int>& group_layers) {
+  if (layout.num_groups() < 2 || spec.num_layers <= 0) return describe_kv_cache(spec, layout.num_blocks.at(0));
+  // one pool per group: group 0's blocks hold its layers only, group 1's the sliding ones
+  const std::string kind = spec.kind == KvCacheDtype::Auto ? dtype_name(spec.dtype) : kv_cache_dtype_name(spec.kind);
+  const double per_layer_token = double(spec.bytes_per_block()) / spec.num_layers / spec.block_size / 1024.0;
+  const int B = spec.block_size, window = layout.windows.at(1);
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "%s KV cache: %d blocks = %lld tokens for the %d full-attention layers (%.1f KiB a token); the %d "
+                "sliding-window layers (window %d) keep %d blocks of their own (%.1f KiB a token, up to %d tokens a "
+                "sequence)",
+                kind.c_str(), layout.num_blocks.at(0), (long long)layout.num_blocks.at(0) * B, group_layers.at(0),
+                per_layer_token * group_layers.at(0), group_layers.at(1), window, layout.num_blocks.at(1),
+                per_layer_token * group_layers.at(1), ((window + B - 1) / B + 1) * B);
+  std::string out = buf;
+  if (spec.exact_ring_blocks > 0) {
+    std::snprintf(buf, sizeof buf, ", each sequence's open block also exact in f32 (%.0f KiB a sequence)",
+                  double(spec.exact_bytes_per_seq()) / 1024.0);
+    out += buf;
+  }
+  return out;
+}
+
 const char* kv_scale_layout_name(KvScaleLayout l) {
   switch (l) {
     case KvScaleLayout::None: return "none";

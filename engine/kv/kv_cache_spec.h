@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/backend/kv_cache_dtype.h"
 #include "engine/core/dtype.h"
@@ -40,7 +42,23 @@ struct KvCacheSpec {
   size_t exact_bytes_per_seq() const;
 };
 
+// The pools of a cache (engine/kv/kv_cache_groups.h): group g has num_blocks[g] blocks for the
+// layers whose window is windows[g] (0: the whole context). With one group every layer is in it,
+// whatever its window; with two, group 1 holds the sliding-window layers.
+struct KvCacheLayout {
+  KvCacheLayout(int blocks = 0) : num_blocks{blocks}, windows{0} {}  // one group (implicit)
+  KvCacheLayout(std::vector<int> blocks, std::vector<int> group_windows)
+      : num_blocks(std::move(blocks)), windows(std::move(group_windows)) {}
+  std::vector<int> num_blocks, windows;
+  int num_groups() const { return int(num_blocks.size()); }
+  // The group of a layer whose window is `window`.
+  int group_of(int window) const { return num_groups() > 1 && window > 0 ? 1 : 0; }
+};
+
 const char* kv_scale_layout_name(KvScaleLayout l);
+
+// The same for a cache of several pools, whose groups hold group_layers[g] of spec.num_layers layers.
+std::string describe_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout, const std::vector<int>& group_layers);
 
 // "int8 KV cache: 1234 blocks = 19744 tokens (9.5 KiB a token)": what a cache of num_blocks holds.
 std::string describe_kv_cache(const KvCacheSpec& spec, int num_blocks);

@@ -28,6 +28,7 @@ class DecoderModel : public Model {
   std::vector<KvScales> kv_scales() const override { return w_.kv_scales; }
   int kv_heads() const override { return num_kv_heads(); }
   int num_local_layers() const override { return int(w_.layers.size()); }
+  int local_layer_window(int i) const override { return config_.layer_window(w_.layer_begin + i); }
   ActivationWidths activation_widths() const override;
   void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override;
   int pipeline_stages() const override { return par_.stages; }

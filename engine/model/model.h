@@ -35,6 +35,9 @@ struct StepBuffers {
 // step's sizes. Layers do not recompute them.
 struct AttentionPlan {
   const DeviceBatch* batch = nullptr;
+  // What sliding-window layers read when their KV has a pool of its own (the plan's window tables,
+  // BatchPlan::window_view); null: they read `batch` as every layer does.
+  const DeviceBatch* window_batch = nullptr;
   int64_t tokens = 0, rows = 0;  // T, R: rows of the step buffers in use
   float softmax_scale = 1.0f;
   int graph_context = 0;         // > 0 when the step is replayed from a graph (plan.graph_context)
@@ -68,6 +71,8 @@ class Model {
   virtual int kv_heads() const { return config().num_kv_heads; }
   // Layers this rank runs, and so holds KV for: config().num_layers, or its pipeline stage's share.
   virtual int num_local_layers() const { return config().num_layers; }
+  // The attention window of local layer i (0: the whole context; config().layer_window of its layer).
+  virtual int local_layer_window(int i) const { return config().layer_window(i); }
   // Throws InputError when the model cannot run `context` tokens exactly (a family whose attention
   // reads less than the context would say so here). Default: every context runs.
   virtual void check_context(int context) const { (void)context; }

@@ -39,7 +39,7 @@ KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   return spec;
 }
 
-void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
+void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) {
   const ModelConfig& c = model_.config();
   const int kv_heads = model_.kv_heads(), layers = model_.num_local_layers();  // this rank's
   const KvCacheSpec expect = make_kv_cache_spec(spec.kind, backend().activation_dtype(), spec.block_size,
@@ -52,7 +52,19 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
       << kv_scale_layout_name(spec.scale_layout) << " scales is not implemented";
   LLM_REQUIRE(backend().supports_kv_cache(spec.kind))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(spec.kind) << " KV cache";
-  LLM_CHECK(num_blocks > 0 && spec.block_size > 0) << "KV cache of " << num_blocks << " blocks of " << spec.block_size;
+  LLM_CHECK(layout.num_groups() >= 1 && layout.num_groups() <= 2 && int(layout.windows.size()) == layout.num_groups() &&
+            spec.block_size > 0)
+      << "KV cache of " << layout.num_groups() << " groups of blocks of " << spec.block_size;
+  for (int n : layout.num_blocks) LLM_CHECK(n > 0) << "a KV pool of " << n << " blocks";
+  std::vector<int> group(static_cast<size_t>(layers));
+  for (int i = 0; i < layers; ++i) {
+    const int w = model_.local_layer_window(i);
+    group[size_t(i)] = layout.group_of(w);
+    // a pool serves one window: its blocks are released as that window moves on
+    LLM_CHECK(layout.windows[size_t(group[size_t(i)])] == 0 || layout.windows[size_t(group[size_t(i)])] == w)
+        << "layer " << i << " reads a window of " << w << " tokens from a KV pool for a window of "
+        << layout.windows[size_t(group[size_t(i)])];
+  }
   LLM_CHECK(spec.exact_ring_blocks >= 0 && spec.exact_ring_blocks <= 64 &&
             (spec.exact_ring_blocks == 0 || backend().supports_kv_exact_rows(spec.kind)))
       << "exact KV rows (a ring of " << spec.exact_ring_blocks << " blocks) beside a " << kv_cache_dtype_name(spec.kind)
@@ -71,8 +83,11 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, int num_blocks) {
   };
   kv_.clear();  // the old cache goes before the new one is allocated
   kv_.resize(size_t(layers));
+  kv_layout_ = layout;
+  kv_group_ = group;
   for (size_t i = 0; i < kv_.size(); ++i) {  // + 1: the scratch block
     KvLayer& l = kv_[i];
+    const int num_blocks = layout.num_blocks[size_t(group[i])];
     const std::vector<int64_t> shape = {num_blocks + 1, spec.block_size, kv_heads, c.head_dim};
     l.k = backend().alloc(spec.dtype, shape);
     l.v = backend().alloc(spec.dtype, shape);
@@ -98,6 +113,25 @@ void ModelRunner::free_kv_cache() {
   if (!graph_kv_.empty()) backend().clear_graphs();
   graph_kv_.clear();
   kv_.clear();
+  kv_group_.clear();
+}
+
+void ModelRunner::copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group) {
+  LLM_CHECK(group >= 0 && group < kv_layout_.num_groups() && !kv_.empty()) << "copy_blocks into KV group " << group;
+  const int n = kv_layout_.num_blocks[size_t(group)];
+  for (const auto& [src, dst] : pairs)
+    LLM_CHECK(src >= 0 && src < n && dst >= 0 && dst < n) << "copy of KV block " << src << " to " << dst << " of " << n;
+  if (pairs.empty()) return;
+  std::vector<KvLayer> layers;  // the group's layers (handles onto the same storage)
+  for (size_t i = 0; i < kv_.size(); ++i)
+    if (kv_group_[i] == group) layers.push_back(kv_[i]);
+  if (!layers.empty()) backend().copy_blocks(layers, pairs);
+}
+
+int ModelRunner::pool_blocks(int group) const {
+  for (size_t i = 0; i < kv_.size(); ++i)
+    if (kv_group_[i] == group) return int(kv_[i].k.dim(0));
+  return kv_layout_.num_blocks[size_t(group)] + 1;  // no layer of it on this rank
 }
 
 size_t ModelRunner::activation_bytes(int64_t T, int64_t R) const {
@@ -142,9 +176,11 @@ void ModelRunner::tune_gemms(int64_t max_tokens, int64_t max_rows) {
   backend().synchronize();
 }
 
-AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, int64_t T, int64_t R) const {
+AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, const DeviceBatch* window, int64_t T,
+                                          int64_t R) const {
   AttentionPlan p;
   p.batch = &b;
+  p.window_batch = window;
   p.tokens = T;
   p.rows = R;
   const ModelConfig& c = model_.config();
@@ -157,7 +193,12 @@ void ModelRunner::check_plan(const BatchPlan& plan) const {
   const ModelConfig& c = model_.config();
   LLM_CHECK(plan.num_tokens() > 0) << "empty batch";
   LLM_CHECK(int(kv_.size()) == model_.num_local_layers()) << "no KV cache: alloc_kv_cache before execute";
-  plan.validate(int(kv_[0].k.dim(1)), int(kv_[0].k.dim(0)));
+  const int B = int(kv_[0].k.dim(1));
+  LLM_CHECK(plan.has_window_tables() == (kv_layout_.num_groups() > 1))
+      << (plan.has_window_tables() ? "a plan with window tables for a cache of one pool"
+                                   : "a plan without window tables for a cache whose sliding layers have a pool");
+  plan.validate(B, pool_blocks(0), kv_layout_.windows[0]);
+  if (plan.has_window_tables()) plan.validate_window_tables(B, pool_blocks(1), kv_layout_.windows[1]);
   LLM_CHECK(plan.exact_slot.empty() == !kv_[0].exact && (plan.exact_copies.empty() || kv_[0].exact))
       << (kv_[0].exact ? "a plan without exact KV slots for a cache that keeps exact rows"
                        : "a plan with exact KV slots for a cache without exact rows");
@@ -180,7 +221,7 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   const int64_t T = plan.num_tokens(), R = int64_t(plan.logits_rows.size());
   check_plan(plan);
   prepare_exact_slots(plan);
-  const int block_size = int(kv_[0].k.dim(1)), pool_blocks = int(kv_[0].k.dim(0));
+  const int block_size = int(kv_[0].k.dim(1));
 
   // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
   if (be.graphs_enabled() && model_.pipeline_stages() == 1 && graphable_decode(plan)) {
@@ -196,12 +237,11 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
       be.clear_graphs();
       graph_kv_ = std::move(kv_addresses);
     }
-    BatchPlan padded = pad_decode_plan(plan, bucket, ctx, block_size, pool_blocks - 1);
+    const int window_scratch = kv_layout_.num_groups() > 1 ? pool_blocks(1) - 1 : -1;
+    const BatchPlan padded = pad_decode_plan(plan, bucket, ctx, block_size, pool_blocks(0) - 1, window_scratch);
     ensure_workspace(bucket, bucket);
-    DeviceBatch b = be.prepare_batch(padded);
-    const AttentionPlan ap = plan_attention(b, bucket, bucket);
     const uint64_t key = (graph_epoch_ << 40) | (uint64_t(bucket) << 30) | uint64_t(ctx);
-    be.run_graph(key, [&] { model_.forward(ap, ws_, kv_); });
+    forward(padded, bucket, bucket, ws_, key);
     return first_rows(ws_.logits, R);
   }
   ensure_workspace(T, R);
@@ -212,10 +252,29 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
       model_.collect_logits(logits);
     }
   } else {
-    DeviceBatch b = be.prepare_batch(plan);
-    model_.forward(plan_attention(b, T, R), ws_, kv_);
+    forward(plan, T, R, ws_);
   }
   return R == 0 ? Tensor::empty_host(DType::F32, {0, c.vocab_size}) : first_rows(ws_.logits, R);
+}
+
+void ModelRunner::forward(const BatchPlan& plan, int64_t T, int64_t R, StepBuffers& buf, std::optional<uint64_t> graph) {
+  Backend& be = backend();
+  const DeviceBatch b = be.prepare_batch(plan);
+  // The window tables as a batch of their own (the same device copy, other arrays).
+  BatchPlan window_plan;
+  DeviceBatch window;
+  if (plan.has_window_tables()) {
+    window_plan = plan.window_view();
+    window = b;
+    window.plan = &window_plan;
+    window.slot_mapping = b.window_slot_mapping;
+    window.block_table = b.window_block_table;
+  }
+  const AttentionPlan ap = plan_attention(b, plan.has_window_tables() ? &window : nullptr, T, R);
+  if (graph)
+    be.run_graph(*graph, [&] { model_.forward(ap, buf, kv_); });
+  else
+    model_.forward(ap, buf, kv_);
 }
 
 int ModelRunner::micro_batches(const BatchPlan& plan) const {
@@ -269,8 +328,7 @@ int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {
       *t = row_slice(*t, t0, Ti);
     for (Tensor* t : {&view.last, &view.logits, &view.logits_local})
       if (!t->empty()) *t = row_slice(*t, rows, Ri);
-    DeviceBatch b = be.prepare_batch(part);
-    model_.forward(plan_attention(b, Ti, Ri), view, kv_);
+    forward(part, Ti, Ri, view);
     rows += Ri;
   }
   return rows;

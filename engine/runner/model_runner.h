@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -29,13 +31,16 @@ class ModelRunner {
   // The cache layout this runner allocates: auto = the backend's activation dtype, no scales; int8
   // and fp8 as engine/kv/kv_cache_spec.h describes.
   KvCacheSpec kv_spec(int block_size) const;
-  // num_blocks blocks of spec.block_size tokens, one KvLayer per layer, plus one scratch block (id
-  // num_blocks) that padded graph rows write to and no request owns. Fp8 caches take the model's
-  // calibrated k/v scales (Model::kv_scales), 1.0 where it has none.
-  void alloc_kv_cache(const KvCacheSpec& spec, int num_blocks);
+  // One KvLayer per layer, of layout.num_blocks[g] blocks of spec.block_size tokens for a layer of
+  // group g (KvCacheLayout::group_of its window), plus one scratch block (id num_blocks[g]) that
+  // padded graph rows write to and no request owns. Fp8 caches take the model's calibrated k/v
+  // scales (Model::kv_scales), 1.0 where it has none.
+  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout);
   std::vector<KvLayer>& kv_cache() { return kv_; }
   // Frees the cache (allocated -> none); graphs captured with it are dropped.
   void free_kv_cache();
+  // Copy-on-write: block dst of every layer of KV group `group` becomes a copy of block src.
+  void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group);
 
   // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
   size_t activation_bytes(int64_t tokens, int64_t rows) const;
@@ -76,8 +81,14 @@ class ModelRunner {
   };
   std::deque<Submitted> submitted_;
   void ensure_workspace(int64_t T, int64_t R);
-  // The per-step facts every layer reads, derived once.
-  AttentionPlan plan_attention(const DeviceBatch& b, int64_t T, int64_t R) const;
+  // The per-step facts every layer reads, derived once. window: the plan's window view, where it has
+  // window tables.
+  AttentionPlan plan_attention(const DeviceBatch& b, const DeviceBatch* window, int64_t T, int64_t R) const;
+  // Forward of one plan (a step, or a micro-batch of one) into `buf`; replayed from the graph of key
+  // `graph` where given.
+  void forward(const BatchPlan& plan, int64_t T, int64_t R, StepBuffers& buf,
+               std::optional<uint64_t> graph = std::nullopt);
+  int pool_blocks(int group) const;  // blocks of the group's pool, the scratch block included
 
   Model& model_;
   KvCacheDtype kv_dtype_;
@@ -86,6 +97,8 @@ class ModelRunner {
   StepBuffers ws_;
   int64_t ws_tokens_ = 0, ws_rows_ = 0;
   std::vector<KvLayer> kv_;
+  KvCacheLayout kv_layout_;
+  std::vector<int> kv_group_;  // per local layer: its KV group
   // In every graph key: a runner never replays a graph captured by another (graphs of a runner
   // gone stay unreplayed until the next clear_graphs, e.g. the next runner's workspace).
   uint64_t graph_epoch_;

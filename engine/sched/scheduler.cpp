@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -17,8 +18,10 @@ const char* to_string(RequestState s) {
   return "?";
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, int num_blocks)
-    : cfg_(config), kv_(num_blocks, config.block_size, config.enable_prefix_caching, config.kv_exact_slots) {
+Scheduler::Scheduler(const SchedulerConfig& config, int num_blocks) : Scheduler(config, {num_blocks}, {0}) {}
+
+Scheduler::Scheduler(const SchedulerConfig& config, const std::vector<int>& num_blocks, const std::vector<int>& windows)
+    : cfg_(config), kv_(num_blocks, windows, config.block_size, config.enable_prefix_caching, config.kv_exact_slots) {
   LLM_CHECK(cfg_.max_num_seqs > 0) << "max_num_seqs must be positive";
   LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
 }
@@ -42,9 +45,9 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
       << "request " << seq_id << ": max_total_tokens " << max_total_tokens << " leaves no room after a prompt of "
       << prompt.size() << " tokens";
   // The last token is never computed, so max_total_tokens - 1 tokens need KV at most.
-  const int need = kv_.blocks_for(max_total_tokens - 1);
-  LLM_REQUIRE(need <= kv_.num_blocks()) << "request " << seq_id << " needs up to " << need
-                                        << " KV blocks, but the cache holds " << kv_.num_blocks();
+  std::string why;
+  LLM_REQUIRE(kv_.can_hold(max_total_tokens - 1, cfg_.max_num_batched_tokens, &why))
+      << "request " << seq_id << " needs up to " << why;
   LLM_REQUIRE(cfg_.chunked_prefill || max_total_tokens - 1 <= cfg_.max_num_batched_tokens)
       << "request " << seq_id << ": " << max_total_tokens - 1 << " tokens may need computing in one step, over "
       << "max_num_batched_tokens " << cfg_.max_num_batched_tokens << " (enable chunked prefill)";
@@ -326,7 +329,7 @@ void Scheduler::check_invariants() const {
     const Request& r = request(running_[i]);
     LLM_CHECK(r.state == RequestState::running && kv_.has(r.id)) << "running request " << r.id << " has no blocks";
     LLM_CHECK(kv_.num_computed(r.id) == r.num_computed) << "request " << r.id << " computed count disagrees";
-    LLM_CHECK(r.num_computed + r.num_scheduled <= int(kv_.block_table(r.id).size()) * kv_.block_size())
+    LLM_CHECK(r.num_computed + r.num_scheduled <= kv_.table_blocks(r.id) * kv_.block_size())
         << "request " << r.id << " scheduled beyond its blocks";
     LLM_CHECK(r.num_pending() >= 1 && int(r.tokens.size()) < r.max_total_tokens) << "request " << r.id << " should be done";
     LLM_CHECK(r.num_draft >= 0 && r.num_computed <= r.verify_start())

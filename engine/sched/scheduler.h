@@ -1,5 +1,6 @@
 // Scheduler: iteration-level (continuous) batching policy, FCFS, over a paged KV cache. Policy only:
-// no device code, no model. It owns the waiting / running queues and the KvCacheManager.
+// no device code, no model. It owns the waiting / running queues and the KV cache's block tables
+// (KvCacheGroups: one KvCacheManager per kind of layer).
 //
 // Model: each running sequence has num_computed tokens in the cache and a target (all its tokens,
 // drafts included, see request.h); a step gives it min(pending, budget) of its pending tokens. There
@@ -50,7 +51,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/kv/kv_cache_manager.h"
+#include "engine/kv/kv_cache_groups.h"
 #include "engine/sched/request.h"
 
 namespace llmctl {
@@ -91,7 +92,8 @@ struct StepOutcome {
 struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;                 // batch order: decodes, continued prefills, admitted
   std::vector<int64_t> preempted;                 // preempted this step (back in the waiting queue)
-  std::vector<std::pair<int, int>> block_copies;  // (src, dst) KV block copies to do before the forward
+  // (src, dst) KV block copies to do before the forward, one list per KV group
+  std::vector<std::vector<std::pair<int, int>>> block_copies;
   std::vector<int32_t> exact_copies;              // (src, dst) exact slot copies, flattened (forks)
   int num_tokens = 0;                             // sum of num_new
   bool empty() const { return seqs.empty(); }
@@ -117,7 +119,10 @@ struct ScheduleLimits {
 
 class Scheduler {
  public:
+  // One KV group of num_blocks blocks (every layer reads the whole context).
   Scheduler(const SchedulerConfig& config, int num_blocks);
+  // One KV group per (num_blocks[g], windows[g]) (engine/kv/kv_cache_groups.h).
+  Scheduler(const SchedulerConfig& config, const std::vector<int>& num_blocks, const std::vector<int>& windows);
 
   // Queues a request (waiting). Throws InputError when it can never run: empty prompt, max_total_tokens
   // <= prompt length, more blocks than the pool holds, or (without chunked prefill) more tokens than
@@ -154,7 +159,7 @@ class Scheduler {
   int num_running() const { return int(running_.size()); }
   bool has_unfinished() const { return !reqs_.empty(); }
   const SchedulerConfig& config() const { return cfg_; }
-  const KvCacheManager& kv() const { return kv_; }
+  const KvCacheGroups& kv() const { return kv_; }
   const SchedulerStats& stats() const { return stats_; }
   // Throws Error unless queues, request states, the cache manager and the pool agree.
   void check_invariants() const;
@@ -175,7 +180,7 @@ class Scheduler {
   bool step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported);
 
   SchedulerConfig cfg_;
-  KvCacheManager kv_;
+  KvCacheGroups kv_;
   std::unordered_map<int64_t, Request> reqs_;
   std::deque<int64_t> waiting_;        // front is admitted first
   std::vector<int64_t> running_;       // sorted by arrival: back is the youngest

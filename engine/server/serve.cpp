@@ -36,7 +36,7 @@ int run_server(Executor& executor, const Tokenizer& tok, const EngineConfig& eng
   std::fprintf(stderr, "llmctl serve: listening on http://%s:%d (model '%s', %d KV blocks, max %d concurrent requests)\n",
                config.host.c_str(), server.port(), config.served_model_name.c_str(), engine.num_blocks(),
                config.max_concurrent_requests);
-  std::fprintf(stderr, "llmctl serve: %s\n", describe_kv_cache(engine.kv_spec(), engine.num_blocks()).c_str());
+  std::fprintf(stderr, "llmctl serve: %s\n", engine.describe_kv_cache().c_str());
   std::atomic<bool> waiting{true};
   std::thread waiter([&] {
     int sig = 0;

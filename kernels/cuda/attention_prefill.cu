@@ -88,13 +88,17 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(AttentionParams p) {
 
   // A sliding window: keys before the first row's window are skipped (rows are in position order;
   // a later row's earlier keys are masked below).
-  const int kv_begin = p.window > 0 ? max(0, qpos_s[0] - p.window + 1) / BN * BN : 0;
+  // Keys before kv_first (the first row's first key) are never read: a bounded cache has released
+  // their blocks (engine/kv/kv_cache_manager.h).
+  const int kv_first = p.window > 0 ? max(0, qpos_s[0] - p.window + 1) : 0;
+  const int kv_begin = kv_first / BN * BN;
   for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
-    // K and V tiles; keys past kv_end are zero (their probabilities are 0, and 0 * garbage may be NaN).
+    // K and V tiles; keys outside [kv_first, kv_end) are zero (their probabilities are 0, and
+    // 0 * garbage may be NaN).
     for (int k = tid; k < BN * VPR; k += kThreads) {
       const int j = k / VPR, c = (k % VPR) * 8, pos = n0 + j;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (pos < kv_end) {
+      if (pos >= kv_first && pos < kv_end) {
         const int64_t row = (int64_t(bt[pos / B]) * B + pos % B) * Hkv + kvh;
         kv = kv_values8<T, S>(kv_load8<T, S>(p.k_cache, p.k_scale, row, D, c), k_fp8);
         vv = kv_values8<T, S>(kv_load8<T, S>(p.v_cache, p.v_scale, row, D, c), v_fp8);

@@ -14,6 +14,9 @@
 // up to its position: every sequence writes only unhashed blocks it holds alone, and reads back exactly its own
 // prefix at every position of its context (prefix hits, copy-on-write and eviction all checked).
 // After draining everything: no block referenced, every block free or cached.
+// With a sliding window (KvCacheGroups: the full-attention layers' pool and the sliding layers' own,
+// or one sliding pool), each pool has its fake cache: a sliding pool's sequences read back their own
+// prefix at every position their window still covers, and hold no block wholly before it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -35,7 +38,17 @@ struct StressConfig {
   int num_blocks;
   SchedulerConfig sched;
   int ops;
+  int window = 0;         // > 0: a sliding window ...
+  int window_blocks = 0;  // ... in a pool of this many blocks beside the full one (0: the only pool)
 };
+
+std::vector<int> group_blocks(const StressConfig& c) {
+  return c.window > 0 && c.window_blocks > 0 ? std::vector<int>{c.num_blocks, c.window_blocks}
+                                             : std::vector<int>{c.num_blocks};
+}
+std::vector<int> group_windows(const StressConfig& c) {
+  return c.window > 0 && c.window_blocks > 0 ? std::vector<int>{0, c.window} : std::vector<int>{c.window};
+}
 
 uint64_t prefix_mix(uint64_t h, int32_t t, int p) {
   h ^= uint64_t(uint32_t(t)) + 0x9e3779b97f4a7c15ULL + (uint64_t(p) << 32);
@@ -46,7 +59,8 @@ uint64_t prefix_mix(uint64_t h, int32_t t, int p) {
 class Stress {
  public:
   explicit Stress(const StressConfig& c)
-      : c_(c), s_(c.sched, c.num_blocks), rng_(c.seed), B_(c.sched.block_size), kv_(size_t(c.num_blocks) * B_, 0) {
+      : c_(c), s_(c.sched, group_blocks(c), group_windows(c)), rng_(c.seed), B_(c.sched.block_size) {
+    for (int n : group_blocks(c)) kv_.emplace_back(size_t(n) * B_, 0);
     limit_ = c.num_blocks * B_;  // max_total_tokens - 1 must fit the pool ...
     if (!c.sched.chunked_prefill) limit_ = std::min(limit_, c.sched.max_num_batched_tokens);  // ... and one step
     limit_ = std::min(limit_, 80);
@@ -75,6 +89,7 @@ class Stress {
   int ops_done_ = 0;
   int64_t steps_ = 0, finished_ = 0, aborted_ = 0, forks_ = 0, copies_ = 0;
   int64_t drafts_ = 0, accepted_ = 0, rejected_ = 0, jumps_ = 0;
+  int64_t window_reads_ = 0, dropped_seen_ = 0;  // reads that started past key 0, released table entries seen
   Scheduler& sched() { return s_; }
 
  private:
@@ -105,18 +120,22 @@ class Stress {
   void step(bool allow_abort) {
     SchedulerOutput out = s_.schedule();
     ++steps_;
-    const KvCacheManager& kv = s_.kv();
+    const KvCacheGroups& kv = s_.kv();
     for (int64_t id : out.preempted) {
       for (const auto& q : out.seqs) REQUIRE(q.seq_id != id);
       REQUIRE(s_.request(id).state == RequestState::waiting);
     }
-    for (const auto& [src, dst] : out.block_copies) {  // copy-on-write, before the forward
-      REQUIRE(kv.pool().ref_count(dst) == 1);
-      std::copy_n(kv_.begin() + size_t(src) * B_, B_, kv_.begin() + size_t(dst) * B_);
-      ++copies_;
-    }
+    REQUIRE(int(out.block_copies.size()) == kv.num_groups());
+    for (int g = 0; g < kv.num_groups(); ++g)
+      for (const auto& [src, dst] : out.block_copies[size_t(g)]) {  // copy-on-write, before the forward
+        REQUIRE(kv.group(g).pool().ref_count(dst) == 1);
+        std::copy_n(kv_[size_t(g)].begin() + size_t(src) * B_, B_, kv_[size_t(g)].begin() + size_t(dst) * B_);
+        ++copies_;
+      }
     BatchPlan plan = build_batch_plan(out, s_);
-    plan.validate(B_, c_.num_blocks);
+    plan.validate(B_, kv.group(0).num_blocks(), kv.group(0).window());
+    if (!out.empty()) REQUIRE(plan.has_window_tables() == (kv.num_groups() > 1));
+    if (plan.has_window_tables()) plan.validate_window_tables(B_, kv.group(1).num_blocks(), kv.group(1).window());
     int sampling = 0;
     for (const auto& q : out.seqs) {
       sampling += q.samples ? 1 + q.num_draft : 0;
@@ -127,23 +146,32 @@ class Stress {
     REQUIRE(int(plan.logits_rows.size()) == sampling);
     REQUIRE(out.num_tokens <= c_.sched.max_num_batched_tokens);
     REQUIRE(int(out.seqs.size()) <= c_.sched.max_num_seqs);
-    // "forward": write each new token's prefix hash, only into blocks held alone
+    // "forward": write each new token's prefix hash, only into blocks held alone, in every pool
     std::map<int64_t, std::vector<uint64_t>> ph;
     for (const auto& q : out.seqs) {
       const Request& r = s_.request(q.seq_id);
       REQUIRE(r.state == RequestState::running);
       auto& h = ph[q.seq_id] = prefix_hashes(r.tokens);
-      const auto& table = kv.block_table(q.seq_id);
-      for (int p = q.start; p < q.start + q.num_new; ++p) {
-        REQUIRE(kv.pool().ref_count(table[p / B_]) == 1);  // held alone ...
-        REQUIRE_FALSE(kv.pool().is_hashed(table[p / B_]));   // ... and not a shareable prefix block
-        kv_[size_t(kv.slot(q.seq_id, p))] = h[p];
+      for (int g = 0; g < kv.num_groups(); ++g) {
+        const KvCacheManager& m = kv.group(g);
+        const auto& table = m.block_table(q.seq_id);
+        for (int p = q.start; p < q.start + q.num_new; ++p) {
+          REQUIRE(m.pool().ref_count(table[p / B_]) == 1);  // held alone ...
+          REQUIRE_FALSE(m.pool().is_hashed(table[p / B_]));   // ... and not a shareable prefix block
+          kv_[size_t(g)][size_t(m.slot(q.seq_id, p))] = h[p];
+        }
       }
     }
-    // "attention": every sequence reads exactly its own prefix at every position of its context
+    // "attention": every sequence reads exactly its own prefix at every position of its context that
+    // its first new token's window covers
     for (const auto& q : out.seqs) {
       const auto& h = ph[q.seq_id];
-      for (int p = 0; p < q.start + q.num_new; ++p) REQUIRE(kv_[size_t(s_.kv().slot(q.seq_id, p))] == h[p]);
+      for (int g = 0; g < kv.num_groups(); ++g) {
+        const KvCacheManager& m = kv.group(g);
+        const int first = m.window() > 0 ? std::max(0, q.start - m.window() + 1) : 0;
+        for (int p = first; p < q.start + q.num_new; ++p) REQUIRE(kv_[size_t(g)][size_t(m.slot(q.seq_id, p))] == h[p]);
+        window_reads_ += m.window() > 0 && first > 0;
+      }
     }
     for (const auto& q : out.seqs) {
       if (allow_abort && rng_() % 50 == 0) {  // aborted between the forward and its report
@@ -225,10 +253,14 @@ class Stress {
 
   void check() {
     s_.check_invariants();
-    const KvCacheManager& kv = s_.kv();
+    for (int g = 0; g < s_.kv().num_groups(); ++g) check_group(s_.kv().group(g));
+  }
+
+  void check_group(const KvCacheManager& kv) {
     const BlockPool& pool = kv.pool();
-    std::vector<int> holders(c_.num_blocks, 0);
-    std::vector<std::set<int64_t>> families(c_.num_blocks);
+    const int n = kv.num_blocks();
+    std::vector<int> holders(n, 0);
+    std::vector<std::set<int64_t>> families(n);
     for (int64_t id : live_) {
       REQUIRE(s_.has(id));
       const Request& r = s_.request(id);
@@ -238,29 +270,39 @@ class Stress {
       }
       REQUIRE(r.state == RequestState::running);
       const auto& table = kv.block_table(id);
-      for (int32_t b : table) {
-        ++holders[b];
-        families[b].insert(family_.at(id));
-      }
+      // a window's blocks wholly before the first key of the token before the next are released
+      // (admission with a cache hit keeps that one's; the next commit releases the rest)
+      const int gone = kv.window() > 0 ? std::max(0, r.num_computed - kv.window()) / B_ : 0;
       uint64_t parent = BlockPool::kRootHash;
       for (int i = 0; i < int(table.size()); ++i) {
+        if (i < gone) {
+          REQUIRE(table[i] == KvCacheManager::kDropped);
+          ++dropped_seen_;
+        }
+        if (table[i] == KvCacheManager::kDropped) {
+          REQUIRE(kv.window() > 0);
+          REQUIRE((i + 1) * B_ <= std::max(0, r.num_computed - kv.window() + 1));  // only before the window
+        } else {
+          ++holders[table[i]];
+          families[table[i]].insert(family_.at(id));
+        }
         if ((i + 1) * B_ > r.num_computed) {  // not a computed full block: never hashed
-          REQUIRE_FALSE(pool.is_hashed(table[i]));
+          if (table[i] >= 0) REQUIRE_FALSE(pool.is_hashed(table[i]));
           continue;
         }
         std::span<const int32_t> blk(r.tokens.data() + size_t(i) * B_, size_t(B_));
         const uint64_t h = BlockPool::hash_block(parent, blk);
-        if (pool.is_hashed(table[i])) REQUIRE(pool.find(h, parent, blk) == table[i]);
+        if (table[i] >= 0 && pool.is_hashed(table[i])) REQUIRE(pool.find(h, parent, blk) == table[i]);
         parent = h;
       }
     }
     int referenced = 0;
-    for (int b = 0; b < c_.num_blocks; ++b) {
+    for (int b = 0; b < n; ++b) {
       REQUIRE(pool.ref_count(b) == holders[b]);
       referenced += holders[b] > 0;
       if (families[b].size() > 1) REQUIRE(pool.is_hashed(b));  // shared across requests: a prefix block
     }
-    REQUIRE(pool.num_free() + referenced + pool.num_cached() == c_.num_blocks);
+    REQUIRE(pool.num_free() + referenced + pool.num_cached() == n);
     REQUIRE(pool.num_in_use() == referenced);
   }
 
@@ -271,18 +313,20 @@ class Stress {
       check();
     }
     REQUIRE(live_.empty());
-    const BlockPool& pool = s_.kv().pool();
-    REQUIRE(pool.num_in_use() == 0);
-    REQUIRE(pool.num_free() + pool.num_cached() == c_.num_blocks);
     REQUIRE(s_.kv().num_seqs() == 0);
-    for (int b = 0; b < c_.num_blocks; ++b) REQUIRE(pool.ref_count(b) == 0);
+    for (int g = 0; g < s_.kv().num_groups(); ++g) {
+      const BlockPool& pool = s_.kv().group(g).pool();
+      REQUIRE(pool.num_in_use() == 0);
+      REQUIRE(pool.num_free() + pool.num_cached() == pool.num_blocks());
+      for (int b = 0; b < pool.num_blocks(); ++b) REQUIRE(pool.ref_count(b) == 0);
+    }
   }
 
   StressConfig c_;
   Scheduler s_;
   std::mt19937_64 rng_;
   int B_;
-  std::vector<uint64_t> kv_;  // fake KV cache: one prefix hash per slot
+  std::vector<std::vector<uint64_t>> kv_;  // fake KV cache of each pool: one prefix hash per slot
   int limit_ = 0;
   std::vector<std::vector<int32_t>> prefixes_;
   std::set<int64_t> live_;
@@ -309,6 +353,9 @@ TEST_CASE("stress: pool + cache manager + scheduler under random submit / step /
       {2, 8, sc(8, 12, 4, true, false, false), 12000},
       {3, 16, sc(6, 32, 8, false, true), 12000},
       {4, 12, sc(16, 8, 2, true, true), 12000},
+      // sliding windows: a pool of their own beside the full one; the only pool
+      {5, 24, sc(6, 16, 4, true, true), 12000, 7, 20},
+      {6, 12, sc(6, 12, 4, true, true), 12000, 9, 0},
   };
   int64_t total_ops = 0;
   for (const auto& c : configs) {
@@ -322,7 +369,12 @@ TEST_CASE("stress: pool + cache manager + scheduler under random submit / step /
                     << st.forks_ << " forks, " << st.copies_ << " block copies, " << st.finished_ << " finished, "
                     << st.aborted_ << " aborted, prefix hit rate " << ks.prefix_hit_rate << ", " << st.drafts_
                     << " drafts (" << st.accepted_ << " accepted, " << st.rejected_ << " rolled back), "
-                    << st.jumps_ << " jump-forward runs");
+                    << st.jumps_ << " jump-forward runs, " << st.window_reads_ << " windowed reads, "
+                    << st.dropped_seen_ << " released blocks seen");
+    if (c.window > 0) {
+      CHECK(st.window_reads_ > 1000);
+      CHECK(st.dropped_seen_ > 1000);
+    }
     CHECK(st.ops_done_ >= 10000);
     CHECK(ss.preemptions > 50);
     CHECK(st.finished_ > 100);
@@ -336,5 +388,5 @@ TEST_CASE("stress: pool + cache manager + scheduler under random submit / step /
     }
     total_ops += st.ops_done_;
   }
-  CHECK(total_ops >= 40000);
+  CHECK(total_ops >= 60000);
 }

@@ -66,7 +66,7 @@ TEST_CASE("scheduler: token budget, chunked prefill across steps, decodes first;
   CHECK(plan.context_len == std::vector<int32_t>{11, 10});
   CHECK(plan.logits_rows == std::vector<int32_t>{0, 4});
   CHECK(plan.max_blocks_per_seq == 3);
-  CHECK(plan.slot_mapping[0] == s.kv().slot(1, 10));
+  CHECK(plan.slot_mapping[0] == s.kv().group(0).slot(1, 10));
   done_all(s, o3);
   CHECK(s.stats().steps == 3);
   CHECK(s.stats().scheduled_tokens == 8 + 8 + 5);
@@ -114,7 +114,7 @@ TEST_CASE("scheduler: a request waits until its blocks can be had") {
   CHECK(o.seqs[0].seq_id == 1);
   CHECK(s.num_waiting() == 2);
   CHECK(s.on_step_done(1, 7, /*finished=*/true));
-  CHECK(s.kv().pool().num_in_use() == 0);
+  CHECK(s.kv().group(0).pool().num_in_use() == 0);
   o = s.schedule();
   REQUIRE(o.seqs.size() == 2);
   CHECK(o.seqs[0].seq_id == 2);
@@ -129,7 +129,7 @@ TEST_CASE("scheduler: a decode without a block preempts the youngest, which reco
   s.add(3, toks(40, 7), 12);
   auto o = s.schedule();
   REQUIRE(o.seqs.size() == 3);  // 1 + 1 + 2 blocks: the pool is full
-  CHECK(s.kv().pool().num_available() == 0);
+  CHECK(s.kv().group(0).pool().num_available() == 0);
   done_all(s, o);
   o = s.schedule();  // seq 1 and 2 need a second block each
   REQUIRE(o.seqs.size() == 2);
@@ -180,9 +180,9 @@ TEST_CASE("scheduler: abort in every state frees blocks at once") {
   SUBCASE("running, between steps") {
     s.add(1, toks(0, 6), 8);
     done_all(s, s.schedule());
-    CHECK(s.kv().pool().num_in_use() == 2);
+    CHECK(s.kv().group(0).pool().num_in_use() == 2);
     CHECK(s.abort(1));
-    CHECK(s.kv().pool().num_in_use() == 0);
+    CHECK(s.kv().group(0).pool().num_in_use() == 0);
   }
   SUBCASE("running, in flight") {
     s.add(1, toks(0, 6), 8);
@@ -190,7 +190,7 @@ TEST_CASE("scheduler: abort in every state frees blocks at once") {
     auto o = s.schedule();
     REQUIRE(o.seqs.size() == 2);
     CHECK(s.abort(1));
-    CHECK(s.kv().pool().num_in_use() == 1);
+    CHECK(s.kv().group(0).pool().num_in_use() == 1);
     s.check_invariants();
     CHECK(s.on_step_done(1, 9));  // the engine may still report it: ignored
     CHECK_FALSE(s.on_step_done(2, 9));
@@ -208,7 +208,7 @@ TEST_CASE("scheduler: abort in every state frees blocks at once") {
     CHECK(s.num_waiting() == 0);
     CHECK(s.abort(1));
     CHECK(s.abort(2));
-    CHECK(s.kv().pool().num_in_use() == 0);
+    CHECK(s.kv().group(0).pool().num_in_use() == 0);
   }
   CHECK_FALSE(s.abort(77));
   s.check_invariants();
@@ -223,15 +223,16 @@ TEST_CASE("scheduler: fork shares the prompt's blocks; the first decode copies t
   CHECK(s.request(2).tokens.back() == 60);
   CHECK(s.request(1).tokens.back() == 50);
   CHECK(s.kv().block_table(2) == s.kv().block_table(1));
-  CHECK(s.kv().pool().num_in_use() == 2);  // the prompt's blocks, once
+  CHECK(s.kv().group(0).pool().num_in_use() == 2);  // the prompt's blocks, once
   s.check_invariants();
   o = s.schedule();
   REQUIRE(o.seqs.size() == 2);
   check_seq(o.seqs[0], 1, 6, 1, true);
   check_seq(o.seqs[1], 2, 6, 1, true);
-  REQUIRE(o.block_copies.size() == 1);  // the parent writes first and gets the copy
-  CHECK(o.block_copies[0].first == s.kv().block_table(2)[1]);
-  CHECK(o.block_copies[0].second == s.kv().block_table(1)[1]);
+  REQUIRE(o.block_copies.size() == 1);  // one KV group
+  REQUIRE(o.block_copies[0].size() == 1);  // the parent writes first and gets the copy
+  CHECK(o.block_copies[0][0].first == s.kv().block_table(2)[1]);
+  CHECK(o.block_copies[0][0].second == s.kv().block_table(1)[1]);
   CHECK(s.kv().block_table(1)[0] == s.kv().block_table(2)[0]);
   BatchPlan plan = build_batch_plan(o, s);
   plan.validate(4, 16);
@@ -250,7 +251,7 @@ TEST_CASE("scheduler: requests finish at max_total_tokens and leave nothing behi
   }
   CHECK(steps == 2);  // prefill + sample, decode + sample -> 7 tokens
   CHECK(s.stats().finished == 1);
-  CHECK(s.kv().pool().num_in_use() == 0);
+  CHECK(s.kv().group(0).pool().num_in_use() == 0);
 }
 
 TEST_CASE("scheduler: 20 requests with a common 200-token system prompt compute its blocks once") {
@@ -293,11 +294,11 @@ TEST_CASE("scheduler: n = 4 by fork holds the prompt's blocks once") {
   s.add(0, toks(0, 201), 260);  // 51 blocks of 4 (the last holds 1 token)
   done_all(s, s.schedule());
   for (int k = 1; k < 4; ++k) s.fork(0, k, int32_t(900 + k));
-  CHECK(s.kv().pool().num_in_use() == 51);
+  CHECK(s.kv().group(0).pool().num_in_use() == 51);
   auto o = s.schedule();  // each decode writes position 201, in the shared partial block
   CHECK(o.seqs.size() == 4);
-  CHECK(o.block_copies.size() == 3);  // three copy it; the last one keeps the original
-  CHECK(s.kv().pool().num_in_use() == 51 + 3);
+  CHECK(o.block_copies.at(0).size() == 3);  // three copy it; the last one keeps the original
+  CHECK(s.kv().group(0).pool().num_in_use() == 51 + 3);
   done_all(s, o);
 }
 

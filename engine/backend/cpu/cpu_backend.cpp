@@ -416,11 +416,16 @@ class CpuBackend final : public Backend {
     for (int s : seqs) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       if (q0 == q1) continue;
-      const int32_t n = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
+      // The copy holds positions [base, end): from the block of the first key any of its tokens reads
+      // (a sliding window's blocks before it may be gone), as rows [0, end - base).
+      const int32_t end = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
+      const int32_t low = *std::min_element(plan.positions.begin() + q0, plan.positions.begin() + q1);
+      const int32_t base = (window > 0 ? std::max(0, low - window + 1) : 0) / B * B, n = end - base;
       k.resize(size_t(n * row));
       v.resize(size_t(n * row));
-      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq;
-      auto dequantize = [&](int32_t j0, int32_t j1) {  // positions [j0, j1) into the copy
+      // block-aligned, so relative position j reads table[(base + j) / B] at offset j % B
+      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq + base / B;
+      auto dequantize = [&](int32_t j0, int32_t j1) {  // relative positions [j0, j1) into the copy
         pool_.parallel_for(j1 - j0, [&](int64_t a, int64_t b) {
           if (quant) return kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k.data(),
                                                              v.data());
@@ -437,7 +442,8 @@ class CpuBackend final : public Backend {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
           for (int64_t i = i0; i < i1; ++i) {
             const int64_t t = t0 + balanced_order(i / hq, t1 - t0), h = i % hq;
-            const int32_t pos = plan.positions[t], first = window > 0 ? std::max(0, pos - window + 1) : 0;
+            const int32_t pos = plan.positions[t] - base;
+            const int32_t first = window > 0 ? std::max(0, plan.positions[t] - window + 1) - base : 0;
             // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
             const kernels::PagedKvView view{k.data() + first * row, v.data() + first * row, n, hkv, D};
             const float* q = qkv.ptr<float>() + t * W + h * D;
@@ -456,19 +462,18 @@ class CpuBackend final : public Backend {
         continue;
       }
       for (int t0 = q0; t0 < q1;) {  // the queries of one block (positions are consecutive)
-        const int32_t from = plan.positions[t0] / B * B, to = std::min(n, from + B);
+        const int32_t from = plan.positions[t0] / B * B, to = std::min(end, from + B);  // absolute
         const int t1 = std::min(q1, t0 + (to - plan.positions[t0]));
         const int64_t at = int64_t(from - ex->first) * row, count = int64_t(to - from) * row;
-        std::copy_n(ex->k + at, count, k.begin() + int64_t(from) * row);
-        std::copy_n(ex->v + at, count, v.begin() + int64_t(from) * row);
+        std::copy_n(ex->k + at, count, k.begin() + int64_t(from - base) * row);
+        std::copy_n(ex->v + at, count, v.begin() + int64_t(from - base) * row);
         run(t0, t1);
-        if (t1 < q1) dequantize(from, to);  // later blocks' queries read this one from the cache
+        if (t1 < q1) dequantize(from - base, to - base);  // later blocks' queries read this one from the cache
         t0 = t1;
       }
     }
   }
 
-  // write_kv into an int8 or fp8 cache: each token's k and v head rows quantized into their slot.
   void write_kv_quant(const Tensor& qkv, const std::vector<int32_t>& slots, int hq, int hkv, KvLayer& cache) {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), T = int64_t(slots.size());
     const bool int8 = cache.quant == KvCacheDtype::Int8;

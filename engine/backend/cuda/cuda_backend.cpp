@@ -215,8 +215,9 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
     for (int32_t t = plan.query_start[s]; t < plan.query_start[s + 1]; ++t) token_seq[size_t(t)] = int32_t(s);
   const std::vector<int32_t>* arrays[] = {&plan.token_ids,   &plan.positions,   &plan.slot_mapping,
                                           &plan.query_start, &plan.context_len, &plan.block_table,
-                                          &plan.logits_rows, &token_seq,         &plan.exact_slot};
-  constexpr int kArrays = 9;
+                                          &plan.logits_rows, &token_seq,         &plan.exact_slot,
+                                          &plan.window_slot_mapping, &plan.window_block_table};
+  constexpr int kArrays = 11;
   size_t total = 0;
   for (auto* a : arrays) total += (a->size() + 3) / 4 * 4;  // each array 16-byte aligned
   const size_t bytes = std::max<size_t>(total, 4) * sizeof(int32_t);
@@ -238,7 +239,8 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   DeviceBatch db;
   db.plan = &plan;
   Tensor* outs[] = {&db.token_ids,   &db.positions,   &db.slot_mapping, &db.query_start, &db.context_len,
-                    &db.block_table, &db.logits_rows, &db.token_seq,    &db.exact_slot};
+                    &db.block_table, &db.logits_rows, &db.token_seq,    &db.exact_slot,
+                    &db.window_slot_mapping, &db.window_block_table};
   size_t off = 0;
   for (int i = 0; i < kArrays; ++i) {
     const int64_t n = int64_t(arrays[i]->size());
@@ -250,6 +252,7 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   CUDA_CHECK(cudaMemcpyAsync(dev, pinned_, off * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
   db.block_table.shape = {S, plan.max_blocks_per_seq};
+  db.window_block_table.shape = {S, plan.window_max_blocks_per_seq};
   return db;
 }
 
