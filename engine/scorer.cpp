@@ -19,9 +19,15 @@ Scorer::Scorer(Executor& executor, const Tokenizer& tokenizer, ScorerOptions opt
       max_context_(opts.max_context > 0 ? opts.max_context : executor.config().max_position_embeddings),
       pool_(blocks_for(max_context_, opts.block_size)) {
   exec_.check_context(max_context_);
-  const KvCacheSpec spec = exec_.kv_spec(opts_.block_size);
-  exact_ = spec.exact_ring_blocks > 0;  // one sequence at a time: slot 0, chunks never rolled back
-  exec_.alloc_kv_cache(spec, pool_.num_blocks());
+  spec_ = exec_.kv_spec(opts_.block_size);
+  exact_ = spec_.exact_ring_blocks > 0;  // one sequence at a time: slot 0, chunks never rolled back
+  alloc_cache();
+}
+
+// One pool for every layer (sliding ones too: a single sequence, each block its own).
+void Scorer::alloc_cache() {
+  exec_.alloc_kv_cache(spec_, pool_.num_blocks());
+  kv_epoch_ = exec_.kv_cache_epoch();
 }
 
 void Scorer::ensure_blocks(int tokens) {
@@ -38,6 +44,7 @@ void Scorer::release_blocks() {
 }
 
 Tensor Scorer::step(const std::vector<int>& ids, int begin, int end, bool all_logits) {
+  if (exec_.kv_cache_epoch() != kv_epoch_) alloc_cache();
   ensure_blocks(end);
   BatchPlan plan;
   const int B = opts_.block_size;

@@ -43,6 +43,9 @@ class Scorer {
   BlockPool pool_;
   std::vector<int32_t> block_table_;
   bool exact_ = false;  // the cache keeps exact open-block rows: the sequence takes slot 0
+  KvCacheSpec spec_;
+  uint64_t kv_epoch_ = 0;  // the executor's kv_cache_epoch() after our allocation
+  void alloc_cache();      // ours again, where another user (an Engine) replaced it
 };
 
 }  // namespace llmctl

@@ -32,7 +32,13 @@ class Executor {
   // Asking for the budget frees the cache allocated before (the new one replaces it).
   virtual KvCacheSpec kv_spec(int block_size) const = 0;
   virtual std::optional<size_t> kv_cache_budget(double gpu_memory_utilization, size_t reserve) = 0;
-  virtual void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) = 0;
+  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) {
+    do_alloc_kv_cache(spec, layout);
+    ++kv_cache_epoch_;
+  }
+  // Counts allocations: a user sharing the executor (a Scorer beside an Engine) sees when the cache
+  // it allocated was replaced by another one's.
+  uint64_t kv_cache_epoch() const { return kv_cache_epoch_; }
   // Device memory the activations of a step of `tokens` tokens and `rows` logits rows take.
   virtual size_t activation_bytes(int64_t tokens, int64_t rows) const = 0;
   // Start-up measurement of the step's GEMMs up to these sizes (device backends).
@@ -65,8 +71,12 @@ class Executor {
   virtual void step_timer_begin() = 0;
   virtual double step_timer_end() = 0;
 
+ protected:
+  virtual void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) = 0;
+
  private:
-  std::optional<Tensor> submitted_;  // the default submit's logits, until collect()
+  std::optional<Tensor> submitted_;
+  uint64_t kv_cache_epoch_ = 0;  // the default submit's logits, until collect()
 };
 
 }  // namespace llmctl

@@ -23,7 +23,7 @@ class LocalExecutor final : public Executor {
     runner_.free_kv_cache();
     return runner_.backend().kv_cache_budget(gpu_memory_utilization, reserve);
   }
-  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
+  void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
     runner_.alloc_kv_cache(spec, layout);
   }
   size_t activation_bytes(int64_t tokens, int64_t rows) const override {

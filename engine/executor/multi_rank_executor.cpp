@@ -103,7 +103,7 @@ class MultiRankExecutor final : public Executor {
     run(c, {}, nullptr, &budget);
     return budget;
   }
-  void alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
+  void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
     LLM_CHECK(spec.num_kv_heads == local_.kv_spec(spec.block_size).num_kv_heads) << "KV cache spec of another rank";
     Command c{Op::AllocKv};
     c.i = spec.block_size, c.n = layout.num_groups(), c.kind = int32_t(spec.kind), c.ring = spec.exact_ring_blocks;

@@ -314,3 +314,79 @@ TEST_CASE("manager: a rollback in a forked sequence leaves the other holder's bl
   kv.check_invariants();
   CHECK(kv.pool().num_in_use() == 0);
 }
+
+// Sliding window W = 6, block size 4: a sequence that has computed c tokens keeps blocks from
+// (c - 5) / 4 on; the next token at c reads keys (c - 6, c].
+TEST_CASE("manager: a sliding window releases the blocks it passed, and a hit needs only its window") {
+  KvCacheManager kv(8, 4, true, false, 6);
+  CHECK(kv.window() == 6);
+  CHECK(kv.first_needed_block(5) == 0);
+  CHECK(kv.first_needed_block(9) == 1);
+  CHECK(kv.max_blocks_held(1000, 4) == 4);  // blocks_for(6 + 4) + 1, not 250
+  CHECK(kv.max_blocks_held(6, 4) == 2);
+  const auto a = toks(100, 14);  // blocks [100..103] [104..107] [108..111] [112 113]
+  CHECK(run_prompt(kv, 1, a) == 0);
+  // 14 computed: the next token reads from 9 on, so block 0 (positions 0-3) and block 1 (4-7) go
+  const std::vector<int32_t>& t = kv.block_table(1);
+  REQUIRE(t.size() == 4);
+  CHECK(t[0] == KvCacheManager::kDropped);
+  CHECK(t[1] == KvCacheManager::kDropped);
+  CHECK(t[2] >= 0);
+  CHECK(kv.pool().num_in_use() == 2);
+  CHECK(kv.pool().num_cached() == 2);  // hashed: still findable
+  CHECK_THROWS_AS((void)kv.slot(1, 7), Error);  // never read again
+  CHECK(kv.slot(1, 8) == t[2] * 4);
+  CHECK_THROWS_AS(kv.truncate(1, 10), Error);  // position 10 would read key 5, released
+  kv.truncate(1, 13);                          // reads from key 8 on: fine
+  kv.check_invariants();
+  kv.free(1);
+  kv.check_invariants();
+
+  // The same prompt again: all three full blocks are cached, so the hit is 12 tokens, and the blocks
+  // before its window (12 - 6 = 6: block 1 on) are not taken; block 0 stays in the cache unused.
+  const int cached_before = kv.pool().num_cached();
+  auto c = kv.allocate_prompt(2, a);
+  REQUIRE(c);
+  CHECK(*c == 12);
+  const std::vector<int32_t>& u = kv.block_table(2);
+  CHECK(u[0] == KvCacheManager::kDropped);
+  CHECK(u[1] >= 0);
+  CHECK(u[2] >= 0);
+  CHECK(kv.pool().num_cached() == cached_before - 2);
+  kv.check_invariants();
+  REQUIRE(kv.ensure_capacity(2, 14));
+  kv.commit_tokens(2, a, 14);
+  CHECK(kv.block_table(2)[1] == KvCacheManager::kDropped);  // released once 14 are computed
+  kv.check_invariants();
+
+  // A hit whose early blocks were evicted still counts when its window's blocks are there.
+  KvCacheManager w(8, 4, true, false, 6);
+  CHECK(run_prompt(w, 1, a) == 0);
+  w.free(1);
+  // evict: fill the pool with another prompt's blocks (the LRU's oldest, block 0 of `a`, goes first)
+  auto other = toks(500, 4);
+  REQUIRE(w.allocate_prompt(3, other));
+  for (int n = 8; w.pool().stats().evictions == 0; n += 4) REQUIRE(w.ensure_capacity(3, n));
+  CHECK(w.pool().stats().evictions == 1);
+  CHECK(w.peek_cached_tokens(a) == 12);  // blocks 1 and 2 are what a 12-token hit reads
+  CHECK(w.cached_blocks(a, 2) == 0);     // a hit of 8 or 4 tokens would read block 0: gone
+  w.check_invariants();
+}
+
+TEST_CASE("manager: without prefix caching a window still releases, and forks share released entries") {
+  KvCacheManager kv(10, 4, false, false, 5);
+  const auto a = toks(1, 12);
+  CHECK(run_prompt(kv, 1, a) == 0);
+  CHECK(kv.block_table(1)[0] == KvCacheManager::kDropped);  // 12 computed: reads from 8 on
+  CHECK(kv.block_table(1)[1] == KvCacheManager::kDropped);
+  kv.fork(1, 2);
+  CHECK(kv.block_table(2)[1] == KvCacheManager::kDropped);
+  CHECK(kv.pool().ref_count(kv.block_table(1)[2]) == 2);
+  REQUIRE(kv.ensure_capacity(2, 13));
+  kv.commit_tokens(2, toks(1, 13), 13);
+  kv.check_invariants();
+  kv.free(1);
+  kv.free(2);
+  CHECK(kv.pool().num_in_use() == 0);
+  kv.check_invariants();
+}
