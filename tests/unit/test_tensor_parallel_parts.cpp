@@ -28,6 +28,9 @@ TEST_CASE("plan_codec: a plan round-trips; short, long or lying buffers are refu
   p.exact_slot = {3, -1};
   p.exact_copies = {0, 3};
   p.graph_context = 48;
+  p.window_slot_mapping = {8, 9, 10, 3};
+  p.window_block_table = {2, -1, -1, -1, -1, 0};
+  p.window_max_blocks_per_seq = 3;
   const std::vector<uint8_t> bytes = encode_plan(p);
   const BatchPlan q = decode_plan(bytes);
   CHECK(q.token_ids == p.token_ids);
@@ -41,6 +44,9 @@ TEST_CASE("plan_codec: a plan round-trips; short, long or lying buffers are refu
   CHECK(q.exact_copies == p.exact_copies);
   CHECK(q.max_blocks_per_seq == 3);
   CHECK(q.graph_context == 48);
+  CHECK(q.window_slot_mapping == p.window_slot_mapping);
+  CHECK(q.window_block_table == p.window_block_table);
+  CHECK(q.window_max_blocks_per_seq == 3);
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1), longer = bytes;
   longer.push_back(0);
   CHECK_THROWS_AS(decode_plan(shorter), Error);
