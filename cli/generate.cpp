@@ -59,6 +59,11 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
                (s.prompt_tokens + s.generated_tokens) / s.seconds, (long long)st.steps, (long long)st.preemptions,
                100.0 * st.kv.prefix_hit_rate, 100.0 * st.mean_waste(), 100.0 * st.usage_peak, st.kv.used_blocks,
                st.kv.total_blocks);
+  if (st.peak_blocks.size() > 1)  // a pool per kind of layer: what each held at most
+    std::fprintf(stderr,
+                 "llmctl: peak KV blocks in use: %d of %d in the full-attention layers' pool, %d of %d in the "
+                 "sliding-window layers' pool\n",
+                 st.peak_blocks[0], engine.kv_layout().num_blocks[0], st.peak_blocks[1], engine.kv_layout().num_blocks[1]);
   if (st.draft_tokens > 0)
     std::fprintf(stderr, "llmctl: speculative drafts: %lld of %lld accepted (%.1f%%)\n", (long long)st.accepted_draft_tokens,
                  (long long)st.draft_tokens, 100.0 * st.acceptance_rate());

@@ -624,6 +624,10 @@ void Engine::finish_step(InFlight& f, const Tensor& logits, bool timed) {
   const KvCacheStats kv = sched_->kv().stats();
   stats_.waste_sum += kv.waste;
   stats_.usage_peak = std::max(stats_.usage_peak, kv.usage);
+  const KvCacheGroups& groups = sched_->kv();
+  stats_.peak_blocks.resize(size_t(groups.num_groups()), 0);
+  for (int g = 0; g < groups.num_groups(); ++g)
+    stats_.peak_blocks[size_t(g)] = std::max(stats_.peak_blocks[size_t(g)], groups.group(g).pool().num_in_use());
 }
 
 void Engine::complete_aborted_in_step() {

@@ -81,6 +81,7 @@ struct EngineStats {
   double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
   double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
   double usage_peak = 0;  // highest fraction of blocks in use after a step
+  std::vector<int> peak_blocks;  // per KV pool (kv_cache_groups.h): the most blocks in use after a step
   int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
   int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
   KvCacheStats kv;        // now

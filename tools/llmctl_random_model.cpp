@@ -2,8 +2,10 @@
 // base model's config.json with some sizes changed, and the base's tokenizer files: models of
 // shapes no published checkpoint has (e.g. heads that divide by 2 for a tensor-parallel benchmark).
 // Usage: llmctl_random_model BASE_HF_DIR OUT_DIR [--hidden N] [--heads N] [--kv-heads N] [--layers N]
-//                            [--intermediate N] [--seed S] [--stddev F]
-// head_dim becomes hidden / heads; the vocabulary is the base's (its tokenizer is copied).
+//                            [--intermediate N] [--seed S] [--stddev F] [--set KEY=JSON]...
+// head_dim becomes hidden / heads unless --set gives it; --set sets any config.json key to a JSON
+// value (e.g. --set 'layer_types=["sliding_attention","full_attention"]'), after the size options.
+// The vocabulary is the base's (its tokenizer is copied).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,13 +23,14 @@ namespace fs = std::filesystem;
 
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 3) << "usage: llmctl_random_model BASE_HF_DIR OUT_DIR [--hidden N] [--heads N] [--kv-heads N] "
-                            "[--layers N] [--intermediate N] [--seed S] [--stddev F]";
+                            "[--layers N] [--intermediate N] [--seed S] [--stddev F] [--set KEY=JSON]...";
   const fs::path base = argv[1], out = argv[2];
   std::ifstream in(base / "config.json");
   LLM_REQUIRE(in) << "cannot read " << (base / "config.json").string();
   nlohmann::json cfg = nlohmann::json::parse(in);
   uint32_t seed = 1;
   float stddev = 0.02f;
+  nlohmann::json sets = nlohmann::json::object();
   const std::pair<const char*, const char*> keys[] = {{"--hidden", "hidden_size"},
                                                       {"--heads", "num_attention_heads"},
                                                       {"--kv-heads", "num_key_value_heads"},
@@ -40,9 +43,16 @@ int main(int argc, char** argv) try {
       if (k == flag) cfg[key] = std::stoi(v), known = true;
     if (k == "--seed") seed = uint32_t(std::stoul(v)), known = true;
     if (k == "--stddev") stddev = std::stof(v), known = true;
+    if (k == "--set") {
+      const size_t eq = v.find('=');
+      LLM_REQUIRE(eq != std::string::npos && eq > 0) << "--set expects KEY=JSON, got '" << v << "'";
+      sets[v.substr(0, eq)] = nlohmann::json::parse(v.substr(eq + 1));
+      known = true;
+    }
     LLM_REQUIRE(known) << "unknown option " << k;
   }
   cfg["head_dim"] = cfg["hidden_size"].get<int>() / cfg["num_attention_heads"].get<int>();
+  for (const auto& [key, value] : sets.items()) cfg[key] = value;
   cfg["torch_dtype"] = "float32";
   const ModelConfig c = parse_hf_config(cfg);
   c.validate();

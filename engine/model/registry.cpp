@@ -39,9 +39,9 @@ const std::vector<Architecture>& architectures() {
       {"Phi3ForCausalLM", "phi3", "phi3", false, true, false, false, &make_phi3_model, &phi3_tensor_specs,
        &phi3_gguf_config, &phi3_gguf_layer_name, 0.0f},
       {"Gemma2ForCausalLM", "gemma2", "gemma2", false, true, false, false, &make_gemma_model, &gemma_tensor_specs,
-       &gemma2_gguf_config, &gemma_gguf_layer_name, 1.0f, /*sliding_pattern=*/2},
+       &gemma2_gguf_config, &gemma_gguf_layer_name, 1.0f, /*sliding_pattern=*/2, "pre_feedforward_layernorm", 1.0f},
       {"Gemma3ForCausalLM", "gemma3_text", "gemma3", false, true, true, false, &make_gemma_model, &gemma_tensor_specs,
-       &gemma3_gguf_config, &gemma_gguf_layer_name, 1.0f},
+       &gemma3_gguf_config, &gemma_gguf_layer_name, 1.0f, 0, "pre_feedforward_layernorm", 1.0f},
   };
   return kArchitectures;
 }

@@ -42,6 +42,10 @@ struct Architecture {
   // > 0: without layer_types or sliding_window_pattern in config.json, layer l slides unless
   // (l + 1) % sliding_pattern == 0 (Gemma 2: 2, sliding and global layers alternating).
   int sliding_pattern = 0;
+  // Where quantize's AWQ folds its scales: the norm a layer's MLP reads its input through, and the
+  // constant the family adds to every norm weight when it runs (Gemma's (1 + w)).
+  const char* mlp_input_norm = "post_attention_layernorm";
+  float norm_offset = 0.0f;
 };
 
 // The registered architectures, in the order they are listed to users.

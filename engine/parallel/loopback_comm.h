@@ -31,6 +31,10 @@ class LoopbackComm final : public Comm {
   void abort_all(const std::string& why) override;
   // Messages sent and not yet received.
   size_t pending() const { return queue_.size(); }
+  // The queue as it is now, and the queue put back as it was: a stage run again on the same input
+  // (quantize's calibration probes a layer with trial weights).
+  void save() { saved_ = queue_; }
+  void restore() { queue_ = saved_; }
 
  private:
   struct Message {
@@ -38,7 +42,7 @@ class LoopbackComm final : public Comm {
     std::vector<char> bytes;
   };
   int world_, rank_ = 0;
-  std::deque<Message> queue_;
+  std::deque<Message> queue_, saved_;
 };
 
 }  // namespace llmctl

@@ -311,7 +311,6 @@ Tensor ModelRunner::collect() {
 }
 
 int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {
-  Backend& be = backend();
   const int M = micro_batches(plan), S = plan.num_seqs();
   const int64_t T = plan.num_tokens();
   // Cut the sequences into M runs of about T / M tokens each, in order.

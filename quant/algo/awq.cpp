@@ -67,6 +67,12 @@ void scale_columns(Tensor& w, const std::vector<double>& s, bool divide) {
     for (int64_t k = 0; k < K; ++k) p[n * K + k] = float(divide ? p[n * K + k] / s[size_t(k)] : p[n * K + k] * s[size_t(k)]);
 }
 
+// A norm's weight w [H] run as (offset + w): the weight whose (offset + w') is (offset + w) / s.
+void divide_norm(Tensor& w, const std::vector<double>& s, float offset) {
+  float* p = w.ptr<float>();
+  for (int64_t r = 0; r < w.dim(0); ++r) p[r] = float((double(offset) + p[r]) / s[size_t(r)] - double(offset));
+}
+
 // w[r, :] /= s[r] for a [R, *] tensor or w[r] /= s[r] for a vector
 void divide_rows(Tensor& w, const std::vector<double>& s) {
   const int64_t R = w.dim(0), C = w.rank() > 1 ? w.dim(1) : 1;
@@ -214,100 +220,105 @@ void fake_quantize(const float* w, int64_t n, int64_t k, const QuantScheme& s, f
   std::memcpy(out, d.data(), d.size() * sizeof(float));
 }
 
-AwqLayerReport awq_scale_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
-  const ModelConfig& c = f.config();
-  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
-  AwqLayerReport rep;
-  // The unquantized layer on the search batch.
-  Tensor attn_in = f.alloc(H), o_in = f.alloc(A), attn_out = f.alloc(H), mlp_in = f.alloc(H), down_in = f.alloc(I),
-         mlp_out = f.alloc(H);
-  f.norm(x, L.input_norm, attn_in);
-  f.attention(L, attn_in, o_in);
-  f.linear(o_in, L.o, nullptr, attn_out);
-  Tensor h = clone(x);
-  CalibrationForward::add(h, attn_out);
-  f.norm(h, L.post_norm, mlp_in);
-  f.gated_act(L, mlp_in, down_in);
-  f.linear(down_in, L.down, nullptr, mlp_out);
-  Tensor scratch_o = f.alloc(A), scratch_h = f.alloc(H), scratch_i = f.alloc(I);
-  double loss0 = 0, loss = 0;
+namespace {
+// x with column k divided by s[k] (x [T, K]): a linear's input once the op before it was divided by s.
+Tensor divide_columns(const Tensor& x, const std::vector<double>& s) {
+  Tensor out = clone(x);
+  scale_columns(out, s, true);
+  return out;
+}
+}  // namespace
 
-  // input_norm -> q, k, v; the loss on the self-attention output.
+AwqInputs awq_inputs(FamilyCalibration& f) {
+  AwqInputs in;
+  f.probe(
+      [&](LinearGroup g, const Tensor& x, const Tensor&) {
+        Tensor* slot[] = {&in.attn_in, &in.o_in, &in.mlp_in, &in.down_in};
+        *slot[int(g)] = clone(x);
+        return Tensor{};
+      },
+      LinearGroup::Down);
+  return in;
+}
+
+AwqLayerReport awq_scale_layer(FamilyCalibration& f, DenseLayer& L, AwqInputs& in, const AwqOptions& o) {
+  // The quantizer's layer (written out) and the family's (run here) must be the same weights.
+  const Tensor qkv = stack_rows({&L.q, &L.k, &L.v}), gate_up = stack_rows({&L.gate, &L.up});
+  for (const auto& [g, mine] : {std::pair<LinearGroup, const Tensor*>{LinearGroup::Qkv, &qkv}, {LinearGroup::O, &L.o},
+                                {LinearGroup::GateUp, &gate_up}, {LinearGroup::Down, &L.down}})
+    LLM_CHECK(f.weight(g).shape == mine->shape && std::memcmp(f.weight(g).data, mine->data, mine->nbytes()) == 0)
+        << "AWQ: the family's linear group " << int(g) << " " << f.weight(g).shape_str()
+        << " is not the checkpoint's layer weight " << mine->shape_str();
+  AwqLayerReport rep;
+  // The unquantized layer's outputs on the search batch: self-attention (o's) and MLP (down's).
+  const Tensor attn_out = f.linear(in.o_in, L.o), mlp_out = f.linear(in.down_in, L.down);
+  double loss0 = 0, loss = 0;
+  // Group `swapped` run with weight w: the input of group `downstream` (the layer up to there).
+  auto input_with = [&](LinearGroup swapped, const Tensor& w, LinearGroup downstream) {
+    Tensor got;
+    f.probe(
+        [&](LinearGroup g, const Tensor& x, const Tensor&) {
+          if (g == downstream) got = clone(x);
+          return g == swapped ? w : Tensor{};
+        },
+        downstream);
+    return got;
+  };
+  std::vector<double> s_attn, s_o, s_mlp, s_down;
+
+  // input_norm -> q, k, v; the loss on the self-attention output (the family's attention: rope,
+  // q/k norms, window, soft-capping as it runs).
   {
     auto eval = [&](const std::vector<Tensor>& q) {
-      DenseLayer T = L;
-      T.q = q[0], T.k = q[1], T.v = q[2];
-      f.attention(T, attn_in, scratch_o);
-      f.linear(scratch_o, L.o, nullptr, scratch_h);
-      return mse(scratch_h, attn_out);
+      const Tensor fused = stack_rows({&q[0], &q[1], &q[2]});
+      return mse(f.linear(input_with(LinearGroup::Qkv, fused, LinearGroup::O), L.o), attn_out);
     };
-    std::vector<double> s = search_scales(column_abs_mean(attn_in), {&L.q, &L.k, &L.v}, o, eval, &rep.ratio_attn,
-                                          &loss0, &loss);
-    divide_rows(L.input_norm, s);
-    for (Tensor* w : {&L.q, &L.k, &L.v}) scale_columns(*w, s, false);
+    s_attn = search_scales(column_abs_mean(in.attn_in), {&L.q, &L.k, &L.v}, o, eval, &rep.ratio_attn, &loss0, &loss);
+    divide_norm(L.input_norm, s_attn, L.norm_offset);
+    for (Tensor* w : {&L.q, &L.k, &L.v}) scale_columns(*w, s_attn, false);
   }
   // v -> o, only when v's outputs are o's inputs one to one (no GQA).
   if (L.v.dim(0) == L.o.dim(1)) {
-    auto eval = [&](const std::vector<Tensor>& q) {
-      f.linear(o_in, q[0], nullptr, scratch_h);
-      return mse(scratch_h, attn_out);
-    };
-    std::vector<double> s = search_scales(column_abs_mean(o_in), {&L.o}, o, eval, &rep.ratio_o, &loss0, &loss);
-    divide_rows(L.v, s);
-    if (!L.v_bias.empty()) divide_rows(L.v_bias, s);
-    scale_columns(L.o, s, false);
+    auto eval = [&](const std::vector<Tensor>& q) { return mse(f.linear(in.o_in, q[0]), attn_out); };
+    s_o = search_scales(column_abs_mean(in.o_in), {&L.o}, o, eval, &rep.ratio_o, &loss0, &loss);
+    divide_rows(L.v, s_o);
+    if (!L.v_bias.empty()) divide_rows(L.v_bias, s_o);
+    scale_columns(L.o, s_o, false);
   }
-  // post_norm -> gate, up; the loss on the MLP output.
+  // the MLP's input norm -> gate, up; the loss on the MLP output (the family's activation; before a
+  // norm after it, as the MLP module's output).
   {
     auto eval = [&](const std::vector<Tensor>& q) {
-      DenseLayer T = L;
-      T.gate = q[0], T.up = q[1];
-      f.gated_act(T, mlp_in, scratch_i);
-      f.linear(scratch_i, L.down, nullptr, scratch_h);
-      return mse(scratch_h, mlp_out);
+      const Tensor fused = stack_rows({&q[0], &q[1]});
+      return mse(f.linear(input_with(LinearGroup::GateUp, fused, LinearGroup::Down), L.down), mlp_out);
     };
-    std::vector<double> s =
-        search_scales(column_abs_mean(mlp_in), {&L.gate, &L.up}, o, eval, &rep.ratio_mlp, &rep.loss_before, &rep.loss_after);
-    divide_rows(L.post_norm, s);
-    for (Tensor* w : {&L.gate, &L.up}) scale_columns(*w, s, false);
+    s_mlp = search_scales(column_abs_mean(in.mlp_in), {&L.gate, &L.up}, o, eval, &rep.ratio_mlp, &rep.loss_before,
+                          &rep.loss_after);
+    divide_norm(L.mlp_norm, s_mlp, L.norm_offset);
+    for (Tensor* w : {&L.gate, &L.up}) scale_columns(*w, s_mlp, false);
   }
   // up -> down; the loss on the down projection's output.
   {
-    auto eval = [&](const std::vector<Tensor>& q) {
-      f.linear(down_in, q[0], nullptr, scratch_h);
-      return mse(scratch_h, mlp_out);
-    };
-    std::vector<double> s = search_scales(column_abs_mean(down_in), {&L.down}, o, eval, &rep.ratio_down, &loss0, &loss);
-    divide_rows(L.up, s);
-    scale_columns(L.down, s, false);
+    auto eval = [&](const std::vector<Tensor>& q) { return mse(f.linear(in.down_in, q[0]), mlp_out); };
+    s_down = search_scales(column_abs_mean(in.down_in), {&L.down}, o, eval, &rep.ratio_down, &loss0, &loss);
+    divide_rows(L.up, s_down);
+    scale_columns(L.down, s_down, false);
   }
+  // What the scaled layer's linears read: each input divided by the scales folded before it.
+  in.attn_in = divide_columns(in.attn_in, s_attn);
+  if (!s_o.empty()) in.o_in = divide_columns(in.o_in, s_o);
+  in.mlp_in = divide_columns(in.mlp_in, s_mlp);
+  in.down_in = divide_columns(in.down_in, s_down);
   return rep;
 }
 
-void awq_clip_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
+void awq_clip_layer(DenseLayer& L, const AwqInputs& in, const AwqOptions& o) {
   if (o.max_shrink <= 0) return;
-  const ModelConfig& c = f.config();
-  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
-  // The inputs of each linear in the (scaled) layer.
-  Tensor attn_in = f.alloc(H), o_in = f.alloc(A), attn_out = f.alloc(H), mlp_in = f.alloc(H), down_in = f.alloc(I);
-  f.norm(x, L.input_norm, attn_in);
-  f.attention(L, attn_in, o_in);
-  f.linear(o_in, L.o, nullptr, attn_out);
-  Tensor h = clone(x);
-  CalibrationForward::add(h, attn_out);
-  f.norm(h, L.post_norm, mlp_in);
-  f.gated_act(L, mlp_in, down_in);
-  clip_linear(L.v, attn_in, o);
-  clip_linear(L.o, o_in, o);
-  clip_linear(L.gate, mlp_in, o);
-  clip_linear(L.up, mlp_in, o);
-  clip_linear(L.down, down_in, o);
-}
-
-AwqLayerReport awq_layer(CalibrationForward& f, DenseLayer& L, const Tensor& x, const AwqOptions& o) {
-  AwqLayerReport rep = awq_scale_layer(f, L, x, o);
-  awq_clip_layer(f, L, x, o);
-  return rep;
+  clip_linear(L.v, in.attn_in, o);
+  clip_linear(L.o, in.o_in, o);
+  clip_linear(L.gate, in.mlp_in, o);
+  clip_linear(L.up, in.mlp_in, o);
+  clip_linear(L.down, in.down_in, o);
 }
 
 }  // namespace llmctl::quant

@@ -19,10 +19,13 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
 
-  void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax) {
+  // last_group: linears of later groups are skipped (a probe).
+  void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax,
+           int last_group = 3) {
     groups_ = std::move(groups);
     before_ = before;
     amax_ = amax;
+    last_group_ = last_group;
     calls_.assign(groups_.size(), 0);
   }
   // How often each armed weight ran since arm().
@@ -32,6 +35,7 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (groups_[g].first != w.data) continue;
       ++calls_[g];
+      if (int(groups_[g].second) > last_group_) return;  // a probe stops computing here
       const Tensor swapped = *before_ ? (*before_)(groups_[g].second, x, w) : Tensor{};
       if (!swapped.empty()) {
         LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
@@ -70,6 +74,7 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   std::vector<std::pair<const void*, LinearGroup>> groups_;
   const BeforeLinear* before_ = nullptr;
   KvAbsMax* amax_ = nullptr;
+  int last_group_ = 3;
   std::vector<int> calls_;
 };
 
@@ -98,41 +103,81 @@ FamilyCalibration::FamilyCalibration(const Checkpoint& ck, const std::vector<std
 
 FamilyCalibration::~FamilyCalibration() = default;
 
-void FamilyCalibration::run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax) {
+void FamilyCalibration::begin_layer(int layer) {
   const ModelConfig& c = ck_.config;
-  LLM_CHECK(layer == next_layer_ && layer < c.num_layers)
-      << "calibration: layer " << layer << " run out of order (next: " << next_layer_ << ")";
+  LLM_CHECK(layer == layer_index_ + 1 && layer < c.num_layers)
+      << "calibration: layer " << layer << " built out of order (next: " << layer_index_ + 1 << ")";
+  layer_.reset();  // the previous layer's weights go first
   // Layer `layer` alone: stage `layer` of a pipeline of num_layers one-layer stages.
   comm_->set_rank(layer);
   ParallelContext par;
   par.stages = c.num_layers;
   par.stage = layer;
   par.pp_comm = comm_.get();
-  std::unique_ptr<Model> model = make_model(ck_, *observer_, DType::F32, par);
-  const auto* decoder = dynamic_cast<const DecoderModel*>(model.get());
+  layer_ = make_model(ck_, *observer_, DType::F32, par);
+  layer_index_ = layer;
+  const auto* decoder = dynamic_cast<const DecoderModel*>(layer_.get());
   LLM_REQUIRE(decoder && decoder->weights().layers.size() == 1)
       << c.architecture << ": calibration runs decoder models one layer at a time, which this model is not";
   const DecoderWeights::Layer& L = decoder->weights().layers[0];
-  std::vector<std::pair<const void*, LinearGroup>> groups = {{L.attention.qkv.data.data, LinearGroup::Qkv},
-                                                             {L.attention.o_proj.data.data, LinearGroup::O},
-                                                             {L.mlp.gate_up.data.data, LinearGroup::GateUp},
-                                                             {L.mlp.down.data.data, LinearGroup::Down}};
   for (const LinearWeight* w : {&L.attention.qkv, &L.attention.o_proj, &L.mlp.gate_up, &L.mlp.down})
     LLM_CHECK(w->format == WeightFormat::DenseF32 && w->data.dtype == DType::F32)
         << "calibration: layer " << layer << " loaded a linear as " << weight_format_name(w->format);
-  observer_->arm(std::move(groups), &before, amax);
+}
+
+const Tensor& FamilyCalibration::weight(LinearGroup group) const {
+  LLM_CHECK(layer_) << "calibration: no layer built";
+  const DecoderWeights::Layer& L = static_cast<const DecoderModel&>(*layer_).weights().layers[0];
+  switch (group) {
+    case LinearGroup::Qkv: return L.attention.qkv.data;
+    case LinearGroup::O: return L.attention.o_proj.data;
+    case LinearGroup::GateUp: return L.mlp.gate_up.data;
+    case LinearGroup::Down: return L.mlp.down.data;
+  }
+  LLM_CHECK(false) << "calibration: linear group " << int(group);
+  return L.mlp.down.data;
+}
+
+Tensor FamilyCalibration::linear(const Tensor& x, const Tensor& w) {
+  Tensor out = Tensor::empty_host(DType::F32, {x.dim(0), w.dim(0)});
+  cpu_->linear(x, w, nullptr, out);
+  return out;
+}
+
+void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last_group) {
+  const ModelConfig& c = ck_.config;
+  LLM_CHECK(layer_) << "calibration: no layer built";
+  std::vector<std::pair<const void*, LinearGroup>> groups;
+  for (LinearGroup g : {LinearGroup::Qkv, LinearGroup::O, LinearGroup::GateUp, LinearGroup::Down})
+    groups.emplace_back(weight(g).data, g);
+  observer_->arm(std::move(groups), &before, amax, last_group);
   AttentionPlan ap;
   ap.batch = &batch_;
   ap.tokens = tokens();
   ap.rows = 0;  // no logits: the last stage stops after the final norm
   ap.softmax_scale = c.softmax_scale();
-  model->forward(ap, buffers_, kv_);
+  layer_->forward(ap, buffers_, kv_);
   const std::vector<int> calls = observer_->calls();
   observer_->arm({}, nullptr, nullptr);
   for (int n : calls)
-    LLM_CHECK(n == 1) << c.architecture << ": layer " << layer << " ran one of its linears " << n
+    LLM_CHECK(n == 1) << c.architecture << ": layer " << layer_index_ << " ran one of its linears " << n
                       << " times (calibration expects each once)";
-  ++next_layer_;
+}
+
+void FamilyCalibration::advance(const BeforeLinear& before, KvAbsMax* amax) {
+  run(before, amax, int(LinearGroup::Down));
+  layer_.reset();  // its output waits for the next layer
+}
+
+void FamilyCalibration::probe(const BeforeLinear& before, LinearGroup last) {
+  comm_->save();  // the layer's input, for the runs after this one
+  run(before, nullptr, int(last));
+  comm_->restore();  // and its output dropped
+}
+
+void FamilyCalibration::run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax) {
+  begin_layer(layer);
+  advance(before, amax);
 }
 
 }  // namespace llmctl::quant

@@ -8,6 +8,10 @@
 // order; before each, the observer sees its input and may swap in the weight to run with (GPTQ's
 // quantized values, so the next linear's input comes from the quantized ones before it: true-
 // sequential). The window, norms, soft-capping and rope of the family apply as they do at inference.
+// A layer may also be probed (AWQ's scale search): run again on the same input with trial weights,
+// handing nothing on, its linears computed only up to a given one.
+//
+// Per layer: begin_layer(i) -> probe(...)* -> advance(...); layers in order 0, 1, ..., each once.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -17,7 +21,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
-#include "quant/algo/calibration_forward.h"
+#include "quant/algo/dense_layer.h"
 
 namespace llmctl {
 class LoopbackComm;
@@ -37,12 +41,25 @@ class FamilyCalibration {
 
   int64_t tokens() const { return int64_t(plan_.token_ids.size()); }
 
-  // Runs layer `layer` over the batch; layers must run in order 0, 1, ..., num_layers - 1, each once.
-  // before(group, x, w): x [T, K] the linear's input, w [N, K] its f32 weight as loaded; returns the
-  // weight [N, K] f32 to run instead, or an empty Tensor to run w. amax (may be null): the maxima per
-  // kv head of the rotated keys and the values the layer writes to its cache.
+  // before(group, x, w): x [T, K] the linear's input (valid during the call), w [N, K] its f32 weight
+  // as loaded; returns the weight [N, K] f32 to run instead, or an empty Tensor to run w.
   using BeforeLinear = std::function<Tensor(LinearGroup group, const Tensor& x, const Tensor& w)>;
+
+  // Builds layer `layer` (the next one) alone, its weights loaded in f32.
+  void begin_layer(int layer);
+  // Runs the built layer over its input and hands its output to the next layer. amax (may be null):
+  // the maxima per kv head of the rotated keys and the values the layer writes to its cache.
+  void advance(const BeforeLinear& before, KvAbsMax* amax = nullptr);
+  // Runs the built layer over its input and keeps that input for the next run; the linears after
+  // group `last` are not computed (what follows them is not meaningful).
+  void probe(const BeforeLinear& before, LinearGroup last);
+  // begin_layer, then advance.
   void run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax = nullptr);
+
+  // The built layer's weight of `group` as loaded (f32 [N, K]; q, k, v rows fused, gate and up too).
+  const Tensor& weight(LinearGroup group) const;
+  // x [T, K] @ w [N, K]^T, f32, on the calibration backend.
+  Tensor linear(const Tensor& x, const Tensor& w);
 
  private:
   class Observer;
@@ -54,7 +71,9 @@ class FamilyCalibration {
   DeviceBatch batch_;
   StepBuffers buffers_;
   std::vector<KvLayer> kv_;
-  int next_layer_ = 0;
+  std::unique_ptr<Model> layer_;  // the built layer
+  int layer_index_ = -1;
+  void run(const BeforeLinear& before, KvAbsMax* amax, int last_group);
 };
 
 }  // namespace llmctl::quant

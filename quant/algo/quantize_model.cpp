@@ -27,7 +27,7 @@
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "quant/algo/awq.h"
-#include "quant/algo/calibration_forward.h"
+#include "quant/algo/dense_layer.h"
 #include "quant/algo/family_calibration.h"
 #include "quant/algo/gptq.h"
 #include "quant/algo/hessian.h"
@@ -48,13 +48,6 @@ DType dtype_of_packed(const std::string& name) {
   for (const auto& [n, t] : table)
     if (name == n) return t;
   LLM_THROW() << "packed tensor of unknown dtype " << name;
-}
-
-// The first `rows` rows of x [T, H], copied.
-Tensor clone_rows(const Tensor& x, int64_t rows) {
-  Tensor out = Tensor::empty_host(DType::F32, {rows, x.dim(1)});
-  std::memcpy(out.data, x.data, size_t(rows * x.dim(1)) * sizeof(float));
-  return out;
 }
 
 Tensor to_tensor(const PackedTensor& p) {
@@ -197,16 +190,18 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::vector<std::vector<int32_t>> samples;
   if (calibrate) {
     samples = draw_calibration_samples(o.calib, *tok);
-    // The batch's activations stay in memory whole, in f32: AWQ's layer input, its normed copy, the
-    // attention output and the MLP's intermediate; the family forward's step buffers (hidden,
-    // residual, normed, q/k/v, attention, gate/up, act). Refused up front rather than failing mid-way.
+    // The batch's activations stay in memory whole, in f32: the family forward's step buffers
+    // (hidden, residual, normed, q/k/v, attention, gate/up, act) and cached keys and values; for AWQ
+    // also its search batch's four linear inputs, kept through the layer's search. Refused up front
+    // rather than failing mid-way.
     const double tokens = double(o.calib.samples) * o.calib.seq_len;
     const double H = c.hidden_size, I = c.intermediate_size, A = double(c.num_heads) * c.head_dim,
                  Akv = double(c.num_kv_heads) * c.head_dim;
     // family forward per token: hidden, residual, normed (3H); q/k/v (A + 2Akv); attention (A);
     // gate/up (2I); act (I); the cached keys and values (2Akv)
     const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv;
-    const double need = tokens * sizeof(float) * (o.method == "awq" ? 3 * H + 2 * I : family_width);
+    const double awq_width = o.method == "awq" ? 2 * (H + A + H + I) : 0;  // the inputs and their scaled copies
+    const double need = tokens * sizeof(float) * (family_width + awq_width);
     const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     LLM_REQUIRE(have <= 0 || need <= have)
         << "--calib-samples " << o.calib.samples << " x --calib-seq-len " << o.calib.seq_len << " needs about "
@@ -221,7 +216,6 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     }
   }
 
-  std::unique_ptr<Backend> be = make_cpu_backend(o.threads);
   const DType dense_dtype = ck.get("model.embed_tokens.weight").dtype;
   const std::string scale_dtype = layout == QuantLayout::CompressedTensors ? safetensors_dtype_name(dense_dtype) : "F16";
   std::vector<std::pair<std::string, Tensor>> out;
@@ -231,19 +225,18 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
     if (ck.has(name) && !(std::string(name) == "lm_head.weight" && c.tie_word_embeddings)) keep_dense(name, ck.get(name));
 
-  std::unique_ptr<FamilyCalibration> family;        // gptq, and rtn's fp8 KV scales: the family's own forward
-  std::unique_ptr<CalibrationForward> fwd, search;  // awq
-  Tensor x;  // awq: [T, H] the current layer's input on the calibration batch
-  if (calibrate && o.method != "awq") {
-    family = std::make_unique<FamilyCalibration>(ck, samples, o.threads);
-  } else if (calibrate) {
-    fwd = std::make_unique<CalibrationForward>(*be, c, samples);
-    x = fwd->embed(ck.get("model.embed_tokens.weight"));
+  // The calibration batch through the family's own forward (gptq, fp8 KV scales, and awq when it
+  // searches on every sample); awq's scale search on its first samples where it takes fewer.
+  std::unique_ptr<FamilyCalibration> family, search;
+  if (calibrate) {
     const int ns = o.awq_search_samples;
-    if (o.method == "awq" && ns > 0 && ns < int(samples.size()))
-      search = std::make_unique<CalibrationForward>(
-          *be, c, std::vector<std::vector<int32_t>>(samples.begin(), samples.begin() + ns));
+    const bool subset = o.method == "awq" && ns > 0 && ns < int(samples.size());
+    if (subset)
+      search = std::make_unique<FamilyCalibration>(
+          ck, std::vector<std::vector<int32_t>>(samples.begin(), samples.begin() + ns), o.threads);
+    if (!subset || o.kv_cache == "fp8") family = std::make_unique<FamilyCalibration>(ck, samples, o.threads);
   }
+  const FamilyCalibration::BeforeLinear as_loaded = [](LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; };
   QuantizeReport rep;
   const std::vector<WeightSpec> specs = model_tensor_specs(c);
   for (int i = 0; i < c.num_layers; ++i) {
@@ -302,25 +295,26 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       family->run_layer(i, gptq_group, o.kv_cache == "fp8" ? &amax : nullptr);
       detail = "gptq loss " + fmt(loss);
     } else {
-      // AWQ: scales first; the next layer's input comes from the scaled, unclipped layer (its
-      // unquantized function, as AutoAWQ and llm-compressor propagate); clipping last, on a copy
-      // of this layer's input (x is advanced in place).
+      // AWQ: scales (searched on the search samples) and clipping fold into L; the next layer's input
+      // comes from the layer as loaded, whose function the scaled, unclipped one is (as AutoAWQ and
+      // llm-compressor propagate).
       AwqOptions ao{o.scheme};
       if (!o.awq_clip) ao.max_shrink = 0;
-      Tensor xs;
+      KvAbsMax* kv_amax = o.kv_cache == "fp8" ? &amax : nullptr;
       if (o.method == "awq") {
-        xs = clone_rows(x, search ? search->tokens() : x.dim(0));  // the first samples' rows
-        AwqLayerReport r = awq_scale_layer(search ? *search : *fwd, L, xs, ao);
+        FamilyCalibration& sf = search ? *search : *family;
+        sf.begin_layer(i);
+        AwqInputs in = awq_inputs(sf);
+        AwqLayerReport r = awq_scale_layer(sf, L, in, ao);
+        awq_clip_layer(L, in, ao);
         detail = "awq ratios attn " + fmt(r.ratio_attn, 2) + " mlp " + fmt(r.ratio_mlp, 2) + " down " +
                  fmt(r.ratio_down, 2) + (r.ratio_o >= 0 ? " o " + fmt(r.ratio_o, 2) : "") + ", mlp loss " +
                  fmt(r.loss_before) + " -> " + fmt(r.loss_after);
+        sf.advance(as_loaded, search ? nullptr : kv_amax);
+        if (search && family) family->run_layer(i, as_loaded, kv_amax);  // the fp8 KV scales, on every sample
+      } else if (family) {  // rtn with fp8 KV scales: the layer run as it is, for its keys and values
+        family->run_layer(i, as_loaded, kv_amax);
       }
-      if (family) {  // rtn with fp8 KV scales: the layer run as it is, for its keys and values
-        family->run_layer(i, [](LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; }, &amax);
-      } else if (fwd) {  // the next layer's input from this layer unquantized
-        fwd->layer(L, x, o.kv_cache == "fp8" ? &amax : nullptr);
-      }
-      if (o.method == "awq") awq_clip_layer(search ? *search : *fwd, L, xs, ao);
       for (size_t j = 0; j < lin.size(); ++j)
         if (!info.ignores(lin[j].module)) rtn(j);
       if (detail.empty()) detail = "rtn";
@@ -328,12 +322,11 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
 
     const std::string p = "model.layers." + std::to_string(i) + ".";
     keep_dense(p + "input_layernorm.weight", L.input_norm);
-    keep_dense(p + "post_attention_layernorm.weight", L.post_norm);
-    // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's feed-forward
-    // norms).
+    keep_dense(p + L.mlp_norm_name + ".weight", L.mlp_norm);
+    // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's sandwich norms).
     for (const WeightSpec& s : specs)
       if (s.norm && s.name.starts_with(p) && s.name != p + "input_layernorm.weight" &&
-          s.name != p + "post_attention_layernorm.weight")
+          s.name != p + L.mlp_norm_name + ".weight")
         keep_dense(s.name, ck.get(s.name));
     if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})

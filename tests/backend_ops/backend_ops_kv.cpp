@@ -42,6 +42,18 @@ BatchPlan paged_plan(const std::vector<Seq>& seqs, int B, std::mt19937& rng, int
   return p;
 }
 
+BatchPlan release_before_window(const BatchPlan& plan, int window, int B, int* released) {
+  BatchPlan run = plan;
+  *released = 0;
+  for (int q = 0; q < plan.num_seqs(); ++q) {
+    if (plan.query_start[size_t(q)] == plan.query_start[size_t(q) + 1]) continue;
+    const int gone = std::max(0, plan.positions[size_t(plan.query_start[size_t(q)])] - window + 1) / B;
+    for (int j = 0; j < gone; ++j) run.block_table[size_t(q) * run.max_blocks_per_seq + size_t(j)] = -1;
+    *released += gone;
+  }
+  return run;
+}
+
 std::string seqs_str(const std::vector<Seq>& seqs) {
   std::string s;
   for (Seq q : seqs) s += (s.empty() ? "" : ",") + std::to_string(q.before) + "+" + std::to_string(q.fresh);
@@ -87,9 +99,11 @@ void write_kv_case(Ctx& c, bool fused, int D, int Hq, int Hkv, int B, const std:
 // Attention alone: a random cache in which the step's own k/v rows equal those of qkv (so the
 // result does not depend on whether a backend reads them from qkv or from the cache). window > 0:
 // sliding-window attention, a token at p reading keys (p - window, p]. softcap > 0: scores s become
-// softcap * tanh(s / softcap) (Gemma 2).
+// softcap * tanh(s / softcap) (Gemma 2). released (with a window): the backend's block table has -1
+// for each sequence's blocks wholly before its first token's window, as a sliding pool has released
+// them (engine/kv/kv_cache_manager.h), so reading one would not give the reference.
 void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, const std::vector<Seq>& seqs,
-                    int window = 0, float softcap = 0.f) {
+                    int window = 0, float softcap = 0.f, bool released = false) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
@@ -107,7 +121,10 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
     return c.be.upload(h, c.act());
   };
   KvLayer cache{upload(k), upload(v)};
-  DeviceBatch b = c.be.prepare_batch(plan);
+  int released_blocks = 0;
+  const BatchPlan run = released ? release_before_window(plan, window, B, &released_blocks) : plan;  // what the backend reads
+  run.validate(B, NB, window);
+  DeviceBatch b = c.be.prepare_batch(run);
   Tensor out = poisoned(c, c.act(), {T, Hq * D});
   c.be.attention(qkv.dev, cache, b, Hq, Hkv, scale, out, window, softcap);
 
@@ -141,9 +158,10 @@ void attention_case(Ctx& c, const char* kind, int D, int Hq, int Hkv, int B, con
       }
     }
   }
-  char tag[160];
-  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d window %d softcap %g seqs %s", kind, D, Hq,
-                Hkv, G, B, window, double(softcap), seqs_str(seqs).c_str());
+  char tag[224];
+  std::snprintf(tag, sizeof tag, "%-7s D=%d Hq=%d Hkv=%d (G=%d) B=%d window %d softcap %g seqs %s%s", kind, D, Hq,
+                Hkv, G, B, window, double(softcap), seqs_str(seqs).c_str(),
+                released ? (" (" + std::to_string(released_blocks) + " blocks released)").c_str() : "");
   c.close(tag, to_vec(c, out), ref);
 }
 
@@ -174,6 +192,7 @@ void copy_blocks_case(Ctx& c, int layers, int NB, int B, int Hkv, int D) {
 const std::vector<Seq> kPrefill = {{0, 17}, {0, 5}, {0, 33}};
 const std::vector<Seq> kDecode = {{0, 1}, {16, 1}, {40, 1}, {99, 1}};
 const std::vector<Seq> kMixed = {{0, 17}, {31, 1}, {60, 23}, {15, 1}};
+const std::vector<Seq> kChunks = {{40, 17}, {70, 9}, {21, 30}};  // prefill chunks after a computed context
 
 }  // namespace
 
@@ -202,6 +221,16 @@ void add_kv_cases(std::vector<OpCase>& t) {
                    attention_case(c, "prefill", 64, 6, 2, 16, kPrefill, window);
                    attention_case(c, "decode", 64, 6, 2, 16, kDecode, window);
                    attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window);
+                 }});
+  // The same over tables whose blocks before each sequence's window are released (-1), as a
+  // sliding layer's own pool holds them: the attention must not read them.
+  for (int window : {5, 20, 40})
+    t.push_back({"attention", "sliding window " + std::to_string(window) + ", blocks before it released",
+                 [window](Ctx& c) {
+                   attention_case(c, "chunks", 64, 6, 2, 16, kChunks, window, 0.f, true);
+                   attention_case(c, "decode", 64, 6, 2, 16, kDecode, window, 0.f, true);
+                   attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window, 0.f, true);
+                   attention_case(c, "decode", 64, 6, 2, 16, kDecode, window, 0.3f, true);
                  }});
   // Soft-capped scores (Gemma 2): a cap near the scores' spread (random q, k: |s| up to about 1), so
   // tanh bends them; with and without a window.

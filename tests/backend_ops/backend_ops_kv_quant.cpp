@@ -92,7 +92,7 @@ QuantCache random_quant_cache(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv,
 // at their slots (the result must not depend on whether a backend reads them from qkv or from the
 // cache); the reference is plain double attention over the dequantized rows.
 void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, int Hkv, int B,
-                    const std::vector<Seq>& seqs, int window = 0) {
+                    const std::vector<Seq>& seqs, int window = 0, bool released = false) {
   int NB = 0;
   BatchPlan plan = paged_plan(seqs, B, c.rng, &NB);
   const int T = plan.num_tokens(), W = (Hq + 2 * Hkv) * D, G = Hq / Hkv;
@@ -109,7 +109,10 @@ void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, 
   for (float& x : qkv) x = round_to(c.act(), x);
   Tensor qkv_dev = upload_f32(c, qkv, {T, W});
   if (c.act() != DType::F32) qkv_dev = c.be.upload(c.be.to_host_f32(qkv_dev), c.act());
-  DeviceBatch b = c.be.prepare_batch(plan);
+  // released: the blocks before each sequence's window are -1, as a sliding pool holds them
+  int released_blocks = 0;
+  const BatchPlan run = released ? release_before_window(plan, window, B, &released_blocks) : plan;
+  DeviceBatch b = c.be.prepare_batch(run);
   Tensor out = poisoned(c, c.act(), {T, Hq * D});
   c.be.attention(qkv_dev, q.layer, b, Hq, Hkv, scale, out, window);
 
@@ -142,8 +145,9 @@ void attention_case(Ctx& c, KvCacheDtype kind, const char* what, int D, int Hq, 
     }
   }
   char tag[160];
-  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d window %d seqs %s", what, D, Hq, Hkv, B,
-                window, seqs_str(seqs).c_str());
+  std::snprintf(tag, sizeof tag, "attention %-7s D=%d Hq=%d Hkv=%d B=%d window %d seqs %s%s", what, D, Hq, Hkv, B,
+                window, seqs_str(seqs).c_str(),
+                released ? (" (" + std::to_string(released_blocks) + " blocks released)").c_str() : "");
   c.close(tag, to_vec(c, out), ref);
 }
 
@@ -259,6 +263,8 @@ void add_kv_quant_cases(std::vector<OpCase>& t) {
     t.push_back({op, "attention, sliding window 20", [kind](Ctx& c) {
                    attention_case(c, kind, "prefill", 64, 6, 2, 16, kPrefill, 20);
                    attention_case(c, kind, "mixed", 128, 16, 2, 32, kMixed, 20);
+                   attention_case(c, kind, "chunks", 64, 6, 2, 16, {{40, 17}, {70, 9}, {21, 30}}, 20, true);
+                   attention_case(c, kind, "decode", 128, 16, 2, 32, {{0, 1}, {40, 1}, {99, 1}}, 20, true);
                  }});
     t.push_back({op, "copy_blocks with scales", [kind](Ctx& c) { copy_case(c, kind, 7, 16, 2, 64); }});
   }

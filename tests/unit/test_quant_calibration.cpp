@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -14,7 +15,6 @@
 #include "engine/core/error.h"
 #include "engine/model/random_checkpoint.h"
 #include "quant/algo/calibration_data.h"
-#include "quant/algo/calibration_forward.h"
 #include "quant/algo/family_calibration.h"
 #include "tiny_config.h"
 
@@ -99,22 +99,28 @@ TEST_CASE("calibration samples: JSONL text fields; bad input is a clear error") 
   CHECK(error_of([&] { quant::draw_calibration_samples(zero, tok); }).find("--calib-samples") != std::string::npos);
 }
 
-TEST_CASE("calibration forward: layer by layer equals the reference decoder written out here") {
+// The family calibration of a Llama against a decoder written out here in double: each layer shows
+// each linear its input once, equal to the reference's; the fp8 KV maxima too; each layer once, in order.
+TEST_CASE("family calibration: layer by layer, each linear's input equals the reference decoder written out here") {
   ModelConfig c = test::tiny_llama_config(60, 2, 8);
   Checkpoint ck = random_checkpoint(c, 11, 0.3f);
-  std::unique_ptr<Backend> be = make_cpu_backend(1);
   std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4, 6, 50, 11, 12, 17, 19},
                                                {3, 3, 3, 59, 0, 1, 2, 8, 9, 10, 30, 31, 32, 44, 45, 46, 47, 48}};
-  quant::CalibrationForward f(*be, c, samples, /*chunk_rows=*/7);  // the MLP in chunks that do not divide T
+  quant::FamilyCalibration f(ck, samples);
   const int64_t T = f.tokens(), H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t seq_len = int64_t(samples[0].size());
   REQUIRE(T == 36);
-  Tensor x = f.embed(ck.get("model.embed_tokens.weight"));
+  Tensor x = Tensor::empty_host(DType::F32, {T, H});  // the first layer's input: the embedding rows
+  for (int64_t t = 0; t < T; ++t)
+    std::memcpy(x.ptr<float>() + t * H,
+                ck.get("model.embed_tokens.weight").ptr<float>() + int64_t(samples[size_t(t / seq_len)][size_t(t % seq_len)]) * H,
+                size_t(H) * sizeof(float));
   quant::KvAbsMax amax;
   std::vector<double> want_k_amax, want_v_amax;  // from the reference's rotated keys and values
   for (int l = 0; l < c.num_layers; ++l) {
     quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
     // reference: plain loops in double
-    std::vector<double> ref(size_t(T * H));
+    std::vector<double> ref(size_t(T * H)), xn(size_t(T * H)), att, hn(size_t(T * H)), act;
     {
       auto rms = [&](const float* v, const float* w, std::vector<double>& out) {
         for (int64_t t = 0; t < T; ++t) {
@@ -134,14 +140,14 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
             out[size_t(t * N + n)] = a;
           }
       };
-      std::vector<double> xn(size_t(T * H)), q, k, v;
+      std::vector<double> q, k, v;
       rms(x.ptr<float>(), L.input_norm.ptr<float>(), xn);
       mat(xn, H, L.q, q);
       mat(xn, H, L.k, k);
       mat(xn, H, L.v, v);
       auto rope = [&](std::vector<double>& m, int64_t heads) {
         for (int64_t t = 0; t < T; ++t) {
-          const double pos = double(t % f.seq_len());
+          const double pos = double(t % seq_len);
           for (int64_t h = 0; h < heads; ++h)
             for (int64_t i = 0; i < D / 2; ++i) {
               const double th = pos * std::pow(double(c.rope_theta), -2.0 * double(i) / double(D));
@@ -162,8 +168,8 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
           want_k_amax[size_t(i / D)] = std::max(want_k_amax[size_t(i / D)], std::fabs(k[size_t(t * Hkv * D + i)]));
           want_v_amax[size_t(i / D)] = std::max(want_v_amax[size_t(i / D)], std::fabs(v[size_t(t * Hkv * D + i)]));
         }
-      std::vector<double> att(size_t(T * Hq * D), 0.0);
-      const int64_t L_ = f.seq_len();
+      att.assign(size_t(T * Hq * D), 0.0);
+      const int64_t L_ = seq_len;
       for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < Hq; ++h) {
           const int64_t kh = h / (Hq / Hkv), s0 = (t / L_) * L_;
@@ -181,11 +187,11 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
             for (int64_t i = 0; i < D; ++i)
               att[size_t(t * Hq * D + h * D + i)] += sc[size_t(u - s0)] / z * v[size_t(u * Hkv * D + kh * D + i)];
         }
-      std::vector<double> o, hs(size_t(T * H)), hn(size_t(T * H)), g, up, act, dn;
+      std::vector<double> o, hs(size_t(T * H)), g, up, dn;
       mat(att, Hq * D, L.o, o);
       std::vector<float> hf(size_t(T * H));
       for (int64_t i = 0; i < T * H; ++i) hs[size_t(i)] = x.ptr<float>()[i] + o[size_t(i)], hf[size_t(i)] = float(hs[size_t(i)]);
-      rms(hf.data(), L.post_norm.ptr<float>(), hn);
+      rms(hf.data(), L.mlp_norm.ptr<float>(), hn);
       mat(hn, H, L.gate, g);
       mat(hn, H, L.up, up);
       const int64_t I = c.intermediate_size;
@@ -194,10 +200,24 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
       mat(act, I, L.down, dn);
       for (int64_t i = 0; i < T * H; ++i) ref[size_t(i)] = hs[size_t(i)] + dn[size_t(i)];
     }
-    f.layer(L, x, &amax);
-    double worst = 0;
-    for (int64_t i = 0; i < T * H; ++i) worst = std::max(worst, std::fabs(x.ptr<float>()[i] - ref[size_t(i)]) / (1 + std::fabs(ref[size_t(i)])));
-    CHECK(worst < 2e-5);
+    // the family's layer: each linear's input against the reference's
+    const std::vector<double>* want[] = {&xn, &att, &hn, &act};
+    std::vector<int> seen(4, 0);
+    f.run_layer(
+        l,
+        [&](quant::LinearGroup g, const Tensor& in, const Tensor&) {
+          const std::vector<double>& w = *want[int(g)];
+          ++seen[size_t(g)];
+          REQUIRE(size_t(in.numel()) == w.size());
+          double worst = 0;
+          for (size_t i = 0; i < w.size(); ++i)
+            worst = std::max(worst, std::fabs(in.ptr<float>()[i] - w[i]) / (1 + std::fabs(w[i])));
+          CHECK(worst < 2e-5);
+          return Tensor{};
+        },
+        &amax);
+    CHECK(seen == std::vector<int>{1, 1, 1, 1});
+    for (int64_t i = 0; i < T * H; ++i) x.ptr<float>()[i] = float(ref[size_t(i)]);  // the next layer's input
     // What fp8 KV scales are calibrated from: the maxima of the cached keys (after rope) and values.
     REQUIRE(amax.k.size() == size_t(Hkv));
     REQUIRE(amax.v.size() == size_t(Hkv));
@@ -206,52 +226,6 @@ TEST_CASE("calibration forward: layer by layer equals the reference decoder writ
       CHECK(std::fabs(amax.v[size_t(h)] - want_v_amax[size_t(h)]) <= 1e-5 * (1 + want_v_amax[size_t(h)]));
     }
   }
-}
-
-TEST_CASE("family calibration: the model's own forward shows each linear its input once, as the Llama rebuild computes it") {
-  ModelConfig c = test::tiny_llama_config(60, 3, 8);
-  Checkpoint ck = random_checkpoint(c, 12, 0.3f);
-  std::unique_ptr<Backend> be = make_cpu_backend(1);
-  const std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4, 6, 50, 11, 12, 17},
-                                                     {3, 3, 3, 59, 0, 1, 2, 8, 9, 10, 30, 31, 32, 44, 45, 46, 47}};
-  quant::FamilyCalibration fam(ck, samples);
-  quant::CalibrationForward ref(*be, c, samples);
-  REQUIRE(fam.tokens() == ref.tokens());
-  const int64_t H = c.hidden_size, A = int64_t(c.num_heads) * c.head_dim, I = c.intermediate_size;
-  Tensor x = ref.embed(ck.get("model.embed_tokens.weight"));
-  auto worst = [](const Tensor& a, const Tensor& b) {
-    REQUIRE(a.numel() == b.numel());
-    double w = 0;
-    for (int64_t i = 0; i < a.numel(); ++i) w = std::max(w, double(std::fabs(a.ptr<float>()[i] - b.ptr<float>()[i])));
-    return w;
-  };
-  for (int l = 0; l < c.num_layers; ++l) {
-    quant::DenseLayer L = quant::DenseLayer::from_checkpoint(ck, l);
-    // the Llama layer rebuilt from backend ops, each linear's input kept
-    quant::KvAbsMax ref_amax, fam_amax;
-    const quant::CalibrationForward::LayerInputs in = ref.layer(L, x, &ref_amax);
-    const Tensor* want[] = {&in.attn_in, &in.o_in, &in.mlp_in, &in.down_in};
-    const int64_t rows[] = {A + 2 * int64_t(c.num_kv_heads) * c.head_dim, H, 2 * I, H};
-    std::vector<int> seen(4, 0);
-    fam.run_layer(
-        l,
-        [&](quant::LinearGroup g, const Tensor& in, const Tensor& w) {
-          const int k = int(g);
-          ++seen[size_t(k)];
-          CHECK(w.dim(0) == rows[k]);
-          CHECK(worst(in, *want[k]) < 1e-5);
-          return Tensor{};
-        },
-        &fam_amax);
-    CHECK(seen == std::vector<int>{1, 1, 1, 1});
-    REQUIRE(fam_amax.k.size() == ref_amax.k.size());
-    for (size_t h = 0; h < ref_amax.k.size(); ++h) {
-      CHECK(fam_amax.k[h] == doctest::Approx(ref_amax.k[h]).epsilon(1e-5));
-      CHECK(fam_amax.v[h] == doctest::Approx(ref_amax.v[h]).epsilon(1e-5));
-    }
-  }
-  // each layer once, in order
-  CHECK_THROWS(fam.run_layer(0, nullptr));
 }
 
 TEST_CASE("family calibration: a weight swapped in runs in place of the loaded one (true-sequential)") {
@@ -279,4 +253,51 @@ TEST_CASE("family calibration: a weight swapped in runs in place of the loaded o
     return Tensor{};
   });
   CHECK(later_seen);
+}
+
+TEST_CASE("family calibration: a probe runs the layer again on the same input, handing nothing on") {
+  ModelConfig c = test::tiny_llama_config(60, 2, 8);
+  Checkpoint ck = random_checkpoint(c, 14, 0.3f);
+  const std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4}, {7, 7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11}};
+  auto keep = [](quant::LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; };
+  // Layer 1's input with and without probes of layer 0 (one of them with trial weights) and of layer 1.
+  auto layer1_input = [&](bool probes) {
+    quant::FamilyCalibration f(ck, samples);
+    f.begin_layer(0);
+    std::vector<Tensor> o_inputs;
+    if (probes) {
+      for (int i = 0; i < 2; ++i)
+        f.probe(
+            [&](quant::LinearGroup g, const Tensor& x, const Tensor&) {
+              if (g == quant::LinearGroup::O) o_inputs.push_back(Tensor::empty_host(DType::F32, x.shape)),
+                                                std::memcpy(o_inputs.back().data, x.data, x.nbytes());
+              return Tensor{};
+            },
+            quant::LinearGroup::O);
+      REQUIRE(o_inputs.size() == 2);
+      CHECK(std::memcmp(o_inputs[0].data, o_inputs[1].data, o_inputs[0].nbytes()) == 0);  // the same input
+      f.probe(
+          [&](quant::LinearGroup g, const Tensor&, const Tensor& w) {
+            if (g != quant::LinearGroup::Qkv) return Tensor{};
+            Tensor z = Tensor::empty_host(DType::F32, w.shape);
+            std::fill(z.ptr<float>(), z.ptr<float>() + z.numel(), 0.0f);
+            return z;
+          },
+          quant::LinearGroup::Down);
+    }
+    f.advance(keep);
+    f.begin_layer(1);
+    Tensor got;
+    auto grab = [&](quant::LinearGroup g, const Tensor& x, const Tensor&) {
+      if (g == quant::LinearGroup::Qkv) got = Tensor::empty_host(DType::F32, x.shape), std::memcpy(got.data, x.data, x.nbytes());
+      return Tensor{};
+    };
+    if (probes) f.probe(grab, quant::LinearGroup::Qkv);
+    f.advance(grab);
+    CHECK_THROWS(f.begin_layer(1));  // each layer once, in order
+    return got;
+  };
+  const Tensor plain = layer1_input(false), probed = layer1_input(true);
+  REQUIRE(plain.numel() == probed.numel());
+  CHECK(std::memcmp(plain.data, probed.data, plain.nbytes()) == 0);
 }

@@ -1,0 +1,51 @@
+// The host-side pieces of quantize's calibration: a decoder layer's weights as f32 tensors under their
+// HF roles (what the quantizer rounds, scales and writes), the calibration batch as one prefill plan,
+// and the per-head maxima fp8 KV scales come from. The forward itself is the family's own
+// (family_calibration.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend/batch_plan.h"
+#include "engine/model/checkpoint.h"
+
+namespace llmctl::quant {
+
+// One decoder layer's weights as f32 host tensors, linears [N, K] under their HF roles.
+struct DenseLayer {
+  // [H]: the norms q/k/v and gate/up read their input through (Llama's post_attention_layernorm,
+  // Gemma's pre_feedforward_layernorm: Architecture::mlp_input_norm, named by mlp_norm_name); the
+  // family runs them as (norm_offset + w) * x / rms(x).
+  Tensor input_norm, mlp_norm;
+  std::string mlp_norm_name;  // "post_attention_layernorm"
+  float norm_offset = 0.0f;
+  Tensor q, k, v, o, gate, up, down; // [N, K]
+  Tensor q_bias, k_bias, v_bias;     // [N] (Qwen2) or empty
+  int window = 0;                    // the layer's sliding window (ModelConfig::layer_window)
+  // The checkpoint stores q/k/v as one qkv_proj and gate/up as one gate_up_proj (Phi-3): read
+  // split into the parts above; quantize writes them fused again.
+  bool fused = false;
+
+  // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
+  static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
+};
+
+// The calibration batch as one prefill step: sample s is sequence s at positions 0..L-1, its cache
+// blocks numbered s * ceil(L / block_size) on; *num_blocks is the blocks the plan uses. Throws
+// InputError for no samples, samples of different lengths or ids outside the vocabulary.
+inline constexpr int kCalibrationBlockSize = 16;
+BatchPlan calibration_plan(const std::vector<std::vector<int32_t>>& samples, int vocab_size, int block_size,
+                           int* num_blocks);
+
+// Rows of several f32 [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases):
+// a layer's fused q/k/v or gate/up.
+Tensor stack_rows(const std::vector<const Tensor*>& parts);
+
+// Per-kv-head absolute maxima of the rotated keys and of the values the cache would hold: what an
+// fp8 KV cache's per-head k_scale / v_scale are calibrated from.
+struct KvAbsMax {
+  std::vector<float> k, v;  // [Hkv]
+};
+
+}  // namespace llmctl::quant
