@@ -237,7 +237,7 @@ AwqInputs awq_inputs(FamilyCalibration& f) {
         *slot[int(g)] = clone(x);
         return Tensor{};
       },
-      LinearGroup::Down);
+      LinearGroup::Down, FamilyCalibration::ProbeAttention::Record);  // the MLP probes replay it
   return in;
 }
 
@@ -253,7 +253,8 @@ AwqLayerReport awq_scale_layer(FamilyCalibration& f, DenseLayer& L, AwqInputs& i
   // The unquantized layer's outputs on the search batch: self-attention (o's) and MLP (down's).
   const Tensor attn_out = f.linear(in.o_in, L.o), mlp_out = f.linear(in.down_in, L.down);
   double loss0 = 0, loss = 0;
-  // Group `swapped` run with weight w: the input of group `downstream` (the layer up to there).
+  // Group `swapped` run with weight w: the input of group `downstream` (the layer up to there; with
+  // gate/up swapped, the attention half is the recorded one of awq_inputs).
   auto input_with = [&](LinearGroup swapped, const Tensor& w, LinearGroup downstream) {
     Tensor got;
     f.probe(
@@ -261,7 +262,9 @@ AwqLayerReport awq_scale_layer(FamilyCalibration& f, DenseLayer& L, AwqInputs& i
           if (g == downstream) got = clone(x);
           return g == swapped ? w : Tensor{};
         },
-        downstream);
+        downstream,
+        swapped == LinearGroup::GateUp ? FamilyCalibration::ProbeAttention::Replay
+                                       : FamilyCalibration::ProbeAttention::Compute);
     return got;
   };
   std::vector<double> s_attn, s_o, s_mlp, s_down;

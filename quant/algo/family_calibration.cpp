@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "engine/backend/forwarding_backend.h"
@@ -19,15 +20,21 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
 
-  // last_group: linears of later groups are skipped (a probe).
+  // last_group: linears of later groups are skipped (a probe). attention: Record keeps the layer's
+  // attention output; Replay puts the kept one in its place, its q/k/v linear skipped (a probe of
+  // the MLP only).
+  enum class Attention { Compute, Record, Replay };
   void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax,
-           int last_group = 3) {
+           int last_group = 3, Attention attention = Attention::Compute) {
     groups_ = std::move(groups);
     before_ = before;
     amax_ = amax;
     last_group_ = last_group;
+    attention_mode_ = attention;
     calls_.assign(groups_.size(), 0);
   }
+  void forget_attention() { recorded_ = Tensor{}; }
+  bool has_attention() const { return !recorded_.empty(); }
   // How often each armed weight ran since arm().
   const std::vector<int>& calls() const { return calls_; }
 
@@ -36,6 +43,7 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
       if (groups_[g].first != w.data) continue;
       ++calls_[g];
       if (int(groups_[g].second) > last_group_) return;  // a probe stops computing here
+      if (groups_[g].second == LinearGroup::Qkv && attention_mode_ == Attention::Replay) return;  // not read
       const Tensor swapped = *before_ ? (*before_)(groups_[g].second, x, w) : Tensor{};
       if (!swapped.empty()) {
         LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
@@ -44,6 +52,19 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
       return inner().linear(x, swapped.empty() ? w : swapped, bias, out);
     }
     inner().linear(x, w, bias, out);
+  }
+  void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
+                 Tensor& out, int window, float softcap) override {
+    if (attention_mode_ == Attention::Replay) {
+      LLM_CHECK(recorded_.shape == out.shape) << "calibration: no recorded attention output to replay";
+      std::memcpy(out.data, recorded_.data, out.nbytes());
+      return;
+    }
+    inner().attention(qkv, cache, b, hq, hkv, scale, out, window, softcap);
+    if (attention_mode_ == Attention::Record) {
+      recorded_ = Tensor::empty_host(DType::F32, out.shape);
+      std::memcpy(recorded_.data, out.data, out.nbytes());
+    }
   }
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
     inner().write_kv(qkv, b, hq, hkv, cache);
@@ -75,6 +96,8 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   const BeforeLinear* before_ = nullptr;
   KvAbsMax* amax_ = nullptr;
   int last_group_ = 3;
+  Attention attention_mode_ = Attention::Compute;
+  Tensor recorded_;  // the attention output of the built layer's recording probe
   std::vector<int> calls_;
 };
 
@@ -108,6 +131,7 @@ void FamilyCalibration::begin_layer(int layer) {
   LLM_CHECK(layer == layer_index_ + 1 && layer < c.num_layers)
       << "calibration: layer " << layer << " built out of order (next: " << layer_index_ + 1 << ")";
   layer_.reset();  // the previous layer's weights go first
+  observer_->forget_attention();
   // Layer `layer` alone: stage `layer` of a pipeline of num_layers one-layer stages.
   comm_->set_rank(layer);
   ParallelContext par;
@@ -144,13 +168,13 @@ Tensor FamilyCalibration::linear(const Tensor& x, const Tensor& w) {
   return out;
 }
 
-void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last_group) {
+void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last_group, int attention) {
   const ModelConfig& c = ck_.config;
   LLM_CHECK(layer_) << "calibration: no layer built";
   std::vector<std::pair<const void*, LinearGroup>> groups;
   for (LinearGroup g : {LinearGroup::Qkv, LinearGroup::O, LinearGroup::GateUp, LinearGroup::Down})
     groups.emplace_back(weight(g).data, g);
-  observer_->arm(std::move(groups), &before, amax, last_group);
+  observer_->arm(std::move(groups), &before, amax, last_group, Observer::Attention(attention));
   AttentionPlan ap;
   ap.batch = &batch_;
   ap.tokens = tokens();
@@ -165,13 +189,19 @@ void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last
 }
 
 void FamilyCalibration::advance(const BeforeLinear& before, KvAbsMax* amax) {
-  run(before, amax, int(LinearGroup::Down));
+  run(before, amax, int(LinearGroup::Down), int(Observer::Attention::Compute));
   layer_.reset();  // its output waits for the next layer
+  observer_->forget_attention();
 }
 
-void FamilyCalibration::probe(const BeforeLinear& before, LinearGroup last) {
+void FamilyCalibration::probe(const BeforeLinear& before, LinearGroup last, ProbeAttention attention) {
+  LLM_CHECK(attention != ProbeAttention::Replay || observer_->has_attention())
+      << "calibration: a probe replays an attention output no probe of this layer recorded";
   comm_->save();  // the layer's input, for the runs after this one
-  run(before, nullptr, int(last));
+  run(before, nullptr, int(last),
+      int(attention == ProbeAttention::Record   ? Observer::Attention::Record
+          : attention == ProbeAttention::Replay ? Observer::Attention::Replay
+                                                : Observer::Attention::Compute));
   comm_->restore();  // and its output dropped
 }
 
