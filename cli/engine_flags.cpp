@@ -38,6 +38,13 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "(also -pp) split the layers over M pipeline stages, one rank (or -tp ranks) each, started as for -tp")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  s->add_option("--pp-micro-batches", f.pp_micro_batches,
+                "-pp, for measurements: cut each step into this many micro-batches (1: none; default: steps of 64 "
+                "tokens a stage or more into one per stage)")
+      ->check(CLI::Range(1, 1024));
+  s->add_option("--pp-steps-in-flight", f.pp_steps_in_flight,
+                "-pp, for measurements: steps in flight at once (1: one at a time; default: one per stage)")
+      ->check(CLI::Range(1, 1024));
   s->add_flag("--enforce-eager", f.enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
   s->add_flag("--deterministic", f.deterministic,
               "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
@@ -138,6 +145,8 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   ro.quantized_weights = *qw;
   ro.tensor_parallel = f.tensor_parallel;
   ro.pipeline_parallel = f.pipeline_parallel;
+  ro.pp_micro_batches = f.pp_micro_batches;
+  ro.pp_steps_in_flight = f.pp_steps_in_flight;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
 }

@@ -48,69 +48,21 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig conf
   max_context_ = cfg_.max_context > 0 ? std::min(cfg_.max_context, mc.max_position_embeddings)
                                       : mc.max_position_embeddings;
   exec_.check_context(max_context_);
-  const int B = cfg_.sched.block_size;
   exec_.tune(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs);
-  double kv_bytes = cfg_.kv_cache_bytes;
-  if (cfg_.num_blocks <= 0 && cfg_.gpu_memory_utilization > 0) {
-    // Activations of the largest step, device sampling scratch (n > 1 draws several rows per
-    // sequence) and 512 MiB for workspaces (cuBLAS, attention splits) and the allocator.
-    // With drafts a sequence has up to 1 + num_speculative_tokens rows (within the token budget).
-    const int spec_rows = std::min(cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs * (1 + cfg_.num_speculative_tokens));
-    const int rows = cfg_.proposer ? std::max(cfg_.sched.max_num_seqs, spec_rows) : cfg_.sched.max_num_seqs;
-    const size_t reserve = exec_.activation_bytes(cfg_.sched.max_num_batched_tokens, rows) +
-                           size_t(4) * rows * size_t(mc.vocab_size) * sizeof(float) + (size_t(512) << 20);
-    if (auto budget = exec_.kv_cache_budget(cfg_.gpu_memory_utilization, reserve))
-      kv_bytes = double(*budget);
-  }
-  kv_spec_ = exec_.kv_spec(B);
-  if (kv_spec_.exact_ring_blocks > 0) {
-    // Open blocks kept exact: a rollback of up to num_speculative_tokens must find the rows of the
-    // block it returns to, so the ring holds that many positions past a block.
-    const int spec = cfg_.proposer ? std::max(0, cfg_.num_speculative_tokens) : 0;
-    kv_spec_.exact_ring_blocks = 1 + (spec + B - 1) / B;
-    cfg_.sched.kv_exact_slots = true;
-  }
-  // fp8's per-head scales; exact open-block rows for max_num_seqs sequences (more only while forks
-  // of n > 1 requests run beyond it)
-  const double fixed_bytes =
-      double(kv_spec_.fixed_bytes()) + double(kv_spec_.exact_bytes_per_seq()) * cfg_.sched.max_num_seqs;
-  const double block_bytes_budget = std::max(0.0, kv_bytes - fixed_bytes);
-  // Sliding-window layers keep their KV in a pool of their own, sized for their windows
-  // (engine/kv/kv_cache_groups.h); the full-attention layers get the rest.
-  std::vector<int> layer_windows;
-  for (int l = 0; l < mc.num_layers; ++l) layer_windows.push_back(mc.layer_window(l));
-  const std::vector<int> windows = kv_group_windows(layer_windows);
-  std::vector<double> group_block_bytes;  // this rank's layers of each group (their share of its layers)
-  kv_group_layers_.clear();
-  for (int w : windows) {
-    const auto in_group = std::count_if(layer_windows.begin(), layer_windows.end(),
-                                        [&](int lw) { return (windows.size() > 1 ? (lw > 0) == (w > 0) : true); });
-    group_block_bytes.push_back(double(kv_spec_.bytes_per_block()) * double(in_group) / mc.num_layers);
-    kv_group_layers_.push_back(int(in_group));
-  }
-  std::vector<int> blocks;
-  if (cfg_.num_blocks > 0) {  // the full-attention pool's size; a window pool needs no more
-    blocks = {cfg_.num_blocks};
-    if (windows.size() > 1)
-      blocks.push_back(std::min(cfg_.num_blocks, kv_window_peak_blocks(windows[1], B, cfg_.sched.max_num_seqs,
-                                                                        cfg_.sched.max_num_batched_tokens)));
-  } else {
-    blocks = kv_group_blocks(windows, group_block_bytes, block_bytes_budget, B, cfg_.sched.max_num_seqs,
-                             cfg_.sched.max_num_batched_tokens);
-  }
-  kv_layout_ = KvCacheLayout(blocks, windows);
-  num_blocks_ = blocks[0];
   LLM_REQUIRE(cfg_.num_speculative_tokens >= 0) << "num_speculative_tokens must be >= 0, not "
                                                 << cfg_.num_speculative_tokens;
-  LLM_REQUIRE(*std::min_element(blocks.begin(), blocks.end()) >= 2)
-      << "the KV cache holds " << *std::min_element(blocks.begin(), blocks.end()) << " blocks: raise the KV cache size"
-      << (kv_spec_.exact_ring_blocks > 0
-              ? " (" + std::to_string(int(kv_spec_.exact_bytes_per_seq() * cfg_.sched.max_num_seqs >> 20)) +
-                    " MiB of it keep the open blocks of --max-num-seqs " + std::to_string(cfg_.sched.max_num_seqs) +
-                    " sequences exact: fewer sequences, or --kv-fp8-exact-open-block false, leave more)"
-              : "");
-  sched_ = std::make_unique<Scheduler>(cfg_.sched, blocks, windows);
-  exec_.alloc_kv_cache(kv_spec_, kv_layout_);
+  KvCacheRequest kr;
+  kr.bytes = cfg_.kv_cache_bytes;
+  kr.num_blocks = cfg_.num_blocks;
+  kr.gpu_memory_utilization = cfg_.gpu_memory_utilization;
+  kr.block_size = cfg_.sched.block_size;
+  kr.max_seqs = cfg_.sched.max_num_seqs;
+  kr.max_batched_tokens = cfg_.sched.max_num_batched_tokens;
+  kr.draft_tokens = cfg_.proposer ? cfg_.num_speculative_tokens : 0;
+  kv_ = plan_kv_cache(exec_, kr);
+  cfg_.sched.kv_exact_slots = kv_.spec.exact_ring_blocks > 0;
+  sched_ = std::make_unique<Scheduler>(cfg_.sched, kv_.layout.num_blocks, kv_.layout.windows);
+  exec_.alloc_kv_cache(kv_.spec, kv_.layout);
   eos_ids_ = mc.eos_token_ids;
   if (tok_.eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_.eos_id()) == eos_ids_.end())
     eos_ids_.push_back(tok_.eos_id());
@@ -129,7 +81,7 @@ Engine::~Engine() {
 }
 
 std::string Engine::describe_kv_cache() const {
-  return llmctl::describe_kv_cache(kv_spec_, kv_layout_, kv_group_layers_);
+  return llmctl::describe_kv_cache(kv_.spec, kv_.layout, kv_.group_layers);
 }
 
 int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, StreamFn on_text) {

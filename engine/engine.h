@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/executor/executor.h"
+#include "engine/kv_cache_plan.h"
 #include "engine/sample/detokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
@@ -133,11 +134,11 @@ class Engine {
 
   int max_context() const { return max_context_; }
   int sample_vocab() const { return sample_vocab_; }  // ids that may be drawn: [0, sample_vocab())
-  int num_blocks() const { return num_blocks_; }  // of the full-attention layers' pool (group 0)
-  const KvCacheLayout& kv_layout() const { return kv_layout_; }
+  int num_blocks() const { return kv_.layout.num_blocks[0]; }  // of the full-attention layers' pool (group 0)
+  const KvCacheLayout& kv_layout() const { return kv_.layout; }
   // "bf16 KV cache: N blocks = M tokens ...": what the cache holds, pool by pool.
   std::string describe_kv_cache() const;
-  const KvCacheSpec& kv_spec() const { return kv_spec_; }
+  const KvCacheSpec& kv_spec() const { return kv_.spec; }
   EngineStats stats() const;
   const Scheduler& scheduler() const { return *sched_; }
 
@@ -181,10 +182,7 @@ class Engine {
   const Tokenizer& tok_;
   EngineConfig cfg_;
   int max_context_ = 0;
-  int num_blocks_ = 0;
-  KvCacheLayout kv_layout_;
-  std::vector<int> kv_group_layers_;  // the model's layers in each KV group
-  KvCacheSpec kv_spec_;
+  KvCachePlan kv_;
   int sample_vocab_ = 0;  // ids [0, sample_vocab_) may be drawn: min(model, tokenizer) vocabulary
   std::unique_ptr<Scheduler> sched_;
   std::vector<int> eos_ids_;

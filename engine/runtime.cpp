@@ -190,10 +190,11 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   release_mapped_pages_again();  // pages of released weights that later reads mapped back in
   // Each refuses a KV dtype the backend lacks.
   const KvCacheOptions kv(opts.kv_cache_dtype, opts.kv_fp8_exact_open_block);
+  const PipelineOptions pp{opts.pp_micro_batches, opts.pp_steps_in_flight};
   if (rt.rank == 0 && ranks > 1)
-    rt.executor = make_multi_rank_executor(*rt.model, kv, *rt.comm);
+    rt.executor = make_multi_rank_executor(*rt.model, kv, *rt.comm, pp);
   else
-    rt.executor = std::make_unique<LocalExecutor>(*rt.model, kv);
+    rt.executor = std::make_unique<LocalExecutor>(*rt.model, kv, pp);
   if (opts.kv_cache_dtype == KvCacheDtype::Fp8 && rt.model->kv_scales().empty() && rt.rank == 0)
     std::cerr << "llmctl: warning: --kv-cache-dtype fp8 without k_scale/v_scale in the checkpoint: using scale 1.0 "
                  "for every layer (accuracy may suffer; calibrate them with llmctl quantize --kv-cache fp8)\n";

@@ -41,6 +41,9 @@ struct RuntimeOptions {
   int tensor_parallel = 1;
   // -pp: pipeline stages (the layers split in order); tensor_parallel x pipeline_parallel ranks.
   int pipeline_parallel = 1;
+  // Pipeline-parallel switches for measurements (PipelineOptions): micro-batches a step is cut into,
+  // steps in flight; 0: the runner's and executor's own choice.
+  int pp_micro_batches = 0, pp_steps_in_flight = 0;
 };
 
 struct Runtime {

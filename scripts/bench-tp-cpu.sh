@@ -36,8 +36,8 @@ done
 
 # Offline throughput, where pipeline stages can overlap: by default one step a stage is in flight
 # (the first stage starts the next step while the last finishes the previous one), and a large
-# step is also cut into micro-batches. LLMCTL_PP_STEPS_IN_FLIGHT=1 runs one step at a time (its
-# micro-batches still overlap), LLMCTL_PP_MICROBATCHES=1 turns the micro-batches off too.
+# step is also cut into micro-batches. --pp-steps-in-flight 1 runs one step at a time (its
+# micro-batches still overlap), --pp-micro-batches 1 turns the micro-batches off too.
 tput() {  # INPUT OUTPUT PROMPTS LABEL ENV... -- FLAGS...
   local in=$1 out=$2 n=$3 label=$4; shift 4
   local envs=()
@@ -54,9 +54,9 @@ for shape in "512 8 16" "32 64 64"; do
   for rep in 1 2; do
     tput $in $out $n "PP=1 TP=1 (2 threads) rep $rep" X=1 -- -t 2
     tput $in $out $n "PP=2 (1 thread a rank), steps in flight (default) rep $rep" X=1 -- -pp 2 -t 1
-    tput $in $out $n "PP=2, one step at a time rep $rep" LLMCTL_PP_STEPS_IN_FLIGHT=1 -- -pp 2 -t 1
-    tput $in $out $n "PP=2, one step at a time, no micro-batches rep $rep" LLMCTL_PP_STEPS_IN_FLIGHT=1 \
-      LLMCTL_PP_MICROBATCHES=1 -- -pp 2 -t 1
+    tput $in $out $n "PP=2, one step at a time rep $rep" X=1 -- -pp 2 -t 1 --pp-steps-in-flight 1
+    tput $in $out $n "PP=2, one step at a time, no micro-batches rep $rep" X=1 -- -pp 2 -t 1 \
+      --pp-steps-in-flight 1 --pp-micro-batches 1
     tput $in $out $n "TP=2 (1 thread a rank) rep $rep" X=1 -- -tp 2 -t 1
   done
 done

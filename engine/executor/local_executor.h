@@ -8,7 +8,7 @@ namespace llmctl {
 
 class LocalExecutor final : public Executor {
  public:
-  explicit LocalExecutor(Model& model, KvCacheOptions kv = {}) : runner_(model, kv) {}
+  explicit LocalExecutor(Model& model, KvCacheOptions kv = {}, PipelineOptions pp = {}) : runner_(model, kv, pp) {}
 
   ModelRunner& runner() { return runner_; }
   const ModelRunner& runner() const { return runner_; }

@@ -79,7 +79,7 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
 
 class MultiRankExecutor final : public Executor {
  public:
-  MultiRankExecutor(Model& model, KvCacheOptions kv, Comm& comm) : local_(model, kv), comm_(comm) {
+  MultiRankExecutor(Model& model, KvCacheOptions kv, Comm& comm, PipelineOptions pp) : local_(model, kv, pp), comm_(comm) {
     LLM_CHECK(comm.rank() == 0) << "the multi-rank executor runs on rank 0, not " << comm.rank();
   }
   ~MultiRankExecutor() override {
@@ -133,12 +133,13 @@ class MultiRankExecutor final : public Executor {
     return logits;
   }
   // Pipeline stages: as many steps in flight as stages, so that each stage has one to work on
-  // (LLMCTL_PP_STEPS_IN_FLIGHT=1 turns it off, for measurements). The other ranks run each
+  // (PipelineOptions::steps_in_flight 1 turns it off, for measurements). The other ranks run each
   // Execute as it comes: a stage takes the next step once it has passed the previous one on.
   int max_steps_in_flight() const override {
     const int stages = local_.runner().model().pipeline_stages();
     if (stages <= 1) return 1;
-    if (const char* env = std::getenv("LLMCTL_PP_STEPS_IN_FLIGHT")) return std::clamp(std::atoi(env), 1, stages);
+    const int asked = local_.runner().pipeline_options().steps_in_flight;
+    if (asked > 0) return std::clamp(asked, 1, stages);
     return stages;
   }
   // The command goes out without waiting for the other ranks to take it (a blocking broadcast
@@ -211,8 +212,8 @@ class MultiRankExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheOptions kv, Comm& comm) {
-  return std::make_unique<MultiRankExecutor>(model, kv, comm);
+std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheOptions kv, Comm& comm, PipelineOptions pp) {
+  return std::make_unique<MultiRankExecutor>(model, kv, comm, pp);
 }
 
 void serve_rank_steps(LocalExecutor& local, Comm& comm) {

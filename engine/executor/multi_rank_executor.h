@@ -19,7 +19,8 @@
 namespace llmctl {
 
 // Rank 0's executor. comm must outlive it; model is rank 0's share.
-std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheOptions kv, Comm& comm);
+std::unique_ptr<Executor> make_multi_rank_executor(Model& model, KvCacheOptions kv, Comm& comm,
+                                                   PipelineOptions pp = {});
 
 // Ranks > 0: runs rank 0's commands on `local` until it shuts down (or aborts the job).
 void serve_rank_steps(LocalExecutor& local, Comm& comm);

@@ -18,9 +18,10 @@ uint64_t next_graph_epoch() {
 }
 }  // namespace
 
-ModelRunner::ModelRunner(Model& model, KvCacheOptions kv)
+ModelRunner::ModelRunner(Model& model, KvCacheOptions kv, PipelineOptions pp)
     : model_(model),
       kv_dtype_(kv.dtype),
+      pp_(pp),
       fp8_exact_open_block_(kv.fp8_exact_open_block),
       widths_(model.activation_widths()),
       graph_epoch_(next_graph_epoch()) {
@@ -281,9 +282,9 @@ int ModelRunner::micro_batches(const BatchPlan& plan) const {
   // Each micro-batch reads the stage's weights again, so tiny ones lose more than the overlap
   // brings. Measured (scripts/bench-tp-cpu.sh, PP=2 on 2 CPU cores, decode steps of B sequences):
   // B = 4 (2 per micro-batch) loses 22%, B = 16 gains 4%, B = 64 gains 14%; prefill steps gain more.
-  // LLMCTL_PP_MICROBATCHES overrides the count (1: none), for measurements.
+  // PipelineOptions::micro_batches overrides the count (1: none), for measurements.
   const int stages = model_.pipeline_stages(), S = plan.num_seqs();
-  if (const char* env = std::getenv("LLMCTL_PP_MICROBATCHES")) return std::clamp(std::atoi(env), 1, S);
+  if (pp_.micro_batches > 0) return std::clamp(pp_.micro_batches, 1, S);
   if (plan.micro_batches > 0) return std::min(int(plan.micro_batches), S);
   return plan.num_tokens() >= kMicroBatchTokens * stages ? std::min(stages, S) : 1;
 }

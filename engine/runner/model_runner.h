@@ -18,14 +18,22 @@
 
 namespace llmctl {
 
+// Pipeline-parallel switches, for measurements (--pp-micro-batches, --pp-steps-in-flight); 0 leaves
+// each to the runner and the executor.
+struct PipelineOptions {
+  int micro_batches = 0;    // micro-batches a step is cut into (1: none)
+  int steps_in_flight = 0;  // steps submitted before the oldest is collected (1: one at a time)
+};
+
 class ModelRunner {
  public:
   // kv: the cache kv_spec() describes (--kv-cache-dtype); the backend must support its dtype.
-  explicit ModelRunner(Model& model, KvCacheOptions kv = {});
+  explicit ModelRunner(Model& model, KvCacheOptions kv = {}, PipelineOptions pp = {});
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
   Model& model() const { return model_; }
+  const PipelineOptions& pipeline_options() const { return pp_; }
   Backend& backend() const { return model_.backend(); }
 
   // The cache layout this runner allocates: auto = the backend's activation dtype, no scales; int8
@@ -92,6 +100,7 @@ class ModelRunner {
 
   Model& model_;
   KvCacheDtype kv_dtype_;
+  PipelineOptions pp_;
   bool fp8_exact_open_block_;
   ActivationWidths widths_;
   StepBuffers ws_;
