@@ -24,18 +24,23 @@ int64_t LoopbackComm::all_reduce_min(int64_t v) { return v; }  // every stage ru
 
 void LoopbackComm::send(const void* data, size_t bytes, int peer) {
   LLM_CHECK(peer >= 0 && peer < world_ && peer != rank_) << "loopback send from " << rank_ << " to " << peer;
+  if (replay_) return;
   const char* p = static_cast<const char*>(data);
   queue_.push_back({rank_, peer, std::vector<char>(p, p + bytes)});
 }
 
 void LoopbackComm::recv(void* data, size_t bytes, int peer) {
-  LLM_CHECK(!queue_.empty()) << "loopback recv on rank " << rank_ << " from " << peer << ": nothing was sent";
-  Message& m = queue_.front();
+  const size_t at = replay_ ? replay_at_ : 0;
+  LLM_CHECK(at < queue_.size()) << "loopback recv on rank " << rank_ << " from " << peer << ": nothing was sent";
+  Message& m = queue_[at];
   LLM_CHECK(m.from == peer && m.to == rank_ && m.bytes.size() == bytes)
       << "loopback recv on rank " << rank_ << " of " << bytes << " bytes from " << peer << ": the next message is "
       << m.bytes.size() << " bytes from " << m.from << " to " << m.to;
   std::memcpy(data, m.bytes.data(), bytes);
-  queue_.pop_front();
+  if (replay_)
+    ++replay_at_;
+  else
+    queue_.pop_front();
 }
 
 std::unique_ptr<Comm> LoopbackComm::split(int, int) {

@@ -31,10 +31,13 @@ class LoopbackComm final : public Comm {
   void abort_all(const std::string& why) override;
   // Messages sent and not yet received.
   size_t pending() const { return queue_.size(); }
-  // The queue as it is now, and the queue put back as it was: a stage run again on the same input
-  // (quantize's calibration probes a layer with trial weights).
-  void save() { saved_ = queue_; }
-  void restore() { queue_ = saved_; }
+  // Replay (a stage run again on the same input: quantize's calibration probes a layer with trial
+  // weights): while on, recv reads the queued messages in order without taking them, and send drops
+  // what it is given; turning it off leaves the queue as it was.
+  void set_replay(bool on) {
+    replay_ = on;
+    replay_at_ = 0;
+  }
 
  private:
   struct Message {
@@ -42,7 +45,9 @@ class LoopbackComm final : public Comm {
     std::vector<char> bytes;
   };
   int world_, rank_ = 0;
-  std::deque<Message> queue_, saved_;
+  std::deque<Message> queue_;
+  bool replay_ = false;
+  size_t replay_at_ = 0;  // the next message a replaying recv reads
 };
 
 }  // namespace llmctl

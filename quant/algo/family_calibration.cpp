@@ -20,21 +20,22 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
 
-  // last_group: linears of later groups are skipped (a probe). attention: Record keeps the layer's
-  // attention output; Replay puts the kept one in its place, its q/k/v linear skipped (a probe of
-  // the MLP only).
+  // stop_group: `before` sees that group's input, and neither its linear nor a later group's is
+  // computed (a probe; 4: every linear runs). attention: Record keeps the layer's attention output
+  // and o's output; Replay puts the kept ones in their place, the q/k/v and o linears and the
+  // attention not computed (a probe of the MLP only).
   enum class Attention { Compute, Record, Replay };
   void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax,
-           int last_group = 3, Attention attention = Attention::Compute) {
+           int stop_group = 4, Attention attention = Attention::Compute) {
     groups_ = std::move(groups);
     before_ = before;
     amax_ = amax;
-    last_group_ = last_group;
+    stop_group_ = stop_group;
     attention_mode_ = attention;
     calls_.assign(groups_.size(), 0);
   }
-  void forget_attention() { recorded_ = Tensor{}; }
-  bool has_attention() const { return !recorded_.empty(); }
+  void forget_attention() { recorded_ = recorded_o_ = Tensor{}; }
+  bool has_attention() const { return !recorded_.empty() && !recorded_o_.empty(); }
   // How often each armed weight ran since arm().
   const std::vector<int>& calls() const { return calls_; }
 
@@ -42,29 +43,27 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (groups_[g].first != w.data) continue;
       ++calls_[g];
-      if (int(groups_[g].second) > last_group_) return;  // a probe stops computing here
-      if (groups_[g].second == LinearGroup::Qkv && attention_mode_ == Attention::Replay) return;  // not read
-      const Tensor swapped = *before_ ? (*before_)(groups_[g].second, x, w) : Tensor{};
+      const LinearGroup group = groups_[g].second;
+      if (int(group) > stop_group_) return;  // past a probe's end
+      if (attention_mode_ == Attention::Replay && group == LinearGroup::Qkv) return;  // the attention is replayed
+      if (attention_mode_ == Attention::Replay && group == LinearGroup::O) return copy(recorded_o_, out);
+      const Tensor swapped = *before_ ? (*before_)(group, x, w) : Tensor{};
+      if (int(group) == stop_group_) return;  // the probe's end: its input seen
       if (!swapped.empty()) {
         LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
             << "calibration: a weight " << swapped.shape_str() << " swapped in for " << w.shape_str();
       }
-      return inner().linear(x, swapped.empty() ? w : swapped, bias, out);
+      inner().linear(x, swapped.empty() ? w : swapped, bias, out);
+      if (attention_mode_ == Attention::Record && group == LinearGroup::O) recorded_o_ = kept(out);
+      return;
     }
     inner().linear(x, w, bias, out);
   }
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
                  Tensor& out, int window, float softcap) override {
-    if (attention_mode_ == Attention::Replay) {
-      LLM_CHECK(recorded_.shape == out.shape) << "calibration: no recorded attention output to replay";
-      std::memcpy(out.data, recorded_.data, out.nbytes());
-      return;
-    }
+    if (attention_mode_ == Attention::Replay) return copy(recorded_, out);
     inner().attention(qkv, cache, b, hq, hkv, scale, out, window, softcap);
-    if (attention_mode_ == Attention::Record) {
-      recorded_ = Tensor::empty_host(DType::F32, out.shape);
-      std::memcpy(recorded_.data, out.data, out.nbytes());
-    }
+    if (attention_mode_ == Attention::Record) recorded_ = kept(out);
   }
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
     inner().write_kv(qkv, b, hq, hkv, cache);
@@ -77,6 +76,15 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   }
 
  private:
+  static Tensor kept(const Tensor& t) {
+    Tensor k = Tensor::empty_host(DType::F32, t.shape);
+    std::memcpy(k.data, t.data, t.nbytes());
+    return k;
+  }
+  static void copy(const Tensor& from, Tensor& to) {
+    LLM_CHECK(from.shape == to.shape) << "calibration: no recorded " << to.shape_str() << " output to replay";
+    std::memcpy(to.data, from.data, to.nbytes());
+  }
   // The maxima of |k| (rotated) and |v| per kv head over every token of qkv [T, (Hq + 2 Hkv) D].
   void record(const Tensor& qkv, int64_t hq, int64_t hkv, int64_t D) {
     if (!amax_) return;
@@ -95,9 +103,9 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   std::vector<std::pair<const void*, LinearGroup>> groups_;
   const BeforeLinear* before_ = nullptr;
   KvAbsMax* amax_ = nullptr;
-  int last_group_ = 3;
+  int stop_group_ = 4;
   Attention attention_mode_ = Attention::Compute;
-  Tensor recorded_;  // the attention output of the built layer's recording probe
+  Tensor recorded_, recorded_o_;  // the attention's and o's outputs of the built layer's recording probe
   std::vector<int> calls_;
 };
 
@@ -168,13 +176,13 @@ Tensor FamilyCalibration::linear(const Tensor& x, const Tensor& w) {
   return out;
 }
 
-void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last_group, int attention) {
+void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int stop_group, int attention) {
   const ModelConfig& c = ck_.config;
   LLM_CHECK(layer_) << "calibration: no layer built";
   std::vector<std::pair<const void*, LinearGroup>> groups;
   for (LinearGroup g : {LinearGroup::Qkv, LinearGroup::O, LinearGroup::GateUp, LinearGroup::Down})
     groups.emplace_back(weight(g).data, g);
-  observer_->arm(std::move(groups), &before, amax, last_group, Observer::Attention(attention));
+  observer_->arm(std::move(groups), &before, amax, stop_group, Observer::Attention(attention));
   AttentionPlan ap;
   ap.batch = &batch_;
   ap.tokens = tokens();
@@ -189,7 +197,7 @@ void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int last
 }
 
 void FamilyCalibration::advance(const BeforeLinear& before, KvAbsMax* amax) {
-  run(before, amax, int(LinearGroup::Down), int(Observer::Attention::Compute));
+  run(before, amax, 4, int(Observer::Attention::Compute));
   layer_.reset();  // its output waits for the next layer
   observer_->forget_attention();
 }
@@ -197,12 +205,17 @@ void FamilyCalibration::advance(const BeforeLinear& before, KvAbsMax* amax) {
 void FamilyCalibration::probe(const BeforeLinear& before, LinearGroup last, ProbeAttention attention) {
   LLM_CHECK(attention != ProbeAttention::Replay || observer_->has_attention())
       << "calibration: a probe replays an attention output no probe of this layer recorded";
-  comm_->save();  // the layer's input, for the runs after this one
-  run(before, nullptr, int(last),
-      int(attention == ProbeAttention::Record   ? Observer::Attention::Record
-          : attention == ProbeAttention::Replay ? Observer::Attention::Replay
-                                                : Observer::Attention::Compute));
-  comm_->restore();  // and its output dropped
+  comm_->set_replay(true);  // the layer's input stays for the runs after this one, its output is dropped
+  try {
+    run(before, nullptr, int(last),
+        int(attention == ProbeAttention::Record   ? Observer::Attention::Record
+            : attention == ProbeAttention::Replay ? Observer::Attention::Replay
+                                                  : Observer::Attention::Compute));
+  } catch (...) {
+    comm_->set_replay(false);
+    throw;
+  }
+  comm_->set_replay(false);
 }
 
 void FamilyCalibration::run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax) {

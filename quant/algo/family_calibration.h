@@ -50,11 +50,10 @@ class FamilyCalibration {
   // Runs the built layer over its input and hands its output to the next layer. amax (may be null):
   // the maxima per kv head of the rotated keys and the values the layer writes to its cache.
   void advance(const BeforeLinear& before, KvAbsMax* amax = nullptr);
-  // Runs the built layer over its input and keeps that input for the next run; the linears after
-  // group `last` are not computed (what follows them is not meaningful). attention: Record keeps the
-  // layer's attention output (before must swap nothing before the o linear); Replay uses the kept
-  // one instead of computing q/k/v and the attention again (a probe of the MLP half: before may swap
-  // gate/up or down only).
+  // Runs the built layer over its input and keeps that input for the next run, up to group `last`:
+  // before sees last's input, and neither last's linear nor what follows is computed. attention: Record keeps the layer's attention and o outputs (before must swap nothing
+  // up to o); Replay uses the kept ones instead of computing q/k/v, the attention and o again (a
+  // probe of the MLP half: before may swap gate/up only).
   enum class ProbeAttention { Compute, Record, Replay };
   void probe(const BeforeLinear& before, LinearGroup last, ProbeAttention attention = ProbeAttention::Compute);
   // begin_layer, then advance.
@@ -77,7 +76,7 @@ class FamilyCalibration {
   std::vector<KvLayer> kv_;
   std::unique_ptr<Model> layer_;  // the built layer
   int layer_index_ = -1;
-  void run(const BeforeLinear& before, KvAbsMax* amax, int last_group, int attention);
+  void run(const BeforeLinear& before, KvAbsMax* amax, int stop_group, int attention);
 };
 
 }  // namespace llmctl::quant

@@ -107,6 +107,31 @@ TEST_CASE("loopback comm: stages run in turn hand their messages on in order, si
   CHECK_THROWS(comm.all_reduce_sum(x));  // no collectives in one process
 }
 
+TEST_CASE("loopback comm: a replayed stage reads its input again and hands nothing on") {
+  LoopbackComm comm(3);
+  const float a[2] = {1.5f, -2.0f}, out[2] = {7, 8};
+  comm.set_rank(0);
+  comm.send(a, sizeof a, 1);
+  comm.set_rank(1);
+  for (int run = 0; run < 2; ++run) {  // stage 1 probed twice
+    comm.set_replay(true);
+    float got[2] = {0, 0};
+    comm.recv(got, sizeof got, 0);
+    CHECK(got[0] == 1.5f);
+    CHECK_THROWS(comm.recv(got, sizeof got, 0));  // one message to read
+    comm.send(out, sizeof out, 2);                // dropped
+    comm.set_replay(false);
+    CHECK(comm.pending() == 1);
+  }
+  float got[2] = {0, 0};  // then run for real: the input taken, the output handed on
+  comm.recv(got, sizeof got, 0);
+  comm.send(out, sizeof out, 2);
+  CHECK(comm.pending() == 1);
+  comm.set_rank(2);
+  comm.recv(got, sizeof got, 1);
+  CHECK(got[1] == 8.0f);
+}
+
 TEST_CASE("slice_plan: sequences [s0, s1) as their own plan, logits rows rebased") {
   // Three sequences: 3 prompt tokens (logits at its last), 1 decode token, 2 tokens (logits at both).
   BatchPlan p;
