@@ -115,6 +115,19 @@ for f in present:
                 outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
             check(len(outs[0]) == 6 and outs[0] == outs[1], f"{name}: 6 prompts batched give their tokens alone")
 
+def calibrated(f, out, method):
+    """quantize --method METHOD (int4 g32, 8 x 32 calibration tokens) of tiny_F: it runs, and the checkpoint loads and scores."""
+    r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out,
+                        "--method", method, "--group-size", "32", "--calib-samples", "8", "--calib-seq-len", "32",
+                        "--calib", os.path.join(src, "../shared/data/tinyshakespeare.txt")],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"tiny_{f}: quantize --method {method} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+    if r.returncode == 0:
+        got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out)
+        check(got is not None and len(got["cases"]) == len(golden_of[f]["cases"]),
+              f"tiny_{f}: its {method.upper()} int4 g32 checkpoint loads and scores")
+
+
 # quantize: RTN writes every tensor the family reads (Qwen3's q/k norms were dropped once), and the
 # result loads and runs; AWQ and GPTQ calibrate through each family's own forward.
 for f in present:
@@ -135,23 +148,9 @@ for f in present:
             if r.returncode == 0:
                 compare(f"tiny_{f} RTN int8 g32", golden_of[f], score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out + "8"), tol=3.0,
                         greedy=False)
-            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "g",
-                                "--method", "gptq", "--group-size", "32", "--calib-samples", "8", "--calib-seq-len", "32",
-                                "--calib", os.path.join(src, "../shared/data/tinyshakespeare.txt")],
-                               capture_output=True, text=True, timeout=300)
-            check(r.returncode == 0, f"tiny_{f}: quantize --method gptq ran" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
-            if r.returncode == 0:
-                got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out + "g")
-                check(got is not None and len(got["cases"]) == len(golden_of[f]["cases"]), f"tiny_{f}: its GPTQ int4 g32 checkpoint loads and scores")
+            calibrated(f, out + "g", "gptq")
         if f in ("qwen3", "gemma2", "gemma3"):  # AWQ searches through the family's own forward
-            r = subprocess.run([os.path.join(build, "llmctl"), "quantize", os.path.join(FDIR, f"tiny_{f}"), out + "a",
-                                "--method", "awq", "--group-size", "32", "--calib-samples", "8", "--calib-seq-len", "32",
-                                "--calib", os.path.join(src, "../shared/data/tinyshakespeare.txt")],
-                               capture_output=True, text=True, timeout=300)
-            check(r.returncode == 0, f"tiny_{f}: quantize --method awq ran" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
-            if r.returncode == 0:
-                got = score(os.path.join(FDIR, f"tiny_{f}_golden.json"), out + "a")
-                check(got is not None and len(got["cases"]) == len(golden_of[f]["cases"]), f"tiny_{f}: its AWQ int4 g32 checkpoint loads and scores")
+            calibrated(f, out + "a", "awq")
         # GPTQ through the family's own forward: the checkpoint the golden's command makes is the one
         # transformers (with compressed-tensors) ran, and llmctl scores it as transformers does
         golden_path = os.path.join(FDIR, f"tiny_{f}_gptq_golden.json")

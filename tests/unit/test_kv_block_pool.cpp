@@ -5,15 +5,12 @@
 
 #include "engine/core/error.h"
 #include "engine/kv/block_pool.h"
+#include "token_runs.h"
 
 using namespace llmctl;
 
 namespace {
-std::vector<int32_t> toks(int first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
+using test::toks;
 // Registers an in-use block under the chained hash of (root, tokens).
 uint64_t reg(BlockPool& p, int id, const std::vector<int32_t>& t) {
   const uint64_t h = BlockPool::hash_block(BlockPool::kRootHash, t);

@@ -8,16 +8,11 @@
 #include "engine/core/error.h"
 #include "engine/kv/kv_cache_groups.h"
 #include "engine/kv/kv_cache_spec.h"
+#include "token_runs.h"
 
 using namespace llmctl;
 
-namespace {
-std::vector<int32_t> toks(int first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
-}  // namespace
+using test::toks;
 
 TEST_CASE("groups: layers group by window; one window per model") {
   CHECK(kv_group_windows({0, 0, 0}) == std::vector<int>{0});

@@ -5,15 +5,12 @@
 
 #include "engine/core/error.h"
 #include "engine/kv/kv_cache_manager.h"
+#include "token_runs.h"
 
 using namespace llmctl;
 
 namespace {
-std::vector<int32_t> toks(int first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
+using test::toks;
 // Runs a prompt through: allocate, capacity, commit everything.
 int run_prompt(KvCacheManager& kv, int64_t seq, const std::vector<int32_t>& t) {
   auto c = kv.allocate_prompt(seq, t);

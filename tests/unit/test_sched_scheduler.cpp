@@ -7,15 +7,12 @@
 #include "engine/core/error.h"
 #include "engine/sched/batch_builder.h"
 #include "engine/sched/scheduler.h"
+#include "token_runs.h"
 
 using namespace llmctl;
 
 namespace {
-std::vector<int32_t> toks(int first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
+using test::toks;
 SchedulerConfig cfg(int max_seqs, int max_tokens, bool chunked = true, bool prefix = true) {
   SchedulerConfig c;
   c.max_num_seqs = max_seqs;
