@@ -45,6 +45,12 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
   s->add_option("--pp-steps-in-flight", f.pp_steps_in_flight,
                 "-pp, for measurements: steps in flight at once (1: one at a time; default: one per stage)")
       ->check(CLI::Range(1, 1024));
+  s->add_flag("--comm-stats", f.comm_stats,
+              "-tp/-pp, for measurements: each rank prints its time in all-reduces and all-gathers, and its memory, "
+              "at exit");
+  s->add_flag("--nccl-single-rank", f.nccl_single_rank,
+              "CUDA without -tp, for measurements: run the step's collectives through NCCL anyway (to compare it "
+              "with the plain path)");
   s->add_flag("--enforce-eager", f.enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
   s->add_flag("--deterministic", f.deterministic,
               "CUDA: batch-invariant kernels, so a request's output does not depend on what shares its batch "
@@ -147,6 +153,8 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   ro.pipeline_parallel = f.pipeline_parallel;
   ro.pp_micro_batches = f.pp_micro_batches;
   ro.pp_steps_in_flight = f.pp_steps_in_flight;
+  ro.comm_stats = f.comm_stats;
+  ro.nccl_single_rank = f.nccl_single_rank;
   fetch_default_model_if_absent(ro.model);  // load_runtime then finds it (the engine does not fetch)
   return ro;
 }

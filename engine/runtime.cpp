@@ -42,7 +42,7 @@ std::unique_ptr<Comm> make_run_comm(const RuntimeOptions& opts) {
                                  << "): this process was not started by mpirun (llmctl starts its own ranks on one node; "
                                     "across nodes run it under mpirun -np "
                                  << ranks << ")";
-  std::unique_ptr<Comm> comm = make_mpi_comm();
+  std::unique_ptr<Comm> comm = make_mpi_comm(opts.comm_stats);
   LLM_REQUIRE(comm->world() == ranks) << "mpirun started " << comm->world() << " ranks but -tp "
                                       << opts.tensor_parallel << " x -pp " << opts.pipeline_parallel << " needs " << ranks;
   return comm;
@@ -147,8 +147,7 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
     weight_dtype = compute;
     // The step's collectives on the GPU (NCCL, on the backend's stream); at world 1 only when asked,
     // to compare the NCCL path with the plain one (scripts/gpu-check.sh).
-    const char* world1 = std::getenv("LLMCTL_NCCL_WORLD1");
-    if (world > 1 || (world1 && std::string(world1) == "1")) rt.device_comm = make_nccl_comm(rt.tp_comm.get(), *rt.backend);
+    if (world > 1 || opts.nccl_single_rank) rt.device_comm = make_nccl_comm(rt.tp_comm.get(), *rt.backend);
   }
 #else
   LLM_REQUIRE(device != "cuda") << "--device cuda: this llmctl was built without CUDA";

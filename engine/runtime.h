@@ -44,6 +44,8 @@ struct RuntimeOptions {
   // Pipeline-parallel switches for measurements (PipelineOptions): micro-batches a step is cut into,
   // steps in flight; 0: the runner's and executor's own choice.
   int pp_micro_batches = 0, pp_steps_in_flight = 0;
+  bool comm_stats = false;        // --comm-stats: each MPI rank prints its collectives' time at exit
+  bool nccl_single_rank = false;  // --nccl-single-rank: CUDA, one rank: the collectives through NCCL anyway
 };
 
 struct Runtime {

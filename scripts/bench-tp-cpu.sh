@@ -4,7 +4,7 @@
 # the same family with 12 heads, 4 KV heads, hidden 768, 12 layers, intermediate 2048 and the
 # default model's vocabulary (tools/llmctl_random_model; ~113 M parameters, f32). Reports per run:
 # prefill / decode tokens/s (llmctl generate --json), peak RSS of every process (GNU time), and
-# for TP=2 each rank's time inside all-reduce / all-gather (LLMCTL_COMM_STATS=1), divided by steps.
+# for TP=2 each rank's time inside all-reduce / all-gather (--comm-stats), divided by steps.
 # Usage: scripts/bench-tp-cpu.sh [PROMPT_TOKENS] [GEN_TOKENS]   (defaults 128 64)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,8 +26,8 @@ summary() {  # reads generate --json on stdin
 for rep in 1 2 3; do
   echo "TP=1 (2 threads) rep $rep: $(/usr/bin/time -f '%M' -o /tmp/llmctl-tp1.rss "$BUILD/llmctl" generate -m "$MODEL" \
     --device cpu -t 2 --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" 2>/dev/null | summary), peak RSS $(( $(cat /tmp/llmctl-tp1.rss) / 1024 )) MiB"
-  LLMCTL_COMM_STATS=1 mpirun -np 2 --oversubscribe --bind-to none /usr/bin/time -f 'peak RSS %M KiB' "$BUILD/llmctl" generate \
-    -m "$MODEL" --device cpu -tp 2 -t 1 --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" \
+  mpirun -np 2 --oversubscribe --bind-to none /usr/bin/time -f 'peak RSS %M KiB' "$BUILD/llmctl" generate \
+    -m "$MODEL" --device cpu -tp 2 -t 1 --comm-stats --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" \
     >/tmp/llmctl-tp2.json 2>/tmp/llmctl-tp2.err
   echo "TP=2 (1 thread a rank) rep $rep: $(summary </tmp/llmctl-tp2.json), $(grep -o 'peak RSS [0-9]* KiB' /tmp/llmctl-tp2.err \
     | awk '{printf "%s%d MiB", (NR>1?" / ":"rank peak RSS "), $3/1024}')"

@@ -222,16 +222,16 @@ echo "== NCCL path at world size 1: the step's all-reduces and logits all-gather
 if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl_score" ]]; then
   {
     "$BUILD/llmctl_score" tests/golden/smollm2_golden.json --model "$GOLDEN_MODEL" --device cuda --dtype bf16 \
-      >"$RESULTS/nccl-plain.json" && LLMCTL_NCCL_WORLD1=1 "$BUILD/llmctl_score" tests/golden/smollm2_golden.json \
-      --model "$GOLDEN_MODEL" --device cuda --dtype bf16 >"$RESULTS/nccl-world1.json" &&
+      >"$RESULTS/nccl-plain.json" && "$BUILD/llmctl_score" tests/golden/smollm2_golden.json \
+      --model "$GOLDEN_MODEL" --device cuda --dtype bf16 --nccl-single-rank >"$RESULTS/nccl-world1.json" &&
       python3 -c "import json,sys; a,b=(json.load(open(sys.argv[i])) for i in (1,2)); same=a['cases']==b['cases']; print('NCCL world 1 outputs identical to the plain path:', same); sys.exit(0 if same else 1)" \
         "$RESULTS/nccl-plain.json" "$RESULTS/nccl-world1.json"
   } 2>&1 | tee "$RESULTS/gpu-nccl-world1.log"
   nccl_rc=${PIPESTATUS[0]}
   # Throughput: offline 128/128 at 64 concurrent, plain and through NCCL.
-  for nccl in 0 1; do
-    LLMCTL_NCCL_WORLD1=$nccl "$BUILD/llmctl" bench throughput --model "$HF_MODEL" --device cuda --input-len 128 \
-      --output-len 128 --num-prompts 256 --max-num-seqs 64 2>&1 | tail -3 | sed "s/^/LLMCTL_NCCL_WORLD1=$nccl: /" |
+  for nccl in "" --nccl-single-rank; do
+    "$BUILD/llmctl" bench throughput --model "$HF_MODEL" --device cuda --input-len 128 \
+      --output-len 128 --num-prompts 256 --max-num-seqs 64 $nccl 2>&1 | tail -3 | sed "s/^/NCCL ${nccl:-off}: /" |
       tee -a "$RESULTS/gpu-nccl-world1.log"
   done
 else

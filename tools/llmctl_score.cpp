@@ -1,7 +1,7 @@
 // llmctl_score: runs the golden cases of tests/golden/*.json through llmctl and prints, per case,
 // our log-probabilities at the reference's top-k ids, our own top-k ids, and our greedy
 // continuation (argmax at every step, no EOS stop) — as one JSON object on stdout.
-// Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda]
+// Usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] [--nccl-single-rank]
 //                     [--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M]
 //                     [--deterministic]
 // With N x M > 1 it must run under `mpirun -np N*M`; rank 0 prints.
@@ -24,13 +24,18 @@ using namespace llmctl;
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
                              "[--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M] "
-                             "[--quantized-weights auto|keep|dequantize] [--deterministic]";
+                             "[--quantized-weights auto|keep|dequantize] [--deterministic] [--nccl-single-rank]";
   RuntimeOptions ro;
   ro.act_quant = ActQuantMode::None;
   for (int i = 2; i < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--deterministic") {  // batch-invariant CUDA kernels (runs compared bit for bit)
       ro.deterministic = true;
+      --i;
+      continue;
+    }
+    if (k == "--nccl-single-rank") {  // CUDA: the collectives through NCCL at world size 1
+      ro.nccl_single_rank = true;
       --i;
       continue;
     }

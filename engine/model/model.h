@@ -40,7 +40,6 @@ struct AttentionPlan {
   const DeviceBatch* window_batch = nullptr;
   int64_t tokens = 0, rows = 0;  // T, R: rows of the step buffers in use
   float softmax_scale = 1.0f;
-  int graph_context = 0;         // > 0 when the step is replayed from a graph (plan.graph_context)
 };
 
 // A view of the first n rows of a buffer.

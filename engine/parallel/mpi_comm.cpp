@@ -32,12 +32,13 @@ void mpi_check(int rc, const char* what) {
 }
 
 // Time spent in the step's collectives (waiting for the slowest rank included), per process; with
-// LLMCTL_COMM_STATS=1 each rank prints them at exit (scripts/bench-tp-cpu.sh reads them).
+// --comm-stats each rank prints them at exit (scripts/bench-tp-cpu.sh reads them).
 struct CollectiveStats {
   int64_t reduces = 0, gathers = 0;
   double reduce_s = 0, gather_s = 0;
 };
 CollectiveStats g_stats;
+bool g_report_stats = false;  // make_mpi_comm(report_stats)
 
 class Timed {
  public:
@@ -64,8 +65,7 @@ void init_mpi_once() {
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
-    const char* stats = std::getenv("LLMCTL_COMM_STATS");
-    if (stats && std::string(stats) == "1") {
+    if (g_report_stats) {
       int rank = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       // Memory at exit: anonymous (the rank's own weights, cache, buffers) and file-backed (pages of
@@ -241,7 +241,8 @@ class MpiComm final : public Comm {
 }  // namespace
 
 bool mpi_available() { return true; }
-std::unique_ptr<Comm> make_mpi_comm() {
+std::unique_ptr<Comm> make_mpi_comm(bool report_stats) {
+  g_report_stats = g_report_stats || report_stats;
   init_mpi_once();
   return std::make_unique<MpiComm>(MPI_COMM_WORLD);
 }
@@ -249,7 +250,7 @@ std::unique_ptr<Comm> make_mpi_comm() {
 #else
 
 bool mpi_available() { return false; }
-std::unique_ptr<Comm> make_mpi_comm() {
+std::unique_ptr<Comm> make_mpi_comm(bool) {
   LLM_REQUIRE(false) << "this llmctl was built without MPI: tensor parallelism needs Open MPI "
                         "(apt-get install openmpi-bin libopenmpi-dev, then rebuild)";
   return nullptr;

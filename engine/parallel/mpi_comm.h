@@ -11,6 +11,8 @@ namespace llmctl {
 // Whether this build has MPI.
 bool mpi_available();
 // The communicator of every rank mpirun started (MPI_COMM_WORLD). Throws InputError without MPI.
-std::unique_ptr<Comm> make_mpi_comm();
+// report_stats: at exit, each rank prints its time in all-reduces and all-gathers and its memory
+// (--comm-stats, for measurements).
+std::unique_ptr<Comm> make_mpi_comm(bool report_stats = false);
 
 }  // namespace llmctl

@@ -6,7 +6,7 @@
 // Without either, make_nccl_comm refuses by name.
 //
 // World 1 (no bootstrap): a real one-rank NCCL communicator, so that the NCCL path can be checked
-// against the plain one on a single GPU (LLMCTL_NCCL_WORLD1=1, scripts/gpu-check.sh).
+// against the plain one on a single GPU (--nccl-single-rank, scripts/gpu-check.sh).
 #pragma once
 #include <memory>
 

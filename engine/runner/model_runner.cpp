@@ -186,7 +186,6 @@ AttentionPlan ModelRunner::plan_attention(const DeviceBatch& b, const DeviceBatc
   p.rows = R;
   const ModelConfig& c = model_.config();
   p.softmax_scale = c.softmax_scale();
-  p.graph_context = b.plan ? b.plan->graph_context : 0;
   return p;
 }
 
