@@ -75,8 +75,8 @@ class Executor {
   virtual void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) = 0;
 
  private:
-  std::optional<Tensor> submitted_;
-  uint64_t kv_cache_epoch_ = 0;  // the default submit's logits, until collect()
+  std::optional<Tensor> submitted_;  // the default submit's logits, until collect()
+  uint64_t kv_cache_epoch_ = 0;      // alloc_kv_cache calls so far
 };
 
 }  // namespace llmctl
