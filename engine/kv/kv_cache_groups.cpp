@@ -88,6 +88,7 @@ int KvCacheGroups::agreed_hit_blocks(const std::vector<int32_t>& tokens) const {
 
 std::optional<int> KvCacheGroups::allocate_prompt(int64_t seq, const std::vector<int32_t>& tokens, bool use_cache,
                                                   int max_new_tokens) {
+  if (groups_.size() == 1) return groups_[0].allocate_prompt(seq, tokens, use_cache, max_new_tokens);
   LLM_CHECK(!has(seq)) << "sequence " << seq << " already holds blocks";
   const int hit = use_cache && prefix_caching() ? agreed_hit_blocks(tokens) : 0;
   for (const KvCacheManager& g : groups_)
@@ -102,11 +103,13 @@ std::optional<int> KvCacheGroups::allocate_prompt(int64_t seq, const std::vector
 }
 
 int KvCacheGroups::peek_cached_tokens(const std::vector<int32_t>& tokens) const {
+  if (groups_.size() == 1) return groups_[0].peek_cached_tokens(tokens);
   if (tokens.empty()) return 0;
   return groups_[0].peek_cached_tokens(tokens, agreed_hit_blocks(tokens));
 }
 
 bool KvCacheGroups::ensure_capacity(int64_t seq, int total_tokens) {
+  if (groups_.size() == 1) return groups_[0].ensure_capacity(seq, total_tokens);  // itself all or nothing
   for (const KvCacheManager& g : groups_)
     if (g.blocks_to_ensure(seq, total_tokens) > g.num_available_blocks()) return false;
   for (KvCacheManager& g : groups_)

@@ -24,7 +24,10 @@ int KvCacheManager::first_needed_block(int computed) const {
 
 int KvCacheManager::max_blocks_held(int tokens, int chunk) const {
   const int all = blocks_for(tokens);
-  return window_ > 0 ? std::min(all, blocks_for(window_ + chunk) + 1) : all;
+  if (window_ <= 0) return all;
+  // in 64 bits: a config's window may be as large as an int holds
+  const int64_t held = (int64_t(window_) + chunk + block_size_ - 1) / block_size_ + 1;
+  return int(std::min<int64_t>(all, held));
 }
 
 void KvCacheManager::drop_passed_blocks(Seq& s) {

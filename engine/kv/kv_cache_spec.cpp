@@ -62,11 +62,11 @@ std::string describe_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layo
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "%s KV cache: %d blocks = %lld tokens for the %d full-attention layers (%.1f KiB a token); the %d "
-                "sliding-window layers (window %d) keep %d blocks of their own (%.1f KiB a token, up to %d tokens a "
+                "sliding-window layers (window %d) keep %d blocks of their own (%.1f KiB a token, up to %lld tokens a "
                 "sequence)",
                 kind.c_str(), layout.num_blocks.at(0), (long long)layout.num_blocks.at(0) * B, group_layers.at(0),
                 per_layer_token * group_layers.at(0), group_layers.at(1), window, layout.num_blocks.at(1),
-                per_layer_token * group_layers.at(1), ((window + B - 1) / B + 1) * B);
+                per_layer_token * group_layers.at(1), (long long)((int64_t(window) + B - 1) / B + 1) * B);
   std::string out = buf;
   if (spec.exact_ring_blocks > 0) {
     std::snprintf(buf, sizeof buf, ", each sequence's open block also exact in f32 (%.0f KiB a sequence)",

@@ -2,6 +2,7 @@
 // grouping of a model's layers and the sizing of the pools. Block size 4.
 #include <doctest/doctest.h>
 
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,16 @@ TEST_CASE("groups: every call reaches both pools; a hit is one both can use") {
   const auto copies = kv.take_pending_copies();
   REQUIRE(copies.size() == 2);
   kv.check_invariants();
+}
+
+TEST_CASE("groups: a window as large as an int holds (from a config) counts without overflow") {
+  KvCacheManager m(10, 16, true, false, INT_MAX);
+  CHECK(m.max_blocks_held(100, 512) == m.blocks_for(100));
+  CHECK(m.first_needed_block(1000) == 0);
+  CHECK(kv_window_peak_blocks(INT_MAX, 16, 256, 8192) == 1 << 30);
+  KvCacheSpec spec = make_kv_cache_spec(KvCacheDtype::Auto, DType::F32, 16, 2, 1, 8);
+  CHECK(describe_kv_cache(spec, KvCacheLayout({4, 4}, {0, INT_MAX}), {1, 1}).find("up to 2147483664 tokens") !=
+        std::string::npos);
 }
 
 TEST_CASE("groups: the layout of several pools describes each") {
