@@ -6,7 +6,6 @@
 #include <string>
 
 #include "engine/core/error.h"
-#include "engine/sample/device_sampling.h"
 #include "engine/sched/batch_builder.h"
 
 namespace llmctl {
@@ -154,108 +153,17 @@ void Engine::emit(Request& r, int child, std::string_view piece, bool done) {
   r.on_text(e);
 }
 
+// A row to draw for sequence `child` of r (DrawSpec's row, draft and chained), and what came of it.
 struct Engine::Draw {
   Request* r = nullptr;
   int child = 0;
   int row = 0;
-  SampleResult res;
-  std::string error;      // the draw failed: its request fails, nothing else does
   int32_t draft = -1;     // the draft this row's token is compared with; -1: the sequence's last row
   bool chained = false;   // a later row of the same sequence: drawn only if the previous row drew its draft
-  bool skipped = false;   // not drawn (an earlier row of the chain was rejected, stopped or failed)
+  DrawOutcome outcome;    // from the step's StepOutput
 };
 
-namespace {
-// Whether the row after draw `d` of a chain is still drawn: d drew its draft, which does not end
-// the sequence (a stop token does; stop strings and max_tokens are checked when accepting).
-bool chain_goes_on(int32_t token, int32_t draft, const SamplingParams& p, std::span<const int> eos_ids) {
-  return draft >= 0 && token == draft && !is_stop_token(token, p, eos_ids);
-}
-}  // namespace
-
-void Engine::draw_tokens(std::vector<Draw>& draws, const Tensor& logits) {
-  const int vocab = exec_.config().vocab_size;  // the row width; draws are among [0, sample_vocab_)
-  const bool on_device = logits.device != Device::CPU;
-  std::vector<SampleJob> jobs;
-  std::vector<size_t> job_draw;
-  std::vector<size_t> host_draws;
-  // Device jobs are built before any token is known: row j of a chain gets the state with drafts
-  // 0..j-1 appended (`ahead`), which is the sequence's state whenever that row's draw is used.
-  SequenceState ahead;
-  int chain_pos = 0;
-  for (size_t i = 0; i < draws.size(); ++i) {
-    Draw& d = draws[i];
-    Sequence& s = d.r->seqs[d.child];
-    if (on_device && exec_.can_sample() && device_samplable(d.r->params)) {
-      const SequenceState* st = &s.state;
-      chain_pos = d.chained ? chain_pos + 1 : 0;
-      if (d.chained) {
-        if (chain_pos == 1) ahead = s.state;
-        ahead.append(draws[i - 1].draft, 0.0f);
-        st = &ahead;
-      }
-      jobs.push_back(make_sample_job(d.r->params, *st, uint64_t(s.state.num_generated() + chain_pos), d.row, sample_vocab_));
-      job_draw.push_back(i);
-    } else {
-      host_draws.push_back(i);
-    }
-  }
-  bool chain_on = false;  // the previous draw of a chain drew its draft: this row counts
-  if (!jobs.empty()) {
-    const std::vector<int32_t> tokens = exec_.sample(logits, jobs);
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      Draw& d = draws[job_draw[j]];
-      if (d.chained && !chain_on) {
-        d.skipped = true;
-        continue;
-      }
-      chain_on = false;
-      d.res = SampleResult{};
-      d.res.token = tokens[j];
-      if (tokens[j] < 0 || tokens[j] >= sample_vocab_) {
-        d.error = "every token is suppressed (no token can be drawn)";
-        continue;
-      }
-      d.r->seqs[d.child].state.append(tokens[j], 0.0f);
-      chain_on = chain_goes_on(tokens[j], d.draft, d.r->params, eos_ids_);
-    }
-  }
-  if (host_draws.empty()) return;
-  // Host rows: all of the logits when most rows are needed, else row by row.
-  Tensor host = logits;
-  std::unordered_map<int, Tensor> row_copies;
-  if (on_device && host_draws.size() * 2 >= size_t(logits.dim(0))) host = exec_.to_host(logits);
-  chain_on = false;
-  for (size_t i : host_draws) {
-    Draw& d = draws[i];
-    if (d.chained && !chain_on) {
-      d.skipped = true;
-      continue;
-    }
-    chain_on = false;
-    const float* lg;
-    if (host.device == Device::CPU) {
-      lg = host.ptr<float>() + int64_t(d.row) * vocab;
-    } else {
-      auto it = row_copies.find(d.row);
-      if (it == row_copies.end()) {
-        Tensor row = Tensor::view(static_cast<float*>(logits.data) + int64_t(d.row) * vocab, DType::F32, {1, vocab});
-        row.device = logits.device;
-        it = row_copies.emplace(d.row, exec_.to_host(row)).first;
-      }
-      lg = it->second.ptr<float>();
-    }
-    Sequence& s = d.r->seqs[d.child];
-    try {
-      d.res = sample(lg, sample_vocab_, d.r->params, s.state, uint64_t(s.state.num_generated()));
-      chain_on = chain_goes_on(d.res.token, d.draft, d.r->params, eos_ids_);
-    } catch (const std::exception& e) {
-      d.error = e.what();
-    }
-  }
-}
-
-// The token is already appended to the sequence's state (draw_tokens).
+// The token is already appended to the sequence's state (sample_step).
 void Engine::accept_token(Request& r, int child, const SampleResult& res) {
   Sequence& s = r.seqs[child];
   if (r.result.first_token_seconds == 0) r.result.first_token_seconds = now_seconds();
@@ -330,13 +238,18 @@ std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::
       e.chain_len = d + 1;
       for (int j = 0; j <= d; ++j) {
         logits_rows.push_back(first_row + ss.num_new - 1 - d + j);
-        Draw dr{&r, child, row + j, {}, {}};
+        Draw dr;
+        dr.r = &r, dr.child = child, dr.row = row + j;
         if (j < d) dr.draft = tokens[tokens.size() - size_t(d - j)];
         dr.chained = j > 0;
         draws.push_back(dr);
       }
       if (!r.forked && child == 0 && r.seqs.size() > 1)
-        for (int c = 1; c < int(r.seqs.size()); ++c) draws.push_back(Draw{&r, c, row, {}, {}});
+        for (int c = 1; c < int(r.seqs.size()); ++c) {
+          Draw sibling;
+          sibling.r = &r, sibling.child = c, sibling.row = row;
+          draws.push_back(sibling);
+        }
       e.draw_end = draws.size();
     }
     first_row += ss.num_new;
@@ -351,7 +264,7 @@ std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::
 //  - a sequence with no generated token yet, or recomputing after preemption (more than one token
 //    pending): its prompt rows, prompt logprobs included, are planned as without drafts.
 // Everything else is verified exactly: host draws (logprobs, best_of ranking, penalties) run row by
-// row on the state they would have; device draws get the state drafts 0..j-1 lead to (draw_tokens).
+// row on the state they would have; device draws get the state drafts 0..j-1 lead to (sample_step).
 void Engine::propose_drafts() {
   const int k = cfg_.num_speculative_tokens;
   if (!cfg_.proposer || k <= 0) return;
@@ -437,8 +350,7 @@ bool Engine::launch_step() {
       }
     BatchPlan plan = build_batch_plan(f.out, *sched_, std::move(logits_rows));
     f.t0 = now_seconds();
-    if (slots == 1) exec_.step_timer_begin();
-    exec_.submit(plan);
+    exec_.submit(plan, step_sampling(f));
   } catch (...) {
     for (int64_t id : f.request_ids) --requests_.at(id)->steps_in_flight;
     in_flight_.pop_back();
@@ -472,33 +384,43 @@ bool Engine::step() {
   };
   {
     Finished done{*this};
-    finish_step(in_flight_.front(), exec_.collect(), slots == 1);
+    finish_step(in_flight_.front(), exec_.collect());
   }
   in_step.reset();
   complete_aborted_in_step();
   return true;
 }
 
-void Engine::finish_step(InFlight& f, const Tensor& logits, bool timed) {
+StepSampling Engine::step_sampling(const InFlight& f) const {
+  StepSampling s;
+  s.vocab = sample_vocab_;
+  s.eos_ids = eos_ids_;
+  s.draws.reserve(f.draws.size());
+  for (const Draw& d : f.draws) {
+    Sequence& q = d.r->seqs[size_t(d.child)];
+    DrawSpec spec;
+    spec.params = &d.r->params, spec.state = &q.state, spec.row = d.row, spec.draft = d.draft, spec.chained = d.chained;
+    s.draws.push_back(spec);
+  }
+  for (const StepSeq& e : f.entries)
+    for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
+      const size_t index = size_t(e.prompt_scored[k]);
+      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt[index], *e.r->params.prompt_logprobs});
+    }
+  return s;
+}
+
+void Engine::finish_step(InFlight& f, StepOutput step) {
   const std::vector<StepSeq>& entries = f.entries;
   std::vector<Draw>& draws = f.draws;
   const SchedulerOutput& out = f.out;
   const double t0 = f.t0;
-  bool any_prompt_rows = false;
-  for (const StepSeq& e : entries) any_prompt_rows |= !e.prompt_scored.empty();
-  if (any_prompt_rows) {  // prompt logprobs: raw log-softmax rows on the host, masked ids left out
-    const int vocab = exec_.config().vocab_size;
-    Tensor host = logits.device == Device::CPU ? logits : exec_.to_host(logits);
-    for (const StepSeq& e : entries)
-      for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
-        const size_t index = size_t(e.prompt_scored[k]);
-        e.r->result.prompt_logprobs[index] =
-            token_logprobs(host.ptr<float>() + int64_t(e.first_logit + int(k)) * vocab, sample_vocab_,
-                           e.r->prompt[index], *e.r->params.prompt_logprobs);
-      }
-  }
-  draw_tokens(draws, logits);
-  if (timed) stats_.device_seconds += exec_.step_timer_end();
+  LLM_CHECK(step.draws.size() == draws.size()) << "engine: " << step.draws.size() << " draws back for " << draws.size();
+  for (size_t i = 0; i < draws.size(); ++i) draws[i].outcome = std::move(step.draws[i]);
+  size_t prompt_row = 0;  // step.prompt_rows, in step_sampling's order
+  for (const StepSeq& e : entries)
+    for (int index : e.prompt_scored) e.r->result.prompt_logprobs[size_t(index)] = std::move(step.prompt_rows.at(prompt_row++));
+  stats_.device_seconds += step.device_seconds;
   // From its launch, or from the previous step's end when steps overlap (wall time counted once).
   const double end = now_seconds();
   stats_.forward_seconds += end - std::max(t0, last_step_end_);
@@ -533,18 +455,19 @@ void Engine::finish_step(InFlight& f, const Tensor& logits, bool timed) {
     // chain; so does the end of the sequence (stop token or string, max_tokens) or an error.
     int accepted = 0;
     for (const Draw& d : chain) {
-      if (d.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
-      if (!d.error.empty()) {
-        fail(r, d.error);
+      const DrawOutcome& o = d.outcome;
+      if (o.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
+      if (!o.error.empty()) {
+        fail(r, o.error);
         break;
       }
       try {
-        accept_token(r, child, d.res);
+        accept_token(r, child, o.res);
       } catch (const std::exception& ex) {
         fail(r, ex.what());
         break;
       }
-      if (d.draft < 0 || d.res.token != d.draft) break;
+      if (d.draft < 0 || o.res.token != d.draft) break;
       ++accepted;
       if (s.done) break;
     }
@@ -598,8 +521,8 @@ void Engine::fork_children(Request& r, std::span<const Draw> children) {
   for (int i = 1; i < int(r.seqs.size()); ++i) {
     const Draw& d = children[size_t(i - 1)];
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
-    if (!d.error.empty()) throw Error(d.error);  // the step fails this request (see step())
-    accept_token(r, i, d.res);
+    if (!d.outcome.error.empty()) throw Error(d.outcome.error);  // the step fails this request (see step())
+    accept_token(r, i, d.outcome.res);
     Sequence& s = r.seqs[i];
     if (s.done) continue;
     const int64_t child_id = next_seq_id_++;

@@ -152,19 +152,15 @@ class Engine {
   int steps_in_flight_limit() const;
   // Schedules, plans and submits one step (in_flight_.back()); false when nothing was scheduled.
   bool launch_step();
-  // Draws the step's tokens from its logits and advances its sequences (timed: the device step
-  // timer was started for it).
-  void finish_step(InFlight& f, const Tensor& logits, bool timed);
+  // What the step's draws and prompt rows ask of sampling (pointing into the step's requests).
+  StepSampling step_sampling(const InFlight& f) const;
+  // Advances the step's sequences by the tokens it drew.
+  void finish_step(InFlight& f, StepOutput step);
   // The step's per-sequence entries, its logits rows (plan rows, ascending) and its draws, decided
   // once from the scheduler's output.
   std::vector<StepSeq> plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows, std::vector<Draw>& draws);
   // Before schedule(): drafts from cfg_.proposer for the decoding sequences (Scheduler::append_draft).
   void propose_drafts();
-  // Draws every token of the step: on the device where the backend samples and the sequence
-  // allows it, on the host (its row copied over) otherwise. Appends each token to its state. The
-  // rows of a sequence's drafts are drawn in order until one draws something other than its draft
-  // (or a stop token); the rows after it are skipped.
-  void draw_tokens(std::vector<Draw>& draws, const Tensor& logits);
   // Records sequence `child`'s new token and decides whether it ends.
   void accept_token(Request& r, int child, const SampleResult& res);
   void finish_sequence(Request& r, int child, const std::string& reason);

@@ -127,9 +127,10 @@ class Backend {
   virtual void step_timer_begin() {}
   virtual double step_timer_end() { return 0; }
 
-  // Device sampling: when can_sample(), sample() returns one token per job from logits [R, V]
-  // (f32, on the device) without copying the rows to the host; -1 for a job whose every candidate
-  // is suppressed (the caller fails that sequence alone).
+  // Sampling: when can_sample(), sample() returns one token per job from logits [R, V] (f32, on
+  // the backend's device: no row is copied to the host); -1 for a job whose every candidate is
+  // suppressed (the caller fails that sequence alone). The CPU's is the reference
+  // (backend/cpu/cpu_sampling.h).
   virtual bool can_sample() const { return false; }
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs);
 

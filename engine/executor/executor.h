@@ -1,9 +1,11 @@
 // Executor: the one door between the Engine (and Scorer) and the model's ranks. The engine hands
-// it a step's BatchPlan and gets the step's logits rows back; it also asks it for what surrounds
-// a step (KV cache size and allocation, copy-on-write block copies, device sampling, logits rows to
-// the host, the step timer). LocalExecutor runs one rank in this process; a multi-rank executor
-// (tensor / pipeline parallel) sends each plan to its ranks behind the same calls, so the engine
-// never reaches past it to a Backend or a Model.
+// it a step's BatchPlan with the step's StepSampling and gets the step's tokens back (StepOutput):
+// the forward and the sampling both happen below it (sampling in the runner, on the backend that
+// holds the logits: engine/sample/step_sampler.h), so the engine never sees a logits tensor. It
+// also asks it for what surrounds a step (KV cache size and allocation, copy-on-write block
+// copies). LocalExecutor runs one rank in this process; a multi-rank executor (tensor / pipeline
+// parallel) sends each plan to its ranks behind the same calls, so the engine never reaches past
+// it to a Backend or a Model.
 //
 // Lifecycle: constructed -> alloc_kv_cache() -> execute()* (a new alloc_kv_cache replaces the cache).
 #pragma once
@@ -15,6 +17,7 @@
 #include "engine/backend/backend.h"
 #include "engine/kv/kv_cache_spec.h"
 #include "engine/model/config.h"
+#include "engine/sample/step_sampling.h"
 
 namespace llmctl {
 
@@ -47,35 +50,35 @@ class Executor {
   // of block src.
   virtual void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) = 0;
 
-  // One step: f32 logits [plan.logits_rows.size(), vocab] on the device (a buffer the next
-  // execute overwrites).
-  virtual Tensor execute(const BatchPlan& plan) = 0;
-  // The same, copied to the host (kept across steps).
+  // One step: the forward of the plan's tokens, then every draw and prompt row of `sampling` from
+  // its logits rows (sampling.draws' states get their tokens appended). device_seconds is measured.
+  StepOutput execute(const BatchPlan& plan, const StepSampling& sampling);
+  // The step's logits rows [plan.logits_rows.size(), vocab] copied to the host as f32 (kept across
+  // steps): for scoring, which needs whole rows (Scorer).
   Tensor execute_to_host(const BatchPlan& plan);
   // Steps in flight (pipeline parallelism): up to max_steps_in_flight() steps may be submitted
   // before the oldest is collected, so that the first stage starts a step while later stages
   // still work on earlier ones. Steps complete in submission order; collect() returns the oldest
-  // one's logits (as execute does; a buffer valid until the next collect). The steps in flight
-  // must not share a sequence (each reads the KV the previous step of that sequence wrote).
-  // Default: one at a time, submit runs execute.
+  // one's output, its draws made when it is collected (the states and params `sampling` points to
+  // stay valid until then). The steps in flight must not share a sequence (each reads the KV the
+  // previous step of that sequence wrote). Default: one at a time, submit runs execute.
   virtual int max_steps_in_flight() const { return 1; }
-  virtual void submit(const BatchPlan& plan);
-  virtual Tensor collect();
-  // Logits rows (or a view of some of them) copied to the host as f32.
-  virtual Tensor to_host(const Tensor& logits) = 0;
-  // Device sampling of logits rows (Backend::sample); can_sample() false: the caller samples on
-  // the host.
-  virtual bool can_sample() const = 0;
-  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) = 0;
-  // Device time of a step (0 where not measured).
-  virtual void step_timer_begin() = 0;
-  virtual double step_timer_end() = 0;
+  virtual void submit(const BatchPlan& plan, const StepSampling& sampling);
+  virtual StepOutput collect();
 
  protected:
   virtual void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) = 0;
+  // The parts of a step: the forward (f32 logits rows on the device, a buffer the next forward
+  // overwrites), sampling from them (sample_step on the backend that holds them), a copy to the
+  // host, and the device time between the timer's calls (0 where not measured).
+  virtual Tensor forward(const BatchPlan& plan) = 0;
+  virtual StepOutput sample(const Tensor& logits, const StepSampling& sampling) = 0;
+  virtual Tensor to_host(const Tensor& logits) = 0;
+  virtual void step_timer_begin() = 0;
+  virtual double step_timer_end() = 0;
 
  private:
-  std::optional<Tensor> submitted_;  // the default submit's logits, until collect()
+  std::optional<StepOutput> submitted_;  // the default submit's output, until collect()
   uint64_t kv_cache_epoch_ = 0;      // alloc_kv_cache calls so far
 };
 

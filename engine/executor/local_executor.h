@@ -23,9 +23,6 @@ class LocalExecutor final : public Executor {
     runner_.free_kv_cache();
     return runner_.backend().kv_cache_budget(gpu_memory_utilization, reserve);
   }
-  void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
-    runner_.alloc_kv_cache(spec, layout);
-  }
   size_t activation_bytes(int64_t tokens, int64_t rows) const override {
     return runner_.activation_bytes(tokens, rows);
   }
@@ -33,12 +30,16 @@ class LocalExecutor final : public Executor {
   void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) override {
     runner_.copy_blocks(pairs, group);
   }
-  Tensor execute(const BatchPlan& plan) override { return runner_.execute(plan); }
-  Tensor to_host(const Tensor& logits) override { return runner_.backend().to_host_f32(logits); }
-  bool can_sample() const override { return runner_.backend().can_sample(); }
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
-    return runner_.backend().sample(logits, jobs);
+
+ protected:
+  void do_alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& layout) override {
+    runner_.alloc_kv_cache(spec, layout);
   }
+  Tensor forward(const BatchPlan& plan) override { return runner_.execute(plan); }
+  StepOutput sample(const Tensor& logits, const StepSampling& sampling) override {
+    return runner_.sample(logits, sampling);
+  }
+  Tensor to_host(const Tensor& logits) override { return runner_.backend().to_host_f32(logits); }
   void step_timer_begin() override { runner_.backend().step_timer_begin(); }
   double step_timer_end() override { return runner_.backend().step_timer_end(); }
 

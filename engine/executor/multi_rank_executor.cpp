@@ -38,7 +38,7 @@ bool run_command(LocalExecutor& local, Comm& comm, const Command& c, const std::
   switch (c.op) {
     case Op::Execute: {
       const BatchPlan plan = decode_plan(payload);
-      Tensor out = local.execute(plan);
+      Tensor out = local.runner().execute(plan);
       if (logits) *logits = out;
       return true;
     }
@@ -127,11 +127,6 @@ class MultiRankExecutor final : public Executor {
     c.i = group;
     run(c, payload, nullptr, nullptr);
   }
-  Tensor execute(const BatchPlan& plan) override {
-    Tensor logits;
-    run({Op::Execute}, encode_plan(plan), &logits, nullptr);
-    return logits;
-  }
   // Pipeline stages: as many steps in flight as stages, so that each stage has one to work on
   // (PipelineOptions::steps_in_flight 1 turns it off, for measurements). The other ranks run each
   // Execute as it comes: a stage takes the next step once it has passed the previous one on.
@@ -145,9 +140,10 @@ class MultiRankExecutor final : public Executor {
   // The command goes out without waiting for the other ranks to take it (a blocking broadcast
   // would wait for the last stage to finish the step before): its buffers stay here until the
   // step is collected.
-  void submit(const BatchPlan& plan) override {
-    if (max_steps_in_flight() == 1) return Executor::submit(plan);
+  void submit(const BatchPlan& plan, const StepSampling& sampling) override {
+    if (max_steps_in_flight() == 1) return Executor::submit(plan, sampling);
     Sent& s = sent_.emplace_back();
+    s.sampling = sampling;
     // The steps in flight keep the stages busy already: only a large step is also cut into
     // micro-batches (each reads the stage's weights again). Measured in docs/PERFORMANCE.md.
     BatchPlan sent = plan;
@@ -163,25 +159,36 @@ class MultiRankExecutor final : public Executor {
       comm_.abort_all(e.what());
     }
   }
-  Tensor collect() override {
+  // The oldest step's logits, then its draws (on rank 0 alone: the other ranks are already on to
+  // the next step).
+  StepOutput collect() override {
     if (max_steps_in_flight() == 1) return Executor::collect();
+    Tensor logits;
+    StepSampling sampling;
     try {
       LLM_CHECK(!sent_.empty()) << "collect without a submitted step";
       for (int64_t h : sent_.front().handles) comm_.wait(h);
+      sampling = std::move(sent_.front().sampling);
       sent_.pop_front();
-      return local_.runner().collect();
+      logits = local_.runner().collect();
     } catch (const std::exception& e) {
       comm_.abort_all(e.what());
     }
-    return {};
+    return local_.runner().sample(logits, sampling);
   }
-  Tensor to_host(const Tensor& logits) override { return local_.to_host(logits); }
-  bool can_sample() const override { return local_.can_sample(); }
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
-    return local_.sample(logits, jobs);
+
+ protected:
+  Tensor forward(const BatchPlan& plan) override {
+    Tensor logits;
+    run({Op::Execute}, encode_plan(plan), &logits, nullptr);
+    return logits;
   }
-  void step_timer_begin() override { local_.step_timer_begin(); }
-  double step_timer_end() override { return local_.step_timer_end(); }
+  StepOutput sample(const Tensor& logits, const StepSampling& sampling) override {
+    return local_.runner().sample(logits, sampling);
+  }
+  Tensor to_host(const Tensor& logits) override { return local_.runner().backend().to_host_f32(logits); }
+  void step_timer_begin() override { local_.runner().backend().step_timer_begin(); }
+  double step_timer_end() override { return local_.runner().backend().step_timer_end(); }
 
  private:
   void send(Command c, const std::vector<uint8_t>& payload) {
@@ -205,6 +212,7 @@ class MultiRankExecutor final : public Executor {
   struct Sent {  // a submitted step's command, until it is collected
     Command command;
     std::vector<uint8_t> payload;
+    StepSampling sampling;  // drawn from the step's logits when it is collected
     int64_t handles[2] = {-1, -1};
   };
   std::deque<Sent> sent_;

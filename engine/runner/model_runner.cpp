@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/runner/decode_graphs.h"
+#include "engine/sample/step_sampler.h"
 
 namespace llmctl {
 
@@ -308,6 +309,10 @@ Tensor ModelRunner::collect() {
   submitted_.pop_front();
   model_.finish_collect_logits(s.handle);
   return s.logits;
+}
+
+StepOutput ModelRunner::sample(const Tensor& logits, const StepSampling& sampling) {
+  return sample_step(backend(), logits, sampling);
 }
 
 int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {

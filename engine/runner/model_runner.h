@@ -15,6 +15,7 @@
 #include "engine/backend/backend.h"
 #include "engine/kv/kv_cache_spec.h"
 #include "engine/model/model.h"
+#include "engine/sample/step_sampling.h"
 
 namespace llmctl {
 
@@ -67,6 +68,9 @@ class ModelRunner {
   // its own buffer) and returns them. Steps go through every stage in submission order.
   void submit(const BatchPlan& plan);
   Tensor collect();
+  // A step's draws and prompt rows from its logits (execute's or collect's), on this runner's
+  // backend: engine/sample/step_sampler.h.
+  StepOutput sample(const Tensor& logits, const StepSampling& sampling);
   int num_submitted() const { return int(submitted_.size()); }
   // With steps in flight, a step is worth cutting into micro-batches only from this many tokens a
   // stage (below, the executor sends it with BatchPlan::micro_batches = 1).

@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "engine/core/error.h"
-#include "engine/sample/vec_math.h"
+#include "engine/backend/cpu/vec_math.h"
 
 namespace llmctl {
 

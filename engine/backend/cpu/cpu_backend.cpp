@@ -8,6 +8,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_exact_rows.h"
+#include "engine/backend/cpu/cpu_sampling.h"
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
@@ -52,6 +53,12 @@ class CpuBackend final : public Backend {
            ", quantized " + kernels::qlinear_isa() + ", act-quant " + act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
+  // The reference sampler (host rows): engine/sample's step sampler draws host rows itself, with
+  // the same stages, so this serves the parity table and callers holding jobs.
+  bool can_sample() const override { return true; }
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
+    return cpu_sample(logits, jobs);
+  }
 
   Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return Tensor::empty_host(dtype, std::move(shape)); }
 

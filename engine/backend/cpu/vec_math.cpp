@@ -1,4 +1,4 @@
-#include "engine/sample/vec_math.h"
+#include "engine/backend/cpu/vec_math.h"
 
 #include <algorithm>
 #include <bit>
