@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/draft_planner.h"
 #include "engine/sched/batch_builder.h"
 
 namespace llmctl {
@@ -15,27 +16,6 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
-
-struct Engine::Sequence {
-  int64_t seq_id = -1;  // the scheduler's id (from next_seq_id_); -1 until forked
-  SequenceState state;
-  StreamingText text;
-  SequenceOutput out;
-  size_t streamed = 0;  // tokens of out.token_ids already reported to the stream callback
-  bool done = false;
-};
-
-struct Engine::Request {
-  int64_t id = 0;
-  SamplingParams params;
-  uint64_t seed = 0;
-  std::vector<int> prompt;
-  std::vector<Sequence> seqs;  // params.num_generated_sequences() of them; seqs[0] runs the prompt
-  bool forked = false;
-  StreamFn on_text;
-  RequestResult result;
-  int steps_in_flight = 0;  // launched steps with a sequence of it, not yet finished: it stays until 0
-};
 
 Engine::Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig config)
     : exec_(executor), tok_(tokenizer), cfg_(config) {
@@ -99,7 +79,7 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   LLM_REQUIRE(sched_->kv().can_hold(int(prompt.size()) + params.max_tokens, cfg_.sched.max_num_batched_tokens, &why))
       << "the request needs " << why;
 
-  auto r = std::make_unique<Request>();
+  auto r = std::make_unique<EngineRequest>();
   r->id = next_id_++;
   r->params = params;
   r->seed = params.seed ? *params.seed : std::random_device{}();
@@ -128,134 +108,6 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   return id;
 }
 
-void Engine::finish_sequence(Request& r, int child, const std::string& reason) {
-  Sequence& s = r.seqs[child];
-  if (s.done) return;
-  s.done = true;
-  s.out.finish_reason = reason;
-  std::string tail = s.text.finish();
-  s.out.text = s.text.text();
-  emit(r, child, tail, true);
-}
-
-void Engine::emit(Request& r, int child, std::string_view piece, bool done) {
-  if (!r.on_text || child >= r.params.n || r.params.best_of) return;
-  Sequence& s = r.seqs[child];
-  StreamEvent e;
-  e.request_id = r.id;
-  e.index = child;
-  e.text = piece;
-  e.token_ids = std::span<const int>(s.out.token_ids).subspan(s.streamed);
-  if (!s.out.logprobs.empty()) e.logprobs = std::span<const TokenLogprobs>(s.out.logprobs).subspan(s.streamed);
-  e.done = done;
-  if (done) e.finish_reason = s.out.finish_reason;
-  s.streamed = s.out.token_ids.size();
-  r.on_text(e);
-}
-
-// A row to draw for sequence `child` of r (DrawSpec's row, draft and chained), and what came of it.
-struct Engine::Draw {
-  Request* r = nullptr;
-  int child = 0;
-  int row = 0;
-  int32_t draft = -1;     // the draft this row's token is compared with; -1: the sequence's last row
-  bool chained = false;   // a later row of the same sequence: drawn only if the previous row drew its draft
-  DrawOutcome outcome;    // from the step's StepOutput
-};
-
-// The token is already appended to the sequence's state (sample_step).
-void Engine::accept_token(Request& r, int child, const SampleResult& res) {
-  Sequence& s = r.seqs[child];
-  if (r.result.first_token_seconds == 0) r.result.first_token_seconds = now_seconds();
-  ++stats_.generated_tokens;
-  s.out.cumulative_logprob = s.state.cumulative_logprob;  // includes a final stop token, as best_of ranks it
-  if (is_stop_token(res.token, r.params, eos_ids_)) {
-    finish_sequence(r, child, "stop");
-    return;
-  }
-  s.out.token_ids.push_back(res.token);
-  if (r.params.logprobs) s.out.logprobs.push_back(res);
-  std::string piece = s.text.push(tok_.token_bytes(res.token));
-  if (s.text.stopped()) {
-    if (!piece.empty()) emit(r, child, piece, false);
-    finish_sequence(r, child, "stop");
-    return;
-  }
-  if (!piece.empty()) emit(r, child, piece, false);
-  const int total = int(r.prompt.size()) + int(s.out.token_ids.size());
-  if (int(s.out.token_ids.size()) >= r.params.max_tokens || total >= max_context_) finish_sequence(r, child, "length");
-}
-
-// One scheduled sequence of a step as the engine sees it, decided once before the forward: the
-// BatchPlan's logits rows and the draws are both read from the step's list of these.
-struct Engine::StepSeq {
-  const ScheduledSeq* ss = nullptr;
-  Request* r = nullptr;              // valid for the whole step (an abort during it removes r when it ends)
-  std::vector<int> prompt_scored;    // prompt positions scored by its prompt rows (logits first_logit...)
-  int first_logit = 0;               // index in the step's logits of its first row
-  // Its draws: its own chain (one per draft, then the row after them: chain_len = num_draft + 1),
-  // then (a request's first step) its siblings'.
-  size_t draw_begin = 0, draw_end = 0;
-  int chain_len = 0;
-  bool samples() const { return draw_end > draw_begin; }
-};
-
-// Logits rows: per sequence, its prompt rows still missing a prompt logprob (row of position p
-// scores prompt token p + 1), then its sampling rows: one per draft, then the last. A request's
-// first step with several sequences draws all of its children from the prompt's row (they are
-// forked after the parent's token; it has no drafts, see propose_drafts).
-std::vector<Engine::StepSeq> Engine::plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows,
-                                               std::vector<Draw>& draws) {
-  std::vector<StepSeq> entries(out.seqs.size());
-  int first_row = 0;  // plan row of the sequence's first new token
-  for (size_t i = 0; i < out.seqs.size(); ++i) {
-    const ScheduledSeq& ss = out.seqs[i];
-    StepSeq& e = entries[i];
-    e.ss = &ss;
-    auto it = requests_.find(ss.owner.request_id);
-    LLM_CHECK(it != requests_.end() && ss.owner.index < int(it->second->seqs.size()) &&
-              it->second->seqs[size_t(ss.owner.index)].seq_id == ss.seq_id)
-        << "engine: scheduled sequence " << ss.seq_id << " has no owner";
-    Request& r = *it->second;
-    LLM_CHECK(ss.num_draft == 0 || r.forked || r.seqs.size() == 1)
-        << "engine: sequence " << ss.seq_id << " has drafts before its request forked";
-    e.r = &r;
-    e.first_logit = int(logits_rows.size());
-    const int child = ss.owner.index;
-    if (r.params.prompt_logprobs && child == 0 && !r.forked) {
-      const int last = std::min(ss.start + ss.num_new, int(r.prompt.size()) - 1);
-      for (int p = ss.start; p < last; ++p)
-        if (!r.result.prompt_logprobs[size_t(p) + 1]) {
-          e.prompt_scored.push_back(p + 1);
-          logits_rows.push_back(first_row + p - ss.start);
-        }
-    }
-    if (ss.samples) {
-      const int d = ss.num_draft;  // the sequence's last d tokens, verified by rows 0..d-1 of the chain
-      const std::vector<int32_t>& tokens = sched_->request(ss.seq_id).tokens;
-      const int row = int(logits_rows.size());
-      e.draw_begin = draws.size();
-      e.chain_len = d + 1;
-      for (int j = 0; j <= d; ++j) {
-        logits_rows.push_back(first_row + ss.num_new - 1 - d + j);
-        Draw dr;
-        dr.r = &r, dr.child = child, dr.row = row + j;
-        if (j < d) dr.draft = tokens[tokens.size() - size_t(d - j)];
-        dr.chained = j > 0;
-        draws.push_back(dr);
-      }
-      if (!r.forked && child == 0 && r.seqs.size() > 1)
-        for (int c = 1; c < int(r.seqs.size()); ++c) {
-          Draw sibling;
-          sibling.r = &r, sibling.child = c, sibling.row = row;
-          draws.push_back(sibling);
-        }
-      e.draw_end = draws.size();
-    }
-    first_row += ss.num_new;
-  }
-  return entries;
-}
 
 // Which sequences get drafts: running ones that are decoding (their one pending token is their
 // last sampled one, no drafts yet), oldest first, within the step's token budget. None for:
@@ -271,40 +123,15 @@ void Engine::propose_drafts() {
   std::vector<int64_t> decoding;
   for (const auto& [id, r] : requests_) {
     if (!r->forked && r->seqs.size() > 1) continue;
-    for (const Sequence& s : r->seqs) {
+    for (const EngineSequence& s : r->seqs) {
       if (s.done || s.seq_id < 0 || !sched_->has(s.seq_id)) continue;
       const llmctl::Request& q = sched_->request(s.seq_id);
       if (q.state == RequestState::running && q.num_draft == 0 && q.num_pending() == 1 && q.num_generated() >= 1)
         decoding.push_back(s.seq_id);
     }
   }
-  std::sort(decoding.begin(), decoding.end());  // sequence ids grow with submission: oldest first
-  // Every decoding sequence keeps its one token in the step; drafts take what is left of the budget.
-  int budget = cfg_.sched.max_num_batched_tokens - int(std::min<size_t>(decoding.size(), size_t(cfg_.sched.max_num_seqs)));
-  // Drafts only take KV blocks that no decoding sequence needs for its own next token (one each at
-  // most): a draft never makes the scheduler preempt a sequence.
-  const KvCacheGroups& kv = sched_->kv();
-  int spare_blocks = kv.num_available_blocks() - int(decoding.size());
-  for (int64_t seq_id : decoding) {
-    const llmctl::Request& q = sched_->request(seq_id);
-    // The step writes positions [N - 1, N - 1 + d]: N + d slots. The table holds `held` blocks; the
-    // sequence's own token needs blocks_for(N), the drafts what lies beyond.
-    const int n = int(q.tokens.size()), B = kv.block_size();
-    const int own_blocks = std::max(kv.table_blocks(seq_id), kv.blocks_for(n));
-    const int slot_room = (own_blocks + std::max(spare_blocks, 0)) * B - n;
-    // Drafts + the token after them stay within max_tokens (max_total_tokens).
-    const int room = std::min({k, budget, q.max_total_tokens - n - 1, slot_room});
-    if (room <= 0) continue;
-    std::vector<int32_t> drafts = cfg_.proposer->propose(q.tokens, room);
-    if (int(drafts.size()) > room) drafts.resize(size_t(room));
-    // An id that can never be drawn is never accepted: the drafts end before it.
-    auto bad = std::find_if(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= sample_vocab_; });
-    drafts.erase(bad, drafts.end());
-    if (drafts.empty()) continue;
-    sched_->append_draft(seq_id, drafts);
-    budget -= int(drafts.size());
-    spare_blocks -= kv.blocks_for(n + int(drafts.size())) - own_blocks;
-  }
+  llmctl::propose_drafts(*sched_, *cfg_.proposer, std::move(decoding),
+                         DraftLimits{k, cfg_.sched.max_num_batched_tokens, cfg_.sched.max_num_seqs, sample_vocab_});
 }
 
 // One step at a time, or with pipeline stages several (Executor::max_steps_in_flight): steps are
@@ -313,11 +140,18 @@ void Engine::propose_drafts() {
 // step's requests stay alive until it is finished (Request::steps_in_flight).
 struct Engine::InFlight {
   SchedulerOutput out;
-  std::vector<StepSeq> entries;  // point into out.seqs and the requests
-  std::vector<Draw> draws;
+  StepPlan plan;                     // points into out.seqs and the requests
   std::vector<int64_t> request_ids;  // each request with a sequence in it, once
   double t0 = 0;
 };
+
+EngineRequest& Engine::owner(const ScheduledSeq& ss) {
+  auto it = requests_.find(ss.owner.request_id);
+  LLM_CHECK(it != requests_.end() && ss.owner.index < int(it->second->seqs.size()) &&
+            it->second->seqs[size_t(ss.owner.index)].seq_id == ss.seq_id)
+      << "engine: scheduled sequence " << ss.seq_id << " has no owner";
+  return *it->second;
+}
 
 int Engine::steps_in_flight_limit() const {
   // Drafts are proposed for sequences between their steps: one step at a time with a proposer.
@@ -341,16 +175,15 @@ bool Engine::launch_step() {
   InFlight& f = in_flight_.emplace_back();
   try {  // until submitted, a failure takes the step back out of the queue
     f.out = std::move(out);
-    std::vector<int32_t> logits_rows;
-    f.entries = plan_step(f.out, logits_rows, f.draws);
-    for (const StepSeq& e : f.entries)
+    f.plan = plan_step(f.out, *sched_, [this](const ScheduledSeq& ss) -> EngineRequest& { return owner(ss); });
+    for (const StepSeq& e : f.plan.entries)
       if (std::find(f.request_ids.begin(), f.request_ids.end(), e.r->id) == f.request_ids.end()) {
         f.request_ids.push_back(e.r->id);
         ++e.r->steps_in_flight;
       }
-    BatchPlan plan = build_batch_plan(f.out, *sched_, std::move(logits_rows));
+    const BatchPlan plan = build_batch_plan(f.out, *sched_, f.plan.logits_rows);
     f.t0 = now_seconds();
-    exec_.submit(plan, step_sampling(f));
+    exec_.submit(plan, step_sampling(f.plan, sample_vocab_, eos_ids_));
   } catch (...) {
     for (int64_t id : f.request_ids) --requests_.at(id)->steps_in_flight;
     in_flight_.pop_back();
@@ -391,28 +224,9 @@ bool Engine::step() {
   return true;
 }
 
-StepSampling Engine::step_sampling(const InFlight& f) const {
-  StepSampling s;
-  s.vocab = sample_vocab_;
-  s.eos_ids = eos_ids_;
-  s.draws.reserve(f.draws.size());
-  for (const Draw& d : f.draws) {
-    Sequence& q = d.r->seqs[size_t(d.child)];
-    DrawSpec spec;
-    spec.params = &d.r->params, spec.state = &q.state, spec.row = d.row, spec.draft = d.draft, spec.chained = d.chained;
-    s.draws.push_back(spec);
-  }
-  for (const StepSeq& e : f.entries)
-    for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
-      const size_t index = size_t(e.prompt_scored[k]);
-      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt[index], *e.r->params.prompt_logprobs});
-    }
-  return s;
-}
-
 void Engine::finish_step(InFlight& f, StepOutput step) {
-  const std::vector<StepSeq>& entries = f.entries;
-  std::vector<Draw>& draws = f.draws;
+  const std::vector<StepSeq>& entries = f.plan.entries;
+  std::vector<StepDraw>& draws = f.plan.draws;
   const SchedulerOutput& out = f.out;
   const double t0 = f.t0;
   LLM_CHECK(step.draws.size() == draws.size()) << "engine: " << step.draws.size() << " draws back for " << draws.size();
@@ -425,15 +239,13 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
   const double end = now_seconds();
   stats_.forward_seconds += end - std::max(t0, last_step_end_);
   last_step_end_ = end;
-  ++stats_.steps;
-  stats_.preemptions += int64_t(out.preempted.size());
 
   // A sequence whose draw, decode or stop check throws fails its own request (failed, handled
   // after the loop); every other sequence goes on. Stream callbacks run from here on: a request
   // they abort stays until the step ends, and its sequences are no longer in the scheduler.
   std::vector<int64_t> touched;
   std::vector<std::pair<int64_t, std::string>> failed;
-  auto fail = [&](Request& r, const std::string& msg) {
+  auto fail = [&](EngineRequest& r, const std::string& msg) {
     if (r.result.error.empty()) failed.emplace_back(r.id, msg.empty() ? "unknown error" : msg);
     r.result.error = msg.empty() ? "unknown error" : msg;
   };
@@ -445,16 +257,16 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
       sched_->on_step_done(ss.seq_id, StepOutcome{});
       continue;
     }
-    Request& r = *it->second;
+    EngineRequest& r = *it->second;
     const int child = ss.owner.index;
-    const std::span<const Draw> mine(draws.data() + e.draw_begin, e.draw_end - e.draw_begin);
-    const std::span<const Draw> chain = mine.first(size_t(e.chain_len));
+    const std::span<const StepDraw> mine(draws.data() + e.draw_begin, e.draw_end - e.draw_begin);
+    const std::span<const StepDraw> chain = mine.first(size_t(e.chain_len));
     const bool first = mine.size() > chain.size();  // the request's first step: the siblings are forked after it
-    Sequence& s = r.seqs[size_t(child)];
+    EngineSequence& s = r.seqs[size_t(child)];
     // Tokens in order: each drawn draft is kept, the first other token (or the last row's) ends the
     // chain; so does the end of the sequence (stop token or string, max_tokens) or an error.
     int accepted = 0;
-    for (const Draw& d : chain) {
+    for (const StepDraw& d : chain) {
       const DrawOutcome& o = d.outcome;
       if (o.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
       if (!o.error.empty()) {
@@ -462,7 +274,7 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
         break;
       }
       try {
-        accept_token(r, child, o.res);
+        accept_token(r, child, o.res);  // (counts it)
       } catch (const std::exception& ex) {
         fail(r, ex.what());
         break;
@@ -496,13 +308,12 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
     if (it != requests_.end()) fail_request(*it->second, msg);
   }
   for (int64_t id : touched) complete_if_done(id);
-  const KvCacheStats kv = sched_->kv().stats();
-  stats_.waste_sum += kv.waste;
-  stats_.usage_peak = std::max(stats_.usage_peak, kv.usage);
-  const KvCacheGroups& groups = sched_->kv();
-  stats_.peak_blocks.resize(size_t(groups.num_groups()), 0);
-  for (int g = 0; g < groups.num_groups(); ++g)
-    stats_.peak_blocks[size_t(g)] = std::max(stats_.peak_blocks[size_t(g)], groups.group(g).pool().num_in_use());
+  stats_.record_step(sched_->kv(), int64_t(out.preempted.size()));
+}
+
+void Engine::accept_token(EngineRequest& r, int child, const SampleResult& res) {
+  ++stats_.generated_tokens;
+  r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds());
 }
 
 void Engine::complete_aborted_in_step() {
@@ -513,17 +324,17 @@ void Engine::complete_aborted_in_step() {
 
 // After the prompt step of a request with several sequences: children 1.. take their first token
 // (drawn from the prompt's row: children[i - 1] for child i) and share the prompt's blocks through fork.
-void Engine::fork_children(Request& r, std::span<const Draw> children) {
+void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children) {
   r.forked = true;
   const bool parent_alive = sched_->has(r.seqs[0].seq_id);
   LLM_CHECK(children.size() + 1 == r.seqs.size()) << "engine: " << children.size() << " fork draws for "
                                                   << r.seqs.size() << " sequences";
   for (int i = 1; i < int(r.seqs.size()); ++i) {
-    const Draw& d = children[size_t(i - 1)];
+    const StepDraw& d = children[size_t(i - 1)];
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
     if (!d.outcome.error.empty()) throw Error(d.outcome.error);  // the step fails this request (see step())
     accept_token(r, i, d.outcome.res);
-    Sequence& s = r.seqs[i];
+    EngineSequence& s = r.seqs[size_t(i)];
     if (s.done) continue;
     const int64_t child_id = next_seq_id_++;
     s.seq_id = child_id;
@@ -537,69 +348,35 @@ void Engine::fork_children(Request& r, std::span<const Draw> children) {
   }
 }
 
-void Engine::fail_request(Request& r, const std::string& message) {
-  r.result.error = message;
-  for (Sequence& s : r.seqs) {
-    if (s.seq_id >= 0 && sched_->has(s.seq_id)) sched_->abort(s.seq_id);
-    s.done = true;  // no stream event: the error is the request's last word
-    s.out.finish_reason = "error";
-    s.out.text = s.text.text();
-  }
+void Engine::fail_request(EngineRequest& r, const std::string& message) {
+  for (const EngineSequence& q : r.seqs)
+    if (q.seq_id >= 0 && sched_->has(q.seq_id)) sched_->abort(q.seq_id);
+  r.fail(message);
   complete_if_done(r.id);
 }
 
 void Engine::complete_if_done(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  Request& r = *it->second;
+  EngineRequest& r = *it->second;
   if (r.steps_in_flight > 0) {  // a launched step still points at it: completed once that one is finished
     aborted_in_step_.push_back(request_id);
     return;
   }
-  for (auto& s : r.seqs)
-    if (!s.done) return;
-  // The n best of best_of by cumulative logprob; otherwise all n in order.
-  std::vector<int> order;
-  if (r.params.best_of) {
-    std::vector<double> cum;
-    for (auto& s : r.seqs) cum.push_back(s.out.cumulative_logprob);
-    order = best_of_ranking(cum, r.params.n);
-  } else {
-    for (int i = 0; i < int(r.seqs.size()); ++i) order.push_back(i);
-  }
-  for (size_t k = 0; k < order.size(); ++k) {
-    SequenceOutput o = r.seqs[order[k]].out;
-    o.index = int(k);
-    r.result.outputs.push_back(std::move(o));
-  }
-  r.result.finished = true;
-  r.result.finish_seconds = now_seconds();
-  if (r.on_text && r.params.best_of && r.result.error.empty())  // best_of results are only known at the end
-    for (auto& o : r.result.outputs) {
-      StreamEvent e;
-      e.request_id = r.id;
-      e.index = o.index;
-      e.text = o.text;
-      e.token_ids = o.token_ids;
-      e.logprobs = o.logprobs;
-      e.done = true;
-      e.finish_reason = o.finish_reason;
-      r.on_text(e);
-    }
-  for (auto& s : r.seqs)
-    if (s.seq_id >= 0 && sched_->has(s.seq_id)) sched_->abort(s.seq_id);
-  finished_[request_id] = std::move(r.result);
+  if (!r.all_done()) return;
+  for (const EngineSequence& q : r.seqs)
+    if (q.seq_id >= 0 && sched_->has(q.seq_id)) sched_->abort(q.seq_id);
+  finished_[request_id] = r.take_result(now_seconds());
   requests_.erase(it);
 }
 
 void Engine::abort(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  Request& r = *it->second;
+  EngineRequest& r = *it->second;
   for (int i = 0; i < int(r.seqs.size()); ++i) {
-    Sequence& s = r.seqs[i];
-    if (s.seq_id >= 0) sched_->abort(s.seq_id);
-    finish_sequence(r, i, "abort");
+    if (r.seqs[size_t(i)].seq_id >= 0) sched_->abort(r.seqs[size_t(i)].seq_id);
+    r.finish_sequence(i, "abort");
   }
   if (in_step_)
     aborted_in_step_.push_back(request_id);  // step() may still use r: completed when it ends
@@ -626,7 +403,7 @@ std::optional<RequestResult> Engine::take_result(int64_t request_id) {
 int Engine::num_running_requests() const {
   int n = 0;
   for (const auto& [id, r] : requests_)
-    for (const Sequence& q : r->seqs)
+    for (const EngineSequence& q : r->seqs)
       if (q.seq_id >= 0 && sched_->has(q.seq_id) && sched_->request(q.seq_id).state == RequestState::running) {
         ++n;
         break;

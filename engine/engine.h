@@ -28,11 +28,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/engine_request.h"
+#include "engine/engine_stats.h"
 #include "engine/executor/executor.h"
 #include "engine/kv_cache_plan.h"
-#include "engine/sample/detokenizer.h"
-#include "engine/sample/sampler.h"
+#include "engine/request_output.h"
 #include "engine/sched/scheduler.h"
+#include "engine/step_plan.h"
 #include "engine/spec/proposer.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -52,62 +54,11 @@ struct EngineConfig {
   int num_speculative_tokens = 0;
 };
 
-struct SequenceOutput {
-  int index = 0;
-  std::vector<int> token_ids;          // generated tokens (a final EOS / stop token is not included)
-  std::string text;
-  std::string finish_reason;           // "stop" | "length" | "abort" | "error" (see RequestResult::error)
-  std::vector<TokenLogprobs> logprobs;  // per generated token, when params.logprobs is set
-  double cumulative_logprob = 0;       // sum of the chosen tokens' logprobs, when `scored`
-  bool scored = false;                 // logprobs were computed (params.logprobs set, or best_of > n)
-};
-
-struct RequestResult {
-  int64_t id = 0;
-  std::vector<int> prompt_ids;
-  std::vector<SequenceOutput> outputs;  // n of them (the n best of best_of), by index
-  // With params.prompt_logprobs: one entry per prompt token, the first empty (nothing predicts it).
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
-  bool finished = false;
-  // Non-empty when the request failed: drawing, decoding or stop-checking one of its sequences
-  // threw. The request ends at once (outputs partial, finish_reason "error"); the other requests of
-  // the step go on.
-  std::string error;
-  double submit_seconds = 0, first_token_seconds = 0, finish_seconds = 0;  // steady clock
-};
-
-struct EngineStats {
-  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
-  double forward_seconds = 0;   // host wall time of forward + sampling (overlapping steps counted once)
-  double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
-  double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
-  double usage_peak = 0;  // highest fraction of blocks in use after a step
-  std::vector<int> peak_blocks;  // per KV pool (kv_cache_groups.h): the most blocks in use after a step
-  int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
-  int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
-  KvCacheStats kv;        // now
-  double mean_waste() const { return steps ? waste_sum / double(steps) : 0; }
-  double acceptance_rate() const { return draft_tokens ? double(accepted_draft_tokens) / double(draft_tokens) : 0; }
-};
-
-// What a stream callback receives: the text of sequence `index` that became safe to emit, and the
-// tokens accepted since the previous event (their text is in this piece or held back for a stop
-// string). `done` marks the sequence's last event, with its finish_reason.
-struct StreamEvent {
-  int64_t request_id = 0;
-  int index = 0;
-  std::string_view text;
-  std::span<const int> token_ids;
-  std::span<const TokenLogprobs> logprobs;  // per token in token_ids, when params.logprobs is set
-  bool done = false;
-  std::string_view finish_reason;           // when done: "stop" | "length" | "abort"
-};
-
 class Engine {
  public:
   // Called from step() / abort() on the engine's thread. With best_of, a sequence's text is known
   // only at the end: one event per returned sequence, all tokens at once.
-  using StreamFn = std::function<void(const StreamEvent&)>;
+  using StreamFn = llmctl::StreamFn;
 
   // The executor's KV cache is (re)allocated here: one Engine per executor at a time.
   Engine(Executor& executor, const Tokenizer& tokenizer, EngineConfig config = {});
@@ -143,36 +94,26 @@ class Engine {
   const Scheduler& scheduler() const { return *sched_; }
 
  private:
-  struct Sequence;
-  struct Request;
-  struct Draw;
-  struct StepSeq;
   struct InFlight;
   // How many steps may be in flight: the executor's (pipeline stages), 1 with a draft proposer.
   int steps_in_flight_limit() const;
   // Schedules, plans and submits one step (in_flight_.back()); false when nothing was scheduled.
   bool launch_step();
-  // What the step's draws and prompt rows ask of sampling (pointing into the step's requests).
-  StepSampling step_sampling(const InFlight& f) const;
   // Advances the step's sequences by the tokens it drew.
   void finish_step(InFlight& f, StepOutput step);
-  // The step's per-sequence entries, its logits rows (plan rows, ascending) and its draws, decided
-  // once from the scheduler's output.
-  std::vector<StepSeq> plan_step(const SchedulerOutput& out, std::vector<int32_t>& logits_rows, std::vector<Draw>& draws);
+  // The request a scheduled sequence belongs to (LLM_CHECK: it has one).
+  EngineRequest& owner(const ScheduledSeq& ss);
   // Before schedule(): drafts from cfg_.proposer for the decoding sequences (Scheduler::append_draft).
   void propose_drafts();
-  // Records sequence `child`'s new token and decides whether it ends.
-  void accept_token(Request& r, int child, const SampleResult& res);
-  void finish_sequence(Request& r, int child, const std::string& reason);
-  // Reports `piece` and the tokens not yet reported for a streamed (non-best_of) sequence.
-  void emit(Request& r, int child, std::string_view piece, bool done);
-  void fork_children(Request& r, std::span<const Draw> children);
+  // Counts sequence `child`'s new token and records it (EngineRequest::accept_token).
+  void accept_token(EngineRequest& r, int child, const SampleResult& res);
+  void fork_children(EngineRequest& r, std::span<const StepDraw> children);
   // Completes a request whose sequences are all done (deferred while a step in flight has it).
   void complete_if_done(int64_t request_id);
   void complete_aborted_in_step();  // complete_if_done for each request in aborted_in_step_
   // Ends every sequence of r with finish_reason "error", frees them in the scheduler and records
   // the message in the result.
-  void fail_request(Request& r, const std::string& message);
+  void fail_request(EngineRequest& r, const std::string& message);
 
   Executor& exec_;
   const Tokenizer& tok_;
@@ -184,7 +125,7 @@ class Engine {
   std::vector<int> eos_ids_;
   int64_t next_id_ = 1;
   int64_t next_seq_id_ = 1;  // scheduler sequence ids; each sequence's owner (request, index) travels with it
-  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<int64_t, std::unique_ptr<EngineRequest>> requests_;
   std::unordered_map<int64_t, RequestResult> finished_;
   EngineStats stats_;
   bool in_step_ = false;                  // inside step(): stream callbacks may run

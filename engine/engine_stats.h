@@ -1,0 +1,26 @@
+// What the Engine counts over its steps (Engine::stats()).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv/kv_cache_groups.h"
+
+namespace llmctl {
+
+struct EngineStats {
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
+  double forward_seconds = 0;   // host wall time of forward + sampling (overlapping steps counted once)
+  double device_seconds = 0;    // device time inside steps (CUDA events; 0 on the CPU)
+  double waste_sum = 0;   // sum over steps of the KV waste after the step (allocated slots not holding a token)
+  double usage_peak = 0;  // highest fraction of blocks in use after a step
+  std::vector<int> peak_blocks;  // per KV pool (kv_cache_groups.h): the most blocks in use after a step
+  int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
+  int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
+  KvCacheStats kv;        // now
+  // After a step: its preemptions, the cache's waste, usage and each pool's blocks in use.
+  void record_step(const KvCacheGroups& kv, int64_t preempted);
+  double mean_waste() const { return steps ? waste_sum / double(steps) : 0; }
+  double acceptance_rate() const { return draft_tokens ? double(accepted_draft_tokens) / double(draft_tokens) : 0; }
+};
+
+}  // namespace llmctl
