@@ -6,7 +6,7 @@
 #include "cli/engine_flags.h"
 #include "engine/core/error.h"
 #include "engine/runtime.h"
-#include "engine/server/serve.h"
+#include "server/serve.h"
 
 namespace llmctl::cli {
 

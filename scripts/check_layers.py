@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Layer check: DESIGN.md's arrows (down only), on sources and on the built libraries.
 
-  check_layers.py includes [ROOT]   every #include "..." under kernels/ quant/ engine/ bench/ cli/
+  check_layers.py includes [ROOT]   every #include "..." under kernels/ quant/ engine/ server/ bench/ cli/
                                     tools/ points to its own layer or one below it, and only
                                     engine/backend/ calls kernels (engine/core/ may include
                                     kernels/scalar_types.h, which it re-exports; the kernel
@@ -44,7 +44,7 @@ LIBRARIES = {
 }
 REQUIRED_LIBRARIES = ("kernels", "quant_format", "core", "model", "engine", "server", "bench")
 
-SOURCE_DIRS = ("kernels", "quant", "engine", "bench", "cli", "tools")
+SOURCE_DIRS = ("kernels", "quant", "engine", "server", "bench", "cli", "tools")
 SOURCE_EXT = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
@@ -54,7 +54,7 @@ def layer_of(path):
     for prefix, layer in (("kernels/", "kernels"), ("quant/format/", "quant-format"), ("quant/algo/", "quant-algo"),
                           ("engine/core/", "core"), ("engine/backend/", "model"), ("engine/model/", "model"),
                           ("engine/parallel/", "model"),
-                          ("engine/server/", "server"), ("engine/", "engine"), ("bench/", "bench"), ("cli/", "cli"),
+                          ("server/", "server"), ("engine/", "engine"), ("bench/", "bench"), ("cli/", "cli"),
                           ("tools/", "tools")):
         if path.startswith(prefix):
             return layer
@@ -148,14 +148,14 @@ def self_test():
         write(f"{root}/engine/model/model.h", '#include "engine/core/dtype.h"\n#include <vector>\n')
         write(f"{root}/engine/backend/cpu.cpp", '#include "kernels/cpu/linear.h"\n#include "engine/model/model.h"\n')
         write(f"{root}/bench/run.cpp", '#include "engine/model/model.h"\n')
-        write(f"{root}/cli/bench.cpp", '#include "bench/run.h"\n#include "engine/server/serve.h"\n')
+        write(f"{root}/cli/bench.cpp", '#include "bench/run.h"\n#include "server/serve.h"\n')
         write(f"{root}/tools/x_bench.cpp", '#include "kernels/cpu/linear.h"\n#include "cli/bench.h"\n')  # a kernel benchmark
         if include_violations(root):
             failures.append(f"includes: a clean tree was reported: {include_violations(root)}")
         write(f"{root}/kernels/cpu/linear.h", '#include "engine/core/error.h"\n')              # kernels -> core
         write(f"{root}/engine/model/model.h", '#include "engine/sched/request.h"\n')           # model -> engine
         write(f"{root}/engine/sched/batch.cpp", '#include "kernels/cpu/linear.h"\n')           # not a backend
-        write(f"{root}/bench/run.cpp", '#include "engine/server/http.h"\n')                    # bench -> server
+        write(f"{root}/bench/run.cpp", '#include "server/http.h"\n')                    # bench -> server
         write(f"{root}/tools/score.cpp", '#include "kernels/cpu/linear.h"\n')                 # a tool, not a benchmark
         write(f"{root}/cli/main.cpp", '#include "tools/score.h"\n')                           # cli -> tools
         found = include_violations(root)

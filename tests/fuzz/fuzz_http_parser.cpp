@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/server/http/request_parser.h"
+#include "server/http/request_parser.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace llmctl::fuzz;

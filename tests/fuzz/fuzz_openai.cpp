@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "engine/core/json_bounded.h"
-#include "engine/server/openai_api.h"
+#include "server/openai_api.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "engine/core/json_bounded.h"
-#include "engine/server/tgi_api.h"
+#include "server/tgi_api.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/server/api_error.h"
+#include "server/api_error.h"
 
 namespace llmctl {
 class BpeTokenizer;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "engine/sample/sampling_params.h"
-#include "engine/server/openai_api.h"
+#include "server/openai_api.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl::fuzz {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/server/http/request_parser.h"
+#include "server/http/request_parser.h"
 
 using namespace llmctl::server::http;
 

@@ -1,4 +1,4 @@
-// OpenAI request parsing (engine/server/openai_api.h) without a model: valid /v1/completions and
+// OpenAI request parsing (server/openai_api.h) without a model: valid /v1/completions and
 // /v1/chat/completions bodies map to the right prompts and SamplingParams; every invalid field
 // gives a 400 (404 for the model) that names it, with the message a client sees.
 #include <doctest/doctest.h>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "byte_tokenizer.h"
-#include "engine/server/api_error.h"
-#include "engine/server/openai_api.h"
+#include "server/api_error.h"
+#include "server/openai_api.h"
 
 using namespace llmctl;
 using namespace llmctl::server;

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "byte_tokenizer.h"
-#include "engine/server/api_error.h"
-#include "engine/server/http/http_types.h"
-#include "engine/server/json_body.h"
-#include "engine/server/openai_api.h"
-#include "engine/server/tgi_api.h"
-#include "engine/server/token_budget.h"
+#include "server/api_error.h"
+#include "server/http/http_types.h"
+#include "server/json_body.h"
+#include "server/openai_api.h"
+#include "server/tgi_api.h"
+#include "server/token_budget.h"
 
 using namespace llmctl;
 using namespace llmctl::server;

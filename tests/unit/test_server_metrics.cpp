@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/server/api_error.h"
-#include "engine/server/metrics.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
 
 using namespace llmctl::server;
 

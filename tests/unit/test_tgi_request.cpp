@@ -1,4 +1,4 @@
-// TGI request parsing (engine/server/tgi_api.h) without a model: {"inputs", "parameters"} bodies map
+// TGI request parsing (server/tgi_api.h) without a model: {"inputs", "parameters"} bodies map
 // to the right prompt and SamplingParams (greedy unless sampling is asked for); every invalid field
 // gives a 400 that names it.
 #include <doctest/doctest.h>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "byte_tokenizer.h"
-#include "engine/server/api_error.h"
-#include "engine/server/tgi_api.h"
+#include "server/api_error.h"
+#include "server/tgi_api.h"
 
 using namespace llmctl;
 using namespace llmctl::server;

@@ -1,4 +1,4 @@
-#include "engine/server/http/socket_io.h"
+#include "server/http/socket_io.h"
 
 #include <poll.h>
 #include <sys/socket.h>

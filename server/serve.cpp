@@ -1,4 +1,4 @@
-#include "engine/server/serve.h"
+#include "server/serve.h"
 
 #include <pthread.h>
 #include <signal.h>

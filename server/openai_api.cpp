@@ -1,4 +1,4 @@
-#include "engine/server/openai_api.h"
+#include "server/openai_api.h"
 
 #include <chrono>
 #include <cstdint>
@@ -6,8 +6,8 @@
 #include <set>
 
 #include "engine/core/error.h"
-#include "engine/server/api_error.h"
-#include "engine/server/token_budget.h"
+#include "server/api_error.h"
+#include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {

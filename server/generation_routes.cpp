@@ -4,12 +4,12 @@
 #include <functional>
 
 #include "engine/core/utf8.h"
-#include "engine/server/api_error.h"
-#include "engine/server/http_server.h"
-#include "engine/server/http/http_types.h"
-#include "engine/server/request_log.h"
-#include "engine/server/sse.h"
-#include "engine/server/tgi_api.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "server/http/http_types.h"
+#include "server/request_log.h"
+#include "server/sse.h"
+#include "server/tgi_api.h"
 
 namespace llmctl::server {
 

@@ -1,4 +1,4 @@
-#include "engine/server/engine_loop.h"
+#include "server/engine_loop.h"
 
 #include <chrono>
 #include <cstdio>

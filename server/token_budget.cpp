@@ -1,4 +1,4 @@
-#include "engine/server/token_budget.h"
+#include "server/token_budget.h"
 
 namespace llmctl::server {
 

@@ -1,14 +1,14 @@
-#include "engine/server/http_server.h"
+#include "server/http_server.h"
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 
 #include "engine/core/error.h"
-#include "engine/server/api_error.h"
-#include "engine/server/http/server.h"
-#include "engine/server/request_log.h"
-#include "engine/server/sse.h"
+#include "server/api_error.h"
+#include "server/http/server.h"
+#include "server/request_log.h"
+#include "server/sse.h"
 
 namespace llmctl::server {
 

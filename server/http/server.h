@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/server/http/http_types.h"
+#include "server/http/http_types.h"
 
 namespace llmctl::server::http {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sample/sampling_params.h"
-#include "engine/server/engine_loop.h"
+#include "server/engine_loop.h"
 #include "engine/tokenizer/jinja/limits.h"
 #include "engine/tokenizer/tokenizer.h"
 

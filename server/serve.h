@@ -2,7 +2,7 @@
 // handling (stop accepting, end in-flight streams with a final event, return 0).
 #pragma once
 #include "engine/engine.h"
-#include "engine/server/http_server.h"
+#include "server/http_server.h"
 
 namespace llmctl::server {
 

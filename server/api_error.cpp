@@ -1,4 +1,4 @@
-#include "engine/server/api_error.h"
+#include "server/api_error.h"
 
 #include <algorithm>
 #include <regex>

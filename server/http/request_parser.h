@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/server/http/http_types.h"
+#include "server/http/http_types.h"
 
 namespace llmctl::server::http {
 

@@ -1,4 +1,4 @@
-#include "engine/server/http/request_parser.h"
+#include "server/http/request_parser.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "engine/server/http/server.h"
+#include "server/http/server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <cerrno>
 #include <chrono>
 
-#include "engine/server/http/request_parser.h"
-#include "engine/server/http/socket_io.h"
+#include "server/http/request_parser.h"
+#include "server/http/socket_io.h"
 
 namespace llmctl::server::http {
 

@@ -1,8 +1,8 @@
-#include "engine/server/tgi_api.h"
+#include "server/tgi_api.h"
 
 #include "engine/core/error.h"
-#include "engine/server/api_error.h"
-#include "engine/server/token_budget.h"
+#include "server/api_error.h"
+#include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {

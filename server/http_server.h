@@ -12,10 +12,10 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/server/engine_loop.h"
-#include "engine/server/json_body.h"
-#include "engine/server/metrics.h"
-#include "engine/server/openai_api.h"
+#include "server/engine_loop.h"
+#include "server/json_body.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
 
 namespace llmctl::server {
 

@@ -1,4 +1,4 @@
-#include "engine/server/metrics.h"
+#include "server/metrics.h"
 
 #include <cstdio>
 

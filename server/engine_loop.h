@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/server/metrics.h"
+#include "server/metrics.h"
 
 namespace llmctl::server {
 

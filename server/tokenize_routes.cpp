@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/server/api_error.h"
-#include "engine/server/http/http_types.h"
-#include "engine/server/http_server.h"
-#include "engine/server/json_body.h"
-#include "engine/server/sse.h"
-#include "engine/server/token_budget.h"
+#include "server/api_error.h"
+#include "server/http/http_types.h"
+#include "server/http_server.h"
+#include "server/json_body.h"
+#include "server/sse.h"
+#include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::server {

@@ -1,9 +1,9 @@
-#include "engine/server/json_body.h"
+#include "server/json_body.h"
 
 #include "engine/core/json_bounded.h"
 #include "engine/core/utf8.h"
-#include "engine/server/api_error.h"
-#include "engine/server/http/http_types.h"
+#include "server/api_error.h"
+#include "server/http/http_types.h"
 
 namespace llmctl::server {
 

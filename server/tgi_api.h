@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/server/engine_loop.h"
-#include "engine/server/openai_api.h"
+#include "server/engine_loop.h"
+#include "server/openai_api.h"
 
 namespace llmctl::server {
 
