@@ -17,6 +17,7 @@ nlohmann::ordered_json run_meta(const Runtime* rt) {
   m["build"] = build_info();
   if (rt) {
     m["backend"] = rt->backend->name();
+    m["backend_caps"] = rt->backend->caps().describe();
     m["device"] = rt->backend->device() == Device::CPU ? "cpu" : "cuda";
     m["model"] = rt->model_path;
     m["weights"] = rt->weights;

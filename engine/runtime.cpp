@@ -164,14 +164,14 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   // otherwise the checkpoint dequantizes them as it always has.
   LoadOptions lo;
   lo.dtype = opts.dtype;
-  lo.keep_quantized = rt.backend->supports(WeightFormat::Int4Group) && rt.backend->supports(WeightFormat::Int8Group);
+  lo.keep_quantized = rt.backend->caps().supports(WeightFormat::Int4Group) && rt.backend->caps().supports(WeightFormat::Int8Group);
   // --dtype on the CPU with a GGUF asks for a dense copy (on CUDA it picks the compute dtype).
   const bool cpu = rt.backend->device() == Device::CPU;
   if (cpu && opts.dtype && std::filesystem::path(rt.model_path).extension() == ".gguf") lo.keep_quantized = false;
   if (opts.quantized_weights == QuantizedWeights::Dequantize) lo.keep_quantized = false;
   if (opts.quantized_weights == QuantizedWeights::Auto && !cpu && lo.keep_quantized)
     lo.keep_quantized = !dense_copy_fits(rt.model_path, *rt.backend);
-  lo.quantized_embedding = lo.keep_quantized && rt.backend->supports_quantized_embed();
+  lo.quantized_embedding = lo.keep_quantized && rt.backend->caps().quantized_embed;
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   ckpt.release_after_upload = true;  // one model is built from it: quantized weights freed as they upload
   rt.config = ckpt.config;

@@ -2,10 +2,37 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/core/error.h"
 
 namespace llmctl {
+
+bool BackendCaps::supports(WeightFormat f) const {
+  return std::find(weight_formats.begin(), weight_formats.end(), f) != weight_formats.end();
+}
+
+bool BackendCaps::supports_kv_cache(KvCacheDtype d) const {
+  return std::find(kv_dtypes.begin(), kv_dtypes.end(), d) != kv_dtypes.end();
+}
+
+bool BackendCaps::supports_kv_exact_rows(KvCacheDtype d) const {
+  return std::find(kv_exact_rows.begin(), kv_exact_rows.end(), d) != kv_exact_rows.end();
+}
+
+std::string BackendCaps::describe() const {
+  std::string s = "weights";
+  for (size_t i = 0; i < weight_formats.size(); ++i) s += (i ? "," : " ") + std::string(weight_format_name(weight_formats[i]));
+  if (input_perm) s += " (act-order)";
+  if (quantized_embed) s += ", quantized embeddings";
+  s += "; kv";
+  for (size_t i = 0; i < kv_dtypes.size(); ++i) s += (i ? "," : " ") + std::string(kv_cache_dtype_name(kv_dtypes[i]));
+  for (size_t i = 0; i < kv_exact_rows.size(); ++i)
+    s += (i ? "," : " (exact ") + std::string(kv_cache_dtype_name(kv_exact_rows[i])) + (i + 1 == kv_exact_rows.size() ? ")" : "");
+  if (sampling) s += "; sampling";
+  if (graphs) s += "; graphs";
+  return s;
+}
 
 std::vector<int32_t> Backend::sample(const Tensor&, const std::vector<SampleJob>&) {
   LLM_CHECK(false) << name() << " does not sample on the device";
@@ -23,7 +50,7 @@ void Backend::copy_from_host(const void* host, Tensor& t) {
 }
 
 void Backend::require_support(WeightFormat f) const {
-  LLM_REQUIRE(supports(f)) << "backend " << name() << " cannot run linear weights in format " << weight_format_name(f);
+  LLM_REQUIRE(caps_.supports(f)) << "backend " << name() << " cannot run linear weights in format " << weight_format_name(f);
 }
 
 LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {

@@ -48,7 +48,7 @@ struct RopeParams {
 // codes (Int8) or fp8 e4m3 codes as U8 (Fp8). Scales, f32: Int8 [NB, B, Hkv, 2] (scale, zero point)
 // per token and kv head, written with the codes; Fp8 [Hkv], fixed; Auto none.
 // exact: the fp8 cache's open-block rows in f32 (engine/backend/kv_exact_rows.h), where the
-// backend keeps them (supports_kv_exact_rows); null otherwise.
+// backend keeps them (BackendCaps::kv_exact_rows); null otherwise.
 struct KvLayer {
   KvLayer() = default;
   KvLayer(Tensor k_cache, Tensor v_cache) : k(std::move(k_cache)), v(std::move(v_cache)) {}  // unquantized
@@ -87,9 +87,28 @@ struct SampleJob {
   std::vector<LogitEdit> edits;  // unique ids
 };
 
+// What a backend can do, set once at construction (Backend::caps()): the loader, the runner, the
+// sampler and the CLI read it instead of asking the backend question by question.
+struct BackendCaps {
+  std::vector<WeightFormat> weight_formats;  // linear() / linear_quantized() run these as stored
+  bool input_perm = false;       // quantized weights with an act-order input_perm (else dequantized at load)
+  bool quantized_embed = false;  // embedding lookups from a packed quantized table (embed_quantized)
+  std::vector<KvCacheDtype> kv_dtypes{KvCacheDtype::Auto};  // caches write_kv / attention / copy_blocks take
+  std::vector<KvCacheDtype> kv_exact_rows;  // KV dtypes whose open blocks it also keeps exact (KvLayer::exact)
+  bool sampling = false;         // sample() draws tokens where the logits are
+  bool graphs = false;           // run_graph captures and replays
+
+  bool supports(WeightFormat f) const;
+  bool supports_kv_cache(KvCacheDtype d) const;
+  bool supports_kv_exact_rows(KvCacheDtype d) const;
+  // "weights f32,f16,bf16,int4-group,int8-group (act-order); kv auto,int8,fp8 (exact fp8); ..."
+  std::string describe() const;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  const BackendCaps& caps() const { return caps_; }
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
   virtual DType activation_dtype() const = 0;
@@ -115,7 +134,6 @@ class Backend {
   // Graphs: run_graph replays the ops `body` enqueues from a graph captured the first time `key`
   // is seen (the caller guarantees the same shapes and pointers for the same key); clear_graphs
   // drops them (when a buffer they use moves). Backends without graphs run body.
-  virtual bool graphs_enabled() const { return false; }
   virtual void run_graph(uint64_t key, const std::function<void()>& body) {
     (void)key;
     body();
@@ -127,11 +145,10 @@ class Backend {
   virtual void step_timer_begin() {}
   virtual double step_timer_end() { return 0; }
 
-  // Sampling: when can_sample(), sample() returns one token per job from logits [R, V] (f32, on
+  // Sampling: with caps().sampling, sample() returns one token per job from logits [R, V] (f32, on
   // the backend's device: no row is copied to the host); -1 for a job whose every candidate is
   // suppressed (the caller fails that sequence alone). The CPU's is the reference
   // (backend/cpu/cpu_sampling.h).
-  virtual bool can_sample() const { return false; }
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs);
 
   // out[T,H] = table[ids[t] - vocab_begin, :]               table [V,H] any float dtype
@@ -140,10 +157,9 @@ class Backend {
   virtual void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) = 0;
   // The same lookup from a LinearWeight table [V, H] (this rank's vocab rows): a dense one goes to
   // embed(Tensor); a quantized one (a GGUF's tied table, kept packed for the lm_head) has its rows
-  // dequantized at lookup by embed_quantized, on a backend whose supports_quantized_embed() (the
+  // dequantized at lookup by embed_quantized, on a backend whose caps().quantized_embed (the
   // loader keeps a float table for the others).
   void embed(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin);
-  virtual bool supports_quantized_embed() const { return false; }
   virtual void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin);
   // With residual: residual[T,H] += x; out = rmsnorm(residual) * w. Without: out = rmsnorm(x) * w.
   // The residual stream is f32 on every backend; x may be f32 while out is the activation dtype.
@@ -155,33 +171,25 @@ class Backend {
                              int num_kv_heads);
   // out[T,N] = x[T,K] @ w[N,K]^T (+ bias[N])                w f32/f16/bf16
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
-  // Whether linear() runs weights stored in format f (engine/backend/linear_weight.h).
-  virtual bool supports(WeightFormat f) const = 0;
-  // Throws InputError naming the backend and the format unless supports(f).
+  // Throws InputError naming the backend and the format unless caps().supports(f).
   void require_support(WeightFormat f) const;
-  // Whether linear_quantized takes a weight with an input_perm (act-order: it gathers x's columns).
-  // A backend that does not gets such weights dequantized by the loader, with a note.
-  virtual bool supports_input_perm() const { return false; }
   // A quantized linear weight (Int4Group / Int8Group) on this backend, packed in its own layout.
   // The loader (engine/model/weights/load_weights.h, upload_linear) calls it only for a format
-  // supports() accepts, with the weight in canonical form:
+  // caps().supports() accepts, with the weight in canonical form:
   //   format     Int4Group (codes 0..15) or Int8Group (codes -128..127);
   //   n, k       this rank's [N, K], K a multiple of 32; group_size: 16 or a multiple of 32 dividing K;
   //   data       host U8 [N, K], one code per byte, row-major (8 bits: the int8 code's bit pattern);
   //   scales     host [N, K / group_size], zeros (the offsets) the same shape and dtype: F16 when
   //              every scale and offset is exact in f16, else F32;
   //   w[n, k] = scales[n, k / group_size] * code[n, k] + zeros[n, k / group_size];
-  //   input_perm empty, or host I32 [K] (act-order) when supports_input_perm(); shard as loaded.
+  //   input_perm empty, or host I32 [K] (act-order) when caps().input_perm; shard as loaded.
   // Returns the LinearWeight linear() takes (data in the backend's packed layout, on its device;
   // same format, n, k, group_size, shard; scales/zeros as the backend keeps them, empty where the
   // packed data holds its own copies). Default: refuses, naming the backend and the format.
   virtual LinearWeight upload_quantized(const LinearWeight& canonical);
-  // Whether write_kv / rope_write_kv / attention / copy_blocks take a cache of this KV dtype.
-  virtual bool supports_kv_cache(KvCacheDtype d) const { return d == KvCacheDtype::Auto; }
-  // Whether the attention keeps and reads exact open-block rows beside a cache of this dtype
-  // (KvLayer::exact, BatchPlan::exact_slot): it reads a query's own block from them and stores the
-  // step's rows in their slots.
-  virtual bool supports_kv_exact_rows(KvCacheDtype) const { return false; }
+  // With caps().supports_kv_exact_rows(d), the attention keeps and reads exact open-block rows
+  // beside a cache of dtype d (KvLayer::exact, BatchPlan::exact_slot): it reads a query's own block
+  // from them and stores the step's rows in their slots.
   // For each (src, dst) slot pair (flattened), every layer's exact slot dst becomes a copy of src
   // (forks). The default copies the host stores KvLayer::exact holds.
   virtual void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs);
@@ -233,6 +241,9 @@ class Backend {
   // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v
   // (and their per-token scales) becomes a copy of block src.
   virtual void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) = 0;
+
+ protected:
+  BackendCaps caps_;  // set by each backend's constructor
 };
 
 // act_quant: what the quantized linears do with the activations (engine/backend/act_quant.h).

@@ -14,7 +14,7 @@ namespace llmctl {
 
 class ForwardingBackend : public Backend {
  public:
-  explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
+  explicit ForwardingBackend(Backend& inner) : inner_(inner) { caps_ = inner.caps(); }
 
   Device device() const override { return inner_.device(); }
   std::string name() const override { return inner_.name(); }
@@ -31,19 +31,16 @@ class ForwardingBackend : public Backend {
   std::optional<size_t> kv_cache_budget(double fraction, size_t reserve) override {
     return inner_.kv_cache_budget(fraction, reserve);
   }
-  bool graphs_enabled() const override { return inner_.graphs_enabled(); }
   void run_graph(uint64_t key, const std::function<void()>& body) override { inner_.run_graph(key, body); }
   void clear_graphs() override { inner_.clear_graphs(); }
   void step_timer_begin() override { inner_.step_timer_begin(); }
   double step_timer_end() override { return inner_.step_timer_end(); }
-  bool can_sample() const override { return inner_.can_sample(); }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
     return inner_.sample(logits, jobs);
   }
   void embed(const Tensor& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
     inner_.embed(table, b, out, vocab_begin);
   }
-  bool supports_quantized_embed() const override { return inner_.supports_quantized_embed(); }
   void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
     inner_.embed_quantized(table, b, out, vocab_begin);
   }
@@ -57,11 +54,7 @@ class ForwardingBackend : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     inner_.linear(x, w, bias, out);
   }
-  bool supports(WeightFormat f) const override { return inner_.supports(f); }
-  bool supports_input_perm() const override { return inner_.supports_input_perm(); }
   LinearWeight upload_quantized(const LinearWeight& canonical) override { return inner_.upload_quantized(canonical); }
-  bool supports_kv_cache(KvCacheDtype d) const override { return inner_.supports_kv_cache(d); }
-  bool supports_kv_exact_rows(KvCacheDtype d) const override { return inner_.supports_kv_exact_rows(d); }
   void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs) override {
     inner_.copy_exact_rows(cache, pairs);
   }

@@ -17,6 +17,10 @@ const char* weight_format_name(WeightFormat f) {
   return "unknown";
 }
 
+bool int_group_shape_ok(int64_t k, int group_size) {
+  return group_size > 0 && k > 0 && k % 32 == 0 && k % group_size == 0 && (group_size == 16 || group_size % 32 == 0);
+}
+
 bool is_dense(WeightFormat f) {
   return f == WeightFormat::DenseF32 || f == WeightFormat::DenseF16 || f == WeightFormat::DenseBF16;
 }

@@ -30,6 +30,9 @@ enum class WeightFormat : uint8_t {
 
 const char* weight_format_name(WeightFormat f);  // "dense-f32", "int4-group", ...
 bool is_dense(WeightFormat f);
+// The shape every backend and the loader take an Int4Group / Int8Group weight in: the rule, once.
+inline constexpr const char* kIntGroupRule = "group 16 or a multiple of 32 dividing K, K a multiple of 32";
+bool int_group_shape_ok(int64_t k, int group_size);
 WeightFormat dense_format(DType t);  // F32/F16/BF16 -> Dense*; throws for other dtypes
 DType dense_dtype(WeightFormat f);   // the inverse; throws for quantized formats
 
@@ -72,7 +75,7 @@ struct LinearWeight {
   int group_size = 0;   // quantized: inputs per group (divides K; 16 or a multiple of 32); 0: dense
   // Quantized act-order weights (quant::GroupAffineWeight::perm): I32 [K], packed column j is input
   // feature input_perm[j], so the op is x[:, input_perm] @ dequant(w)^T; the backend gathers x's
-  // columns (Backend::supports_input_perm). Empty (no data): columns in input order (dense always).
+  // columns (BackendCaps::input_perm). Empty (no data): columns in input order (dense always).
   Tensor input_perm;
   ShardSpec shard;      // the slice of the full weight held here (Replicated, world 1 without TP)
 };

@@ -65,7 +65,7 @@ struct LoadOptions {
   // see quantized_embedding).
   bool keep_quantized = false;
   // With keep_quantized, for a backend that looks embedding rows up in a packed table
-  // (Backend::supports_quantized_embed): a tied GGUF embedding table of a block type is kept only
+  // (BackendCaps::quantized_embed): a tied GGUF embedding table of a block type is kept only
   // as the lm_head's quantized copy (Checkpoint::quantized["lm_head.weight"]), never dequantized
   // to floats; Checkpoint::tensors then has no model.embed_tokens.weight.
   bool quantized_embedding = false;

@@ -26,7 +26,7 @@ ModelRunner::ModelRunner(Model& model, KvCacheOptions kv, PipelineOptions pp)
       fp8_exact_open_block_(kv.fp8_exact_open_block),
       widths_(model.activation_widths()),
       graph_epoch_(next_graph_epoch()) {
-  LLM_REQUIRE(backend().supports_kv_cache(kv_dtype_))
+  LLM_REQUIRE(backend().caps().supports_kv_cache(kv_dtype_))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(kv_dtype_)
       << " KV cache (--kv-cache-dtype " << kv_cache_dtype_name(kv_dtype_) << "); use --kv-cache-dtype auto";
 }
@@ -36,7 +36,7 @@ KvCacheSpec ModelRunner::kv_spec(int block_size) const {
   KvCacheSpec spec = make_kv_cache_spec(kv_dtype_, backend().activation_dtype(), block_size, model_.num_local_layers(),
                                         model_.kv_heads(), c.head_dim);
   // fp8 keeps each sequence's open block exact where the backend can (unless asked not to, to measure).
-  if (kv_dtype_ == KvCacheDtype::Fp8 && fp8_exact_open_block_ && backend().supports_kv_exact_rows(kv_dtype_))
+  if (kv_dtype_ == KvCacheDtype::Fp8 && fp8_exact_open_block_ && backend().caps().supports_kv_exact_rows(kv_dtype_))
     spec.exact_ring_blocks = 1;
   return spec;
 }
@@ -52,7 +52,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& l
             spec.scale_dtype == expect.scale_dtype)
       << "a " << kv_cache_dtype_name(spec.kind) << " KV cache of " << dtype_name(spec.dtype) << " with "
       << kv_scale_layout_name(spec.scale_layout) << " scales is not implemented";
-  LLM_REQUIRE(backend().supports_kv_cache(spec.kind))
+  LLM_REQUIRE(backend().caps().supports_kv_cache(spec.kind))
       << "the " << backend().name() << " backend has no " << kv_cache_dtype_name(spec.kind) << " KV cache";
   LLM_CHECK(layout.num_groups() >= 1 && layout.num_groups() <= 2 && int(layout.windows.size()) == layout.num_groups() &&
             spec.block_size > 0)
@@ -68,7 +68,7 @@ void ModelRunner::alloc_kv_cache(const KvCacheSpec& spec, const KvCacheLayout& l
         << layout.windows[size_t(group[size_t(i)])];
   }
   LLM_CHECK(spec.exact_ring_blocks >= 0 && spec.exact_ring_blocks <= 64 &&
-            (spec.exact_ring_blocks == 0 || backend().supports_kv_exact_rows(spec.kind)))
+            (spec.exact_ring_blocks == 0 || backend().caps().supports_kv_exact_rows(spec.kind)))
       << "exact KV rows (a ring of " << spec.exact_ring_blocks << " blocks) beside a " << kv_cache_dtype_name(spec.kind)
       << " cache on the " << backend().name() << " backend";
   std::vector<KvScales> fp8_scales;
@@ -225,7 +225,7 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   const int block_size = int(kv_[0].k.dim(1));
 
   // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
-  if (be.graphs_enabled() && model_.pipeline_stages() == 1 && graphable_decode(plan)) {
+  if (be.caps().graphs && model_.pipeline_stages() == 1 && graphable_decode(plan)) {
     const int bucket = decode_graph_bucket(plan.num_seqs());
     const int ctx = decode_graph_context(plan, block_size);
     LLM_CHECK(ctx < (1 << 30)) << "graph context " << ctx << " out of range";

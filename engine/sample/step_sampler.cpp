@@ -67,7 +67,7 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
   LLM_CHECK(logits.dtype == DType::F32 && logits.shape.size() == 2 && logits.dim(1) >= s.vocab && s.vocab > 0)
       << "sample_step: logits of another shape than the step's rows";
   const auto& draws = s.draws;
-  const bool device = logits.device != Device::CPU && backend.can_sample();
+  const bool device = logits.device != Device::CPU && backend.caps().sampling;
   // Device jobs are built before any token is known: row j of a chain gets the state with drafts
   // 0..j-1 appended (`ahead`), which is the sequence's state whenever that row's draw is used.
   std::vector<SampleJob> jobs;

@@ -1,4 +1,4 @@
-// Parity table rows for Backend::sample (device sampling, where can_sample()): greedy and seeded
+// Parity table rows for Backend::sample (where caps().sampling; the CPU's is the reference): greedy and seeded
 // draws against a naive reference of engine/sample/logits_processors.h's stages (edits, greedy arg
 // max, softmax at temperature, top-k, top-p, min-p, inverse-CDF draw in ascending id order).
 #include <algorithm>

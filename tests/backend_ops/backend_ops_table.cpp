@@ -84,9 +84,9 @@ const std::vector<std::string>& required_ops() {
 namespace {
 // Ops a backend may lack: sampling, quantized KV caches. Reported, left out of the counts.
 std::string missing_reason(const Backend& be, const std::string& op) {
-  if (op == "sample" && !be.can_sample()) return "no sampling (can_sample() is false)";
-  if (op == "kv_int8" && !be.supports_kv_cache(KvCacheDtype::Int8)) return "no int8 KV cache (supports_kv_cache)";
-  if (op == "kv_fp8" && !be.supports_kv_cache(KvCacheDtype::Fp8)) return "no fp8 KV cache (supports_kv_cache)";
+  if (op == "sample" && !be.caps().sampling) return "no sampling (caps().sampling is false)";
+  if (op == "kv_int8" && !be.caps().supports_kv_cache(KvCacheDtype::Int8)) return "no int8 KV cache (caps().kv_dtypes)";
+  if (op == "kv_fp8" && !be.caps().supports_kv_cache(KvCacheDtype::Fp8)) return "no fp8 KV cache (caps().kv_dtypes)";
   return "";
 }
 }  // namespace

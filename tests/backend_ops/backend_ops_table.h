@@ -58,7 +58,7 @@ const std::vector<OpCase>& table();
 const std::vector<std::string>& required_ops();
 
 // Runs every case on the target; returns the number of comparisons made per op. An op the backend
-// does not have (sample without can_sample()) is reported and left out of the counts.
+// does not have (sample without caps().sampling) is reported and left out of the counts.
 std::map<std::string, int> run_table(const Target& target);
 
 double tolerance(DType activation);

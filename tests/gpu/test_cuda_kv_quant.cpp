@@ -153,7 +153,7 @@ void run_kv_case(KvCacheDtype kind, DType dt, int D, int Hkv, int G, int B, cons
   std::mt19937 rng(seed);
   CudaBackend& be = backend(dt);
   std::unique_ptr<Backend> cpu = make_cpu_backend(2);
-  REQUIRE(be.supports_kv_cache(kind));
+  REQUIRE(be.caps().supports_kv_cache(kind));
   const int Hq = Hkv * G, W = (Hq + 2 * Hkv) * D;
   int NB = 0;
   const BatchPlan plan = plan_of(seqs, B, rng, &NB);
@@ -239,7 +239,7 @@ void run_exact_case(DType dt, int D, uint32_t seed) {
   std::mt19937 rng(seed);
   CudaBackend& be = backend(dt);
   std::unique_ptr<Backend> cpu = make_cpu_backend(2);
-  REQUIRE(be.supports_kv_exact_rows(KvCacheDtype::Fp8));
+  REQUIRE(be.caps().supports_kv_exact_rows(KvCacheDtype::Fp8));
   const int Hkv = 2, G = 4, Hq = Hkv * G, W = (Hq + 2 * Hkv) * D, B = 16, NB = 7;
   const float scale = 1.f / std::sqrt(float(D));
   const KvLayer host_cache = random_cache(KvCacheDtype::Fp8, NB, B, Hkv, D, rng);
@@ -331,8 +331,8 @@ TEST_CASE("cuda: int8 KV copy_blocks moves codes and scales") {
 
 TEST_CASE("cuda: the backend has int8 and fp8 KV caches") {
   CudaBackend& be = backend(DType::BF16);
-  CHECK(be.supports_kv_cache(KvCacheDtype::Auto));
-  CHECK(be.supports_kv_cache(KvCacheDtype::Int8));
-  CHECK(be.supports_kv_cache(KvCacheDtype::Fp8));
-  CHECK(be.supports_kv_exact_rows(KvCacheDtype::Fp8));
+  CHECK(be.caps().supports_kv_cache(KvCacheDtype::Auto));
+  CHECK(be.caps().supports_kv_cache(KvCacheDtype::Int8));
+  CHECK(be.caps().supports_kv_cache(KvCacheDtype::Fp8));
+  CHECK(be.caps().supports_kv_exact_rows(KvCacheDtype::Fp8));
 }

@@ -127,10 +127,10 @@ void run_act_order_case(const QCase& c, int64_t T, DType dt, std::mt19937& rng) 
 
 TEST_CASE("cuda: the backend runs int4 / int8 group weights, act-order ones too") {
   CudaBackend& be = backend(DType::BF16);
-  CHECK(be.supports(WeightFormat::Int4Group));
-  CHECK(be.supports(WeightFormat::Int8Group));
-  CHECK(be.supports(WeightFormat::DenseBF16));
-  CHECK(be.supports_input_perm());
+  CHECK(be.caps().supports(WeightFormat::Int4Group));
+  CHECK(be.caps().supports(WeightFormat::Int8Group));
+  CHECK(be.caps().supports(WeightFormat::DenseBF16));
+  CHECK(be.caps().input_perm);
 }
 
 TEST_CASE("cuda: quantized linear with an act-order input permutation, decode and batch sizes") {

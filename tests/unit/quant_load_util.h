@@ -69,10 +69,12 @@ class CanonicalRecordingBackend final : private CpuBackendHolder, public Forward
  public:
   std::vector<LinearWeight> uploaded;  // every canonical weight, in load order
 
-  CanonicalRecordingBackend() : ForwardingBackend(*cpu_) {}
+  CanonicalRecordingBackend() : ForwardingBackend(*cpu_) {
+    caps_.weight_formats = {WeightFormat::DenseF32, WeightFormat::DenseF16, WeightFormat::DenseBF16,
+                            WeightFormat::Int4Group, WeightFormat::Int8Group};
+    caps_.input_perm = true;
+  }
   std::string name() const override { return "cpu-canonical-reference"; }
-  bool supports(WeightFormat) const override { return true; }
-  bool supports_input_perm() const override { return true; }
   LinearWeight upload_quantized(const LinearWeight& canonical) override {
     uploaded.push_back(canonical);
     LinearWeight dense = canonical;

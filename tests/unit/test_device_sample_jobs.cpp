@@ -96,7 +96,7 @@ TEST_CASE("the CPU backend's sample() draws the host sampler's token from each s
   std::vector<SampleJob> jobs;
   for (int r = 0; r < R; ++r)
     jobs.push_back(make_sample_job(params[size_t(r)], states[size_t(r)], uint64_t(states[size_t(r)].num_generated()), r, V));
-  REQUIRE(be->can_sample());
+  REQUIRE(be->caps().sampling);
   const std::vector<int32_t> got = be->sample(logits, jobs);
   REQUIRE(got.size() == jobs.size());
   int greedy = 0;

@@ -494,7 +494,7 @@ TEST_CASE("CpuBackend: Backend::linear runs Int4Group / Int8Group weights, split
       std::memcpy(canon.data.data, q.codes.data(), q.codes.size());
       for (ActQuantMode mode : {ActQuantMode::None, ActQuantMode::Int8}) {
         auto one = make_cpu_backend(1, mode), two = make_cpu_backend(2, mode);
-        REQUIRE(one->supports(w.format));
+        REQUIRE(one->caps().supports(w.format));
         const LinearWeight up = two->upload_quantized(canon);
         REQUIRE(up.data.nbytes() == w.data.nbytes());
         CHECK(std::memcmp(up.data.data, w.data.data, w.data.nbytes()) == 0);
@@ -590,7 +590,7 @@ TEST_CASE("CpuBackend: an embedding lookup into a quantized table equals the loo
   std::vector<int32_t> perm(static_cast<size_t>(H));
   for (int64_t j = 0; j < H; ++j) perm[size_t(j)] = int32_t((j * 37) % H);
   auto be = make_cpu_backend(2);
-  REQUIRE(be->supports_quantized_embed());
+  REQUIRE(be->caps().quantized_embed);
   for (bool permuted : {false, true}) {
     LinearWeight c = canon;
     if (permuted) {

@@ -21,7 +21,7 @@ using namespace llmctl::test::qgguf;
 
 TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within f32 summation tolerance") {
   auto cpu = make_cpu_backend(2, ActQuantMode::None);  // exact activations: the bound below
-  if (!cpu->supports(WeightFormat::Int4Group) || !cpu->supports(WeightFormat::Int8Group))
+  if (!cpu->caps().supports(WeightFormat::Int4Group) || !cpu->caps().supports(WeightFormat::Int8Group))
     LLMCTL_SKIP("backend " << cpu->name() << " does not run int4-group / int8-group weights yet");
   Layout mixed{"Q4_K_M-like mix", {}, kQ8_0};
   mixed.types = {{"attn_q", kQ4_K}, {"attn_k", kQ4_K}, {"attn_v", kQ6_K}, {"attn_output", kQ5_K},

@@ -81,7 +81,7 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
     CHECK(finite);
 
     // A backend without the quantized formats: the same checkpoint loads dense (one note on stderr).
-    if (!cpu->supports(WeightFormat::Int4Group) && !cpu->supports(WeightFormat::Int8Group)) {
+    if (!cpu->caps().supports(WeightFormat::Int4Group) && !cpu->caps().supports(WeightFormat::Int8Group)) {
       auto fallback = make_model(q, *cpu);
       CHECK(relative_max_diff(prefill_logits(*fallback, tokens), want) == 0.0);
     }

@@ -152,11 +152,11 @@ TEST_CASE("pack and upload stages: dense weights in the weight dtype; malformed 
   REQUIRE(up.data.dtype == DType::BF16);
   CHECK(std::memcmp(up.data.data, convert_host(host, DType::BF16).data, up.data.nbytes()) == 0);
 
-  CHECK(be->supports(WeightFormat::DenseF32));
-  CHECK(be->supports(WeightFormat::DenseF16));
-  CHECK(be->supports(WeightFormat::DenseBF16));
-  CHECK(be->supports(WeightFormat::Int4Group));  // the CPU backend runs them (test_qlinear.cpp)
-  CHECK(be->supports(WeightFormat::Int8Group));
+  CHECK(be->caps().supports(WeightFormat::DenseF32));
+  CHECK(be->caps().supports(WeightFormat::DenseF16));
+  CHECK(be->caps().supports(WeightFormat::DenseBF16));
+  CHECK(be->caps().supports(WeightFormat::Int4Group));  // the CPU backend runs them (test_qlinear.cpp)
+  CHECK(be->caps().supports(WeightFormat::Int8Group));
   CHECK(error_of([&] { (void)pack_linear(host, ShardSpec{}, WeightFormat::Int4Group); }).find("int4-group") !=
         std::string::npos);
   LinearWeight q = packed;  // bf16 data, no scales, no group: not a quantized weight
@@ -372,7 +372,7 @@ TEST_CASE("quantized load_linear: canonical on a backend with the format; dense,
 
   // The CPU backend (no quantized kernels yet): dense in the weight dtype, the dequantized values.
   auto cpu = make_cpu_backend(1);
-  if (!cpu->supports(WeightFormat::Int8Group)) {
+  if (!cpu->caps().supports(WeightFormat::Int8Group)) {
     const LinearWeight dense = load_linear(ck, gate_up, ShardSpec{}, DType::F32, *cpu, &fallbacks);
     CHECK(dense.format == WeightFormat::DenseF32);
     CHECK(std::memcmp(dense.data.data, want.data, want.nbytes()) == 0);

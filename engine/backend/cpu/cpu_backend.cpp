@@ -45,7 +45,15 @@ void check_f32(const Tensor& t, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, ActQuantMode act_quant) : pool_(threads), act_quant_(act_quant) {}
+  CpuBackend(int threads, ActQuantMode act_quant) : pool_(threads), act_quant_(act_quant) {
+    caps_.weight_formats = {WeightFormat::DenseF32, WeightFormat::DenseF16, WeightFormat::DenseBF16,
+                            WeightFormat::Int4Group, WeightFormat::Int8Group};
+    caps_.input_perm = true;
+    caps_.quantized_embed = true;
+    caps_.kv_dtypes = {KvCacheDtype::Auto, KvCacheDtype::Int8, KvCacheDtype::Fp8};
+    caps_.kv_exact_rows = {KvCacheDtype::Fp8};
+    caps_.sampling = true;  // the reference sampler (host rows; engine/sample's step sampler draws them itself)
+  }
 
   Device device() const override { return Device::CPU; }
   std::string name() const override {
@@ -53,9 +61,6 @@ class CpuBackend final : public Backend {
            ", quantized " + kernels::qlinear_isa() + ", act-quant " + act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
-  // The reference sampler (host rows): engine/sample's step sampler draws host rows itself, with
-  // the same stages, so this serves the parity table and callers holding jobs.
-  bool can_sample() const override { return true; }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
     return cpu_sample(logits, jobs);
   }
@@ -93,7 +98,6 @@ class CpuBackend final : public Backend {
     });
   }
 
-  bool supports_quantized_embed() const override { return true; }
   // Rows of the packed table dequantized one at a time (the values the float table would hold).
   void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
     const kernels::QWeightView view = cpu_qweight_view(table);
@@ -130,12 +134,8 @@ class CpuBackend final : public Backend {
   }
 
   using Backend::linear;  // the LinearWeight overload
-  bool supports(WeightFormat f) const override {
-    return is_dense(f) || f == WeightFormat::Int4Group || f == WeightFormat::Int8Group;
-  }
 
   LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical); }
-  bool supports_input_perm() const override { return true; }
 
   // Int8 mode: x quantized once (scratch kept across calls), then the output rows split over the
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
@@ -207,8 +207,6 @@ class CpuBackend final : public Backend {
     });
   }
 
-  bool supports_kv_cache(KvCacheDtype) const override { return true; }
-  bool supports_kv_exact_rows(KvCacheDtype d) const override { return d == KvCacheDtype::Fp8; }
 
   void write_kv(const Tensor& qkv, const DeviceBatch& b, int hq, int hkv, KvLayer& cache) override {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = hkv * D;

@@ -8,10 +8,8 @@ namespace llmctl {
 
 namespace {
 void check_group_size(const LinearWeight& w) {
-  LLM_CHECK(w.group_size == 16 || (w.group_size > 0 && w.group_size % 32 == 0))
-      << weight_format_name(w.format) << ": group size " << w.group_size << " (16 or a multiple of 32)";
-  LLM_CHECK(w.k % 32 == 0 && w.k % w.group_size == 0)
-      << weight_format_name(w.format) << ": K " << w.k << " must be a multiple of 32 and of the group size " << w.group_size;
+  LLM_CHECK(int_group_shape_ok(w.k, w.group_size))
+      << weight_format_name(w.format) << ": K " << w.k << " in groups of " << w.group_size << " (" << kIntGroupRule << ")";
 }
 // Scales and zeros: [N, K / group] of one float dtype, F16 or F32.
 void check_group_params(const LinearWeight& w) {

@@ -42,6 +42,13 @@ std::unique_ptr<Backend> make_cuda_backend(DType compute_dtype, int device_index
 
 CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions options)
     : dtype_(compute_dtype), options_(options), device_(device_index) {
+  caps_.weight_formats = {WeightFormat::DenseF32, WeightFormat::DenseF16, WeightFormat::DenseBF16,
+                          WeightFormat::Int4Group, WeightFormat::Int8Group};
+  caps_.input_perm = true;
+  caps_.kv_dtypes = {KvCacheDtype::Auto, KvCacheDtype::Int8, KvCacheDtype::Fp8};
+  caps_.kv_exact_rows = {KvCacheDtype::Fp8};
+  caps_.sampling = true;
+  caps_.graphs = options_.graphs;
   LLM_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16) << "CUDA compute dtype must be bf16 or f16, got "
                                                            << dtype_name(dtype_);
   LLM_CHECK(cuda_device_available()) << "no CUDA device";

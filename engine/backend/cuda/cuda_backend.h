@@ -64,13 +64,11 @@ class CudaBackend final : public Backend {
   std::optional<size_t> kv_cache_budget(double fraction, size_t reserve) override;
 
   // Graphs (cuda_graphs.cpp): the first run of a key is eager (it sizes workspaces), then captured.
-  bool graphs_enabled() const override { return options_.graphs; }
   void run_graph(uint64_t key, const std::function<void()>& body) override;
   void clear_graphs() override;
   size_t num_graphs() const { return graphs_.size(); }
 
   // Device sampling (cuda_sampling.cpp).
-  bool can_sample() const override { return true; }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override;
   const CudaOptions& options() const { return options_; }
   const cuda::GemmTuner* gemm_tuner() const { return tuner_.get(); }
@@ -89,15 +87,11 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   using Backend::linear;  // the LinearWeight overload
   // Dense, Int4Group and Int8Group (act-order too; cuda_quantized.cpp).
-  bool supports(WeightFormat f) const override;
-  bool supports_input_perm() const override;
   LinearWeight upload_quantized(const LinearWeight& canonical) override;
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
-  // Auto, int8 and fp8 (cuda_quantized.cpp).
-  bool supports_kv_cache(KvCacheDtype d) const override;
-  // fp8's exact open-block rows (cuda_exact_rows.cpp): in device memory
-  // (KvExactStore::k_dev), read by the per-token attention, stored after it.
-  bool supports_kv_exact_rows(KvCacheDtype d) const override;
+  // KV caches auto, int8 and fp8 (cuda_quantized.cpp); fp8's exact open-block rows
+  // (cuda_exact_rows.cpp): in device memory (KvExactStore::k_dev), read by the per-token
+  // attention, stored after it.
   void reserve_exact_slots(std::vector<KvLayer>& cache, int slots) override;
   void copy_exact_rows(std::vector<KvLayer>& cache, const std::vector<int32_t>& pairs) override;
   void rope(Tensor& qkv, const DeviceBatch& b, const RopeParams& p, int num_q_heads, int num_kv_heads) override;

@@ -12,10 +12,6 @@
 
 namespace llmctl {
 
-bool CudaBackend::supports_kv_exact_rows(KvCacheDtype d) const {
-  return d == KvCacheDtype::Fp8 && supports_kv_cache(d);
-}
-
 void CudaBackend::reserve_exact_slots(std::vector<KvLayer>& cache, int slots) {
   for (KvLayer& l : cache) {
     LLM_CHECK(l.exact) << "reserve_exact_slots: a cache without exact rows";

@@ -20,24 +20,12 @@ bool has_offsets(const Tensor& zeros) { return !zeros.empty() && zeros.numel() >
 
 }  // namespace
 
-bool CudaBackend::supports(WeightFormat f) const {
-  return is_dense(f) || f == WeightFormat::Int4Group || f == WeightFormat::Int8Group;
-}
-
-bool CudaBackend::supports_input_perm() const { return true; }
-
-bool CudaBackend::supports_kv_cache(KvCacheDtype d) const {
-  return d == KvCacheDtype::Auto || d == KvCacheDtype::Int8 || d == KvCacheDtype::Fp8;
-}
-
 LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
   require_support(c.format);
   const int bits = c.format == WeightFormat::Int4Group ? 4 : 8;
   const int64_t N = c.n, K = c.k;
-  LLM_CHECK(N > 0 && K > 0 && K % 32 == 0) << "upload_quantized: [N, K] = [" << N << ", " << K
-                                           << "], K must be a multiple of 32";
-  LLM_CHECK(c.group_size == 16 || (c.group_size > 0 && c.group_size % 32 == 0 && K % c.group_size == 0))
-      << "upload_quantized: group " << c.group_size << " for K " << K;
+  LLM_CHECK(N > 0 && int_group_shape_ok(K, c.group_size))
+      << "upload_quantized: [N, K] = [" << N << ", " << K << "] in groups of " << c.group_size << " (" << kIntGroupRule << ")";
   LLM_CHECK(c.data.device == Device::CPU && (c.data.dtype == DType::U8 || c.data.dtype == DType::I8) &&
             c.data.numel() == N * K)
       << "upload_quantized: codes must be host U8 [" << N << ", " << K << "], got " << dtype_name(c.data.dtype)
@@ -126,7 +114,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
 }
 
 void CudaBackend::check_quant_cache(const KvLayer& c, int hkv) const {
-  LLM_REQUIRE(supports_kv_cache(c.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(c.quant)
+  LLM_REQUIRE(caps_.supports_kv_cache(c.quant)) << "backend " << name() << " has no " << kv_cache_dtype_name(c.quant)
                                           << " KV cache";
   const bool int8 = c.quant == KvCacheDtype::Int8;
   LLM_CHECK(c.k.rank() == 4 && c.k.shape == c.v.shape && c.k.dim(2) == hkv)

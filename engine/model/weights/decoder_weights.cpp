@@ -88,7 +88,7 @@ DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, st
     DecoderWeights::Layer* L = s.layer >= 0 ? &w.layers.at(size_t(s.layer - first)) : nullptr;
     switch (s.role) {
       case WeightRole::Embed:
-        if (table_is_lm_head && backend.supports_quantized_embed()) {
+        if (table_is_lm_head && backend.caps().quantized_embed) {
           // One packed table for both ends: rows dequantized at lookup, the lm_head on the codes;
           // the float table is never uploaded.
           w.embed = load_linear(ckpt, quantized_lm_head(s), spec, w.weight_dtype, backend, &dense_fallbacks);

@@ -199,9 +199,7 @@ LinearWeight pack_quantized_linear(quant::GroupAffineWeight&& w, const ShardSpec
   return lw;
 }
 
-bool quantized_group_supported(int group, int64_t k) {
-  return group > 0 && k % group == 0 && (group == 16 || group % 32 == 0) && k % 32 == 0;
-}
+bool quantized_group_supported(int group, int64_t k) { return int_group_shape_ok(k, group); }
 
 LinearWeight pack_linear(const Tensor& host_slice, const ShardSpec& spec, WeightFormat format) {
   LLM_REQUIRE(is_dense(format)) << "packing weights into format " << weight_format_name(format)
@@ -232,9 +230,9 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
     std::string why;
     if (std::optional<quant::GroupAffineWeight> q = gather_quantized_shard(ck, src, spec, &why)) {
       const WeightFormat f = q->bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
-      if (!backend.supports(f))
+      if (!backend.caps().supports(f))
         why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights";
-      else if (!q->perm.empty() && !backend.supports_input_perm())
+      else if (!q->perm.empty() && !backend.caps().input_perm)
         why = "backend " + backend.name() + " does not run act-order (input-permuted) quantized weights";
       else if (!quantized_group_supported(q->group, q->k))
         why = "quantization groups of " + std::to_string(q->group) + " inputs over K = " + std::to_string(q->k) +
