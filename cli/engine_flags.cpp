@@ -69,6 +69,16 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "llama.cpp; faster) or kept f32 (none; exact up to summation order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "none"}));
+  s->add_option("--cpu-isa", f.cpu_isa,
+                "CPU kernels, for measurements and A/B runs: auto (the best this CPU has), or step down to "
+                "avx512-vnni, avx2 or scalar")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "avx512-vnni", "avx2", "scalar"}));
+  s->add_option("--cpu-qweight-layout", f.cpu_qweight_layout,
+                "CPU quantized weights, for measurements: auto (16-row lanes where the SIMD kernels take them) or "
+                "rows (the row-major layout)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "rows"}));
   s->add_option("--quantized-weights", f.quantized_weights,
                 "quantized linears (int4/int8 groups, GGUF blocks): keep (run by the quantized kernels: least "
                 "memory), dequantize (to the compute dtype at load) or auto (keep on the CPU; on CUDA dequantize "
@@ -146,6 +156,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
+  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows"};
   const auto qw = parse_quantized_weights(f.quantized_weights);
   LLM_REQUIRE(qw) << "--quantized-weights " << f.quantized_weights << ": expected auto, keep or dequantize";
   ro.quantized_weights = *qw;

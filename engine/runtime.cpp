@@ -157,7 +157,7 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
                           ? opts.threads
                           : std::max(1, int(std::thread::hardware_concurrency()) / ranks);
   if (!rt.backend) {
-    rt.backend = make_cpu_backend(threads, opts.act_quant);
+    rt.backend = make_cpu_backend(threads, opts.act_quant, opts.cpu_kernels);
     rt.threads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
   }
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;

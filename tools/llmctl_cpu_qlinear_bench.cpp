@@ -97,8 +97,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--tokens")) tokens = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--min-ms")) min_ms = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--cpu-isa")) kernels::select_cpu_kernels(argv[i + 1], false);
     else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx2|scalar]\n",
+                   argv[0]);
       return 2;
     }
   }

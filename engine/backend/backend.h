@@ -247,6 +247,14 @@ class Backend {
 };
 
 // act_quant: what the quantized linears do with the activations (engine/backend/act_quant.h).
-std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8);
+// kernels: which CPU kernels the process runs (kernels/cpu/qlinear.h select_cpu_kernels), chosen
+// here before any weight is packed; nullopt keeps the process's choice (the best the CPU has, unless
+// an earlier backend stepped down).
+struct CpuKernelOptions {
+  std::string isa = "auto";  // auto | avx512-vnni | avx2 | scalar
+  bool rows_layout = false;  // quantized weights in the Rows layout, not RowLane16
+};
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8,
+                                          const std::optional<CpuKernelOptions>& kernels = std::nullopt);
 
 }  // namespace llmctl

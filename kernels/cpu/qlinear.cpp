@@ -3,8 +3,9 @@
 #include "kernels/cpu/qlinear.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear_impl.h"
@@ -15,23 +16,25 @@ namespace llmctl::kernels {
 namespace detail {
 namespace {
 enum class Isa { Scalar, Avx2, Avx512 };
-Isa detect_isa() {
+bool has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  // LLMCTL_QLINEAR_ISA=avx2|scalar steps down to a slower variant (to measure or compare them).
-  const char* want = std::getenv("LLMCTL_QLINEAR_ISA");
-  const bool avx2 = cpu_has_avx2();  // with fma and f16c
-  if (want && std::strcmp(want, "scalar") == 0) return Isa::Scalar;
-  if (want && std::strcmp(want, "avx2") == 0 && avx2) return Isa::Avx2;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-    return Isa::Avx512;
-  if (avx2) return Isa::Avx2;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
 #endif
+}
+Isa best_isa() {
+  if (has_avx512_vnni()) return Isa::Avx512;
+  if (cpu_has_avx2()) return Isa::Avx2;  // with fma and f16c
   return Isa::Scalar;
 }
-const Isa g_isa = detect_isa();
+Isa g_isa = best_isa();
+bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 }  // namespace
+
+bool rows_layout_selected() { return g_rows_layout; }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
 
@@ -157,6 +160,24 @@ void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
   KERNEL_CHECK(row >= 0 && row < w.n) << "dequantize row " << row << " of " << w.n;
   if (w.layout == QLayout::RowLane16) return detail::dequantize_row_rowlane(w, row, out);
   detail::dequantize_row_rows(w, row, out);
+}
+
+void select_cpu_kernels(std::string_view isa, bool rows_layout) {
+  using detail::Isa;
+  Isa want = detail::best_isa();
+  if (isa == "avx512-vnni") {
+    if (!detail::has_avx512_vnni()) KERNEL_FAIL() << "--cpu-isa avx512-vnni: this CPU lacks AVX-512 VNNI";
+    want = Isa::Avx512;
+  } else if (isa == "avx2") {
+    if (!cpu_has_avx2()) KERNEL_FAIL() << "--cpu-isa avx2: this CPU lacks AVX2 with FMA and F16C";
+    want = Isa::Avx2;
+  } else if (isa == "scalar") {
+    want = Isa::Scalar;
+  } else if (isa != "auto") {
+    KERNEL_FAIL() << "unknown CPU kernel ISA '" << std::string(isa) << "' (auto, avx512-vnni, avx2 or scalar)";
+  }
+  detail::g_isa = want;
+  detail::g_rows_layout = rows_layout;
 }
 
 const char* qlinear_isa() {

@@ -33,6 +33,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace llmctl::kernels {
 
@@ -106,8 +107,13 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
 // lookup into a quantized table, without the table in floats. Either layout.
 void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out);
 
-// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"), picked at run time
-// (the environment variable LLMCTL_QLINEAR_ISA=avx2|scalar steps down, to measure the others).
+// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"): the best the CPU has,
+// unless select_cpu_kernels stepped down.
 const char* qlinear_isa();
+// For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
+// CPU has), "avx512-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown
+// name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One
+// choice per process, made before any weight is packed (the CPU backend's construction).
+void select_cpu_kernels(std::string_view isa, bool rows_layout);
 
 }  // namespace llmctl::kernels

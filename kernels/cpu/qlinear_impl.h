@@ -10,7 +10,8 @@
 namespace llmctl::kernels::detail {
 
 // Which variants this CPU can run (CPUID, checked once).
-bool cpu_has_avx512_vnni();  // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
+bool cpu_has_avx512_vnni();
+bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)  // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
 // sums sum[2b + h] = scale * (sum of the 16 codes), codes rounded to nearest even. The variants give

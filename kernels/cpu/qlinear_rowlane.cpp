@@ -226,11 +226,8 @@ void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType
 }
 
 QLayout qweight_preferred_layout(int /*bits*/, int group) {
-  // LLMCTL_QLINEAR_LAYOUT=rows keeps the Rows layout (to measure one against the other).
-  static const bool rows_only = [] {
-    const char* v = std::getenv("LLMCTL_QLINEAR_LAYOUT");
-    return v && std::strcmp(v, "rows") == 0;
-  }();
+  // select_cpu_kernels(..., rows_layout) keeps the Rows layout (to measure one against the other).
+  const bool rows_only = detail::rows_layout_selected();
   const bool simd = std::strcmp(qlinear_isa(), "scalar") != 0;  // AVX-512 VNNI or AVX2
   return simd && group % 32 == 0 && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
 }

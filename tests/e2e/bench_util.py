@@ -17,7 +17,18 @@ def paths():
     return os.path.join(build, "llmctl"), src, os.path.join(home, "models/SmolLM2-135M-Instruct/hf")
 
 
+def cpu_isa():
+    """--cpu-isa X after BUILD_DIR: the ctest entries that step the CPU kernels down pass it on to
+    every llmctl command that takes it."""
+    return sys.argv[sys.argv.index("--cpu-isa") + 1] if "--cpu-isa" in sys.argv[2:] else None
+
+
 def run(cmd, timeout=300):
+    isa = cpu_isa()
+    if isa and len(cmd) > 2 and (cmd[1] in ("generate", "chat", "serve") or
+                                 (cmd[1] == "bench" and cmd[2] in ("throughput", "latency", "ppl"))):
+        at = 3 if cmd[1] == "bench" else 2
+        cmd = cmd[:at] + ["--cpu-isa", isa] + cmd[at:]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         print("command:", " ".join(cmd))

@@ -7,7 +7,7 @@
   dequantized to f32 (the HF directory is the GGUF dequantized) within 1e-3 relative -- they add no
   error of their own; with int8 activations (default) within 1%: that is activation quantization's cost.
 - Batch invariance: four greedy prompts in one batch give the tokens each gives alone.
-Usage: test_quantized_inference.py BUILD_DIR
+Usage: test_quantized_inference.py BUILD_DIR [--cpu-isa ISA]
 """
 import json
 import os
@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import load, paths, run  # noqa: E402
+from bench_util import cpu_isa, load, paths, run  # noqa: E402
 
 llmctl, src, model = paths()
 gguf = os.path.join(os.path.dirname(model), "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -27,7 +27,7 @@ tmp = tempfile.mkdtemp()
 
 p = run([llmctl, "generate", "--model", gguf, "-n", "4", "--temperature", "0", "Hello"])
 assert "weights Q4_1 GGUF, run quantized" in p.stderr, p.stderr
-if os.environ.get("LLMCTL_QLINEAR_ISA") == "avx2":  # the ctest entry that steps down: it does
+if cpu_isa() == "avx2":  # the ctest entry that steps down: it does
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     if all(f" {f} " in flags.replace("\n", " ") for f in ("avx2", "fma", "f16c")):
         assert "quantized avx2" in p.stderr, p.stderr

@@ -1,15 +1,41 @@
 // Unit test runner: doctest with its own main so that a run in which a test case was skipped
 // (LLMCTL_SKIP, tests/unit/skip.h) and nothing failed exits 77: ctest reports it SKIPPED.
+// --cpu-isa=ISA (taken out before doctest reads the rest) steps the CPU kernels down for the whole
+// run (kernels::select_cpu_kernels); a CPU without that ISA skips the run (exit 77).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <exception>
+#include <string_view>
+#include <vector>
 
+#include "kernels/cpu/qlinear.h"
 #include "skip.h"
 
 int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.rfind("--cpu-isa=", 0) != 0) {
+      args.push_back(argv[i]);
+      continue;
+    }
+    const std::string_view isa = a.substr(10);
+    if (isa != "auto" && isa != "avx512-vnni" && isa != "avx2" && isa != "scalar") {
+      std::printf("--cpu-isa=%.*s: expected auto, avx512-vnni, avx2 or scalar\n", int(isa.size()), isa.data());
+      return 2;
+    }
+    try {
+      llmctl::kernels::select_cpu_kernels(isa, false);
+    } catch (const std::exception& e) {
+      std::printf("SKIPPED: %s\n", e.what());
+      return 77;
+    }
+    std::printf("CPU kernels: %s\n", llmctl::kernels::qlinear_isa());
+  }
   doctest::Context ctx;
-  ctx.applyCommandLine(argc, argv);
+  ctx.applyCommandLine(int(args.size()), args.data());
   const int rc = ctx.run();
   if (ctx.shouldExit() || rc != 0) return rc;
   if (llmctl::test::skipped_cases() > 0) {

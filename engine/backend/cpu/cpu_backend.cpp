@@ -17,6 +17,7 @@
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
+#include "kernels/kernel_check.h"
 
 namespace llmctl {
 
@@ -509,7 +510,15 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quant) {
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quant,
+                                          const std::optional<CpuKernelOptions>& kernels) {
+  if (kernels) {
+    try {
+      kernels::select_cpu_kernels(kernels->isa, kernels->rows_layout);
+    } catch (const KernelError& e) {  // an ISA this CPU lacks: the user's choice, not a fault
+      throw InputError(e.what());
+    }
+  }
   return std::make_unique<CpuBackend>(num_threads, act_quant);
 }
 
