@@ -1,6 +1,8 @@
 // Engine: continuous batching over the paged KV cache. Requests are submitted with their sampling
-// parameters; each step() asks the Scheduler who runs, builds one BatchPlan, runs the model once,
-// samples every sequence that produced logits and reports text as it becomes safe to emit.
+// parameters; each step() is schedule -> execute -> update: the Scheduler says who runs, the step
+// is planned (step_plan.h: one BatchPlan and its StepSampling), the Executor runs the model and
+// draws the tokens below it (it returns a StepOutput; the engine never sees logits), and the
+// sequences advance by their tokens, reporting text as it becomes safe to emit.
 //
 // A request with n > 1 (or best_of) runs its prompt once: after the prompt step, each child samples
 // its first token from the same logits (with its own seed) and is forked from the parent, sharing
