@@ -4,7 +4,8 @@
 # EOS ignored), then `bench latency` decode at batch 1 and 32. Prints each run's wall time and
 # tokens/s, and whether the two builds' outputs are identical (they must be: a refactor of the step
 # changes no token). For changes to the engine's step (issue: schedule -> execute -> update).
-# Usage: scripts/bench-engine-ab.sh OLD_LLMCTL NEW_LLMCTL [ROUNDS]   (default 2 rounds)
+# Usage: scripts/bench-engine-ab.sh OLD_LLMCTL NEW_LLMCTL [ROUNDS]   (default 2 rounds; the order
+# alternates: old first in odd rounds, new first in even ones)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OLD=$1 NEW=$2 ROUNDS=${3:-2}
@@ -29,18 +30,21 @@ for i in range(64):
 PY
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for round in $(seq "$ROUNDS"); do
-  for side in old new; do
+  order="old new"; [ $((round % 2)) = 0 ] && order="new old"  # alternate which goes first
+  for side in $order; do
     bin=$OLD; [ $side = new ] && bin=$NEW
     t0=$(date +%s.%N)
     "$bin" generate --model "$MODEL" --prompts "$TMP/reqs.jsonl" --max-num-seqs 64 --max-num-batched-tokens 512 \
       >"$TMP/$side.jsonl" 2>"$TMP/$side.err"
     t1=$(date +%s.%N)
-    echo "round $round $side: generate --prompts $(python3 -c "print(f'{$t1 - $t0:.2f}')") s; $(grep -o '[0-9.]* tok/s[^|]*' "$TMP/$side.err" | head -2 | tr '\n' ' ')"
+    echo "round $round $side: generate --prompts $(python3 -c "print(f'{$t1 - $t0:.2f}')") s wall;" \
+      "$(grep -o 'in [0-9.]* s: [^|]*' "$TMP/$side.err" | head -1)"
   done
 done
 cmp -s "$TMP/old.jsonl" "$TMP/new.jsonl" && echo "outputs identical (64 requests)" || echo "OUTPUTS DIFFER"
 for round in $(seq "$ROUNDS"); do
-  for side in old new; do
+  order="old new"; [ $((round % 2)) = 0 ] && order="new old"
+  for side in $order; do
     bin=$OLD; [ $side = new ] && bin=$NEW
     "$bin" bench latency --model "$MODEL" --batch 1,32 --input-len 64 --output-len 64 --warmup 1 --json - 2>/dev/null |
       python3 -c "
