@@ -1,5 +1,6 @@
 #include "engine/backend/cpu/cpu_sampling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 
