@@ -20,15 +20,22 @@ bool BackendCaps::supports_kv_exact_rows(KvCacheDtype d) const {
   return std::find(kv_exact_rows.begin(), kv_exact_rows.end(), d) != kv_exact_rows.end();
 }
 
+namespace {
+// "a,b,c" from the names of items.
+template <class T, class NameFn>
+std::string join_names(const std::vector<T>& items, NameFn name) {
+  std::string s;
+  for (const T& x : items) s += (s.empty() ? "" : ",") + std::string(name(x));
+  return s;
+}
+}  // namespace
+
 std::string BackendCaps::describe() const {
-  std::string s = "weights";
-  for (size_t i = 0; i < weight_formats.size(); ++i) s += (i ? "," : " ") + std::string(weight_format_name(weight_formats[i]));
+  std::string s = "weights " + join_names(weight_formats, weight_format_name);
   if (input_perm) s += " (act-order)";
   if (quantized_embed) s += ", quantized embeddings";
-  s += "; kv";
-  for (size_t i = 0; i < kv_dtypes.size(); ++i) s += (i ? "," : " ") + std::string(kv_cache_dtype_name(kv_dtypes[i]));
-  for (size_t i = 0; i < kv_exact_rows.size(); ++i)
-    s += (i ? "," : " (exact ") + std::string(kv_cache_dtype_name(kv_exact_rows[i])) + (i + 1 == kv_exact_rows.size() ? ")" : "");
+  s += "; kv " + join_names(kv_dtypes, kv_cache_dtype_name);
+  if (!kv_exact_rows.empty()) s += " (exact " + join_names(kv_exact_rows, kv_cache_dtype_name) + ")";
   if (sampling) s += "; sampling";
   if (graphs) s += "; graphs";
   return s;
