@@ -13,7 +13,7 @@ void propose_drafts(Scheduler& sched, const Proposer& proposer, std::vector<int6
   const KvCacheGroups& kv = sched.kv();
   int spare_blocks = kv.num_available_blocks() - int(decoding.size());
   for (int64_t seq_id : decoding) {
-    const Request& q = sched.request(seq_id);
+    const Sequence& q = sched.sequence(seq_id);
     // The step writes positions [N - 1, N - 1 + d]: N + d slots. The table holds `held` blocks; the
     // sequence's own token needs blocks_for(N), the drafts what lies beyond.
     const int n = int(q.tokens.size()), B = kv.block_size();

@@ -125,8 +125,8 @@ void Engine::propose_drafts() {
     if (!r->forked && r->seqs.size() > 1) continue;
     for (const EngineSequence& s : r->seqs) {
       if (s.done || s.seq_id < 0 || !sched_->has(s.seq_id)) continue;
-      const llmctl::Request& q = sched_->request(s.seq_id);
-      if (q.state == RequestState::running && q.num_draft == 0 && q.num_pending() == 1 && q.num_generated() >= 1)
+      const Sequence& q = sched_->sequence(s.seq_id);
+      if (q.state == SeqStatus::running && q.num_draft == 0 && q.num_pending() == 1 && q.num_generated() >= 1)
         decoding.push_back(s.seq_id);
     }
   }
@@ -404,7 +404,7 @@ int Engine::num_running_requests() const {
   int n = 0;
   for (const auto& [id, r] : requests_)
     for (const EngineSequence& q : r->seqs)
-      if (q.seq_id >= 0 && sched_->has(q.seq_id) && sched_->request(q.seq_id).state == RequestState::running) {
+      if (q.seq_id >= 0 && sched_->has(q.seq_id) && sched_->sequence(q.seq_id).state == SeqStatus::running) {
         ++n;
         break;
       }

@@ -1,6 +1,6 @@
 // A user request inside the Engine: its sequences (n of them, or best_of), their sampling state,
 // text and stream position, and what ends them. The scheduler holds each running sequence's
-// tokens and KV blocks under its seq_id (engine/sched/request.h); this is the side that turns
+// tokens and KV blocks under its seq_id (engine/sched/sequence.h); this is the side that turns
 // tokens into outputs.
 //
 // A sequence: running -> done (finish_reason "stop" | "length" | "abort" | "error"). The request

@@ -32,7 +32,7 @@ StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const Own
     }
     if (ss.samples) {
       const int d = ss.num_draft;  // the sequence's last d tokens, verified by rows 0..d-1 of the chain
-      const std::vector<int32_t>& tokens = sched.request(ss.seq_id).tokens;
+      const std::vector<int32_t>& tokens = sched.sequence(ss.seq_id).tokens;
       const int row = int(logits_rows.size());
       e.draw_begin = draws.size();
       e.chain_len = d + 1;

@@ -153,7 +153,7 @@ def self_test():
         if include_violations(root):
             failures.append(f"includes: a clean tree was reported: {include_violations(root)}")
         write(f"{root}/kernels/cpu/linear.h", '#include "engine/core/error.h"\n')              # kernels -> core
-        write(f"{root}/engine/model/model.h", '#include "engine/sched/request.h"\n')           # model -> engine
+        write(f"{root}/engine/model/model.h", '#include "engine/sched/sequence.h"\n')           # model -> engine
         write(f"{root}/engine/sched/batch.cpp", '#include "kernels/cpu/linear.h"\n')           # not a backend
         write(f"{root}/bench/run.cpp", '#include "server/http.h"\n')                    # bench -> server
         write(f"{root}/tools/score.cpp", '#include "kernels/cpu/linear.h"\n')                 # a tool, not a benchmark

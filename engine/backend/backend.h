@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "engine/backend/act_quant.h"
-#include "engine/backend/batch_plan.h"
 #include "engine/backend/kv_cache_dtype.h"
 #include "engine/backend/kv_exact_rows.h"
 #include "engine/backend/linear_weight.h"
+#include "engine/core/batch_plan.h"
+#include "engine/core/sample_job.h"
 #include "engine/core/tensor.h"
 
 namespace llmctl {
@@ -67,24 +68,6 @@ struct DeviceBatch {
   // i32 [T] and [S, Mw]: the plan's window tables (empty without them); the runner hands them to
   // sliding layers as slot_mapping and block_table of a batch of their own
   Tensor window_slot_mapping, window_block_table;
-};
-
-// Sampling on the device (engine/sample/device_sampling.h builds the jobs): one token per job from
-// a row of the step's logits, following engine/sample/logits_processors.h.
-struct LogitEdit {
-  enum : uint32_t { kBias = 1, kSuppress = 2, kSubtract = 4, kRepeat = 8 };
-  int32_t id = 0;
-  uint32_t flags = 0;
-  float bias = 0, sub = 0;  // += bias; -= sub (presence + frequency * count)
-};
-struct SampleJob {
-  int row = 0;
-  int vocab = 0;  // ids [0, vocab) may be drawn (0: the whole row); ids past it never are
-  int top_k = 0;
-  float temperature = 0;  // 0: greedy
-  float top_p = 1, min_p = 0, repetition_penalty = 1;
-  double u = 0;                // the draw, counter_uniform(seed, step)
-  std::vector<LogitEdit> edits;  // unique ids
 };
 
 // What a backend can do, set once at construction (Backend::caps()): the loader, the runner, the

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 
 namespace llmctl {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 
 namespace llmctl {
 

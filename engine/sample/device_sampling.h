@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/backend/backend.h"
+#include "engine/core/sample_job.h"
 #include "engine/sample/sampling_params.h"
 #include "engine/sample/sequence_state.h"
 

@@ -28,7 +28,7 @@ SequenceState::SequenceState(const SamplingParams& params, std::span<const int> 
 bool SequenceState::in_prompt(int id) const { return std::binary_search(prompt_ids.begin(), prompt_ids.end(), id); }
 
 void SequenceState::append(int token, float logprob) {
-  output_ids.push_back(token);
+  ++generated;
   ++output_counts[token];
   cumulative_logprob += logprob;
 }

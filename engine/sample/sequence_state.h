@@ -18,7 +18,7 @@ struct SequenceState {
   uint64_t seed = 0;                           // draw k of this sequence is counter_uniform(seed, k)
   std::vector<int> prompt_ids;                 // sorted, unique: the repetition penalty's prompt part
   std::vector<int> stop_ids;                   // suppressed before min_tokens: stop_token_ids + EOS
-  std::vector<int> output_ids;                 // generated so far
+  int generated = 0;                           // tokens drawn so far (the engine keeps the ids)
   std::unordered_map<int, int> output_counts;  // id -> times generated (presence/frequency)
   double cumulative_logprob = 0;               // sum of the chosen tokens' raw logprobs
 
@@ -27,7 +27,7 @@ struct SequenceState {
                 std::span<const int> eos_ids);
   SequenceState() = default;
 
-  int num_generated() const { return int(output_ids.size()); }
+  int num_generated() const { return generated; }
   int count(int id) const {
     auto it = output_counts.find(id);
     return it == output_counts.end() ? 0 : it->second;

@@ -47,7 +47,7 @@ BatchPlan build_batch_plan(const SchedulerOutput& out, const Scheduler& sched, s
   plan.token_ids.reserve(out.num_tokens);
   plan.positions.reserve(out.num_tokens);
   for (const ScheduledSeq& s : out.seqs) {
-    const Request& r = sched.request(s.seq_id);
+    const Sequence& r = sched.sequence(s.seq_id);
     LLM_CHECK(s.start + s.num_new <= int(r.tokens.size())) << "scheduled tokens of request " << s.seq_id
                                                            << " exceed its tokens";
     for (int p = s.start; p < s.start + s.num_new; ++p) {

@@ -1,5 +1,5 @@
 // build_batch_plan: turns one SchedulerOutput into the BatchPlan the model consumes (see
-// engine/backend/batch_plan.h for the arrays). Sequences keep the output's order: the new tokens of
+// engine/core/batch_plan.h for the arrays). Sequences keep the output's order: the new tokens of
 // out.seqs[i] are rows [query_start[i], query_start[i + 1]) of the plan.
 //
 // Logits rows are decided once, by the caller, before the plan is built: `logits_rows` (ascending
@@ -8,7 +8,7 @@
 #pragma once
 #include <vector>
 
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 #include "engine/sched/scheduler.h"
 
 namespace llmctl {

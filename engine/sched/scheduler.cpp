@@ -8,12 +8,12 @@
 
 namespace llmctl {
 
-const char* to_string(RequestState s) {
+const char* to_string(SeqStatus s) {
   switch (s) {
-    case RequestState::waiting: return "waiting";
-    case RequestState::running: return "running";
-    case RequestState::finished: return "finished";
-    case RequestState::aborted: return "aborted";
+    case SeqStatus::waiting: return "waiting";
+    case SeqStatus::running: return "running";
+    case SeqStatus::finished: return "finished";
+    case SeqStatus::aborted: return "aborted";
   }
   return "?";
 }
@@ -26,15 +26,15 @@ Scheduler::Scheduler(const SchedulerConfig& config, const std::vector<int>& num_
   LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
 }
 
-Request& Scheduler::req(int64_t seq_id) {
-  auto it = reqs_.find(seq_id);
-  LLM_CHECK(it != reqs_.end()) << "unknown request " << seq_id;
+Sequence& Scheduler::seq(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
   return it->second;
 }
 
-const Request& Scheduler::request(int64_t seq_id) const {
-  auto it = reqs_.find(seq_id);
-  LLM_CHECK(it != reqs_.end()) << "unknown request " << seq_id;
+const Sequence& Scheduler::sequence(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
   return it->second;
 }
 
@@ -52,7 +52,7 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
       << "request " << seq_id << ": " << max_total_tokens - 1 << " tokens may need computing in one step, over "
       << "max_num_batched_tokens " << cfg_.max_num_batched_tokens << " (enable chunked prefill)";
   LLM_CHECK(!has(seq_id) && !aborted_in_flight_.count(seq_id)) << "request id " << seq_id << " is in use";
-  Request r;
+  Sequence r;
   r.id = seq_id;
   r.owner = owner;
   r.arrival = next_arrival_++;
@@ -60,14 +60,14 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
   r.tokens = std::move(prompt);
   r.max_total_tokens = max_total_tokens;
   r.prefix_cache = prefix_cache;
-  reqs_.emplace(seq_id, std::move(r));
+  seqs_.emplace(seq_id, std::move(r));
   waiting_.push_back(seq_id);
 }
 
 void Scheduler::insert_running(int64_t seq_id) {
-  const uint64_t a = reqs_.at(seq_id).arrival;
+  const uint64_t a = seqs_.at(seq_id).arrival;
   auto pos = std::upper_bound(running_.begin(), running_.end(), a,
-                              [this](uint64_t x, int64_t id) { return x < reqs_.at(id).arrival; });
+                              [this](uint64_t x, int64_t id) { return x < seqs_.at(id).arrival; });
   running_.insert(pos, seq_id);
 }
 
@@ -77,46 +77,46 @@ void Scheduler::erase_running(int64_t seq_id) {
   running_.erase(it);
 }
 
-void Scheduler::finish(Request& r, RequestState state) {
-  if (r.state == RequestState::running) erase_running(r.id);
-  if (r.state == RequestState::waiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.id));
+void Scheduler::finish(Sequence& r, SeqStatus state) {
+  if (r.state == SeqStatus::running) erase_running(r.id);
+  if (r.state == SeqStatus::waiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.id));
   if (r.num_scheduled > 0) {
     --in_flight_;
-    if (state == RequestState::aborted) aborted_in_flight_.insert(r.id);
+    if (state == SeqStatus::aborted) aborted_in_flight_.insert(r.id);
   }
   kv_.free(r.id);
-  ++(state == RequestState::aborted ? stats_.aborted : stats_.finished);
-  reqs_.erase(r.id);  // r is dangling from here
+  ++(state == SeqStatus::aborted ? stats_.aborted : stats_.finished);
+  seqs_.erase(r.id);  // r is dangling from here
 }
 
 bool Scheduler::abort(int64_t seq_id) {
-  auto it = reqs_.find(seq_id);
-  if (it == reqs_.end()) return false;
-  finish(it->second, RequestState::aborted);
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return false;
+  finish(it->second, SeqStatus::aborted);
   return true;
 }
 
 void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_token, SeqOwner owner) {
-  Request& p = req(parent);
-  LLM_CHECK(p.state == RequestState::running && p.num_scheduled == 0)
+  Sequence& p = seq(parent);
+  LLM_CHECK(p.state == SeqStatus::running && p.num_scheduled == 0)
       << "fork of request " << parent << " that is " << to_string(p.state) << (p.num_scheduled ? " in flight" : "");
   LLM_CHECK(!has(child) && !aborted_in_flight_.count(child)) << "request id " << child << " is in use";
   LLM_CHECK(p.num_draft == 0) << "fork of request " << parent << " with unverified drafts";
   LLM_CHECK(!last_token || p.num_pending() >= 1) << "fork of " << parent << ": its last token is already computed";
-  Request c = p;
+  Sequence c = p;
   c.id = child;
   c.owner = owner;
   c.arrival = next_arrival_++;
   c.num_preemptions = 0;
   if (last_token) c.tokens.back() = *last_token;
   kv_.fork(parent, child);
-  reqs_.emplace(child, std::move(c));
+  seqs_.emplace(child, std::move(c));
   insert_running(child);
 }
 
 void Scheduler::append_draft(int64_t seq_id, std::span<const int32_t> draft) {
-  Request& r = req(seq_id);
-  LLM_CHECK(r.state == RequestState::running && r.num_scheduled == 0)
+  Sequence& r = seq(seq_id);
+  LLM_CHECK(r.state == SeqStatus::running && r.num_scheduled == 0)
       << "drafts for request " << seq_id << " that is " << to_string(r.state) << (r.num_scheduled ? " in flight" : "");
   LLM_CHECK(int64_t(r.tokens.size()) + int64_t(draft.size()) < r.max_total_tokens)
       << "request " << seq_id << ": " << draft.size() << " drafts after " << r.tokens.size()
@@ -128,7 +128,7 @@ void Scheduler::append_draft(int64_t seq_id, std::span<const int32_t> draft) {
   r.num_draft += int(draft.size());
 }
 
-int Scheduler::chunk_size(const Request& r, int budget) const {
+int Scheduler::chunk_size(const Sequence& r, int budget) const {
   const int pending = r.num_pending();
   if (pending <= budget) return pending;
   if (!cfg_.chunked_prefill) return 0;  // must fit whole
@@ -136,7 +136,7 @@ int Scheduler::chunk_size(const Request& r, int budget) const {
   return std::max(0, std::min(budget, r.verify_start() - r.num_computed));
 }
 
-void Scheduler::put(Request& r, int num_new, SchedulerOutput& out, int& budget) {
+void Scheduler::put(Sequence& r, int num_new, SchedulerOutput& out, int& budget) {
   LLM_CHECK(num_new > 0 && num_new <= budget && r.num_scheduled == 0) << "bad chunk for request " << r.id;
   const bool samples = r.num_computed + num_new == int(r.tokens.size());
   LLM_CHECK(samples || r.num_computed + num_new <= r.verify_start())
@@ -149,7 +149,7 @@ void Scheduler::put(Request& r, int num_new, SchedulerOutput& out, int& budget) 
 }
 
 void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
-  Request& v = req(seq_id);
+  Sequence& v = seq(seq_id);
   if (v.num_scheduled > 0) {  // scheduled earlier in this step: take it out again
     std::erase_if(out.seqs, [&](const ScheduledSeq& s) { return s.seq_id == seq_id; });
     out.num_tokens -= v.num_scheduled;
@@ -159,7 +159,7 @@ void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
   }
   kv_.free(seq_id);
   erase_running(seq_id);
-  v.state = RequestState::waiting;
+  v.state = SeqStatus::waiting;
   v.num_computed = 0;
   v.tokens.resize(v.tokens.size() - size_t(v.num_draft));  // drafts are proposed again after recompute
   v.num_draft = 0;
@@ -169,7 +169,7 @@ void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out, int& budget) {
   ++stats_.preemptions;
 }
 
-bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget,
+bool Scheduler::reserve(Sequence& r, int total_tokens, SchedulerOutput& out, int& budget,
                         const std::unordered_set<int64_t>& in_flight_before) {
   while (!kv_.ensure_capacity(r.id, total_tokens)) {
     LLM_CHECK(!running_.empty()) << "no running sequence to preempt";
@@ -183,7 +183,7 @@ bool Scheduler::reserve(Request& r, int total_tokens, SchedulerOutput& out, int&
   return true;
 }
 
-bool Scheduler::prefix_in_progress(const Request& r) const {
+bool Scheduler::prefix_in_progress(const Sequence& r) const {
   if (!kv_.prefix_caching()) return false;
   const int B = kv_.block_size();
   const int first = kv_.peek_cached_tokens(r.tokens) / B;  // first full block not found in the cache
@@ -199,7 +199,7 @@ bool Scheduler::prefix_in_progress(const Request& r) const {
   std::vector<uint64_t> mine, theirs;
   chain(r.tokens, first, mine);
   for (int64_t id : running_) {
-    const Request& o = reqs_.at(id);
+    const Sequence& o = seqs_.at(id);
     const int done = o.num_computed / B, full = int(o.tokens.size()) / B;
     if (full <= first || done > first) continue;  // its block `first` is computed or does not exist
     theirs.clear();
@@ -215,7 +215,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
   if (in_flight_ == 0) aborted_in_flight_.clear();
   std::unordered_set<int64_t> in_flight_before;  // sequences of earlier steps: not in this one
   for (int64_t id : running_)
-    if (reqs_.at(id).num_scheduled > 0) in_flight_before.insert(id);
+    if (seqs_.at(id).num_scheduled > 0) in_flight_before.insert(id);
   SchedulerOutput out;
   int budget = cfg_.max_num_batched_tokens;
   const size_t max_seqs =
@@ -226,7 +226,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size(); ++i) {
       if (out.seqs.size() >= max_seqs || budget == 0) break;
-      Request& r = req(running_[i]);
+      Sequence& r = seq(running_[i]);
       LLM_CHECK(r.num_pending() >= 1) << "running request " << r.id << " has nothing to compute";
       const bool near_sampling = r.num_computed == r.verify_start();
       if (r.num_scheduled > 0 || near_sampling != (pass == 0)) continue;
@@ -240,7 +240,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
   // 3. admit waiting requests FCFS (not in a step that had to preempt: memory is short).
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 && out.seqs.size() < max_seqs &&
          running_.size() < size_t(cfg_.max_num_seqs)) {
-    Request& r = req(waiting_.front());
+    Sequence& r = seq(waiting_.front());
     const int n_total = int(r.tokens.size());
     const int peek = r.prefix_cache ? kv_.peek_cached_tokens(r.tokens) : 0;
     if (!cfg_.chunked_prefill && n_total - peek > budget) break;
@@ -248,7 +248,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
     const std::optional<int> cached = kv_.allocate_prompt(r.id, r.tokens, r.prefix_cache, budget);
     if (!cached) break;  // its blocks cannot be had yet: nobody overtakes it
     waiting_.pop_front();
-    r.state = RequestState::running;
+    r.state = SeqStatus::running;
     r.num_computed = *cached;
     insert_running(r.id);
     ++stats_.admitted;
@@ -274,12 +274,12 @@ bool Scheduler::on_step_done(int64_t seq_id, std::optional<int32_t> sampled, boo
 bool Scheduler::on_step_done(int64_t seq_id, const StepOutcome& o) { return step_done(seq_id, o, true); }
 
 bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported) {
-  auto it = reqs_.find(seq_id);
-  if (it == reqs_.end()) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) {
     LLM_CHECK(aborted_in_flight_.erase(seq_id)) << "on_step_done for request " << seq_id << " not in this step";
     return true;
   }
-  Request& r = it->second;
+  Sequence& r = it->second;
   LLM_CHECK(r.num_scheduled > 0) << "on_step_done for request " << seq_id << " that was not scheduled";
   // Checked before anything changes.
   const bool samples = r.num_computed + r.num_scheduled == int(r.tokens.size());
@@ -308,7 +308,7 @@ bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_repo
   kv_.commit_tokens(r.id, r.tokens, r.num_computed);
   r.tokens.insert(r.tokens.end(), o.appended.begin(), o.appended.end());
   if (o.finished || int(r.tokens.size()) >= r.max_total_tokens) {
-    finish(r, RequestState::finished);
+    finish(r, SeqStatus::finished);
     return true;
   }
   return false;
@@ -316,25 +316,25 @@ bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_repo
 
 void Scheduler::check_invariants() const {
   kv_.check_invariants();
-  LLM_CHECK(waiting_.size() + running_.size() == reqs_.size()) << "queues disagree with the request table";
+  LLM_CHECK(waiting_.size() + running_.size() == seqs_.size()) << "queues disagree with the request table";
   LLM_CHECK(kv_.num_seqs() == int(running_.size())) << "block tables exist for non-running requests";
   int in_flight = 0;
   for (int64_t id : waiting_) {
-    const Request& r = request(id);
-    LLM_CHECK(r.state == RequestState::waiting && r.num_computed == 0 && r.num_scheduled == 0 && r.num_draft == 0 &&
+    const Sequence& r = sequence(id);
+    LLM_CHECK(r.state == SeqStatus::waiting && r.num_computed == 0 && r.num_scheduled == 0 && r.num_draft == 0 &&
               !kv_.has(id))
         << "waiting request " << id << " holds state";
   }
   for (size_t i = 0; i < running_.size(); ++i) {
-    const Request& r = request(running_[i]);
-    LLM_CHECK(r.state == RequestState::running && kv_.has(r.id)) << "running request " << r.id << " has no blocks";
+    const Sequence& r = sequence(running_[i]);
+    LLM_CHECK(r.state == SeqStatus::running && kv_.has(r.id)) << "running request " << r.id << " has no blocks";
     LLM_CHECK(kv_.num_computed(r.id) == r.num_computed) << "request " << r.id << " computed count disagrees";
     LLM_CHECK(r.num_computed + r.num_scheduled <= kv_.table_blocks(r.id) * kv_.block_size())
         << "request " << r.id << " scheduled beyond its blocks";
     LLM_CHECK(r.num_pending() >= 1 && int(r.tokens.size()) < r.max_total_tokens) << "request " << r.id << " should be done";
     LLM_CHECK(r.num_draft >= 0 && r.num_computed <= r.verify_start())
         << "request " << r.id << ": drafts computed without being verified";
-    LLM_CHECK(i == 0 || request(running_[i - 1]).arrival < r.arrival) << "running queue out of arrival order";
+    LLM_CHECK(i == 0 || sequence(running_[i - 1]).arrival < r.arrival) << "running queue out of arrival order";
     in_flight += r.num_scheduled > 0;
   }
   LLM_CHECK(in_flight == in_flight_) << "in-flight count disagrees";

@@ -3,7 +3,7 @@
 // (KvCacheGroups: one KvCacheManager per kind of layer).
 //
 // Model: each running sequence has num_computed tokens in the cache and a target (all its tokens,
-// drafts included, see request.h); a step gives it min(pending, budget) of its pending tokens. There
+// drafts included, see sequence.h); a step gives it min(pending, budget) of its pending tokens. There
 // are no prefill / decode phases, only the priorities below.
 //
 // One engine step:
@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "engine/kv/kv_cache_groups.h"
-#include "engine/sched/request.h"
+#include "engine/sched/sequence.h"
 
 namespace llmctl {
 
@@ -124,7 +124,7 @@ class Scheduler {
   // One KV group per (num_blocks[g], windows[g]) (engine/kv/kv_cache_groups.h).
   Scheduler(const SchedulerConfig& config, const std::vector<int>& num_blocks, const std::vector<int>& windows);
 
-  // Queues a request (waiting). Throws InputError when it can never run: empty prompt, max_total_tokens
+  // Queues a sequence (waiting). Throws InputError when it can never run: empty prompt, max_total_tokens
   // <= prompt length, more blocks than the pool holds, or (without chunked prefill) more tokens than
   // the step budget. Throws if the id is in use.
   // prefix_cache false: no prefix-cache hits for it (every prompt token computed). owner comes back
@@ -146,42 +146,42 @@ class Scheduler {
   [[nodiscard]] SchedulerOutput schedule(const ScheduleLimits& limits = {});
   // Reports a scheduled sequence's step: its new tokens are now in the cache; rejected drafts are cut
   // off and rolled back, the appended tokens become pending. Finishes it when `finished` or when it
-  // reaches max_total_tokens. Returns true when the request is gone (finished now, or aborted while in
+  // reaches max_total_tokens. Returns true when the sequence is gone (finished now, or aborted while in
   // flight).
   bool on_step_done(int64_t seq_id, const StepOutcome& outcome);
   // The one-token form (no drafts verified this step): `sampled` is required when the sequence
   // sampled, unless it finishes.
   bool on_step_done(int64_t seq_id, std::optional<int32_t> sampled, bool finished = false);
 
-  bool has(int64_t seq_id) const { return reqs_.count(seq_id) > 0; }
-  const Request& request(int64_t seq_id) const;
+  bool has(int64_t seq_id) const { return seqs_.count(seq_id) > 0; }
+  const Sequence& sequence(int64_t seq_id) const;
   int num_waiting() const { return int(waiting_.size()); }
   int num_running() const { return int(running_.size()); }
-  bool has_unfinished() const { return !reqs_.empty(); }
+  bool has_unfinished() const { return !seqs_.empty(); }
   const SchedulerConfig& config() const { return cfg_; }
   const KvCacheGroups& kv() const { return kv_; }
   const SchedulerStats& stats() const { return stats_; }
-  // Throws Error unless queues, request states, the cache manager and the pool agree.
+  // Throws Error unless queues, sequence states, the cache manager and the pool agree.
   void check_invariants() const;
 
  private:
-  Request& req(int64_t seq_id);
+  Sequence& seq(int64_t seq_id);
   // With steps in flight, only sequences not in flight_before are preempted (false when none is left).
-  bool reserve(Request& r, int total_tokens, SchedulerOutput& out, int& budget,
+  bool reserve(Sequence& r, int total_tokens, SchedulerOutput& out, int& budget,
                const std::unordered_set<int64_t>& in_flight_before);
   void preempt(int64_t seq_id, SchedulerOutput& out, int& budget);
-  void put(Request& r, int num_new, SchedulerOutput& out, int& budget);
-  int chunk_size(const Request& r, int budget) const;  // 0: nothing of r fits this step
+  void put(Sequence& r, int num_new, SchedulerOutput& out, int& budget);
+  int chunk_size(const Sequence& r, int budget) const;  // 0: nothing of r fits this step
   void insert_running(int64_t seq_id);
-  bool prefix_in_progress(const Request& r) const;
+  bool prefix_in_progress(const Sequence& r) const;
   void erase_running(int64_t seq_id);
-  void finish(Request& r, RequestState state);
+  void finish(Sequence& r, SeqStatus state);
   // drafts_reported false (the one-token form): refused when the step verified drafts.
   bool step_done(int64_t seq_id, const StepOutcome& o, bool drafts_reported);
 
   SchedulerConfig cfg_;
   KvCacheGroups kv_;
-  std::unordered_map<int64_t, Request> reqs_;
+  std::unordered_map<int64_t, Sequence> seqs_;
   std::deque<int64_t> waiting_;        // front is admitted first
   std::vector<int64_t> running_;       // sorted by arrival: back is the youngest
   std::unordered_set<int64_t> aborted_in_flight_;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 #include "engine/model/checkpoint.h"
 
 namespace llmctl::quant {

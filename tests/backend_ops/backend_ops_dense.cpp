@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backend_ops_util.h"
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 #include "engine/model/model.h"
 
 namespace llmctl::backend_ops {

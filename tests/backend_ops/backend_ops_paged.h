@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 
 namespace llmctl::backend_ops {
 

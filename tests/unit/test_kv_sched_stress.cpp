@@ -123,7 +123,7 @@ class Stress {
     const KvCacheGroups& kv = s_.kv();
     for (int64_t id : out.preempted) {
       for (const auto& q : out.seqs) REQUIRE(q.seq_id != id);
-      REQUIRE(s_.request(id).state == RequestState::waiting);
+      REQUIRE(s_.sequence(id).state == SeqStatus::waiting);
     }
     REQUIRE(int(out.block_copies.size()) == kv.num_groups());
     for (int g = 0; g < kv.num_groups(); ++g)
@@ -139,7 +139,7 @@ class Stress {
     int sampling = 0;
     for (const auto& q : out.seqs) {
       sampling += q.samples ? 1 + q.num_draft : 0;
-      const Request& r = s_.request(q.seq_id);
+      const Sequence& r = s_.sequence(q.seq_id);
       REQUIRE(q.num_draft == (q.samples ? r.num_draft : 0));
       if (!q.samples) REQUIRE(q.start + q.num_new <= r.verify_start());  // drafts are verified whole
     }
@@ -149,8 +149,8 @@ class Stress {
     // "forward": write each new token's prefix hash, only into blocks held alone, in every pool
     std::map<int64_t, std::vector<uint64_t>> ph;
     for (const auto& q : out.seqs) {
-      const Request& r = s_.request(q.seq_id);
-      REQUIRE(r.state == RequestState::running);
+      const Sequence& r = s_.sequence(q.seq_id);
+      REQUIRE(r.state == SeqStatus::running);
       auto& h = ph[q.seq_id] = prefix_hashes(r.tokens);
       for (int g = 0; g < kv.num_groups(); ++g) {
         const KvCacheManager& m = kv.group(g);
@@ -190,7 +190,7 @@ class Stress {
       StepOutcome o;
       std::vector<int32_t> appended;
       if (q.samples) {
-        const Request& r = s_.request(q.seq_id);
+        const Sequence& r = s_.sequence(q.seq_id);
         o.num_accepted = rnd(0, q.num_draft);
         accepted_ += o.num_accepted;
         rejected_ += q.num_draft - o.num_accepted;
@@ -209,14 +209,14 @@ class Stress {
   void draft_one() {
     std::vector<int64_t> running;
     for (int64_t id : live_) {
-      const Request& r = s_.request(id);
-      if (r.state == RequestState::running && int(r.tokens.size()) + 1 < r.max_total_tokens &&
+      const Sequence& r = s_.sequence(id);
+      if (r.state == SeqStatus::running && int(r.tokens.size()) + 1 < r.max_total_tokens &&
           r.num_draft + 2 <= c_.sched.max_num_batched_tokens)
         running.push_back(id);
     }
     if (running.empty()) return;
     const int64_t id = running[rng_() % running.size()];
-    const Request& r = s_.request(id);
+    const Sequence& r = s_.sequence(id);
     const int room = std::min(r.max_total_tokens - 1 - int(r.tokens.size()),
                               c_.sched.max_num_batched_tokens - 1 - r.num_draft);
     std::vector<int32_t> d;
@@ -238,10 +238,10 @@ class Stress {
   void fork_one() {
     std::vector<int64_t> running;
     for (int64_t id : live_)
-      if (s_.request(id).state == RequestState::running) running.push_back(id);
+      if (s_.sequence(id).state == SeqStatus::running) running.push_back(id);
     if (running.empty() || live_.size() >= 40) return;
     const int64_t parent = running[rng_() % running.size()];
-    if (s_.request(parent).num_draft > 0) return;  // drafts are not forked
+    if (s_.sequence(parent).num_draft > 0) return;  // drafts are not forked
     const int64_t child = next_id_++;
     std::optional<int32_t> last;
     if (rng_() % 2) last = int32_t(rng_() % 4);
@@ -263,12 +263,12 @@ class Stress {
     std::vector<std::set<int64_t>> families(n);
     for (int64_t id : live_) {
       REQUIRE(s_.has(id));
-      const Request& r = s_.request(id);
-      if (r.state == RequestState::waiting) {
+      const Sequence& r = s_.sequence(id);
+      if (r.state == SeqStatus::waiting) {
         REQUIRE_FALSE(kv.has(id));
         continue;
       }
-      REQUIRE(r.state == RequestState::running);
+      REQUIRE(r.state == SeqStatus::running);
       const auto& table = kv.block_table(id);
       // a window's blocks wholly before the first key of the token before the next are released
       // (admission with a cache hit keeps that one's; the next commit releases the rest)

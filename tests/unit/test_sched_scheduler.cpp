@@ -50,7 +50,7 @@ TEST_CASE("scheduler: token budget, chunked prefill across steps, decodes first;
   check_seq(o2.seqs[0], 1, 8, 2, true);   // last chunk of seq 1 samples
   check_seq(o2.seqs[1], 2, 0, 6, false);  // seq 2 admitted with the rest of the budget
   done_all(s, o2);
-  CHECK(s.request(1).tokens.size() == 11);
+  CHECK(s.sequence(1).tokens.size() == 11);
   auto o3 = s.schedule();
   REQUIRE(o3.seqs.size() == 2);
   check_seq(o3.seqs[0], 1, 10, 1, true);  // decode first
@@ -134,8 +134,8 @@ TEST_CASE("scheduler: a decode without a block preempts the youngest, which reco
   CHECK(o.seqs[1].seq_id == 2);
   CHECK(o.preempted == std::vector<int64_t>{3});
   CHECK(s.stats().preemptions == 1);
-  const Request& r3 = s.request(3);
-  CHECK(r3.state == RequestState::waiting);
+  const Sequence& r3 = s.sequence(3);
+  CHECK(r3.state == SeqStatus::waiting);
   CHECK(r3.num_computed == 0);
   CHECK(r3.tokens.size() == 8);  // its sampled token is kept
   CHECK(r3.num_preemptions == 1);
@@ -162,7 +162,7 @@ TEST_CASE("scheduler: the youngest preempts itself") {
   REQUIRE(o.seqs.size() == 1);
   check_seq(o.seqs[0], 1, 2, 1, true);
   CHECK(o.preempted == std::vector<int64_t>{2});
-  CHECK(s.request(2).state == RequestState::waiting);
+  CHECK(s.sequence(2).state == SeqStatus::waiting);
   done_all(s, o);
 }
 
@@ -217,8 +217,8 @@ TEST_CASE("scheduler: fork shares the prompt's blocks; the first decode copies t
   auto o = s.schedule();
   s.on_step_done(1, 50);
   s.fork(1, 2, 60);  // the child sampled its own first token
-  CHECK(s.request(2).tokens.back() == 60);
-  CHECK(s.request(1).tokens.back() == 50);
+  CHECK(s.sequence(2).tokens.back() == 60);
+  CHECK(s.sequence(1).tokens.back() == 50);
   CHECK(s.kv().block_table(2) == s.kv().block_table(1));
   CHECK(s.kv().group(0).pool().num_in_use() == 2);  // the prompt's blocks, once
   s.check_invariants();
@@ -310,9 +310,9 @@ TEST_CASE("scheduler: k drafts are computed with the last token in one step; j r
   const std::vector<int32_t> draft = {500, 501, 502, 503, 504};
   s.append_draft(1, draft);
   s.check_invariants();
-  CHECK(s.request(1).num_draft == 5);
-  CHECK(s.request(1).num_generated() == 1);
-  CHECK(s.request(1).tokens.size() == 12);
+  CHECK(s.sequence(1).num_draft == 5);
+  CHECK(s.sequence(1).num_generated() == 1);
+  CHECK(s.sequence(1).tokens.size() == 12);
   o = s.schedule();
   REQUIRE(o.seqs.size() == 1);
   check_seq(o.seqs[0], 1, 6, 6, true);  // the last verified token and its 5 drafts
@@ -326,7 +326,7 @@ TEST_CASE("scheduler: k drafts are computed with the last token in one step; j r
   const std::vector<int32_t> fix = {77};
   CHECK_FALSE(s.on_step_done(1, StepOutcome{2, fix, false}));
   s.check_invariants();
-  const Request& r = s.request(1);
+  const Sequence& r = s.sequence(1);
   CHECK(r.tokens == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 101, 500, 501, 77});
   CHECK(r.num_computed == 9);
   CHECK(r.num_draft == 0);
@@ -343,8 +343,8 @@ TEST_CASE("scheduler: k drafts are computed with the last token in one step; j r
   CHECK(s.kv().block_table(1).size() == 4);  // 13 tokens
   CHECK(s.on_step_done(1, StepOutcome{0, std::vector<int32_t>{88}, false}) == false);
   s.check_invariants();
-  CHECK(s.request(1).tokens.size() == 11);
-  CHECK(s.request(1).num_computed == 10);
+  CHECK(s.sequence(1).tokens.size() == 11);
+  CHECK(s.sequence(1).num_computed == 10);
   CHECK(s.kv().block_table(1).size() == 3);
   // All accepted plus a bonus token.
   s.append_draft(1, std::vector<int32_t>{700, 701});
@@ -353,9 +353,9 @@ TEST_CASE("scheduler: k drafts are computed with the last token in one step; j r
   const std::vector<int32_t> bonus = {99};
   CHECK_FALSE(s.on_step_done(1, StepOutcome{2, bonus, false}));
   s.check_invariants();
-  CHECK(s.request(1).tokens.size() == 14);
-  CHECK(s.request(1).num_computed == 13);
-  CHECK(s.request(1).num_pending() == 1);
+  CHECK(s.sequence(1).tokens.size() == 14);
+  CHECK(s.sequence(1).num_computed == 13);
+  CHECK(s.sequence(1).num_pending() == 1);
   // The one-token report refuses a sequence with drafts (it must say how many stay).
   s.append_draft(1, std::vector<int32_t>{1});
   o = s.schedule();
@@ -412,8 +412,8 @@ TEST_CASE("scheduler: drafts are never split across steps, dropped on preemption
     o = s.schedule();
     CHECK(o.preempted == std::vector<int64_t>{2});
     s.check_invariants();
-    CHECK(s.request(2).num_draft == 0);
-    CHECK(s.request(2).tokens == std::vector<int32_t>{50, 51, 52, 53, 54, 102});
+    CHECK(s.sequence(2).num_draft == 0);
+    CHECK(s.sequence(2).tokens == std::vector<int32_t>{50, 51, 52, 53, 54, 102});
     CHECK(o.seqs.size() == 1);
     CHECK(o.seqs[0].num_draft == 3);
   }
@@ -472,8 +472,8 @@ TEST_CASE("scheduler: steps in flight leave out each other's sequences, split by
     CHECK(b.preempted == std::vector<int64_t>{2});
     REQUIRE(b.seqs.size() == 1);
     check_seq(b.seqs[0], 1, 4, 1, true);
-    CHECK(s.request(3).state == RequestState::running);
-    CHECK(s.request(3).num_scheduled == 7);  // untouched, in flight
+    CHECK(s.sequence(3).state == SeqStatus::running);
+    CHECK(s.sequence(3).num_scheduled == 7);  // untouched, in flight
     s.check_invariants();
     s.on_step_done(3, 5);
     done_all(s, b);
@@ -488,7 +488,7 @@ TEST_CASE("scheduler: steps in flight leave out each other's sequences, split by
     auto b = s.schedule(ScheduleLimits{0, true});
     CHECK(b.seqs.empty());
     CHECK(b.preempted == std::vector<int64_t>{1});
-    CHECK(s.request(2).num_scheduled == 7);  // untouched, in flight
+    CHECK(s.sequence(2).num_scheduled == 7);  // untouched, in flight
     s.check_invariants();
     s.on_step_done(2, 5);
     auto c = s.schedule();

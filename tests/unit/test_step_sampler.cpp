@@ -70,8 +70,8 @@ TEST_CASE("sample_step: a token mask confines greedy and sampled draws to its id
     REQUIRE(out.draws.size() == 3);
     CHECK(out.draws[0].res.token == masked_argmax(logits.ptr<float>(), allowed));
     CHECK(allowed.count(out.draws[1].res.token) == 1);
-    CHECK(a.output_ids == std::vector<int>{out.draws[0].res.token});
-    CHECK(b.output_ids == std::vector<int>{out.draws[1].res.token});
+    CHECK((a.num_generated() == 1 && a.count(out.draws[0].res.token) == 1));
+    CHECK((b.num_generated() == 1 && b.count(out.draws[1].res.token) == 1));
     // No mask: the host sampler's own draw for this seed and step.
     CHECK(out.draws[2].res.token == sample(logits.ptr<float>() + 2 * kWidth, kVocab, hot, ref, 0).token);
   }
@@ -145,7 +145,8 @@ TEST_CASE("sample_step: a chain draws its rows while each draws its draft, then 
     CHECK(out.draws[size_t(r)].res.token == best[size_t(r)]);
   }
   CHECK(out.draws[3].skipped);
-  CHECK(st.output_ids == std::vector<int>{best[0], best[1], best[2]});
+  CHECK(st.num_generated() == 3);
+  for (int t : {best[0], best[1], best[2]}) CHECK(st.count(t) >= 1);
 
   // A draft that is a stop token ends the chain even when drawn.
   SequenceState st2(p, {}, 1, 0, {});

@@ -1,4 +1,4 @@
-#include "engine/backend/batch_plan.h"
+#include "engine/core/batch_plan.h"
 
 #include <algorithm>
 

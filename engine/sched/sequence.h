@@ -1,4 +1,4 @@
-// Request: one sequence as the scheduler sees it (token ids and counters; no text, no sampling).
+// Sequence: what the scheduler knows of one sequence (token ids and counters; no text, no sampling).
 // There are no prefill / decode phases: a running sequence has tokens [0, num_computed) in the cache
 // and a target, all its known tokens (prompt, accepted generated tokens, then num_draft appended but
 // unverified ones); each step computes some of the pending tokens [num_computed, tokens.size()).
@@ -9,7 +9,7 @@
 //                          requeued at the front
 //   running  -> finished   Scheduler::on_step_done() with finished = true, or max_total_tokens reached
 //   any      -> aborted    Scheduler::abort(); blocks are freed at once
-// Finished and aborted requests leave the scheduler (the engine keeps its own results).
+// Finished and aborted sequences leave the scheduler (the engine keeps their outputs: engine_request.h).
 //
 // Tokens of a running sequence (N = tokens.size(), d = num_draft):
 //   [0, num_computed)        KV in the cache
@@ -22,9 +22,9 @@
 
 namespace llmctl {
 
-enum class RequestState { waiting, running, finished, aborted };
+enum class SeqStatus { waiting, running, finished, aborted };
 
-const char* to_string(RequestState s);
+const char* to_string(SeqStatus s);
 
 // Who a scheduler sequence belongs to: the engine's request and the sequence's index in it (n > 1,
 // best_of). The scheduler carries it and hands it back in every ScheduledSeq; it never reads it.
@@ -33,14 +33,14 @@ struct SeqOwner {
   int index = 0;
 };
 
-struct Request {
+struct Sequence {
   int64_t id = 0;
   SeqOwner owner;
   uint64_t arrival = 0;         // submission order; kept across preemption (the youngest is preempted first)
-  RequestState state = RequestState::waiting;
+  SeqStatus state = SeqStatus::waiting;
   std::vector<int32_t> tokens;  // [n] prompt, then generated tokens, then num_draft unverified drafts
   int prompt_len = 0;
-  int max_total_tokens = 0;     // prompt + generated; reaching it finishes the request
+  int max_total_tokens = 0;     // prompt + generated; reaching it finishes the sequence
   int num_computed = 0;         // tokens whose KV is in the cache: positions [0, num_computed)
   int num_scheduled = 0;        // new tokens in the step now in flight (0 when not in flight)
   int num_draft = 0;            // trailing tokens appended unverified (speculative / jump-forward drafts)
