@@ -92,6 +92,13 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
     r->seqs[i].text = StreamingText(params.stop);
     r->seqs[i].out.index = i;
     r->seqs[i].out.scored = params.logprobs.has_value() || (params.best_of && *params.best_of > params.n);
+    if (params.constraint) {
+      // EOS ends a grammar's output even with ignore_eos (the sequence then stops when it is drawn).
+      std::vector<int> ends = r->seqs[i].state.stop_ids;
+      ends.insert(ends.end(), eos_ids_.begin(), eos_ids_.end());
+      r->seqs[i].matcher = params.constraint->matcher(ends);
+      r->seqs[i].mask.resize(r->seqs[i].matcher->mask_words());
+    }
   }
   r->result.id = r->id;
   r->result.prompt_ids = r->prompt;
@@ -114,7 +121,9 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
 //  - a request with n > 1 / best_of before its fork: its first step draws every child from the
 //    prompt's one row (the children get drafts once forked);
 //  - a sequence with no generated token yet, or recomputing after preemption (more than one token
-//    pending): its prompt rows, prompt logprobs included, are planned as without drafts.
+//    pending): its prompt rows, prompt logprobs included, are planned as without drafts;
+//  - a request under a grammar (params.constraint): each row would need the mask after the drafts
+//    before it (a matcher advanced and rolled back), not built yet.
 // Everything else is verified exactly: host draws (logprobs, best_of ranking, penalties) run row by
 // row on the state they would have; device draws get the state drafts 0..j-1 lead to (sample_step).
 void Engine::propose_drafts() {
@@ -122,7 +131,7 @@ void Engine::propose_drafts() {
   if (!cfg_.proposer || k <= 0) return;
   std::vector<int64_t> decoding;
   for (const auto& [id, r] : requests_) {
-    if (!r->forked && r->seqs.size() > 1) continue;
+    if ((!r->forked && r->seqs.size() > 1) || r->params.constraint) continue;
     for (const EngineSequence& s : r->seqs) {
       if (s.done || s.seq_id < 0 || !sched_->has(s.seq_id)) continue;
       const Sequence& q = sched_->sequence(s.seq_id);

@@ -1,5 +1,7 @@
 #include "engine/engine_request.h"
 
+#include "engine/core/error.h"
+
 namespace llmctl {
 
 void EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now) {
@@ -9,6 +11,14 @@ void EngineRequest::accept_token(int child, const SampleResult& res, const StopC
   if (is_stop_token(res.token, params, stop.eos_ids)) {
     finish_sequence(child, "stop");
     return;
+  }
+  if (s.matcher) {
+    LLM_CHECK(s.matcher->accept(res.token)) << "token " << res.token << " is not allowed by the request's "
+                                            << params.constraint->spec().kind_name();
+    if (s.matcher->terminated()) {  // a stop token the request does not stop on (ignore_eos)
+      finish_sequence(child, "stop");
+      return;
+    }
   }
   s.out.token_ids.push_back(res.token);
   if (params.logprobs) s.out.logprobs.push_back(res);

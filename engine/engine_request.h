@@ -16,6 +16,7 @@
 #include "engine/sample/detokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/sequence_state.h"
+#include "engine/structured/constraint.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace llmctl {
@@ -27,6 +28,10 @@ struct EngineSequence {
   SequenceOutput out;
   size_t streamed = 0;  // tokens of out.token_ids already reported to the stream callback
   bool done = false;
+  // Structured output (params.constraint): where the sequence is in the grammar, and the tokens it
+  // allows next (filled when a step that draws for it is planned; read by that step's draw).
+  std::unique_ptr<ConstraintMatcher> matcher;
+  std::vector<uint32_t> mask;
 };
 
 // What ends a sequence besides its own parameters.

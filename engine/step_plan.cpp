@@ -66,6 +66,12 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
     DrawSpec spec;
     spec.params = &d.r->params, spec.state = &d.r->seqs[size_t(d.child)].state;
     spec.row = d.row, spec.draft = d.draft, spec.chained = d.chained;
+    EngineSequence& seq = d.r->seqs[size_t(d.child)];
+    if (seq.matcher) {
+      LLM_CHECK(d.draft < 0 && !d.chained) << "engine: drafts for a constrained sequence";
+      seq.matcher->fill_mask(seq.mask);
+      spec.allowed = seq.mask;
+    }
     s.draws.push_back(spec);
   }
   for (const StepSeq& e : plan.entries)

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 namespace llmctl {
+
+class CompiledConstraint;  // engine/structured/constraint.h
 
 struct SamplingParams {
   float temperature = 1.0f;         // >= 0; 0 = greedy (top-k/top-p/min-p then do nothing)
@@ -33,6 +36,10 @@ struct SamplingParams {
   std::vector<std::string> stop;       // stop strings, never part of the output
   std::vector<int> stop_token_ids;     // tokens that end the sequence like EOS
   bool ignore_eos = false;
+  // Structured output: the tokens drawn follow this grammar (a JSON schema, regex, ...), compiled
+  // for the model's vocabulary by GrammarCompiler (engine/structured/grammar_compiler.h) before the
+  // request is submitted; null = unconstrained. Not read by from_json (the server parses it).
+  std::shared_ptr<const CompiledConstraint> constraint;
 
   bool greedy() const { return temperature == 0.0f; }
   int num_generated_sequences() const { return best_of ? *best_of : n; }

@@ -1,0 +1,312 @@
+#include "engine/structured/grammar_compiler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <dlpack/dlpack.h>
+#include <xgrammar/xgrammar.h>
+
+#include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
+
+namespace llmctl {
+
+const char* ConstraintSpec::kind_name() const {
+  switch (kind) {
+    case ConstraintKind::json_schema: return "json_schema";
+    case ConstraintKind::json_object: return "json_object";
+    case ConstraintKind::regex: return "regex";
+    case ConstraintKind::grammar: return "grammar";
+    case ConstraintKind::choice: return "choice";
+  }
+  return "?";
+}
+
+std::string ConstraintSpec::cache_key() const {
+  std::string key = std::string(kind_name()) + (strict ? "|strict|" : "|loose|");
+  if (kind == ConstraintKind::choice) {
+    for (const std::string& c : choices) key += std::to_string(c.size()) + ":" + c;
+  } else {
+    key += text;
+  }
+  return key;
+}
+
+std::string choice_grammar(std::span<const std::string> choices) {
+  std::string g = "root ::= ";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i) g += " | ";
+    g += '"';
+    for (unsigned char c : choices[i]) {
+      if (c == '"' || c == '\\') {
+        g += '\\', g += char(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
+        g += buf;
+      } else {
+        g += char(c);  // UTF-8 bytes pass as they are
+      }
+    }
+    g += '"';
+  }
+  return g;
+}
+
+namespace {
+
+// words as xgrammar's bitmask tensor: int32 [shape], on the host.
+DLTensor mask_tensor(std::span<uint32_t> words, int64_t* shape) {
+  DLTensor t{};
+  t.data = words.data();
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = xgrammar::GetBitmaskDLType();
+  t.shape = shape;
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  return t;
+}
+
+class XgrammarMatcher final : public ConstraintMatcher {
+ public:
+  XgrammarMatcher(const xgrammar::CompiledGrammar& g, std::vector<int> stop_ids, int vocab)
+      : m_(g, std::move(stop_ids), false, -1), words_(size_t(xgrammar::GetBitmaskSize(vocab))) {}
+  void fill_mask(std::span<uint32_t> words) override {
+    LLM_CHECK(words.size() >= words_) << "token mask of " << words.size() << " words, " << words_ << " needed";
+    int64_t shape = int64_t(words_);
+    DLTensor t = mask_tensor(words, &shape);
+    m_.FillNextTokenBitmask(&t);
+  }
+  bool accept(int32_t token) override { return m_.AcceptToken(token); }
+  void rollback(int n) override { m_.Rollback(n); }
+  bool terminated() const override { return m_.IsTerminated(); }
+  size_t mask_words() const override { return words_; }
+
+ private:
+  xgrammar::GrammarMatcher m_;
+  size_t words_;
+};
+
+class XgrammarConstraint final : public CompiledConstraint {
+ public:
+  XgrammarConstraint(ConstraintSpec spec, xgrammar::CompiledGrammar g, int vocab)
+      : spec_(std::move(spec)), g_(std::move(g)), vocab_(vocab) {}
+  std::unique_ptr<ConstraintMatcher> matcher(std::span<const int> stop_ids) const override {
+    return std::make_unique<XgrammarMatcher>(g_, std::vector<int>(stop_ids.begin(), stop_ids.end()), vocab_);
+  }
+  size_t memory_bytes() const override { return g_.MemorySizeBytes(); }
+  const ConstraintSpec& spec() const override { return spec_; }
+
+ private:
+  ConstraintSpec spec_;
+  xgrammar::CompiledGrammar g_;
+  int vocab_;
+};
+
+// The vocabulary as xgrammar reads it: each token's bytes ("RAW"), special and control tokens
+// empty (xgrammar never allows an empty token inside a grammar), ids past the tokenizer's
+// vocabulary as padding.
+xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int vocab, std::span<const int> eos_ids) {
+  const int n = std::min(tok.vocab_size(), vocab);
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id)
+    if (!tok.is_special(id)) pieces[size_t(id)] = tok.token_bytes(id);
+  std::vector<int32_t> stops(eos_ids.begin(), eos_ids.end());
+  return xgrammar::TokenizerInfo(pieces, xgrammar::VocabType::RAW, vocab, stops, false);
+}
+
+}  // namespace
+
+struct GrammarCompiler::Impl {
+  CompileLimits limits;
+  int vocab = 0;
+  std::vector<int> eos_ids;
+  xgrammar::TokenizerInfo info;
+  xgrammar::GrammarCompiler xg;
+
+  std::mutex mu;
+  // LRU: most recent at the front
+  std::list<std::pair<std::string, std::shared_ptr<const CompiledConstraint>>> lru;
+  std::unordered_map<std::string, decltype(lru)::iterator> index;
+  size_t cached_bytes = 0;
+  int overrunning = 0;
+  GrammarCompilerStats stats;
+
+  Impl(const Tokenizer& tok, int v, std::span<const int> eos, CompileLimits l)
+      : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), info(tokenizer_info(tok, v, eos)), xg(info, l.threads, false) {}
+
+  std::shared_ptr<const CompiledConstraint> lookup(const std::string& key) {
+    std::lock_guard lock(mu);
+    auto it = index.find(key);
+    if (it == index.end()) return nullptr;
+    lru.splice(lru.begin(), lru, it->second);
+    ++stats.cache_hits;
+    return it->second->second;
+  }
+  void store(const std::string& key, std::shared_ptr<const CompiledConstraint> c) {
+    std::lock_guard lock(mu);
+    if (index.count(key)) return;
+    const size_t bytes = c->memory_bytes() + key.size();
+    if (bytes > limits.cache_bytes) return;
+    lru.emplace_front(key, std::move(c));
+    index[key] = lru.begin();
+    cached_bytes += bytes;
+    while (cached_bytes > limits.cache_bytes && !lru.empty()) {
+      cached_bytes -= lru.back().second->memory_bytes() + lru.back().first.size();
+      index.erase(lru.back().first);
+      lru.pop_back();
+    }
+  }
+
+  xgrammar::CompiledGrammar compile_now(const ConstraintSpec& s) {
+    switch (s.kind) {
+      case ConstraintKind::json_schema:
+        // Compact separators, no free whitespace: a small model cannot wander into endless blanks.
+        return xg.CompileJSONSchema(s.text, false, std::nullopt, std::make_pair(std::string(","), std::string(":")),
+                                    s.strict);
+      case ConstraintKind::json_object: return xg.CompileBuiltinJSONGrammar();
+      case ConstraintKind::regex: return xg.CompileRegex(s.text);
+      case ConstraintKind::grammar: return xg.CompileGrammar(s.text, "root");
+      case ConstraintKind::choice: return xg.CompileGrammar(choice_grammar(s.choices), "root");
+    }
+    throw Error("unknown constraint kind");
+  }
+};
+
+GrammarCompiler::GrammarCompiler(const Tokenizer& tok, int vocab, std::span<const int> eos_ids, CompileLimits limits) {
+  LLM_CHECK(vocab > 0) << "vocab " << vocab;
+  try {
+    impl_ = std::make_shared<Impl>(tok, vocab, eos_ids, limits);
+  } catch (const std::exception& e) {
+    throw Error(std::string("structured output: the vocabulary was refused by xgrammar: ") + e.what());
+  }
+}
+
+GrammarCompiler::~GrammarCompiler() = default;
+
+int GrammarCompiler::vocab() const { return impl_->vocab; }
+
+GrammarCompilerStats GrammarCompiler::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+namespace {
+
+// Size, nesting and shape checks before anything reaches the grammar engine.
+void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
+  const std::string& field = s.field.empty() ? std::string(s.kind_name()) : s.field;
+  if (s.kind == ConstraintKind::choice) {
+    LLM_REQUIRE(!s.choices.empty()) << field << ": the list of choices is empty";
+    LLM_REQUIRE(s.choices.size() <= l.max_choices) << field << ": " << s.choices.size() << " choices, at most "
+                                                   << l.max_choices;
+    size_t bytes = 0;
+    for (const std::string& c : s.choices) {
+      LLM_REQUIRE(!c.empty()) << field << ": a choice is empty";
+      bytes += c.size();
+    }
+    LLM_REQUIRE(bytes <= l.max_text_bytes) << field << ": the choices take " << bytes << " bytes, at most "
+                                           << l.max_text_bytes;
+    return;
+  }
+  if (s.kind == ConstraintKind::json_object) return;
+  LLM_REQUIRE(!s.text.empty()) << field << " is empty";
+  LLM_REQUIRE(s.text.size() <= l.max_text_bytes) << field << " has " << s.text.size() << " bytes, at most "
+                                                 << l.max_text_bytes;
+  if (s.kind == ConstraintKind::json_schema) {
+    const nlohmann::json j = parse_json_bounded(s.text, JsonLimits{l.max_text_bytes, l.max_json_depth}, field);
+    LLM_REQUIRE(j.is_object() || j.is_boolean()) << field << " must be a JSON object (a schema)";
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const ConstraintSpec& spec) {
+  const std::string field = spec.field.empty() ? std::string(spec.kind_name()) : spec.field;
+  check_spec(spec, impl_->limits);
+  const std::string key = spec.cache_key();
+  if (auto hit = impl_->lookup(key)) return hit;
+  {
+    std::lock_guard lock(impl_->mu);
+    LLM_REQUIRE(impl_->overrunning < impl_->limits.max_overrunning)
+        << field << ": the server is still compiling earlier grammars that ran past their time limit; try again later";
+  }
+
+  // The compile runs on a thread of its own so that a request waits at most limits.timeout.
+  struct Job {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::shared_ptr<const CompiledConstraint> result;
+    std::string error;
+  };
+  auto job = std::make_shared<Job>();
+  std::shared_ptr<Impl> impl = impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread([impl, job, spec, field] {
+    std::shared_ptr<const CompiledConstraint> result;
+    std::string error;
+    try {
+      auto c = std::make_shared<XgrammarConstraint>(spec, impl->compile_now(spec), impl->vocab);
+      // A grammar with no sentence (e.g. `root ::= root "a"`) compiles; it would fail every draw.
+      auto m = c->matcher(impl->eos_ids);
+      std::vector<uint32_t> words(m->mask_words());
+      m->fill_mask(words);
+      if (std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; }))
+        error = "it allows no output at all";
+      else
+        result = std::move(c);
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "the grammar engine refused it";
+    }
+    std::lock_guard lock(job->mu);
+    job->result = std::move(result);
+    job->error = std::move(error);
+    job->done = true;
+    job->cv.notify_all();
+  }).detach();
+
+  std::unique_lock lock(job->mu);
+  if (!job->cv.wait_for(lock, impl_->limits.timeout, [&] { return job->done; })) {
+    lock.unlock();
+    {
+      std::lock_guard g(impl_->mu);
+      ++impl_->overrunning;
+      ++impl_->stats.timeouts;
+    }
+    // The thread still owns job and impl: when it ends, the overrun is over.
+    std::thread([impl, job] {
+      std::unique_lock l(job->mu);
+      job->cv.wait(l, [&] { return job->done; });
+      std::lock_guard g(impl->mu);
+      --impl->overrunning;
+    }).detach();
+    throw InputError(field + ": compiling the " + spec.kind_name() + " took longer than " +
+                     std::to_string(impl_->limits.timeout.count()) + " ms");
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard g(impl_->mu);
+    ++impl_->stats.compiles;
+    impl_->stats.last_compile_ms = ms;
+    if (!job->error.empty()) ++impl_->stats.failures;
+  }
+  if (!job->error.empty()) {
+    // xgrammar's messages start with its source location; keep what it says after it.
+    std::string msg = job->error;
+    const size_t cut = msg.find(": ");
+    if (msg.rfind('[', 0) == 0 && cut != std::string::npos) msg = msg.substr(cut + 2);
+    throw InputError(field + ": the " + std::string(spec.kind_name()) + " cannot be used: " + msg);
+  }
+  impl_->store(key, job->result);
+  return job->result;
+}
+
+}  // namespace llmctl

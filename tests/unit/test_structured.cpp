@@ -1,0 +1,304 @@
+// Structured output: request fields -> ConstraintSpec, GrammarCompiler (xgrammar) -> masks, and the
+// Engine drawing under them. The tokenizer is bytes (byte_tokenizer.h), so a mask's allowed ids
+// are the characters a grammar allows next and every walk below is checked character by character.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "byte_tokenizer.h"
+#include "engine/core/error.h"
+#include "engine/engine.h"
+#include "engine/structured/constraint_fields.h"
+#include "engine/structured/grammar_compiler.h"
+#include "scripted_executor.h"
+
+using namespace llmctl;
+using namespace llmctl::test;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kEos = ByteTokenizer::kImEnd;
+
+GrammarCompiler& compiler() {
+  static ByteTokenizer tok;
+  static const std::vector<int> eos{kEos};
+  static GrammarCompiler c(tok, ByteTokenizer::kVocab, eos);
+  return c;
+}
+
+std::vector<int> allowed_ids(ConstraintMatcher& m) {
+  std::vector<uint32_t> words(m.mask_words());
+  m.fill_mask(words);
+  std::vector<int> ids;
+  for (int id = 0; id < int(words.size()) * 32; ++id)
+    if (words[size_t(id) / 32] >> (id % 32) & 1u) ids.push_back(id);
+  return ids;
+}
+
+// A random walk through the grammar: each step draws uniformly among the allowed tokens, until
+// EOS (or max_steps). Returns the text; ended tells whether EOS came.
+std::string random_walk(const CompiledConstraint& c, uint64_t seed, bool& ended, int max_steps = 400) {
+  std::mt19937_64 rng(seed);
+  const std::vector<int> stops{kEos};
+  auto m = c.matcher(stops);
+  std::string text;
+  ended = false;
+  for (int step = 0; step < max_steps; ++step) {
+    const std::vector<int> ids = allowed_ids(*m);
+    REQUIRE_FALSE(ids.empty());
+    const int t = ids[rng() % ids.size()];
+    REQUIRE(m->accept(t));
+    if (t == kEos) {
+      ended = true;
+      CHECK(m->terminated());
+      return text;
+    }
+    REQUIRE(t < 256);
+    text += char(t);
+  }
+  return text;
+}
+
+ConstraintSpec spec(ConstraintKind kind, std::string text) {
+  ConstraintSpec s;
+  s.kind = kind;
+  s.text = std::move(text);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("structured: a choice allows exactly its strings, escapes included") {
+  ConstraintSpec s;
+  s.kind = ConstraintKind::choice;
+  s.choices = {"yes", "no", "say \"hi\"\\", "t\u00e9\n"};
+  auto c = compiler().compile(s);
+  const std::vector<int> stops{kEos};
+  auto m = c->matcher(stops);
+  CHECK(allowed_ids(*m) == std::vector<int>{'n', 's', 't', 'y'});
+  std::vector<std::string> seen;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    bool ended = false;
+    std::string t = random_walk(*c, seed, ended);
+    CHECK(ended);
+    CHECK(std::find(s.choices.begin(), s.choices.end(), t) != s.choices.end());
+    if (std::find(seen.begin(), seen.end(), t) == seen.end()) seen.push_back(t);
+  }
+  CHECK(seen.size() == s.choices.size());  // every choice reachable
+}
+
+TEST_CASE("structured: every walk through a JSON schema's mask is a valid instance, in the schema's key order") {
+  const std::string schema = R"({"type":"object","properties":{
+      "zeta":{"type":"string","enum":["x","y z"]},
+      "alpha":{"type":"boolean"},
+      "list":{"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":1,"maxItems":3}},
+    "required":["zeta","alpha","list"],"additionalProperties":false})";
+  auto c = compiler().compile(spec(ConstraintKind::json_schema, schema));
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    bool ended = false;
+    const std::string text = random_walk(*c, seed, ended);
+    REQUIRE(ended);
+    const ojson j = ojson::parse(text);
+    REQUIRE(j.is_object());
+    REQUIRE(j.size() == 3);
+    CHECK(j.begin().key() == "zeta");  // the schema's order, not sorted
+    CHECK((j["zeta"] == "x" || j["zeta"] == "y z"));
+    CHECK(j["alpha"].is_boolean());
+    REQUIRE(j["list"].is_array());
+    CHECK(j["list"].size() >= 1);
+    CHECK(j["list"].size() <= 3);
+    for (const auto& v : j["list"]) CHECK((v.is_number_integer() && v.get<int>() >= 0 && v.get<int>() <= 9));
+    CHECK(text.find(": ") == std::string::npos);  // compact separators
+    CHECK(text.find(", ") == std::string::npos);
+  }
+}
+
+TEST_CASE("structured: a regex's walks match it; the matcher refuses other tokens and rolls back") {
+  auto c = compiler().compile(spec(ConstraintKind::regex, "[0-9]{3}-(ab|cd)+"));
+  const std::regex re("[0-9]{3}-(ab|cd)+");
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    bool ended = false;
+    const std::string t = random_walk(*c, seed, ended, 40);
+    if (ended) CHECK(std::regex_match(t, re));
+  }
+  const std::vector<int> stops{kEos};
+  auto m = c->matcher(stops);
+  CHECK_FALSE(m->accept('x'));
+  CHECK(m->accept('1'));
+  CHECK(m->accept('2'));
+  m->rollback(1);
+  CHECK(m->accept('7'));
+  CHECK(allowed_ids(*m) == std::vector<int>{'0', '1', '2', '3', '4', '5', '6', '7', '8', '9'});
+}
+
+TEST_CASE("structured: an EBNF grammar; left recursion with a base case") {
+  auto left = compiler().compile(spec(ConstraintKind::grammar, "root ::= root \"a\" | \"b\""));
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    bool ended = false;
+    const std::string t = random_walk(*left, seed, ended, 30);
+    if (ended) CHECK(std::regex_match(t, std::regex("ba*")));
+  }
+  auto c = compiler().compile(spec(ConstraintKind::grammar, R"g(root ::= "(" item ("," item)* ")"
+item ::= [a-c] | root)g"));
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    bool ended = false;
+    const std::string t = random_walk(*c, seed, ended, 60);
+    if (!ended) continue;
+    int depth = 0;
+    for (char ch : t) {
+      depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
+      CHECK(depth >= 0);
+    }
+    CHECK(depth == 0);
+    CHECK(t.front() == '(');
+  }
+}
+
+TEST_CASE("structured: compiled constraints are cached by spec") {
+  const auto before = compiler().stats();
+  auto a = compiler().compile(spec(ConstraintKind::regex, "cache-me-[xy]"));
+  auto b = compiler().compile(spec(ConstraintKind::regex, "cache-me-[xy]"));
+  CHECK(a.get() == b.get());
+  CHECK(compiler().stats().cache_hits == before.cache_hits + 1);
+  ConstraintSpec loose = spec(ConstraintKind::json_schema, R"({"type":"object"})");
+  ConstraintSpec strict = loose;
+  loose.strict = false;
+  CHECK(compiler().compile(loose).get() != compiler().compile(strict).get());
+}
+
+TEST_CASE("structured: bad, oversized and slow specs are InputErrors naming the field") {
+  auto refused = [](ConstraintSpec s, const std::string& needle) {
+    s.field = "the.field";
+    try {
+      compiler().compile(s);
+      FAIL("compiled: " << s.text);
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      CHECK_MESSAGE(msg.find("the.field") != std::string::npos, msg);
+      CHECK_MESSAGE(msg.find(needle) != std::string::npos, msg);
+    }
+  };
+  refused(spec(ConstraintKind::regex, "(ab"), "cannot be used");
+  refused(spec(ConstraintKind::grammar, "root ::= missing_rule"), "cannot be used");
+  refused(spec(ConstraintKind::grammar, "root ::= root \"a\""), "allows no output");  // no base case
+  refused(spec(ConstraintKind::json_schema, "{not json"), "");
+  refused(spec(ConstraintKind::json_schema, "[1,2]"), "must be a JSON object");
+  refused(spec(ConstraintKind::json_schema, std::string(300 * 1024, ' ')), "bytes");
+  std::string deep;
+  for (int i = 0; i < 200; ++i) deep += R"({"type":"array","items":)";
+  deep += "{}";
+  for (int i = 0; i < 200; ++i) deep += "}";
+  refused(spec(ConstraintKind::json_schema, deep), "");
+  ConstraintSpec empty;
+  empty.kind = ConstraintKind::choice;
+  refused(empty, "empty");
+
+  ByteTokenizer tok;
+  const std::vector<int> eos{kEos};
+  CompileLimits quick;
+  quick.timeout = std::chrono::milliseconds(0);
+  GrammarCompiler slow(tok, ByteTokenizer::kVocab, eos, quick);
+  ConstraintSpec big = spec(ConstraintKind::regex, "([a-z]{1,20}[0-9]{1,20}){1,30}");
+  big.field = "f";
+  CHECK_THROWS_WITH_AS(slow.compile(big), doctest::Contains("took longer than 0 ms"), InputError);
+}
+
+TEST_CASE("structured: request fields (OpenAI, vLLM, TGI)") {
+  CHECK_FALSE(constraint_from_request(ojson::parse(R"({"response_format":{"type":"text"}})")));
+  CHECK_FALSE(constraint_from_request(ojson::parse(R"({"temperature":1})")));
+  auto s = constraint_from_request(ojson::parse(R"({"response_format":{"type":"json_object"}})"));
+  REQUIRE(s);
+  CHECK(s->kind == ConstraintKind::json_object);
+  s = constraint_from_request(ojson::parse(
+      R"({"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":false,
+          "schema":{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}}}}})"));
+  REQUIRE(s);
+  CHECK(s->kind == ConstraintKind::json_schema);
+  CHECK_FALSE(s->strict);
+  CHECK(s->text == R"({"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}})");  // as written
+  s = constraint_from_request(ojson::parse(R"({"structured_outputs":{"choice":["a","b"]}})"));
+  REQUIRE(s);
+  CHECK(s->kind == ConstraintKind::choice);
+  CHECK(s->choices == std::vector<std::string>{"a", "b"});
+  s = constraint_from_request(ojson::parse(R"({"guided_regex":"[a-z]+"})"));
+  REQUIRE(s);
+  CHECK(s->kind == ConstraintKind::regex);
+  CHECK(s->field == "guided_regex");
+  s = constraint_from_request(ojson::parse(R"({"guided_json":"{\"type\":\"object\"}"})"));
+  REQUIRE(s);
+  CHECK(s->text == R"({"type":"object"})");
+  CHECK(constraint_from_tgi_grammar(ojson::parse(R"({"type":"regex","value":"x+"})")).kind == ConstraintKind::regex);
+
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"guided_regex":"a","guided_choice":["b"]})")), InputError);
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"response_format":{"type":"yaml"}})")), InputError);
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"response_format":{"type":"json_schema"}})")), InputError);
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"structured_outputs":{"json":{},"regex":"a"}})")),
+                  InputError);
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"structured_outputs":{"lark":"x"}})")), InputError);
+  CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"guided_choice":[1]})")), InputError);
+  CHECK_THROWS_AS(constraint_from_tgi_grammar(ojson::parse(R"({"type":"ebnf","value":"x"})")), InputError);
+}
+
+TEST_CASE("structured: the engine draws under each request's grammar; others in the batch are untouched") {
+  using Rule = ScriptedExecutor::Rule;
+  ScriptedExecutor exec(ByteTokenizer::kVocab, Rule::ContextHash);
+  ByteTokenizer tok;
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine engine(exec, tok, cfg);
+
+  auto constrained = [&](ConstraintSpec s, float temperature, int n = 1) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.seed = 7;
+    p.max_tokens = 80;
+    p.n = n;
+    p.constraint = compiler().compile(s);
+    return p;
+  };
+  SamplingParams plain;
+  plain.temperature = 0;
+  plain.max_tokens = 12;
+  const std::vector<int> prompt = ByteTokenizer::bytes("prompt text");
+  const std::string schema = R"({"type":"object","properties":{"k":{"enum":["v1","v2"]},"n":{"type":"boolean"}},
+                                 "required":["k","n"],"additionalProperties":false})";
+  const int64_t a = engine.submit(prompt, plain);
+  const int64_t b = engine.submit(prompt, constrained(spec(ConstraintKind::regex, "[0-9]{4}"), 0));
+  const int64_t c = engine.submit(prompt, constrained(spec(ConstraintKind::json_schema, schema), 1.0f, 3));
+  ConstraintSpec ch;
+  ch.kind = ConstraintKind::choice;
+  ch.choices = {"left", "right"};
+  const int64_t d = engine.submit(prompt, constrained(ch, 0.8f));
+  engine.drain();
+
+  auto ra = engine.take_result(a);
+  REQUIRE(ra);
+  std::vector<int32_t> ctx(prompt.begin(), prompt.end());
+  CHECK(ra->outputs[0].token_ids == exec.continuation(ctx, 12));  // unconstrained: the rule's tokens
+
+  auto rb = engine.take_result(b);
+  REQUIRE(rb);
+  CHECK(std::regex_match(rb->outputs[0].text, std::regex("[0-9]{4}")));
+  CHECK(rb->outputs[0].finish_reason == "stop");
+
+  auto rc = engine.take_result(c);
+  REQUIRE(rc);
+  REQUIRE(rc->outputs.size() == 3);
+  for (const SequenceOutput& o : rc->outputs) {
+    CHECK(o.finish_reason == "stop");
+    const ojson j = ojson::parse(o.text);
+    CHECK(j.begin().key() == "k");
+    CHECK((j["k"] == "v1" || j["k"] == "v2"));
+    CHECK(j["n"].is_boolean());
+  }
+  auto rd = engine.take_result(d);
+  REQUIRE(rd);
+  CHECK((rd->outputs[0].text == "left" || rd->outputs[0].text == "right"));
+}
