@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
 #include "engine/sample/detokenizer.h"
+#include "engine/structured/constraint_fields.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl {
@@ -29,14 +30,18 @@ nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps) {
 
 // Parses one line into prompt ids + sampling parameters; throws InputError naming the problem.
 std::pair<std::vector<int>, SamplingParams> parse_line(const std::string& line, const Tokenizer& tok, int vocab,
-                                                       const SamplingParams& defaults) {
+                                                       const SamplingParams& defaults, const CompileConstraint& compile) {
   LLM_REQUIRE(utf8_valid(line)) << "the line is not valid UTF-8";
   // Bounded while parsing: a line nested 10,000 deep is this line's error, not a stack overflow.
   const nlohmann::json j = parse_json_bounded(line, kRequestJsonLimits, "the line");
   LLM_REQUIRE(j.is_object()) << "each line must be a JSON object";
   const bool has_prompt = j.contains("prompt"), has_messages = j.contains("messages");
   LLM_REQUIRE(has_prompt != has_messages) << "give exactly one of \"prompt\" and \"messages\"";
-  SamplingParams sp = SamplingParams::from_json(j, vocab, {"prompt", "messages"}, defaults);
+  std::vector<std::string> skip{"prompt", "messages"};
+  for (const auto& [k, _] : j.items())
+    if (is_constraint_field(k)) skip.push_back(k);
+  SamplingParams sp = SamplingParams::from_json(j, vocab, skip, defaults);
+  if (auto spec = constraint_from_request_text(j, line)) sp.constraint = compile(*spec);
   std::vector<int> ids;
   if (has_prompt) {
     ids = prompt_from_json(tok, j["prompt"], vocab);
@@ -53,7 +58,7 @@ std::pair<std::vector<int>, SamplingParams> parse_line(const std::string& line, 
 }  // namespace
 
 BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std::istream& in, std::ostream& out,
-                                       const SamplingParams& defaults) {
+                                       const SamplingParams& defaults, const CompileConstraint& compile) {
   const auto t0 = std::chrono::steady_clock::now();
   BatchGenerateSummary sum;
   std::vector<nlohmann::json> errors;  // per line: null, or the error object
@@ -65,7 +70,7 @@ BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std
     nlohmann::json err;
     int64_t id = -1;
     try {
-      auto [prompt, sp] = parse_line(line, tok, vocab, defaults);
+      auto [prompt, sp] = parse_line(line, tok, vocab, defaults, compile);
       id = engine.submit(std::move(prompt), sp);
     } catch (const InputError& e) {
       err = {{"message", e.what()}, {"type", "invalid_request_error"}};

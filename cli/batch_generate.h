@@ -3,9 +3,12 @@
 // sampling fields (vLLM / OpenAI names). A bad line is answered with {"index", "error"} and does
 // not stop the others.
 #pragma once
+#include <functional>
 #include <iosfwd>
+#include <memory>
 
 #include "engine/engine.h"
+#include "engine/structured/constraint.h"
 
 namespace llmctl {
 
@@ -15,8 +18,11 @@ struct BatchGenerateSummary {
   double seconds = 0;
 };
 
-// defaults: sampling parameters for fields a line does not set.
+using CompileConstraint = std::function<std::shared_ptr<const CompiledConstraint>(const ConstraintSpec&)>;
+
+// defaults: sampling parameters for fields a line does not set. compile: for a line's structured
+// output fields (response_format, structured_outputs, guided_*: engine/structured/constraint_fields.h).
 BatchGenerateSummary run_prompts_jsonl(Engine& engine, const Tokenizer& tok, std::istream& in, std::ostream& out,
-                                       const SamplingParams& defaults);
+                                       const SamplingParams& defaults, const CompileConstraint& compile);
 
 }  // namespace llmctl

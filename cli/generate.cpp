@@ -10,11 +10,13 @@
 
 #include "cli/batch_generate.h"
 #include "cli/commands.h"
+#include "cli/constraint_flags.h"
 #include "cli/engine_flags.h"
 #include "engine/core/error.h"
 #include "engine/generate_one.h"
 #include "engine/runtime.h"
 #include "engine/sample/detokenizer.h"
+#include "engine/structured/grammar_compiler.h"
 #include "engine/tokenizer/prompt.h"
 
 namespace llmctl::cli {
@@ -40,6 +42,21 @@ struct GenerateArgs {
   EngineFlags engine;
   SamplingParams sp;
   uint64_t seed = 0;
+  ConstraintFlags constraint;
+};
+
+// The compiler for the model's vocabulary, made when first asked for (structured output only).
+class LazyGrammars {
+ public:
+  explicit LazyGrammars(const Runtime& rt) : rt_(rt) {}
+  std::shared_ptr<const CompiledConstraint> compile(const ConstraintSpec& s) {
+    if (!c_) c_ = std::make_unique<GrammarCompiler>(*rt_.tokenizer, rt_.config.vocab_size, rt_.config.eos_token_ids);
+    return c_->compile(s);
+  }
+
+ private:
+  const Runtime& rt_;
+  std::unique_ptr<GrammarCompiler> c_;
 };
 }  // namespace
 
@@ -47,9 +64,12 @@ static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   std::ifstream in(a.prompts_file);
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
   Runtime rt = load_engine_runtime(a.engine);
+  LazyGrammars grammars(rt);
+  if (auto spec = constraint_from_flags(a.constraint)) a.sp.constraint = grammars.compile(*spec);
   Engine engine(*rt.executor, *rt.tokenizer, engine_config(a.engine, cmd));
   std::fprintf(stderr, "llmctl: %s\n", engine.describe_kv_cache().c_str());
-  BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp);
+  BatchGenerateSummary s = run_prompts_jsonl(engine, *rt.tokenizer, in, std::cout, a.sp,
+                                             [&](const ConstraintSpec& c) { return grammars.compile(c); });
   EngineStats st = engine.stats();
   std::fprintf(stderr,
                "llmctl: %d requests (%d rejected) in %.2f s: %.2f req/s, %.1f generated tok/s, %.1f total tok/s | "
@@ -86,6 +106,7 @@ Runner add_generate(CLI::App& app) {
   s->add_option("--prompts", a->prompts_file,
                 "JSONL file, one request per line ({\"prompt\"} or {\"messages\"} plus sampling fields): "
                 "runs them all through the batching engine, one JSON line per result, in input order");
+  add_constraint_flags(s, a->constraint);
   add_runtime_flags(s, a->engine);
   add_engine_flags(s, a->engine, "with --prompts: ");
   return [a, s]() -> int {
@@ -115,7 +136,9 @@ Runner add_generate(CLI::App& app) {
     LLM_REQUIRE(!a->prompt.empty()) << "the prompt is empty (pass it as an argument, -p, -f FILE or on stdin)";
     LLM_REQUIRE(utf8_valid(a->prompt)) << "the prompt is not valid UTF-8";
 
+    const std::optional<ConstraintSpec> constraint = constraint_from_flags(a->constraint);  // (before the load)
     Runtime rt = load_engine_runtime(a->engine);
+    if (constraint) a->sp.constraint = LazyGrammars(rt).compile(*constraint);
     std::vector<int> ids;
     if (a->chat) {
       nlohmann::json messages = nlohmann::json::array();

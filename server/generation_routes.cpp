@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "engine/core/utf8.h"
+#include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/http/http_types.h"
@@ -141,11 +142,31 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
   return job;
 }
 
+// A request's constraint fields, parsed; their errors are 400s.
+static std::optional<ConstraintSpec> parse_constraint(const std::function<std::optional<ConstraintSpec>()>& parse) {
+  try {
+    return parse();
+  } catch (const InputError& e) {
+    throw to_api_error(e);
+  }
+}
+
+void HttpServer::constrain(SamplingParams& params, const std::optional<ConstraintSpec>& spec) {
+  if (!spec) return;
+  std::call_once(grammars_once_, [this] { grammars_ = std::make_unique<GrammarCompiler>(tok_, vocab_, eos_ids_); });
+  try {
+    params.constraint = grammars_->compile(*spec);
+  } catch (const InputError& e) {
+    throw ApiError(400, e.what(), spec->field);
+  }
+}
+
 void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpResponse& res) {
   const auto start = std::chrono::steady_clock::now();
   auto slot = acquire_slot(res);  // before the body is parsed and the chat template runs: their work counts
   const json body = parse_json_body(req);
   auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start)));
+  constrain(oreq->params, parse_constraint([&] { return constraint_from_request_text(body, req.body); }));
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();
@@ -185,6 +206,7 @@ void HttpServer::handle_tgi(bool stream, const HttpRequest& req, HttpResponse& r
   json body = parse_json_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
   auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
+  constrain(treq->params, parse_constraint([&] { return constraint_from_tgi_text(body, req.body); }));
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params, start);
   if (!stream) {

@@ -34,6 +34,8 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ModelConfig& 
     : engine_(engine), tok_(tok), cfg_(std::move(config)), loop_(engine_, metrics_) {
   limits_.served_name = cfg_.served_model_name;
   limits_.vocab_size = model.vocab_size;
+  vocab_ = model.vocab_size;
+  eos_ids_ = model.eos_token_ids;
   limits_.max_context = engine_.max_context();
   limits_.max_n = cfg_.max_n;
   http::ServerOptions opt;

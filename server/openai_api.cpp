@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
 #include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
@@ -191,7 +192,10 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
       top_logprobs = optional_int(v, k);
     } else if (k == "user") {
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
-    } else if (v.is_null() || (k == "response_format" && v == json{{"type", "text"}})) {
+    } else if (is_constraint_field(k)) {
+      // response_format, structured_outputs, guided_*: parsed from the body's text by the route
+      // (constraint_from_request_text keeps a schema's key order)
+    } else if (v.is_null()) {
       // an unsupported field left at its default
     } else {
       throw ApiError(400, "field '" + k + "' is not supported by this server", k);

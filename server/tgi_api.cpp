@@ -65,6 +65,8 @@ TgiRequest parse_tgi_request(const json& body, const Tokenizer& tok, const Model
       r.return_full_text = flag(k);
     } else if (k == "decoder_input_details") {
       r.decoder_input_details = flag(k);
+    } else if (k == "grammar") {
+      // parsed from the body's text by the route (constraint_from_tgi_text)
     } else if ((k == "watermark" && v == false) || (k == "best_of" && v == 1)) {
       // defaults
     } else {

@@ -1,9 +1,11 @@
 #include "engine/structured/constraint_fields.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/core/json_raw.h"
 
 namespace llmctl {
 
@@ -157,6 +159,55 @@ ConstraintSpec constraint_from_tgi_grammar(const ojson& g) {
     throw InputError("parameters.grammar.type must be \"json\" or \"regex\", got \"" + type + "\"");
   }
   return s;
+}
+
+namespace {
+
+constexpr size_t kMaxObjectKeys = 4096;
+
+ojson ordered_member(std::string_view text, std::initializer_list<std::string_view> path, const std::string& field,
+                     size_t max_bytes) {
+  const std::optional<std::string_view> raw = raw_json_member(text, path);
+  LLM_CHECK(raw) << "field '" << field << "' is in the parsed body but not in its text";
+  LLM_REQUIRE(raw->size() <= max_bytes) << "field '" << field << "' is " << raw->size() << " bytes, at most "
+                                        << max_bytes;
+  // Ordered objects find keys by a linear search: a member is parsed sorted first, and refused
+  // when one of its objects has more keys than any schema needs.
+  size_t widest = 0;
+  std::vector<const nlohmann::json*> todo;
+  const nlohmann::json sorted = nlohmann::json::parse(*raw);  // (nesting bounded by the body's parse)
+  todo.push_back(&sorted);
+  while (!todo.empty()) {
+    const nlohmann::json* v = todo.back();
+    todo.pop_back();
+    if (v->is_object()) widest = std::max(widest, v->size());
+    if (v->is_structured())
+      for (const auto& child : *v) todo.push_back(&child);
+  }
+  LLM_REQUIRE(widest <= kMaxObjectKeys) << "field '" << field << "' has an object with " << widest
+                                        << " keys, at most " << kMaxObjectKeys;
+  return ojson::parse(*raw);
+}
+
+}  // namespace
+
+std::optional<ConstraintSpec> constraint_from_request_text(const nlohmann::json& body, std::string_view text,
+                                                           size_t max_field_bytes) {
+  if (!body.is_object()) return std::nullopt;
+  ojson fields = ojson::object();
+  for (std::string_view f : kFields) {
+    const std::string key(f);
+    if (body.contains(key)) fields[key] = ordered_member(text, {f}, key, max_field_bytes);
+  }
+  return constraint_from_request(fields);
+}
+
+std::optional<ConstraintSpec> constraint_from_tgi_text(const nlohmann::json& body, std::string_view text,
+                                                       size_t max_field_bytes) {
+  if (!body.is_object() || !body.contains("parameters") || !body["parameters"].is_object()) return std::nullopt;
+  const nlohmann::json& p = body["parameters"];
+  if (!p.contains("grammar") || p["grammar"].is_null()) return std::nullopt;
+  return constraint_from_tgi_grammar(ordered_member(text, {"parameters", "grammar"}, "parameters.grammar", max_field_bytes));
 }
 
 }  // namespace llmctl

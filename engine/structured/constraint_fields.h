@@ -26,4 +26,12 @@ std::optional<ConstraintSpec> constraint_from_request(const nlohmann::ordered_js
 // TGI's parameters.grammar object.
 ConstraintSpec constraint_from_tgi_grammar(const nlohmann::ordered_json& grammar);
 
+// The same from a request's parsed body (keys sorted) and its text: each constraint field present
+// is parsed again from its own text, in order, refused past max_field_bytes.
+std::optional<ConstraintSpec> constraint_from_request_text(const nlohmann::json& body, std::string_view text,
+                                                           size_t max_field_bytes = size_t(512) << 10);
+// TGI: body["parameters"]["grammar"], when present and not null.
+std::optional<ConstraintSpec> constraint_from_tgi_text(const nlohmann::json& body, std::string_view text,
+                                                       size_t max_field_bytes = size_t(512) << 10);
+
 }  // namespace llmctl

@@ -303,6 +303,7 @@ std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const Constra
     std::string msg = job->error;
     const size_t cut = msg.find(": ");
     if (msg.rfind('[', 0) == 0 && cut != std::string::npos) msg = msg.substr(cut + 2);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     throw InputError(field + ": the " + std::string(spec.kind_name()) + " cannot be used: " + msg);
   }
   impl_->store(key, job->result);
