@@ -10,8 +10,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 
 # References written by others: HF tokenizers / transformers (tokenizer), gguf (dequantization),
-# jinja2 (chat templates), openai (the server), huggingface_hub (its cache layout). No torch is needed to run the tests.
-python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 openai huggingface_hub 2>&1 \
+# jinja2 (chat templates), openai (the server), jsonschema (structured output), huggingface_hub (its cache layout). No torch is needed to run the tests.
+python3 -m pip install --quiet --disable-pip-version-check tokenizers transformers gguf numpy jinja2 openai jsonschema huggingface_hub 2>&1 \
   | grep -v -i "warning: running pip as" || true
 
 # CUDA code is compiled wherever nvcc is (so its compile errors are caught without a GPU), unless

@@ -123,6 +123,74 @@ xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int vocab, std::spa
 
 }  // namespace
 
+namespace {
+
+// Size, nesting and shape checks before anything reaches the grammar engine.
+void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
+  const std::string& field = s.field.empty() ? std::string(s.kind_name()) : s.field;
+  if (s.kind == ConstraintKind::choice) {
+    LLM_REQUIRE(!s.choices.empty()) << field << ": the list of choices is empty";
+    LLM_REQUIRE(s.choices.size() <= l.max_choices) << field << ": " << s.choices.size() << " choices, at most "
+                                                   << l.max_choices;
+    size_t bytes = 0;
+    for (const std::string& c : s.choices) {
+      LLM_REQUIRE(!c.empty()) << field << ": a choice is empty";
+      bytes += c.size();
+    }
+    LLM_REQUIRE(bytes <= l.max_text_bytes) << field << ": the choices take " << bytes << " bytes, at most "
+                                           << l.max_text_bytes;
+    return;
+  }
+  if (s.kind == ConstraintKind::json_object) return;
+  LLM_REQUIRE(!s.text.empty()) << field << " is empty";
+  LLM_REQUIRE(s.text.size() <= l.max_text_bytes) << field << " has " << s.text.size() << " bytes, at most "
+                                                 << l.max_text_bytes;
+  if (s.kind == ConstraintKind::json_schema) {
+    const nlohmann::json j = parse_json_bounded(s.text, JsonLimits{l.max_text_bytes, l.max_json_depth}, field);
+    LLM_REQUIRE(j.is_object() || j.is_boolean()) << field << " must be a JSON object (a schema)";
+    // The schema is parsed again in order (rewrite_formats), whose objects find keys linearly.
+    size_t widest = 0;
+    std::vector<const nlohmann::json*> todo{&j};
+    while (!todo.empty()) {
+      const nlohmann::json* v = todo.back();
+      todo.pop_back();
+      if (v->is_object()) widest = std::max(widest, v->size());
+      if (v->is_structured())
+        for (const auto& child : *v) todo.push_back(&child);
+    }
+    LLM_REQUIRE(widest <= l.max_object_keys) << field << " has an object with " << widest << " keys, at most "
+                                             << l.max_object_keys;
+  }
+}
+
+// An IPv4 address as JSON Schema validators read "format": "ipv4" (dotted decimal, no leading
+// zeros); xgrammar's own pattern for it also takes "01.002.0.0".
+constexpr const char* kIpv4Pattern =
+    "^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$";
+
+void rewrite_formats(nlohmann::ordered_json& v, int depth) {
+  if (depth > 128) return;  // (the schema's nesting was bounded when it was checked)
+  if (v.is_object()) {
+    auto f = v.find("format");
+    if (f != v.end() && *f == "ipv4" && !v.contains("pattern")) {
+      v.erase("format");
+      v["pattern"] = kIpv4Pattern;
+    }
+  }
+  if (v.is_structured())
+    for (auto& child : v) rewrite_formats(child, depth + 1);
+}
+
+// The schema handed to xgrammar: the client's, in its key order, with the formats above rewritten.
+std::string schema_for_xgrammar(const std::string& text) {
+  if (text.find("ipv4") == std::string::npos) return text;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+  rewrite_formats(j, 0);
+  return j.dump();
+}
+
+}  // namespace
+
 struct GrammarCompiler::Impl {
   CompileLimits limits;
   int vocab = 0;
@@ -168,9 +236,12 @@ struct GrammarCompiler::Impl {
     switch (s.kind) {
       case ConstraintKind::json_schema:
         // Compact separators, no free whitespace: a small model cannot wander into endless blanks.
-        return xg.CompileJSONSchema(s.text, false, std::nullopt, std::make_pair(std::string(","), std::string(":")),
+        return xg.CompileJSONSchema(schema_for_xgrammar(s.text), false, std::nullopt,
+                                    std::make_pair(std::string(","), std::string(":")),
                                     s.strict);
-      case ConstraintKind::json_object: return xg.CompileBuiltinJSONGrammar();
+      case ConstraintKind::json_object:  // any object, written compactly like the schemas' output
+        return xg.CompileJSONSchema(R"({"type":"object"})", false, std::nullopt,
+                                    std::make_pair(std::string(","), std::string(":")), false);
       case ConstraintKind::regex: return xg.CompileRegex(s.text);
       case ConstraintKind::grammar: return xg.CompileGrammar(s.text, "root");
       case ConstraintKind::choice: return xg.CompileGrammar(choice_grammar(s.choices), "root");
@@ -196,36 +267,6 @@ GrammarCompilerStats GrammarCompiler::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
 }
-
-namespace {
-
-// Size, nesting and shape checks before anything reaches the grammar engine.
-void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
-  const std::string& field = s.field.empty() ? std::string(s.kind_name()) : s.field;
-  if (s.kind == ConstraintKind::choice) {
-    LLM_REQUIRE(!s.choices.empty()) << field << ": the list of choices is empty";
-    LLM_REQUIRE(s.choices.size() <= l.max_choices) << field << ": " << s.choices.size() << " choices, at most "
-                                                   << l.max_choices;
-    size_t bytes = 0;
-    for (const std::string& c : s.choices) {
-      LLM_REQUIRE(!c.empty()) << field << ": a choice is empty";
-      bytes += c.size();
-    }
-    LLM_REQUIRE(bytes <= l.max_text_bytes) << field << ": the choices take " << bytes << " bytes, at most "
-                                           << l.max_text_bytes;
-    return;
-  }
-  if (s.kind == ConstraintKind::json_object) return;
-  LLM_REQUIRE(!s.text.empty()) << field << " is empty";
-  LLM_REQUIRE(s.text.size() <= l.max_text_bytes) << field << " has " << s.text.size() << " bytes, at most "
-                                                 << l.max_text_bytes;
-  if (s.kind == ConstraintKind::json_schema) {
-    const nlohmann::json j = parse_json_bounded(s.text, JsonLimits{l.max_text_bytes, l.max_json_depth}, field);
-    LLM_REQUIRE(j.is_object() || j.is_boolean()) << field << " must be a JSON object (a schema)";
-  }
-}
-
-}  // namespace
 
 std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const ConstraintSpec& spec) {
   const std::string field = spec.field.empty() ? std::string(spec.kind_name()) : spec.field;

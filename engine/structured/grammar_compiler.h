@@ -22,6 +22,7 @@ namespace llmctl {
 struct CompileLimits {
   size_t max_text_bytes = 256 * 1024;    // a schema, regex or grammar
   int max_json_depth = 64;               // nesting of a JSON schema
+  size_t max_object_keys = 4096;         // keys of one object in a JSON schema
   size_t max_choices = 1024;
   std::chrono::milliseconds timeout{10000};
   int max_overrunning = 2;               // compiles past their timeout still running

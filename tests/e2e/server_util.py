@@ -12,6 +12,7 @@ import urllib.request
 SRC = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
 MODEL = os.path.join(HOME, "models/SmolLM2-135M-Instruct/hf")
+GGUF = os.path.join(HOME, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")  # the default model as shipped
 
 
 failures = []
@@ -37,12 +38,12 @@ def require_model():
 
 
 class Server:
-    def __init__(self, build, *flags, api_key=None):
+    def __init__(self, build, *flags, api_key=None, model=MODEL):
         self.api_key = api_key
         # LLMCTL_TEST_SERVE_ARGS: flags added to every server a test starts (e.g. "-tp 3 -t 1": the
         # OpenAI client suite against tensor-parallel ranks, tests/e2e/test_tensor_parallel.py).
         extra = os.environ.get("LLMCTL_TEST_SERVE_ARGS", "").split()
-        cmd = [os.path.join(build, "llmctl"), "serve", "--model", MODEL, "--port", "0", *flags, *extra]
+        cmd = [os.path.join(build, "llmctl"), "serve", "--model", model, "--port", "0", *flags, *extra]
         if api_key:
             cmd += ["--api-key", api_key]
         self.log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"llmctl-serve-{os.getpid()}-{time.time_ns()}.log")

@@ -120,6 +120,17 @@ TEST_CASE("structured: every walk through a JSON schema's mask is a valid instan
   }
 }
 
+TEST_CASE("structured: format ipv4 takes no leading zeros (as JSON Schema validators read it)") {
+  auto c = compiler().compile(spec(ConstraintKind::json_schema, R"({"type":"string","format":"ipv4"})"));
+  const std::regex strict_ipv4(R"("(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}")");
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    bool ended = false;
+    const std::string t = random_walk(*c, seed, ended, 40);
+    REQUIRE(ended);
+    CHECK_MESSAGE(std::regex_match(t, strict_ipv4), t);
+  }
+}
+
 TEST_CASE("structured: a regex's walks match it; the matcher refuses other tokens and rolls back") {
   auto c = compiler().compile(spec(ConstraintKind::regex, "[0-9]{3}-(ab|cd)+"));
   const std::regex re("[0-9]{3}-(ab|cd)+");
