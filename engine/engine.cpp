@@ -192,7 +192,7 @@ bool Engine::launch_step() {
       }
     const BatchPlan plan = build_batch_plan(f.out, *sched_, f.plan.logits_rows);
     f.t0 = now_seconds();
-    exec_.submit(plan, step_sampling(f.plan, sample_vocab_, eos_ids_));
+    exec_.submit(plan, step_sampling(f.plan, sample_vocab_, eos_ids_, exec_.host_free_during_forward()));
   } catch (...) {
     for (int64_t id : f.request_ids) --requests_.at(id)->steps_in_flight;
     in_flight_.pop_back();

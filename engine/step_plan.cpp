@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/structured/mask_fill.h"
 
 namespace llmctl {
 
@@ -57,11 +58,12 @@ StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const Own
   return plan;
 }
 
-StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids) {
+StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids, bool masks_async) {
   StepSampling s;
   s.vocab = vocab;
   s.eos_ids = eos_ids;
   s.draws.reserve(plan.draws.size());
+  std::vector<MaskJob> masks;
   for (const StepDraw& d : plan.draws) {
     DrawSpec spec;
     spec.params = &d.r->params, spec.state = &d.r->seqs[size_t(d.child)].state;
@@ -69,10 +71,15 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
     EngineSequence& seq = d.r->seqs[size_t(d.child)];
     if (seq.matcher) {
       LLM_CHECK(d.draft < 0 && !d.chained) << "engine: drafts for a constrained sequence";
-      seq.matcher->fill_mask(seq.mask);
+      masks.push_back(MaskJob{seq.matcher.get(), seq.mask});
       spec.allowed = seq.mask;
     }
     s.draws.push_back(spec);
+  }
+  if (masks_async && !masks.empty()) {
+    s.masks_ready = fill_masks_async(std::move(masks));  // before the engine submits the forward: beside it
+  } else {
+    for (const MaskJob& m : masks) m.matcher->fill_mask(m.words);
   }
   for (const StepSeq& e : plan.entries)
     for (size_t k = 0; k < e.prompt_scored.size(); ++k) {

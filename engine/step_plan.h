@@ -51,6 +51,8 @@ using OwnerFn = std::function<EngineRequest&(const ScheduledSeq&)>;
 StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const OwnerFn& owner);
 
 // What the plan's draws and prompt rows ask of sampling (pointing into the plan's requests).
-StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids);
+// Constrained sequences' token masks are filled here, or with masks_async on a thread of their own
+// that runs while the engine submits the forward (StepSampling::masks_ready).
+StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids, bool masks_async = false);
 
 }  // namespace llmctl

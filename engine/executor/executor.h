@@ -63,6 +63,9 @@ class Executor {
   // stay valid until then). The steps in flight must not share a sequence (each reads the KV the
   // previous step of that sequence wrote). Default: one at a time, submit runs execute.
   virtual int max_steps_in_flight() const { return 1; }
+  // Whether the host's cores are free while a step's forward runs (a GPU forward): then work for the
+  // step's sampling (grammar masks) runs beside it; on the CPU backend the forward uses every core.
+  virtual bool host_free_during_forward() const { return false; }
   virtual void submit(const BatchPlan& plan, const StepSampling& sampling);
   virtual StepOutput collect();
 

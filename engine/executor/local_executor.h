@@ -27,6 +27,7 @@ class LocalExecutor final : public Executor {
     return runner_.activation_bytes(tokens, rows);
   }
   void tune(int64_t max_tokens, int64_t max_rows) override { runner_.tune_gemms(max_tokens, max_rows); }
+  bool host_free_during_forward() const override { return runner_.backend().device() != Device::CPU; }
   void copy_blocks(const std::vector<std::pair<int, int>>& pairs, int group = 0) override {
     runner_.copy_blocks(pairs, group);
   }

@@ -64,6 +64,7 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
   StepOutput out;
   out.draws.resize(s.draws.size());
   if (s.empty()) return out;
+  if (s.masks_ready.valid()) s.masks_ready.get();  // (rethrows nothing: a failed fill leaves an empty mask)
   LLM_CHECK(logits.dtype == DType::F32 && logits.shape.size() == 2 && logits.dim(1) >= s.vocab && s.vocab > 0)
       << "sample_step: logits of another shape than the step's rows";
   const auto& draws = s.draws;

@@ -4,6 +4,7 @@
 // engine never sees a logits tensor.
 #pragma once
 #include <cstdint>
+#include <future>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct StepSampling {
   std::vector<PromptRowSpec> prompt_rows;
   int vocab = 0;                        // ids [0, vocab) may be drawn (the row may be wider)
   std::span<const int> eos_ids;         // ends a chain like a mismatch (is_stop_token)
+  // Ready once the draws' `allowed` masks are filled (valid only when some draw has one): they
+  // are filled while the forward runs (engine/structured/mask_fill.h); the sampler waits for it.
+  std::shared_future<void> masks_ready;
   bool empty() const { return draws.empty() && prompt_rows.empty(); }
 };
 

@@ -58,6 +58,9 @@ class ScriptedExecutor final : public Executor {
   int64_t steps = 0, max_step_tokens = 0, copied_blocks = 0;
 
   const ModelConfig& config() const override { return config_; }
+  // As a GPU executor: grammar masks are filled on their own thread while the forward runs.
+  bool host_free = false;
+  bool host_free_during_forward() const override { return host_free; }
   DType weight_dtype() const override { return DType::F32; }
   void check_context(int) const override {}
   KvCacheSpec kv_spec(int block_size) const override {

@@ -257,9 +257,12 @@ TEST_CASE("structured: request fields (OpenAI, vLLM, TGI)") {
   CHECK_THROWS_AS(constraint_from_tgi_grammar(ojson::parse(R"({"type":"ebnf","value":"x"})")), InputError);
 }
 
-TEST_CASE("structured: the engine draws under each request's grammar; others in the batch are untouched") {
+namespace {
+// Four requests in one batch (one plain, three under grammars); their outputs' texts.
+std::vector<std::string> run_constrained_batch(bool masks_async) {
   using Rule = ScriptedExecutor::Rule;
   ScriptedExecutor exec(ByteTokenizer::kVocab, Rule::ContextHash);
+  exec.host_free = masks_async;
   ByteTokenizer tok;
   EngineConfig cfg;
   cfg.num_blocks = 64;
@@ -312,4 +315,14 @@ TEST_CASE("structured: the engine draws under each request's grammar; others in 
   auto rd = engine.take_result(d);
   REQUIRE(rd);
   CHECK((rd->outputs[0].text == "left" || rd->outputs[0].text == "right"));
+  std::vector<std::string> texts{ra->outputs[0].text, rb->outputs[0].text, rd->outputs[0].text};
+  for (const SequenceOutput& o : rc->outputs) texts.push_back(o.text);
+  return texts;
+}
+}  // namespace
+
+TEST_CASE("structured: the engine draws under each request's grammar; others in the batch are untouched") {
+  const std::vector<std::string> inline_fill = run_constrained_batch(false);
+  // Masks filled beside the forward (as on a GPU) draw the same tokens.
+  CHECK(run_constrained_batch(true) == inline_fill);
 }
