@@ -79,7 +79,7 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
   if (masks_async && !masks.empty()) {
     s.masks_ready = fill_masks_async(std::move(masks));  // before the engine submits the forward: beside it
   } else {
-    for (const MaskJob& m : masks) m.matcher->fill_mask(m.words);
+    fill_masks(masks);
   }
   for (const StepSeq& e : plan.entries)
     for (size_t k = 0; k < e.prompt_scored.size(); ++k) {

@@ -1,6 +1,7 @@
-// Token masks of a step's constrained sequences, filled on a thread of their own while the step's
-// forward runs (the engine submits the forward right after starting this; the sampler waits for
-// the masks before it draws: StepSampling::masks_ready).
+// Token masks of a step's constrained sequences: filled before the step's forward on the CPU
+// backend (whose forward uses every core), or on a thread of their own while the forward runs
+// where the host is free (a GPU forward; the sampler waits for them: StepSampling::masks_ready).
+// Either way the jobs are spread over the host's cores.
 #pragma once
 #include <cstdint>
 #include <future>
@@ -13,11 +14,14 @@ namespace llmctl {
 
 struct MaskJob {
   ConstraintMatcher* matcher = nullptr;
-  std::span<uint32_t> words;  // matcher->mask_words() words, kept alive until the future is ready
+  std::span<uint32_t> words;  // matcher->mask_words() words, kept alive until the masks are filled
 };
 
-// Ready when every job's mask is filled. A matcher that throws leaves its mask empty (nothing
-// allowed), so that its draw fails alone.
+// Fills every job's mask, over up to the host's cores (at least 4 jobs per thread). A matcher that
+// throws leaves its mask empty (nothing allowed), so that its draw fails alone.
+void fill_masks(const std::vector<MaskJob>& jobs);
+
+// The same on a thread of its own: ready when every mask is filled.
 std::shared_future<void> fill_masks_async(std::vector<MaskJob> jobs);
 
 }  // namespace llmctl
