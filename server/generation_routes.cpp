@@ -142,13 +142,25 @@ std::shared_ptr<Job> HttpServer::start_job(std::vector<std::vector<int>> prompts
   return job;
 }
 
-// A request's constraint fields, parsed; their errors are 400s.
-static std::optional<ConstraintSpec> parse_constraint(const std::function<std::optional<ConstraintSpec>()>& parse) {
+// The request field a constraint error names: "response_format" for "response_format.json_schema.schema".
+static std::string top_field(const std::string& field) { return field.substr(0, field.find_first_of(".[")); }
+
+// A request's constraint fields, parsed; their errors are 400s naming `param`.
+static std::optional<ConstraintSpec> parse_constraint(const std::function<std::optional<ConstraintSpec>()>& parse,
+                                                      const std::string& param) {
   try {
     return parse();
   } catch (const InputError& e) {
-    throw to_api_error(e);
+    throw ApiError(400, e.what(), param);
   }
+}
+
+// The first constraint field of an OpenAI body (what its errors name).
+static std::string constraint_param(const json& body) {
+  if (body.is_object())
+    for (const auto& [k, v] : body.items())
+      if (is_constraint_field(k) && !v.is_null()) return k;
+  return "response_format";
 }
 
 void HttpServer::constrain(SamplingParams& params, const std::optional<ConstraintSpec>& spec) {
@@ -157,7 +169,7 @@ void HttpServer::constrain(SamplingParams& params, const std::optional<Constrain
   try {
     params.constraint = grammars_->compile(*spec);
   } catch (const InputError& e) {
-    throw ApiError(400, e.what(), spec->field);
+    throw ApiError(400, e.what(), top_field(spec->field));
   }
 }
 
@@ -166,7 +178,8 @@ void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpRespon
   auto slot = acquire_slot(res);  // before the body is parsed and the chat template runs: their work counts
   const json body = parse_json_body(req);
   auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start)));
-  constrain(oreq->params, parse_constraint([&] { return constraint_from_request_text(body, req.body); }));
+  constrain(oreq->params, parse_constraint([&] { return constraint_from_request_text(body, req.body); },
+                                           constraint_param(body)));
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();
@@ -206,7 +219,7 @@ void HttpServer::handle_tgi(bool stream, const HttpRequest& req, HttpResponse& r
   json body = parse_json_body(req);
   if (body.is_object() && body.contains("stream") && body["stream"].is_boolean()) stream = stream || body["stream"].get<bool>();
   auto treq = std::make_shared<TgiRequest>(parse_tgi_request(body, tok_, limits_));
-  constrain(treq->params, parse_constraint([&] { return constraint_from_tgi_text(body, req.body); }));
+  constrain(treq->params, parse_constraint([&] { return constraint_from_tgi_text(body, req.body); }, "grammar"));
   current_request().prompt_tokens = int64_t(treq->prompt.size());
   auto job = start_job({treq->prompt}, treq->params, start);
   if (!stream) {

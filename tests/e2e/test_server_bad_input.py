@@ -106,8 +106,9 @@ try:
     # fields that are not supported are named, never ignored
     expect("unknown field", C, {"prompt": "x", "foo": 1}, 400, param="foo")
     expect("tools", CH, {"messages": msgs, "tools": [{"type": "function"}]}, 400, param="tools")
-    expect("response_format json_object", CH, {"messages": msgs, "response_format": {"type": "json_object"}}, 400,
+    expect("response_format of an unknown type", CH, {"messages": msgs, "response_format": {"type": "yaml"}}, 400,
            param="response_format")
+    expect("guided_regex that does not parse", C, {"prompt": "x", "guided_regex": "(a"}, 400, param="guided_regex")
     expect("suffix", C, {"prompt": "x", "suffix": "y"}, 400, param="suffix")
     expect("best_of on chat", CH, {"messages": msgs, "best_of": 2}, 400, param="best_of")
     expect("stream_options without stream", C, {"prompt": "x", "stream_options": {"include_usage": True}}, 400,

@@ -170,7 +170,6 @@ TEST_CASE("openai: invalid requests are refused naming the field") {
   refuses(kCmpl, {{"prompt", "a"}, {"model", "other"}}, "model", "the model 'other' does not exist", 404);
   refuses(kCmpl, {{"prompt", "a"}, {"model", 3}}, "model", "field 'model' must be a string");
   refuses(kCmpl, {{"prompt", "a"}, {"tools", json::array({1})}}, "tools", "field 'tools' is not supported");
-  refuses(kCmpl, {{"prompt", "a"}, {"response_format", {{"type", "json_object"}}}}, "response_format", "not supported");
   refuses(kCmpl, {{"max_tokens", 3}}, "prompt", "'prompt' is required");
   refuses(kCmpl, {{"prompt", 5}}, "prompt", "'prompt' must be a string, a list of strings");
   refuses(kCmpl, {{"prompt", json::array()}}, "prompt", "'prompt' must be a string, a list of strings");

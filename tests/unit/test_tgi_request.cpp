@@ -112,5 +112,4 @@ TEST_CASE("tgi: invalid requests are refused naming the field") {
   refuses(with_params({{"watermark", true}}), "watermark", "parameters.watermark is not supported");
   refuses(with_params({{"best_of", 2}}), "best_of", "parameters.best_of is not supported");
   refuses(with_params({{"truncate", 10}}), "truncate", "parameters.truncate is not supported");
-  refuses(with_params({{"grammar", {{"type", "json"}}}}), "grammar", "parameters.grammar is not supported");
 }
