@@ -35,6 +35,12 @@ Runner add_serve(CLI::App& app) {
   s->add_option("--max-body-bytes", a->server.max_body_bytes, "largest request body accepted (413 beyond)")
       ->capture_default_str();
   s->add_option("--max-n", a->server.max_n, "largest n / best_of accepted")->capture_default_str();
+  s->add_option("--reasoning-parser", a->server.reasoning_parser,
+                "chat: <think> blocks as reasoning_content: auto (when the chat template writes </think>), think "
+                "(always; also deepseek_r1, qwen3), none")
+      ->capture_default_str()
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"deepseek_r1", "think"}, {"qwen3", "think"}}))
+      ->check(CLI::IsMember({"auto", "think", "none"}));
   s->add_option("--header-timeout", a->server.header_timeout_s, "seconds a request's headers may take to arrive "
                 "(408 beyond)")->capture_default_str();
   add_runtime_flags(s, a->engine);

@@ -38,6 +38,8 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ModelConfig& 
   eos_ids_ = model.eos_token_ids;
   limits_.max_context = engine_.max_context();
   limits_.max_n = cfg_.max_n;
+  limits_.reasoning = cfg_.reasoning_parser == "think" ||
+                      (cfg_.reasoning_parser == "auto" && tok.chat_template().find("</think>") != std::string::npos);
   http::ServerOptions opt;
   // One worker per generation request plus room for short ones; slow or idle connections hold no
   // worker (the I/O thread reads every request whole before a worker sees it).

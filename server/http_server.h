@@ -42,6 +42,9 @@ struct ServerConfig {
   double header_timeout_s = 10;             // a request's head must arrive within this (408)
   int max_n = 16;
   std::string model_dtype, device;        // for /info
+  // Chat: <think> blocks as reasoning_content: "think" (on), "none" (off), "auto" (on when the chat
+  // template writes </think>).
+  std::string reasoning_parser = "auto";
 };
 
 class HttpServer {

@@ -192,6 +192,8 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
       top_logprobs = optional_int(v, k);
     } else if (k == "user") {
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
+    } else if (k == "chat_template_kwargs" && chat) {
+      if (!v.is_null() && !v.is_object()) throw ApiError(400, "field 'chat_template_kwargs' must be an object", k);
     } else if (is_constraint_field(k)) {
       // response_format, structured_outputs, guided_*: parsed from the body's text by the route
       // (constraint_from_request_text keeps a schema's key order)
@@ -229,7 +231,12 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     if (!body.contains("messages")) throw ApiError(400, "'messages' is required", "messages");
     try {
       // The template writes BOS itself where the model wants it (as encode_chat does).
-      const std::string text = render_chat(tok, normalize_messages(body["messages"]), true, render);
+      const json kwargs = body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object()
+                              ? body["chat_template_kwargs"]
+                              : json::object();
+      const std::string text = render_chat(tok, normalize_messages(body["messages"]), true, render, kwargs);
+      r.reasoning = limits.reasoning;
+      r.reasoning_opened = limits.reasoning && prompt_opens_reasoning(text);
       CappedTokens t = encode_capped(tok, text, true, false, prompt_cap(limits));
       if (t.over) throw prompt_too_long(t, limits.max_context, "messages");
       r.prompts.push_back(std::move(t.ids));
@@ -271,6 +278,7 @@ OpenAiResponder::OpenAiResponder(const OpenAiRequest& req, const Tokenizer& tok,
   started_.assign(choices, false);
   text_offset_.assign(choices, 0);
   results_.resize(req.prompts.size());
+  if (req.api == OpenAiApi::chat && req.reasoning) reasoning_.assign(choices, ReasoningParser(req.reasoning_opened));
 }
 
 json OpenAiResponder::logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const {
@@ -350,7 +358,18 @@ std::vector<json> OpenAiResponder::chunks(const JobEvent& e) {
   // An aborted sequence (timeout, shutdown) has no finish chunk: the error event that follows says why.
   const bool done = e.done && e.finish_reason != "abort";
   const json finish = done ? json(e.finish_reason) : json(nullptr);
-  if (chat) {
+  if (chat && !reasoning_.empty()) {
+    ReasoningPiece piece = reasoning_[c].push(e.text);
+    if (done) {
+      ReasoningPiece rest = reasoning_[c].finish();
+      piece.reasoning += rest.reasoning, piece.content += rest.content;
+    }
+    json delta = json::object();
+    if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+    if (!piece.content.empty() || (delta.empty() && !lps.is_null())) delta["content"] = piece.content;
+    if (!delta.empty()) out.push_back(chunk({{"index", c}, {"delta", delta}, {"logprobs", lps}, {"finish_reason", nullptr}}));
+    if (done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
+  } else if (chat) {
     if (!e.text.empty() || !lps.is_null())
       out.push_back(chunk({{"index", c}, {"delta", {{"content", e.text}}}, {"logprobs", lps}, {"finish_reason", nullptr}}));
     if (done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
@@ -392,8 +411,15 @@ json OpenAiResponder::response() const {
       json lps = nullptr;
       if (chat) {
         if (req_.logprobs) lps = logprobs_json(o.logprobs, 0);
+        json message = {{"role", "assistant"}, {"content", o.text}};
+        if (req_.reasoning) {
+          ReasoningParser parser(req_.reasoning_opened);
+          const ReasoningPiece a = parser.push(o.text), b = parser.finish();
+          message["content"] = a.content + b.content;
+          message["reasoning_content"] = parser.saw_reasoning() ? json(a.reasoning + b.reasoning) : json(nullptr);
+        }
         choices.push_back({{"index", c},
-                           {"message", {{"role", "assistant"}, {"content", o.text}}},
+                           {"message", message},
                            {"logprobs", lps},
                            {"finish_reason", o.finish_reason}});
       } else {

@@ -10,6 +10,7 @@
 
 #include "engine/sample/sampling_params.h"
 #include "server/engine_loop.h"
+#include "server/reasoning_parser.h"
 #include "engine/tokenizer/jinja/limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -22,6 +23,7 @@ struct ModelLimits {
   int vocab_size = 0;
   int max_context = 0;
   int max_n = 16;  // n and best_of above this are refused
+  bool reasoning = false;  // chat: <think> blocks become reasoning_content (server/reasoning_parser.h)
 };
 
 struct OpenAiRequest {
@@ -31,6 +33,8 @@ struct OpenAiRequest {
   SamplingParams params;
   bool stream = false, include_usage = false, echo = false;
   std::optional<int> logprobs;  // top-N per generated token, when asked for
+  bool reasoning = false;          // chat with a reasoning parser: split <think> blocks off the content
+  bool reasoning_opened = false;   // the rendered prompt ends inside a <think> block
 };
 
 // Throws ApiError (400 naming the field, 404 for an unknown model). `render` bounds the chat
@@ -66,6 +70,7 @@ class OpenAiResponder {
   std::vector<bool> started_;           // per choice: the first chunk (role / echo) was sent
   std::vector<size_t> text_offset_;     // per choice: characters sent so far (completions text_offset)
   std::vector<std::optional<RequestResult>> results_;
+  std::vector<ReasoningParser> reasoning_;  // per choice, when req_.reasoning
 };
 
 }  // namespace llmctl::server

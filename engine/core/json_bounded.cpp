@@ -1,7 +1,9 @@
 #include "engine/core/json_bounded.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -50,6 +52,19 @@ nlohmann::json read_json_file_bounded(const std::string& path, const JsonLimits&
   in.read(text.data(), std::streamsize(size));
   LLM_REQUIRE(in.gcount() == std::streamsize(size)) << "cannot read '" << path << "'";
   return parse_json_bounded(text, limits, "'" + path + "'");
+}
+
+size_t widest_object(const nlohmann::json& root) {
+  size_t widest = 0;
+  std::vector<const nlohmann::json*> todo{&root};
+  while (!todo.empty()) {
+    const nlohmann::json* v = todo.back();
+    todo.pop_back();
+    if (v->is_object()) widest = std::max(widest, v->size());
+    if (v->is_structured())
+      for (const auto& child : *v) todo.push_back(&child);
+  }
+  return widest;
 }
 
 }  // namespace llmctl

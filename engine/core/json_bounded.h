@@ -27,6 +27,10 @@ nlohmann::json parse_json_bounded(std::string_view text, const JsonLimits& limit
 nlohmann::ordered_json parse_ordered_json_bounded(std::string_view text, const JsonLimits& limits,
                                                   const std::string& what);
 
+// The most keys any object in v holds (walked without recursion). For input parsed again as
+// ordered JSON, whose objects find keys by a linear search.
+size_t widest_object(const nlohmann::json& v);
+
 // Reads a whole file (refusing one over limits.max_bytes before reading it) and parses it.
 nlohmann::json read_json_file_bounded(const std::string& path, const JsonLimits& limits = kModelJsonLimits);
 

@@ -127,10 +127,10 @@ class MultiRankExecutor final : public Executor {
     c.i = group;
     run(c, payload, nullptr, nullptr);
   }
+  bool host_free_during_forward() const override { return local_.host_free_during_forward(); }
   // Pipeline stages: as many steps in flight as stages, so that each stage has one to work on
   // (PipelineOptions::steps_in_flight 1 turns it off, for measurements). The other ranks run each
   // Execute as it comes: a stage takes the next step once it has passed the previous one on.
-  bool host_free_during_forward() const override { return local_.host_free_during_forward(); }
   int max_steps_in_flight() const override {
     const int stages = local_.runner().model().pipeline_stages();
     if (stages <= 1) return 1;

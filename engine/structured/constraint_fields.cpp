@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/core/json_raw.h"
 
 namespace llmctl {
@@ -173,17 +174,7 @@ ojson ordered_member(std::string_view text, std::initializer_list<std::string_vi
                                         << max_bytes;
   // Ordered objects find keys by a linear search: a member is parsed sorted first, and refused
   // when one of its objects has more keys than any schema needs.
-  size_t widest = 0;
-  std::vector<const nlohmann::json*> todo;
-  const nlohmann::json sorted = nlohmann::json::parse(*raw);  // (nesting bounded by the body's parse)
-  todo.push_back(&sorted);
-  while (!todo.empty()) {
-    const nlohmann::json* v = todo.back();
-    todo.pop_back();
-    if (v->is_object()) widest = std::max(widest, v->size());
-    if (v->is_structured())
-      for (const auto& child : *v) todo.push_back(&child);
-  }
+  const size_t widest = widest_object(nlohmann::json::parse(*raw));  // (nesting bounded by the body's parse)
   LLM_REQUIRE(widest <= kMaxObjectKeys) << "field '" << field << "' has an object with " << widest
                                         << " keys, at most " << kMaxObjectKeys;
   return ojson::parse(*raw);

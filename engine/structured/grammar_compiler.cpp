@@ -149,15 +149,7 @@ void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
     const nlohmann::json j = parse_json_bounded(s.text, JsonLimits{l.max_text_bytes, l.max_json_depth}, field);
     LLM_REQUIRE(j.is_object() || j.is_boolean()) << field << " must be a JSON object (a schema)";
     // The schema is parsed again in order (rewrite_formats), whose objects find keys linearly.
-    size_t widest = 0;
-    std::vector<const nlohmann::json*> todo{&j};
-    while (!todo.empty()) {
-      const nlohmann::json* v = todo.back();
-      todo.pop_back();
-      if (v->is_object()) widest = std::max(widest, v->size());
-      if (v->is_structured())
-        for (const auto& child : *v) todo.push_back(&child);
-    }
+    const size_t widest = widest_object(j);
     LLM_REQUIRE(widest <= l.max_object_keys) << field << " has an object with " << widest << " keys, at most "
                                              << l.max_object_keys;
   }

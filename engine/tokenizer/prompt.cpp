@@ -6,7 +6,7 @@
 namespace llmctl {
 
 std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt,
-                        const RenderLimits& limits) {
+                        const RenderLimits& limits, const nlohmann::json& extra) {
   const ChatTemplate& tmpl = tok.compiled_chat_template();
   LLM_REQUIRE(messages.is_array() && !messages.empty()) << "a chat needs at least one message";
   // transformers' context: tools and documents none when absent (so `tools is defined` holds),
@@ -18,6 +18,11 @@ std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bo
   ctx["add_generation_prompt"] = add_generation_prompt;
   if (tok.bos_id() >= 0) ctx["bos_token"] = tok.token_text(tok.bos_id());
   if (tok.eos_id() >= 0) ctx["eos_token"] = tok.token_text(tok.eos_id());
+  LLM_REQUIRE(extra.is_object()) << "chat_template_kwargs must be an object";
+  for (const auto& [k, v] : extra.items()) {
+    LLM_REQUIRE(k != "messages") << "chat_template_kwargs may not set 'messages'";
+    ctx[k] = nlohmann::ordered_json::parse(v.dump());
+  }
   return tmpl.render(ctx, limits);
 }
 

@@ -15,8 +15,10 @@ namespace llmctl {
 // Throws InputError when the model has no chat template, when it did not parse, when the template
 // rejects the conversation or when rendering exceeds `limits` (a server passes its request
 // deadline and cancel flag there).
+// extra: more template variables (a request's chat_template_kwargs, e.g. enable_thinking), set
+// after the defaults; "messages" among them is refused.
 std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt = true,
-                        const RenderLimits& limits = {});
+                        const RenderLimits& limits = {}, const nlohmann::json& extra = nlohmann::json::object());
 
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text);
 std::vector<int> encode_chat(const Tokenizer& tok, const nlohmann::json& messages);

@@ -65,6 +65,37 @@ assert 'nested deeper' in lines[1]['error']['message'], lines[1]
 " && [ "$rc" -ne 139 ] && pass "--prompts: a line nested 10,000 deep is an error line, the others run" \
   || fail "--prompts with a deep line (exit $rc): $(head -c 300 "$TMP/deep.out") $(head -c 200 "$TMP/err")"
 
+# generate with structured output: --json-schema, --regex, --choice, --grammar; a bad spec is an
+# error naming its flag; --prompts lines carry their own (response_format, guided_regex).
+printf '{"type":"object","properties":{"city":{"type":"string","maxLength":20},"rank":{"type":"integer","minimum":1,"maximum":9}},"required":["city","rank"],"additionalProperties":false}' >"$TMP/schema.json"
+out=$("$LLMCTL" generate --model "$MODEL" --chat "Name a city as JSON." --json-schema "$TMP/schema.json" -n 60 --seed 3 2>/dev/null)
+python3 -c "
+import json, sys; j = json.loads(sys.argv[1]); assert list(j) == ['city', 'rank'] and 1 <= j['rank'] <= 9, j
+" "$out" && pass "--json-schema: $out" || fail "--json-schema: '$out'"
+out=$("$LLMCTL" generate --model "$MODEL" "My code is" --regex "[A-Z]{3}-[0-9]{2}" -n 20 --seed 4 2>/dev/null)
+[[ "$out" =~ ^[A-Z]{3}-[0-9]{2}$ ]] && pass "--regex: $out" || fail "--regex: '$out'"
+out=$("$LLMCTL" generate --model "$MODEL" "Is water wet?" --choice yes --choice no -n 5 --seed 5 2>/dev/null)
+[[ "$out" == yes || "$out" == no ]] && pass "--choice: $out" || fail "--choice: '$out'"
+printf 'root ::= "(" [0-9] ("+" [0-9])? ")"\n' >"$TMP/g.gbnf"
+out=$("$LLMCTL" generate --model "$MODEL" "Sum:" --grammar "$TMP/g.gbnf" -n 20 --seed 6 2>/dev/null)
+[[ "$out" =~ ^\([0-9](\+[0-9])?\)$ ]] && pass "--grammar: $out" || fail "--grammar: '$out'"
+expect_error "bad --regex" 1 "regex cannot be used" -- "$LLMCTL" generate --model "$MODEL" "x" --regex "(a"
+expect_error "two constraints" 1 "at most one" -- "$LLMCTL" generate --model "$MODEL" "x" --regex "a" --choice b
+python3 -c "
+import json
+print(json.dumps({'prompt': 'Code:', 'max_tokens': 20, 'guided_regex': '[0-9]{4}'}))
+print(json.dumps({'messages': [{'role': 'user', 'content': 'A city'}], 'max_tokens': 60, 'response_format': {'type': 'json_object'}}))
+print(json.dumps({'prompt': 'x', 'guided_regex': '(a'}))
+" >"$TMP/constrained.jsonl"
+"$LLMCTL" generate --model "$MODEL" --prompts "$TMP/constrained.jsonl" >"$TMP/constrained.out" 2>/dev/null
+python3 -c "
+import json, re
+lines = [json.loads(l) for l in open('$TMP/constrained.out')]
+assert re.fullmatch('[0-9]{4}', lines[0]['outputs'][0]['text']), lines[0]
+assert isinstance(json.loads(lines[1]['outputs'][0]['text']), dict), lines[1]
+assert 'guided_regex' in lines[2]['error']['message'], lines[2]
+" && pass "--prompts lines with their own constraints" || fail "--prompts constraints: $(head -c 400 "$TMP/constrained.out")"
+
 # generate: greedy is deterministic; seeded sampling reproduces; JSON output; stop strings.
 a=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 "The capital of France is" 2>/dev/null)
 b=$("$LLMCTL" generate --model "$MODEL" --temperature 0 -n 16 "The capital of France is" 2>/dev/null)

@@ -10,6 +10,8 @@ output, `re.fullmatch` for regexes, the official `openai` client's `parse()` wit
    streamed constrained answer equals the whole one; n = 2.
 4. Hostile specs: 1 MB schema, 1,000-deep $ref chain, exponential regexes, a grammar with no
    sentence, unknown keys: 400s naming the field, and the server keeps answering others meanwhile.
+5. --reasoning-parser: a <think> block (written under a regex) becomes reasoning_content, whole
+   and streamed.
 Usage: test_structured_output.py BUILD_DIR
 """
 import concurrent.futures as cf
@@ -199,6 +201,34 @@ try:
         t.join()
     check(answered and answered[0][0], f"a plain request is answered while hostile regexes compile ({answered})")
     check(srv.normal_request_works(), "the server still answers afterwards")
+finally:
+    code = srv.stop()
+    check(code == 0, f"serve exits cleanly ({code})")
+
+# 5. reasoning: a grammar makes the model write a <think> block; --reasoning-parser splits it off,
+# whole and streamed, and chat_template_kwargs reach the template (a key it may not set is a 400)
+srv = Server(build, "--reasoning-parser", "think", model=GGUF)
+try:
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
+    served = client.models.list().data[0].id
+    think = r"<think>[a-z]{2,12}( [a-z]{2,12}){0,3}</think>[A-Z][a-z ]{1,20}\."
+    args = dict(model=served, messages=[{"role": "user", "content": "Think, then answer."}], temperature=0, max_tokens=80,
+                extra_body={"guided_regex": think, "chat_template_kwargs": {"enable_thinking": True}})
+    m = client.chat.completions.create(**args).choices[0].message
+    reasoning = getattr(m, "reasoning_content", None) or (m.model_extra or {}).get("reasoning_content")
+    check(re.fullmatch(r"[a-z]{2,12}( [a-z]{2,12}){0,3}", reasoning or "") is not None and "<think>" not in (m.content or "") and re.fullmatch(r"[A-Z][a-z ]{1,20}\.", m.content or ""),
+          f"reasoning_content {reasoning!r}, content {m.content!r}")
+    r_parts, c_parts = [], []
+    for ch in client.chat.completions.create(stream=True, **args):
+        if ch.choices:
+            d = ch.choices[0].delta
+            r_parts.append((d.model_extra or {}).get("reasoning_content") or "")
+            c_parts.append(d.content or "")
+    check("".join(r_parts) == reasoning and "".join(c_parts) == m.content,
+          f"streamed reasoning and content equal the whole ({''.join(r_parts)!r}, {''.join(c_parts)!r})")
+    status, body = srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                                "chat_template_kwargs": {"messages": []}})
+    check(status == 400, f"chat_template_kwargs.messages is refused ({status})")
 finally:
     code = srv.stop()
     check(code == 0, f"serve exits cleanly ({code})")
