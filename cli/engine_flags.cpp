@@ -129,6 +129,11 @@ void add_speculative_flags(CLI::App* s, EngineFlags& f) {
   s->add_option("--speculative-ngram-max", f.ngram_max, "with --speculative-ngram: longest n-gram matched (tried first)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  s->add_option("--jump-forward-tokens", f.jump_forward_tokens,
+                "structured output: where the grammar allows one next token only, up to N such tokens are taken "
+                "without a draw and computed in one step (outputs unchanged). 0 = off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
 }
 
 void add_kv_cache_flags(CLI::App* s, EngineFlags& f, const std::string& scope) {
@@ -203,6 +208,7 @@ EngineConfig engine_config(const EngineFlags& f, const CLI::App* s) {
   ec.kv_cache_bytes = f.kv_cache_gb * 1e9;
   ec.max_context = f.max_model_len;
   if (!s->count("--kv-cache-gb")) ec.gpu_memory_utilization = f.gpu_memory_utilization;
+  ec.jump_forward_tokens = f.jump_forward_tokens;
   if (f.speculative_ngram > 0) {
     ec.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);
     ec.num_speculative_tokens = f.speculative_ngram;

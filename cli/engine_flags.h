@@ -26,6 +26,7 @@ struct EngineFlags {
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;
   int speculative_ngram = 0, ngram_min = 2, ngram_max = 4;  // speculative decoding: drafts per step, n-gram sizes
+  int jump_forward_tokens = 16;  // structured output: tokens a grammar forces, taken without a draw (0 = off)
 };
 
 // Registers the runtime flags (-m/--model, --dtype, --device, -t/--threads, -c/--ctx-size/--max-model-len,

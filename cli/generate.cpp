@@ -157,10 +157,9 @@ Runner add_generate(CLI::App& app) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    const EngineConfig spec = engine_config(a->engine, s);  // only its proposer is used here
+    const EngineConfig spec = engine_config(a->engine, s);  // its context, proposer and jump-forward are used here
     GenerateOneResult g =
-        generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text, spec.proposer, spec.num_speculative_tokens,
-                     spec.max_context);
+        generate_one(*rt.executor, *rt.tokenizer, ids, a->sp, on_text, spec);
     const SequenceOutput& r = g.output;
     const size_t n_out = r.token_ids.size();
     const double pp = g.prefill_seconds > 0 ? g.prompt_ids.size() / g.prefill_seconds : 0;

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <random>
 #include <string>
@@ -299,9 +300,21 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
       sched_->on_step_done(ss.seq_id, StepOutcome{.num_accepted = 0, .appended = {}, .finished = true});
       continue;
     }
-    const int32_t token = s.done ? 0 : s.out.token_ids.back();
+    std::vector<int32_t> appended;  // the drawn token, then those a grammar forced after it
+    if (!s.done) {
+      appended.push_back(s.out.token_ids.back());
+      if (!first) {
+        try {
+          const std::vector<int32_t> forced = jump_forward(r, child);
+          appended.insert(appended.end(), forced.begin(), forced.end());
+        } catch (const std::exception& ex) {
+          fail(r, ex.what());
+        }
+      }
+    }
+    if (!r.result.error.empty()) s.done = true;
     StepOutcome outcome{.num_accepted = accepted, .appended = {}, .finished = s.done};
-    if (!s.done) outcome.appended = std::span<const int32_t>(&token, 1);
+    if (!s.done) outcome.appended = appended;
     sched_->on_step_done(ss.seq_id, outcome);
     if (first) {
       try {
@@ -323,6 +336,35 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
 void Engine::accept_token(EngineRequest& r, int child, const SampleResult& res) {
   ++stats_.generated_tokens;
   r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds());
+}
+
+std::vector<int32_t> Engine::jump_forward(EngineRequest& r, int child) {
+  std::vector<int32_t> forced;
+  EngineSequence& s = r.seqs[size_t(child)];
+  // Not where a token's logprob is asked for (logprobs, best_of ranking): a forced token has none.
+  if (cfg_.jump_forward_tokens <= 0 || !s.matcher || s.out.scored) return forced;
+  while (!s.done && int(forced.size()) < cfg_.jump_forward_tokens) {
+    s.matcher->fill_mask(s.mask);
+    s.mask_current = true;  // (the next draw's mask, when the loop ends here)
+    int only = -1;
+    for (size_t w = 0; w < s.mask.size(); ++w) {
+      if (s.mask[w] == 0) continue;
+      if (only >= 0 || (s.mask[w] & (s.mask[w] - 1)) != 0) return forced;  // more than one token
+      only = int(w * 32) + std::countr_zero(s.mask[w]);
+    }
+    // A stop token is left to the draw (min_tokens may suppress it; EOS ends the sequence there).
+    if (only < 0 || only >= sample_vocab_ || is_stop_token(only, r.params, eos_ids_) ||
+        std::find(eos_ids_.begin(), eos_ids_.end(), only) != eos_ids_.end())
+      return forced;
+    s.mask_current = false;
+    SampleResult res;
+    res.token = only;
+    s.state.append(only, 0.0f);  // as the draw would (its counter, penalties' counts)
+    accept_token(r, child, res);
+    forced.push_back(only);
+    ++stats_.jump_forward_tokens;
+  }
+  return forced;
 }
 
 void Engine::complete_aborted_in_step() {

@@ -54,6 +54,10 @@ struct EngineConfig {
   // (fewer near max_tokens or when the step's token budget runs short). null or 0 = off.
   std::shared_ptr<const Proposer> proposer;
   int num_speculative_tokens = 0;
+  // Structured output: where a grammar allows exactly one next token, it is appended without a
+  // draw, up to this many after each drawn token, and computed with them in one step (the output is
+  // the same: a draw among one token takes it). 0 = off.
+  int jump_forward_tokens = 16;
 };
 
 class Engine {
@@ -109,6 +113,9 @@ class Engine {
   void propose_drafts();
   // Counts sequence `child`'s new token and records it (EngineRequest::accept_token).
   void accept_token(EngineRequest& r, int child, const SampleResult& res);
+  // Structured output's jump-forward: while sequence `child`'s grammar allows exactly one next token
+  // (not a stop token), accepts it without a draw (at most cfg_.jump_forward_tokens). Returns them.
+  std::vector<int32_t> jump_forward(EngineRequest& r, int child);
   void fork_children(EngineRequest& r, std::span<const StepDraw> children);
   // Completes a request whose sequences are all done (deferred while a step in flight has it).
   void complete_if_done(int64_t request_id);

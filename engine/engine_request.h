@@ -32,6 +32,7 @@ struct EngineSequence {
   // allows next (filled when a step that draws for it is planned; read by that step's draw).
   std::unique_ptr<ConstraintMatcher> matcher;
   std::vector<uint32_t> mask;
+  bool mask_current = false;  // mask is the matcher's for its current state (filled by jump-forward)
 };
 
 // What ends a sequence besides its own parameters.

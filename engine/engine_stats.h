@@ -16,6 +16,7 @@ struct EngineStats {
   std::vector<int> peak_blocks;  // per KV pool (kv_cache_groups.h): the most blocks in use after a step
   int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
   int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
+  int64_t jump_forward_tokens = 0;    // tokens a grammar forced, taken without a draw (EngineConfig)
   KvCacheStats kv;        // now
   // After a step: its preemptions, the cache's waste, usage and each pool's blocks in use.
   void record_step(const KvCacheGroups& kv, int64_t preempted);

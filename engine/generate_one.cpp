@@ -8,12 +8,13 @@ namespace llmctl {
 
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text,
-                               std::shared_ptr<const Proposer> proposer, int num_speculative_tokens,
-                               int max_context) {
+                               const EngineConfig& base) {
   EngineConfig ec;
+  const int max_context = base.max_context;
   ec.max_context = max_context;
-  ec.proposer = std::move(proposer);
-  ec.num_speculative_tokens = num_speculative_tokens;
+  ec.proposer = base.proposer;
+  ec.num_speculative_tokens = base.num_speculative_tokens;
+  ec.jump_forward_tokens = base.jump_forward_tokens;
   ec.sched.max_num_seqs = std::max(1, params.num_generated_sequences());
   ec.sched.max_num_batched_tokens = 512;  // prefill chunk
   const int64_t tokens = int64_t(prompt.size()) + params.max_tokens;

@@ -19,11 +19,10 @@ struct GenerateOneResult {
 };
 
 // Throws InputError for a request the engine refuses (empty prompt, over the context, ...).
-// proposer and num_speculative_tokens: speculative decoding (EngineConfig), off by default.
-// max_context: the context limit (EngineConfig::max_context; 0 = the model's).
+// From `base`: max_context, speculative decoding (proposer, num_speculative_tokens) and
+// jump_forward_tokens; the KV cache and step sizes are this request's own.
 GenerateOneResult generate_one(Executor& executor, const Tokenizer& tokenizer, std::vector<int> prompt,
                                const SamplingParams& params, const std::function<void(std::string_view)>& on_text = {},
-                               std::shared_ptr<const Proposer> proposer = nullptr, int num_speculative_tokens = 0,
-                               int max_context = 0);
+                               const EngineConfig& base = {});
 
 }  // namespace llmctl

@@ -71,7 +71,8 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
     EngineSequence& seq = d.r->seqs[size_t(d.child)];
     if (seq.matcher) {
       LLM_CHECK(d.draft < 0 && !d.chained) << "engine: drafts for a constrained sequence";
-      masks.push_back(MaskJob{seq.matcher.get(), seq.mask});
+      if (!seq.mask_current) masks.push_back(MaskJob{seq.matcher.get(), seq.mask});
+      seq.mask_current = false;  // the draw advances the matcher
       spec.allowed = seq.mask;
     }
     s.draws.push_back(spec);

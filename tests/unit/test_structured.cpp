@@ -258,14 +258,17 @@ TEST_CASE("structured: request fields (OpenAI, vLLM, TGI)") {
 }
 
 namespace {
-// Four requests in one batch (one plain, three under grammars); their outputs' texts.
-std::vector<std::string> run_constrained_batch(bool masks_async) {
+// Four requests in one batch (one plain, three under grammars); their outputs' texts. steps: the
+// executor's steps.
+std::vector<std::string> run_constrained_batch(bool masks_async, int jump_forward, int64_t* steps = nullptr,
+                                               int64_t* forced = nullptr) {
   using Rule = ScriptedExecutor::Rule;
   ScriptedExecutor exec(ByteTokenizer::kVocab, Rule::ContextHash);
   exec.host_free = masks_async;
   ByteTokenizer tok;
   EngineConfig cfg;
   cfg.num_blocks = 64;
+  cfg.jump_forward_tokens = jump_forward;
   Engine engine(exec, tok, cfg);
 
   auto constrained = [&](ConstraintSpec s, float temperature, int n = 1) {
@@ -317,12 +320,23 @@ std::vector<std::string> run_constrained_batch(bool masks_async) {
   CHECK((rd->outputs[0].text == "left" || rd->outputs[0].text == "right"));
   std::vector<std::string> texts{ra->outputs[0].text, rb->outputs[0].text, rd->outputs[0].text};
   for (const SequenceOutput& o : rc->outputs) texts.push_back(o.text);
+  if (steps) *steps = exec.steps;
+  if (forced) *forced = engine.stats().jump_forward_tokens;
   return texts;
 }
 }  // namespace
 
 TEST_CASE("structured: the engine draws under each request's grammar; others in the batch are untouched") {
-  const std::vector<std::string> inline_fill = run_constrained_batch(false);
+  int64_t steps_plain = 0, steps_jf = 0, forced_plain = 0, forced = 0;
+  const std::vector<std::string> inline_fill = run_constrained_batch(false, 0, &steps_plain, &forced_plain);
   // Masks filled beside the forward (as on a GPU) draw the same tokens.
-  CHECK(run_constrained_batch(true) == inline_fill);
+  CHECK(run_constrained_batch(true, 0) == inline_fill);
+  // Jump-forward: the tokens a grammar forces ("{\"k\":\"v", the choice's rest) are taken without a
+  // draw and computed together: the same outputs in fewer steps.
+  CHECK(run_constrained_batch(false, 16, &steps_jf, &forced) == inline_fill);
+  CHECK(run_constrained_batch(true, 16) == inline_fill);
+  CHECK(forced_plain == 0);
+  CHECK(forced > 10);
+  CHECK(steps_jf < steps_plain);
+  MESSAGE("steps without jump-forward " << steps_plain << ", with " << steps_jf << " (" << forced << " tokens forced)");
 }
