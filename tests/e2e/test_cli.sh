@@ -72,6 +72,15 @@ out=$("$LLMCTL" generate --model "$MODEL" --chat "Name a city as JSON." --json-s
 python3 -c "
 import json, sys; j = json.loads(sys.argv[1]); assert list(j) == ['city', 'rank'] and 1 <= j['rank'] <= 9, j
 " "$out" && pass "--json-schema: $out" || fail "--json-schema: '$out'"
+# jump-forward (tokens the schema forces, taken without a draw) changes nothing in the output
+for seed in 3 8; do
+  a=$("$LLMCTL" generate --model "$MODEL" --chat "Name a city as JSON." --json-schema "$TMP/schema.json" -n 60 --seed $seed --json - 2>/dev/null)
+  b=$("$LLMCTL" generate --model "$MODEL" --chat "Name a city as JSON." --json-schema "$TMP/schema.json" -n 60 --seed $seed --json - \
+      --jump-forward-tokens 0 2>/dev/null)
+  python3 -c "
+import json, sys; a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2]); assert a['token_ids'] == b['token_ids'], (a, b)
+" "$a" "$b" && pass "jump-forward: the same tokens (seed $seed)" || fail "jump-forward changed the output (seed $seed): $a | $b"
+done
 out=$("$LLMCTL" generate --model "$MODEL" "My code is" --regex "[A-Z]{3}-[0-9]{2}" -n 20 --seed 4 2>/dev/null)
 [[ "$out" =~ ^[A-Z]{3}-[0-9]{2}$ ]] && pass "--regex: $out" || fail "--regex: '$out'"
 out=$("$LLMCTL" generate --model "$MODEL" "Is water wet?" --choice yes --choice no -n 5 --seed 5 2>/dev/null)
