@@ -163,7 +163,8 @@ void EngineLoop::update_gauges() {
   metrics_.set_gauges(engine_.num_running_requests(), engine_.scheduler().num_waiting(), s.kv.usage,
                       s.kv.prefix_hit_rate);
   metrics_.add_step_counts(s.preemptions - seen_.preemptions, s.draft_tokens - seen_.draft_tokens,
-                           s.accepted_draft_tokens - seen_.accepted_draft_tokens);
+                           s.accepted_draft_tokens - seen_.accepted_draft_tokens,
+                           s.jump_forward_tokens - seen_.jump_forward_tokens);
   seen_ = s;
 }
 

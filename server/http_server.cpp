@@ -144,7 +144,9 @@ void HttpServer::add_routes() {
     res.set_content(json_text({{"status", "ready"}}), "application/json");
   }));
   s.route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+    std::optional<GrammarCompilerStats> grammars;
+    if (grammars_ready_.load()) grammars = grammars_->stats();
+    res.set_content(metrics_.render(grammars ? &*grammars : nullptr), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
 

@@ -92,6 +92,7 @@ class HttpServer {
   int vocab_ = 0;
   std::once_flag grammars_once_;
   std::unique_ptr<GrammarCompiler> grammars_;
+  std::atomic<bool> grammars_ready_{false};  // grammars_ is made (read by /metrics)
   std::atomic<int> in_flight_{0};
   std::atomic<bool> stopping_{false};
   int port_ = 0;

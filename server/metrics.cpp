@@ -59,9 +59,11 @@ void Metrics::request_done(const std::string& finish_reason, double ttft, double
   ++success_[finish_reason];
 }
 
-void Metrics::add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens) {
+void Metrics::add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens,
+                              int64_t jump_forward_tokens) {
   std::lock_guard<std::mutex> l(mu_);
   preemptions_ += preemptions;
+  jump_forward_tokens_ += jump_forward_tokens;
   draft_tokens_ += draft_tokens;
   accepted_draft_tokens_ += accepted_draft_tokens;
 }
@@ -71,7 +73,7 @@ void Metrics::request_error(int status) {
   ++errors_[status];
 }
 
-std::string Metrics::render() const {
+std::string Metrics::render(const GrammarCompilerStats* grammars) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   header(out, "llmctl_requests_running", "gauge", "Requests whose sequences are running in the engine.");
@@ -98,6 +100,15 @@ std::string Metrics::render() const {
   out += "llmctl_spec_decode_draft_tokens_total " + std::to_string(draft_tokens_) + "\n";
   header(out, "llmctl_spec_decode_accepted_tokens_total", "counter", "Speculative draft tokens accepted (kept).");
   out += "llmctl_spec_decode_accepted_tokens_total " + std::to_string(accepted_draft_tokens_) + "\n";
+  header(out, "llmctl_jump_forward_tokens_total", "counter", "Tokens a grammar forced, taken without a draw.");
+  out += "llmctl_jump_forward_tokens_total " + std::to_string(jump_forward_tokens_) + "\n";
+  const GrammarCompilerStats g = grammars ? *grammars : GrammarCompilerStats{};
+  header(out, "llmctl_grammar_compiles_total", "counter", "Structured-output grammars compiled (cache misses).");
+  out += "llmctl_grammar_compiles_total " + std::to_string(g.compiles) + "\n";
+  header(out, "llmctl_grammar_cache_hits_total", "counter", "Structured-output grammars found compiled in the cache.");
+  out += "llmctl_grammar_cache_hits_total " + std::to_string(g.cache_hits) + "\n";
+  header(out, "llmctl_grammar_failures_total", "counter", "Grammars refused (bad, unsupported, or past their time limit).");
+  out += "llmctl_grammar_failures_total " + std::to_string(g.failures + g.timeouts) + "\n";
   header(out, "llmctl_request_success_total", "counter", "Requests finished, by finish reason.");
   for (const char* r : {"stop", "length"})
     out += std::string("llmctl_request_success_total{finish_reason=\"") + r + "\"} " +

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured/grammar_compiler.h"
+
 namespace llmctl::server {
 
 // A cumulative histogram with fixed upper bounds (the +Inf bucket is implied).
@@ -33,10 +35,13 @@ class Metrics {
   // A finished request: latencies (first token / per output token / end to end) and counts.
   void request_done(const std::string& finish_reason, double ttft, double tpot, double e2e, int64_t prompt_tokens,
                     int64_t generation_tokens);
-  // Engine counters since the last call: preempted sequences, speculative drafts verified and kept.
-  void add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens);
+  // Engine counters since the last call: preempted sequences, speculative drafts verified and kept,
+  // tokens grammars forced (jump-forward).
+  void add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens,
+                       int64_t jump_forward_tokens = 0);
   void request_error(int status);
-  std::string render() const;
+  // grammars: the structured-output compiler's counters, when it has been made.
+  std::string render(const GrammarCompilerStats* grammars = nullptr) const;
 
  private:
   mutable std::mutex mu_;
@@ -44,7 +49,7 @@ class Metrics {
   double kv_usage_ = 0, prefix_hit_ = 0;
   Histogram ttft_, tpot_, e2e_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0, preemptions_ = 0;
-  int64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
+  int64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0, jump_forward_tokens_ = 0;
   std::map<std::string, int64_t> success_;  // by finish_reason
   std::map<int, int64_t> errors_;           // by HTTP status
 };

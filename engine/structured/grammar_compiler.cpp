@@ -262,7 +262,13 @@ GrammarCompilerStats GrammarCompiler::stats() const {
 
 std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const ConstraintSpec& spec) {
   const std::string field = spec.field.empty() ? std::string(spec.kind_name()) : spec.field;
-  check_spec(spec, impl_->limits);
+  try {
+    check_spec(spec, impl_->limits);
+  } catch (const InputError&) {
+    std::lock_guard lock(impl_->mu);
+    ++impl_->stats.failures;
+    throw;
+  }
   const std::string key = spec.cache_key();
   if (auto hit = impl_->lookup(key)) return hit;
   {

@@ -201,6 +201,11 @@ try:
         t.join()
     check(answered and answered[0][0], f"a plain request is answered while hostile regexes compile ({answered})")
     check(srv.normal_request_works(), "the server still answers afterwards")
+    m = srv.metrics()
+    check(m["llmctl_grammar_compiles_total"] >= 100 and m["llmctl_grammar_cache_hits_total"] >= 50 and
+          m["llmctl_grammar_failures_total"] >= 3 and m["llmctl_jump_forward_tokens_total"] > 1000,
+          "/metrics counts compiles, cache hits, failures and jump-forward tokens: " +
+          str({k: v for k, v in m.items() if "grammar" in k or "jump" in k}))
 finally:
     code = srv.stop()
     check(code == 0, f"serve exits cleanly ({code})")
