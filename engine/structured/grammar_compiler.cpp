@@ -121,10 +121,6 @@ xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int vocab, std::spa
   return xgrammar::TokenizerInfo(pieces, xgrammar::VocabType::RAW, vocab, stops, false);
 }
 
-}  // namespace
-
-namespace {
-
 // Size, nesting and shape checks before anything reaches the grammar engine.
 void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
   const std::string& field = s.field.empty() ? std::string(s.kind_name()) : s.field;
@@ -199,7 +195,8 @@ struct GrammarCompiler::Impl {
   GrammarCompilerStats stats;
 
   Impl(const Tokenizer& tok, int v, std::span<const int> eos, CompileLimits l)
-      : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), info(tokenizer_info(tok, v, eos)), xg(info, l.threads, false) {}
+      : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), info(tokenizer_info(tok, v, eos)),
+        xg(info, l.threads, false) {}
 
   std::shared_ptr<const CompiledConstraint> lookup(const std::string& key) {
     std::lock_guard lock(mu);

@@ -38,11 +38,12 @@ def require_model():
 
 
 class Server:
-    def __init__(self, build, *flags, api_key=None, model=MODEL):
+    def __init__(self, build, *flags, api_key=None, model=None):
         self.api_key = api_key
         # LLMCTL_TEST_SERVE_ARGS: flags added to every server a test starts (e.g. "-tp 3 -t 1": the
         # OpenAI client suite against tensor-parallel ranks, tests/e2e/test_tensor_parallel.py).
         extra = os.environ.get("LLMCTL_TEST_SERVE_ARGS", "").split()
+        model = model or MODEL  # (read now: tests point MODEL at models of their own)
         cmd = [os.path.join(build, "llmctl"), "serve", "--model", model, "--port", "0", *flags, *extra]
         if api_key:
             cmd += ["--api-key", api_key]

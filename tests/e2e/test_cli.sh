@@ -93,7 +93,8 @@ expect_error "two constraints" 1 "at most one" -- "$LLMCTL" generate --model "$M
 python3 -c "
 import json
 print(json.dumps({'prompt': 'Code:', 'max_tokens': 20, 'guided_regex': '[0-9]{4}'}))
-print(json.dumps({'messages': [{'role': 'user', 'content': 'A city'}], 'max_tokens': 60, 'response_format': {'type': 'json_object'}}))
+print(json.dumps({'messages': [{'role': 'user', 'content': 'A city'}], 'max_tokens': 60, 'response_format': {'type': 'json_schema',
+  'json_schema': {'name': 'c', 'schema': {'type': 'object', 'properties': {'city': {'type': 'string', 'maxLength': 20}}, 'required': ['city']}}}}))
 print(json.dumps({'prompt': 'x', 'guided_regex': '(a'}))
 " >"$TMP/constrained.jsonl"
 "$LLMCTL" generate --model "$MODEL" --prompts "$TMP/constrained.jsonl" >"$TMP/constrained.out" 2>/dev/null
@@ -101,7 +102,7 @@ python3 -c "
 import json, re
 lines = [json.loads(l) for l in open('$TMP/constrained.out')]
 assert re.fullmatch('[0-9]{4}', lines[0]['outputs'][0]['text']), lines[0]
-assert isinstance(json.loads(lines[1]['outputs'][0]['text']), dict), lines[1]
+assert list(json.loads(lines[1]['outputs'][0]['text'])) == ['city'], lines[1]
 assert 'guided_regex' in lines[2]['error']['message'], lines[2]
 " && pass "--prompts lines with their own constraints" || fail "--prompts constraints: $(head -c 400 "$TMP/constrained.out")"
 
