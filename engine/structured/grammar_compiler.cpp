@@ -179,6 +179,16 @@ std::string schema_for_xgrammar(const std::string& text) {
 
 }  // namespace
 
+// One compile in flight; every request asking for the same spec meanwhile waits on it.
+struct CompileJob {
+  std::chrono::steady_clock::time_point start;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::shared_ptr<const CompiledConstraint> result;
+  std::string error;
+};
+
 struct GrammarCompiler::Impl {
   CompileLimits limits;
   int vocab = 0;
@@ -191,23 +201,21 @@ struct GrammarCompiler::Impl {
   std::list<std::pair<std::string, std::shared_ptr<const CompiledConstraint>>> lru;
   std::unordered_map<std::string, decltype(lru)::iterator> index;
   size_t cached_bytes = 0;
-  int overrunning = 0;
+  std::unordered_map<std::string, std::shared_ptr<CompileJob>> inflight;  // by cache key
   GrammarCompilerStats stats;
 
   Impl(const Tokenizer& tok, int v, std::span<const int> eos, CompileLimits l)
       : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), info(tokenizer_info(tok, v, eos)),
         xg(info, l.threads, false) {}
 
-  std::shared_ptr<const CompiledConstraint> lookup(const std::string& key) {
-    std::lock_guard lock(mu);
+  std::shared_ptr<const CompiledConstraint> lookup_locked(const std::string& key) {
     auto it = index.find(key);
     if (it == index.end()) return nullptr;
     lru.splice(lru.begin(), lru, it->second);
     ++stats.cache_hits;
     return it->second->second;
   }
-  void store(const std::string& key, std::shared_ptr<const CompiledConstraint> c) {
-    std::lock_guard lock(mu);
+  void store_locked(const std::string& key, std::shared_ptr<const CompiledConstraint> c) {
     if (index.count(key)) return;
     const size_t bytes = c->memory_bytes() + key.size();
     if (bytes > limits.cache_bytes) return;
@@ -236,6 +244,40 @@ struct GrammarCompiler::Impl {
       case ConstraintKind::choice: return xg.CompileGrammar(choice_grammar(s.choices), "root");
     }
     throw Error("unknown constraint kind");
+  }
+
+  // The compile thread: compiles, caches a success, then wakes every request waiting on the job.
+  void run(CompileJob& job, const ConstraintSpec& spec, const std::string& key) {
+    std::shared_ptr<const CompiledConstraint> result;
+    std::string error;
+    try {
+      auto c = std::make_shared<XgrammarConstraint>(spec, compile_now(spec), vocab);
+      // A grammar with no sentence (e.g. `root ::= root "a"`) compiles; it would fail every draw.
+      auto m = c->matcher(eos_ids);
+      std::vector<uint32_t> words(m->mask_words());
+      m->fill_mask(words);
+      if (std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; }))
+        error = "it allows no output at all";
+      else
+        result = std::move(c);
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "the grammar engine refused it";
+    }
+    {
+      std::lock_guard lock(mu);
+      inflight.erase(key);
+      ++stats.compiles;
+      stats.last_compile_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.start).count();
+      if (result) store_locked(key, result);
+      else ++stats.failures;
+    }
+    std::lock_guard lock(job.mu);
+    job.result = std::move(result);
+    job.error = std::move(error);
+    job.done = true;
+    job.cv.notify_all();
   }
 };
 
@@ -267,72 +309,35 @@ std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const Constra
     throw;
   }
   const std::string key = spec.cache_key();
-  if (auto hit = impl_->lookup(key)) return hit;
+  const auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<CompileJob> job;
   {
     std::lock_guard lock(impl_->mu);
-    LLM_REQUIRE(impl_->overrunning < impl_->limits.max_overrunning)
-        << field << ": the server is still compiling earlier grammars that ran past their time limit; try again later";
+    if (auto hit = impl_->lookup_locked(key)) return hit;
+    auto running = impl_->inflight.find(key);
+    if (running != impl_->inflight.end()) {  // the same spec is being compiled: wait for that one
+      job = running->second;
+      ++impl_->stats.cache_hits;
+    } else {
+      int overrunning = 0;
+      for (const auto& [_, j] : impl_->inflight) overrunning += now - j->start > impl_->limits.timeout;
+      LLM_REQUIRE(overrunning < impl_->limits.max_overrunning)
+          << field << ": the server is still compiling earlier grammars that ran past their time limit; try again later";
+      job = std::make_shared<CompileJob>();
+      job->start = now;
+      impl_->inflight[key] = job;
+      // On a thread of its own, so that a request waits at most limits.timeout; the thread owns
+      // what it needs (the compiler's state included) and ends on its own.
+      std::thread([impl = impl_, job, spec, key] { impl->run(*job, spec, key); }).detach();
+    }
   }
-
-  // The compile runs on a thread of its own so that a request waits at most limits.timeout.
-  struct Job {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::shared_ptr<const CompiledConstraint> result;
-    std::string error;
-  };
-  auto job = std::make_shared<Job>();
-  std::shared_ptr<Impl> impl = impl_;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::thread([impl, job, spec, field] {
-    std::shared_ptr<const CompiledConstraint> result;
-    std::string error;
-    try {
-      auto c = std::make_shared<XgrammarConstraint>(spec, impl->compile_now(spec), impl->vocab);
-      // A grammar with no sentence (e.g. `root ::= root "a"`) compiles; it would fail every draw.
-      auto m = c->matcher(impl->eos_ids);
-      std::vector<uint32_t> words(m->mask_words());
-      m->fill_mask(words);
-      if (std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; }))
-        error = "it allows no output at all";
-      else
-        result = std::move(c);
-    } catch (const std::exception& e) {
-      error = e.what();
-      if (error.empty()) error = "the grammar engine refused it";
-    }
-    std::lock_guard lock(job->mu);
-    job->result = std::move(result);
-    job->error = std::move(error);
-    job->done = true;
-    job->cv.notify_all();
-  }).detach();
-
   std::unique_lock lock(job->mu);
-  if (!job->cv.wait_for(lock, impl_->limits.timeout, [&] { return job->done; })) {
+  if (!job->cv.wait_for(lock, impl_->limits.timeout - (now - job->start), [&] { return job->done; })) {
     lock.unlock();
-    {
-      std::lock_guard g(impl_->mu);
-      ++impl_->overrunning;
-      ++impl_->stats.timeouts;
-    }
-    // The thread still owns job and impl: when it ends, the overrun is over.
-    std::thread([impl, job] {
-      std::unique_lock l(job->mu);
-      job->cv.wait(l, [&] { return job->done; });
-      std::lock_guard g(impl->mu);
-      --impl->overrunning;
-    }).detach();
+    std::lock_guard g(impl_->mu);
+    ++impl_->stats.timeouts;
     throw InputError(field + ": compiling the " + spec.kind_name() + " took longer than " +
                      std::to_string(impl_->limits.timeout.count()) + " ms");
-  }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  {
-    std::lock_guard g(impl_->mu);
-    ++impl_->stats.compiles;
-    impl_->stats.last_compile_ms = ms;
-    if (!job->error.empty()) ++impl_->stats.failures;
   }
   if (!job->error.empty()) {
     // xgrammar's messages start with its source location; keep what it says after it.
@@ -342,7 +347,6 @@ std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const Constra
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     throw InputError(field + ": the " + std::string(spec.kind_name()) + " cannot be used: " + msg);
   }
-  impl_->store(key, job->result);
   return job->result;
 }
 

@@ -3,9 +3,10 @@
 //
 // Bounded, because every spec arrives with a request: the text's size, the schema's JSON nesting,
 // the choices; compilation runs on a thread of its own and a request waits at most
-// CompileLimits::timeout (the compile that overran is left to finish and counted: while
-// max_overrunning of them still run, new compiles are refused). Compiled constraints are cached by
-// their spec's hash (LRU within cache_bytes), so a schema sent again costs nothing.
+// CompileLimits::timeout (the compile that overran is left to finish: while max_overrunning of them
+// still run, new compiles are refused). Compiled constraints are cached by their spec (LRU within
+// cache_bytes), so a schema sent again costs nothing, and requests for a spec being compiled wait
+// for that compile instead of starting their own.
 // Every failure is an InputError naming the field (a 400 at the HTTP boundary).
 #pragma once
 #include <chrono>

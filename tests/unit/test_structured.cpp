@@ -7,6 +7,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -182,6 +183,18 @@ TEST_CASE("structured: compiled constraints are cached by spec") {
   ConstraintSpec strict = loose;
   loose.strict = false;
   CHECK(compiler().compile(loose).get() != compiler().compile(strict).get());
+}
+
+TEST_CASE("structured: requests for a spec being compiled share that compile") {
+  const auto before = compiler().stats();
+  const ConstraintSpec s = spec(ConstraintKind::regex, "(shared|compile)-[a-z]{1,12}-[0-9]{2,5}");
+  std::vector<std::shared_ptr<const CompiledConstraint>> got(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) threads.emplace_back([&, i] { got[i] = compiler().compile(s); });
+  for (std::thread& t : threads) t.join();
+  for (const auto& g : got) CHECK(g.get() == got[0].get());
+  CHECK(compiler().stats().compiles == before.compiles + 1);
+  CHECK(compiler().stats().cache_hits == before.cache_hits + 7);
 }
 
 TEST_CASE("structured: bad, oversized and slow specs are InputErrors naming the field") {
