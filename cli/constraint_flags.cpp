@@ -1,17 +1,23 @@
 #include "cli/constraint_flags.h"
 
 #include <fstream>
-#include <iterator>
 
 #include "engine/core/error.h"
 
 namespace llmctl::cli {
 
 namespace {
+// The file's text (a pipe too), refused past 1 MiB without reading further (the compiler takes
+// at most 256 KiB).
 std::string read_text(const std::string& flag, const std::string& path) {
+  constexpr size_t kMax = size_t(1) << 20;
   std::ifstream in(path, std::ios::binary);
   LLM_REQUIRE(in) << flag << " " << path << ": cannot read the file";
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text(kMax + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  LLM_REQUIRE(text.size() <= kMax) << flag << " " << path << ": over " << kMax << " bytes";
+  return text;
 }
 }  // namespace
 
