@@ -169,7 +169,9 @@ constexpr size_t kMaxObjectKeys = 4096;
 ojson ordered_member(std::string_view text, std::initializer_list<std::string_view> path, const std::string& field,
                      size_t max_bytes) {
   const std::optional<std::string_view> raw = raw_json_member(text, path);
-  LLM_CHECK(raw) << "field '" << field << "' is in the parsed body but not in its text";
+  // (A key spelled with JSON escapes is the same key to the parser but not to the scan: refused
+  // rather than read from elsewhere.)
+  LLM_REQUIRE(raw) << "field '" << field << "': write the field's name without escapes";
   LLM_REQUIRE(raw->size() <= max_bytes) << "field '" << field << "' is " << raw->size() << " bytes, at most "
                                         << max_bytes;
   // Ordered objects find keys by a linear search: a member is parsed sorted first, and refused

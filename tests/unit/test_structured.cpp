@@ -268,6 +268,14 @@ TEST_CASE("structured: request fields (OpenAI, vLLM, TGI)") {
   CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"structured_outputs":{"lark":"x"}})")), InputError);
   CHECK_THROWS_AS(constraint_from_request(ojson::parse(R"({"guided_choice":[1]})")), InputError);
   CHECK_THROWS_AS(constraint_from_tgi_grammar(ojson::parse(R"({"type":"ebnf","value":"x"})")), InputError);
+  // From a body's text: each field re-read in the client's order; a name written with escapes is refused.
+  const std::string text = R"({"temperature":1,"guided_json":{"properties":{"z":{},"a":{}}}})";
+  auto t = constraint_from_request_text(nlohmann::json::parse(text), text);
+  REQUIRE(t);
+  CHECK(t->text == R"({"properties":{"z":{},"a":{}}})");
+  const std::string escaped = R"({"guided_\u0072egex":"a"})";
+  CHECK_THROWS_WITH_AS(constraint_from_request_text(nlohmann::json::parse(escaped), escaped),
+                       doctest::Contains("without escapes"), InputError);
 }
 
 namespace {
