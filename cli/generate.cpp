@@ -45,26 +45,13 @@ struct GenerateArgs {
   ConstraintFlags constraint;
 };
 
-// The compiler for the model's vocabulary, made when first asked for (structured output only).
-class LazyGrammars {
- public:
-  explicit LazyGrammars(const Runtime& rt) : rt_(rt) {}
-  std::shared_ptr<const CompiledConstraint> compile(const ConstraintSpec& s) {
-    if (!c_) c_ = std::make_unique<GrammarCompiler>(*rt_.tokenizer, rt_.config.vocab_size, rt_.config.eos_token_ids);
-    return c_->compile(s);
-  }
-
- private:
-  const Runtime& rt_;
-  std::unique_ptr<GrammarCompiler> c_;
-};
 }  // namespace
 
 static int run_prompts(GenerateArgs& a, const CLI::App* cmd) {
   std::ifstream in(a.prompts_file);
   LLM_REQUIRE(in) << "cannot read " << a.prompts_file;
   Runtime rt = load_engine_runtime(a.engine);
-  LazyGrammars grammars(rt);
+  GrammarCompiler grammars(*rt.tokenizer, rt.config.vocab_size, rt.config.eos_token_ids);
   if (auto spec = constraint_from_flags(a.constraint)) a.sp.constraint = grammars.compile(*spec);
   Engine engine(*rt.executor, *rt.tokenizer, engine_config(a.engine, cmd));
   std::fprintf(stderr, "llmctl: %s\n", engine.describe_kv_cache().c_str());
@@ -138,7 +125,9 @@ Runner add_generate(CLI::App& app) {
 
     const std::optional<ConstraintSpec> constraint = constraint_from_flags(a->constraint);  // (before the load)
     Runtime rt = load_engine_runtime(a->engine);
-    if (constraint) a->sp.constraint = LazyGrammars(rt).compile(*constraint);
+    if (constraint)
+      a->sp.constraint =
+          GrammarCompiler(*rt.tokenizer, rt.config.vocab_size, rt.config.eos_token_ids).compile(*constraint);
     std::vector<int> ids;
     if (a->chat) {
       nlohmann::json messages = nlohmann::json::array();

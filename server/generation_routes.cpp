@@ -165,10 +165,6 @@ static std::string constraint_param(const json& body) {
 
 void HttpServer::constrain(SamplingParams& params, const std::optional<ConstraintSpec>& spec) {
   if (!spec) return;
-  std::call_once(grammars_once_, [this] {
-    grammars_ = std::make_unique<GrammarCompiler>(tok_, vocab_, eos_ids_);
-    grammars_ready_.store(true);
-  });
   try {
     params.constraint = grammars_->compile(*spec);
   } catch (const InputError& e) {

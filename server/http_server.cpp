@@ -34,8 +34,7 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ModelConfig& 
     : engine_(engine), tok_(tok), cfg_(std::move(config)), loop_(engine_, metrics_) {
   limits_.served_name = cfg_.served_model_name;
   limits_.vocab_size = model.vocab_size;
-  vocab_ = model.vocab_size;
-  eos_ids_ = model.eos_token_ids;
+  grammars_ = std::make_unique<GrammarCompiler>(tok, model.vocab_size, model.eos_token_ids);
   limits_.max_context = engine_.max_context();
   limits_.max_n = cfg_.max_n;
   limits_.reasoning = cfg_.reasoning_parser == "think" ||
@@ -144,9 +143,8 @@ void HttpServer::add_routes() {
     res.set_content(json_text({{"status", "ready"}}), "application/json");
   }));
   s.route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
-    std::optional<GrammarCompilerStats> grammars;
-    if (grammars_ready_.load()) grammars = grammars_->stats();
-    res.set_content(metrics_.render(grammars ? &*grammars : nullptr), "text/plain; version=0.0.4; charset=utf-8");
+    const GrammarCompilerStats grammars = grammars_->stats();
+    res.set_content(metrics_.render(grammars), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
 

@@ -9,9 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <vector>
 #include <string>
 
 #include "engine/engine.h"
@@ -76,7 +74,7 @@ class HttpServer {
   std::shared_ptr<Job> start_job(std::vector<std::vector<int>> prompts, const SamplingParams& params,
                                  std::chrono::steady_clock::time_point start);
   // Structured output: compiles the request's constraint (if any) into params; ApiError 400 naming
-  // the field when it cannot be used. The compiler is made on the first request that needs it.
+  // the field when it cannot be used.
   void constrain(SamplingParams& params, const std::optional<ConstraintSpec>& spec);
   // Chat templates of a request started at `start`: its deadline, and stopped by shutdown.
   RenderLimits render_limits(std::chrono::steady_clock::time_point start) const;
@@ -88,11 +86,7 @@ class HttpServer {
   Metrics metrics_;
   EngineLoop loop_;
   std::unique_ptr<http::Server> http_;
-  std::vector<int> eos_ids_;
-  int vocab_ = 0;
-  std::once_flag grammars_once_;
-  std::unique_ptr<GrammarCompiler> grammars_;
-  std::atomic<bool> grammars_ready_{false};  // grammars_ is made (read by /metrics)
+  std::unique_ptr<GrammarCompiler> grammars_;  // structured output (its tables built on first use)
   std::atomic<int> in_flight_{0};
   std::atomic<bool> stopping_{false};
   int port_ = 0;

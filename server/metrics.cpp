@@ -73,7 +73,7 @@ void Metrics::request_error(int status) {
   ++errors_[status];
 }
 
-std::string Metrics::render(const GrammarCompilerStats* grammars) const {
+std::string Metrics::render(const GrammarCompilerStats& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   header(out, "llmctl_requests_running", "gauge", "Requests whose sequences are running in the engine.");
@@ -102,7 +102,6 @@ std::string Metrics::render(const GrammarCompilerStats* grammars) const {
   out += "llmctl_spec_decode_accepted_tokens_total " + std::to_string(accepted_draft_tokens_) + "\n";
   header(out, "llmctl_jump_forward_tokens_total", "counter", "Tokens a grammar forced, taken without a draw.");
   out += "llmctl_jump_forward_tokens_total " + std::to_string(jump_forward_tokens_) + "\n";
-  const GrammarCompilerStats g = grammars ? *grammars : GrammarCompilerStats{};
   header(out, "llmctl_grammar_compiles_total", "counter", "Structured-output grammars compiled (cache misses).");
   out += "llmctl_grammar_compiles_total " + std::to_string(g.compiles) + "\n";
   header(out, "llmctl_grammar_cache_hits_total", "counter", "Structured-output grammars found compiled in the cache.");

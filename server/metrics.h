@@ -40,8 +40,8 @@ class Metrics {
   void add_step_counts(int64_t preemptions, int64_t draft_tokens, int64_t accepted_draft_tokens,
                        int64_t jump_forward_tokens = 0);
   void request_error(int status);
-  // grammars: the structured-output compiler's counters, when it has been made.
-  std::string render(const GrammarCompilerStats* grammars = nullptr) const;
+  // grammars: the structured-output compiler's counters.
+  std::string render(const GrammarCompilerStats& grammars = {}) const;
 
  private:
   mutable std::mutex mu_;

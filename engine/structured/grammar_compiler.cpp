@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -110,15 +111,14 @@ class XgrammarConstraint final : public CompiledConstraint {
 };
 
 // The vocabulary as xgrammar reads it: each token's bytes ("RAW"), special and control tokens
-// empty (xgrammar never allows an empty token inside a grammar), ids past the tokenizer's
-// vocabulary as padding.
-xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int vocab, std::span<const int> eos_ids) {
+// empty (xgrammar never allows an empty token inside a grammar); ids past the tokenizer's
+// vocabulary are padding (TokenizerInfo's vocab_size).
+std::vector<std::string> vocabulary_pieces(const Tokenizer& tok, int vocab) {
   const int n = std::min(tok.vocab_size(), vocab);
   std::vector<std::string> pieces(static_cast<size_t>(n));
   for (int id = 0; id < n; ++id)
     if (!tok.is_special(id)) pieces[size_t(id)] = tok.token_bytes(id);
-  std::vector<int32_t> stops(eos_ids.begin(), eos_ids.end());
-  return xgrammar::TokenizerInfo(pieces, xgrammar::VocabType::RAW, vocab, stops, false);
+  return pieces;
 }
 
 // Size, nesting and shape checks before anything reaches the grammar engine.
@@ -193,8 +193,12 @@ struct GrammarCompiler::Impl {
   CompileLimits limits;
   int vocab = 0;
   std::vector<int> eos_ids;
-  xgrammar::TokenizerInfo info;
-  xgrammar::GrammarCompiler xg;
+  // xgrammar's vocabulary tables (sorted tokens, tries: a few hundred ms for 49k tokens), built by
+  // the first compile, so that a compiler costs nothing until structured output is asked for.
+  std::vector<std::string> pieces;
+  std::once_flag tables_once;
+  std::optional<xgrammar::TokenizerInfo> info;
+  std::optional<xgrammar::GrammarCompiler> xg_;
 
   std::mutex mu;
   // LRU: most recent at the front
@@ -205,8 +209,15 @@ struct GrammarCompiler::Impl {
   GrammarCompilerStats stats;
 
   Impl(const Tokenizer& tok, int v, std::span<const int> eos, CompileLimits l)
-      : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), info(tokenizer_info(tok, v, eos)),
-        xg(info, l.threads, false) {}
+      : limits(l), vocab(v), eos_ids(eos.begin(), eos.end()), pieces(vocabulary_pieces(tok, v)) {}
+
+  xgrammar::GrammarCompiler& xg() {
+    std::call_once(tables_once, [this] {
+      info.emplace(pieces, xgrammar::VocabType::RAW, vocab, std::vector<int32_t>(eos_ids.begin(), eos_ids.end()), false);
+      xg_.emplace(*info, limits.threads, false);
+    });
+    return *xg_;
+  }
 
   std::shared_ptr<const CompiledConstraint> lookup_locked(const std::string& key) {
     auto it = index.find(key);
@@ -233,15 +244,15 @@ struct GrammarCompiler::Impl {
     switch (s.kind) {
       case ConstraintKind::json_schema:
         // Compact separators, no free whitespace: a small model cannot wander into endless blanks.
-        return xg.CompileJSONSchema(schema_for_xgrammar(s.text), false, std::nullopt,
+        return xg().CompileJSONSchema(schema_for_xgrammar(s.text), false, std::nullopt,
                                     std::make_pair(std::string(","), std::string(":")),
                                     s.strict);
       case ConstraintKind::json_object:  // any object, written compactly like the schemas' output
-        return xg.CompileJSONSchema(R"({"type":"object"})", false, std::nullopt,
+        return xg().CompileJSONSchema(R"({"type":"object"})", false, std::nullopt,
                                     std::make_pair(std::string(","), std::string(":")), false);
-      case ConstraintKind::regex: return xg.CompileRegex(s.text);
-      case ConstraintKind::grammar: return xg.CompileGrammar(s.text, "root");
-      case ConstraintKind::choice: return xg.CompileGrammar(choice_grammar(s.choices), "root");
+      case ConstraintKind::regex: return xg().CompileRegex(s.text);
+      case ConstraintKind::grammar: return xg().CompileGrammar(s.text, "root");
+      case ConstraintKind::choice: return xg().CompileGrammar(choice_grammar(s.choices), "root");
     }
     throw Error("unknown constraint kind");
   }
@@ -283,11 +294,7 @@ struct GrammarCompiler::Impl {
 
 GrammarCompiler::GrammarCompiler(const Tokenizer& tok, int vocab, std::span<const int> eos_ids, CompileLimits limits) {
   LLM_CHECK(vocab > 0) << "vocab " << vocab;
-  try {
-    impl_ = std::make_shared<Impl>(tok, vocab, eos_ids, limits);
-  } catch (const std::exception& e) {
-    throw Error(std::string("structured output: the vocabulary was refused by xgrammar: ") + e.what());
-  }
+  impl_ = std::make_shared<Impl>(tok, vocab, eos_ids, limits);
 }
 
 GrammarCompiler::~GrammarCompiler() = default;
