@@ -54,6 +54,13 @@ class Handler(BaseHTTPRequestHandler):
             state["bodies"].append(req)
             state["in_flight"] += 1
             state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        counted = [True]
+
+        def leave():  # called before a response's last bytes: once the client has them it may send the next request
+            if counted[0]:
+                counted[0] = False
+                with lock:
+                    state["in_flight"] -= 1
         try:
             if self.path != "/v1/completions" or "FAIL" in req["prompt"]:
                 body = json.dumps({"error": {"message": "stand-in failure", "type": "server_error"}}).encode()
@@ -61,6 +68,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                leave()
                 self.wfile.write(body)
                 return
             self.send_response(200)
@@ -84,13 +92,13 @@ class Handler(BaseHTTPRequestHandler):
                 p = len(req["prompt"].split())
                 send({"id": "cmpl-1", "object": "text_completion", "choices": [],
                       "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}})
+            leave()
             send("[DONE]")
             self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):  # the client stopped reading (Ctrl-C case)
             self.close_connection = True
         finally:
-            with lock:
-                state["in_flight"] -= 1
+            leave()
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
