@@ -41,6 +41,12 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str()
       ->transform(CLI::Transformer(std::map<std::string, std::string>{{"deepseek_r1", "think"}, {"qwen3", "think"}}))
       ->check(CLI::IsMember({"auto", "think", "none"}));
+  s->add_option("--tool-call-parser", a->server.tool_call_parser,
+                "chat with tools: how the model writes calls: auto (from the chat template), hermes (also qwen2.5, "
+                "qwen3), llama3_json, mistral, mistral_v3, qwen3_coder")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hermes", "qwen2.5", "qwen3", "llama3_json", "llama3", "mistral", "mistral_v3",
+                             "qwen3_coder"}));
   s->add_option("--header-timeout", a->server.header_timeout_s, "seconds a request's headers may take to arrive "
                 "(408 beyond)")->capture_default_str();
   add_runtime_flags(s, a->engine);

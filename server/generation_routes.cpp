@@ -11,6 +11,7 @@
 #include "server/request_log.h"
 #include "server/sse.h"
 #include "server/tgi_api.h"
+#include "server/tools/tool_constraint.h"
 
 namespace llmctl::server {
 
@@ -176,9 +177,20 @@ void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpRespon
   const auto start = std::chrono::steady_clock::now();
   auto slot = acquire_slot(res);  // before the body is parsed and the chat template runs: their work counts
   const json body = parse_json_body(req);
-  auto oreq = std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start)));
-  constrain(oreq->params, parse_constraint([&] { return constraint_from_request_text(body, req.body); },
-                                           constraint_param(body)));
+  auto oreq =
+      std::make_shared<OpenAiRequest>(parse_openai_request(api, body, tok_, limits_, render_limits(start), req.body));
+  auto spec = parse_constraint([&] { return constraint_from_request_text(body, req.body); }, constraint_param(body));
+  if (oreq->parses_tools()) {
+    // tool_choice required or named, or auto once a call opens: the calls follow the tools' schemas.
+    // A response_format beside it constrains the text instead (under auto), or conflicts.
+    if (auto tools = tool_call_constraint(*oreq->tool_format, *oreq->tools)) {
+      if (!spec) spec = std::move(tools);
+      else if (oreq->tools->choice != ToolChoice::automatic)
+        throw ApiError(400, "tool_choice \"required\" or a named function cannot be combined with " + constraint_param(body),
+                       "tool_choice");
+    }
+  }
+  constrain(oreq->params, spec);
   auto responder = std::make_shared<OpenAiResponder>(*oreq, tok_, cfg_.served_model_name);
   current_request().id = responder->id();
   current_request().prompt_tokens = responder->prompt_tokens();

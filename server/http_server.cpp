@@ -9,6 +9,7 @@
 #include "server/http/server.h"
 #include "server/request_log.h"
 #include "server/sse.h"
+#include "server/tools/tool_prompt.h"
 
 namespace llmctl::server {
 
@@ -39,6 +40,10 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ModelConfig& 
   limits_.max_n = cfg_.max_n;
   limits_.reasoning = cfg_.reasoning_parser == "think" ||
                       (cfg_.reasoning_parser == "auto" && tok.chat_template().find("</think>") != std::string::npos);
+  tool_format_ = make_tool_call_format(cfg_.tool_call_parser == "auto" ? tool_call_format_for_template(tok.chat_template())
+                                                                        : cfg_.tool_call_parser);
+  limits_.tool_format = tool_format_.get();
+  limits_.template_handles_tools = template_handles_tools(tok.chat_template());
   http::ServerOptions opt;
   // One worker per generation request plus room for short ones; slow or idle connections hold no
   // worker (the I/O thread reads every request whole before a worker sees it).

@@ -43,6 +43,9 @@ struct ServerConfig {
   // Chat: <think> blocks as reasoning_content: "think" (on), "none" (off), "auto" (on when the chat
   // template writes </think>).
   std::string reasoning_parser = "auto";
+  // Chat with tools: how the model writes calls ("auto": from the chat template; or a name that
+  // make_tool_call_format takes, server/tools/tool_call_format.h).
+  std::string tool_call_parser = "auto";
 };
 
 class HttpServer {
@@ -87,6 +90,7 @@ class HttpServer {
   EngineLoop loop_;
   std::unique_ptr<http::Server> http_;
   std::unique_ptr<GrammarCompiler> grammars_;  // structured output (its tables built on first use)
+  std::unique_ptr<ToolCallFormat> tool_format_;  // how the model writes tool calls
   std::atomic<int> in_flight_{0};
   std::atomic<bool> stopping_{false};
   int port_ = 0;

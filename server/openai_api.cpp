@@ -8,6 +8,8 @@
 #include "engine/core/error.h"
 #include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
+#include "server/chat_messages.h"
+#include "server/tools/tool_prompt.h"
 #include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
@@ -44,44 +46,6 @@ std::optional<int> optional_int(const json& v, const std::string& field) {
   const int64_t i = v.get<int64_t>();
   if (i < 0 || i > 20) throw ApiError(400, "field '" + field + "' must be in [0, 20], got " + std::to_string(i), field);
   return int(i);
-}
-
-// A message's content: a string, or a list of {"type": "text", "text": ...} parts (joined).
-std::string message_text(const json& content, size_t i) {
-  const std::string field = "messages[" + std::to_string(i) + "].content";
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_null()) return "";
-  if (!content.is_array()) throw ApiError(400, field + " must be a string or a list of text parts", "messages");
-  std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-        !part["text"].is_string())
-      throw ApiError(400, field + ": only parts of type \"text\" with a string \"text\" are supported", "messages");
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-json normalize_messages(const json& messages) {
-  if (!messages.is_array() || messages.empty())
-    throw ApiError(400, "'messages' must be a non-empty list of messages", "messages");
-  json out = json::array();
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw ApiError(400, where + " must be an object with a string \"role\"", "messages");
-    std::string role = m["role"].get<std::string>();
-    if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant")
-      throw ApiError(400, where + ".role '" + role + "' is not supported (system, developer, user, assistant)", "messages");
-    for (const auto& [k, v] : m.items())
-      if (k != "role" && k != "content" && k != "name" && !v.is_null())
-        throw ApiError(400, where + "." + k + " is not supported", "messages");
-    if (!m.contains("content")) throw ApiError(400, where + " has no \"content\"", "messages");
-    out.push_back({{"role", role}, {"content", message_text(m["content"], i)}});
-  }
-  return out;
 }
 
 // A prompt of more than C - 1 tokens (C: the model's context), found before it is all tokenized.
@@ -130,6 +94,20 @@ void parse_prompts(const json& prompt, const Tokenizer& tok, const ModelLimits& 
 
 std::string token_string(const Tokenizer& tok, int id) { return tok.token_bytes(id); }
 
+// Stream deltas of tool calls as OpenAI sends them: a call's first names it, later ones carry
+// argument text only.
+json tool_call_deltas_json(const std::vector<ToolCallDelta>& calls) {
+  json list = json::array();
+  for (const auto& d : calls) {
+    if (!d.id.empty())
+      list.push_back({{"index", d.index}, {"id", d.id}, {"type", "function"},
+                      {"function", {{"name", d.name}, {"arguments", d.arguments}}}});
+    else
+      list.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
+  }
+  return list;
+}
+
 json bytes_of(const std::string& s) {
   json a = json::array();
   for (unsigned char c : s) a.push_back(int(c));
@@ -138,7 +116,7 @@ json bytes_of(const std::string& s) {
 }  // namespace
 
 OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                   const RenderLimits& render) {
+                                   const RenderLimits& render, std::string_view raw_body) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   const bool chat = api == OpenAiApi::chat;
   OpenAiRequest r;
@@ -194,6 +172,8 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
     } else if (k == "chat_template_kwargs" && chat) {
       if (!v.is_null() && !v.is_object()) throw ApiError(400, "field 'chat_template_kwargs' must be an object", k);
+    } else if (chat && is_tool_field(k)) {
+      // below, with the messages
     } else if (is_constraint_field(k)) {
       // response_format, structured_outputs, guided_*: parsed from the body's text by the route
       // (constraint_from_request_text keeps a schema's key order)
@@ -231,10 +211,18 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     if (!body.contains("messages")) throw ApiError(400, "'messages' is required", "messages");
     try {
       // The template writes BOS itself where the model wants it (as encode_chat does).
-      const json kwargs = body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object()
-                              ? body["chat_template_kwargs"]
-                              : json::object();
-      const std::string text = render_chat(tok, normalize_messages(body["messages"]), true, render, kwargs);
+      r.tools = parse_tool_request(body, raw_body);
+      r.tool_format = limits.tool_format;
+      ToolChatInput in = tool_chat_input(normalize_chat_messages(body["messages"]), r.tools ? &*r.tools : nullptr,
+                                         limits.template_handles_tools);
+      nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+      if (!in.tools.is_null()) extra["tools"] = std::move(in.tools);
+      if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
+        for (const auto& [k, v] : body["chat_template_kwargs"].items()) {
+          if (k == "tools" && extra.contains("tools")) continue;  // the request's own tools win
+          extra[k] = nlohmann::ordered_json::parse(v.dump());
+        }
+      const std::string text = render_chat_ordered(tok, in.messages, true, render, extra);
       r.reasoning = limits.reasoning;
       r.reasoning_opened = limits.reasoning && prompt_opens_reasoning(text);
       CappedTokens t = encode_capped(tok, text, true, false, prompt_cap(limits));
@@ -279,6 +267,8 @@ OpenAiResponder::OpenAiResponder(const OpenAiRequest& req, const Tokenizer& tok,
   text_offset_.assign(choices, 0);
   results_.resize(req.prompts.size());
   if (req.api == OpenAiApi::chat && req.reasoning) reasoning_.assign(choices, ReasoningParser(req.reasoning_opened));
+  if (req.api == OpenAiApi::chat && req.parses_tools())
+    for (size_t c = 0; c < choices; ++c) tool_calls_.emplace_back(*req.tool_format, *req.tools);
 }
 
 json OpenAiResponder::logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const {
@@ -358,21 +348,44 @@ std::vector<json> OpenAiResponder::chunks(const JobEvent& e) {
   // An aborted sequence (timeout, shutdown) has no finish chunk: the error event that follows says why.
   const bool done = e.done && e.finish_reason != "abort";
   const json finish = done ? json(e.finish_reason) : json(nullptr);
-  if (chat && !reasoning_.empty()) {
-    ReasoningPiece piece = reasoning_[c].push(e.text);
-    if (done) {
-      ReasoningPiece rest = reasoning_[c].finish();
-      piece.reasoning += rest.reasoning, piece.content += rest.content;
+  if (chat) {
+    std::string reasoning, content = e.text;
+    if (!reasoning_.empty()) {
+      ReasoningPiece piece = reasoning_[c].push(e.text);
+      if (done) {
+        ReasoningPiece rest = reasoning_[c].finish();
+        piece.reasoning += rest.reasoning, piece.content += rest.content;
+      }
+      reasoning = std::move(piece.reasoning);
+      content = std::move(piece.content);
+    }
+    std::vector<ToolCallDelta> calls;
+    bool called = false;
+    if (!tool_calls_.empty()) {
+      ToolStreamPiece piece = tool_calls_[c].push(content);
+      if (done) {
+        ToolStreamPiece rest = tool_calls_[c].finish();
+        piece.content += rest.content;
+        for (auto& d : rest.calls) {
+          if (!piece.calls.empty() && piece.calls.back().index == d.index && d.id.empty())
+            piece.calls.back().arguments += d.arguments;
+          else
+            piece.calls.push_back(std::move(d));
+        }
+      }
+      content = std::move(piece.content);
+      calls = std::move(piece.calls);
+      called = !tool_calls_[c].calls().empty();
     }
     json delta = json::object();
-    if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
-    if (!piece.content.empty() || (delta.empty() && !lps.is_null())) delta["content"] = piece.content;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!content.empty() || (delta.empty() && calls.empty() && !lps.is_null())) delta["content"] = content;
+    if (!calls.empty()) delta["tool_calls"] = tool_call_deltas_json(calls);
     if (!delta.empty()) out.push_back(chunk({{"index", c}, {"delta", delta}, {"logprobs", lps}, {"finish_reason", nullptr}}));
-    if (done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
-  } else if (chat) {
-    if (!e.text.empty() || !lps.is_null())
-      out.push_back(chunk({{"index", c}, {"delta", {{"content", e.text}}}, {"logprobs", lps}, {"finish_reason", nullptr}}));
-    if (done) out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}));
+    if (done) {
+      const json reason = called && e.finish_reason == "stop" ? json("tool_calls") : finish;
+      out.push_back(chunk({{"index", c}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}));
+    }
   } else if (!e.text.empty() || !lps.is_null() || done) {
     out.push_back(chunk({{"index", c}, {"text", e.text}, {"logprobs", lps}, {"finish_reason", finish}}));
   }
@@ -412,16 +425,34 @@ json OpenAiResponder::response() const {
       if (chat) {
         if (req_.logprobs) lps = logprobs_json(o.logprobs, 0);
         json message = {{"role", "assistant"}, {"content", o.text}};
+        std::string content = o.text;
         if (req_.reasoning) {
           ReasoningParser parser(req_.reasoning_opened);
           const ReasoningPiece a = parser.push(o.text), b = parser.finish();
-          message["content"] = a.content + b.content;
+          content = a.content + b.content;
           message["reasoning_content"] = parser.saw_reasoning() ? json(a.reasoning + b.reasoning) : json(nullptr);
         }
+        std::string finish = o.finish_reason;
+        if (req_.parses_tools()) {
+          ToolCallStream reader(*req_.tool_format, *req_.tools);
+          reader.push(content);
+          reader.finish();
+          const auto calls = reader.calls();
+          content = reader.content();
+          if (!calls.empty()) {
+            json list = json::array();
+            for (const auto& call : calls)
+              list.push_back({{"id", call.id}, {"type", "function"},
+                              {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+            message["tool_calls"] = std::move(list);
+            if (finish == "stop") finish = "tool_calls";
+          }
+        }
+        message["content"] = content.empty() && message.contains("tool_calls") ? json(nullptr) : json(content);
         choices.push_back({{"index", c},
                            {"message", message},
                            {"logprobs", lps},
-                           {"finish_reason", o.finish_reason}});
+                           {"finish_reason", finish}});
       } else {
         std::string text = o.text;
         if (req_.echo) text = req_.prompt_texts[p] + text;

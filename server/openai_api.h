@@ -11,6 +11,9 @@
 #include "engine/sample/sampling_params.h"
 #include "server/engine_loop.h"
 #include "server/reasoning_parser.h"
+#include "server/tools/tool_call_format.h"
+#include "server/tools/tool_call_stream.h"
+#include "server/tools/tool_request.h"
 #include "engine/tokenizer/jinja/limits.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -24,6 +27,8 @@ struct ModelLimits {
   int max_context = 0;
   int max_n = 16;  // n and best_of above this are refused
   bool reasoning = false;  // chat: <think> blocks become reasoning_content (server/reasoning_parser.h)
+  const ToolCallFormat* tool_format = nullptr;  // chat with tools: how the model writes calls
+  bool template_handles_tools = false;          // server/tools/tool_prompt.h
 };
 
 struct OpenAiRequest {
@@ -35,12 +40,18 @@ struct OpenAiRequest {
   std::optional<int> logprobs;  // top-N per generated token, when asked for
   bool reasoning = false;          // chat with a reasoning parser: split <think> blocks off the content
   bool reasoning_opened = false;   // the rendered prompt ends inside a <think> block
+  std::optional<ToolRequest> tools;  // chat: tools, tool_choice, parallel_tool_calls
+  const ToolCallFormat* tool_format = nullptr;
+  // Whether the output is read for tool calls.
+  bool parses_tools() const { return tools && tools->parses() && tool_format; }
 };
 
 // Throws ApiError (400 naming the field, 404 for an unknown model). `render` bounds the chat
-// template (the server passes the request's deadline and its shutdown flag).
+// template (the server passes the request's deadline and its shutdown flag). `raw_body`, the
+// body's text, gives `tools` in the client's key order (without it: sorted).
 OpenAiRequest parse_openai_request(OpenAiApi api, const nlohmann::json& body, const Tokenizer& tok,
-                                   const ModelLimits& limits, const RenderLimits& render = {});
+                                   const ModelLimits& limits, const RenderLimits& render = {},
+                                   std::string_view raw_body = {});
 
 // Shapes one request's job events into the OpenAI response (non-streaming) or chunks (streaming).
 class OpenAiResponder {
@@ -71,6 +82,7 @@ class OpenAiResponder {
   std::vector<size_t> text_offset_;     // per choice: characters sent so far (completions text_offset)
   std::vector<std::optional<RequestResult>> results_;
   std::vector<ReasoningParser> reasoning_;  // per choice, when req_.reasoning
+  std::vector<ToolCallStream> tool_calls_;  // per choice, when req_.parses_tools()
 };
 
 }  // namespace llmctl::server

@@ -22,6 +22,9 @@ enum class ConstraintKind {
   regex,        // text: a regular expression the whole output matches
   grammar,      // text: an EBNF grammar (GBNF / xgrammar syntax) with a `root` rule
   choice,       // choices: the output is exactly one of them
+  // text: an xgrammar structural tag (JSON): free text with tagged regions (a tool call's opening
+  // text, then arguments under the tool's JSON schema, then its closing text); what tool calls use
+  structural_tag,
 };
 
 struct ConstraintSpec {

@@ -24,6 +24,7 @@ const char* ConstraintSpec::kind_name() const {
     case ConstraintKind::regex: return "regex";
     case ConstraintKind::grammar: return "grammar";
     case ConstraintKind::choice: return "choice";
+    case ConstraintKind::structural_tag: return "structural_tag";
   }
   return "?";
 }
@@ -141,9 +142,10 @@ void check_spec(const ConstraintSpec& s, const CompileLimits& l) {
   LLM_REQUIRE(!s.text.empty()) << field << " is empty";
   LLM_REQUIRE(s.text.size() <= l.max_text_bytes) << field << " has " << s.text.size() << " bytes, at most "
                                                  << l.max_text_bytes;
-  if (s.kind == ConstraintKind::json_schema) {
+  if (s.kind == ConstraintKind::json_schema || s.kind == ConstraintKind::structural_tag) {
     const nlohmann::json j = parse_json_bounded(s.text, JsonLimits{l.max_text_bytes, l.max_json_depth}, field);
-    LLM_REQUIRE(j.is_object() || j.is_boolean()) << field << " must be a JSON object (a schema)";
+    LLM_REQUIRE(j.is_object() || (j.is_boolean() && s.kind == ConstraintKind::json_schema))
+        << field << " must be a JSON object";
     // The schema is parsed again in order (rewrite_formats), whose objects find keys linearly.
     const size_t widest = widest_object(j);
     LLM_REQUIRE(widest <= l.max_object_keys) << field << " has an object with " << widest << " keys, at most "
@@ -253,6 +255,7 @@ struct GrammarCompiler::Impl {
       case ConstraintKind::regex: return xg().CompileRegex(s.text);
       case ConstraintKind::grammar: return xg().CompileGrammar(s.text, "root");
       case ConstraintKind::choice: return xg().CompileGrammar(choice_grammar(s.choices), "root");
+      case ConstraintKind::structural_tag: return xg().CompileStructuralTag(schema_for_xgrammar(s.text));
     }
     throw Error("unknown constraint kind");
   }

@@ -7,12 +7,19 @@ namespace llmctl {
 
 std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt,
                         const RenderLimits& limits, const nlohmann::json& extra) {
+  LLM_REQUIRE(extra.is_object()) << "chat_template_kwargs must be an object";
+  return render_chat_ordered(tok, nlohmann::ordered_json::parse(messages.dump()), add_generation_prompt, limits,
+                             nlohmann::ordered_json::parse(extra.dump()));
+}
+
+std::string render_chat_ordered(const Tokenizer& tok, const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const RenderLimits& limits, const nlohmann::ordered_json& extra) {
   const ChatTemplate& tmpl = tok.compiled_chat_template();
   LLM_REQUIRE(messages.is_array() && !messages.empty()) << "a chat needs at least one message";
   // transformers' context: tools and documents none when absent (so `tools is defined` holds),
   // and a special token only when the tokenizer has one (Qwen's bos_token is undefined there).
   nlohmann::ordered_json ctx;
-  ctx["messages"] = nlohmann::ordered_json::parse(messages.dump());
+  ctx["messages"] = messages;
   ctx["tools"] = nullptr;
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = add_generation_prompt;
@@ -21,7 +28,7 @@ std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bo
   LLM_REQUIRE(extra.is_object()) << "chat_template_kwargs must be an object";
   for (const auto& [k, v] : extra.items()) {
     LLM_REQUIRE(k != "messages") << "chat_template_kwargs may not set 'messages'";
-    ctx[k] = nlohmann::ordered_json::parse(v.dump());
+    ctx[k] = v;
   }
   return tmpl.render(ctx, limits);
 }

@@ -19,6 +19,10 @@ namespace llmctl {
 // after the defaults; "messages" among them is refused.
 std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt = true,
                         const RenderLimits& limits = {}, const nlohmann::json& extra = nlohmann::json::object());
+// The same with messages and extra variables (e.g. `tools`) in the order they were written: a
+// template that prints them (`tools | tojson`, a call's arguments) shows the client's key order.
+std::string render_chat_ordered(const Tokenizer& tok, const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const RenderLimits& limits, const nlohmann::ordered_json& extra);
 
 std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& text);
 std::vector<int> encode_chat(const Tokenizer& tok, const nlohmann::json& messages);

@@ -212,7 +212,9 @@ TEST_CASE("openai chat: invalid messages and chat-only rules") {
   refuses(kChat, {{"messages", "hi"}}, "messages", "'messages' must be a non-empty list of messages");
   refuses(kChat, {{"messages", {{{"content", "x"}}}}}, "messages", "must be an object with a string \"role\"");
   refuses(kChat, {{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, "messages",
-          ".role 'tool' is not supported (system, developer, user, assistant)");
+          ".tool_call_id must be the id of the call this message answers");
+  refuses(kChat, {{"messages", {{{"role", "function"}, {"content", "x"}}}}}, "messages",
+          ".role 'function' is not supported (system, developer, user, assistant, tool)");
   refuses(kChat, {{"messages", {{{"role", "user"}}}}}, "messages", "has no \"content\"");
   refuses(kChat, {{"messages", {{{"role", "user"}, {"content", "x"}, {"tool_calls", json::array({1})}}}}}, "messages",
           ".tool_calls is not supported");

@@ -1,0 +1,48 @@
+#include "server/tools/tool_constraint.h"
+
+namespace llmctl::server {
+
+namespace {
+using ojson = nlohmann::ordered_json;
+
+ojson tag_for(const ToolCallFormat& format, const ToolSpec& tool) {
+  const CallTag t = format.call_tag(tool.name);
+  ojson content;
+  if (t.style == "qwen_xml") {
+    content = {{"type", "qwen_xml_parameter"}, {"json_schema", tool.parameters}};
+  } else {
+    // Blanks between JSON tokens are free but short: a small model cannot wander into them.
+    content = {{"type", "json_schema"}, {"json_schema", tool.parameters}, {"max_whitespace_cnt", 2}};
+  }
+  return {{"type", "tag"}, {"begin", t.begin}, {"content", content}, {"end", t.end}};
+}
+}  // namespace
+
+std::optional<ConstraintSpec> tool_call_constraint(const ToolCallFormat& format, const ToolRequest& r) {
+  if (r.tools.empty() || r.choice == ToolChoice::none) return std::nullopt;
+  if (r.choice == ToolChoice::automatic && format.trigger().empty()) return std::nullopt;
+  ojson tags = ojson::array();
+  for (const ToolSpec& t : r.tools)
+    if (r.choice != ToolChoice::named || t.name == r.named) tags.push_back(tag_for(format, t));
+  ojson fmt;
+  if (r.choice == ToolChoice::automatic) {
+    fmt = {{"type", "triggered_tags"},
+           {"triggers", ojson::array({format.trigger()})},
+           {"tags", tags},
+           {"at_least_one", false},
+           {"stop_after_first", !r.parallel}};
+  } else {
+    fmt = {{"type", "tags_with_separator"},
+           {"tags", tags},
+           {"separator", format.separator()},
+           {"at_least_one", true},
+           {"stop_after_first", r.choice == ToolChoice::named || !r.parallel}};
+  }
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::structural_tag;
+  spec.text = ojson{{"type", "structural_tag"}, {"format", fmt}}.dump();
+  spec.field = "tools";
+  return spec;
+}
+
+}  // namespace llmctl::server
