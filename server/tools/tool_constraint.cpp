@@ -7,13 +7,10 @@ using ojson = nlohmann::ordered_json;
 
 ojson tag_for(const ToolCallFormat& format, const ToolSpec& tool) {
   const CallTag t = format.call_tag(tool.name);
-  ojson content;
-  if (t.style == "qwen_xml") {
-    content = {{"type", "qwen_xml_parameter"}, {"json_schema", tool.parameters}};
-  } else {
-    // Blanks between JSON tokens are free but short: a small model cannot wander into them.
-    content = {{"type", "json_schema"}, {"json_schema", tool.parameters}, {"max_whitespace_cnt", 2}};
-  }
+  // Blanks between the arguments' parts are free but short: a small model cannot wander into them.
+  const ojson content = {{"type", t.style == "qwen_xml" ? "qwen_xml_parameter" : "json_schema"},
+                         {"json_schema", tool.parameters},
+                         {"max_whitespace_cnt", 2}};
   return {{"type", "tag"}, {"begin", t.begin}, {"content", content}, {"end", t.end}};
 }
 }  // namespace

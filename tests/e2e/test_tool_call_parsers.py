@@ -6,11 +6,14 @@ that template (llmctl_tool_calls --template). The calls read back must be exactl
 rendered: same names, same arguments (as JSON values, and in the same key order), no content
 left over (a reasoning template's <think> block is taken off first, as the server's reasoning
 parser does); and the stream deltas (the text fed 1 and 7 bytes at a time) must add up to the same
-content and arguments. Exits 77 without llama.cpp's source (scripts/fetch-llama-cpp.sh).
+content and arguments. Then the same templates through `serve` on a tiny random model (tiny_qwen3,
+byte vocabulary): tool_choice required and named give calls that parse and follow the schemas,
+whole and streamed. Exits 77 without llama.cpp's source (scripts/fetch-llama-cpp.sh).
 Usage: test_tool_call_parsers.py BUILD_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -147,6 +150,92 @@ with tempfile.TemporaryDirectory() as tmp:
             else:
                 print(f"ok {label}: {got['format']}")
 print(f"{checked - len([f for f in failures if 'template missing' not in f])}/{checked} renders read back exactly")
+
+# Through `serve`: a tiny random model (tests/golden/families/tiny_qwen3, byte vocabulary) carrying
+# each real template. The template gets the tools itself (it handles them), the parser is the
+# template's, and tool_choice "required" / named make even random weights write calls that parse
+# and follow the schemas (enums, bounded integers, booleans: every walk ends).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_util import Server  # noqa: E402
+
+TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../golden/families/tiny_qwen3")
+SERVE_TOOLS = [
+    {"type": "function", "function": {"name": "set_mode", "parameters": {"type": "object", "properties": {
+        "mode": {"enum": ["on", "off"]}, "level": {"type": "integer", "minimum": 0, "maximum": 99},
+        "force": {"type": "boolean"}}, "required": ["mode", "level"]}}},
+    {"type": "function", "function": {"name": "reset", "parameters": {"type": "object", "properties": {}}}},
+]
+SERVED = {"Qwen-Qwen3-0.6B": "hermes", "meta-llama-Llama-3.1-8B-Instruct": "llama3_json",
+          "Mistral-Small-3.2-24B-Instruct-2506": "mistral", "Qwen3-Coder": "qwen3_coder"}
+served_ok = 0
+for name in SERVED:
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        shutil.copytree(TINY, model)
+        cfg_path = os.path.join(model, "tokenizer_config.json")
+        cfg = json.load(open(cfg_path))
+        cfg["chat_template"] = open(os.path.join(TEMPLATES, name + ".jinja"), encoding="utf-8").read()
+        json.dump(cfg, open(cfg_path, "w"))
+        # The templates' tool prompts run to thousands of bytes (tokens, here): room for them.
+        mcfg_path = os.path.join(model, "config.json")
+        mcfg = json.load(open(mcfg_path))
+        mcfg["max_position_embeddings"] = 4096
+        json.dump(mcfg, open(mcfg_path, "w"))
+        srv = Server(build, "--max-num-seqs", "4", model=model)
+        try:
+            problems = []
+            for choice in ("required", {"type": "function", "function": {"name": "set_mode"}}):
+                for stream in (False, True):
+                    body = {"messages": [{"role": "user", "content": "Turn it on."}], "tools": SERVE_TOOLS,
+                            "tool_choice": choice, "max_tokens": 400, "temperature": 0}
+                    if not stream:
+                        status, r = srv.request("POST", "/v1/chat/completions", body)
+                        if status != 200:
+                            problems.append(f"{status}: {r}")
+                            continue
+                        ch = r["choices"][0]
+                        calls = [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls") or []]
+                        reason = ch["finish_reason"]
+                    else:
+                        status, text = srv.request("POST", "/v1/chat/completions", dict(body, stream=True))
+                        if status != 200:
+                            problems.append(f"stream {status}: {text}")
+                            continue
+                        acc, reason = {}, None
+                        for line in text.splitlines():
+                            if not line.startswith("data: {"):
+                                continue
+                            for ch in json.loads(line[6:])["choices"]:
+                                reason = ch.get("finish_reason") or reason
+                                for d in ch["delta"].get("tool_calls") or []:
+                                    a = acc.setdefault(d["index"], ["", ""])
+                                    a[0] += d["function"].get("name") or ""
+                                    a[1] += d["function"].get("arguments") or ""
+                        calls = [tuple(v) for _, v in sorted(acc.items())]
+                    where = f"{'named' if isinstance(choice, dict) else choice}{' stream' if stream else ''}"
+                    if reason != "tool_calls" or not calls:
+                        problems.append(f"{where}: finish_reason {reason}, {len(calls)} calls")
+                    for n, a in calls:
+                        try:
+                            args = json.loads(a)
+                        except json.JSONDecodeError:
+                            problems.append(f"{where}: {n} arguments not JSON: {a!r}")
+                            continue
+                        if isinstance(choice, dict) and n != "set_mode":
+                            problems.append(f"{where}: called {n}")
+                        if n == "set_mode" and not (args.get("mode") in ("on", "off") and isinstance(args.get("level"), int)
+                                                    and 0 <= args["level"] <= 99 and set(args) <= {"mode", "level", "force"}):
+                            problems.append(f"{where}: set_mode arguments {a!r}")
+                        if n == "reset" and args != {}:
+                            problems.append(f"{where}: reset arguments {a!r}")
+        finally:
+            srv.stop()
+        if problems:
+            failures.append(f"serve with {name}: " + "; ".join(problems))
+        else:
+            served_ok += 1
+            print(f"ok serve with {name}: required and named calls parse and follow the schemas, whole and streamed")
+print(f"{served_ok}/{len(SERVED)} templates served with tool calls")
 for f in failures:
     print("FAIL", f)
 sys.exit(1 if failures else 0)
