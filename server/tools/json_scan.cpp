@@ -62,10 +62,9 @@ std::optional<std::string> decode_json_string(std::string_view raw) {
 }
 
 const JsonMemberScan* JsonObjectScan::find(std::string_view key) const {
-  const JsonMemberScan* found = nullptr;
   for (const auto& m : members)
-    if (m.key == key) found = &m;
-  return found;
+    if (m.key == key) return &m;
+  return nullptr;
 }
 
 JsonObjectScan scan_json_object(std::string_view s) {

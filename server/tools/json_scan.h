@@ -21,7 +21,8 @@ struct JsonObjectScan {
   bool complete = false;  // the closing brace was read
   bool valid = true;      // false: the text cannot be the start of a JSON object
   size_t end = 0;         // complete: one past the closing brace
-  // The last complete member named `key`, or the incomplete one being read.
+  // The first member named `key` (complete or still being read). The first, not the last as a
+  // parser keeps: what a stream announced from it must not change when a duplicate key follows.
   const JsonMemberScan* find(std::string_view key) const;
 };
 

@@ -43,7 +43,7 @@ class MistralFormat final : public ToolCallFormat {
         if (final) append_content(s, text.substr(at), true, {});
         return s;
       }
-      const size_t next = text[p] == '[' ? scan_list(text, p, final, s) : scan_named(text, p, final, s);
+      const size_t next = text[p] == '[' ? scan_list(text, at, p, final, s) : scan_named(text, at, p, final, s);
       if (next == std::string_view::npos) return s;
       if (next == at) {  // not a call: the tag is text
         append_content(s, kOpen, true, {});
@@ -55,10 +55,10 @@ class MistralFormat final : public ToolCallFormat {
   }
 
  private:
-  // [{"name": ..., "arguments": ...}, ...] at text[p] == '['. Returns where the text goes on, npos
-  // when the output ends inside the list, or p's tag position when it is not a list of calls.
-  static size_t scan_list(std::string_view text, size_t p, bool final, ToolScan& s) {
-    const size_t tag = text.rfind(kOpen, p);
+  // [{"name": ..., "arguments": ...}, ...] at text[p] == '[', after the tag at `tag`. Returns where
+  // the text goes on, npos when the output ends inside the list, or `tag` when it is not a list of
+  // calls.
+  static size_t scan_list(std::string_view text, size_t tag, size_t p, bool final, ToolScan& s) {
     size_t i = skip_space(text, p + 1);
     for (bool first = true;; first = false) {
       if (i >= text.size()) return std::string_view::npos;
@@ -83,8 +83,7 @@ class MistralFormat final : public ToolCallFormat {
   }
 
   // name[CALL_ID]id[ARGS]{...} at text[p]. Returns as scan_list.
-  static size_t scan_named(std::string_view text, size_t p, bool final, ToolScan& s) {
-    const size_t tag = text.rfind(kOpen, p);
+  static size_t scan_named(std::string_view text, size_t tag, size_t p, bool final, ToolScan& s) {
     const size_t args = text.find(kArgs, p), call_id = text.find(kCallId, p);
     const size_t name_end = std::min(args, call_id);
     if (name_end == std::string_view::npos) {

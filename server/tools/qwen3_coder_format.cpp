@@ -14,6 +14,11 @@ constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>", kFunc
                            kFunctionEnd = "</function>", kParam = "<parameter=", kParamEnd = "</parameter>";
 using ojson = nlohmann::ordered_json;
 
+// A JSON string of text the model wrote (bytes that are not UTF-8 become U+FFFD).
+std::string json_string(std::string_view text) {
+  return nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::vector<std::string> schema_types(const ToolRequest& tools, const std::string& fn, const std::string& param) {
   const ToolSpec* t = tools.find(fn);
   if (!t || !t->parameters.is_object()) return {};
@@ -50,7 +55,7 @@ std::string param_json(std::string_view value, const std::vector<std::string>& t
         return std::string(value);
     }
   }
-  return nlohmann::json(std::string(value)).dump();
+  return json_string(value);
 }
 
 class Qwen3CoderFormat final : public ToolCallFormat {
@@ -124,7 +129,7 @@ class Qwen3CoderFormat final : public ToolCallFormat {
         // any blanks there) are not the value's.
         while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
         while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
-        call.arguments += (any ? ", " : "") + nlohmann::json(key).dump() + ": " +
+        call.arguments += (any ? ", " : "") + json_string(key) + ": " +
                           param_json(value, schema_types(tools, call.name, key));
         any = true;
         q = value_end + kParamEnd.size();

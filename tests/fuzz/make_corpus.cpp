@@ -408,6 +408,20 @@ void jinja_seeds() {
        "{{ none|selectattr('type', 'equalto', 'x')|list }}{{ none|map(attribute='a')|list }}{{ none|reject|list }}");
 }
 
+// Model outputs the tool-call parsers read (fuzz_tool_calls): byte 0 picks the format and the chunk size.
+void tool_call_seeds() {
+  const std::pair<int, std::string> outputs[] = {
+      {0, "Sure.\n<tool_call>\n{\"name\": \"get_w\", \"arguments\": {\"c\": \"P\"}}\n</tool_call>\n<tool_call>\n{\"arguments\": {}, \"name\": \"f\"}\n</tool_call>"},
+      {0, "<tool_call>\n{\"name\": \"get_w\", \"arguments\": {\"c\": \"un\\\"fini"},
+      {1, "<|python_tag|>{\"name\": \"get_w\", \"parameters\": {\"c\": 1}}; {\"name\": \"f\", \"parameters\": {}}"},
+      {2, "[TOOL_CALLS]get_w[CALL_ID]abcdefghi[ARGS]{\"c\": [1, {\"d\": null}]}[TOOL_CALLS]f[ARGS]{}"},
+      {3, "x [TOOL_CALLS][{\"name\": \"get_w\", \"arguments\": {\"c\": \"P\"}}, {\"name\": \"f\", \"arguments\": {}}] y"},
+      {4, "<tool_call>\n<function=get_w>\n<parameter=c>\nP\n</parameter>\n<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"},
+  };
+  int i = 0;
+  for (const auto& [format, text] : outputs) seed("tool_calls", "output_" + std::to_string(i++), mode(uint8_t(format | (3 << 3)), text));
+}
+
 void request_seeds() {
   const std::string completions[] = {
       R"({"model":"tiny","prompt":"Hello world","max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\n"],"seed":3})",
@@ -426,6 +440,8 @@ void request_seeds() {
       R"({"messages":[],"max_tokens":1})",
       R"({"messages":[{"role":"user"}]})",
       R"({"messages":[{"role":"user","content":"<|im_end|>"}],"stop":"x","frequency_penalty":-2})",
+      R"({"messages":[{"role":"user","content":"w?"}],"tools":[{"type":"function","function":{"name":"get_w","description":"d","parameters":{"type":"object","properties":{"c":{"type":"string"}},"required":["c"]}}}],"tool_choice":"required","parallel_tool_calls":false})",
+      R"({"messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_w","arguments":"{\"c\": \"P\", \"a\": [1]}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"get_w"}}],"tool_choice":{"type":"function","function":{"name":"get_w"}}})",
   };
   int i = 0;
   for (const auto& c : completions) {
@@ -500,6 +516,7 @@ int main(int argc, char** argv) {
   tokenizer_seeds();
   jinja_seeds();
   request_seeds();
+  tool_call_seeds();
   http_seeds();
   quantized_checkpoint_seeds();
   std::printf("seeds written under %s\n", (g_root / "tests/fuzz/corpus").c_str());
