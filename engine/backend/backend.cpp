@@ -89,6 +89,18 @@ void Backend::gelu_tanh_mul(const Tensor&, Tensor&) {
   LLM_THROW() << "backend " << name() << " has no GeGLU (gelu_tanh_mul), which this model's MLP needs";
 }
 
+void Backend::gather_token_rows(const Tensor&, std::span<const int32_t>, Tensor&) {
+  LLM_THROW() << "backend " << name() << " has no gather_token_rows, which mixture-of-experts layers need";
+}
+
+void Backend::scatter_add_rows(const Tensor&, std::span<const int32_t>, std::span<const float>, Tensor&) {
+  LLM_THROW() << "backend " << name() << " has no scatter_add_rows, which mixture-of-experts layers need";
+}
+
+void Backend::fill_zero(Tensor&) {
+  LLM_THROW() << "backend " << name() << " has no fill_zero, which mixture-of-experts layers need";
+}
+
 void Backend::scale(Tensor&, float) {
   LLM_THROW() << "backend " << name() << " has no in-place scale, which this model's embedding needs";
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +81,7 @@ struct BackendCaps {
   std::vector<KvCacheDtype> kv_exact_rows;  // KV dtypes whose open blocks it also keeps exact (KvLayer::exact)
   bool sampling = false;         // sample() draws tokens where the logits are
   bool graphs = false;           // run_graph captures and replays
+  bool moe = false;              // gather_token_rows / scatter_add_rows / fill_zero: mixture-of-experts layers
 
   bool supports(WeightFormat f) const;
   bool supports_kv_cache(KvCacheDtype d) const;
@@ -221,6 +223,14 @@ class Backend {
   virtual void soft_cap(Tensor& x, float cap);
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
+  // Mixture of experts (engine/model/layers/moe_block.h; caps().moe). The defaults refuse by name.
+  // out[i, :] = x[rows[i], :]                              x [T, C], out [n, C]
+  virtual void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out);
+  // out[rows[i], :] += weights[i] * y[i, :], for i in order  y [n, C], out [T, C]
+  virtual void scatter_add_rows(const Tensor& y, std::span<const int32_t> rows, std::span<const float> weights,
+                                Tensor& out);
+  // t = 0, every element
+  virtual void fill_zero(Tensor& t);
   // Copy-on-write of the paged cache: for each (src, dst), block dst of every layer's k and v
   // (and their per-token scales) becomes a copy of block src.
   virtual void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) = 0;

@@ -81,6 +81,14 @@ class ForwardingBackend : public Backend {
   void scale(Tensor& x, float s) override { inner_.scale(x, s); }
   void soft_cap(Tensor& x, float cap) override { inner_.soft_cap(x, cap); }
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override { inner_.gather_rows(x, b, out); }
+  void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    inner_.gather_token_rows(x, rows, out);
+  }
+  void scatter_add_rows(const Tensor& y, std::span<const int32_t> rows, std::span<const float> weights,
+                        Tensor& out) override {
+    inner_.scatter_add_rows(y, rows, weights, out);
+  }
+  void fill_zero(Tensor& t) override { inner_.fill_zero(t); }
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override {
     inner_.copy_blocks(cache, pairs);
   }

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/config_fields.h"
+#include "engine/model/moe/moe_config.h"
 #include "engine/model/registry.h"
 
 namespace llmctl {
@@ -15,31 +16,6 @@ namespace llmctl {
 using nlohmann::json;
 
 namespace {
-
-int get_int(const json& j, const char* key) {
-  LLM_REQUIRE(j.contains(key) && !j[key].is_null()) << "config.json: missing field '" << key << "'";
-  const json& v = j[key];
-  LLM_REQUIRE(v.is_number_integer()) << "config.json: field '" << key << "' must be an integer, got " << v.dump();
-  int64_t x = v.get<int64_t>();
-  LLM_REQUIRE(x >= INT32_MIN && x <= INT32_MAX) << "config.json: field '" << key << "' = " << x << " is out of range";
-  return int(x);
-}
-
-int get_int_or(const json& j, const char* key, int def) {
-  return j.contains(key) && !j[key].is_null() ? get_int(j, key) : def;
-}
-
-float get_float_or(const json& j, const char* key, float def) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  LLM_REQUIRE(j[key].is_number()) << "config.json: field '" << key << "' must be a number, got " << j[key].dump();
-  return j[key].get<float>();
-}
-
-bool get_bool_or(const json& j, const char* key, bool def) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  LLM_REQUIRE(j[key].is_boolean()) << "config.json: field '" << key << "' must be true or false";
-  return j[key].get<bool>();
-}
 
 // bos_token_id / eos_token_id: an int, a list of ints, or null.
 std::vector<int> get_ids(const json& j, const char* key) {
@@ -323,7 +299,8 @@ ModelConfig parse_hf_config(const json& j) {
   const int window =
       get_bool_or(j, "use_sliding_window", info->sliding_window_by_default) ? get_int_or(j, "sliding_window", 0) : 0;
   parse_sliding_layers(j, *info, window, c);
-  refuse_unknown_config_fields(j, c.architecture);
+  if (info->hf_config) info->hf_config(j, c);  // a family's own fields (experts)
+  refuse_unknown_config_fields(j, c.architecture, c.num_experts > 0);
   c.bos_token_ids = get_ids(j, "bos_token_id");
   c.eos_token_ids = get_ids(j, "eos_token_id");
   if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int64_t>();
@@ -349,6 +326,7 @@ void ModelConfig::validate() const {
   in_range(intermediate_size, L::kMaxIntermediate, "intermediate_size");
   in_range(vocab_size, kMaxVocabSize, "vocab_size");
   in_range(max_position_embeddings, L::kMaxPositions, "max_position_embeddings");
+  if (num_experts > 0) validate_moe(*this);
   LLM_REQUIRE(sliding_window >= 0) << "model config: sliding_window must not be negative, got " << sliding_window;
   LLM_REQUIRE(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh")
       << "model config: hidden_act " << hidden_act << " is not supported (silu, gelu_pytorch_tanh)";
@@ -489,6 +467,7 @@ json ModelConfig::to_hf_json() const {
     // every layer sliding is said by its absence, except where the architecture's default alternates
     if (!sliding_layers.empty() || find_architecture(architecture).sliding_pattern > 0) j["layer_types"] = types;
   }
+  if (num_experts > 0) moe_hf_json(*this, j);
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
   j["hidden_act"] = hidden_act;

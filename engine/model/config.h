@@ -86,6 +86,17 @@ struct ModelConfig {
   // c = attn_logit_softcapping before the softmax, and the logits the same with final_logit_softcapping.
   float attn_logit_softcapping = 0;
   float final_logit_softcapping = 0;
+  // Mixture of experts (num_experts 0: a dense MLP in every layer). A sparse layer's MLP is
+  // num_experts MLPs of moe_intermediate_size each and a router [num_experts, H]: a softmax over
+  // every expert, then the experts_per_token most probable ones (ties: the lower index), weighted by
+  // their probabilities, renormalized to sum to 1 when moe_renormalize; plus, when
+  // shared_expert_intermediate_size > 0, a shared MLP scaled by sigmoid(its gate [1, H] . x).
+  int num_experts = 0, experts_per_token = 0, moe_intermediate_size = 0, shared_expert_intermediate_size = 0;
+  bool moe_renormalize = false;
+  std::vector<bool> dense_layers;  // [num_layers] when some layers keep a dense MLP (mlp_only_layers, decoder_sparse_step)
+  bool layer_is_moe(int layer) const {
+    return num_experts > 0 && (dense_layers.empty() || !dense_layers[size_t(layer)]);
+  }
   std::vector<int> bos_token_ids;
   std::vector<int> eos_token_ids;
   // config.json's pad_token_id, kept to be written back (transformers' defaults for it can lie

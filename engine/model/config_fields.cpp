@@ -41,13 +41,46 @@ const std::set<std::string_view> kInert = {
     "embedding_dropout", "hidden_dropout", "residual_dropout", "unsloth_version", "unsloth_fixed",
     "is_llama_config", "transformers.js_config", "cache_implementation", "resid_pdrop", "embd_pdrop"};
 
+// Mixture-of-experts architectures only (read by engine/model/moe/moe_config.cpp); the router's
+// training losses and noise do not change a forward pass.
+const std::set<std::string_view> kMoeRead = {"num_experts", "num_local_experts", "num_experts_per_tok",
+                                             "moe_intermediate_size", "shared_expert_intermediate_size",
+                                             "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "qkv_bias"};
+const std::set<std::string_view> kMoeInert = {"output_router_logits", "router_aux_loss_coef", "router_jitter_noise"};
+
 }  // namespace
 
-void refuse_unknown_config_fields(const nlohmann::json& j, const std::string& architecture) {
+int get_int(const nlohmann::json& j, const char* key) {
+  LLM_REQUIRE(j.contains(key) && !j[key].is_null()) << "config.json: missing field '" << key << "'";
+  const nlohmann::json& v = j[key];
+  LLM_REQUIRE(v.is_number_integer()) << "config.json: field '" << key << "' must be an integer, got " << v.dump();
+  int64_t x = v.get<int64_t>();
+  LLM_REQUIRE(x >= INT32_MIN && x <= INT32_MAX) << "config.json: field '" << key << "' = " << x << " is out of range";
+  return int(x);
+}
+
+int get_int_or(const nlohmann::json& j, const char* key, int def) {
+  return j.contains(key) && !j[key].is_null() ? get_int(j, key) : def;
+}
+
+float get_float_or(const nlohmann::json& j, const char* key, float def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  LLM_REQUIRE(j[key].is_number()) << "config.json: field '" << key << "' must be a number, got " << j[key].dump();
+  return j[key].get<float>();
+}
+
+bool get_bool_or(const nlohmann::json& j, const char* key, bool def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  LLM_REQUIRE(j[key].is_boolean()) << "config.json: field '" << key << "' must be true or false";
+  return j[key].get<bool>();
+}
+
+void refuse_unknown_config_fields(const nlohmann::json& j, const std::string& architecture, bool moe) {
   if (!j.is_object()) return;
   std::vector<std::string> unknown;
   for (const auto& [key, v] : j.items())
-    if (!key.starts_with("_") && !kRead.count(key) && !kInert.count(key)) unknown.push_back(key);
+    if (!key.starts_with("_") && !kRead.count(key) && !kInert.count(key) && !(moe && (kMoeRead.count(key) || kMoeInert.count(key))))
+      unknown.push_back(key);
   if (unknown.empty()) return;
   std::string list;
   for (size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", " : "") + ("'" + unknown[i].substr(0, 80) + "'");

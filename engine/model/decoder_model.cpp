@@ -1,5 +1,7 @@
 #include "engine/model/decoder_model.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 #include "engine/model/layers/rope.h"
 #include "engine/model/registry.h"
@@ -39,8 +41,13 @@ ActivationWidths DecoderModel::activation_widths() const {
   w.hidden = c.hidden_size;
   w.qkv = int64_t(c.num_heads / world + 2 * num_kv_heads()) * c.head_dim;
   w.attn = int64_t(c.num_heads / world) * c.head_dim;
-  w.gate_up = 2 * int64_t(c.intermediate_size) / world;
-  w.act = c.intermediate_size / world;
+  // The widest MLP a layer runs: the dense one, an expert, the shared expert.
+  int64_t I = 0;
+  for (int l = 0; l < c.num_layers; ++l) I = std::max<int64_t>(I, c.layer_is_moe(l) ? c.moe_intermediate_size : c.intermediate_size);
+  I = std::max<int64_t>(I, c.shared_expert_intermediate_size);
+  w.gate_up = 2 * I / world;
+  w.act = I / world;
+  w.experts = c.num_experts;
   w.vocab = c.vocab_size;
   w.vocab_local = par_.comm ? c.vocab_size / world : 0;  // logits gathered through the communicator
   return w;
@@ -65,7 +72,9 @@ void DecoderModel::forward(const AttentionPlan& plan, StepBuffers& buf, std::vec
     recv(hidden, par_.stage - 1);
     recv(residual, par_.stage - 1);
   }
-  LayerBuffers lb{hidden, residual, normed, qkv, attn, gate_up, act};
+  auto rows_of = [&](const Tensor& t) { return t.empty() ? t : first_rows(t, T); };
+  LayerBuffers lb{hidden, residual, normed, qkv, attn, gate_up, act,
+                  rows_of(buf.router), rows_of(buf.expert_in), rows_of(buf.expert_out)};
   run_layers(plan, lb, kv);
   if (!par_.last_stage()) {
     send(hidden, par_.stage + 1);

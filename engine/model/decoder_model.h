@@ -43,6 +43,7 @@ class DecoderModel : public Model {
   // The step's buffers as the layers use them ([T, ...] views).
   struct LayerBuffers {
     Tensor hidden, residual, normed, qkv, attn, gate_up, act;
+    Tensor router, expert_in, expert_out;  // mixture-of-experts models only
   };
   // This stage's layers. On entry the stream is residual (the first stage: the embeddings) or
   // residual + hidden (a later stage); on return it must be residual + hidden (the final norm adds

@@ -20,6 +20,7 @@ namespace llmctl {
 struct ActivationWidths {
   int64_t hidden = 0, qkv = 0, attn = 0, gate_up = 0, act = 0, vocab = 0;
   int64_t vocab_local = 0;  // 0: vocab (no vocab split)
+  int64_t experts = 0;      // > 0: mixture-of-experts scratch (router [T, experts], expert rows [T, hidden] x 2)
 };
 
 // One step's activation buffers, allocated by the runner for at least T tokens and R rows; a
@@ -28,6 +29,7 @@ struct StepBuffers {
   Tensor hidden, residual, normed, qkv, attn, gate_up, act;  // [T, width]
   Tensor last, logits;                                       // [R, H], [R, V]
   Tensor logits_local;  // [R, vocab_local] when the lm_head is vocab-parallel; else empty
+  Tensor router, expert_in, expert_out;  // [T, experts] f32, [T, H], [T, H]: mixture-of-experts models; else empty
 };
 
 // The per-step facts every layer's attention reads, derived once per step by the runner

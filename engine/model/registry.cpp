@@ -6,6 +6,9 @@
 #include "engine/model/gemma/gemma_tensors.h"
 #include "engine/model/llama/llama.h"
 #include "engine/model/llama/llama_tensors.h"
+#include "engine/model/moe/moe_config.h"
+#include "engine/model/moe/moe_model.h"
+#include "engine/model/moe/moe_weight_map.h"
 #include "engine/model/phi3/phi3.h"
 #include "engine/model/phi3/phi3_gguf.h"
 #include "engine/model/phi3/phi3_tensors.h"
@@ -42,6 +45,14 @@ const std::vector<Architecture>& architectures() {
        &gemma2_gguf_config, &gemma_gguf_layer_name, 1.0f, /*sliding_pattern=*/2, "pre_feedforward_layernorm", 1.0f},
       {"Gemma3ForCausalLM", "gemma3_text", "gemma3", false, true, true, false, &make_gemma_model, &gemma_tensor_specs,
        &gemma3_gguf_config, &gemma_gguf_layer_name, 1.0f, 0, "pre_feedforward_layernorm", 1.0f},
+      // Mixtures of experts (engine/model/moe/): Llama's layer with a MoE block in the sparse layers.
+      // Their GGUF forms (qwen3moe, qwen2moe, Mixtral as llama with ffn_*_exps) are not read yet.
+      {"Qwen3MoeForCausalLM", "qwen3_moe", nullptr, false, false, true, false, &make_moe_model, &moe_tensor_specs,
+       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", nullptr, true, false, false, false, &make_moe_model, &moe_tensor_specs,
+       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config},
+      {"MixtralForCausalLM", "mixtral", nullptr, false, true, false, true, &make_moe_model, &moe_tensor_specs,
+       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &mixtral_hf_config},
   };
   return kArchitectures;
 }

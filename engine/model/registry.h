@@ -46,6 +46,8 @@ struct Architecture {
   // constant the family adds to every norm weight when it runs (Gemma's (1 + w)).
   const char* mlp_input_norm = "post_attention_layernorm";
   float norm_offset = 0.0f;
+  // The family's own config.json fields, read after the common ones (mixtures of experts).
+  void (*hf_config)(const nlohmann::json&, ModelConfig&) = nullptr;
 };
 
 // The registered architectures, in the order they are listed to users.

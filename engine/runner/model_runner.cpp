@@ -139,8 +139,8 @@ int ModelRunner::pool_blocks(int group) const {
 size_t ModelRunner::activation_bytes(int64_t T, int64_t R) const {
   const ActivationWidths& w = widths_;
   const size_t a = dtype_size(backend().activation_dtype());
-  const int64_t per_token = 3 * w.hidden + w.qkv + w.attn + w.gate_up + w.act;
-  return size_t(T) * (size_t(per_token) * a + size_t(w.hidden) * 4) +              // + the f32 residual
+  const int64_t per_token = 3 * w.hidden + w.qkv + w.attn + w.gate_up + w.act + (w.experts > 0 ? 2 * w.hidden : 0);
+  return size_t(T) * (size_t(per_token) * a + size_t(w.hidden + w.experts) * 4) +  // + the f32 residual (and router)
          size_t(R) * (size_t(w.hidden) * a + size_t(w.vocab + w.vocab_local) * 4);
 }
 
@@ -165,6 +165,11 @@ void ModelRunner::ensure_workspace(int64_t T, int64_t R) {
   ws_.attn = be.alloc(dt, {T, w.attn});
   ws_.gate_up = be.alloc(dt, {T, w.gate_up});
   ws_.act = be.alloc(dt, {T, w.act});
+  if (w.experts > 0) {
+    ws_.router = be.alloc(DType::F32, {T, w.experts});
+    ws_.expert_in = be.alloc(dt, {T, w.hidden});
+    ws_.expert_out = be.alloc(dt, {T, w.hidden});
+  }
 }
 
 void ModelRunner::tune_gemms(int64_t max_tokens, int64_t max_rows) {
@@ -330,6 +335,8 @@ int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {
     StepBuffers view = ws_;  // this micro-batch's rows of every buffer
     for (Tensor* t : {&view.hidden, &view.residual, &view.normed, &view.qkv, &view.attn, &view.gate_up, &view.act})
       *t = row_slice(*t, t0, Ti);
+    for (Tensor* t : {&view.router, &view.expert_in, &view.expert_out})
+      if (!t->empty()) *t = row_slice(*t, t0, Ti);
     for (Tensor* t : {&view.last, &view.logits, &view.logits_local})
       if (!t->empty()) *t = row_slice(*t, rows, Ri);
     forward(part, Ti, Ri, view);

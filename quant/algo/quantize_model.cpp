@@ -128,6 +128,8 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
       << "the GPTQ (v1) layout stores zero points minus one and cannot hold the zero point 0 that asymmetric groups "
          "produce: use --format compressed-tensors (or awq) for --asym";
   LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
+  LLM_REQUIRE(c.num_experts == 0) << "quantize does not handle mixture-of-experts models yet (" << c.architecture
+                                  << ": " << c.num_experts << " experts per sparse layer); they run as stored";
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
   for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
                                 {"o_proj (heads x head dim)", attn},

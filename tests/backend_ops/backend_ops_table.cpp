@@ -68,6 +68,7 @@ const std::vector<OpCase>& table() {
     add_kv_cases(v);
     add_kv_quant_cases(v);
     add_sample_cases(v);
+    add_moe_cases(v);
     return v;
   }();
   return t;
@@ -77,7 +78,7 @@ const std::vector<std::string>& required_ops() {
   static const std::vector<std::string> ops = {"embed",    "rms_norm", "head_rms_norm", "linear", "rope",
                                                "write_kv", "rope_write_kv", "attention", "silu_mul",
                                                "gelu_tanh_mul", "scale", "soft_cap", "gather_rows", "copy_blocks", "sample", "kv_int8", "kv_fp8",
-                                               "copy_bytes"};
+                                               "copy_bytes", "gather_token_rows", "scatter_add_rows", "fill_zero"};
   return ops;
 }
 
@@ -87,6 +88,8 @@ std::string missing_reason(const Backend& be, const std::string& op) {
   if (op == "sample" && !be.caps().sampling) return "no sampling (caps().sampling is false)";
   if (op == "kv_int8" && !be.caps().supports_kv_cache(KvCacheDtype::Int8)) return "no int8 KV cache (caps().kv_dtypes)";
   if (op == "kv_fp8" && !be.caps().supports_kv_cache(KvCacheDtype::Fp8)) return "no fp8 KV cache (caps().kv_dtypes)";
+  if ((op == "gather_token_rows" || op == "scatter_add_rows" || op == "fill_zero") && !be.caps().moe)
+    return "no mixture-of-experts row ops (caps().moe)";
   return "";
 }
 }  // namespace

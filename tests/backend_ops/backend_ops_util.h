@@ -109,6 +109,7 @@ void add_dense_cases(std::vector<OpCase>& t);
 void add_kv_cases(std::vector<OpCase>& t);
 void add_kv_quant_cases(std::vector<OpCase>& t);
 void add_sample_cases(std::vector<OpCase>& t);
+void add_moe_cases(std::vector<OpCase>& t);
 }  // namespace llmctl::backend_ops
 
 namespace llmctl::backend_ops {

@@ -344,3 +344,75 @@ TEST_CASE("config: to_hf_json round trip") {
     CHECK(b.rope_scaling.factor == 32.0f);
   }
 }
+
+TEST_CASE("config: mixtures of experts (Qwen3-MoE, Qwen2-MoE, Mixtral), their layers and limits") {
+  json j = smollm2_json();
+  j["num_hidden_layers"] = 4;
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  j["num_experts"] = 16;
+  j["num_experts_per_tok"] = 4;
+  j["moe_intermediate_size"] = 64;
+  j["norm_topk_prob"] = true;
+  j["mlp_only_layers"] = {2};
+  j["decoder_sparse_step"] = 1;
+  j["router_aux_loss_coef"] = 0.001;  // training only
+  ModelConfig c = parse_hf_config(j);
+  CHECK(c.num_experts == 16);
+  CHECK(c.experts_per_token == 4);
+  CHECK(c.moe_renormalize);
+  CHECK(c.qk_norm);
+  CHECK((c.layer_is_moe(0) && c.layer_is_moe(1) && !c.layer_is_moe(2) && c.layer_is_moe(3)));
+  // written back as read
+  const ModelConfig back = parse_hf_config(c.to_hf_json());
+  CHECK(back.num_experts == 16);
+  CHECK(back.dense_layers == c.dense_layers);
+  CHECK(back.moe_renormalize);
+  // transformers 5 writes num_local_experts; decoder_sparse_step 2 keeps every other layer dense
+  json v5 = j;
+  v5.erase("num_experts");
+  v5["num_local_experts"] = 8;
+  v5.erase("mlp_only_layers");
+  v5["decoder_sparse_step"] = 2;
+  c = parse_hf_config(v5);
+  CHECK(c.num_experts == 8);
+  CHECK((!c.layer_is_moe(0) && c.layer_is_moe(1) && !c.layer_is_moe(2) && c.layer_is_moe(3)));
+
+  json q2 = j;
+  q2["architectures"] = {"Qwen2MoeForCausalLM"};
+  q2["shared_expert_intermediate_size"] = 96;
+  q2["qkv_bias"] = true;
+  c = parse_hf_config(q2);
+  CHECK(c.shared_expert_intermediate_size == 96);
+  CHECK(c.attention_bias);
+
+  json mx = smollm2_json();
+  mx["architectures"] = {"MixtralForCausalLM"};
+  mx["num_local_experts"] = 8;
+  mx["num_experts_per_tok"] = 2;
+  mx["router_jitter_noise"] = 0.0;
+  c = parse_hf_config(mx);
+  CHECK(c.moe_intermediate_size == c.intermediate_size);
+  CHECK(c.moe_renormalize);
+  CHECK(c.layer_is_moe(0));
+
+  auto refused = [](json bad, const char* what) {
+    CHECK_THROWS_WITH_AS(parse_hf_config(bad), doctest::Contains(what), InputError);
+  };
+  json b = j;
+  b["num_experts_per_tok"] = 17;
+  refused(b, "num_experts_per_tok = 17 must be in [1, num_experts = 16]");
+  b = j;
+  b["mlp_only_layers"] = {4};
+  refused(b, "mlp_only_layers lists 4");
+  b = j;
+  b["num_experts"] = 5000;
+  refused(b, "num_experts = 5000 is outside");
+  b = j;
+  b.erase("moe_intermediate_size");
+  refused(b, "missing field 'moe_intermediate_size'");
+  // a dense architecture does not take expert fields: it would run without them
+  json llama = smollm2_json();
+  llama["num_experts"] = 8;
+  refused(llama, "'num_experts'");
+}

@@ -77,13 +77,14 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   std::vector<std::string> names;
   for (const Architecture& a : architectures()) names.push_back(a.name);
   CHECK(names == std::vector<std::string>{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                          "Phi3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"});
+                                          "Phi3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                                          "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "MixtralForCausalLM"});
   CHECK(find_architecture("Qwen3ForCausalLM").qk_norm);
   CHECK_FALSE(find_architecture("Qwen2ForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("LlamaForCausalLM").gguf_qk_permuted);
   CHECK(find_architecture("Qwen2ForCausalLM").attention_bias);
   CHECK_FALSE(find_architecture("LlamaForCausalLM").attention_bias);
-  for (const char* refused : {"GemmaForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "llama", ""}) {
+  for (const char* refused : {"GemmaForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "llama", ""}) {
     CAPTURE(refused);
     const std::string msg = "architecture '" + std::string(refused) + "' is not supported";
     CHECK_THROWS_WITH_AS(find_architecture(refused), doctest::Contains(msg.c_str()), InputError);
@@ -91,7 +92,8 @@ TEST_CASE("registry: the supported architectures, and others refused by name") {
   // The message lists what runs.
   CHECK_THROWS_WITH_AS(find_architecture("PhiForCausalLM"),
                        doctest::Contains("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                                         "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM"),
+                                         "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Qwen3MoeForCausalLM, "
+                                         "Qwen2MoeForCausalLM, MixtralForCausalLM"),
                        InputError);
   // config.json goes through the same table.
   CHECK_THROWS_WITH_AS(parse_hf_config(hf_json("GemmaForCausalLM")), doctest::Contains("GemmaForCausalLM"), InputError);

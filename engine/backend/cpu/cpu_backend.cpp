@@ -53,6 +53,7 @@ class CpuBackend final : public Backend {
     caps_.quantized_embed = true;
     caps_.kv_dtypes = {KvCacheDtype::Auto, KvCacheDtype::Int8, KvCacheDtype::Fp8};
     caps_.kv_exact_rows = {KvCacheDtype::Fp8};
+    caps_.moe = true;
     caps_.sampling = true;  // the reference sampler (host rows; engine/sample's step sampler draws them itself)
   }
 
@@ -338,6 +339,36 @@ class CpuBackend final : public Backend {
     for (size_t r = 0; r < rows.size(); ++r)
       std::memcpy(out.ptr<float>() + r * C, x.ptr<float>() + int64_t(rows[r]) * C, C * 4);
   }
+
+  void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    check_f32(x, "gather_token_rows");
+    const int64_t C = x.dim(-1), T = x.dim(0);
+    LLM_CHECK(out.dim(-1) == C && out.dim(0) >= int64_t(rows.size())) << "gather_token_rows: shapes";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      LLM_CHECK(rows[i] >= 0 && rows[i] < T) << "gather_token_rows: row " << rows[i] << " of " << T;
+      std::memcpy(out.ptr<float>() + int64_t(i) * C, x.ptr<float>() + int64_t(rows[i]) * C, size_t(C) * 4);
+    }
+  }
+
+  void scatter_add_rows(const Tensor& y, std::span<const int32_t> rows, std::span<const float> weights,
+                        Tensor& out) override {
+    check_f32(y, "scatter_add_rows");
+    const int64_t C = out.dim(-1), T = out.dim(0);
+    LLM_CHECK(y.dim(-1) == C && y.dim(0) >= int64_t(rows.size()) && weights.size() == rows.size())
+        << "scatter_add_rows: shapes";
+    for (int32_t r : rows) LLM_CHECK(r >= 0 && r < T) << "scatter_add_rows: row " << r << " of " << T;
+    // Each output row takes its additions in the order given, whatever the threads: columns split.
+    pool_.parallel_for(C, [&](int64_t c0, int64_t c1) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const float w = weights[i];
+        const float* src = y.ptr<float>() + int64_t(i) * C;
+        float* dst = out.ptr<float>() + int64_t(rows[i]) * C;
+        for (int64_t c = c0; c < c1; ++c) dst[c] += w * src[c];
+      }
+    });
+  }
+
+  void fill_zero(Tensor& t) override { std::memset(t.data, 0, t.nbytes()); }
 
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override {
     for (KvLayer& l : cache) {

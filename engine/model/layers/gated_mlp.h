@@ -4,6 +4,7 @@
 //   x [T, H] -> gate_up [T, 2I] -> act [T, I] -> out [T, H]
 #pragma once
 #include "engine/backend/backend.h"
+#include "engine/core/error.h"
 
 namespace llmctl {
 
@@ -12,14 +13,25 @@ struct GatedMlp {
   LinearWeight down;     // [H, I]
   bool gelu_tanh = false;  // GeGLU (hidden_act gelu_pytorch_tanh) instead of SwiGLU
 
-  // gate_up_buf and act_buf are scratch of the step ([T, ...] views).
-  void run(Backend& be, const Tensor& x, Tensor& gate_up_buf, Tensor& act_buf, Tensor& out) const {
-    be.linear(x, gate_up, nullptr, gate_up_buf);
+  // gate_up_buf and act_buf are scratch of the step, at least [T, 2I] and [T, I] elements (a model
+  // whose MLPs differ in width, e.g. experts and a shared expert, gives each the widest).
+  void run(Backend& be, const Tensor& x, const Tensor& gate_up_buf, const Tensor& act_buf, Tensor& out) const {
+    const int64_t T = x.dim(0);
+    Tensor gu = scratch(gate_up_buf, T, gate_up.n), act = scratch(act_buf, T, down.k);
+    be.linear(x, gate_up, nullptr, gu);
     if (gelu_tanh)
-      be.gelu_tanh_mul(gate_up_buf, act_buf);
+      be.gelu_tanh_mul(gu, act);
     else
-      be.silu_mul(gate_up_buf, act_buf);
-    be.linear(act_buf, down, nullptr, out);
+      be.silu_mul(gu, act);
+    be.linear(act, down, nullptr, out);
+  }
+  // buf's storage as a contiguous [rows, width] tensor.
+  static Tensor scratch(const Tensor& buf, int64_t rows, int64_t width) {
+    LLM_CHECK(rows * width <= buf.numel()) << "MLP scratch of " << buf.numel() << " elements, [" << rows << ", " << width
+                                           << "] needed";
+    Tensor v = buf;
+    v.shape = {rows, width};
+    return v;
   }
   // The two linears once at x's row count (GEMM tuning).
   void run_linears(Backend& be, const Tensor& x, Tensor& gate_up_buf, const Tensor& act_buf, Tensor& out) const {

@@ -4,7 +4,8 @@ namespace llmctl {
 
 std::string hf_layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
 
-void add_projection_specs(const ModelConfig& c, int layer, bool qkv_bias, bool qk_norm, std::vector<WeightSpec>& s) {
+void add_projection_specs(const ModelConfig& c, int layer, bool qkv_bias, bool qk_norm, std::vector<WeightSpec>& s,
+                          bool mlp) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, q = int64_t(c.num_heads) * c.head_dim,
                 kv = int64_t(c.num_kv_heads) * c.head_dim;
   const std::string p = hf_layer_prefix(layer);
@@ -21,12 +22,13 @@ void add_projection_specs(const ModelConfig& c, int layer, bool qkv_bias, bool q
     s.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, true});
   }
   s.push_back({p + "self_attn.o_proj.weight", {H, q}});
+  if (!mlp) return;
   s.push_back({p + "mlp.gate_proj.weight", {I, H}});
   s.push_back({p + "mlp.up_proj.weight", {I, H}});
   s.push_back({p + "mlp.down_proj.weight", {H, I}});
 }
 
-void add_projection_sources(int layer, bool qkv_bias, bool qk_norm, std::vector<WeightSource>& s) {
+void add_projection_sources(int layer, bool qkv_bias, bool qk_norm, std::vector<WeightSource>& s, bool dense_mlp) {
   const std::string hf = hf_layer_prefix(layer), ours = "layers." + std::to_string(layer) + ".";
   const std::string attn = hf + "self_attn.", mlp = hf + "mlp.";
   s.push_back({ours + "qkv", WeightRole::Qkv, layer, {attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"}});
@@ -37,6 +39,7 @@ void add_projection_sources(int layer, bool qkv_bias, bool qk_norm, std::vector<
     s.push_back({ours + "k_norm", WeightRole::Norm, layer, {attn + "k_norm.weight"}});
   }
   s.push_back({ours + "o", WeightRole::O, layer, {attn + "o_proj.weight"}});
+  if (!dense_mlp) return;
   s.push_back({ours + "gate_up", WeightRole::GateUp, layer, {mlp + "gate_proj.weight", mlp + "up_proj.weight"}});
   s.push_back({ours + "down", WeightRole::Down, layer, {mlp + "down_proj.weight"}});
 }

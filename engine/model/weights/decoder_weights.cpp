@@ -53,6 +53,12 @@ DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, st
     a.window = c.layer_window(first + int(i));
     a.softcap = c.attn_logit_softcapping;
     w.layers[i].mlp.gelu_tanh = c.hidden_act == "gelu_pytorch_tanh";
+    if (c.layer_is_moe(first + int(i))) {
+      MoeBlock& m = w.layers[i].moe;
+      m.experts.resize(size_t(c.num_experts));
+      m.top_k = c.experts_per_token;
+      m.renormalize = c.moe_renormalize;
+    }
   }
   bool have_embed = false;
   // A tied table the checkpoint also keeps quantized as the lm_head: embed_is_lm_head when the
@@ -136,6 +142,12 @@ DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, st
       case WeightRole::O: L->attention.o_proj = linear(); break;
       case WeightRole::GateUp: L->mlp.gate_up = linear(); break;
       case WeightRole::Down: L->mlp.down = linear(); break;
+      case WeightRole::Router: L->moe.router = linear(); break;
+      case WeightRole::ExpertGateUp: L->moe.experts.at(size_t(s.expert)).gate_up = linear(); break;
+      case WeightRole::ExpertDown: L->moe.experts.at(size_t(s.expert)).down = linear(); break;
+      case WeightRole::SharedGateUp: L->moe.shared.gate_up = linear(); break;
+      case WeightRole::SharedDown: L->moe.shared.down = linear(); break;
+      case WeightRole::SharedGate: L->moe.shared_gate = linear(); break;
     }
   }
   w.kv_scales = load_kv_scales(ckpt);

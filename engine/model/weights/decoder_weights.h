@@ -9,6 +9,7 @@
 #include "engine/model/kv_scales.h"
 #include "engine/model/layers/attention_block.h"
 #include "engine/model/layers/gated_mlp.h"
+#include "engine/model/layers/moe_block.h"
 #include "engine/model/layers/rms_norm.h"
 #include "engine/model/weights/weight_source.h"
 #include "engine/parallel/parallel_context.h"
@@ -21,7 +22,8 @@ struct DecoderWeights {
     RmsNorm input_norm, post_norm;
     RmsNorm pre_ff_norm, post_ff_norm;  // Gemma's norms around the MLP (post_norm then follows attention); else empty
     AttentionBlock attention;
-    GatedMlp mlp;
+    GatedMlp mlp;  // a dense layer's
+    MoeBlock moe;  // a mixture-of-experts layer's (empty in a dense layer)
   };
   DType weight_dtype = DType::F32;
   // [V, H] (tensor parallel: this rank's V / world ids): a dense table in weight_dtype, or, for a

@@ -41,6 +41,23 @@ ShardSpec megatron_shard(WeightRole role, const ModelConfig& c, int rank, int wo
       s.kind = ShardKind::Row;
       s.parts = {{I, "MLP intermediate features"}};
       break;
+    // Experts: every rank holds a slice of every expert (its intermediate features), as a dense
+    // MLP's; the router and the shared expert's gate are replicated.
+    case WeightRole::Router:
+    case WeightRole::SharedGate: break;
+    case WeightRole::ExpertGateUp:
+    case WeightRole::SharedGateUp: {
+      const int64_t n = role == WeightRole::ExpertGateUp ? c.moe_intermediate_size : c.shared_expert_intermediate_size;
+      s.kind = ShardKind::Column;
+      s.parts = {{n, "expert intermediate features"}, {n, "expert intermediate features"}};
+      break;
+    }
+    case WeightRole::ExpertDown:
+    case WeightRole::SharedDown:
+      s.kind = ShardKind::Row;
+      s.parts = {{role == WeightRole::ExpertDown ? c.moe_intermediate_size : c.shared_expert_intermediate_size,
+                  "expert intermediate features"}};
+      break;
   }
   return s;
 }
@@ -54,6 +71,10 @@ void check_tensor_parallel(const ModelConfig& c, int world) {
                                                  {WeightRole::Down, c.intermediate_size},
                                                  {WeightRole::Embed, c.vocab_size}};
   for (const auto& [role, size] : dims) (void)shard_segments(size, megatron_shard(role, c, 0, world));
+  if (c.num_experts > 0)
+    (void)shard_segments(c.moe_intermediate_size, megatron_shard(WeightRole::ExpertDown, c, 0, world));
+  if (c.shared_expert_intermediate_size > 0)
+    (void)shard_segments(c.shared_expert_intermediate_size, megatron_shard(WeightRole::SharedDown, c, 0, world));
 }
 
 void check_pipeline_parallel(const ModelConfig& c, int stages) {

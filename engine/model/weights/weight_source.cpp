@@ -12,13 +12,18 @@ const char* weight_role_name(WeightRole r) {
     case WeightRole::O: return "o";
     case WeightRole::GateUp: return "gate_up";
     case WeightRole::Down: return "down";
+    case WeightRole::Router: return "router";
+    case WeightRole::ExpertGateUp: return "expert_gate_up";
+    case WeightRole::ExpertDown: return "expert_down";
+    case WeightRole::SharedGateUp: return "shared_gate_up";
+    case WeightRole::SharedDown: return "shared_down";
+    case WeightRole::SharedGate: return "shared_gate";
   }
   return "unknown";
 }
 
 bool is_linear_role(WeightRole r) {
-  return r == WeightRole::LmHead || r == WeightRole::Qkv || r == WeightRole::O || r == WeightRole::GateUp ||
-         r == WeightRole::Down;
+  return r != WeightRole::Embed && r != WeightRole::Norm && r != WeightRole::QkvBias;
 }
 
 }  // namespace llmctl

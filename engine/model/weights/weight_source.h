@@ -17,6 +17,13 @@ enum class WeightRole : uint8_t {
   O,          // [H, Hq * D] attention output projection
   GateUp,     // [2 * I, H] fused gate/up projection
   Down,       // [H, I] MLP down projection
+  // Mixture of experts (engine/model/layers/moe_block.h)
+  Router,        // [E, H] the router (replicated under tensor parallelism)
+  ExpertGateUp,  // [2 * I_moe, H] one expert's fused gate/up projection
+  ExpertDown,    // [H, I_moe] one expert's down projection
+  SharedGateUp,  // [2 * I_shared, H] the shared expert's (Qwen2-MoE)
+  SharedDown,    // [H, I_shared]
+  SharedGate,    // [1, H] the shared expert's gate (replicated)
 };
 const char* weight_role_name(WeightRole r);
 // A linear layer's weight (loaded as a LinearWeight) rather than a table, norm or bias.
@@ -28,6 +35,7 @@ struct WeightSource {
   int layer = -1;                  // -1 outside the layers
   std::vector<std::string> parts;  // checkpoint (HF) tensor names, fused along dim 0 in this order
   bool tied = false;               // lm_head reusing the embedding: a loader may share its device copy
+  int expert = -1;                 // ExpertGateUp / ExpertDown: which expert
 };
 
 }  // namespace llmctl

@@ -29,8 +29,10 @@ import sys
 
 import torch
 import transformers
-from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM, Phi3Config,
-                          Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, MistralConfig, MistralForCausalLM,
+                          MixtralConfig, MixtralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
@@ -89,8 +91,37 @@ FAMILIES = {
                                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
                Gemma3ForCausalLM),
+    # Mixtures of experts: every expert of every sparse layer is reached by the golden sequences
+    # (checked below, recorded as experts_reached). Qwen3-MoE: 16 experts, top 4 renormalized, its
+    # middle layer dense (mlp_only_layers); Mixtral: 8 experts, top 2; Qwen2-MoE: 16 experts, top 8
+    # not renormalized, and a shared expert under its sigmoid gate.
+    "qwen3_moe": (Qwen3MoeConfig(**dict(SMALL, num_hidden_layers=3), head_dim=16, num_experts=16, num_experts_per_tok=4,
+                                 moe_intermediate_size=32, norm_topk_prob=True, mlp_only_layers=[1],
+                                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen3MoeForCausalLM),
+    "mixtral": (MixtralConfig(**dict(SMALL, intermediate_size=48), num_local_experts=8, num_experts_per_tok=2,
+                              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), MixtralForCausalLM),
+    "qwen2_moe": (Qwen2MoeConfig(**SMALL, num_experts=16, num_experts_per_tok=8, moe_intermediate_size=24,
+                                 shared_expert_intermediate_size=40, norm_topk_prob=False,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}), Qwen2MoeForCausalLM),
 }
-NO_GGUF = {"mistral_swa", "qwen2_swa"}
+NO_GGUF = {"mistral_swa", "qwen2_swa", "qwen3_moe", "mixtral", "qwen2_moe"}  # (MoE GGUF: not read yet)
+
+
+def experts_reached(model, cases):
+    """Per sparse layer, how many of its experts the golden sequences route at least one token to
+    (transformers' own router logits, its top k)."""
+    cfg = model.config
+    E = getattr(cfg, "num_experts", None) or cfg.num_local_experts
+    seen = None
+    for case in cases:
+        with torch.no_grad():
+            out = model(torch.tensor([case["input_ids"]]), output_router_logits=True)
+        logits = [r for r in out.router_logits if r is not None]
+        if seen is None:
+            seen = [set() for _ in logits]
+        for s, r in zip(seen, logits):
+            s.update(torch.topk(r.float(), cfg.num_experts_per_tok, dim=-1).indices.flatten().tolist())
+    return [len(s) for s in seen], E
 
 
 def convert_to_gguf(model_dir, out):
@@ -144,6 +175,10 @@ def main():
         golden = {"model": f"tiny_{name} (random, seeded; {cls.__name__})", "transformers": transformers.__version__,
                   "torch": torch.__version__, "cases": cases,
                   "parameters": sum(p.numel() for p in model.parameters())}
+        if name.endswith("_moe") or name == "mixtral":
+            reached, E = experts_reached(model, cases)
+            assert all(n == E for n in reached), f"{name}: experts reached per sparse layer {reached} of {E}"
+            golden["experts_reached"] = reached
         with open(os.path.join(HERE, f"tiny_{name}_golden.json"), "w") as f:
             json.dump(golden, f, indent=None, separators=(",", ":"))
             f.write("\n")
