@@ -7,6 +7,7 @@
 #include "engine/model/llama/llama.h"
 #include "engine/model/llama/llama_tensors.h"
 #include "engine/model/moe/moe_config.h"
+#include "engine/model/moe/moe_gguf.h"
 #include "engine/model/moe/moe_model.h"
 #include "engine/model/moe/moe_weight_map.h"
 #include "engine/model/phi3/phi3.h"
@@ -46,13 +47,16 @@ const std::vector<Architecture>& architectures() {
       {"Gemma3ForCausalLM", "gemma3_text", "gemma3", false, true, true, false, &make_gemma_model, &gemma_tensor_specs,
        &gemma3_gguf_config, &gemma_gguf_layer_name, 1.0f, 0, "pre_feedforward_layernorm", 1.0f},
       // Mixtures of experts (engine/model/moe/): Llama's layer with a MoE block in the sparse layers.
-      // Their GGUF forms (qwen3moe, qwen2moe, Mixtral as llama with ffn_*_exps) are not read yet.
-      {"Qwen3MoeForCausalLM", "qwen3_moe", nullptr, false, false, true, false, &make_moe_model, &moe_tensor_specs,
-       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config},
-      {"Qwen2MoeForCausalLM", "qwen2_moe", nullptr, true, false, false, false, &make_moe_model, &moe_tensor_specs,
-       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe", false, false, true, false, &make_moe_model, &moe_tensor_specs,
+       &moe_gguf_config, &qwen_moe_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config,
+       nullptr, nullptr, &qwen_moe_gguf_expert_name},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe", true, false, false, false, &make_moe_model, &moe_tensor_specs,
+       &moe_gguf_config, &qwen_moe_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config,
+       nullptr, nullptr, &qwen_moe_gguf_expert_name},
+      // Mixtral's GGUF is "llama" with expert tensors.
       {"MixtralForCausalLM", "mixtral", nullptr, false, true, false, true, &make_moe_model, &moe_tensor_specs,
-       nullptr, nullptr, 0.0f, 0, "post_attention_layernorm", 0.0f, &mixtral_hf_config},
+       &moe_gguf_config, &mixtral_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &mixtral_hf_config,
+       "llama", &gguf_llama_is_mixtral, &mixtral_gguf_expert_name},
   };
   return kArchitectures;
 }
@@ -64,7 +68,10 @@ const Architecture& find_architecture(const std::string& hf_name) {
                    ")");
 }
 
-const Architecture& find_gguf_architecture(const std::string& gguf_name) {
+const Architecture& find_gguf_architecture(const std::string& gguf_name, const GgufFile* file) {
+  if (file)
+    for (const Architecture& a : architectures())
+      if (a.gguf_variant_of && gguf_name == a.gguf_variant_of && a.gguf_is_variant(*file)) return a;
   for (const Architecture& a : architectures())
     if (a.gguf_name && gguf_name == a.gguf_name) return a;
   throw InputError("GGUF architecture '" + gguf_name + "' is not supported (llmctl reads GGUF files of architecture " +

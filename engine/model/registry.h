@@ -48,6 +48,13 @@ struct Architecture {
   float norm_offset = 0.0f;
   // The family's own config.json fields, read after the common ones (mixtures of experts).
   void (*hf_config)(const nlohmann::json&, ModelConfig&) = nullptr;
+  // A family llama.cpp writes under another's general.architecture (Mixtral as "llama"): that
+  // name, and how a file shows it is this family.
+  const char* gguf_variant_of = nullptr;
+  bool (*gguf_is_variant)(const GgufFile&) = nullptr;
+  // Tensors llama.cpp stacks ([E, rows, cols], the experts' blk.N.ffn_*_exps): the HF name of
+  // entry `index` of layer part `part`, or "" when the part is not stacked.
+  std::string (*gguf_stacked_name)(const std::string& part, int layer, int index) = nullptr;
 };
 
 // The registered architectures, in the order they are listed to users.
@@ -55,7 +62,8 @@ const std::vector<Architecture>& architectures();
 // The entry for an HF architecture name; throws InputError naming it and the supported ones.
 const Architecture& find_architecture(const std::string& hf_name);
 // The HF architecture a GGUF general.architecture is read as; throws InputError naming it.
-const Architecture& find_gguf_architecture(const std::string& gguf_name);
+// With the file: a family written under another's name (Mixtral as "llama") when the file shows it.
+const Architecture& find_gguf_architecture(const std::string& gguf_name, const GgufFile* file = nullptr);
 
 // The tensors of c's architecture (its family's tensor_specs): what checkpoint readers, the quantizer
 // and the random-model writer ask for, never a family by name.

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Mixture-of-experts families against transformers: tiny random models under tests/golden/families/
 (made by make_family_goldens.py with transformers, seeded; every expert of every sparse layer is
-reached by the golden sequences, recorded as experts_reached), run from their HF directories:
-  tiny_qwen3_moe  Qwen3MoeForCausalLM: 16 experts, top 4 renormalized, q/k norms, layer 1 dense (mlp_only_layers)
+reached by the golden sequences, recorded as experts_reached), run from their HF directories and from the GGUF llama.cpp's convert_hf_to_gguf.py wrote of each
+(qwen3moe, qwen2moe, and Mixtral as llama with stacked ffn_*_exps tensors):
+  tiny_qwen3_moe  Qwen3MoeForCausalLM: 16 experts, top 4 renormalized, q/k norms
+  tiny_qwen3_moe_dense1  the same with 8 experts, top 2, layer 1 dense (mlp_only_layers; no GGUF: llama.cpp's
+                  converter cannot write a dense layer in qwen3moe)
   tiny_mixtral    MixtralForCausalLM: 8 experts (w1/w3/w2), top 2
   tiny_qwen2_moe  Qwen2MoeForCausalLM: 16 experts, top 8 not renormalized, q/k/v biases, a shared expert
                   under its sigmoid gate
@@ -23,7 +26,7 @@ import tempfile
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
-FAMILIES = ["qwen3_moe", "mixtral", "qwen2_moe"]
+FAMILIES = ["qwen3_moe", "qwen3_moe_dense1", "mixtral", "qwen2_moe"]
 TOL = 1e-4
 failures, passed = [], 0
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -68,7 +71,9 @@ for f in present:
     golden = json.load(open(golden_path))
     hf = os.path.join(FDIR, f"tiny_{f}")
     print(f"tiny_{f}: experts reached per sparse layer by the golden sequences: {golden.get('experts_reached')}")
-    compare(f"tiny_{f} vs transformers", golden, score(golden_path, hf))
+    gguf = os.path.join(FDIR, f"tiny_{f}.gguf")
+    for model in (hf, gguf) if os.path.exists(gguf) else (hf,):
+        compare(f"{os.path.basename(model)} vs transformers", golden, score(golden_path, model))
     if shutil.which("mpirun"):
         compare(f"tiny_{f} TP=2 vs transformers", golden, score(golden_path, hf, tp=2))
     with tempfile.TemporaryDirectory() as tmp:

@@ -105,7 +105,9 @@ TEST_CASE("registry: GGUF general.architecture maps to the HF name") {
   CHECK(std::string(find_gguf_architecture("qwen3").name) == "Qwen3ForCausalLM");
   CHECK(std::string(find_gguf_architecture("phi3").name) == "Phi3ForCausalLM");
   CHECK(std::string(find_gguf_architecture("gemma2").name) == "Gemma2ForCausalLM");
-  for (const char* refused : {"qwen3moe", "gemma", "LlamaForCausalLM"}) {
+  CHECK(std::string(find_gguf_architecture("qwen3moe").name) == "Qwen3MoeForCausalLM");
+  CHECK(std::string(find_gguf_architecture("qwen2moe").name) == "Qwen2MoeForCausalLM");
+  for (const char* refused : {"deepseek2", "gemma", "LlamaForCausalLM"}) {
     CAPTURE(refused);
     const std::string msg = "GGUF architecture '" + std::string(refused) + "' is not supported";
     CHECK_THROWS_WITH_AS(find_gguf_architecture(refused), doctest::Contains(msg.c_str()), InputError);

@@ -97,7 +97,7 @@ ModelConfig gguf_llama_config(const GgufFile& g) {
   ModelConfig c;
   const Architecture* family = nullptr;
   try {
-    family = &find_gguf_architecture(arch);
+    family = &find_gguf_architecture(arch, &g);
   } catch (const InputError& e) {
     throw InputError(g.path() + ": " + e.what());
   }
@@ -219,10 +219,22 @@ Tensor gguf_unpermute_qk(const Tensor& t, int n_head) {
 
 namespace {
 
-// The linear weights (q/k/v/o, gate/up/down, lm_head) that may stay quantized; the embedding is a
-// table lookup and stays dense, unless a tied table is kept packed (LoadOptions::quantized_embedding).
+// The linear weights (q/k/v/o, gate/up/down, experts, lm_head) that may stay quantized; the
+// embedding is a table lookup and stays dense, unless a tied table is kept packed
+// (LoadOptions::quantized_embedding). Routers stay dense (small, and their ranking is the routing).
 bool is_linear_weight_name(const std::string& hf_name) {
-  return hf_name.ends_with("_proj.weight") || hf_name == "lm_head.weight";
+  return hf_name.ends_with("_proj.weight") || hf_name == "lm_head.weight" ||
+         (hf_name.find(".block_sparse_moe.experts.") != std::string::npos);  // Mixtral's w1 / w2 / w3
+}
+
+// "blk.<N>.<part>.weight" -> (N, part); N < 0 when the name is not a layer tensor's.
+std::pair<int, std::string> layer_part(const std::string& name) {
+  if (!name.starts_with("blk.") || !name.ends_with(".weight")) return {-1, ""};
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return {-1, ""};
+  const std::string index = name.substr(4, dot - 4);
+  if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) return {-1, ""};
+  return {std::stoi(index), name.substr(dot + 1, name.size() - dot - 1 - 7)};
 }
 
 // gguf_unpermute_qk's row order as ranges of one row: row `to` of the result is row from[to].
@@ -256,7 +268,7 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
     LLM_THROW() << what << ": " << e.what();
   }
   // `rows` x `cols` of the tensor's blocks at `blocks` (`bytes` long), in group-affine form.
-  auto decode_blocks = [&info, what](const uint8_t* blocks, size_t bytes, int64_t rows, int64_t cols) {
+  auto decode_blocks = [info, what](const uint8_t* blocks, size_t bytes, int64_t rows, int64_t cols) {
     std::optional<quant::GroupAffineWeight> w;
     try {
       w = quant::group_affine_from_gguf(uint32_t(info.type), blocks, bytes, rows, cols, nullptr);
@@ -267,12 +279,12 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
     return std::move(*w);
   };
   // Rows [first, first + count) of the file's tensor (before any unpermutation).
-  auto decode_run = [g, &info, shape, decode_blocks](int64_t first, int64_t count) {
+  auto decode_run = [g, info, shape, decode_blocks](int64_t first, int64_t count) {
     const size_t row_bytes = info.nbytes / size_t(shape[0]);  // whole blocks per row: shape checked above
     return decode_blocks(static_cast<const uint8_t*>(info.data) + first * row_bytes, size_t(count) * row_bytes, count,
                          shape[1]);
   };
-  auto decode = [&info, shape, unpermute_heads, decode_run] {
+  auto decode = [info, shape, unpermute_heads, decode_run] {
     quant::GroupAffineWeight w = decode_run(0, shape[0]);
     release_mapped_pages(info.data, info.nbytes);  // decoded into its own memory
     if (unpermute_heads > 0) w = quant::select_rows(w, unpermute_qk_rows(w.n, unpermute_heads));
@@ -281,7 +293,7 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
   // A tensor-parallel rank's rows alone: the smallest run of file rows that holds them (a rank's
   // heads are contiguous, and the q/k permutation stays inside each head), decoded, then the wanted
   // rows taken from it in order (a whole-tensor decode would be the rank's largest transient).
-  auto decode_rows = [&info, shape, unpermute_heads, decode_run](const std::vector<quant::IndexRange>& ranges) {
+  auto decode_rows = [info, shape, unpermute_heads, decode_run](const std::vector<quant::IndexRange>& ranges) {
     const std::vector<quant::IndexRange> from =
         unpermute_heads > 0 ? unpermute_qk_rows(shape[0], unpermute_heads) : std::vector<quant::IndexRange>{};
     std::vector<quant::IndexRange> rows;  // file rows, one each, in the order wanted
@@ -303,7 +315,7 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
   // and decoded, then the columns taken from those. q and k (unpermute_heads > 0) are split by rows.
   QuantizedEntry::ColumnsDecoder decode_columns;
   if (unpermute_heads == 0)
-    decode_columns = [&info, shape, what, decode_blocks](const std::vector<quant::IndexRange>& ranges) {
+    decode_columns = [info, shape, what, decode_blocks](const std::vector<quant::IndexRange>& ranges) {
       quant::GgmlBlockLayout block;
       LLM_CHECK(quant::ggml_block_layout(uint32_t(info.type), &block)) << what << ": unknown block type";
       const quant::ColumnCover cover = quant::cover_columns(ranges, block.block_size, shape[1]);
@@ -335,20 +347,14 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   const Architecture& family = find_architecture(ck.config.architecture);
   const bool permuted = family.gguf_qk_permuted;  // llama.cpp's q/k row order
   std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
-  for (const GgufTensorInfo& info : g->tensors()) {
-    if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
-    if ((info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight") &&
-        ck.config.rope_scaling.type == "longrope")
-      continue;  // read by the family's config hook (Phi-3) into config.rope_scaling
-    std::string name = gguf_to_hf_name(info.name, &family);
-    LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a "
-                               << ck.config.architecture << " GGUF file";
+  // One tensor of the file (or one expert's slice of a stacked one) under its HF name.
+  auto add = [&](const GgufTensorInfo& info, std::string name) {
     const bool block_type = quant::ggml_can_dequantize(uint32_t(info.type));
     const bool group_affine = has_group_affine_form(info);
     if (opts.quantized_embedding && name == "model.embed_tokens.weight" && ck.config.tie_word_embeddings &&
         group_affine) {  // the lm_head's copy only
       ck.quantized.emplace("lm_head.weight", deferred_group_affine(g, info, 0));
-      continue;
+      return;
     }
     if (opts.keep_quantized && block_type && is_linear_weight_name(name) && info.ne.size() == 2) {
       if (group_affine) {
@@ -357,7 +363,7 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
                           : name.ends_with("k_proj.weight") ? ck.config.num_kv_heads
                                                             : 0;
         ck.quantized.emplace(std::move(name), deferred_group_affine(g, info, heads));
-        continue;
+        return;
       }
       ++dense_quantized[quant::ggml_type_label(uint32_t(info.type))];
     }
@@ -370,7 +376,35 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
       for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = f.ptr<float>()[i] - family.gguf_norm_shift;
     }
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
+    if (t.rank() == 1 && name.ends_with("shared_expert_gate.weight")) t.shape = {1, t.dim(0)};  // HF's [1, H]
     ck.tensors.emplace(std::move(name), std::move(t));
+  };
+  for (const GgufTensorInfo& info : g->tensors()) {
+    if (info.name == "rope_freqs.weight") continue;  // folded into config.rope_scaling
+    if ((info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight") &&
+        ck.config.rope_scaling.type == "longrope")
+      continue;  // read by the family's config hook (Phi-3) into config.rope_scaling
+    if (family.gguf_stacked_name && info.ne.size() == 3) {  // experts stacked [E, rows, cols]: one tensor each
+      const auto [layer, part] = layer_part(info.name);
+      const int64_t E = info.ne[2];
+      LLM_REQUIRE(layer >= 0 && E == ck.config.num_experts && E > 0 && info.nbytes % size_t(E) == 0 &&
+                  !family.gguf_stacked_name(part, layer, 0).empty())
+          << g->path() << ": unexpected 3-D tensor '" << info.name << "' in a " << ck.config.architecture
+          << " GGUF file (" << ck.config.num_experts << " experts)";
+      for (int64_t e = 0; e < E; ++e) {
+        GgufTensorInfo one = info;
+        one.name = info.name + "[" + std::to_string(e) + "]";
+        one.ne = {info.ne[0], info.ne[1]};
+        one.nbytes = info.nbytes / size_t(E);
+        one.data = info.data + size_t(e) * one.nbytes;
+        add(one, family.gguf_stacked_name(part, layer, int(e)));
+      }
+      continue;
+    }
+    std::string name = gguf_to_hf_name(info.name, &family);
+    LLM_REQUIRE(!name.empty()) << g->path() << ": unexpected tensor '" << info.name << "' in a "
+                               << ck.config.architecture << " GGUF file";
+    add(info, std::move(name));
   }
   // Shapes against the config before the q/k rows are reordered by head.
   ck.notes = check_checkpoint_tensors(ck);
