@@ -60,19 +60,9 @@ int main(int argc, char** argv) {
     ToolCallStream stream(*format, tools);
     std::string content;
     std::vector<ParsedToolCall> calls;
-    auto add = [&](const ToolStreamPiece& p) {
-      content += p.content;
-      for (const auto& d : p.calls) {
-        if (!d.id.empty()) {
-          LLM_CHECK(d.index == calls.size()) << "call " << d.index << " announced out of order";
-          calls.push_back({d.id, d.name, ""});
-        }
-        LLM_CHECK(d.index < calls.size()) << "arguments for call " << d.index << " before it was announced";
-        calls[d.index].arguments += d.arguments;
-      }
-    };
-    for (size_t i = 0; i < text.size(); i += chunk) add(stream.push(std::string_view(text).substr(i, chunk)));
-    add(stream.finish());
+    for (size_t i = 0; i < text.size(); i += chunk)
+      accumulate(stream.push(std::string_view(text).substr(i, chunk)), content, calls);
+    accumulate(stream.finish(), content, calls);
 
     const ojson out = {{"format", format->name()},
                        {"content", whole.content()},

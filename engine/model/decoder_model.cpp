@@ -95,6 +95,15 @@ void DecoderModel::forward(const AttentionPlan& plan, StepBuffers& buf, std::vec
   if (config_.final_logit_softcapping > 0) be.soft_cap(logits, config_.final_logit_softcapping);
 }
 
+void DecoderModel::run_mlp(const DecoderWeights::Layer& L, const Tensor& x, LayerBuffers& b, Tensor& out) {
+  if (L.moe.empty()) {
+    L.mlp.run(backend_, x, b.gate_up, b.act, out);
+    return;
+  }
+  MoeBlock::Scratch scratch{b.router, b.expert_in, b.expert_out, b.gate_up, b.act};
+  L.moe.run(backend_, x, scratch, out);
+}
+
 // rank 0 samples: the last stage's logits come back to it (one message a step, after every
 // micro-batch, so no stage waits on rank 0 while it still feeds the pipeline).
 void DecoderModel::collect_logits(Tensor& logits) {

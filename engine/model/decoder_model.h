@@ -52,6 +52,8 @@ class DecoderModel : public Model {
   // After the embedding lookup (and its all-reduce), on the first stage. Default: nothing.
   virtual void after_embed(Tensor& residual) { (void)residual; }
 
+  // A layer's MLP on x into out: its dense one, or its mixture of experts.
+  void run_mlp(const DecoderWeights::Layer& L, const Tensor& x, LayerBuffers& b, Tensor& out);
   // Whether layer i of this stage is the model's first (its input is the embeddings alone).
   bool first_layer(size_t i) const { return w_.layer_begin + i == 0; }
   // Through the communicator whenever there is one (at world 1 only to check the NCCL path).

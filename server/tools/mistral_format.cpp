@@ -32,12 +32,8 @@ class MistralFormat final : public ToolCallFormat {
     ToolScan s;
     size_t pos = 0;
     for (;;) {
-      const size_t at = text.find(kOpen, pos);
-      if (at == std::string_view::npos) {
-        append_content(s, text.substr(pos), final, kOpen);
-        return s;
-      }
-      append_content(s, text.substr(pos, at - pos), true, {});
+      const size_t at = next_tag(s, text, pos, final, kOpen);
+      if (at == std::string_view::npos) return s;
       size_t p = skip_space(text, at + kOpen.size());
       if (p >= text.size()) {
         if (final) append_content(s, text.substr(at), true, {});

@@ -71,12 +71,8 @@ class Qwen3CoderFormat final : public ToolCallFormat {
     ToolScan s;
     size_t pos = 0;
     for (;;) {
-      const size_t at = text.find(kOpen, pos);
-      if (at == std::string_view::npos) {
-        append_content(s, text.substr(pos), final, kOpen);
-        return s;
-      }
-      append_content(s, text.substr(pos, at - pos), true, {});
+      const size_t at = next_tag(s, text, pos, final, kOpen);
+      if (at == std::string_view::npos) return s;
       const size_t p = skip_space(text, at + kOpen.size());
       const std::string_view rest = text.substr(p);
       if (!rest.starts_with(kFunction)) {

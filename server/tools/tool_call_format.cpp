@@ -42,6 +42,16 @@ void append_content(ToolScan& scan, std::string_view text, bool final, std::stri
   if (!all_space(text)) scan.content.append(text);
 }
 
+size_t next_tag(ToolScan& s, std::string_view text, size_t pos, bool final, std::string_view open) {
+  const size_t at = text.find(open, pos);
+  if (at == std::string_view::npos) {
+    append_content(s, text.substr(pos), final, open);
+    return at;
+  }
+  append_content(s, text.substr(pos, at - pos), true, {});
+  return at;
+}
+
 JsonCallScan scan_json_call(std::string_view text) {
   JsonCallScan out;
   const JsonObjectScan obj = scan_json_object(text);

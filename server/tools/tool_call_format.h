@@ -68,6 +68,9 @@ const std::vector<std::string>& tool_call_format_names();
 // Shared by the formats: plain text up to `end`, with whitespace-only stretches dropped and (when
 // not final) a tail that could be the start of `trigger` held back.
 void append_content(ToolScan& scan, std::string_view text, bool final, std::string_view trigger);
+// Where the next `open` tag starts at or after pos, the text before it appended as content; npos
+// when there is none (the rest is then content, a tail that may start the tag held back).
+size_t next_tag(ToolScan& scan, std::string_view text, size_t pos, bool final, std::string_view open);
 // An object {"name": ..., "arguments" | "parameters": {...}} read so far at text[0] == '{'.
 struct JsonCallScan {
   ScannedCall call;

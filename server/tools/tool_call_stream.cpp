@@ -1,5 +1,7 @@
 #include "server/tools/tool_call_stream.h"
 
+#include "engine/core/error.h"
+
 namespace llmctl::server {
 
 ToolCallStream::ToolCallStream(const ToolCallFormat& format, const ToolRequest& tools) : format_(format), tools_(tools) {}
@@ -38,6 +40,18 @@ ToolStreamPiece ToolCallStream::advance(bool final) {
     }
   }
   return out;
+}
+
+void accumulate(const ToolStreamPiece& p, std::string& content, std::vector<ParsedToolCall>& calls) {
+  content += p.content;
+  for (const auto& d : p.calls) {
+    if (!d.id.empty()) {
+      LLM_CHECK(d.index == calls.size()) << "call " << d.index << " announced out of order";
+      calls.push_back({d.id, d.name, ""});
+    }
+    LLM_CHECK(d.index < calls.size()) << "arguments for call " << d.index << " before it was announced";
+    calls[d.index].arguments += d.arguments;
+  }
 }
 
 std::vector<ParsedToolCall> ToolCallStream::calls() const {

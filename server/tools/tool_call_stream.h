@@ -29,6 +29,10 @@ struct ParsedToolCall {
   std::string id, name, arguments;
 };
 
+// What a client makes of the deltas: content appended, each call opened by its first delta and its
+// arguments appended (OpenAI's SDKs do this). Throws Error when a delta names a call out of order.
+void accumulate(const ToolStreamPiece& piece, std::string& content, std::vector<ParsedToolCall>& calls);
+
 class ToolCallStream {
  public:
   ToolCallStream(const ToolCallFormat& format, const ToolRequest& tools);

@@ -40,49 +40,21 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_util import check, compare, counts, failures, score as score_with  # noqa: E402
+
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
 FAMILIES = ["qwen3", "qwen2", "qwen2_yarn", "mistral_swa", "qwen2_swa", "phi3", "phi3_longrope", "phi3_partial", "gemma2",
             "gemma3"]
-FUSED = {"phi3", "phi3_longrope", "phi3_partial"}  # fused qkv_proj / gate_up_proj, quantized split and written fused
-TOL = 1e-4
-failures, passed = [], 0
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
-
-
-def check(cond, what):
-    global passed
-    print(("ok   " if cond else "FAIL ") + what)
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
 
 
 def score(golden, model, tp=1):
-    cmd = [os.path.join(build, "llmctl_score"), golden, "--model", model, "--device", "cpu"]
-    if tp > 1:
-        cmd = ["mpirun", "-np", str(tp), "--oversubscribe", "--bind-to", "none"] + cmd + ["--tensor-parallel-size", str(tp)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    check(r.returncode == 0, f"llmctl_score {os.path.basename(model)} TP={tp} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
-    return json.loads(r.stdout) if r.returncode == 0 else None
+    return score_with(build, golden, model, tp)
 
 
-def compare(name, golden, got, tol=TOL, greedy=True):
-    """Worst |dlogprob| at the reference's top-20 ids, and (greedy) greedy continuations equal."""
-    if not got:
-        return
-    worst = 0.0
-    for g, c in zip(golden["cases"], got["cases"]):
-        for rg, rc in zip(g["top_logprobs"], c["logprobs_at_ref_ids"]):
-            worst = max(worst, max(abs(x - y) for x, y in zip(rg, rc)))
-        if greedy:
-            check(g["greedy_ids"] == c.get("greedy_ids"), f"{name} {g['name']}: {len(g['greedy_ids'])} greedy tokens identical")
-    check(len(got["cases"]) == len(golden["cases"]) and worst <= tol, f"{name}: top-20 log-probs within {tol} (worst {worst:.2e})")
-
-
+FUSED = {"phi3", "phi3_longrope", "phi3_partial"}  # fused qkv_proj / gate_up_proj, quantized split and written fused
 present = [f for f in FAMILIES if os.path.exists(os.path.join(FDIR, f"tiny_{f}_golden.json"))]
 if not present:
     print(f"SKIP: no family fixture under {FDIR} (tests/golden/families/make_family_goldens.py)")
@@ -169,5 +141,5 @@ for f in present:
                     compare(f"tiny_{f} GPTQ int4 g32 TP=2 vs transformers + compressed-tensors", golden,
                             score(golden_path, out + "q", tp=2), tol=1e-3)
 
-print(f"{passed} checks passed, {len(failures)} failed")
+print(f"{counts['passed']} checks passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

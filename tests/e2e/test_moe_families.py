@@ -23,45 +23,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_util import check, compare, counts, failures, score  # noqa: E402
+
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 FDIR = os.path.join(src, "tests/golden/families")
 FAMILIES = ["qwen3_moe", "qwen3_moe_dense1", "mixtral", "qwen2_moe"]
-TOL = 1e-4
-failures, passed = [], 0
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
-
-
-def check(cond, what):
-    global passed
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
-
-
-def score(golden, model, tp=1):
-    cmd = [os.path.join(build, "llmctl_score"), golden, "--model", model, "--device", "cpu"]
-    if tp > 1:
-        cmd = ["mpirun", "-np", str(tp), "--oversubscribe", "--bind-to", "none"] + cmd + ["--tensor-parallel-size", str(tp)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    check(r.returncode == 0, f"llmctl_score {os.path.basename(model)} TP={tp} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
-    return json.loads(r.stdout) if r.returncode == 0 else None
-
-
-def compare(name, golden, got):
-    if not got:
-        return
-    worst = 0.0
-    for g, c in zip(golden["cases"], got["cases"]):
-        for rg, rc in zip(g["top_logprobs"], c["logprobs_at_ref_ids"]):
-            worst = max(worst, max(abs(x - y) for x, y in zip(rg, rc)))
-        check(g["greedy_ids"] == c.get("greedy_ids"), f"{name} {g['name']}: {len(g['greedy_ids'])} greedy tokens identical")
-    check(len(got["cases"]) == len(golden["cases"]) and worst <= TOL, f"{name}: top-20 log-probs within {TOL} (worst {worst:.2e})")
-
-
 present = [f for f in FAMILIES if os.path.exists(os.path.join(FDIR, f"tiny_{f}_golden.json"))]
 if not present:
     print(f"SKIP: no MoE fixture under {FDIR} (tests/golden/families/make_family_goldens.py)")
@@ -73,9 +41,9 @@ for f in present:
     print(f"tiny_{f}: experts reached per sparse layer by the golden sequences: {golden.get('experts_reached')}")
     gguf = os.path.join(FDIR, f"tiny_{f}.gguf")
     for model in (hf, gguf) if os.path.exists(gguf) else (hf,):
-        compare(f"{os.path.basename(model)} vs transformers", golden, score(golden_path, model))
+        compare(f"{os.path.basename(model)} vs transformers", golden, score(build, golden_path, model))
     if shutil.which("mpirun"):
-        compare(f"tiny_{f} TP=2 vs transformers", golden, score(golden_path, hf, tp=2))
+        compare(f"tiny_{f} TP=2 vs transformers", golden, score(build, golden_path, hf, tp=2))
     with tempfile.TemporaryDirectory() as tmp:
         prompts = os.path.join(tmp, "p.jsonl")
         with open(prompts, "w") as fh:
@@ -88,5 +56,5 @@ for f in present:
             check(r.returncode == 0, f"tiny_{f} generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
             outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
         check(len(outs[0]) == 6 and outs[0] == outs[1], f"tiny_{f}: 6 prompts batched give their tokens alone")
-print(f"{passed} passed, {len(failures)} failed")
+print(f"{counts['passed']} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -32,19 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ToolCallStream stream(*format, tools);
   std::string content;
   std::vector<ParsedToolCall> calls;
-  auto add = [&](const ToolStreamPiece& p) {
-    content += p.content;
-    for (const auto& d : p.calls) {
-      if (!d.id.empty()) {
-        if (d.index != calls.size()) __builtin_trap();  // announced out of order
-        calls.push_back({d.id, d.name, ""});
-      }
-      if (d.index >= calls.size()) __builtin_trap();  // arguments before the call
-      calls[d.index].arguments += d.arguments;
-    }
-  };
-  for (size_t i = 0; i < text.size(); i += chunk) add(stream.push(text.substr(i, chunk)));
-  add(stream.finish());
+  try {  // calls announced in order, arguments only for announced calls
+    for (size_t i = 0; i < text.size(); i += chunk) accumulate(stream.push(text.substr(i, chunk)), content, calls);
+    accumulate(stream.finish(), content, calls);
+  } catch (const Error&) {
+    __builtin_trap();
+  }
   const auto want = whole.calls();
   if (content != whole.content() || calls.size() != want.size()) __builtin_trap();
   for (size_t i = 0; i < calls.size(); ++i)

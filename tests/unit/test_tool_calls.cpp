@@ -50,19 +50,9 @@ Read read(const ToolCallFormat& f, const ToolRequest& tools, const std::string& 
   whole.finish();
   ToolCallStream stream(f, tools);
   Read s;
-  auto add = [&](const ToolStreamPiece& p) {
-    s.content += p.content;
-    for (const auto& d : p.calls) {
-      if (!d.id.empty()) {
-        REQUIRE(d.index == s.calls.size());
-        s.calls.push_back({d.id, d.name, ""});
-      }
-      REQUIRE(d.index < s.calls.size());
-      s.calls[d.index].arguments += d.arguments;
-    }
-  };
-  for (size_t i = 0; i < text.size(); i += chunk) add(stream.push(std::string_view(text).substr(i, chunk)));
-  add(stream.finish());
+  for (size_t i = 0; i < text.size(); i += chunk)
+    accumulate(stream.push(std::string_view(text).substr(i, chunk)), s.content, s.calls);
+  accumulate(stream.finish(), s.content, s.calls);
   CHECK(s.content == whole.content());
   const auto calls = whole.calls();
   REQUIRE(s.calls.size() == calls.size());

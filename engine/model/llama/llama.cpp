@@ -20,7 +20,7 @@ void check_llama_supported(const ModelConfig& c) {
 namespace {
 
 // Pre-norm layers: input norm (+ the previous layer's MLP out into the residual) -> attention ->
-// post norm (+ attention out) -> gated MLP.
+// post norm (+ attention out) -> gated MLP (or a MoE block).
 class LlamaModel final : public DecoderModel {
  public:
   LlamaModel(const Checkpoint& ckpt, Backend& backend, std::optional<DType> weight_dtype, const ParallelContext& par,
@@ -39,7 +39,7 @@ class LlamaModel final : public DecoderModel {
       L.attention.run(be, plan, rope_of(w_.layer_begin + int(i)), b.normed, b.qkv, b.attn, kv[i], b.hidden);
       all_reduce(b.hidden);
       L.post_norm(be, b.hidden, b.normed, &b.residual);
-      L.mlp.run(be, b.normed, b.gate_up, b.act, b.hidden);
+      run_mlp(L, b.normed, b, b.hidden);  // dense, or a mixture of experts (engine/model/moe/)
       all_reduce(b.hidden);
     }
   }

@@ -1,5 +1,5 @@
 // The mixture-of-experts families (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM):
-// Llama's pre-norm layer with a MoeBlock (engine/model/layers/moe_block.h) in place of the dense
+// Llama's pre-norm layer (engine/model/llama/) with a MoeBlock (engine/model/layers/moe_block.h) in place of the dense
 // MLP in each sparse layer (the config's dense_layers keep theirs). Made through the registry.
 #pragma once
 #include <memory>
