@@ -66,7 +66,7 @@ PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' 
 for t in Q8_0 Q4_K_M; do
   for rep in 1 2 3; do
     "$LLMCTL" generate --model "$OUT/moe-$t.gguf" -t "$THREADS" --temperature 0 --ignore-eos -n "$TG" --json "$PROMPT" \
-      2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $t rep $1: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")" "$rep"
+      2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $t rep $rep: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
   done
   "$LLAMA/build/bin/llama-bench" -m "$OUT/moe-$t.gguf" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md | tail -n +3
 done
