@@ -173,6 +173,39 @@ void gguf_seeds() {
   yarn.tensor("token_embd.weight", 0, {32, 4}, ones(128));
   yarn.tensor("output_norm.weight", 0, {32}, ones(32));
   seed("gguf", "qwen2_yarn.gguf", yarn.build());
+  GgufBuilder moe;  // Qwen3-MoE: 4 experts, 2 routed; stacked expert tensors in Q8_0 (one block a row)
+  moe.kv_str("general.architecture", "qwen3moe");
+  family_shape(moe, "qwen3moe.");
+  moe.kv_u32("qwen3moe.attention.key_length", 16);
+  moe.kv_u32("qwen3moe.expert_count", 4);
+  moe.kv_u32("qwen3moe.expert_used_count", 2);
+  moe.kv_u32("qwen3moe.expert_feed_forward_length", 32);
+  moe.kv_str("tokenizer.ggml.model", "gpt2");
+  moe.kv_str("tokenizer.ggml.pre", "qwen2");
+  moe.kv_str_array("tokenizer.ggml.tokens", {"a", "b", "c", "<|im_end|>"});
+  moe.kv_i32_array("tokenizer.ggml.token_type", {1, 1, 1, 3});
+  moe.kv_str_array("tokenizer.ggml.merges", {"a b"});
+  moe.kv_u32("tokenizer.ggml.eos_token_id", 3);
+  moe.tensor("token_embd.weight", 0, {32, 4}, ones(128));
+  moe.tensor("output.weight", 0, {32, 4}, ones(128));
+  moe.tensor("output_norm.weight", 0, {32}, ones(32));
+  moe.tensor("blk.0.attn_norm.weight", 0, {32}, ones(32));
+  moe.tensor("blk.0.ffn_norm.weight", 0, {32}, ones(32));
+  moe.tensor("blk.0.attn_q_norm.weight", 0, {16}, ones(16));
+  moe.tensor("blk.0.attn_k_norm.weight", 0, {16}, ones(16));
+  moe.tensor("blk.0.attn_q.weight", 0, {32, 32}, ones(1024));
+  moe.tensor("blk.0.attn_k.weight", 0, {32, 16}, ones(512));
+  moe.tensor("blk.0.attn_v.weight", 0, {32, 16}, ones(512));
+  moe.tensor("blk.0.attn_output.weight", 0, {32, 32}, ones(1024));
+  moe.tensor("blk.0.ffn_gate_inp.weight", 0, {32, 4}, ones(128));
+  Bytes q8_rows;  // 4 experts x 32 rows of one Q8_0 block each
+  for (int r = 0; r < 128; ++r) {
+    q8_rows.insert(q8_rows.end(), {0x00, 0x30});  // f16 scale 0.125
+    for (int i = 0; i < 32; ++i) q8_rows.push_back(uint8_t((r * 7 + i * 3) % 255 - 127));
+  }
+  for (const char* part : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+    moe.tensor("blk.0." + std::string(part) + ".weight", 8, {32, 32, 4}, q8_rows);
+  seed("gguf", "qwen3moe_stacked_experts.gguf", moe.build());
   GgufBuilder gemma;  // Gemma 2: soft-capping keys, sliding layers implied, sandwich norms
   gemma.kv_str("general.architecture", "gemma2");
   family_shape(gemma, "gemma2.");
