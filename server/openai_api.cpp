@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
 #include "server/chat_messages.h"
@@ -172,6 +173,9 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
     } else if (k == "chat_template_kwargs" && chat) {
       if (!v.is_null() && !v.is_object()) throw ApiError(400, "field 'chat_template_kwargs' must be an object", k);
+      // The template gets it as ordered JSON, whose objects find keys linearly: bounded first.
+      if (v.is_object() && widest_object(v) > 4096)
+        throw ApiError(400, "field 'chat_template_kwargs' has an object with over 4096 keys", k);
     } else if (chat && is_tool_field(k)) {
       // below, with the messages
     } else if (is_constraint_field(k)) {

@@ -222,6 +222,10 @@ TEST_CASE("openai chat: invalid messages and chat-only rules") {
           "messages", "only parts of type \"text\" with a string \"text\" are supported");
   refuses(kChat, {{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages", "must be a string or a list of text parts");
   refuses(kChat, {{"messages", {user}}, {"top_logprobs", 2}}, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+  json wide = json::object();
+  for (int i = 0; i < 5000; ++i) wide["k" + std::to_string(i)] = i;
+  refuses(kChat, {{"messages", {user}}, {"chat_template_kwargs", {{"x", wide}}}}, "chat_template_kwargs",
+          "has an object with over 4096 keys");
   refuses(kChat, {{"messages", {user}}, {"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs", "must be in [0, 20]");
   refuses(kChat, {{"messages", {user}}, {"logprobs", 2}}, "logprobs", "field 'logprobs' must be true or false");
   refuses(kChat, {{"messages", {user}}, {"best_of", 2}}, "best_of", "field 'best_of' is not supported");
