@@ -41,11 +41,8 @@ ojson tool_call(const json& c, const std::string& where) {
   const std::string& text = f["arguments"].get_ref<const std::string&>();
   ojson args;
   try {
-    const json sorted = parse_json_bounded(text, kRequestJsonLimits, where + ".function.arguments");
-    if (!sorted.is_object()) throw InputError(where + ".function.arguments must be a JSON object");
-    // Again in order; ordered objects find keys linearly, so their width is bounded first.
-    if (widest_object(sorted) > 4096) throw InputError(where + ".function.arguments has an object with over 4096 keys");
     args = parse_ordered_json_bounded(text, kRequestJsonLimits, where + ".function.arguments");
+    if (!args.is_object()) throw InputError(where + ".function.arguments must be a JSON object");
   } catch (const InputError& e) {
     throw ApiError(400, e.what(), "messages");
   }

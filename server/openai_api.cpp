@@ -126,6 +126,7 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
   bool chat_logprobs = false, has_stream_options = false;
   std::optional<int> top_logprobs;
   std::optional<json> max_tokens;
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs, ordered
   for (const auto& [k, v] : body.items()) {
     if (sampling_fields().count(k) && !(chat && k == "best_of")) {
       sampling[k] = v;
@@ -173,9 +174,13 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
     } else if (k == "chat_template_kwargs" && chat) {
       if (!v.is_null() && !v.is_object()) throw ApiError(400, "field 'chat_template_kwargs' must be an object", k);
-      // The template gets it as ordered JSON, whose objects find keys linearly: bounded first.
-      if (v.is_object() && widest_object(v) > 4096)
-        throw ApiError(400, "field 'chat_template_kwargs' has an object with over 4096 keys", k);
+      if (v.is_object()) {
+        try {  // as the template reads it
+          template_kwargs = parse_ordered_json_bounded(v.dump(), kRequestJsonLimits, "field 'chat_template_kwargs'");
+        } catch (const InputError& e) {
+          throw ApiError(400, e.what(), k);
+        }
+      }
     } else if (chat && is_tool_field(k)) {
       // below, with the messages
     } else if (is_constraint_field(k)) {
@@ -221,11 +226,10 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
                                          limits.template_handles_tools);
       nlohmann::ordered_json extra = nlohmann::ordered_json::object();
       if (!in.tools.is_null()) extra["tools"] = std::move(in.tools);
-      if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
-        for (const auto& [k, v] : body["chat_template_kwargs"].items()) {
-          if (k == "tools" && extra.contains("tools")) continue;  // the request's own tools win
-          extra[k] = nlohmann::ordered_json::parse(v.dump());
-        }
+      for (auto& [k, v] : template_kwargs.items()) {
+        if (k == "tools" && extra.contains("tools")) continue;  // the request's own tools win
+        extra[k] = std::move(v);
+      }
       const std::string text = render_chat_ordered(tok, in.messages, true, render, extra);
       r.reasoning = limits.reasoning;
       r.reasoning_opened = limits.reasoning && prompt_opens_reasoning(text);
@@ -379,7 +383,7 @@ std::vector<json> OpenAiResponder::chunks(const JobEvent& e) {
       }
       content = std::move(piece.content);
       calls = std::move(piece.calls);
-      called = !tool_calls_[c].calls().empty();
+      called = tool_calls_[c].has_calls();
     }
     json delta = json::object();
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;

@@ -24,6 +24,10 @@ inline constexpr JsonLimits kModelJsonLimits{size_t(256) << 20, 64};
 // Parses `text` as JSON; `what` names it in errors ("the request body", "'dir/config.json'").
 // Throws InputError on invalid JSON, on more than limits.max_bytes or on deeper nesting.
 nlohmann::json parse_json_bounded(std::string_view text, const JsonLimits& limits, const std::string& what);
+// The same keeping each object's key order (what a template prints, a schema's property order).
+// Ordered objects find keys by a linear search, so an object of more than kMaxOrderedObjectKeys keys
+// is refused while it is parsed: an InputError "<what> has an object with over N keys".
+inline constexpr size_t kMaxOrderedObjectKeys = 4096;
 nlohmann::ordered_json parse_ordered_json_bounded(std::string_view text, const JsonLimits& limits,
                                                   const std::string& what);
 

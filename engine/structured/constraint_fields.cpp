@@ -164,8 +164,6 @@ ConstraintSpec constraint_from_tgi_grammar(const ojson& g) {
 
 namespace {
 
-constexpr size_t kMaxObjectKeys = 4096;
-
 ojson ordered_member(std::string_view text, std::initializer_list<std::string_view> path, const std::string& field,
                      size_t max_bytes) {
   const std::optional<std::string_view> raw = raw_json_member(text, path);
@@ -174,12 +172,8 @@ ojson ordered_member(std::string_view text, std::initializer_list<std::string_vi
   LLM_REQUIRE(raw) << "field '" << field << "': write the field's name without escapes";
   LLM_REQUIRE(raw->size() <= max_bytes) << "field '" << field << "' is " << raw->size() << " bytes, at most "
                                         << max_bytes;
-  // Ordered objects find keys by a linear search: a member is parsed sorted first, and refused
-  // when one of its objects has more keys than any schema needs.
-  const size_t widest = widest_object(nlohmann::json::parse(*raw));  // (nesting bounded by the body's parse)
-  LLM_REQUIRE(widest <= kMaxObjectKeys) << "field '" << field << "' has an object with " << widest
-                                        << " keys, at most " << kMaxObjectKeys;
-  return ojson::parse(*raw);
+  // (its nesting was bounded by the body's parse; the ordered parse bounds each object's keys)
+  return parse_ordered_json_bounded(*raw, kRequestJsonLimits, "field '" + field + "'");
 }
 
 }  // namespace

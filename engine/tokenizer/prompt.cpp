@@ -1,6 +1,7 @@
 #include "engine/tokenizer/prompt.h"
 
 #include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace llmctl {
@@ -8,8 +9,9 @@ namespace llmctl {
 std::string render_chat(const Tokenizer& tok, const nlohmann::json& messages, bool add_generation_prompt,
                         const RenderLimits& limits, const nlohmann::json& extra) {
   LLM_REQUIRE(extra.is_object()) << "chat_template_kwargs must be an object";
-  return render_chat_ordered(tok, nlohmann::ordered_json::parse(messages.dump()), add_generation_prompt, limits,
-                             nlohmann::ordered_json::parse(extra.dump()));
+  return render_chat_ordered(tok, parse_ordered_json_bounded(messages.dump(), kRequestJsonLimits, "the messages"),
+                             add_generation_prompt, limits,
+                             parse_ordered_json_bounded(extra.dump(), kRequestJsonLimits, "chat_template_kwargs"));
 }
 
 std::string render_chat_ordered(const Tokenizer& tok, const nlohmann::ordered_json& messages, bool add_generation_prompt,

@@ -7,12 +7,14 @@
 
 #include <cctype>
 
+#include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
+
 namespace llmctl::server {
 
 namespace {
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>", kFunction = "<function=",
                            kFunctionEnd = "</function>", kParam = "<parameter=", kParamEnd = "</parameter>";
-using ojson = nlohmann::ordered_json;
 
 // A JSON string of text the model wrote (bytes that are not UTF-8 become U+FFFD).
 std::string json_string(std::string_view text) {
@@ -48,8 +50,12 @@ std::string param_json(std::string_view value, const std::vector<std::string>& t
     if (t == "null" && (lower == "null" || lower == "none")) return "null";
     if (t == "boolean" && (lower == "true" || lower == "false")) return lower;
     if (t == "integer" || t == "number" || t == "object" || t == "array") {
-      ojson j = ojson::parse(value, nullptr, false);
-      if (j.is_discarded()) continue;
+      nlohmann::json j;  // only its type is read: the value is kept as the model wrote it
+      try {
+        j = parse_json_bounded(value, kRequestJsonLimits, "a parameter value");
+      } catch (const InputError&) {
+        continue;
+      }
       if ((t == "integer" && j.is_number_integer()) || (t == "number" && j.is_number()) ||
           (t == "object" && j.is_object()) || (t == "array" && j.is_array()))
         return std::string(value);
@@ -63,8 +69,9 @@ class Qwen3CoderFormat final : public ToolCallFormat {
   std::string_view name() const override { return "qwen3_coder"; }
   std::string trigger() const override { return std::string(kOpen); }
   CallTag call_tag(const std::string& tool) const override {
-    return {std::string(kOpen) + "\n" + std::string(kFunction) + tool + ">\n", "qwen_xml",
-            "\n" + std::string(kFunctionEnd) + "\n" + std::string(kClose)};
+    std::string begin = "<tool_call>\n<function=";
+    begin.append(tool).append(">\n");
+    return {std::move(begin), "qwen_xml", "\n</function>\n</tool_call>"};
   }
 
   ToolScan scan(std::string_view text, bool final, const ToolRequest& tools) const override {
@@ -94,7 +101,7 @@ class Qwen3CoderFormat final : public ToolCallFormat {
       ScannedCall call;
       call.name = std::string(text.substr(name_begin, name_end - name_begin));
       call.name_done = true;
-      call.arguments = "{";
+      call.arguments.assign(1, '{');
       size_t q = name_end + 1;
       bool any = false;
       for (;;) {
@@ -125,8 +132,8 @@ class Qwen3CoderFormat final : public ToolCallFormat {
         // any blanks there) are not the value's.
         while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
         while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
-        call.arguments += (any ? ", " : "") + json_string(key) + ": " +
-                          param_json(value, schema_types(tools, call.name, key));
+        if (any) call.arguments.append(", ");
+        call.arguments.append(json_string(key)).append(": ").append(param_json(value, schema_types(tools, call.name, key)));
         any = true;
         q = value_end + kParamEnd.size();
       }

@@ -41,6 +41,7 @@ class ToolCallStream {
   // The calls so far (after finish(): all of them) and the content.
   std::vector<ParsedToolCall> calls() const;
   const std::string& content() const { return content_; }
+  bool has_calls() const { return !sent_.empty(); }
 
  private:
   ToolStreamPiece advance(bool final);

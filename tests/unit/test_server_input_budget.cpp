@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "byte_tokenizer.h"
+#include "engine/core/json_bounded.h"
 #include "server/api_error.h"
 #include "server/http/http_types.h"
 #include "server/json_body.h"
@@ -216,4 +217,20 @@ TEST_CASE("openai and tgi: an over-long prompt is refused before it is all token
   e = refusal([&] { cmpl({{"prompt", "a"}, {"model", std::string(100000, 'm')}}); });
   CHECK(e.message().size() < 400);
   CHECK(e.message().find("(100000 bytes)") != std::string::npos);
+}
+
+TEST_CASE("parse_ordered_json_bounded: key order kept, an object's keys bounded while parsing, arrays not counted") {
+  const nlohmann::ordered_json j = parse_ordered_json_bounded(R"({"b": 1, "a": [1, 2, {"z": 0, "y": 1}]})",
+                                                              kRequestJsonLimits, "x");
+  CHECK(j.dump() == R"({"b":1,"a":[1,2,{"z":0,"y":1}]})");
+  std::string wide = "{", long_array = "[";
+  for (size_t i = 0; i <= kMaxOrderedObjectKeys; ++i) {
+    wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    long_array += (i ? ",{\"a\":" : "{\"a\":") + std::to_string(i) + "}";
+  }
+  CHECK_THROWS_WITH_AS(parse_ordered_json_bounded(wide + "}", kRequestJsonLimits, "the field"),
+                       "the field has an object with over 4096 keys", InputError);
+  CHECK(parse_ordered_json_bounded("[" + wide.substr(0, wide.rfind(',')) + "}]", kRequestJsonLimits, "x").size() == 1);
+  CHECK(parse_ordered_json_bounded(long_array + "]", kRequestJsonLimits, "x").size() == kMaxOrderedObjectKeys + 1);
+  CHECK(parse_json_bounded(wide + "}", kRequestJsonLimits, "x").size() == kMaxOrderedObjectKeys + 1);  // sorted: no bound
 }

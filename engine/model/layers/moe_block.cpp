@@ -21,8 +21,8 @@ MoeRouting route_tokens(const float* logits, int64_t T, int E, int k, bool renor
     // softmax in double, as the max-subtracted sum is where precision goes
     const float m = *std::max_element(l, l + E);
     double sum = 0;
-    for (int e = 0; e < E; ++e) sum += std::exp(double(l[e]) - double(m));
-    for (int e = 0; e < E; ++e) p[size_t(e)] = float(std::exp(double(l[e]) - double(m)) / sum);
+    for (int e = 0; e < E; ++e) sum += p[size_t(e)] = float(std::exp(double(l[e]) - double(m)));
+    for (int e = 0; e < E; ++e) p[size_t(e)] = float(p[size_t(e)] / sum);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
       return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
