@@ -4,6 +4,7 @@ transformers' golden (top-20 log-probs within a tolerance, greedy continuations 
 import json
 import os
 import subprocess
+import tempfile
 
 TOL = 1e-4
 failures = []
@@ -40,3 +41,21 @@ def compare(name, golden, got, tol=TOL, greedy=True):
         if greedy:
             check(g["greedy_ids"] == c.get("greedy_ids"), f"{name} {g['name']}: {len(g['greedy_ids'])} greedy tokens identical")
     check(len(got["cases"]) == len(golden["cases"]) and worst <= tol, f"{name}: top-20 log-probs within {tol} (worst {worst:.2e})")
+
+
+def batched_alone(build, name, model, golden, kv="auto"):
+    """`llmctl generate` over 6 prompts (prefixes of the golden's first 3 sequences, twice) batched and
+    one at a time: each prompt's 12 greedy tokens are the same either way."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts = os.path.join(tmp, "p.jsonl")
+        with open(prompts, "w") as fh:
+            for i, case in enumerate(golden["cases"][:3] * 2):
+                fh.write(json.dumps({"prompt": case["input_ids"][: 5 + 3 * i], "max_tokens": 12, "temperature": 0}) + "\n")
+        outs = []
+        for n in ("6", "1"):
+            r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", model, "--device", "cpu", "-t", "2",
+                                "--kv-cache-dtype", kv, "--prompts", prompts, "--max-num-seqs", n],
+                               capture_output=True, text=True, timeout=300)
+            check(r.returncode == 0, f"{name} generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
+            outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
+        check(len(outs[0]) == 6 and outs[0] == outs[1], f"{name}: 6 prompts batched give their tokens alone")

@@ -41,7 +41,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from family_util import check, compare, counts, failures, score as score_with  # noqa: E402
+from family_util import batched_alone, check, compare, counts, failures, score as score_with  # noqa: E402
 
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
@@ -72,20 +72,8 @@ for f in present:
     source = gguf if os.path.exists(gguf) else hf
     kv_dtypes = ["auto"] if os.path.exists(gguf) else ["auto", "int8"]
     for kv in kv_dtypes:
-        with tempfile.TemporaryDirectory() as tmp:
-            prompts = os.path.join(tmp, "p.jsonl")
-            with open(prompts, "w") as fh:
-                for i, case in enumerate(golden["cases"][:3] * 2):
-                    fh.write(json.dumps({"prompt": case["input_ids"][: 5 + 3 * i], "max_tokens": 12, "temperature": 0}) + "\n")
-            outs = []
-            name = f"{os.path.basename(source)} (KV {kv})"
-            for n in ("6", "1"):
-                r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", source, "--device", "cpu", "-t", "2",
-                                    "--kv-cache-dtype", kv, "--prompts", prompts, "--max-num-seqs", n],
-                                   capture_output=True, text=True, timeout=300)
-                check(r.returncode == 0, f"{name} generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
-                outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
-            check(len(outs[0]) == 6 and outs[0] == outs[1], f"{name}: 6 prompts batched give their tokens alone")
+        batched_alone(build, f"{os.path.basename(source)} (KV {kv})", source, golden, kv)
+
 
 def calibrated(f, out, method):
     """quantize --method METHOD (int4 g32, 8 x 32 calibration tokens) of tiny_F: it runs, and the checkpoint loads and scores."""

@@ -19,12 +19,10 @@ Usage: test_moe_families.py BUILD_DIR
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from family_util import check, compare, counts, failures, score  # noqa: E402
+from family_util import batched_alone, check, compare, counts, failures, score  # noqa: E402
 
 build = sys.argv[1]
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
@@ -44,17 +42,6 @@ for f in present:
         compare(f"{os.path.basename(model)} vs transformers", golden, score(build, golden_path, model))
     if shutil.which("mpirun"):
         compare(f"tiny_{f} TP=2 vs transformers", golden, score(build, golden_path, hf, tp=2))
-    with tempfile.TemporaryDirectory() as tmp:
-        prompts = os.path.join(tmp, "p.jsonl")
-        with open(prompts, "w") as fh:
-            for i, case in enumerate(golden["cases"][:3] * 2):
-                fh.write(json.dumps({"prompt": case["input_ids"][: 5 + 3 * i], "max_tokens": 12, "temperature": 0}) + "\n")
-        outs = []
-        for n in ("6", "1"):
-            r = subprocess.run([os.path.join(build, "llmctl"), "generate", "--model", hf, "--device", "cpu", "-t", "2",
-                                "--prompts", prompts, "--max-num-seqs", n], capture_output=True, text=True, timeout=300)
-            check(r.returncode == 0, f"tiny_{f} generate --max-num-seqs {n} ran" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
-            outs.append([json.loads(line)["outputs"][0]["token_ids"] for line in r.stdout.splitlines() if line.startswith("{")])
-        check(len(outs[0]) == 6 and outs[0] == outs[1], f"tiny_{f}: 6 prompts batched give their tokens alone")
+    batched_alone(build, f"tiny_{f}", hf, golden)
 print(f"{counts['passed']} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
