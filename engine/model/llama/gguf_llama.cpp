@@ -345,6 +345,10 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
   ck.source_path = g->path();
   ck.source_format = "gguf";
   const Architecture& family = find_architecture(ck.config.architecture);
+  // HF shapes by name: llama.cpp drops a weight's leading 1-sized dimensions (Qwen2-MoE's
+  // shared_expert_gate [1, H] is stored as [H]); such a tensor takes its HF shape back.
+  std::map<std::string, std::vector<int64_t>> hf_shape;
+  for (WeightSpec& s : family.tensor_specs(ck.config)) hf_shape.emplace(std::move(s.name), std::move(s.shape));
   const bool permuted = family.gguf_qk_permuted;  // llama.cpp's q/k row order
   std::map<std::string, int64_t> dense_quantized;  // GGUF type label -> linears dequantized though kept
   // One tensor of the file (or one expert's slice of a stacked one) under its HF name.
@@ -376,7 +380,10 @@ Checkpoint load_gguf_checkpoint(std::shared_ptr<const GgufFile> g, const LoadOpt
       for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = f.ptr<float>()[i] - family.gguf_norm_shift;
     }
     if (opts.dtype && *opts.dtype != t.dtype) t = convert_host(t, *opts.dtype);
-    if (t.rank() == 1 && name.ends_with("shared_expert_gate.weight")) t.shape = {1, t.dim(0)};  // HF's [1, H]
+    if (auto it = hf_shape.find(name); it != hf_shape.end() && it->second.size() == t.shape.size() + 1 &&
+                                        it->second.front() == 1 &&
+                                        std::equal(t.shape.begin(), t.shape.end(), it->second.begin() + 1))
+      t.shape = it->second;
     ck.tensors.emplace(std::move(name), std::move(t));
   };
   for (const GgufTensorInfo& info : g->tensors()) {
