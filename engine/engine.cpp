@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "engine/core/error.h"
 #include "engine/draft_planner.h"
@@ -84,12 +85,12 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   r->id = next_id_++;
   r->params = params;
   r->seed = params.seed ? *params.seed : std::random_device{}();
-  r->prompt = std::move(prompt);
+  r->prompt_len = int(prompt.size());
   r->on_text = std::move(on_text);
   const int gen = params.num_generated_sequences();
   r->seqs.resize(gen);
   for (int i = 0; i < gen; ++i) {
-    r->seqs[i].state = SequenceState(params, r->prompt, r->seed, i, eos_ids_);
+    r->seqs[i].state = SequenceState(params, prompt, r->seed, i, eos_ids_);
     r->seqs[i].text = StreamingText(params.stop);
     r->seqs[i].out.index = i;
     r->seqs[i].out.scored = params.logprobs.has_value() || (params.best_of && *params.best_of > params.n);
@@ -102,15 +103,16 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
     }
   }
   r->result.id = r->id;
-  r->result.prompt_ids = r->prompt;
   r->result.submit_seconds = now_seconds();
   const int64_t seq0 = next_seq_id_++;
   r->seqs[0].seq_id = seq0;
-  if (params.prompt_logprobs) r->result.prompt_logprobs.resize(r->prompt.size());
-  // Prompt logprobs need the logits of every prompt position: no prefix-cache hits for it.
-  sched_->add(seq0, std::vector<int32_t>(r->prompt.begin(), r->prompt.end()),
-              int(r->prompt.size()) + params.max_tokens, !params.prompt_logprobs, SeqOwner{r->id, 0});
-  stats_.prompt_tokens += int64_t(r->prompt.size());
+  if (params.prompt_logprobs) r->result.prompt_logprobs.resize(prompt.size());
+  // Prompt logprobs need the logits of every prompt position: no prefix-cache hits for it. The
+  // prompt moves into the scheduler's Sequence, which the request shares (tokens stored once).
+  static_assert(std::is_same_v<std::vector<int>, std::vector<int32_t>>);
+  sched_->add(seq0, std::move(prompt), r->prompt_len + params.max_tokens, !params.prompt_logprobs, SeqOwner{r->id, 0});
+  r->seqs[0].seq = sched_->share(seq0);
+  stats_.prompt_tokens += int64_t(r->prompt_len);
   const int64_t id = r->id;
   requests_[id] = std::move(r);
   return id;
@@ -276,6 +278,7 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
     // Tokens in order: each drawn draft is kept, the first other token (or the last row's) ends the
     // chain; so does the end of the sequence (stop token or string, max_tokens) or an error.
     int accepted = 0;
+    std::vector<int32_t> appended;  // output tokens past the kept drafts: the drawn one, then those a grammar forced
     for (const StepDraw& d : chain) {
       const DrawOutcome& o = d.outcome;
       if (o.skipped || !r.result.error.empty()) break;  // (a sibling may have failed the request already)
@@ -283,39 +286,32 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
         fail(r, o.error);
         break;
       }
+      const bool is_draft = d.draft >= 0 && o.res.token == d.draft;  // (already in the sequence)
       try {
-        accept_token(r, child, o.res);  // (counts it)
+        if (accept_token(r, child, o.res) && !is_draft) appended.push_back(o.res.token);  // (counts it)
       } catch (const std::exception& ex) {
         fail(r, ex.what());
         break;
       }
-      if (d.draft < 0 || o.res.token != d.draft) break;
+      if (!is_draft) break;
       ++accepted;
       if (s.done) break;
     }
     stats_.draft_tokens += e.chain_len - 1;
     stats_.accepted_draft_tokens += accepted;
-    if (!r.result.error.empty()) {  // ends now; fail_request below ends its other sequences
-      s.done = true;
-      sched_->on_step_done(ss.seq_id, StepOutcome{.num_accepted = 0, .appended = {}, .finished = true});
-      continue;
-    }
-    std::vector<int32_t> appended;  // the drawn token, then those a grammar forced after it
-    if (!s.done) {
-      appended.push_back(s.out.token_ids.back());
-      if (!first) {
-        try {
-          const std::vector<int32_t> forced = jump_forward(r, child);
-          appended.insert(appended.end(), forced.begin(), forced.end());
-        } catch (const std::exception& ex) {
-          fail(r, ex.what());
-        }
+    if (!s.done && r.result.error.empty() && !first) {
+      try {
+        jump_forward(r, child, appended);
+      } catch (const std::exception& ex) {
+        fail(r, ex.what());
       }
     }
-    if (!r.result.error.empty()) s.done = true;
-    StepOutcome outcome{.num_accepted = accepted, .appended = {}, .finished = s.done};
-    if (!s.done) outcome.appended = appended;
-    sched_->on_step_done(ss.seq_id, outcome);
+    const bool failed_now = !r.result.error.empty();
+    if (failed_now) s.done = true;
+    // Every output token goes to the scheduler's Sequence (the engine reads its output there), also
+    // when the sequence ends with this step.
+    sched_->on_step_done(ss.seq_id, StepOutcome{.num_accepted = accepted, .appended = appended, .finished = s.done});
+    if (failed_now) continue;  // fail_request below ends its other sequences
     if (first) {
       try {
         fork_children(r, mine.subspan(chain.size()));
@@ -323,6 +319,8 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
         fail(r, ex.what());
       }
     }
+    // Stream callbacks from here on (they may abort requests: see above).
+    for (int i = first ? 0 : child; i < (first ? int(r.seqs.size()) : child + 1); ++i) r.flush(i);
     touched.push_back(r.id);
   }
   for (auto& [id, msg] : failed) {
@@ -333,38 +331,35 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
   stats_.record_step(sched_->kv(), int64_t(out.preempted.size()));
 }
 
-void Engine::accept_token(EngineRequest& r, int child, const SampleResult& res) {
+bool Engine::accept_token(EngineRequest& r, int child, const SampleResult& res) {
   ++stats_.generated_tokens;
-  r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds());
+  return r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds());
 }
 
-std::vector<int32_t> Engine::jump_forward(EngineRequest& r, int child) {
-  std::vector<int32_t> forced;
+void Engine::jump_forward(EngineRequest& r, int child, std::vector<int32_t>& appended) {
   EngineSequence& s = r.seqs[size_t(child)];
   // Not where a token's logprob is asked for (logprobs, best_of ranking): a forced token has none.
-  if (cfg_.jump_forward_tokens <= 0 || !s.matcher || s.out.scored) return forced;
-  while (!s.done && int(forced.size()) < cfg_.jump_forward_tokens) {
+  if (cfg_.jump_forward_tokens <= 0 || !s.matcher || s.out.scored) return;
+  for (int forced = 0; !s.done && forced < cfg_.jump_forward_tokens; ++forced) {
     s.matcher->fill_mask(s.mask);
     s.mask_current = true;  // (the next draw's mask, when the loop ends here)
     int only = -1;
     for (size_t w = 0; w < s.mask.size(); ++w) {
       if (s.mask[w] == 0) continue;
-      if (only >= 0 || (s.mask[w] & (s.mask[w] - 1)) != 0) return forced;  // more than one token
+      if (only >= 0 || (s.mask[w] & (s.mask[w] - 1)) != 0) return;  // more than one token
       only = int(w * 32) + std::countr_zero(s.mask[w]);
     }
     // A stop token is left to the draw (min_tokens may suppress it; EOS ends the sequence there).
     if (only < 0 || only >= sample_vocab_ || is_stop_token(only, r.params, eos_ids_) ||
         std::find(eos_ids_.begin(), eos_ids_.end(), only) != eos_ids_.end())
-      return forced;
+      return;
     s.mask_current = false;
     SampleResult res;
     res.token = only;
     s.state.append(only, 0.0f);  // as the draw would (its counter, penalties' counts)
-    accept_token(r, child, res);
-    forced.push_back(only);
+    if (accept_token(r, child, res)) appended.push_back(only);
     ++stats_.jump_forward_tokens;
   }
-  return forced;
 }
 
 void Engine::complete_aborted_in_step() {
@@ -384,18 +379,29 @@ void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children)
     const StepDraw& d = children[size_t(i - 1)];
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
     if (!d.outcome.error.empty()) throw Error(d.outcome.error);  // the step fails this request (see step())
-    accept_token(r, i, d.outcome.res);
     EngineSequence& s = r.seqs[size_t(i)];
-    if (s.done) continue;
+    const bool kept = accept_token(r, i, d.outcome.res);
+    const int32_t first = d.outcome.res.token;
+    const std::span<const int32_t> prompt = std::span<const int32_t>(r.seqs[0].seq->tokens).first(size_t(r.prompt_len));
+    if (s.done) {  // ended on its first token: never scheduled; its Sequence holds the prompt and that token
+      auto own = std::make_shared<Sequence>();
+      own->state = SeqStatus::finished;
+      own->prompt_len = r.prompt_len;
+      own->tokens.assign(prompt.begin(), prompt.end());
+      if (kept) own->tokens.push_back(first);
+      s.seq = std::move(own);
+      continue;
+    }
     const int64_t child_id = next_seq_id_++;
     s.seq_id = child_id;
     if (parent_alive) {
-      sched_->fork(r.seqs[0].seq_id, child_id, s.out.token_ids.back(), SeqOwner{r.id, i});
+      sched_->fork(r.seqs[0].seq_id, child_id, first, SeqOwner{r.id, i});
     } else {  // the parent ended on its first token: the child runs on its own (prefix cache shares blocks)
-      std::vector<int32_t> toks(r.prompt.begin(), r.prompt.end());
-      toks.push_back(s.out.token_ids.back());
-      sched_->add(child_id, toks, int(r.prompt.size()) + r.params.max_tokens, true, SeqOwner{r.id, i});
+      std::vector<int32_t> toks(prompt.begin(), prompt.end());
+      toks.push_back(first);
+      sched_->add(child_id, std::move(toks), r.prompt_len + r.params.max_tokens, true, SeqOwner{r.id, i});
     }
+    s.seq = sched_->share(child_id);
   }
 }
 
@@ -428,6 +434,7 @@ void Engine::abort(int64_t request_id) {
   for (int i = 0; i < int(r.seqs.size()); ++i) {
     if (r.seqs[size_t(i)].seq_id >= 0) sched_->abort(r.seqs[size_t(i)].seq_id);
     r.finish_sequence(i, "abort");
+    r.flush(i);
   }
   if (in_step_)
     aborted_in_step_.push_back(request_id);  // step() may still use r: completed when it ends

@@ -111,11 +111,12 @@ class Engine {
   EngineRequest& owner(const ScheduledSeq& ss);
   // Before schedule(): drafts from cfg_.proposer for the decoding sequences (Scheduler::append_draft).
   void propose_drafts();
-  // Counts sequence `child`'s new token and records it (EngineRequest::accept_token).
-  void accept_token(EngineRequest& r, int child, const SampleResult& res);
-  // Structured output's jump-forward: while sequence `child`'s grammar allows exactly one next token
-  // (not a stop token), accepts it without a draw (at most cfg_.jump_forward_tokens). Returns them.
-  std::vector<int32_t> jump_forward(EngineRequest& r, int child);
+  // Counts sequence `child`'s new token and records it (EngineRequest::accept_token); true when it
+  // is an output token.
+  bool accept_token(EngineRequest& r, int child, const SampleResult& res);
+  // While the grammar of sequence `child` allows exactly one next token (not a stop token), accepts
+  // it without a draw (at most cfg_.jump_forward_tokens), appending the output ones to `appended`.
+  void jump_forward(EngineRequest& r, int child, std::vector<int32_t>& appended);
   void fork_children(EngineRequest& r, std::span<const StepDraw> children);
   // Completes a request whose sequences are all done (deferred while a step in flight has it).
   void complete_if_done(int64_t request_id);

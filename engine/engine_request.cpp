@@ -4,33 +4,32 @@
 
 namespace llmctl {
 
-void EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now) {
+bool EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now) {
   EngineSequence& s = seqs[size_t(child)];
   if (result.first_token_seconds == 0) result.first_token_seconds = now;
   s.out.cumulative_logprob = s.state.cumulative_logprob;  // includes a final stop token, as best_of ranks it
   if (is_stop_token(res.token, params, stop.eos_ids)) {
     finish_sequence(child, "stop");
-    return;
+    return false;
   }
   if (s.matcher) {
     LLM_CHECK(s.matcher->accept(res.token)) << "token " << res.token << " is not allowed by the request's "
                                             << params.constraint->spec().kind_name();
     if (s.matcher->terminated()) {  // a stop token the request does not stop on (ignore_eos)
       finish_sequence(child, "stop");
-      return;
+      return false;
     }
   }
-  s.out.token_ids.push_back(res.token);
+  const std::string bytes = stop.tokenizer.token_bytes(res.token);  // (may throw: nothing recorded yet)
+  ++s.num_out;
   if (params.logprobs) s.out.logprobs.push_back(res);
-  std::string piece = s.text.push(stop.tokenizer.token_bytes(res.token));
+  s.unsent += s.text.push(bytes);
   if (s.text.stopped()) {
-    if (!piece.empty()) emit(child, piece, false);
     finish_sequence(child, "stop");
-    return;
+    return true;
   }
-  if (!piece.empty()) emit(child, piece, false);
-  const int total = int(prompt.size()) + int(s.out.token_ids.size());
-  if (int(s.out.token_ids.size()) >= params.max_tokens || total >= stop.max_context) finish_sequence(child, "length");
+  if (s.num_out >= params.max_tokens || prompt_len + s.num_out >= stop.max_context) finish_sequence(child, "length");
+  return true;
 }
 
 void EngineRequest::finish_sequence(int child, const std::string& reason) {
@@ -38,23 +37,39 @@ void EngineRequest::finish_sequence(int child, const std::string& reason) {
   if (s.done) return;
   s.done = true;
   s.out.finish_reason = reason;
-  std::string tail = s.text.finish();
+  s.unsent += s.text.finish();
   s.out.text = s.text.text();
-  emit(child, tail, true);
 }
 
-void EngineRequest::emit(int child, std::string_view piece, bool done) {
-  if (!on_text || child >= params.n || params.best_of) return;
+std::span<const int32_t> EngineRequest::output(int child) const {
+  const EngineSequence& s = seqs[size_t(child)];
+  if (s.num_out == 0) return {};
+  LLM_CHECK(s.seq && s.seq->tokens.size() >= size_t(prompt_len + s.num_out))
+      << "engine: sequence " << s.seq_id << " holds fewer tokens than its " << s.num_out << " outputs";
+  return std::span<const int32_t>(s.seq->tokens).subspan(size_t(prompt_len), size_t(s.num_out));
+}
+
+void EngineRequest::flush(int child) {
   EngineSequence& s = seqs[size_t(child)];
+  if (!result.error.empty()) {  // failed: no stream event (the error is the last word)
+    s.unsent.clear();
+    return;
+  }
+  const bool report_done = s.done && !s.done_reported;
+  if (s.unsent.empty() && !report_done) return;  // tokens without text wait for their text
+  std::string piece;
+  piece.swap(s.unsent);
+  s.done_reported = s.done;
+  if (!on_text || child >= params.n || params.best_of) return;
   StreamEvent e;
   e.request_id = id;
   e.index = child;
   e.text = piece;
-  e.token_ids = std::span<const int>(s.out.token_ids).subspan(s.streamed);
+  e.token_ids = output(child).subspan(s.streamed);
   if (!s.out.logprobs.empty()) e.logprobs = std::span<const TokenLogprobs>(s.out.logprobs).subspan(s.streamed);
-  e.done = done;
-  if (done) e.finish_reason = s.out.finish_reason;
-  s.streamed = s.out.token_ids.size();
+  e.done = report_done;
+  if (report_done) e.finish_reason = s.out.finish_reason;
+  s.streamed = size_t(s.num_out);
   on_text(e);
 }
 
@@ -62,6 +77,8 @@ void EngineRequest::fail(const std::string& message) {
   result.error = message;
   for (EngineSequence& s : seqs) {
     s.done = true;
+    s.done_reported = true;  // no stream event: the error is the last word
+    s.unsent.clear();
     s.out.finish_reason = "error";
     s.out.text = s.text.text();
   }
@@ -82,8 +99,14 @@ RequestResult EngineRequest::take_result(double now) {
   } else {
     for (int i = 0; i < int(seqs.size()); ++i) order.push_back(i);
   }
+  if (!seqs.empty() && seqs[0].seq) {
+    const std::span<const int32_t> prompt = std::span<const int32_t>(seqs[0].seq->tokens).first(size_t(prompt_len));
+    result.prompt_ids.assign(prompt.begin(), prompt.end());
+  }
   for (size_t k = 0; k < order.size(); ++k) {
-    SequenceOutput o = seqs[size_t(order[k])].out;
+    SequenceOutput o = std::move(seqs[size_t(order[k])].out);
+    const std::span<const int32_t> tokens = output(order[k]);
+    o.token_ids.assign(tokens.begin(), tokens.end());
     o.index = int(k);
     result.outputs.push_back(std::move(o));
   }

@@ -1,18 +1,26 @@
 // A user request inside the Engine: its sequences (n of them, or best_of), their sampling state,
 // text and stream position, and what ends them. The scheduler holds each running sequence's
-// tokens and KV blocks under its seq_id (engine/sched/sequence.h); this is the side that turns
+// tokens and KV blocks under its seq_id (engine/sched/sequence.h) and shares the Sequence object:
+// a sequence's output tokens are read from it (tokens stored once); this is the side that turns
 // tokens into outputs.
 //
 // A sequence: running -> done (finish_reason "stop" | "length" | "abort" | "error"). The request
 // completes when all are done and no step in flight points at it (steps_in_flight == 0).
+//
+// Within a step (Engine::finish_step), per sequence: accept_token() for each token drawn (counts it,
+// checks the stops, collects the text that became safe), then the scheduler takes the tokens
+// (on_step_done appends them to the shared Sequence), then flush() reports text and tokens to the
+// stream callback. So a stream event's tokens are always in the Sequence when it is sent.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/request_output.h"
+#include "engine/sched/sequence.h"
 #include "engine/sample/detokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/sequence_state.h"
@@ -23,11 +31,17 @@ namespace llmctl {
 
 struct EngineSequence {
   int64_t seq_id = -1;  // the scheduler's id; -1 until forked
+  // The scheduler's Sequence (shared; it outlives the scheduler's hold): the prompt, then this
+  // sequence's tokens. Output token k is seq->tokens[prompt_len + k], k < num_out.
+  std::shared_ptr<const Sequence> seq;
+  int num_out = 0;      // output tokens (a final EOS / stop token is not one)
   SequenceState state;
   StreamingText text;
-  SequenceOutput out;
-  size_t streamed = 0;  // tokens of out.token_ids already reported to the stream callback
+  SequenceOutput out;   // text, finish_reason, logprobs; token_ids filled by take_result
+  std::string unsent;   // text that became safe, not yet reported (flush)
+  size_t streamed = 0;  // output tokens already reported to the stream callback
   bool done = false;
+  bool done_reported = false;
   // Structured output (params.constraint): where the sequence is in the grammar, and the tokens it
   // allows next (filled when a step that draws for it is planned; read by that step's draw).
   std::unique_ptr<ConstraintMatcher> matcher;
@@ -46,7 +60,7 @@ struct EngineRequest {
   int64_t id = 0;
   SamplingParams params;
   uint64_t seed = 0;
-  std::vector<int> prompt;
+  int prompt_len = 0;                // the prompt: seqs[0].seq->tokens[0, prompt_len)
   std::vector<EngineSequence> seqs;  // params.num_generated_sequences() of them; seqs[0] runs the prompt
   bool forked = false;
   StreamFn on_text;
@@ -55,20 +69,23 @@ struct EngineRequest {
 
   // Records sequence `child`'s new token (already appended to its state by the sampler) and
   // decides whether it ends: a stop token (not part of the output), a stop string (the text is
-  // cut before it), max_tokens, or the end of the context. Streams the text that became safe.
-  void accept_token(int child, const SampleResult& res, const StopContext& stop, double now);
-  // Ends `child` with `reason` and streams the rest of its text (no-op when it is done).
+  // cut before it), max_tokens, or the end of the context. Collects the text that became safe.
+  // Returns whether the token is an output token (the caller hands those to the scheduler).
+  bool accept_token(int child, const SampleResult& res, const StopContext& stop, double now);
+  // Ends `child` with `reason` and collects the rest of its text (no-op when it is done).
   void finish_sequence(int child, const std::string& reason);
+  // Reports `child`'s collected text and its output tokens not yet reported (which the shared
+  // Sequence holds by now) to the stream callback, with `done` once it has ended.
+  void flush(int child);
+  // Output tokens of sequence `child`: a view of its Sequence.
+  std::span<const int32_t> output(int child) const;
+  int32_t prompt_token(int index) const { return seqs[0].seq->tokens[size_t(index)]; }
   // Ends every sequence with finish_reason "error" (no stream event: the error is the last word).
   void fail(const std::string& message);
   bool all_done() const;
   // The result, once all_done(): the n best of best_of by cumulative logprob (each streamed now,
   // whole), or all n in order.
   RequestResult take_result(double now);
-
- private:
-  // Reports `piece` and the tokens not yet reported for a streamed (non-best_of) sequence.
-  void emit(int child, std::string_view piece, bool done);
 };
 
 }  // namespace llmctl

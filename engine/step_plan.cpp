@@ -24,7 +24,7 @@ StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const Own
     e.first_logit = int(logits_rows.size());
     const int child = ss.owner.index;
     if (r.params.prompt_logprobs && child == 0 && !r.forked) {
-      const int last = std::min(ss.start + ss.num_new, int(r.prompt.size()) - 1);
+      const int last = std::min(ss.start + ss.num_new, r.prompt_len - 1);
       for (int p = ss.start; p < last; ++p)
         if (!r.result.prompt_logprobs[size_t(p) + 1]) {
           e.prompt_scored.push_back(p + 1);
@@ -85,7 +85,7 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
   for (const StepSeq& e : plan.entries)
     for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
       const size_t index = size_t(e.prompt_scored[k]);
-      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt[index], *e.r->params.prompt_logprobs});
+      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt_token(int(index)), *e.r->params.prompt_logprobs});
     }
   return s;
 }

@@ -63,6 +63,7 @@ struct KvLayer {
 // A step's BatchPlan in the backend's memory (device copies of the index arrays).
 struct DeviceBatch {
   const BatchPlan* plan = nullptr;
+  BatchShape shape;  // batch_shape(*plan), once per step
   Tensor token_ids, positions, slot_mapping, query_start, context_len, block_table, logits_rows;  // i32
   Tensor token_seq;  // i32 [T]: the sequence of each token
   Tensor exact_slot;  // i32 [S], each sequence's exact KV slot (-1: none), where the backend keeps them; else empty

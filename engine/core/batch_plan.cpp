@@ -12,6 +12,19 @@ int BatchPlan::max_context_len() const {
   return m;
 }
 
+BatchShape batch_shape(const BatchPlan& plan) {
+  BatchShape b;
+  for (int s = 0; s + 1 < int(plan.query_start.size()); ++s) {
+    const int q = plan.query_start[size_t(s) + 1] - plan.query_start[size_t(s)];
+    b.max_query_len = std::max(b.max_query_len, q);
+    b.any_decode |= q == 1;
+    b.any_prefill |= q > 1;
+  }
+  for (int32_t pos : plan.positions) b.max_context_len = std::max(b.max_context_len, int(pos) + 1);
+  b.max_context_len = std::max(b.max_context_len, int(plan.graph_context));
+  return b;
+}
+
 namespace {
 // Sizes, and every block the attention of each token reads (see validate) in range; the slots of the
 // new tokens agree with the table.

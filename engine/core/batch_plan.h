@@ -60,6 +60,16 @@ struct BatchPlan {
   bool decode_only() const { return num_tokens() == num_seqs() && num_seqs() > 0; }
 };
 
+// What a step's attention kernels size their grids by, computed once per step (Backend::prepare_batch
+// keeps it in DeviceBatch::shape) rather than once per layer.
+struct BatchShape {
+  int max_query_len = 0;     // most new tokens of one sequence
+  int max_context_len = 0;   // longest context a new token reads (its position + 1), at least graph_context
+  bool any_decode = false;   // a sequence with one new token
+  bool any_prefill = false;  // a sequence with several
+};
+BatchShape batch_shape(const BatchPlan& plan);
+
 // The sequences [s0, s1) of a plan as a plan of their own (a pipeline micro-batch): their tokens,
 // rebased to start at 0, their block table rows and exact slots, and the logits rows among their
 // tokens (rebased). Not the exact slot copies: the runner makes those once, before the micro-batches.

@@ -26,16 +26,22 @@ Scheduler::Scheduler(const SchedulerConfig& config, const std::vector<int>& num_
   LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
 }
 
-Sequence& Scheduler::seq(int64_t seq_id) {
+std::shared_ptr<const Sequence> Scheduler::share(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
   return it->second;
 }
 
+Sequence& Scheduler::seq(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
+  return *it->second;
+}
+
 const Sequence& Scheduler::sequence(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
-  return it->second;
+  return *it->second;
 }
 
 void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache,
@@ -52,7 +58,8 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
       << "request " << seq_id << ": " << max_total_tokens - 1 << " tokens may need computing in one step, over "
       << "max_num_batched_tokens " << cfg_.max_num_batched_tokens << " (enable chunked prefill)";
   LLM_CHECK(!has(seq_id) && !aborted_in_flight_.count(seq_id)) << "request id " << seq_id << " is in use";
-  Sequence r;
+  auto shared = std::make_shared<Sequence>();
+  Sequence& r = *shared;
   r.id = seq_id;
   r.owner = owner;
   r.arrival = next_arrival_++;
@@ -60,14 +67,14 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_t
   r.tokens = std::move(prompt);
   r.max_total_tokens = max_total_tokens;
   r.prefix_cache = prefix_cache;
-  seqs_.emplace(seq_id, std::move(r));
+  seqs_.emplace(seq_id, std::move(shared));
   waiting_.push_back(seq_id);
 }
 
 void Scheduler::insert_running(int64_t seq_id) {
-  const uint64_t a = seqs_.at(seq_id).arrival;
+  const uint64_t a = seqs_.at(seq_id)->arrival;
   auto pos = std::upper_bound(running_.begin(), running_.end(), a,
-                              [this](uint64_t x, int64_t id) { return x < seqs_.at(id).arrival; });
+                              [this](uint64_t x, int64_t id) { return x < seqs_.at(id)->arrival; });
   running_.insert(pos, seq_id);
 }
 
@@ -86,13 +93,16 @@ void Scheduler::finish(Sequence& r, SeqStatus state) {
   }
   kv_.free(r.id);
   ++(state == SeqStatus::aborted ? stats_.aborted : stats_.finished);
-  seqs_.erase(r.id);  // r is dangling from here
+  r.state = state;
+  r.num_scheduled = 0;
+  const int64_t id = r.id;
+  seqs_.erase(id);  // r lives on only where it was shared (share())
 }
 
 bool Scheduler::abort(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return false;
-  finish(it->second, SeqStatus::aborted);
+  finish(*it->second, SeqStatus::aborted);
   return true;
 }
 
@@ -103,14 +113,15 @@ void Scheduler::fork(int64_t parent, int64_t child, std::optional<int32_t> last_
   LLM_CHECK(!has(child) && !aborted_in_flight_.count(child)) << "request id " << child << " is in use";
   LLM_CHECK(p.num_draft == 0) << "fork of request " << parent << " with unverified drafts";
   LLM_CHECK(!last_token || p.num_pending() >= 1) << "fork of " << parent << ": its last token is already computed";
-  Sequence c = p;
+  auto shared = std::make_shared<Sequence>(p);
+  Sequence& c = *shared;
   c.id = child;
   c.owner = owner;
   c.arrival = next_arrival_++;
   c.num_preemptions = 0;
   if (last_token) c.tokens.back() = *last_token;
   kv_.fork(parent, child);
-  seqs_.emplace(child, std::move(c));
+  seqs_.emplace(child, std::move(shared));
   insert_running(child);
 }
 
@@ -199,7 +210,7 @@ bool Scheduler::prefix_in_progress(const Sequence& r) const {
   std::vector<uint64_t> mine, theirs;
   chain(r.tokens, first, mine);
   for (int64_t id : running_) {
-    const Sequence& o = seqs_.at(id);
+    const Sequence& o = *seqs_.at(id);
     const int done = o.num_computed / B, full = int(o.tokens.size()) / B;
     if (full <= first || done > first) continue;  // its block `first` is computed or does not exist
     theirs.clear();
@@ -215,7 +226,7 @@ SchedulerOutput Scheduler::schedule(const ScheduleLimits& limits) {
   if (in_flight_ == 0) aborted_in_flight_.clear();
   std::unordered_set<int64_t> in_flight_before;  // sequences of earlier steps: not in this one
   for (int64_t id : running_)
-    if (seqs_.at(id).num_scheduled > 0) in_flight_before.insert(id);
+    if (seqs_.at(id)->num_scheduled > 0) in_flight_before.insert(id);
   SchedulerOutput out;
   int budget = cfg_.max_num_batched_tokens;
   const size_t max_seqs =
@@ -279,7 +290,7 @@ bool Scheduler::step_done(int64_t seq_id, const StepOutcome& o, bool drafts_repo
     LLM_CHECK(aborted_in_flight_.erase(seq_id)) << "on_step_done for request " << seq_id << " not in this step";
     return true;
   }
-  Sequence& r = it->second;
+  Sequence& r = *it->second;
   LLM_CHECK(r.num_scheduled > 0) << "on_step_done for request " << seq_id << " that was not scheduled";
   // Checked before anything changes.
   const bool samples = r.num_computed + r.num_scheduled == int(r.tokens.size());

@@ -44,6 +44,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -155,6 +156,9 @@ class Scheduler {
 
   bool has(int64_t seq_id) const { return seqs_.count(seq_id) > 0; }
   const Sequence& sequence(int64_t seq_id) const;
+  // The sequence itself, shared with the caller (the engine reads its tokens as its output): it
+  // outlives the scheduler's hold on it, with its last tokens and state (finished or aborted).
+  std::shared_ptr<const Sequence> share(int64_t seq_id) const;
   int num_waiting() const { return int(waiting_.size()); }
   int num_running() const { return int(running_.size()); }
   bool has_unfinished() const { return !seqs_.empty(); }
@@ -181,7 +185,7 @@ class Scheduler {
 
   SchedulerConfig cfg_;
   KvCacheGroups kv_;
-  std::unordered_map<int64_t, Sequence> seqs_;
+  std::unordered_map<int64_t, std::shared_ptr<Sequence>> seqs_;  // shared: share()
   std::deque<int64_t> waiting_;        // front is admitted first
   std::vector<int64_t> running_;       // sorted by arrival: back is the youngest
   std::unordered_set<int64_t> aborted_in_flight_;

@@ -9,7 +9,9 @@
 //                          requeued at the front
 //   running  -> finished   Scheduler::on_step_done() with finished = true, or max_total_tokens reached
 //   any      -> aborted    Scheduler::abort(); blocks are freed at once
-// Finished and aborted sequences leave the scheduler (the engine keeps their outputs: engine_request.h).
+// Finished and aborted sequences leave the scheduler; the object lives on where it was shared
+// (Scheduler::share): the engine reads a sequence's output tokens from it (engine_request.h), so a
+// sequence's tokens are stored once, here.
 //
 // Tokens of a running sequence (N = tokens.size(), d = num_draft):
 //   [0, num_computed)        KV in the cache

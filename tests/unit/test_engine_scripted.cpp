@@ -4,7 +4,9 @@
 // stops, aborts from callbacks and n-gram drafts, each against its direct expectation.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,4 +167,56 @@ TEST_CASE("scripted engine: n-gram drafts on a cycling text are accepted, and th
   CHECK(s.draft_tokens > 0);
   CHECK(s.accepted_draft_tokens > 20);
   CHECK(with.exec.steps < without.exec.steps);
+}
+
+TEST_CASE("scripted engine: stream events carry each output token once, in order, with the result's text") {
+  // Drafts (several tokens a step), n = 2 (forked children) and a stop string (held-back text):
+  // the events' tokens and text, joined, are the result's, and each sequence gets one done event.
+  EngineConfig cfg;
+  cfg.proposer = std::make_shared<NgramProposer>(2, 4);
+  cfg.num_speculative_tokens = 4;
+  Rig rig(64, Rule::LastToken, cfg);
+  struct Seen {
+    std::vector<int> tokens;
+    std::string text;
+    int done = 0;
+    std::string reason;
+  };
+  std::map<std::pair<int64_t, int>, Seen> seen;
+  auto record = [&](const StreamEvent& e) {
+    Seen& s = seen[{e.request_id, e.index}];
+    CHECK(s.done == 0);  // nothing after the done event
+    s.tokens.insert(s.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    s.text += e.text;
+    if (e.done) {
+      ++s.done;
+      s.reason = std::string(e.finish_reason);
+    }
+  };
+  const std::vector<int32_t> pr = prompt(10, 6), pb = prompt(23, 7), pc = prompt(15, 8);
+  const std::vector<int> ref = rig.exec.continuation(pc, 60);
+  SamplingParams sampled;
+  sampled.temperature = 2.0f;
+  sampled.n = 2;
+  sampled.seed = 5;
+  sampled.max_tokens = 30;
+  SamplingParams stopped = greedy(60);
+  stopped.stop = {rig.tok.decode(std::vector<int>(ref.begin() + 20, ref.begin() + 22))};
+  std::vector<int64_t> ids = {rig.engine->submit(std::vector<int>(pr.begin(), pr.end()), greedy(80), record),
+                              rig.engine->submit(std::vector<int>(pb.begin(), pb.end()), sampled, record),
+                              rig.engine->submit(std::vector<int>(pc.begin(), pc.end()), stopped, record)};
+  rig.engine->drain();
+  for (int64_t id : ids) {
+    const std::optional<RequestResult> r = rig.engine->take_result(id);
+    REQUIRE(r.has_value());
+    for (const SequenceOutput& o : r->outputs) {
+      const Seen& s = seen[{id, o.index}];
+      CHECK(s.tokens == o.token_ids);
+      CHECK(s.text == o.text);
+      CHECK(s.done == 1);
+      CHECK(s.reason == o.finish_reason);
+    }
+  }
+  CHECK(rig.engine->stats().accepted_draft_tokens > 0);
+  CHECK(seen[{ids[2], 0}].reason == "stop");
 }

@@ -2,6 +2,7 @@
 // preemption of the youngest, abort in every state, fork, and the BatchPlan built from a step.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -249,6 +250,25 @@ TEST_CASE("scheduler: requests finish at max_total_tokens and leave nothing behi
   CHECK(steps == 2);  // prefill + sample, decode + sample -> 7 tokens
   CHECK(s.stats().finished == 1);
   CHECK(s.kv().group(0).pool().num_in_use() == 0);
+}
+
+TEST_CASE("scheduler: a shared sequence outlives the scheduler's hold, with its tokens and end state") {
+  Scheduler s(cfg(4, 16), 8);
+  s.add(1, toks(0, 5), 7);
+  s.add(2, toks(10, 3), 9);
+  const std::shared_ptr<const Sequence> one = s.share(1), two = s.share(2);
+  CHECK(&s.sequence(1) == one.get());  // the scheduler's own object, not a copy
+  done_all(s, s.schedule());
+  CHECK(one->tokens.size() == 6);  // the prompt and the sampled token, seen through the share
+  CHECK(s.abort(2));
+  CHECK(two->state == SeqStatus::aborted);
+  CHECK(two->tokens == std::vector<int32_t>{10, 11, 12, 102});
+  while (s.has_unfinished()) done_all(s, s.schedule());
+  CHECK_FALSE(s.has(1));
+  CHECK(one->state == SeqStatus::finished);
+  CHECK(one->num_scheduled == 0);
+  CHECK(one->tokens == std::vector<int32_t>{0, 1, 2, 3, 4, 101, 101});
+  CHECK_THROWS_AS(s.share(1), Error);
 }
 
 TEST_CASE("scheduler: 20 requests with a common 200-token system prompt compute its blocks once") {

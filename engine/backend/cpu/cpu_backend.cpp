@@ -79,6 +79,7 @@ class CpuBackend final : public Backend {
   DeviceBatch prepare_batch(const BatchPlan& plan) override {
     DeviceBatch b;
     b.plan = &plan;
+    b.shape = batch_shape(plan);
     return b;  // the CPU kernels read the plan's host arrays directly
   }
 

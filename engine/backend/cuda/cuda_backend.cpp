@@ -245,6 +245,7 @@ DeviceBatch CudaBackend::prepare_batch(const BatchPlan& plan) {
   auto* staging = static_cast<int32_t*>(pinned_);
   DeviceBatch db;
   db.plan = &plan;
+  db.shape = batch_shape(plan);
   Tensor* outs[] = {&db.token_ids,   &db.positions,   &db.slot_mapping, &db.query_start, &db.context_len,
                     &db.block_table, &db.logits_rows, &db.token_seq,    &db.exact_slot,
                     &db.window_slot_mapping, &db.window_block_table};
@@ -483,14 +484,10 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Devic
   LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
   p.softcap = softcap;
   p.num_sms = num_sms_;
-  for (int s = 0; s < p.num_seqs; ++s) {
-    const int q = plan.query_start[s + 1] - plan.query_start[s];
-    p.max_query_len = std::max(p.max_query_len, q);
-    p.any_decode |= q == 1;
-    p.any_prefill |= q > 1;
-  }
-  for (int32_t pos : plan.positions) p.max_context_len = std::max(p.max_context_len, int(pos) + 1);
-  if (plan.graph_context > 0) p.max_context_len = std::max(p.max_context_len, int(plan.graph_context));
+  p.max_query_len = b.shape.max_query_len;  // (prepare_batch: once per step, not per layer)
+  p.max_context_len = b.shape.max_context_len;
+  p.any_decode = b.shape.any_decode;
+  p.any_prefill = b.shape.any_prefill;
   // Exact open-block rows (fp8, cuda_exact_rows.cpp): every token through the decode kernel, which
   // reads its own block from them.
   const bool exact = quant && cache.exact && b.exact_slot.numel() > 0;
