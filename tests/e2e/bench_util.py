@@ -23,6 +23,27 @@ def cpu_isa():
     return sys.argv[sys.argv.index("--cpu-isa") + 1] if "--cpu-isa" in sys.argv[2:] else None
 
 
+def native_isa():
+    """The CPU kernels llmctl picks by itself (kernels/cpu/qlinear.cpp's CPUID rule)."""
+    flags = set()
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        return "avx512-vnni"
+    return "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
+
+
+def skip_unless_stepping_down():
+    """--step-down-only (the ctest entries that rerun a test at a lower ISA): exit 77 when that ISA is
+    the CPU's own, where the run would repeat the plain entry's."""
+    if "--step-down-only" in sys.argv[2:] and cpu_isa() == native_isa():
+        print(f"SKIP: this CPU's own kernels are {native_isa()}: the plain entry runs them")
+        sys.exit(77)
+
+
 def run(cmd, timeout=300):
     isa = cpu_isa()
     if isa and len(cmd) > 2 and (cmd[1] in ("generate", "chat", "serve") or

@@ -21,7 +21,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import load, paths, run  # noqa: E402
+from bench_util import load, paths, run, skip_unless_stepping_down  # noqa: E402
+
+skip_unless_stepping_down()
 
 llmctl, src, model = paths()
 data = os.path.join(src, "../shared/data/wikitext2-valid.txt")

@@ -15,7 +15,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import cpu_isa, load, paths, run  # noqa: E402
+from bench_util import cpu_isa, load, paths, run, skip_unless_stepping_down  # noqa: E402
+
+skip_unless_stepping_down()
 
 llmctl, src, model = paths()
 gguf = os.path.join(os.path.dirname(model), "SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -2,6 +2,8 @@
 // (LLMCTL_SKIP, tests/unit/skip.h) and nothing failed exits 77: ctest reports it SKIPPED.
 // --cpu-isa=ISA (taken out before doctest reads the rest) steps the CPU kernels down for the whole
 // run (kernels::select_cpu_kernels); a CPU without that ISA skips the run (exit 77).
+// --step-down-only (with --cpu-isa) also skips it when that ISA is the CPU's own: the run would
+// repeat the plain entry's (ctest's _avx2 entries on an AVX2-only machine).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -15,8 +17,12 @@
 
 int main(int argc, char** argv) {
   std::vector<char*> args;
+  bool step_down_only = false;
+  for (int i = 0; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--step-down-only") step_down_only = true;
   for (int i = 0; i < argc; ++i) {
     const std::string_view a = argv[i];
+    if (a == "--step-down-only") continue;
     if (a.rfind("--cpu-isa=", 0) != 0) {
       args.push_back(argv[i]);
       continue;
@@ -27,6 +33,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     try {
+      const std::string_view native = llmctl::kernels::qlinear_isa();  // (auto: the best the CPU has)
+      if (step_down_only && isa == native) {
+        std::printf("SKIPPED: this CPU's own kernels are %.*s: the plain entry runs them\n", int(native.size()),
+                    native.data());
+        return 77;
+      }
       llmctl::kernels::select_cpu_kernels(isa, false);
     } catch (const std::exception& e) {
       std::printf("SKIPPED: %s\n", e.what());
