@@ -35,7 +35,7 @@ words = open(data, encoding="utf-8").read().split() if os.path.exists(data) else
 def solo(requests):
     """Each request's outputs through `llmctl generate --prompts` on one rank. Batched there: a batched
     run gives each request its solo output (test_batching.py checks it against --max-num-seqs 1), and
-    runs the 192 load requests in a tenth of the time one at a time takes."""
+    runs the 192 load requests in a quarter of the time one at a time takes."""
     path = os.path.join(tempfile.mkdtemp(), "reqs.jsonl")
     with open(path, "w") as f:
         for r in requests:
