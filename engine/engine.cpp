@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <random>
 #include <string>
@@ -87,21 +86,7 @@ int64_t Engine::submit(std::vector<int> prompt, const SamplingParams& params, St
   r->seed = params.seed ? *params.seed : std::random_device{}();
   r->prompt_len = int(prompt.size());
   r->on_text = std::move(on_text);
-  const int gen = params.num_generated_sequences();
-  r->seqs.resize(gen);
-  for (int i = 0; i < gen; ++i) {
-    r->seqs[i].state = SequenceState(params, prompt, r->seed, i, eos_ids_);
-    r->seqs[i].text = StreamingText(params.stop);
-    r->seqs[i].out.index = i;
-    r->seqs[i].out.scored = params.logprobs.has_value() || (params.best_of && *params.best_of > params.n);
-    if (params.constraint) {
-      // EOS ends a grammar's output even with ignore_eos (the sequence then stops when it is drawn).
-      std::vector<int> ends = r->seqs[i].state.stop_ids;
-      ends.insert(ends.end(), eos_ids_.begin(), eos_ids_.end());
-      r->seqs[i].matcher = params.constraint->matcher(ends);
-      r->seqs[i].mask.resize(r->seqs[i].matcher->mask_words());
-    }
-  }
+  r->init_sequences(prompt, eos_ids_);
   r->result.id = r->id;
   r->result.submit_seconds = now_seconds();
   const int64_t seq0 = next_seq_id_++;
@@ -341,23 +326,11 @@ void Engine::jump_forward(EngineRequest& r, int child, std::vector<int32_t>& app
   // Not where a token's logprob is asked for (logprobs, best_of ranking): a forced token has none.
   if (cfg_.jump_forward_tokens <= 0 || !s.matcher || s.out.scored) return;
   for (int forced = 0; !s.done && forced < cfg_.jump_forward_tokens; ++forced) {
-    s.matcher->fill_mask(s.mask);
-    s.mask_current = true;  // (the next draw's mask, when the loop ends here)
-    int only = -1;
-    for (size_t w = 0; w < s.mask.size(); ++w) {
-      if (s.mask[w] == 0) continue;
-      if (only >= 0 || (s.mask[w] & (s.mask[w] - 1)) != 0) return;  // more than one token
-      only = int(w * 32) + std::countr_zero(s.mask[w]);
-    }
-    // A stop token is left to the draw (min_tokens may suppress it; EOS ends the sequence there).
-    if (only < 0 || only >= sample_vocab_ || is_stop_token(only, r.params, eos_ids_) ||
-        std::find(eos_ids_.begin(), eos_ids_.end(), only) != eos_ids_.end())
-      return;
-    s.mask_current = false;
     SampleResult res;
-    res.token = only;
-    s.state.append(only, 0.0f);  // as the draw would (its counter, penalties' counts)
-    if (accept_token(r, child, res)) appended.push_back(only);
+    res.token = r.forced_token(child, eos_ids_, sample_vocab_);
+    if (res.token < 0) return;
+    s.state.append(res.token, 0.0f);  // as the draw would (its counter, penalties' counts)
+    if (accept_token(r, child, res)) appended.push_back(res.token);
     ++stats_.jump_forward_tokens;
   }
 }
@@ -383,13 +356,8 @@ void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children)
     const bool kept = accept_token(r, i, d.outcome.res);
     const int32_t first = d.outcome.res.token;
     const std::span<const int32_t> prompt = std::span<const int32_t>(r.seqs[0].seq->tokens).first(size_t(r.prompt_len));
-    if (s.done) {  // ended on its first token: never scheduled; its Sequence holds the prompt and that token
-      auto own = std::make_shared<Sequence>();
-      own->state = SeqStatus::finished;
-      own->prompt_len = r.prompt_len;
-      own->tokens.assign(prompt.begin(), prompt.end());
-      if (kept) own->tokens.push_back(first);
-      s.seq = std::move(own);
+    if (s.done) {  // ended on its first token: never scheduled
+      r.keep_unscheduled(i, kept ? std::optional<int32_t>(first) : std::nullopt);
       continue;
     }
     const int64_t child_id = next_seq_id_++;

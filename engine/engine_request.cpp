@@ -1,8 +1,38 @@
 #include "engine/engine_request.h"
 
+#include <algorithm>
+#include <bit>
+
 #include "engine/core/error.h"
 
 namespace llmctl {
+
+void EngineRequest::init_sequences(std::span<const int> prompt, std::span<const int> eos_ids) {
+  seqs.resize(size_t(params.num_generated_sequences()));
+  for (int i = 0; i < int(seqs.size()); ++i) {
+    EngineSequence& s = seqs[size_t(i)];
+    s.state = SequenceState(params, prompt, seed, i, eos_ids);
+    s.text = StreamingText(params.stop);
+    s.out.index = i;
+    s.out.scored = params.logprobs.has_value() || (params.best_of && *params.best_of > params.n);
+    if (params.constraint) {
+      // EOS ends a grammar's output even with ignore_eos (the sequence then stops when it is drawn).
+      std::vector<int> ends = s.state.stop_ids;
+      ends.insert(ends.end(), eos_ids.begin(), eos_ids.end());
+      s.matcher = params.constraint->matcher(ends);
+      s.mask.resize(s.matcher->mask_words());
+    }
+  }
+}
+
+void EngineRequest::keep_unscheduled(int child, std::optional<int32_t> first) {
+  auto own = std::make_shared<Sequence>();
+  own->state = SeqStatus::finished;
+  own->prompt_len = prompt_len;
+  own->tokens.assign(seqs[0].seq->tokens.begin(), seqs[0].seq->tokens.begin() + prompt_len);
+  if (first) own->tokens.push_back(*first);
+  seqs[size_t(child)].seq = std::move(own);
+}
 
 bool EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now) {
   EngineSequence& s = seqs[size_t(child)];
@@ -39,6 +69,24 @@ void EngineRequest::finish_sequence(int child, const std::string& reason) {
   s.out.finish_reason = reason;
   s.unsent += s.text.finish();
   s.out.text = s.text.text();
+}
+
+int EngineRequest::forced_token(int child, std::span<const int> eos_ids, int vocab) {
+  EngineSequence& s = seqs[size_t(child)];
+  s.matcher->fill_mask(s.mask);
+  s.mask_current = true;  // (the next draw's mask, when no token is forced)
+  int only = -1;
+  for (size_t w = 0; w < s.mask.size(); ++w) {
+    if (s.mask[w] == 0) continue;
+    if (only >= 0 || (s.mask[w] & (s.mask[w] - 1)) != 0) return -1;  // more than one token
+    only = int(w * 32) + std::countr_zero(s.mask[w]);
+  }
+  // A stop token is left to the draw (min_tokens may suppress it; EOS ends the sequence there).
+  if (only < 0 || only >= vocab || is_stop_token(only, params, eos_ids) ||
+      std::find(eos_ids.begin(), eos_ids.end(), only) != eos_ids.end())
+    return -1;
+  s.mask_current = false;
+  return only;
 }
 
 std::span<const int32_t> EngineRequest::output(int child) const {

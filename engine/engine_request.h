@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +68,12 @@ struct EngineRequest {
   RequestResult result;
   int steps_in_flight = 0;  // launched steps with a sequence of it, not yet finished: it stays until 0
 
+  // Sets up params.num_generated_sequences() sequences: sampling state, stop strings, and a grammar
+  // matcher under params.constraint.
+  void init_sequences(std::span<const int> prompt, std::span<const int> eos_ids);
+  // A child that ended on its first token (drawn from the prompt's row) is never scheduled: its
+  // Sequence is made here, the prompt and that token when it is an output token.
+  void keep_unscheduled(int child, std::optional<int32_t> first);
   // Records sequence `child`'s new token (already appended to its state by the sampler) and
   // decides whether it ends: a stop token (not part of the output), a stop string (the text is
   // cut before it), max_tokens, or the end of the context. Collects the text that became safe.
@@ -77,6 +84,9 @@ struct EngineRequest {
   // Reports `child`'s collected text and its output tokens not yet reported (which the shared
   // Sequence holds by now) to the stream callback, with `done` once it has ended.
   void flush(int child);
+  // Structured output's jump-forward: the one token sequence `child`'s grammar allows next (its mask
+  // filled), or -1 when it allows several, none, or only a stop token (left to the draw).
+  int forced_token(int child, std::span<const int> eos_ids, int vocab);
   // Output tokens of sequence `child`: a view of its Sequence.
   std::span<const int32_t> output(int child) const;
   int32_t prompt_token(int index) const { return seqs[0].seq->tokens[size_t(index)]; }
