@@ -10,7 +10,7 @@
 #include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
 #include "server/chat_messages.h"
-#include "server/tools/tool_prompt.h"
+#include "server/chat_prompt.h"
 #include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
 
@@ -173,14 +173,7 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
     } else if (k == "user") {
       if (!v.is_null() && !v.is_string()) throw ApiError(400, "field 'user' must be a string", k);
     } else if (k == "chat_template_kwargs" && chat) {
-      if (!v.is_null() && !v.is_object()) throw ApiError(400, "field 'chat_template_kwargs' must be an object", k);
-      if (v.is_object()) {
-        try {  // as the template reads it
-          template_kwargs = parse_ordered_json_bounded(v.dump(), kRequestJsonLimits, "field 'chat_template_kwargs'");
-        } catch (const InputError& e) {
-          throw ApiError(400, e.what(), k);
-        }
-      }
+      template_kwargs = parse_template_kwargs(v);
     } else if (chat && is_tool_field(k)) {
       // below, with the messages
     } else if (is_constraint_field(k)) {
@@ -218,21 +211,14 @@ OpenAiRequest parse_openai_request(OpenAiApi api, const json& body, const Tokeni
   std::vector<std::string> texts;
   if (chat) {
     if (!body.contains("messages")) throw ApiError(400, "'messages' is required", "messages");
+    r.tools = parse_tool_request(body, raw_body);
+    r.tool_format = limits.tool_format;
+    const std::string text = render_chat_request(tok, body["messages"], r.tools ? &*r.tools : nullptr,
+                                                 limits.template_handles_tools, std::move(template_kwargs), true, render);
+    r.reasoning = limits.reasoning;
+    r.reasoning_opened = limits.reasoning && prompt_opens_reasoning(text);
+    // The template writes BOS itself where the model wants it (as encode_chat does).
     try {
-      // The template writes BOS itself where the model wants it (as encode_chat does).
-      r.tools = parse_tool_request(body, raw_body);
-      r.tool_format = limits.tool_format;
-      ToolChatInput in = tool_chat_input(normalize_chat_messages(body["messages"]), r.tools ? &*r.tools : nullptr,
-                                         limits.template_handles_tools);
-      nlohmann::ordered_json extra = nlohmann::ordered_json::object();
-      if (!in.tools.is_null()) extra["tools"] = std::move(in.tools);
-      for (auto& [k, v] : template_kwargs.items()) {
-        if (k == "tools" && extra.contains("tools")) continue;  // the request's own tools win
-        extra[k] = std::move(v);
-      }
-      const std::string text = render_chat_ordered(tok, in.messages, true, render, extra);
-      r.reasoning = limits.reasoning;
-      r.reasoning_opened = limits.reasoning && prompt_opens_reasoning(text);
       CappedTokens t = encode_capped(tok, text, true, false, prompt_cap(limits));
       if (t.over) throw prompt_too_long(t, limits.max_context, "messages");
       r.prompts.push_back(std::move(t.ids));

@@ -12,6 +12,7 @@
 #include "server/sse.h"
 #include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
+#include "server/chat_prompt.h"
 
 namespace llmctl::server {
 
@@ -33,7 +34,8 @@ std::string limit_words(size_t cap) {
 
 size_t HttpServer::tokenize_cap() const { return size_t(std::max(1, limits_.max_context)); }
 
-// {"prompt": str} or {"messages": [...]} (+ "add_special_tokens", "add_generation_prompt")
+// {"prompt": str} or {"messages": [...]} (+ "add_special_tokens", "add_generation_prompt"; with
+// messages also "tools" and "chat_template_kwargs", rendered as the chat route renders them)
 // -> {"tokens", "count", "max_model_len"}; at most tokenize_cap() tokens.
 void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
   const auto start = std::chrono::steady_clock::now();
@@ -46,10 +48,14 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
                                 limit_words(cap) + " tokens", ""});
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   for (const auto& [k, v] : body.items())
-    if (k != "prompt" && k != "messages" && k != "model" && k != "add_special_tokens" && k != "add_generation_prompt")
+    if (k != "prompt" && k != "messages" && k != "model" && k != "add_special_tokens" && k != "add_generation_prompt" &&
+        k != "tools" && k != "chat_template_kwargs")
       throw ApiError(400, "field '" + k + "' is not supported by /tokenize", k);
   if (body.contains("prompt") == body.contains("messages"))
     throw ApiError(400, "give exactly one of \"prompt\" and \"messages\"");
+  for (const char* k : {"tools", "chat_template_kwargs"})
+    if (body.contains(k) && !body.contains("messages"))
+      throw ApiError(400, std::string("field '") + k + "' goes with \"messages\"", k);
   std::string rendered;
   std::string_view text;
   const bool is_prompt = body.contains("prompt");
@@ -60,7 +66,10 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
     text = body["prompt"].get_ref<const std::string&>();
   } else {
     const bool gen = flag(body, "add_generation_prompt", true);
-    rendered = render_chat(tok_, body["messages"], gen, render_limits(start));  // within the request limits
+    const std::optional<ToolRequest> tools = parse_tool_request(body, req.body);
+    rendered = render_chat_request(tok_, body["messages"], tools ? &*tools : nullptr, limits_.template_handles_tools,
+                                   parse_template_kwargs(body.value("chat_template_kwargs", json())), gen,
+                                   render_limits(start));  // within the request limits
     text = rendered;
   }
   CappedTokens t = encode_capped(tok_, text, true, bos, cap);

@@ -11,7 +11,9 @@ the official `openai` client, checked by Python's `jsonschema`:
 3. Streaming: delta.tool_calls (index, id, name, then argument pieces) add up to the non-streamed
    calls of the same greedy request.
 4. auto: whatever the model writes is either content or calls that follow the schemas.
-5. Refusals: tool_choice without tools, a named function that is not declared, required with a
+5. /tokenize with `tools` counts the chat route's prompt tokens (more than without them); `tools`
+   without `messages` is a 400.
+6. Refusals: tool_choice without tools, a named function that is not declared, required with a
    response_format, malformed tool messages: 400s naming the field.
 Usage: test_tool_calls.py BUILD_DIR
 """
@@ -130,7 +132,17 @@ try:
         if calls:
             check(ch.finish_reason == "tool_calls", f"auto: finish_reason {ch.finish_reason}")
 
-    # 5. refusals
+    # 5. /tokenize renders tools (and chat_template_kwargs) as the chat route does: same prompt tokens
+    r = ask([USER], max_tokens=1)
+    status, tk = srv.request("POST", "/tokenize", {"messages": [USER], "tools": TOOLS})
+    _, plain = srv.request("POST", "/tokenize", {"messages": [USER]})
+    check(status == 200 and tk["count"] == r.usage.prompt_tokens and tk["count"] > plain["count"],
+          f"/tokenize with tools counts the chat route's prompt tokens ({tk.get('count')} vs {r.usage.prompt_tokens}; "
+          f"{plain.get('count')} without tools)")
+    status, resp = srv.request("POST", "/tokenize", {"prompt": "hi", "tools": TOOLS})
+    check(status == 400 and resp.get("error", {}).get("param") == "tools", f"/tokenize: tools without messages -> {status}")
+
+    # 6. refusals
     def refused(body, param, what):
         status, resp = srv.request("POST", "/v1/chat/completions", body)
         got = resp.get("error", {}).get("param") if isinstance(resp, dict) else None
