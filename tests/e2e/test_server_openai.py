@@ -4,9 +4,9 @@
 1. completions and chat, streaming and not, n=2, logprobs (both shapes), stop, echo, a list of
    prompts, seed reproducibility, include_usage; greedy texts equal `llmctl generate --prompts`.
 2. TGI /generate, /generate_stream, /info with curl; /tokenize, /detokenize; /metrics names.
-3. Load: 64 concurrent streaming clients, 3 requests each, every response complete and equal to
-   the same request's greedy result from `llmctl generate` on one rank (which equals its result run
-   alone: test_batching.py), no errors, KV back to idle.
+3. Load: 64 concurrent streaming clients, 3 requests each (LLMCTL_TEST_LOAD_ROUNDS), every response
+   complete and equal to the same request's greedy result from `llmctl generate` on one rank (which
+   equals its result run alone: test_batching.py), no errors, KV back to idle.
 Usage: test_server_openai.py BUILD_DIR
 """
 import json
@@ -27,6 +27,9 @@ except ImportError:
     sys.exit(77)
 
 build = sys.argv[1]
+# Requests per load client: 3, or LLMCTL_TEST_LOAD_ROUNDS (test_tensor_parallel.py runs this suite against
+# -tp 3 and -pp 2 ranks with 1: the same 64 clients at once, a third of the requests).
+ROUNDS = int(os.environ.get("LLMCTL_TEST_LOAD_ROUNDS", "3"))
 require_model()
 data = os.path.join(os.path.dirname(os.path.abspath(SRC)), "shared/data/wikitext2-valid.txt")
 words = open(data, encoding="utf-8").read().split() if os.path.exists(data) else ("the quick brown fox " * 500).split()
@@ -160,10 +163,10 @@ try:
     dt = json.loads(curl("/detokenize", {"tokens": tk["tokens"]}))
     check(dt["prompt"] == prompt, "/detokenize inverts /tokenize")
 
-    # Load: 64 concurrent streaming clients, 3 requests each, against solo greedy results.
+    # Load: 64 concurrent streaming clients, ROUNDS requests each, against solo greedy results.
     rng = random.Random(3)
     load = []
-    for i in range(64 * 3):
+    for i in range(64 * ROUNDS):
         s = rng.randrange(len(words) - 100)
         load.append({"prompt": " ".join(words[s:s + rng.randint(3, 60)]), "max_tokens": rng.randint(4, 24), "temperature": 0})
     refs = solo(load)
@@ -172,8 +175,8 @@ try:
 
     def worker(k):
         c = openai.OpenAI(base_url=srv.url + "/v1", api_key="sk-test", max_retries=0, timeout=300)
-        for j in range(3):
-            i = k * 3 + j
+        for j in range(ROUNDS):
+            i = k * ROUNDS + j
             try:
                 parts, usage, finish = [], None, None
                 for ch in c.completions.create(model=model, stream=True, stream_options={"include_usage": True}, **load[i]):
@@ -191,7 +194,7 @@ try:
         t.start()
     for t in threads:
         t.join()
-    check(not errors, f"64 concurrent streaming clients x 3 requests: no errors {errors[:3]}")
+    check(not errors, f"64 concurrent streaming clients x {ROUNDS} requests: no errors {errors[:3]}")
     same = sum(1 for r, f in zip(results, refs) if r and r[0] == f["outputs"][0]["text"] and r[1] == f["completion_tokens"]
                and r[2] == f["outputs"][0]["finish_reason"])
     check(same == len(load), f"every streamed response equals its solo greedy result ({same}/{len(load)})")
@@ -211,6 +214,6 @@ finally:
 # the run exits with their status (test_tensor_parallel.py checks that every rank is gone).
 check(rc == 0, f"SIGINT: llmctl serve exits 0 (got {rc})")
 log = srv.output()
-check(log.count("POST /v1/completions 200") >= 64 * 3, "one log line per request")
+check(log.count("POST /v1/completions 200") >= 64 * ROUNDS, "one log line per request")
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
