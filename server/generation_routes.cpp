@@ -183,7 +183,7 @@ void HttpServer::handle_openai(OpenAiApi api, const HttpRequest& req, HttpRespon
   if (oreq->parses_tools()) {
     // tool_choice required or named, or auto once a call opens: the calls follow the tools' schemas.
     // A response_format beside it constrains the text instead (under auto), or conflicts.
-    if (auto tools = tool_call_constraint(*oreq->tool_format, *oreq->tools)) {
+    if (auto tools = tool_call_constraint(*oreq->tool_format, *oreq->tools, limits_.tool_trigger_special)) {
       if (!spec) spec = std::move(tools);
       else if (oreq->tools->choice != ToolChoice::automatic)
         throw ApiError(400, "tool_choice \"required\" or a named function cannot be combined with " + constraint_param(body),

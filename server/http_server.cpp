@@ -9,6 +9,7 @@
 #include "server/http/server.h"
 #include "server/request_log.h"
 #include "server/sse.h"
+#include "server/tools/tool_constraint.h"
 #include "server/tools/tool_prompt.h"
 
 namespace llmctl::server {
@@ -44,6 +45,7 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, const ModelConfig& 
                                                                         : cfg_.tool_call_parser);
   limits_.tool_format = tool_format_.get();
   limits_.template_handles_tools = template_handles_tools(tok.chat_template());
+  limits_.tool_trigger_special = is_special_token_text(tok, tool_format_->trigger());
   http::ServerOptions opt;
   // One worker per generation request plus room for short ones; slow or idle connections hold no
   // worker (the I/O thread reads every request whole before a worker sees it).

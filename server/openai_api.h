@@ -29,6 +29,7 @@ struct ModelLimits {
   bool reasoning = false;  // chat: <think> blocks become reasoning_content (server/reasoning_parser.h)
   const ToolCallFormat* tool_format = nullptr;  // chat with tools: how the model writes calls
   bool template_handles_tools = false;          // server/tools/tool_prompt.h
+  bool tool_trigger_special = false;            // the format's trigger is one special token (tool_constraint.h)
 };
 
 struct OpenAiRequest {

@@ -15,9 +15,16 @@ ojson tag_for(const ToolCallFormat& format, const ToolSpec& tool) {
 }
 }  // namespace
 
-std::optional<ConstraintSpec> tool_call_constraint(const ToolCallFormat& format, const ToolRequest& r) {
+bool is_special_token_text(const Tokenizer& tok, std::string_view text) {
+  if (text.empty()) return false;
+  const std::vector<int> ids = tok.encode(text, true);
+  return ids.size() == 1 && tok.is_special(ids[0]);
+}
+
+std::optional<ConstraintSpec> tool_call_constraint(const ToolCallFormat& format, const ToolRequest& r,
+                                                   bool trigger_is_special) {
   if (r.tools.empty() || r.choice == ToolChoice::none) return std::nullopt;
-  if (r.choice == ToolChoice::automatic && format.trigger().empty()) return std::nullopt;
+  if (r.choice == ToolChoice::automatic && (format.trigger().empty() || trigger_is_special)) return std::nullopt;
   ojson tags = ojson::array();
   for (const ToolSpec& t : r.tools)
     if (r.choice != ToolChoice::named || t.name == r.named) tags.push_back(tag_for(format, t));

@@ -243,6 +243,17 @@ TEST_CASE("tools: required, named and auto calls follow the tools' schemas in ev
   // none, and auto for a format without a trigger: nothing constrained
   CHECK_FALSE(tool_call_constraint(*f, tools_request(R"(, "tool_choice": "none")")));
   CHECK_FALSE(tool_call_constraint(*make_tool_call_format("llama3_json"), tools));
+  // A trigger the tokenizer holds as one special token could never open a call under a triggered
+  // tag (the grammar engine sees no text in it): auto is left free; required still constrains.
+  const auto mistral = make_tool_call_format("mistral");
+  CHECK(tool_call_constraint(*mistral, tools, false));
+  CHECK_FALSE(tool_call_constraint(*mistral, tools, true));
+  CHECK(tool_call_constraint(*mistral, tools_request(R"(, "tool_choice": "required")"), true));
+  const test::ByteTokenizer tok;
+  CHECK(is_special_token_text(tok, "<|im_start|>"));
+  CHECK_FALSE(is_special_token_text(tok, "<tool_call>"));  // bytes, not one token
+  CHECK_FALSE(is_special_token_text(tok, "a"));            // one token, not special
+  CHECK_FALSE(is_special_token_text(tok, ""));
 }
 
 TEST_CASE("tools: chat messages with calls and results; templates without tools get them in the system prompt") {
