@@ -9,7 +9,6 @@
 #include "engine/core/json_bounded.h"
 #include "engine/structured/constraint_fields.h"
 #include "server/api_error.h"
-#include "server/chat_messages.h"
 #include "server/chat_prompt.h"
 #include "server/token_budget.h"
 #include "engine/tokenizer/prompt.h"
