@@ -305,7 +305,11 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
       }
     }
     // Stream callbacks from here on (they may abort requests: see above).
-    for (int i = first ? 0 : child; i < (first ? int(r.seqs.size()) : child + 1); ++i) r.flush(i);
+    if (first) {
+      for (int i = 0; i < int(r.seqs.size()); ++i) r.flush(i);
+    } else {
+      r.flush(child);
+    }
     touched.push_back(r.id);
   }
   for (auto& [id, msg] : failed) {
@@ -355,7 +359,6 @@ void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children)
     EngineSequence& s = r.seqs[size_t(i)];
     const bool kept = accept_token(r, i, d.outcome.res);
     const int32_t first = d.outcome.res.token;
-    const std::span<const int32_t> prompt = std::span<const int32_t>(r.seqs[0].seq->tokens).first(size_t(r.prompt_len));
     if (s.done) {  // ended on its first token: never scheduled
       r.keep_unscheduled(i, kept ? std::optional<int32_t>(first) : std::nullopt);
       continue;
@@ -365,7 +368,7 @@ void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children)
     if (parent_alive) {
       sched_->fork(r.seqs[0].seq_id, child_id, first, SeqOwner{r.id, i});
     } else {  // the parent ended on its first token: the child runs on its own (prefix cache shares blocks)
-      std::vector<int32_t> toks(prompt.begin(), prompt.end());
+      std::vector<int32_t> toks(r.prompt().begin(), r.prompt().end());
       toks.push_back(first);
       sched_->add(child_id, std::move(toks), r.prompt_len + r.params.max_tokens, true, SeqOwner{r.id, i});
     }

@@ -29,7 +29,7 @@ void EngineRequest::keep_unscheduled(int child, std::optional<int32_t> first) {
   auto own = std::make_shared<Sequence>();
   own->state = SeqStatus::finished;
   own->prompt_len = prompt_len;
-  own->tokens.assign(seqs[0].seq->tokens.begin(), seqs[0].seq->tokens.begin() + prompt_len);
+  own->tokens.assign(prompt().begin(), prompt().end());
   if (first) own->tokens.push_back(*first);
   seqs[size_t(child)].seq = std::move(own);
 }
@@ -147,10 +147,7 @@ RequestResult EngineRequest::take_result(double now) {
   } else {
     for (int i = 0; i < int(seqs.size()); ++i) order.push_back(i);
   }
-  if (!seqs.empty() && seqs[0].seq) {
-    const std::span<const int32_t> prompt = std::span<const int32_t>(seqs[0].seq->tokens).first(size_t(prompt_len));
-    result.prompt_ids.assign(prompt.begin(), prompt.end());
-  }
+  if (!seqs.empty() && seqs[0].seq) result.prompt_ids.assign(prompt().begin(), prompt().end());
   for (size_t k = 0; k < order.size(); ++k) {
     SequenceOutput o = std::move(seqs[size_t(order[k])].out);
     const std::span<const int32_t> tokens = output(order[k]);

@@ -89,7 +89,10 @@ struct EngineRequest {
   int forced_token(int child, std::span<const int> eos_ids, int vocab);
   // Output tokens of sequence `child`: a view of its Sequence.
   std::span<const int32_t> output(int child) const;
-  int32_t prompt_token(int index) const { return seqs[0].seq->tokens[size_t(index)]; }
+  // The prompt: the head of the first sequence's tokens (every sequence starts with it).
+  std::span<const int32_t> prompt() const {
+    return std::span<const int32_t>(seqs[0].seq->tokens).first(size_t(prompt_len));
+  }
   // Ends every sequence with finish_reason "error" (no stream event: the error is the last word).
   void fail(const std::string& message);
   bool all_done() const;

@@ -85,7 +85,7 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
   for (const StepSeq& e : plan.entries)
     for (size_t k = 0; k < e.prompt_scored.size(); ++k) {
       const size_t index = size_t(e.prompt_scored[k]);
-      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt_token(int(index)), *e.r->params.prompt_logprobs});
+      s.prompt_rows.push_back(PromptRowSpec{e.first_logit + int(k), e.r->prompt()[index], *e.r->params.prompt_logprobs});
     }
   return s;
 }

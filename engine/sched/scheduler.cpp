@@ -26,23 +26,15 @@ Scheduler::Scheduler(const SchedulerConfig& config, const std::vector<int>& num_
   LLM_CHECK(cfg_.max_num_batched_tokens > 0) << "max_num_batched_tokens must be positive";
 }
 
-std::shared_ptr<const Sequence> Scheduler::share(int64_t seq_id) const {
+const std::shared_ptr<Sequence>& Scheduler::entry(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
   return it->second;
 }
 
-Sequence& Scheduler::seq(int64_t seq_id) {
-  auto it = seqs_.find(seq_id);
-  LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
-  return *it->second;
-}
-
-const Sequence& Scheduler::sequence(int64_t seq_id) const {
-  auto it = seqs_.find(seq_id);
-  LLM_CHECK(it != seqs_.end()) << "unknown request " << seq_id;
-  return *it->second;
-}
+std::shared_ptr<const Sequence> Scheduler::share(int64_t seq_id) const { return entry(seq_id); }
+Sequence& Scheduler::seq(int64_t seq_id) { return *entry(seq_id); }
+const Sequence& Scheduler::sequence(int64_t seq_id) const { return *entry(seq_id); }
 
 void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int max_total_tokens, bool prefix_cache,
                     SeqOwner owner) {

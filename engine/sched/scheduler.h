@@ -169,6 +169,7 @@ class Scheduler {
   void check_invariants() const;
 
  private:
+  const std::shared_ptr<Sequence>& entry(int64_t seq_id) const;  // throws for an unknown id
   Sequence& seq(int64_t seq_id);
   // With steps in flight, only sequences not in flight_before are preempted (false when none is left).
   bool reserve(Sequence& r, int total_tokens, SchedulerOutput& out, int& budget,
