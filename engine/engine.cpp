@@ -273,7 +273,7 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
       }
       const bool is_draft = d.draft >= 0 && o.res.token == d.draft;  // (already in the sequence)
       try {
-        if (accept_token(r, child, o.res) && !is_draft) appended.push_back(o.res.token);  // (counts it)
+        if (accept_token(r, child, o.res, o.matched) && !is_draft) appended.push_back(o.res.token);  // (counts it)
       } catch (const std::exception& ex) {
         fail(r, ex.what());
         break;
@@ -320,9 +320,10 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
   stats_.record_step(sched_->kv(), int64_t(out.preempted.size()));
 }
 
-bool Engine::accept_token(EngineRequest& r, int child, const SampleResult& res) {
+bool Engine::accept_token(EngineRequest& r, int child, const SampleResult& res, bool matched) {
   ++stats_.generated_tokens;
-  return r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds());
+  stats_.grammar_unmasked_draws += matched;
+  return r.accept_token(child, res, StopContext{tok_, eos_ids_, max_context_}, now_seconds(), matched);
 }
 
 void Engine::jump_forward(EngineRequest& r, int child, std::vector<int32_t>& appended) {
@@ -357,7 +358,7 @@ void Engine::fork_children(EngineRequest& r, std::span<const StepDraw> children)
     LLM_CHECK(d.r == &r && d.child == i) << "engine: fork draws out of step";
     if (!d.outcome.error.empty()) throw Error(d.outcome.error);  // the step fails this request (see step())
     EngineSequence& s = r.seqs[size_t(i)];
-    const bool kept = accept_token(r, i, d.outcome.res);
+    const bool kept = accept_token(r, i, d.outcome.res, d.outcome.matched);
     const int32_t first = d.outcome.res.token;
     if (s.done) {  // ended on its first token: never scheduled
       r.keep_unscheduled(i, kept ? std::optional<int32_t>(first) : std::nullopt);

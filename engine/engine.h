@@ -113,7 +113,7 @@ class Engine {
   void propose_drafts();
   // Counts sequence `child`'s new token and records it (EngineRequest::accept_token); true when it
   // is an output token.
-  bool accept_token(EngineRequest& r, int child, const SampleResult& res);
+  bool accept_token(EngineRequest& r, int child, const SampleResult& res, bool matched = false);
   // While the grammar of sequence `child` allows exactly one next token (not a stop token), accepts
   // it without a draw (at most cfg_.jump_forward_tokens), appending the output ones to `appended`.
   void jump_forward(EngineRequest& r, int child, std::vector<int32_t>& appended);

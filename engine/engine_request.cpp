@@ -34,7 +34,8 @@ void EngineRequest::keep_unscheduled(int child, std::optional<int32_t> first) {
   seqs[size_t(child)].seq = std::move(own);
 }
 
-bool EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now) {
+bool EngineRequest::accept_token(int child, const SampleResult& res, const StopContext& stop, double now,
+                                 bool matched) {
   EngineSequence& s = seqs[size_t(child)];
   if (result.first_token_seconds == 0) result.first_token_seconds = now;
   s.out.cumulative_logprob = s.state.cumulative_logprob;  // includes a final stop token, as best_of ranks it
@@ -43,8 +44,8 @@ bool EngineRequest::accept_token(int child, const SampleResult& res, const StopC
     return false;
   }
   if (s.matcher) {
-    LLM_CHECK(s.matcher->accept(res.token)) << "token " << res.token << " is not allowed by the request's "
-                                            << params.constraint->spec().kind_name();
+    LLM_CHECK(matched || s.matcher->accept(res.token)) << "token " << res.token << " is not allowed by the request's "
+                                                       << params.constraint->spec().kind_name();
     if (s.matcher->terminated()) {  // a stop token the request does not stop on (ignore_eos)
       finish_sequence(child, "stop");
       return false;
@@ -73,6 +74,9 @@ void EngineRequest::finish_sequence(int child, const std::string& reason) {
 
 int EngineRequest::forced_token(int child, std::span<const int> eos_ids, int vocab) {
   EngineSequence& s = seqs[size_t(child)];
+  // Most positions allow many bytes: decided without a pass over the vocabulary, the mask is left to
+  // the draw (which fills masks in parallel, or not at all: DrawSpec::matcher).
+  if (!s.matcher->next_byte_forced()) return -1;
   s.matcher->fill_mask(s.mask);
   s.mask_current = true;  // (the next draw's mask, when no token is forced)
   int only = -1;

@@ -78,7 +78,8 @@ struct EngineRequest {
   // decides whether it ends: a stop token (not part of the output), a stop string (the text is
   // cut before it), max_tokens, or the end of the context. Collects the text that became safe.
   // Returns whether the token is an output token (the caller hands those to the scheduler).
-  bool accept_token(int child, const SampleResult& res, const StopContext& stop, double now);
+  // matched: the sequence's grammar matcher has accepted the token already (DrawOutcome::matched).
+  bool accept_token(int child, const SampleResult& res, const StopContext& stop, double now, bool matched = false);
   // Ends `child` with `reason` and collects the rest of its text (no-op when it is done).
   void finish_sequence(int child, const std::string& reason);
   // Reports `child`'s collected text and its output tokens not yet reported (which the shared

@@ -15,6 +15,15 @@ double counter_uniform(uint64_t seed, uint64_t counter) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
+int greedy_token(const float* logits, int vocab, const SamplingParams& params, const SequenceState& state) {
+  LLM_CHECK(vocab > 0 && params.greedy()) << "greedy_token: an empty row or a sampled draw";
+  thread_local std::vector<float> work;
+  work.assign(logits, logits + vocab);
+  process_logits(work.data(), vocab, params, state);
+  const int token = argmax(work.data(), vocab);
+  return work[size_t(token)] == -INFINITY ? -1 : token;
+}
+
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step) {
   LLM_CHECK(vocab > 0) << "empty logits row";

@@ -31,4 +31,8 @@ using SampleResult = TokenLogprobs;
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step);
 
+// The token a greedy draw (params.greedy()) takes from this row: the processed row's argmax, as
+// sample() picks it; -1 when every token is suppressed. Appends nothing to state.
+int greedy_token(const float* logits, int vocab, const SamplingParams& params, const SequenceState& state);
+
 }  // namespace llmctl

@@ -16,7 +16,7 @@ bool chain_goes_on(int32_t token, const DrawSpec& d, std::span<const int> eos_id
   return d.draft >= 0 && token == d.draft && !is_stop_token(token, *d.params, eos_ids);
 }
 
-bool on_device(const DrawSpec& d) { return d.allowed.empty() && device_samplable(*d.params); }
+bool on_device(const DrawSpec& d) { return d.allowed.empty() && !d.matcher && device_samplable(*d.params); }
 
 // Host rows of the step's logits: the tensor itself on the host; on a device all of it when most
 // rows are needed (`rows_needed`), else each row on first use.
@@ -127,7 +127,19 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
     }
     chain_on = false;
     try {
-      const float* row = masked_row(rows.row(d.row), s.vocab, d.allowed);
+      std::span<const uint32_t> allowed = d.allowed;
+      if (d.matcher) {  // a greedy draw under a grammar, mask not filled yet (DrawSpec::matcher)
+        const int token = greedy_token(rows.row(d.row), s.vocab, *d.params, *d.state);
+        if (token >= 0 && d.matcher->accept(token)) {
+          o.res.token = token;
+          o.matched = true;
+          d.state->append(token, 0.0f);  // as sample() records a greedy draw without logprobs
+          continue;  // (no chain: a constrained sequence has no drafts)
+        }
+        d.matcher->fill_mask(d.mask);
+        allowed = d.mask;
+      }
+      const float* row = masked_row(rows.row(d.row), s.vocab, allowed);
       o.res = sample(row, s.vocab, *d.params, *d.state, uint64_t(d.state->num_generated()));
       chain_on = chain_goes_on(o.res.token, d, s.eos_ids);
     } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 #include "engine/sample/sampler.h"
 #include "engine/sample/sampling_params.h"
 #include "engine/sample/sequence_state.h"
+#include "engine/structured/constraint.h"
 
 namespace llmctl {
 
@@ -29,6 +30,13 @@ struct DrawSpec {
   // allowed), applied to the raw row before anything else; empty = every id allowed. Words past
   // the mask's end allow nothing.
   std::span<const uint32_t> allowed;
+  // A greedy draw under a grammar whose mask is not filled yet (the engine decides: step_plan.cpp):
+  // the unconstrained greedy token is taken when the matcher accepts it (and stays accepted:
+  // DrawOutcome::matched); otherwise `mask` is filled and the draw is made under it, as with
+  // `allowed`. Greedy, so both give the token the masked row's argmax would: the mask, a pass over
+  // the whole vocabulary, is only computed where the model's own choice breaks the grammar.
+  ConstraintMatcher* matcher = nullptr;
+  std::span<uint32_t> mask;
 };
 
 // A prompt position to score: logits row `row` against the prompt token that came next.
@@ -53,6 +61,7 @@ struct DrawOutcome {
   SampleResult res;     // res.token: the drawn token (logprob and top only where params ask)
   std::string error;    // the draw failed (e.g. every token suppressed): its request fails alone
   bool skipped = false; // not drawn: an earlier row of its chain drew something else, stopped or failed
+  bool matched = false; // DrawSpec::matcher has accepted res.token already (the engine does not again)
 };
 
 struct StepOutput {

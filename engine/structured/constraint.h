@@ -4,8 +4,9 @@
 // interfaces; grammar_compiler.h builds them with xgrammar.
 //
 // A matcher's life, per sequence:  fill_mask -> (draw one token under the mask) -> accept(token)
-// -> fill_mask -> ...; after the grammar's end only the stop tokens are allowed, and accepting one
-// terminates it.
+// -> fill_mask -> ...; a greedy draw may instead offer the model's own token to accept() first and
+// fill the mask only when it is refused (step_sampling.h, DrawSpec::matcher). After the grammar's
+// end only the stop tokens are allowed, and accepting one terminates it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,9 @@ class ConstraintMatcher {
   virtual void rollback(int n) = 0;
   // A stop token was accepted at the grammar's end: nothing more may follow.
   virtual bool terminated() const = 0;
+  // Whether the grammar allows only one next byte (and not its end): false means no single token
+  // is forced, known without filling a mask.
+  virtual bool next_byte_forced() = 0;
   virtual size_t mask_words() const = 0;
 };
 

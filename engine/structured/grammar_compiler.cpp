@@ -14,6 +14,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
+#include "engine/structured/bounded_strings.h"
 
 namespace llmctl {
 
@@ -78,21 +79,26 @@ DLTensor mask_tensor(std::span<uint32_t> words, int64_t* shape) {
 class XgrammarMatcher final : public ConstraintMatcher {
  public:
   XgrammarMatcher(const xgrammar::CompiledGrammar& g, std::vector<int> stop_ids, int vocab)
-      : m_(g, std::move(stop_ids), false, -1), words_(size_t(xgrammar::GetBitmaskSize(vocab))) {}
+      : m_(g, std::move(stop_ids), false, -1), words_(size_t(xgrammar::GetBitmaskSize(vocab))), vocab_(vocab) {}
   void fill_mask(std::span<uint32_t> words) override {
     LLM_CHECK(words.size() >= words_) << "token mask of " << words.size() << " words, " << words_ << " needed";
     int64_t shape = int64_t(words_);
     DLTensor t = mask_tensor(words, &shape);
     m_.FillNextTokenBitmask(&t);
+    // The last word's bits past the vocabulary: xgrammar may leave them set (seen where a character
+    // budget, bounded_strings.h, is open); no such id exists.
+    if (vocab_ % 32) words[words_ - 1] &= (1u << (vocab_ % 32)) - 1u;
   }
   bool accept(int32_t token) override { return m_.AcceptToken(token); }
   void rollback(int n) override { m_.Rollback(n); }
   bool terminated() const override { return m_.IsTerminated(); }
+  bool next_byte_forced() override { return !m_.IsTerminated() && !m_.FindJumpForwardString().empty(); }
   size_t mask_words() const override { return words_; }
 
  private:
   xgrammar::GrammarMatcher m_;
   size_t words_;
+  int vocab_;
 };
 
 class XgrammarConstraint final : public CompiledConstraint {
@@ -244,11 +250,24 @@ struct GrammarCompiler::Impl {
 
   xgrammar::CompiledGrammar compile_now(const ConstraintSpec& s) {
     switch (s.kind) {
-      case ConstraintKind::json_schema:
+      case ConstraintKind::json_schema: {
         // Compact separators, no free whitespace: a small model cannot wander into endless blanks.
-        return xg().CompileJSONSchema(schema_for_xgrammar(s.text), false, std::nullopt,
-                                    std::make_pair(std::string(","), std::string(":")),
-                                    s.strict);
+        const std::string schema = schema_for_xgrammar(s.text);
+        const auto separators = std::make_pair(std::string(","), std::string(":"));
+        if (schema.find("Length\"") != std::string::npos) {  // minLength / maxLength: bounded_strings.h
+          const xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(schema, false, std::nullopt, separators, s.strict);
+          if (auto budgeted = budget_bounded_strings(g.ToString())) {
+            std::optional<xgrammar::Grammar> reread;
+            try {
+              reread = xgrammar::Grammar::FromEBNF(*budgeted, "root");
+            } catch (const std::exception&) {
+              // (a printed form xgrammar does not read back: the schema compiles as it is)
+            }
+            if (reread) return xg().CompileGrammar(*reread);
+          }
+        }
+        return xg().CompileJSONSchema(schema, false, std::nullopt, separators, s.strict);
+      }
       case ConstraintKind::json_object:  // any object, written compactly like the schemas' output
         return xg().CompileJSONSchema(R"({"type":"object"})", false, std::nullopt,
                                     std::make_pair(std::string(","), std::string(":")), false);

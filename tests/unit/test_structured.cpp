@@ -3,6 +3,7 @@
 // are the characters a grammar allows next and every walk below is checked character by character.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <regex>
@@ -16,6 +17,7 @@
 #include "constraint_walk.h"
 #include "engine/core/error.h"
 #include "engine/engine.h"
+#include "engine/structured/bounded_strings.h"
 #include "engine/structured/constraint_fields.h"
 #include "engine/structured/grammar_compiler.h"
 #include "scripted_executor.h"
@@ -89,6 +91,68 @@ TEST_CASE("structured: format ipv4 takes no leading zeros (as JSON Schema valida
     REQUIRE(ended);
     CHECK_MESSAGE(std::regex_match(t, strict_ipv4), t);
   }
+}
+
+TEST_CASE("structured: bounded strings keep their length in code points and only what JSON allows unescaped") {
+  // Compiled as character budgets (bounded_strings.h); xgrammar's own unrolling allowed raw
+  // control characters inside them, which no JSON parser takes.
+  const std::string schema = R"({"type":"object","properties":{
+      "a":{"type":"string","maxLength":5},
+      "b":{"type":"string","minLength":2,"maxLength":4},
+      "c":{"type":"array","items":{"type":"string","maxLength":3},"maxItems":2},
+      "d":{"type":"string","minLength":3,"maxLength":8},
+      "e":{"type":"string","maxLength":5}},
+    "required":["a","b","c","d","e"],"additionalProperties":false})";
+  auto c = compiler().compile(spec(ConstraintKind::json_schema, schema));
+  const auto code_points = [](const std::string& s) {
+    return std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xc0) != 0x80; });
+  };
+  long longest_a = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    bool ended = false;
+    const std::string text = random_walk(*c, seed, ended, 600);
+    REQUIRE(ended);
+    CHECK(std::none_of(text.begin(), text.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; }));
+    ojson j;
+    REQUIRE_NOTHROW(j = ojson::parse(text));
+    const auto a = code_points(j["a"].get<std::string>()), b = code_points(j["b"].get<std::string>());
+    CHECK(a <= 5);
+    CHECK((b >= 2 && b <= 4));
+    CHECK(code_points(j["e"].get<std::string>()) <= 5);
+    const auto d = code_points(j["d"].get<std::string>());
+    CHECK((d >= 3 && d <= 8));
+    REQUIRE(j["c"].size() <= 2);
+    for (const auto& item : j["c"]) CHECK(code_points(item.get<std::string>()) <= 3);
+    longest_a = std::max<long>(longest_a, a);
+  }
+  CHECK(longest_a == 5);  // the bound is reached, not narrowed
+}
+
+TEST_CASE("structured: the bounded-string rewrite of xgrammar's printed grammar") {
+  const std::string printed = R"x(root ::= (("{" "\"a\"" ":" root_prop_0 "," "\"b\"" ":" root_prop_1 "}"))
+root_prop_0 ::= (("\"" root_prop_0_characters{0, 16} "\""))
+root_prop_0_characters ::= (([^\"\\\r\n]))
+root_prop_1 ::= (("\"" root_prop_1_characters{2, 3} "\"") | ("\"" root_prop_2{0, 4} "\""))
+root_prop_1_characters ::= (([^\"\\\r\n]))
+root_prop_2 ::= (([0-9]))
+)x";
+  const auto out = budget_bounded_strings(printed);
+  REQUIRE(out);
+  CHECK(out->find("root_prop_0_characters{0, 16}") == std::string::npos);
+  CHECK(out->find(R"x(root_prop_0 ::= (("\"" json_string_chars_0_16 "\""))
+)x") != std::string::npos);
+  CHECK(out->find(R"x(json_string_chars_0_16[max_chars=16] ::= [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF]*
+)x") != std::string::npos);
+  CHECK(out->find(R"x(json_string_chars_2_3[max_chars=3] ::= [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF]*
+)x") != std::string::npos);
+  CHECK(out->find("root_prop_2{0, 4}") != std::string::npos);  // not a string's character: left alone
+  const auto min_only = budget_bounded_strings(R"x(root ::= (("\"" c{2, -1} "\""))
+c ::= (([^\"\\\r\n]))
+)x");
+  REQUIRE(min_only);
+  CHECK(min_only->find(R"x(json_string_chars_2_inf ::= [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF]*
+)x") != std::string::npos);
+  CHECK_FALSE(budget_bounded_strings("root ::= ((\"a\" root_1{0, 3}))\nroot_1 ::= (([a-z]))\n"));
 }
 
 TEST_CASE("structured: a regex's walks match it; the matcher refuses other tokens and rolls back") {
@@ -241,7 +305,7 @@ namespace {
 // Four requests in one batch (one plain, three under grammars); their outputs' texts. steps: the
 // executor's steps.
 std::vector<std::string> run_constrained_batch(bool masks_async, int jump_forward, int64_t* steps = nullptr,
-                                               int64_t* forced = nullptr) {
+                                               int64_t* forced = nullptr, int64_t* unmasked = nullptr) {
   using Rule = ScriptedExecutor::Rule;
   ScriptedExecutor exec(ByteTokenizer::kVocab, Rule::ContextHash);
   exec.host_free = masks_async;
@@ -273,6 +337,10 @@ std::vector<std::string> run_constrained_batch(bool masks_async, int jump_forwar
   ch.kind = ConstraintKind::choice;
   ch.choices = {"left", "right"};
   const int64_t d = engine.submit(prompt, constrained(ch, 0.8f));
+  // Greedy: inline, each draw tries the rule's own token before any mask (DrawSpec::matcher).
+  const std::string bounded = R"({"type":"object","properties":{"s":{"type":"string","maxLength":6},
+                                  "t":{"enum":["x","y"]}},"required":["s","t"],"additionalProperties":false})";
+  const int64_t e = engine.submit(prompt, constrained(spec(ConstraintKind::json_schema, bounded), 0));
   engine.drain();
 
   auto ra = engine.take_result(a);
@@ -298,19 +366,29 @@ std::vector<std::string> run_constrained_batch(bool masks_async, int jump_forwar
   auto rd = engine.take_result(d);
   REQUIRE(rd);
   CHECK((rd->outputs[0].text == "left" || rd->outputs[0].text == "right"));
-  std::vector<std::string> texts{ra->outputs[0].text, rb->outputs[0].text, rd->outputs[0].text};
+  auto re = engine.take_result(e);
+  REQUIRE(re);
+  CHECK(re->outputs[0].finish_reason == "stop");
+  const ojson je = ojson::parse(re->outputs[0].text);
+  const std::string s = je["s"].get<std::string>();
+  CHECK(std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xc0) != 0x80; }) <= 6);
+  std::vector<std::string> texts{ra->outputs[0].text, rb->outputs[0].text, rd->outputs[0].text, re->outputs[0].text};
   for (const SequenceOutput& o : rc->outputs) texts.push_back(o.text);
   if (steps) *steps = exec.steps;
   if (forced) *forced = engine.stats().jump_forward_tokens;
+  if (unmasked) *unmasked = engine.stats().grammar_unmasked_draws;
   return texts;
 }
 }  // namespace
 
 TEST_CASE("structured: the engine draws under each request's grammar; others in the batch are untouched") {
-  int64_t steps_plain = 0, steps_jf = 0, forced_plain = 0, forced = 0;
-  const std::vector<std::string> inline_fill = run_constrained_batch(false, 0, &steps_plain, &forced_plain);
-  // Masks filled beside the forward (as on a GPU) draw the same tokens.
-  CHECK(run_constrained_batch(true, 0) == inline_fill);
+  int64_t steps_plain = 0, steps_jf = 0, forced_plain = 0, forced = 0, unmasked = 0, unmasked_async = 0;
+  const std::vector<std::string> inline_fill = run_constrained_batch(false, 0, &steps_plain, &forced_plain, &unmasked);
+  // Masks filled beside the forward (as on a GPU), every one of them, draw the same tokens as the
+  // inline greedy draws that fill a mask only when the model's token is refused.
+  CHECK(run_constrained_batch(true, 0, nullptr, nullptr, &unmasked_async) == inline_fill);
+  CHECK(unmasked > 0);
+  CHECK(unmasked_async == 0);
   // Jump-forward: the tokens a grammar forces ("{\"k\":\"v", the choice's rest) are taken without a
   // draw and computed together: the same outputs in fewer steps.
   CHECK(run_constrained_batch(false, 16, &steps_jf, &forced) == inline_fill);
@@ -318,5 +396,6 @@ TEST_CASE("structured: the engine draws under each request's grammar; others in 
   CHECK(forced_plain == 0);
   CHECK(forced > 10);
   CHECK(steps_jf < steps_plain);
-  MESSAGE("steps without jump-forward " << steps_plain << ", with " << steps_jf << " (" << forced << " tokens forced)");
+  MESSAGE("steps without jump-forward " << steps_plain << ", with " << steps_jf << " (" << forced << " tokens forced); "
+          << unmasked << " greedy draws took the model's token without a mask");
 }
