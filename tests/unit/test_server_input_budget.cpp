@@ -152,13 +152,14 @@ TEST_CASE("parse_json_body: values counted while parsing, depth bounded, linear 
   CHECK(refusal([&] { (void)parse_json_body(request("{\"a\": 1} x")); }).message().find("not valid JSON") != std::string::npos);
   CHECK(refusal([&] { (void)parse_json_body(request("")); }).message().find("empty") != std::string::npos);
   CHECK(refusal([&] { (void)parse_json_body(request("\"\xff\"")); }).message().find("UTF-8") != std::string::npos);
-  // 200,000 objects in a list: nlohmann's callback parser took ~60 s (quadratic); this one well under 1 s.
+  // 200,000 objects in a list: nlohmann's callback parser took ~60 s (quadratic); this one takes
+  // ~0.3 s (1.5 s in the sanitizer build at -O0): the bound tells linear from quadratic, not speed.
   std::string many = "{\"messages\": [{}";
   for (int i = 1; i < 200000; ++i) many += ",{}";
   many += "]}";
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(parse_json_body(request(many))["messages"].size() == 200000);
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 1.0);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
 }
 
 TEST_CASE("client values in messages: quoted whole, JSON-escaped, bounded") {
