@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/sample/sampler.h"
 #include "engine/structured/mask_fill.h"
 
 namespace llmctl {
@@ -58,14 +59,6 @@ StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const Own
   return plan;
 }
 
-namespace {
-// Whether a constrained draw may try the model's own token before any mask (DrawSpec::matcher):
-// greedy, and nothing read off the masked row (logprobs, best_of's ranking).
-bool unmasked_first(const SamplingParams& p) {
-  return p.greedy() && !p.logprobs && p.num_generated_sequences() <= p.n;
-}
-}  // namespace
-
 StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids, bool masks_async) {
   StepSampling s;
   s.vocab = vocab;
@@ -81,7 +74,7 @@ StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int>
       LLM_CHECK(d.draft < 0 && !d.chained) << "engine: drafts for a constrained sequence";
       if (seq.mask_current) {
         spec.allowed = seq.mask;
-      } else if (!masks_async && unmasked_first(d.r->params)) {
+      } else if (can_draw_unmasked(d.r->params)) {
         spec.matcher = seq.matcher.get(), spec.mask = seq.mask;  // filled by the sampler if needed
       } else {
         masks.push_back(MaskJob{seq.matcher.get(), seq.mask});

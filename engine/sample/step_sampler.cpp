@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/sample/device_sampling.h"
+#include "engine/structured/mask_fill.h"
 
 namespace llmctl {
 
@@ -117,6 +118,10 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
   }
   if (host_draws.empty() && s.prompt_rows.empty()) return out;
   HostRows rows(backend, logits, host_draws.size() + s.prompt_rows.size());
+  // Draws under a grammar whose mask is not filled (DrawSpec::matcher) first try the unmasked draw;
+  // those the grammar refuses get their masks filled together (in parallel), then draw under them.
+  std::vector<size_t> refused;
+  std::vector<MaskJob> refused_masks;
   chain_on = false;
   for (size_t i : host_draws) {
     const DrawSpec& d = draws[i];
@@ -127,23 +132,34 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
     }
     chain_on = false;
     try {
-      std::span<const uint32_t> allowed = d.allowed;
-      if (d.matcher) {  // a greedy draw under a grammar, mask not filled yet (DrawSpec::matcher)
-        const int token = greedy_token(rows.row(d.row), s.vocab, *d.params, *d.state);
+      if (d.matcher) {  // (never a chain: a constrained sequence has no drafts)
+        const uint64_t step = uint64_t(d.state->num_generated());
+        const int token = draw_unmasked(rows.row(d.row), s.vocab, *d.params, *d.state, step);
         if (token >= 0 && d.matcher->accept(token)) {
           o.res.token = token;
           o.matched = true;
-          d.state->append(token, 0.0f);  // as sample() records a greedy draw without logprobs
-          continue;  // (no chain: a constrained sequence has no drafts)
+          d.state->append(token, 0.0f);  // as sample() records a draw without logprobs
+        } else {
+          refused.push_back(i);
+          refused_masks.push_back(MaskJob{d.matcher, d.mask});
         }
-        d.matcher->fill_mask(d.mask);
-        allowed = d.mask;
+        continue;
       }
-      const float* row = masked_row(rows.row(d.row), s.vocab, allowed);
+      const float* row = masked_row(rows.row(d.row), s.vocab, d.allowed);
       o.res = sample(row, s.vocab, *d.params, *d.state, uint64_t(d.state->num_generated()));
       chain_on = chain_goes_on(o.res.token, d, s.eos_ids);
     } catch (const std::exception& e) {
       o.error = e.what();
+    }
+  }
+  fill_masks(refused_masks);
+  for (size_t i : refused) {
+    const DrawSpec& d = draws[i];
+    try {
+      const float* row = masked_row(rows.row(d.row), s.vocab, d.mask);
+      out.draws[i].res = sample(row, s.vocab, *d.params, *d.state, redraw_counter(uint64_t(d.state->num_generated())));
+    } catch (const std::exception& e) {
+      out.draws[i].error = e.what();
     }
   }
   out.prompt_rows.reserve(s.prompt_rows.size());

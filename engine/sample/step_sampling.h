@@ -30,11 +30,11 @@ struct DrawSpec {
   // allowed), applied to the raw row before anything else; empty = every id allowed. Words past
   // the mask's end allow nothing.
   std::span<const uint32_t> allowed;
-  // A greedy draw under a grammar whose mask is not filled yet (the engine decides: step_plan.cpp):
-  // the unconstrained greedy token is taken when the matcher accepts it (and stays accepted:
-  // DrawOutcome::matched); otherwise `mask` is filled and the draw is made under it, as with
-  // `allowed`. Greedy, so both give the token the masked row's argmax would: the mask, a pass over
-  // the whole vocabulary, is only computed where the model's own choice breaks the grammar.
+  // A draw under a grammar whose mask is not filled yet (can_draw_unmasked, sampler.h): the token
+  // drawn from the unmasked row is taken when the matcher accepts it (and stays accepted:
+  // DrawOutcome::matched); otherwise `mask` is filled and the token redrawn under it. The same
+  // distribution as a draw under the mask, which, a pass over the whole vocabulary, is then only
+  // computed where the model's own choice breaks the grammar.
   ConstraintMatcher* matcher = nullptr;
   std::span<uint32_t> mask;
 };

@@ -3,7 +3,9 @@
 // backend against the host sampler called row by row.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "engine/sample/logprobs.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/step_sampler.h"
+#include "engine/structured/constraint.h"
 
 using namespace llmctl;
 
@@ -97,6 +100,85 @@ TEST_CASE("sample_step: a masked draw's logprobs are those of the masked row (th
   CHECK(out.draws[0].res.logprob == doctest::Approx(double(row[tok]) - lse).epsilon(1e-5));
   REQUIRE(out.draws[0].res.top.size() == 2);
   CHECK(allowed.count(out.draws[0].res.top[1].id) == 1);
+}
+
+namespace {
+// A grammar that allows a fixed set of ids at every position; counts its mask fills.
+class SetMatcher final : public ConstraintMatcher {
+ public:
+  explicit SetMatcher(std::set<int> ids) : ids_(std::move(ids)) {}
+  void fill_mask(std::span<uint32_t> words) override {
+    ++fills;
+    const std::vector<uint32_t> m = mask_of(ids_);
+    std::copy(m.begin(), m.end(), words.begin());
+  }
+  bool accept(int32_t token) override { return ids_.count(token) == 1; }
+  void rollback(int) override {}
+  bool terminated() const override { return false; }
+  bool next_byte_forced() override { return false; }
+  size_t mask_words() const override { return (kVocab + 31) / 32; }
+  int fills = 0;
+
+ private:
+  std::set<int> ids_;
+};
+}  // namespace
+
+TEST_CASE("sample_step: a draw that tries its token before the mask has the masked draw's distribution") {
+  // DrawSpec::matcher: the unmasked draw is kept when the grammar allows it, else redrawn under the
+  // mask. Greedy: the masked argmax, with a mask filled only where the unmasked argmax is refused.
+  // Plain temperature: frequencies over 40,000 draws (one per step counter) against p(t) / Z.
+  auto be = make_cpu_backend(1);
+  const Tensor logits = random_rows(1, 11);
+  const float* row = logits.ptr<float>();
+  std::vector<int> order(kVocab);
+  for (int i = 0; i < kVocab; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+  const std::set<int> allowed = {order[0], order[1], order[5], order[20], order[50]};  // the top one and a tail
+  const std::set<int> refuses_top = {order[1], order[5], order[20], order[50]};
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (const std::set<int>* ids : {&allowed, &refuses_top}) {
+    SetMatcher m(*ids);
+    std::vector<uint32_t> buffer(m.mask_words());
+    SequenceState st(greedy, {}, 3, 0, {});
+    StepSampling s;
+    s.vocab = kVocab;
+    s.draws = {spec(greedy, st, 0)};
+    s.draws[0].matcher = &m, s.draws[0].mask = buffer;
+    const StepOutput out = sample_step(*be, logits, s);
+    CHECK(out.draws[0].res.token == masked_argmax(row, *ids));
+    CHECK(out.draws[0].matched == (ids == &allowed));
+    CHECK(m.fills == (ids == &allowed ? 0 : 1));
+  }
+  SamplingParams hot;
+  hot.temperature = 3.0f;  // (the rows' logits have a spread of 3: a flat enough distribution)
+  const std::set<int> tail = {order[1], order[3], order[8], order[20], order[50]};  // most draws refused
+  SetMatcher m(tail);
+  std::vector<uint32_t> buffer(m.mask_words());
+  std::map<int, int> counts;
+  constexpr int kDraws = 40000;
+  SequenceState st(hot, {}, 5, 0, {});
+  for (int i = 0; i < kDraws; ++i) {
+    StepSampling s;
+    s.vocab = kVocab;
+    s.draws = {spec(hot, st, 0)};
+    s.draws[0].matcher = &m, s.draws[0].mask = buffer;
+    const StepOutput out = sample_step(*be, logits, s);  // (each draw appends: the next one's counter)
+    REQUIRE(out.draws[0].error.empty());
+    ++counts[out.draws[0].res.token];
+  }
+  double z = 0;
+  for (int id : tail) z += std::exp(double(row[id]) / 3.0);
+  for (int id : tail) {
+    const double p = std::exp(double(row[id]) / 3.0) / z;
+    const double sigma = std::sqrt(p * (1 - p) / kDraws);
+    CHECK_MESSAGE(std::abs(double(counts[id]) / kDraws - p) < 5 * sigma + 1e-9, "id " << id << " p " << p);
+  }
+  CHECK(counts.size() <= tail.size());  // nothing outside the grammar
+  CHECK(m.fills > 0);
+  CHECK(m.fills < kDraws);
+  MESSAGE("masks filled for " << m.fills << " of " << kDraws << " draws");
 }
 
 TEST_CASE("sample_step: a mask that allows nothing fails its own draw only") {
