@@ -2,11 +2,15 @@
 """The cost of structured output, on one machine in one run (numbers, not a test):
 
 1. decode speed under a 20-field JSON schema against unconstrained, batch 1 (`generate --json -`,
-   decode tokens/s) and batch 32 (`generate --prompts`, generated tokens/s); the unconstrained runs
-   generate as many tokens as the constrained ones did (--ignore-eos / max_tokens), alternating;
+   greedy, decode tokens/s) and batch 32 (`generate --prompts`, generated tokens/s) sampled at
+   temperature 0.7 twice: with generate's defaults (top-k 40, top-p 0.95, min-p 0.05: each token
+   drawn under the grammar's mask) and with OpenAI's (no truncation: a mask only where the grammar
+   refuses the unmasked draw); the unconstrained runs generate as many tokens as the constrained ones
+   did (--ignore-eos / max_tokens), alternating;
 2. first-token latency through `serve` (max_tokens 1) for a schema never seen (compiled) against
    the same schema again (cached): what compiling adds.
-Usage: scripts/bench-structured.py [BUILD_DIR] [ROUNDS]
+Usage: scripts/bench-structured.py [BUILD_DIR] [ROUNDS] [PARTS]
+PARTS: some of batch1, batch32, batch32-plain, compile (comma-separated; default all).
 """
 import json
 import os
@@ -66,9 +70,9 @@ def batch1(tmp):
     return statistics.median(con), statistics.median(unc), n
 
 
-def batch32(tmp):
-    lines = [{"messages": [{"role": "user", "content": f"{PROMPT} Employee number {i}."}], "temperature": 0.7, "seed": i}
-             for i in range(32)]
+def batch32(tmp, **sampling):
+    lines = [{"messages": [{"role": "user", "content": f"{PROMPT} Employee number {i}."}], "temperature": 0.7, "seed": i,
+              **sampling} for i in range(32)]
     con_path, unc_path = os.path.join(tmp, "con.jsonl"), os.path.join(tmp, "unc.jsonl")
     with open(con_path, "w") as f:
         for line in lines:
@@ -121,11 +125,19 @@ def main():
     flags = open("/proc/cpuinfo").read()
     isa = "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else "scalar"
     print(f"machine: {cpu}, {os.cpu_count()} cores, best ISA {isa}; model {os.path.basename(MODEL)}; {ROUNDS} rounds, medians")
+    parts = sys.argv[3].split(",") if len(sys.argv) > 3 else ["batch1", "batch32", "batch32-plain", "compile"]
     with tempfile.TemporaryDirectory() as tmp:
-        c1, u1, n1 = batch1(tmp)
-        print(f"batch 1:  schema {c1:.1f} tok/s, unconstrained {u1:.1f} tok/s ({n1} tokens each): {c1 / u1:.3f}x")
-        c32, u32, n32 = batch32(tmp)
-        print(f"batch 32: schema {c32:.1f} tok/s, unconstrained {u32:.1f} tok/s ({n32} tokens each run): {c32 / u32:.3f}x")
+        if "batch1" in parts:
+            c1, u1, n1 = batch1(tmp)
+            print(f"batch 1 (greedy): schema {c1:.1f} tok/s, unconstrained {u1:.1f} tok/s ({n1} tokens each): {c1 / u1:.3f}x")
+        for part, what, sampling in (("batch32", "top-k 40, top-p 0.95, min-p 0.05", {}),
+                                     ("batch32-plain", "no truncation", {"top_k": 0, "top_p": 1.0, "min_p": 0.0})):
+            if part in parts:
+                c32, u32, n32 = batch32(tmp, **sampling)
+                print(f"batch 32 (temperature 0.7, {what}): schema {c32:.1f} tok/s, unconstrained {u32:.1f} tok/s "
+                      f"({n32} tokens each run): {c32 / u32:.3f}x")
+    if "compile" not in parts:
+        return
     for what, schema in (("20 fields, strings with maxLength", SCHEMA), ("20 fields, strings of any length", OPEN)):
         fresh, cached = compile_latency(schema)
         print(f"first token (max_tokens 1), {what}: never-seen schema {fresh:.1f} ms, cached {cached:.1f} ms: "
