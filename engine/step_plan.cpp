@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
-#include "engine/sample/sampler.h"
+#include "engine/sample/unmasked_draw.h"
 #include "engine/structured/mask_fill.h"
 
 namespace llmctl {

@@ -53,8 +53,8 @@ StepPlan plan_step(const SchedulerOutput& out, const Scheduler& sched, const Own
 // What the plan's draws and prompt rows ask of sampling (pointing into the plan's requests).
 // Constrained sequences' token masks are filled here, or with masks_async on a thread of their own
 // that runs while the engine submits the forward (StepSampling::masks_ready); except for draws that
-// can first try a token drawn without the mask (can_draw_unmasked: greedy, or plain temperature):
-// the sampler fills theirs only when the grammar refuses that token (DrawSpec::matcher).
+// can ask the grammar about single tokens first (can_draw_unmasked: greedy, plain temperature,
+// top-k): the sampler fills theirs only where that finds no token (DrawSpec::matcher).
 StepSampling step_sampling(const StepPlan& plan, int vocab, std::span<const int> eos_ids, bool masks_async = false);
 
 }  // namespace llmctl

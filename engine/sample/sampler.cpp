@@ -15,26 +15,6 @@ double counter_uniform(uint64_t seed, uint64_t counter) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
-bool can_draw_unmasked(const SamplingParams& p) {
-  const bool untruncated = p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f;
-  return (p.greedy() || untruncated) && !p.logprobs && p.num_generated_sequences() <= p.n;
-}
-
-int draw_unmasked(const float* logits, int vocab, const SamplingParams& params, const SequenceState& state,
-                  uint64_t step) {
-  LLM_CHECK(vocab > 0 && can_draw_unmasked(params)) << "draw_unmasked: an empty row or a truncated draw";
-  thread_local std::vector<float> work;
-  thread_local Candidates c;
-  work.assign(logits, logits + vocab);
-  process_logits(work.data(), vocab, params, state);
-  if (params.greedy()) {
-    const int token = argmax(work.data(), vocab);
-    return work[size_t(token)] == -INFINITY ? -1 : token;
-  }
-  truncate_candidates(work.data(), vocab, params, c);
-  return c.size() == 0 ? -1 : draw_candidate(c, counter_uniform(state.seed, step));
-}
-
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step) {
   LLM_CHECK(vocab > 0) << "empty logits row";

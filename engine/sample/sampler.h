@@ -31,19 +31,4 @@ using SampleResult = TokenLogprobs;
 SampleResult sample(const float* logits, int vocab, const SamplingParams& params, SequenceState& state,
                     uint64_t step);
 
-// Draws under a grammar may first try a token drawn without its mask and fill the mask only when
-// the grammar refuses it (step_sampling.h, DrawSpec::matcher), where that gives the masked draw's
-// distribution: greedy (the same token as the masked argmax), or a plain draw from the processed
-// softmax without top-k / top-p / min-p (kept with probability p(t), redrawn under the mask
-// otherwise: p(t) + (1 - Z) p(t) / Z = p(t) / Z, Z the allowed mass); and nothing read off the
-// masked row (logprobs, best_of's ranking).
-bool can_draw_unmasked(const SamplingParams& params);
-// That first draw, from the unmasked row (counter `step`, as sample() would use); -1 when every
-// token is suppressed. Appends nothing to state.
-int draw_unmasked(const float* logits, int vocab, const SamplingParams& params, const SequenceState& state,
-                  uint64_t step);
-// The counter of the redraw under the mask after a refused unmasked draw at `step`: a uniform
-// independent of the first draw's.
-constexpr uint64_t redraw_counter(uint64_t step) { return step | (uint64_t(1) << 63); }
-
 }  // namespace llmctl

@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/sample/device_sampling.h"
+#include "engine/sample/unmasked_draw.h"
 #include "engine/structured/mask_fill.h"
 
 namespace llmctl {
@@ -118,10 +119,12 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
   }
   if (host_draws.empty() && s.prompt_rows.empty()) return out;
   HostRows rows(backend, logits, host_draws.size() + s.prompt_rows.size());
-  // Draws under a grammar whose mask is not filled (DrawSpec::matcher) first try the unmasked draw;
-  // those the grammar refuses get their masks filled together (in parallel), then draw under them.
+  // Draws under a grammar whose mask is not filled (DrawSpec::matcher) ask the grammar about single
+  // tokens first (unmasked_draw.h); those that find none get their masks filled together (in
+  // parallel), then draw under them.
   std::vector<size_t> refused;
   std::vector<MaskJob> refused_masks;
+  std::vector<uint64_t> fallback_counters;
   chain_on = false;
   for (size_t i : host_draws) {
     const DrawSpec& d = draws[i];
@@ -133,15 +136,16 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
     chain_on = false;
     try {
       if (d.matcher) {  // (never a chain: a constrained sequence has no drafts)
-        const uint64_t step = uint64_t(d.state->num_generated());
-        const int token = draw_unmasked(rows.row(d.row), s.vocab, *d.params, *d.state, step);
-        if (token >= 0 && d.matcher->accept(token)) {
-          o.res.token = token;
+        const UnmaskedDraw u =
+            draw_unmasked(rows.row(d.row), s.vocab, *d.params, *d.state, uint64_t(d.state->num_generated()), *d.matcher);
+        if (u.token >= 0) {
+          o.res.token = u.token;
           o.matched = true;
-          d.state->append(token, 0.0f);  // as sample() records a draw without logprobs
+          d.state->append(u.token, 0.0f);  // as sample() records a draw without logprobs
         } else {
           refused.push_back(i);
           refused_masks.push_back(MaskJob{d.matcher, d.mask});
+          fallback_counters.push_back(u.fallback_counter);
         }
         continue;
       }
@@ -153,11 +157,12 @@ StepOutput sample_step(Backend& backend, const Tensor& logits, const StepSamplin
     }
   }
   fill_masks(refused_masks);
-  for (size_t i : refused) {
+  for (size_t r = 0; r < refused.size(); ++r) {
+    const size_t i = refused[r];
     const DrawSpec& d = draws[i];
     try {
       const float* row = masked_row(rows.row(d.row), s.vocab, d.mask);
-      out.draws[i].res = sample(row, s.vocab, *d.params, *d.state, redraw_counter(uint64_t(d.state->num_generated())));
+      out.draws[i].res = sample(row, s.vocab, *d.params, *d.state, fallback_counters[r]);
     } catch (const std::exception& e) {
       out.draws[i].error = e.what();
     }

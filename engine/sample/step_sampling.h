@@ -30,11 +30,11 @@ struct DrawSpec {
   // allowed), applied to the raw row before anything else; empty = every id allowed. Words past
   // the mask's end allow nothing.
   std::span<const uint32_t> allowed;
-  // A draw under a grammar whose mask is not filled yet (can_draw_unmasked, sampler.h): the token
-  // drawn from the unmasked row is taken when the matcher accepts it (and stays accepted:
-  // DrawOutcome::matched); otherwise `mask` is filled and the token redrawn under it. The same
-  // distribution as a draw under the mask, which, a pass over the whole vocabulary, is then only
-  // computed where the model's own choice breaks the grammar.
+  // A draw under a grammar whose mask is not filled yet (can_draw_unmasked, unmasked_draw.h): the
+  // grammar is asked about single tokens first and the token it accepts stays accepted
+  // (DrawOutcome::matched); where that finds none, `mask` is filled and the draw made under it. The
+  // same distribution as a draw under the mask, which, a pass over the whole vocabulary, is then
+  // only computed where the model's own choices break the grammar.
   ConstraintMatcher* matcher = nullptr;
   std::span<uint32_t> mask;
 };

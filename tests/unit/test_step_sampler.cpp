@@ -15,6 +15,7 @@
 #include "engine/sample/logprobs.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/step_sampler.h"
+#include "engine/backend/cpu/sampling_stages.h"
 #include "engine/structured/constraint.h"
 
 using namespace llmctl;
@@ -124,10 +125,9 @@ class SetMatcher final : public ConstraintMatcher {
 };
 }  // namespace
 
-TEST_CASE("sample_step: a draw that tries its token before the mask has the masked draw's distribution") {
-  // DrawSpec::matcher: the unmasked draw is kept when the grammar allows it, else redrawn under the
-  // mask. Greedy: the masked argmax, with a mask filled only where the unmasked argmax is refused.
-  // Plain temperature: frequencies over 40,000 draws (one per step counter) against p(t) / Z.
+TEST_CASE("sample_step: a draw that asks the grammar about single tokens has the masked draw's distribution") {
+  // DrawSpec::matcher (unmasked_draw.h). Greedy: the masked argmax, with a mask filled only where
+  // the unmasked argmax is refused.
   auto be = make_cpu_backend(1);
   const Tensor logits = random_rows(1, 11);
   const float* row = logits.ptr<float>();
@@ -151,35 +151,58 @@ TEST_CASE("sample_step: a draw that tries its token before the mask has the mask
     CHECK(out.draws[0].matched == (ids == &allowed));
     CHECK(m.fills == (ids == &allowed ? 0 : 1));
   }
+  // Sampled: frequencies over 40,000 draws (one per step counter) against the masked draw's
+  // probabilities (the mask applied to the row, then the same truncation).
+  const auto masked_probs = [&](const SamplingParams& p, const std::set<int>& ids) {
+    std::vector<float> work(row, row + kVocab);
+    for (int id = 0; id < kVocab; ++id)
+      if (!ids.count(id)) work[size_t(id)] = -INFINITY;
+    Candidates c;
+    truncate_candidates(work.data(), kVocab, p, c);
+    std::map<int, double> probs;
+    for (size_t i = 0; i < c.size(); ++i) probs[c.ids[i]] += c.probs[i];
+    return probs;
+  };
+  const auto check_draws = [&](const SamplingParams& p, const std::set<int>& ids, const std::string& what) {
+    SetMatcher m(ids);
+    std::vector<uint32_t> buffer(m.mask_words());
+    std::map<int, int> counts;
+    constexpr int kDraws = 40000;
+    SequenceState st(p, {}, 5, 0, {});
+    for (int i = 0; i < kDraws; ++i) {
+      StepSampling s;
+      s.vocab = kVocab;
+      s.draws = {spec(p, st, 0)};
+      s.draws[0].matcher = &m, s.draws[0].mask = buffer;
+      const StepOutput out = sample_step(*be, logits, s);  // (each draw appends: the next one's counter)
+      REQUIRE(out.draws[0].error.empty());
+      ++counts[out.draws[0].res.token];
+    }
+    const std::map<int, double> want = masked_probs(p, ids);
+    for (const auto& [id, n] : counts) CHECK_MESSAGE(want.count(id) == 1, what << ": id " << id << " drawn");
+    for (const auto& [id, q] : want) {
+      const double sigma = std::sqrt(q * (1 - q) / kDraws);
+      CHECK_MESSAGE(std::abs(double(counts[id]) / kDraws - q) < 5 * sigma + 1e-9, what << ": id " << id << " p " << q);
+    }
+    MESSAGE(what << ": masks filled for " << m.fills << " of " << kDraws << " draws");
+    return m.fills;
+  };
+  const std::set<int> tail = {order[1], order[3], order[8], order[20], order[50]};  // the top id refused
   SamplingParams hot;
   hot.temperature = 3.0f;  // (the rows' logits have a spread of 3: a flat enough distribution)
-  const std::set<int> tail = {order[1], order[3], order[8], order[20], order[50]};  // most draws refused
-  SetMatcher m(tail);
-  std::vector<uint32_t> buffer(m.mask_words());
-  std::map<int, int> counts;
-  constexpr int kDraws = 40000;
-  SequenceState st(hot, {}, 5, 0, {});
-  for (int i = 0; i < kDraws; ++i) {
-    StepSampling s;
-    s.vocab = kVocab;
-    s.draws = {spec(hot, st, 0)};
-    s.draws[0].matcher = &m, s.draws[0].mask = buffer;
-    const StepOutput out = sample_step(*be, logits, s);  // (each draw appends: the next one's counter)
-    REQUIRE(out.draws[0].error.empty());
-    ++counts[out.draws[0].res.token];
-  }
-  double z = 0;
-  for (int id : tail) z += std::exp(double(row[id]) / 3.0);
-  for (int id : tail) {
-    const double p = std::exp(double(row[id]) / 3.0) / z;
-    const double sigma = std::sqrt(p * (1 - p) / kDraws);
-    CHECK_MESSAGE(std::abs(double(counts[id]) / kDraws - p) < 5 * sigma + 1e-9, "id " << id << " p " << p);
-  }
-  CHECK(counts.size() <= tail.size());  // nothing outside the grammar
-  CHECK(m.fills > 0);
-  CHECK(m.fills < kDraws);
-  MESSAGE("masks filled for " << m.fills << " of " << kDraws << " draws");
+  hot.top_k = 0, hot.top_p = 1.0f, hot.min_p = 0.0f;
+  const int plain_fills = check_draws(hot, tail, "temperature 3");
+  CHECK(plain_fills > 0);
+  CHECK(plain_fills < 40000);
+  // Top-k: the k best allowed ids are found by asking about single ids; no mask where the allowed
+  // ids are near the top, a mask each time where fewer than k are found.
+  SamplingParams top_k = hot;
+  top_k.top_k = 3, top_k.top_p = 0.9f, top_k.min_p = 0.02f;
+  CHECK(check_draws(top_k, tail, "top-k 3, top-p 0.9, min-p 0.02") == 0);
+  top_k.top_k = 6;  // five ids allowed: never six found
+  CHECK(check_draws(top_k, tail, "top-k 6 of 5 allowed") == 40000);
 }
+
 
 TEST_CASE("sample_step: a mask that allows nothing fails its own draw only") {
   auto be = make_cpu_backend(1);
