@@ -3,8 +3,8 @@
 
 1. decode speed under a 20-field JSON schema against unconstrained, batch 1 (`generate --json -`,
    greedy, decode tokens/s) and batch 32 (`generate --prompts`, generated tokens/s) sampled at
-   temperature 0.7 twice: with generate's defaults (top-k 40, top-p 0.95, min-p 0.05: each token
-   drawn under the grammar's mask) and with OpenAI's (no truncation: a mask only where the grammar
+   temperature 0.7 twice: with generate's defaults (top-k 40, top-p 0.95, min-p 0.05: the masked
+   top-k looked for token by token) and with OpenAI's (no truncation: a mask only where the grammar
    refuses the unmasked draw); the unconstrained runs generate as many tokens as the constrained ones
    did (--ignore-eos / max_tokens), alternating;
 2. first-token latency through `serve` (max_tokens 1) for a schema never seen (compiled) against
