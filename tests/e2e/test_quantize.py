@@ -120,8 +120,9 @@ try:
     qc = json.load(open(os.path.join(g1, "config.json")))["quantization_config"]
     check(qc.get("quant_method") == "gptq" and qc.get("checkpoint_format") == "gptq", f"gptq config: {qc}")
     awq = os.path.join(tmp, "awq")
+    # (2 samples of 64 tokens: the scale and clip searches cost ~3 s per layer, most of this test)
     check(quantize(awq, "--method", "awq", "--asym", "--bits", "4", "--group-size", "64", "--calib", calib,
-                   "--calib-samples", "4", "--calib-seq-len", "128", "--format", "awq", "--kv-cache", "fp8",
+                   "--calib-samples", "2", "--calib-seq-len", "64", "--format", "awq", "--kv-cache", "fp8",
                    "--awq-clip") == 0,
           "awq --format awq --kv-cache fp8 --awq-clip runs")
     for d, name in ((rtn, "rtn compressed-tensors"), (g1, "gptq"), (awq, "awq")):
