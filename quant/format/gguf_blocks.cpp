@@ -134,7 +134,7 @@ const char* ggml_type_label(uint32_t type) {
 }
 
 bool ggml_can_dequantize(uint32_t type) {
-  for (uint32_t t : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u})
+  for (uint32_t t : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u})
     if (t == type) return true;
   return false;
 }
@@ -292,6 +292,9 @@ bool dequantize_row(uint32_t type, const void* src, float* dst, int64_t n) {
     case 12: dequantize_q4_k(s, dst, nb); break;
     case 13: dequantize_q5_k(s, dst, nb); break;
     case 14: dequantize_q6_k(s, dst, nb); break;
+    case 20: dequantize_iq4_nl(s, dst, nb); break;
+    case 23: dequantize_iq4_xs(s, dst, nb); break;
+    case 39: dequantize_mxfp4(s, dst, nb); break;
   }
   return true;
 }

@@ -40,5 +40,9 @@ void dequantize_q3_k(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_q4_k(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_q5_k(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_q6_k(const uint8_t* src, float* dst, int64_t nb);
+// Table formats (gguf_nonlinear_blocks.cpp).
+void dequantize_iq4_nl(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq4_xs(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_mxfp4(const uint8_t* src, float* dst, int64_t nb);
 
 }  // namespace llmctl::quant

@@ -27,7 +27,8 @@ TEST_CASE("gguf blocks: layout table") {
 
 TEST_CASE("gguf blocks: bit-exact with gguf.quants.dequantize") {
   auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
-  const char* types[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+  const char* types[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                         "IQ4_NL", "IQ4_XS", "MXFP4"};
   for (const char* name : types) {
     CAPTURE(name);
     const GgufTensorInfo* q = g->find_tensor(std::string(name) + ".q");

@@ -3,9 +3,10 @@
 dequantization by the reference (gguf.quants.dequantize from the Python `gguf` package) as the f32
 tensor "<TYPE>.ref". test_gguf_blocks.cpp checks llmctl's dequantization against it bit for bit.
 
-Legacy formats are quantized from random normal data with gguf.quants.quantize. The K-quants have
-no Python quantizer, so their blocks are random bytes with sane f16 scale fields (one block per
-tensor gets a subnormal scale, to cover the f16 conversion edge).
+Legacy formats are quantized from random normal data with gguf.quants.quantize. The K-quants and
+the table formats (IQ4_NL, IQ4_XS, MXFP4) have no Python quantizer used here, so their blocks are
+random bytes with sane scale fields (one block per tensor gets a subnormal f16 scale, to cover the
+f16 conversion edge; MXFP4's e8m0 exponents include 0 and 1, its subnormal scales).
 
 Usage: python3 make_gguf_blocks_ref.py [out.gguf]
 """
@@ -25,6 +26,8 @@ K_SCALE_OFFSETS = {
     T.Q4_K: [0, 2],
     T.Q5_K: [0, 2],
     T.Q6_K: [208],
+    T.IQ4_NL: [0],
+    T.IQ4_XS: [0],
 }
 
 
@@ -55,6 +58,13 @@ def main():
         ref = gguf.quants.dequantize(q, qtype)
         w.add_tensor(f"{qtype.name}.q", q, raw_dtype=qtype)
         w.add_tensor(f"{qtype.name}.ref", ref.astype(np.float32))
+    block, size = GGML_QUANT_SIZES[T.MXFP4]
+    raw = rng.integers(0, 256, size=(ROWS * COLS // block, size), dtype=np.uint8)
+    raw[:, 0] = rng.integers(100, 140, size=raw.shape[0])  # e8m0 exponents near 2^0
+    raw[:2, 0] = [0, 1]  # the subnormal scales
+    q = raw.reshape(ROWS, COLS // block * size)
+    w.add_tensor("MXFP4.q", q, raw_dtype=T.MXFP4)
+    w.add_tensor("MXFP4.ref", gguf.quants.dequantize(q, T.MXFP4).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
