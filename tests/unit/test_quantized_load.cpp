@@ -88,24 +88,27 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
   }
 }
 
-TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K) stays dense, with a note") {
-  ScratchDir dir("qload_q2k");
-  const std::string path = dir.file("m.gguf");
-  write_bytes(path, build_gguf(uniform("Q4_0", kQ4_0), 3, "blk.1.ffn_down", kQ2_K));
-  const Checkpoint q = load_checkpoint(path, keep());
-  CHECK(q.quantized.size() == size_t(7 * L - 1));
-  REQUIRE(q.tensors.count("model.layers.1.mlp.down_proj.weight") == 1);
-  CHECK(q.tensors.at("model.layers.1.mlp.down_proj.weight").dtype == DType::F32);
-  bool noted = false;
-  for (const std::string& n : q.notes) noted |= n.find("1 Q2_K") != std::string::npos;
-  CHECK(noted);
-  CanonicalRecordingBackend rec;
-  auto qmodel = make_model(q, rec);
-  CHECK(rec.uploaded.size() == size_t(4 * L - 1));
-  auto cpu = make_cpu_backend(1);
-  auto dmodel = make_model(load_checkpoint(path), *cpu);
-  const std::vector<int32_t> tokens = prompt(9);
-  CHECK(relative_max_diff(prefill_logits(*qmodel, tokens), prefill_logits(*dmodel, tokens)) == 0.0);
+TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K, IQ4_NL, IQ4_XS) stays dense, with a note") {
+  for (const uint32_t odd : {kQ2_K, kIQ4_NL, kIQ4_XS}) {
+    CAPTURE(odd);
+    ScratchDir dir("qload_dense_" + std::to_string(odd));
+    const std::string path = dir.file("m.gguf");
+    write_bytes(path, build_gguf(uniform("Q4_0", kQ4_0), 3, "blk.1.ffn_down", odd));
+    const Checkpoint q = load_checkpoint(path, keep());
+    CHECK(q.quantized.size() == size_t(7 * L - 1));
+    REQUIRE(q.tensors.count("model.layers.1.mlp.down_proj.weight") == 1);
+    CHECK(q.tensors.at("model.layers.1.mlp.down_proj.weight").dtype == DType::F32);
+    bool noted = false;
+    for (const std::string& n : q.notes) noted |= n.find(std::string("1 ") + quant::ggml_type_label(odd)) != std::string::npos;
+    CHECK(noted);
+    CanonicalRecordingBackend rec;
+    auto qmodel = make_model(q, rec);
+    CHECK(rec.uploaded.size() == size_t(4 * L - 1));
+    auto cpu = make_cpu_backend(1);
+    auto dmodel = make_model(load_checkpoint(path), *cpu);
+    const std::vector<int32_t> tokens = prompt(9);
+    CHECK(relative_max_diff(prefill_logits(*qmodel, tokens), prefill_logits(*dmodel, tokens)) == 0.0);
+  }
 }
 
 TEST_CASE("quantized GGUF: the default model's Q4_1 file keeps its linears Int4Group, values and logits as dense") {
