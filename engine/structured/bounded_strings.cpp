@@ -65,8 +65,17 @@ std::optional<std::string> budget_bounded_strings(const std::string& ebnf) {
   std::string out;
   out.reserve(ebnf.size());
   size_t copied = 0;
+  char quote = 0;  // inside a "string" or a [class] (their text may look like a repetition)
   for (size_t i = 0; i < ebnf.size(); ++i) {
-    if (ebnf[i] != '{' || i == 0 || !name_char(ebnf[i - 1])) continue;
+    const char c = ebnf[i];
+    if (quote) {
+      if (c == '\\') ++i;  // (an escaped character)
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"') quote = '"';
+    if (c == '[') quote = ']';
+    if (c != '{' || i == 0 || !name_char(ebnf[i - 1])) continue;
     size_t start = i;
     while (start > 0 && name_char(ebnf[start - 1])) --start;
     const std::string_view name(ebnf.data() + start, i - start);

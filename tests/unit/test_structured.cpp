@@ -153,6 +153,13 @@ c ::= (([^\"\\\r\n]))
   CHECK(min_only->find(R"x(json_string_chars_2_inf ::= [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF]*
 )x") != std::string::npos);
   CHECK_FALSE(budget_bounded_strings("root ::= ((\"a\" root_1{0, 3}))\nroot_1 ::= (([a-z]))\n"));
+  // The same text inside a string literal or a character class is not a repetition.
+  const auto literal = budget_bounded_strings(R"x(root ::= (("\"c{0, 3}\"" [c{0, 3}] c{0, 3}))
+c ::= (([^\"\\\r\n]))
+)x");
+  REQUIRE(literal);
+  CHECK(literal->find(R"x(root ::= (("\"c{0, 3}\"" [c{0, 3}] json_string_chars_0_3))
+)x") == 0);
 }
 
 TEST_CASE("structured: a regex's walks match it; the matcher refuses other tokens and rolls back") {
