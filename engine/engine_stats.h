@@ -17,7 +17,7 @@ struct EngineStats {
   int64_t draft_tokens = 0;           // speculative drafts verified (EngineConfig::proposer)
   int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
   int64_t jump_forward_tokens = 0;    // tokens a grammar forced, taken without a draw (EngineConfig)
-  int64_t grammar_unmasked_draws = 0; // greedy draws under a grammar that took the model's own token, no mask filled
+  int64_t grammar_unmasked_draws = 0; // draws under a grammar that filled no mask (unmasked_draw.h)
   KvCacheStats kv;        // now
   // After a step: its preemptions, the cache's waste, usage and each pool's blocks in use.
   void record_step(const KvCacheGroups& kv, int64_t preempted);

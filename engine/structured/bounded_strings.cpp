@@ -16,8 +16,9 @@ constexpr std::string_view kCharRuleBody = R"x((([^\"\\\r\n])))x";
 // and a Unicode scalar value (xgrammar's negated classes also take UTF-8 that encodes surrogates
 // or code points past U+10FFFF, which JSON parsers refuse).
 constexpr std::string_view kJsonChar = R"x([^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF])x";
-// Past this minimum length the rule would be as large as xgrammar's own unrolling: left to it.
-constexpr long kMaxMinLength = 1024;
+// The minLength copies of the character written over all rules: past it (a schema of many long
+// minimums, each its own rule) the grammar is left to xgrammar's own unrolling and its bounds.
+constexpr long kMaxCopies = 4096;
 
 bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -65,6 +66,7 @@ std::optional<std::string> budget_bounded_strings(const std::string& ebnf) {
   std::string out;
   out.reserve(ebnf.size());
   size_t copied = 0;
+  long copies = 0;
   char quote = 0;  // inside a "string" or a [class] (their text may look like a repetition)
   for (size_t i = 0; i < ebnf.size(); ++i) {
     const char c = ebnf[i];
@@ -82,9 +84,11 @@ std::optional<std::string> budget_bounded_strings(const std::string& ebnf) {
     if (!chars.count(name)) continue;
     long lo = 0, hi = 0;
     const size_t len = parse_bounds(ebnf, i, lo, hi);
-    if (len == 0 || hi < -1 || (hi >= 0 && hi < lo) || hi == 0 || lo > kMaxMinLength || hi > 0x7fffffffL) continue;
+    if (len == 0 || hi < -1 || (hi >= 0 && hi < lo) || hi == 0 || lo > kMaxCopies || hi > 0x7fffffffL) continue;
     std::string& rule = budget_rules[{lo, hi}];
     if (rule.empty()) {
+      copies += lo;
+      if (copies > kMaxCopies) return std::nullopt;
       rule = "json_string_chars_" + std::to_string(lo) + "_" + (hi < 0 ? std::string("inf") : std::to_string(hi));
       while (names.count(rule)) rule += "_";
       names.insert(rule);

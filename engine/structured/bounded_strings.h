@@ -18,8 +18,8 @@
 namespace llmctl {
 
 // ebnf: xgrammar's printed form of a JSON schema's grammar (Grammar::ToString). The same grammar
-// with every bounded string rewritten as above, or nullopt when it has none (compile the schema as
-// it is then).
+// with every bounded string rewritten as above, or nullopt when it has none or its minimums would
+// write more than a few thousand characters (compile the grammar as it is then).
 std::optional<std::string> budget_bounded_strings(const std::string& ebnf);
 
 }  // namespace llmctl

@@ -254,19 +254,18 @@ struct GrammarCompiler::Impl {
         // Compact separators, no free whitespace: a small model cannot wander into endless blanks.
         const std::string schema = schema_for_xgrammar(s.text);
         const auto separators = std::make_pair(std::string(","), std::string(":"));
-        if (schema.find("Length\"") != std::string::npos) {  // minLength / maxLength: bounded_strings.h
-          const xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(schema, false, std::nullopt, separators, s.strict);
-          if (auto budgeted = budget_bounded_strings(g.ToString())) {
-            std::optional<xgrammar::Grammar> reread;
-            try {
-              reread = xgrammar::Grammar::FromEBNF(*budgeted, "root");
-            } catch (const std::exception&) {
-              // (a printed form xgrammar does not read back: the schema compiles as it is)
-            }
-            if (reread) return xg().CompileGrammar(*reread);
+        if (schema.find("Length\"") == std::string::npos)
+          return xg().CompileJSONSchema(schema, false, std::nullopt, separators, s.strict);
+        // minLength / maxLength: bounded_strings.h, on the schema's grammar (converted once)
+        const xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(schema, false, std::nullopt, separators, s.strict);
+        if (auto budgeted = budget_bounded_strings(g.ToString())) {
+          try {
+            return xg().CompileGrammar(xgrammar::Grammar::FromEBNF(*budgeted, "root"));
+          } catch (const std::exception&) {
+            // (a printed form xgrammar does not read back: the grammar compiles as it is)
           }
         }
-        return xg().CompileJSONSchema(schema, false, std::nullopt, separators, s.strict);
+        return xg().CompileGrammar(g);
       }
       case ConstraintKind::json_object:  // any object, written compactly like the schemas' output
         return xg().CompileJSONSchema(R"({"type":"object"})", false, std::nullopt,

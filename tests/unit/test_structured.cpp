@@ -153,6 +153,12 @@ c ::= (([^\"\\\r\n]))
   CHECK(min_only->find(R"x(json_string_chars_2_inf ::= [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF] [^\0-\x1f\"\\\uD800-\uDFFF\U00110000-\U001FFFFF]*
 )x") != std::string::npos);
   CHECK_FALSE(budget_bounded_strings("root ::= ((\"a\" root_1{0, 3}))\nroot_1 ::= (([a-z]))\n"));
+  // Many long minimums (each its own rule) would write their characters out: left to xgrammar.
+  std::string many = "root ::= ((";
+  for (int lo = 100; lo < 160; ++lo) many += " c{" + std::to_string(lo) + ", 200}";
+  many += "))\nc ::= (([^\\\"\\\\\\r\\n]))\n";
+  CHECK_FALSE(budget_bounded_strings(many));
+  CHECK(budget_bounded_strings(many.substr(0, many.find(" c{101")) + "))\nc ::= (([^\\\"\\\\\\r\\n]))\n"));
   // The same text inside a string literal or a character class is not a repetition.
   const auto literal = budget_bounded_strings(R"x(root ::= (("\"c{0, 3}\"" [c{0, 3}] c{0, 3}))
 c ::= (([^\"\\\r\n]))
