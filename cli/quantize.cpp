@@ -77,6 +77,9 @@ Runner add_quantize(CLI::App& app) {
     std::cerr << "llmctl: quantized " << r.linears_quantized << " linears (" << r.linears_dense << " left dense) in "
               << r.layers << " layers, " << r.bytes_written / 1e6 << " MB, in " << r.seconds << " s, to " << o->output
               << "\n";
+    if (r.experts_calibrated + r.experts_rtn_fallback > 0)
+      std::cerr << "llmctl: experts: " << r.experts_calibrated << " calibrated on their routed tokens, "
+                << r.experts_rtn_fallback << " rounded to nearest (no calibration token reached them)\n";
     return 0;
   };
 }

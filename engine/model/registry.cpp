@@ -49,14 +49,14 @@ const std::vector<Architecture>& architectures() {
       // Mixtures of experts (engine/model/moe/): Llama's layer with a MoE block in the sparse layers.
       {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe", false, false, true, false, &make_moe_model, &moe_tensor_specs,
        &moe_gguf_config, &qwen_moe_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config,
-       nullptr, nullptr, &qwen_moe_gguf_expert_name},
+       nullptr, nullptr, &qwen_moe_gguf_expert_name, &moe_weight_sources},
       {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe", true, false, false, false, &make_moe_model, &moe_tensor_specs,
        &moe_gguf_config, &qwen_moe_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &qwen_moe_hf_config,
-       nullptr, nullptr, &qwen_moe_gguf_expert_name},
+       nullptr, nullptr, &qwen_moe_gguf_expert_name, &moe_weight_sources},
       // Mixtral's GGUF is "llama" with expert tensors.
       {"MixtralForCausalLM", "mixtral", nullptr, false, true, false, true, &make_moe_model, &moe_tensor_specs,
        &moe_gguf_config, &mixtral_gguf_layer_name, 0.0f, 0, "post_attention_layernorm", 0.0f, &mixtral_hf_config,
-       "llama", &gguf_llama_is_mixtral, &mixtral_gguf_expert_name},
+       "llama", &gguf_llama_is_mixtral, &mixtral_gguf_expert_name, &moe_weight_sources},
   };
   return kArchitectures;
 }

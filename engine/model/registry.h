@@ -12,6 +12,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/model/weight_spec.h"
+#include "engine/model/weights/weight_source.h"
 #include "engine/parallel/parallel_context.h"
 
 namespace llmctl {
@@ -55,6 +56,9 @@ struct Architecture {
   // Tensors llama.cpp stacks ([E, rows, cols], the experts' blk.N.ffn_*_exps): the HF name of
   // entry `index` of layer part `part`, or "" when the part is not stacked.
   std::string (*gguf_stacked_name)(const std::string& part, int layer, int index) = nullptr;
+  // The family's name map where quantize needs more of it than a dense layer's HF modules: a
+  // mixture of experts' routers, experts and shared experts (their roles, experts and HF names).
+  std::vector<WeightSource> (*weight_sources)(const ModelConfig&) = nullptr;
 };
 
 // The registered architectures, in the order they are listed to users.

@@ -232,7 +232,8 @@ Tensor divide_columns(const Tensor& x, const std::vector<double>& s) {
 AwqInputs awq_inputs(FamilyCalibration& f) {
   AwqInputs in;
   f.probe(
-      [&](LinearGroup g, const Tensor& x, const Tensor&) {
+      [&](LinearSite site, const Tensor& x, const Tensor&) {
+          const LinearGroup g = site.group;
         Tensor* slot[] = {&in.attn_in, &in.o_in, &in.mlp_in, &in.down_in};
         *slot[int(g)] = clone(x);
         return Tensor{};
@@ -246,8 +247,8 @@ AwqLayerReport awq_scale_layer(FamilyCalibration& f, DenseLayer& L, AwqInputs& i
   const Tensor qkv = stack_rows({&L.q, &L.k, &L.v}), gate_up = stack_rows({&L.gate, &L.up});
   for (const auto& [g, mine] : {std::pair<LinearGroup, const Tensor*>{LinearGroup::Qkv, &qkv}, {LinearGroup::O, &L.o},
                                 {LinearGroup::GateUp, &gate_up}, {LinearGroup::Down, &L.down}})
-    LLM_CHECK(f.weight(g).shape == mine->shape && std::memcmp(f.weight(g).data, mine->data, mine->nbytes()) == 0)
-        << "AWQ: the family's linear group " << int(g) << " " << f.weight(g).shape_str()
+    LLM_CHECK(f.weight({g}).shape == mine->shape && std::memcmp(f.weight({g}).data, mine->data, mine->nbytes()) == 0)
+        << "AWQ: the family's linear group " << int(g) << " " << f.weight({g}).shape_str()
         << " is not the checkpoint's layer weight " << mine->shape_str();
   AwqLayerReport rep;
   // The unquantized layer's outputs on the search batch: self-attention (o's) and MLP (down's).
@@ -258,7 +259,8 @@ AwqLayerReport awq_scale_layer(FamilyCalibration& f, DenseLayer& L, AwqInputs& i
   auto input_with = [&](LinearGroup swapped, const Tensor& w, LinearGroup downstream) {
     Tensor got;
     f.probe(
-        [&](LinearGroup g, const Tensor& x, const Tensor&) {
+        [&](LinearSite site, const Tensor& x, const Tensor&) {
+          const LinearGroup g = site.group;
           if (g == downstream) got = clone(x);
           return g == swapped ? w : Tensor{};
         },

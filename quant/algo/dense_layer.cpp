@@ -1,6 +1,7 @@
 #include "quant/algo/dense_layer.h"
 
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "engine/core/error.h"
@@ -25,6 +26,46 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) {
                                                                       << t.shape_str();
   Tensor out = Tensor::empty_host(DType::F32, {r1 - r0, t.dim(1)});
   std::memcpy(out.data, t.ptr<float>() + r0 * t.dim(1), out.nbytes());
+  return out;
+}
+
+std::string module_of(const std::string& tensor) {
+  const std::string suffix = ".weight";
+  LLM_CHECK(tensor.ends_with(suffix)) << "expert tensor '" << tensor << "' is not a module's weight";
+  return tensor.substr(0, tensor.size() - suffix.size());
+}
+
+// The experts of mixture-of-experts layer `layer`, from the family's name map.
+std::vector<ExpertMlp> read_experts(const Checkpoint& ck, const Architecture& arch, int layer) {
+  LLM_REQUIRE(arch.weight_sources) << arch.name << ": layer " << layer
+                                   << " is a mixture of experts, but the family lists no expert weights for quantize";
+  std::map<int, ExpertMlp> by_expert;  // kSharedExpert sorts first; moved last below
+  for (const WeightSource& s : arch.weight_sources(ck.config)) {
+    if (s.layer != layer) continue;
+    const bool shared = s.role == WeightRole::SharedGateUp || s.role == WeightRole::SharedDown;
+    if (s.role == WeightRole::ExpertGateUp || s.role == WeightRole::SharedGateUp) {
+      LLM_CHECK(s.parts.size() == 2) << s.name << ": an expert's gate/up from " << s.parts.size() << " tensors";
+      ExpertMlp& m = by_expert[shared ? kSharedExpert : s.expert];
+      m.gate = f32_copy(ck.get(s.parts[0]));
+      m.up = f32_copy(ck.get(s.parts[1]));
+      m.gate_module = module_of(s.parts[0]);
+      m.up_module = module_of(s.parts[1]);
+    } else if (s.role == WeightRole::ExpertDown || s.role == WeightRole::SharedDown) {
+      LLM_CHECK(s.parts.size() == 1) << s.name << ": an expert's down from " << s.parts.size() << " tensors";
+      ExpertMlp& m = by_expert[shared ? kSharedExpert : s.expert];
+      m.down = f32_copy(ck.get(s.parts[0]));
+      m.down_module = module_of(s.parts[0]);
+    }
+  }
+  std::vector<ExpertMlp> out;
+  for (auto& [e, m] : by_expert) {
+    LLM_CHECK(!m.gate.empty() && !m.down.empty()) << arch.name << ": layer " << layer << " expert " << e
+                                                  << " lacks its gate/up or down weight";
+    m.expert = e;
+    if (e != kSharedExpert) out.push_back(std::move(m));
+  }
+  if (auto it = by_expert.find(kSharedExpert); it != by_expert.end()) out.push_back(std::move(it->second));
+  LLM_CHECK(!out.empty()) << arch.name << ": layer " << layer << " is a mixture of experts without experts";
   return out;
 }
 
@@ -66,11 +107,16 @@ DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
     L.q = f32_copy(ck.get(p + "self_attn.q_proj.weight"));
     L.k = f32_copy(ck.get(p + "self_attn.k_proj.weight"));
     L.v = f32_copy(ck.get(p + "self_attn.v_proj.weight"));
-    L.gate = f32_copy(ck.get(p + "mlp.gate_proj.weight"));
-    L.up = f32_copy(ck.get(p + "mlp.up_proj.weight"));
+    if (!c.layer_is_moe(layer)) {
+      L.gate = f32_copy(ck.get(p + "mlp.gate_proj.weight"));
+      L.up = f32_copy(ck.get(p + "mlp.up_proj.weight"));
+    }
   }
   L.o = f32_copy(ck.get(p + "self_attn.o_proj.weight"));
-  L.down = f32_copy(ck.get(p + "mlp.down_proj.weight"));
+  if (c.layer_is_moe(layer))
+    L.experts = read_experts(ck, arch, layer);
+  else
+    L.down = f32_copy(ck.get(p + "mlp.down_proj.weight"));
   if (ck.has(p + "self_attn.q_proj.bias")) {
     L.q_bias = f32_copy(ck.get(p + "self_attn.q_proj.bias"));
     L.k_bias = f32_copy(ck.get(p + "self_attn.k_proj.bias"));

@@ -12,6 +12,17 @@
 
 namespace llmctl::quant {
 
+// A mixture-of-experts layer's shared expert (Qwen2-MoE), beside its routed experts 0..E-1.
+inline constexpr int kSharedExpert = -2;
+
+// One expert MLP of a mixture-of-experts layer: f32 [N, K] weights and the HF modules they are
+// written as ("model.layers.3.mlp.experts.5.gate_proj"; Mixtral's "block_sparse_moe.experts.5.w1").
+struct ExpertMlp {
+  int expert = 0;  // the routed expert's index, or kSharedExpert
+  Tensor gate, up, down;
+  std::string gate_module, up_module, down_module;
+};
+
 // One decoder layer's weights as f32 host tensors, linears [N, K] under their HF roles.
 struct DenseLayer {
   // [H]: the norms q/k/v and gate/up read their input through (Llama's post_attention_layernorm,
@@ -20,7 +31,10 @@ struct DenseLayer {
   Tensor input_norm, mlp_norm;
   std::string mlp_norm_name;  // "post_attention_layernorm"
   float norm_offset = 0.0f;
-  Tensor q, k, v, o, gate, up, down; // [N, K]
+  Tensor q, k, v, o, gate, up, down; // [N, K]; gate, up and down empty in a mixture-of-experts layer
+  // A mixture-of-experts layer's experts (routed ones in index order, then the shared one); its
+  // router and shared-expert gate stay dense and are not read here.
+  std::vector<ExpertMlp> experts;
   Tensor q_bias, k_bias, v_bias;     // [N] (Qwen2) or empty
   int window = 0;                    // the layer's sliding window (ModelConfig::layer_window)
   // The checkpoint stores q/k/v as one qkv_proj and gate/up as one gate_up_proj (Phi-3): read

@@ -14,8 +14,22 @@
 
 namespace llmctl::quant {
 
-// The CPU backend with the layer's linears and KV writes watched: a linear whose weight is one of
-// the layer's four goes through `before` first; every KV write updates the maxima.
+namespace {
+// The loaded weight of a layer at `site`.
+const LinearWeight& linear_weight(const DecoderWeights::Layer& L, LinearSite site) {
+  if (site.group == LinearGroup::Qkv) return L.attention.qkv;
+  if (site.group == LinearGroup::O) return L.attention.o_proj;
+  LLM_CHECK(site.expert == kNoExpert || !L.moe.empty()) << "calibration: expert " << site.expert << " of a dense layer";
+  const GatedMlp& mlp = site.expert == kNoExpert      ? L.mlp
+                        : site.expert == kSharedExpert ? L.moe.shared
+                                                       : L.moe.experts.at(size_t(site.expert));
+  return site.group == LinearGroup::GateUp ? mlp.gate_up : mlp.down;
+}
+}  // namespace
+
+// The CPU backend with the layer's linears and KV writes watched: a linear whose weight is one the
+// layer quantizes (its four groups; a mixture of experts' expert weights) goes through `before`
+// first; every KV write updates the maxima.
 class FamilyCalibration::Observer final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -25,7 +39,7 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
   // and o's output; Replay puts the kept ones in their place, the q/k/v and o linears and the
   // attention not computed (a probe of the MLP only).
   enum class Attention { Compute, Record, Replay };
-  void arm(std::vector<std::pair<const void*, LinearGroup>> groups, const BeforeLinear* before, KvAbsMax* amax,
+  void arm(std::vector<std::pair<const void*, LinearSite>> groups, const BeforeLinear* before, KvAbsMax* amax,
            int stop_group = 4, Attention attention = Attention::Compute) {
     groups_ = std::move(groups);
     before_ = before;
@@ -43,11 +57,12 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (groups_[g].first != w.data) continue;
       ++calls_[g];
-      const LinearGroup group = groups_[g].second;
+      const LinearSite site = groups_[g].second;
+      const LinearGroup group = site.group;
       if (int(group) > stop_group_) return;  // past a probe's end
       if (attention_mode_ == Attention::Replay && group == LinearGroup::Qkv) return;  // the attention is replayed
       if (attention_mode_ == Attention::Replay && group == LinearGroup::O) return copy(recorded_o_, out);
-      const Tensor swapped = *before_ ? (*before_)(group, x, w) : Tensor{};
+      const Tensor swapped = *before_ ? (*before_)(site, x, w) : Tensor{};
       if (int(group) == stop_group_) return;  // the probe's end: its input seen
       if (!swapped.empty()) {
         LLM_CHECK(swapped.dtype == DType::F32 && swapped.shape == w.shape)
@@ -100,7 +115,7 @@ class FamilyCalibration::Observer final : public ForwardingBackend {
         }
   }
 
-  std::vector<std::pair<const void*, LinearGroup>> groups_;
+  std::vector<std::pair<const void*, LinearSite>> groups_;
   const BeforeLinear* before_ = nullptr;
   KvAbsMax* amax_ = nullptr;
   int stop_group_ = 4;
@@ -119,17 +134,28 @@ FamilyCalibration::FamilyCalibration(const Checkpoint& ck, const std::vector<std
   int num_blocks = 0;
   plan_ = calibration_plan(samples, c.vocab_size, kCalibrationBlockSize, &num_blocks);
   batch_ = cpu_->prepare_batch(plan_);
-  const int64_t T = tokens(), A = int64_t(c.num_heads) * c.head_dim;
-  auto rows = [&](int64_t width) { return Tensor::empty_host(DType::F32, {T, width}); };
-  buffers_.hidden = rows(c.hidden_size);
-  buffers_.residual = rows(c.hidden_size);
-  buffers_.normed = rows(c.hidden_size);
-  buffers_.qkv = rows(A + 2 * int64_t(c.num_kv_heads) * c.head_dim);
-  buffers_.attn = rows(A);
-  buffers_.gate_up = rows(2 * int64_t(c.intermediate_size));
-  buffers_.act = rows(c.intermediate_size);
   const std::vector<int64_t> cache = {num_blocks, kCalibrationBlockSize, c.num_kv_heads, c.head_dim};
   kv_.emplace_back(Tensor::empty_host(DType::F32, cache), Tensor::empty_host(DType::F32, cache));
+}
+
+// The step buffers for the whole batch at the model's widths (the widest MLP of any layer, the
+// mixture-of-experts scratch), made with the first layer; hidden and residual carry each layer's
+// output to the next.
+void FamilyCalibration::allocate_buffers(const ActivationWidths& w) {
+  const int64_t T = tokens();
+  auto rows = [&](int64_t width) { return Tensor::empty_host(DType::F32, {T, width}); };
+  buffers_.hidden = rows(w.hidden);
+  buffers_.residual = rows(w.hidden);
+  buffers_.normed = rows(w.hidden);
+  buffers_.qkv = rows(w.qkv);
+  buffers_.attn = rows(w.attn);
+  buffers_.gate_up = rows(w.gate_up);
+  buffers_.act = rows(w.act);
+  if (w.experts > 0) {
+    buffers_.router = rows(w.experts);
+    buffers_.expert_in = rows(w.hidden);
+    buffers_.expert_out = rows(w.hidden);
+  }
 }
 
 FamilyCalibration::~FamilyCalibration() = default;
@@ -151,23 +177,35 @@ void FamilyCalibration::begin_layer(int layer) {
   const auto* decoder = dynamic_cast<const DecoderModel*>(layer_.get());
   LLM_REQUIRE(decoder && decoder->weights().layers.size() == 1)
       << c.architecture << ": calibration runs decoder models one layer at a time, which this model is not";
-  const DecoderWeights::Layer& L = decoder->weights().layers[0];
-  for (const LinearWeight* w : {&L.attention.qkv, &L.attention.o_proj, &L.mlp.gate_up, &L.mlp.down})
-    LLM_CHECK(w->format == WeightFormat::DenseF32 && w->data.dtype == DType::F32)
-        << "calibration: layer " << layer << " loaded a linear as " << weight_format_name(w->format);
+  if (buffers_.hidden.empty()) allocate_buffers(layer_->activation_widths());
+  for (const LinearSite& site : sites()) {
+    const LinearWeight& w = linear_weight(decoder->weights().layers[0], site);
+    LLM_CHECK(w.format == WeightFormat::DenseF32 && w.data.dtype == DType::F32)
+        << "calibration: layer " << layer << " loaded a linear as " << weight_format_name(w.format);
+  }
 }
 
-const Tensor& FamilyCalibration::weight(LinearGroup group) const {
+std::vector<LinearSite> FamilyCalibration::sites() const {
   LLM_CHECK(layer_) << "calibration: no layer built";
   const DecoderWeights::Layer& L = static_cast<const DecoderModel&>(*layer_).weights().layers[0];
-  switch (group) {
-    case LinearGroup::Qkv: return L.attention.qkv.data;
-    case LinearGroup::O: return L.attention.o_proj.data;
-    case LinearGroup::GateUp: return L.mlp.gate_up.data;
-    case LinearGroup::Down: return L.mlp.down.data;
+  std::vector<LinearSite> out = {{LinearGroup::Qkv}, {LinearGroup::O}};
+  std::vector<int> mlps;  // the MLPs' experts
+  if (L.moe.empty()) {
+    mlps.push_back(kNoExpert);
+  } else {
+    for (int e = 0; e < int(L.moe.experts.size()); ++e) mlps.push_back(e);
+    if (L.moe.shared.gate_up.n > 0) mlps.push_back(kSharedExpert);
   }
-  LLM_CHECK(false) << "calibration: linear group " << int(group);
-  return L.mlp.down.data;
+  for (int e : mlps) {
+    out.push_back({LinearGroup::GateUp, e});
+    out.push_back({LinearGroup::Down, e});
+  }
+  return out;
+}
+
+const Tensor& FamilyCalibration::weight(LinearSite site) const {
+  LLM_CHECK(layer_) << "calibration: no layer built";
+  return linear_weight(static_cast<const DecoderModel&>(*layer_).weights().layers[0], site).data;
 }
 
 Tensor FamilyCalibration::linear(const Tensor& x, const Tensor& w) {
@@ -179,9 +217,9 @@ Tensor FamilyCalibration::linear(const Tensor& x, const Tensor& w) {
 void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int stop_group, int attention) {
   const ModelConfig& c = ck_.config;
   LLM_CHECK(layer_) << "calibration: no layer built";
-  std::vector<std::pair<const void*, LinearGroup>> groups;
-  for (LinearGroup g : {LinearGroup::Qkv, LinearGroup::O, LinearGroup::GateUp, LinearGroup::Down})
-    groups.emplace_back(weight(g).data, g);
+  const std::vector<LinearSite> all = sites();
+  std::vector<std::pair<const void*, LinearSite>> groups;
+  for (const LinearSite& site : all) groups.emplace_back(weight(site).data, site);
   observer_->arm(std::move(groups), &before, amax, stop_group, Observer::Attention(attention));
   AttentionPlan ap;
   ap.batch = &batch_;
@@ -191,9 +229,13 @@ void FamilyCalibration::run(const BeforeLinear& before, KvAbsMax* amax, int stop
   layer_->forward(ap, buffers_, kv_);
   const std::vector<int> calls = observer_->calls();
   observer_->arm({}, nullptr, nullptr);
-  for (int n : calls)
-    LLM_CHECK(n == 1) << c.architecture << ": layer " << layer_index_ << " ran one of its linears " << n
-                      << " times (calibration expects each once)";
+  for (size_t i = 0; i < all.size(); ++i) {
+    // a routed expert runs once, or not at all when no token is routed to it
+    const bool routed = all[i].expert >= 0;
+    LLM_CHECK(calls[i] == 1 || (routed && calls[i] == 0))
+        << c.architecture << ": layer " << layer_index_ << " ran one of its linears " << calls[i]
+        << " times (calibration expects each once)";
+  }
 }
 
 void FamilyCalibration::advance(const BeforeLinear& before, KvAbsMax* amax) {

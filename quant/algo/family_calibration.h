@@ -32,6 +32,16 @@ namespace llmctl::quant {
 // A decoder layer's linears by their input: q/k/v (fused rows q, k, v), o, gate/up (rows gate, up), down.
 enum class LinearGroup { Qkv = 0, O = 1, GateUp = 2, Down = 3 };
 
+// Where a linear sits: its group and, in a mixture-of-experts layer's MLP, its expert (a routed
+// expert's index, or kSharedExpert); kNoExpert for attention and dense MLPs. A routed expert's
+// linears see only the rows of the tokens routed to it, and do not run when no token is.
+inline constexpr int kNoExpert = -1;
+struct LinearSite {
+  LinearGroup group = LinearGroup::Qkv;
+  int expert = kNoExpert;
+  bool operator==(const LinearSite&) const = default;
+};
+
 class FamilyCalibration {
  public:
   // samples: S token sequences of one length L (ids in the vocabulary); threads: the CPU backend's
@@ -41,9 +51,10 @@ class FamilyCalibration {
 
   int64_t tokens() const { return int64_t(plan_.token_ids.size()); }
 
-  // before(group, x, w): x [T, K] the linear's input (valid during the call), w [N, K] its f32 weight
-  // as loaded; returns the weight [N, K] f32 to run instead, or an empty Tensor to run w.
-  using BeforeLinear = std::function<Tensor(LinearGroup group, const Tensor& x, const Tensor& w)>;
+  // before(site, x, w): x [T, K] the linear's input (valid during the call; a routed expert's: its
+  // tokens' rows), w [N, K] its f32 weight as loaded; returns the weight [N, K] f32 to run instead,
+  // or an empty Tensor to run w.
+  using BeforeLinear = std::function<Tensor(LinearSite site, const Tensor& x, const Tensor& w)>;
 
   // Builds layer `layer` (the next one) alone, its weights loaded in f32.
   void begin_layer(int layer);
@@ -59,8 +70,8 @@ class FamilyCalibration {
   // begin_layer, then advance.
   void run_layer(int layer, const BeforeLinear& before, KvAbsMax* amax = nullptr);
 
-  // The built layer's weight of `group` as loaded (f32 [N, K]; q, k, v rows fused, gate and up too).
-  const Tensor& weight(LinearGroup group) const;
+  // The built layer's weight at `site` as loaded (f32 [N, K]; q, k, v rows fused, gate and up too).
+  const Tensor& weight(LinearSite site) const;
   // x [T, K] @ w [N, K]^T, f32, on the calibration backend.
   Tensor linear(const Tensor& x, const Tensor& w);
 
@@ -77,6 +88,8 @@ class FamilyCalibration {
   std::unique_ptr<Model> layer_;  // the built layer
   int layer_index_ = -1;
   void run(const BeforeLinear& before, KvAbsMax* amax, int stop_group, int attention);
+  std::vector<LinearSite> sites() const;  // the built layer's linears
+  void allocate_buffers(const ActivationWidths& w);
 };
 
 }  // namespace llmctl::quant

@@ -1,10 +1,12 @@
 #include "quant/algo/quantize_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -57,24 +59,39 @@ Tensor to_tensor(const PackedTensor& p) {
   return t;
 }
 
-// One linear of a layer: its module name, weight and where it stands in the layer.
+// One linear of a layer: its module name, weight and the calibrated linear whose input it reads
+// (the rows of one site are consecutive entries, in the order the family fuses them).
 struct LinearRef {
   std::string module;  // "model.layers.3.self_attn.q_proj"
   Tensor* weight;
+  LinearSite site;
 };
 
 // The checkpoint's module of each: a fused layer's q, k and v share qkv_proj, its gate and up
 // gate_up_proj (consecutive entries of one module are written as one tensor, rows in this order).
+// A mixture-of-experts layer's MLP is its experts' gate, up and down, each its own module.
 std::vector<LinearRef> linears_of(DenseLayer& L, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const std::string qkv = p + "self_attn.qkv_proj", gate_up = p + "mlp.gate_up_proj";
-  return {{L.fused ? qkv : p + "self_attn.q_proj", &L.q},
-          {L.fused ? qkv : p + "self_attn.k_proj", &L.k},
-          {L.fused ? qkv : p + "self_attn.v_proj", &L.v},
-          {p + "self_attn.o_proj", &L.o},
-          {L.fused ? gate_up : p + "mlp.gate_proj", &L.gate},
-          {L.fused ? gate_up : p + "mlp.up_proj", &L.up},
-          {p + "mlp.down_proj", &L.down}};
+  std::vector<LinearRef> out = {{L.fused ? qkv : p + "self_attn.q_proj", &L.q, {LinearGroup::Qkv}},
+                                {L.fused ? qkv : p + "self_attn.k_proj", &L.k, {LinearGroup::Qkv}},
+                                {L.fused ? qkv : p + "self_attn.v_proj", &L.v, {LinearGroup::Qkv}},
+                                {p + "self_attn.o_proj", &L.o, {LinearGroup::O}}};
+  if (L.experts.empty()) {
+    out.push_back({L.fused ? gate_up : p + "mlp.gate_proj", &L.gate, {LinearGroup::GateUp}});
+    out.push_back({L.fused ? gate_up : p + "mlp.up_proj", &L.up, {LinearGroup::GateUp}});
+    out.push_back({p + "mlp.down_proj", &L.down, {LinearGroup::Down}});
+  }
+  for (ExpertMlp& m : L.experts) {
+    out.push_back({m.gate_module, &m.gate, {LinearGroup::GateUp, m.expert}});
+    out.push_back({m.up_module, &m.up, {LinearGroup::GateUp, m.expert}});
+    out.push_back({m.down_module, &m.down, {LinearGroup::Down, m.expert}});
+  }
+  return out;
+}
+
+std::string module_of(const std::string& tensor) {
+  return tensor.ends_with(".weight") ? tensor.substr(0, tensor.size() - 7) : tensor;
 }
 
 // The rows of several quantized linears of one input, stacked as one (a fused module). Their
@@ -128,17 +145,33 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
       << "the GPTQ (v1) layout stores zero points minus one and cannot hold the zero point 0 that asymmetric groups "
          "produce: use --format compressed-tensors (or awq) for --asym";
   LLM_REQUIRE(o.dampening > 0 && o.dampening < 1) << "--dampening must be in (0, 1)";
-  LLM_REQUIRE(c.num_experts == 0) << "quantize does not handle mixture-of-experts models yet (" << c.architecture
-                                  << ": " << c.num_experts << " experts per sparse layer); they run as stored";
+  LLM_REQUIRE(c.num_experts == 0 || o.method != "awq")
+      << "--method awq does not handle mixture-of-experts models (" << c.architecture
+      << "): its scales would fold into the router and every expert; use --method gptq or rtn";
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
-  for (const auto& [what, k] : {std::pair<const char*, int64_t>{"q/k/v/gate/up (hidden size)", c.hidden_size},
-                                {"o_proj (heads x head dim)", attn},
-                                {"down_proj (intermediate size)", int64_t(c.intermediate_size)}}) {
+  std::vector<std::pair<std::string, int64_t>> widths = {{"q/k/v/gate/up (hidden size)", c.hidden_size},
+                                                         {"o_proj (heads x head dim)", attn}};
+  bool dense_mlp = c.num_experts == 0;
+  for (int l = 0; l < c.num_layers; ++l) dense_mlp |= !c.layer_is_moe(l);
+  if (dense_mlp) widths.emplace_back("down_proj (intermediate size)", c.intermediate_size);
+  if (c.num_experts > 0) widths.emplace_back("an expert's down_proj (moe_intermediate_size)", c.moe_intermediate_size);
+  if (c.shared_expert_intermediate_size > 0)
+    widths.emplace_back("the shared expert's down_proj (shared_expert_intermediate_size)",
+                        c.shared_expert_intermediate_size);
+  std::string all;
+  int64_t common = 0;  // the widths' greatest common divisor
+  for (const auto& [what, k] : widths) {
+    all += (all.empty() ? "" : ", ") + std::to_string(k);
+    common = std::gcd(common, k);
+  }
+  int64_t fits = 1;  // the largest power of two (at most 128) that divides them all
+  while (fits < 128 && common % (2 * fits) == 0) fits *= 2;
+  for (const auto& [what, k] : widths) {
     try {
       o.scheme.check(k);
     } catch (const std::invalid_argument& e) {
-      LLM_THROW() << e.what() << ": " << what << " = " << k << "; pick a --group-size that divides "
-                  << c.hidden_size << ", " << attn << " and " << c.intermediate_size << " (e.g. 64 or 32), or -1";
+      LLM_THROW() << e.what() << ": " << what << " = " << k << "; pick a --group-size that divides " << all
+                  << " (e.g. " << fits << "), or -1";
     }
   }
 }
@@ -187,6 +220,15 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   info.act_order = o.act_order;
   info.ignore = o.ignore;
   info.ignores("lm_head");  // a bad "re:" pattern is refused here, before any work
+  // A mixture of experts' routers and shared-expert gates stay dense (as llm-compressor leaves
+  // them): listed in the ignore list, so that vLLM and transformers expect them dense too.
+  std::set<std::string> kept_dense;
+  if (const Architecture& arch = find_architecture(c.architecture); arch.weight_sources)
+    for (const WeightSource& s : arch.weight_sources(c))
+      if (s.role == WeightRole::Router || s.role == WeightRole::SharedGate)
+        for (const std::string& part : s.parts)
+          if (kept_dense.insert(module_of(part)).second && !info.ignores(module_of(part)))
+            info.ignore.push_back(module_of(part));
 
   const bool calibrate = o.method != "rtn" || o.kv_cache == "fp8";
   std::vector<std::vector<int32_t>> samples;
@@ -197,11 +239,13 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     // also its search batch's four linear inputs, kept through the layer's search. Refused up front
     // rather than failing mid-way.
     const double tokens = double(o.calib.samples) * o.calib.seq_len;
-    const double H = c.hidden_size, I = c.intermediate_size, A = double(c.num_heads) * c.head_dim,
-                 Akv = double(c.num_kv_heads) * c.head_dim;
+    const double H = c.hidden_size, A = double(c.num_heads) * c.head_dim, Akv = double(c.num_kv_heads) * c.head_dim,
+                 E = c.num_experts;
+    const double I = std::max({c.intermediate_size, c.moe_intermediate_size, c.shared_expert_intermediate_size});
     // family forward per token: hidden, residual, normed (3H); q/k/v (A + 2Akv); attention (A);
-    // gate/up (2I); act (I); the cached keys and values (2Akv)
-    const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv;
+    // gate/up (2I); act (I); the cached keys and values (2Akv); a mixture of experts' router logits
+    // (E) and expert rows (2H)
+    const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv + (E > 0 ? E + 2 * H : 0);
     const double awq_width = o.method == "awq" ? 2 * (H + A + H + I) : 0;  // the inputs and their scaled copies
     const double need = tokens * sizeof(float) * (family_width + awq_width);
     const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
@@ -238,7 +282,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
           ck, std::vector<std::vector<int32_t>>(samples.begin(), samples.begin() + ns), o.threads);
     if (!subset || o.kv_cache == "fp8") family = std::make_unique<FamilyCalibration>(ck, samples, o.threads);
   }
-  const FamilyCalibration::BeforeLinear as_loaded = [](LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; };
+  const FamilyCalibration::BeforeLinear as_loaded = [](LinearSite, const Tensor&, const Tensor&) { return Tensor{}; };
   QuantizeReport rep;
   const std::vector<WeightSpec> specs = model_tensor_specs(c);
   for (int i = 0; i < c.num_layers; ++i) {
@@ -259,9 +303,11 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       // independent), and the linear run with the quantized values, so the next one's input and the
       // next layer's come from them.
       double loss = 0;
-      auto gptq_group = [&](LinearGroup g, const Tensor& input, const Tensor& w) -> Tensor {
-        static const std::vector<size_t> kMembers[] = {{0, 1, 2}, {3}, {4, 5}, {6}};
-        const std::vector<size_t>& members = kMembers[int(g)];
+      // A routed expert's Hessian comes from the rows of the calibration tokens routed to it.
+      auto gptq_group = [&](LinearSite site, const Tensor& input, const Tensor& w) -> Tensor {
+        std::vector<size_t> members;
+        for (size_t j = 0; j < lin.size(); ++j)
+          if (lin[j].site == site) members.push_back(j);
         HessianAccumulator acc(input.dim(1));
         acc.add(input.ptr<float>(), input.dim(0), int64_t(samples.size()));  // one sample per sequence, as llm-compressor counts
         Tensor run;  // w with the quantized rows in place of the originals
@@ -296,6 +342,22 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
       };
       family->run_layer(i, gptq_group, o.kv_cache == "fp8" ? &amax : nullptr);
       detail = "gptq loss " + fmt(loss);
+      // An expert no calibration token reached has no Hessian: rounded to nearest instead.
+      std::set<int> unreached;
+      for (size_t j = 0; j < lin.size(); ++j)
+        if (lin[j].site.expert >= 0 && q[j].n == 0 && !info.ignores(lin[j].module)) {
+          rtn(j);
+          unreached.insert(lin[j].site.expert);
+        }
+      if (!L.experts.empty()) {
+        const int routed = int(std::count_if(L.experts.begin(), L.experts.end(),
+                                             [](const ExpertMlp& m) { return m.expert >= 0; }));
+        detail += ", experts " + std::to_string(routed - int(unreached.size())) + "/" + std::to_string(routed) +
+                  " calibrated";
+        if (!unreached.empty()) detail += ", " + std::to_string(unreached.size()) + " by rtn (no calibration token)";
+        rep.experts_calibrated += routed - int(unreached.size());
+        rep.experts_rtn_fallback += int(unreached.size());
+      }
     } else {
       // AWQ: scales (searched on the search samples) and clipping fold into L; the next layer's input
       // comes from the layer as loaded, whose function the scaled, unclipped one is (as AutoAWQ and
@@ -325,10 +387,11 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     const std::string p = "model.layers." + std::to_string(i) + ".";
     keep_dense(p + "input_layernorm.weight", L.input_norm);
     keep_dense(p + L.mlp_norm_name + ".weight", L.mlp_norm);
-    // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's sandwich norms).
+    // The layer's other norms as stored (Qwen3's and Gemma's per-head norms, Gemma's sandwich norms),
+    // and a mixture of experts' router and shared-expert gate.
     for (const WeightSpec& s : specs)
-      if (s.norm && s.name.starts_with(p) && s.name != p + "input_layernorm.weight" &&
-          s.name != p + L.mlp_norm_name + ".weight")
+      if (s.name.starts_with(p) && s.name != p + "input_layernorm.weight" && s.name != p + L.mlp_norm_name + ".weight" &&
+          (s.norm || kept_dense.count(module_of(s.name))))
         keep_dense(s.name, ck.get(s.name));
     if (!L.q_bias.empty())  // as the layer holds them: AWQ's v -> o scaling divides v's bias too
       for (const auto& [b, t] : {std::pair<const char*, const Tensor*>{"q", &L.q_bias}, {"k", &L.k_bias}, {"v", &L.v_bias}})

@@ -48,6 +48,9 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
   int layers = 0, linears_quantized = 0, linears_dense = 0;
+  // gptq on a mixture of experts: the experts calibrated on the tokens routed to them, and those no
+  // calibration token reached (rounded to nearest instead), summed over the layers
+  int experts_calibrated = 0, experts_rtn_fallback = 0;
   double seconds = 0;
   uint64_t bytes_written = 0;
 };

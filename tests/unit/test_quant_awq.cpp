@@ -66,11 +66,12 @@ Checkpoint with_layer0(const Checkpoint& ck, const quant::DenseLayer& L) {
 // Layer 0's output as layer 1 first reads it (normed, q/k/v's input) on the samples.
 Tensor layer0_out(const Checkpoint& ck, const std::vector<std::vector<int32_t>>& samples) {
   quant::FamilyCalibration f(ck, samples);
-  f.run_layer(0, [](quant::LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; });
+  f.run_layer(0, [](quant::LinearSite, const Tensor&, const Tensor&) { return Tensor{}; });
   f.begin_layer(1);
   Tensor got;
   f.probe(
-      [&](quant::LinearGroup g, const Tensor& x, const Tensor&) {
+      [&](quant::LinearSite site, const Tensor& x, const Tensor&) {
+        const quant::LinearGroup g = site.group;
         if (g == quant::LinearGroup::Qkv) got = copy(x);
         return Tensor{};
       },

@@ -205,7 +205,8 @@ TEST_CASE("family calibration: layer by layer, each linear's input equals the re
     std::vector<int> seen(4, 0);
     f.run_layer(
         l,
-        [&](quant::LinearGroup g, const Tensor& in, const Tensor&) {
+        [&](quant::LinearSite site, const Tensor& in, const Tensor&) {
+          const quant::LinearGroup g = site.group;
           const std::vector<double>& w = *want[int(g)];
           ++seen[size_t(g)];
           REQUIRE(size_t(in.numel()) == w.size());
@@ -235,7 +236,8 @@ TEST_CASE("family calibration: a weight swapped in runs in place of the loaded o
   quant::FamilyCalibration fam(ck, samples);
   bool o_zero = false, later_seen = false;
   // q/k/v all zero: the values are zero, so o's input (the attention output) is zero
-  fam.run_layer(0, [&](quant::LinearGroup g, const Tensor& in, const Tensor& w) {
+  fam.run_layer(0, [&](quant::LinearSite site, const Tensor& in, const Tensor& w) {
+          const quant::LinearGroup g = site.group;
     if (g == quant::LinearGroup::Qkv) {
       Tensor z = Tensor::empty_host(DType::F32, w.shape);
       std::fill(z.ptr<float>(), z.ptr<float>() + z.numel(), 0.0f);
@@ -248,7 +250,7 @@ TEST_CASE("family calibration: a weight swapped in runs in place of the loaded o
     return Tensor{};
   });
   CHECK(o_zero);
-  fam.run_layer(1, [&](quant::LinearGroup, const Tensor&, const Tensor&) {
+  fam.run_layer(1, [&](quant::LinearSite, const Tensor&, const Tensor&) {
     later_seen = true;
     return Tensor{};
   });
@@ -259,7 +261,7 @@ TEST_CASE("family calibration: a probe runs the layer again on the same input, h
   ModelConfig c = test::tiny_llama_config(60, 2, 8);
   Checkpoint ck = random_checkpoint(c, 14, 0.3f);
   const std::vector<std::vector<int32_t>> samples = {{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4}, {7, 7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11}};
-  auto keep = [](quant::LinearGroup, const Tensor&, const Tensor&) { return Tensor{}; };
+  auto keep = [](quant::LinearSite, const Tensor&, const Tensor&) { return Tensor{}; };
   // Layer 1's input with and without probes of layer 0 (one of them with trial weights) and of layer 1.
   auto layer1_input = [&](bool probes) {
     quant::FamilyCalibration f(ck, samples);
@@ -268,7 +270,8 @@ TEST_CASE("family calibration: a probe runs the layer again on the same input, h
     if (probes) {
       for (int i = 0; i < 2; ++i)
         f.probe(
-            [&](quant::LinearGroup g, const Tensor& x, const Tensor&) {
+            [&](quant::LinearSite site, const Tensor& x, const Tensor&) {
+          const quant::LinearGroup g = site.group;
               if (g == quant::LinearGroup::O) o_inputs.push_back(Tensor::empty_host(DType::F32, x.shape)),
                                                 std::memcpy(o_inputs.back().data, x.data, x.nbytes());
               return Tensor{};
@@ -277,7 +280,8 @@ TEST_CASE("family calibration: a probe runs the layer again on the same input, h
       REQUIRE(o_inputs.size() == 2);
       CHECK(std::memcmp(o_inputs[0].data, o_inputs[1].data, o_inputs[0].nbytes()) == 0);  // the same input
       f.probe(
-          [&](quant::LinearGroup g, const Tensor&, const Tensor& w) {
+          [&](quant::LinearSite site, const Tensor&, const Tensor& w) {
+            const quant::LinearGroup g = site.group;
             if (g != quant::LinearGroup::Qkv) return Tensor{};
             Tensor z = Tensor::empty_host(DType::F32, w.shape);
             std::fill(z.ptr<float>(), z.ptr<float>() + z.numel(), 0.0f);
@@ -288,7 +292,8 @@ TEST_CASE("family calibration: a probe runs the layer again on the same input, h
     f.advance(keep);
     f.begin_layer(1);
     Tensor got;
-    auto grab = [&](quant::LinearGroup g, const Tensor& x, const Tensor&) {
+    auto grab = [&](quant::LinearSite site, const Tensor& x, const Tensor&) {
+          const quant::LinearGroup g = site.group;
       if (g == quant::LinearGroup::Qkv) got = Tensor::empty_host(DType::F32, x.shape), std::memcpy(got.data, x.data, x.nbytes());
       return Tensor{};
     };
