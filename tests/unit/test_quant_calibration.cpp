@@ -13,6 +13,7 @@
 #include "byte_tokenizer.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
+#include "engine/model/layers/moe_block.h"
 #include "engine/model/random_checkpoint.h"
 #include "quant/algo/calibration_data.h"
 #include "quant/algo/family_calibration.h"
@@ -305,4 +306,52 @@ TEST_CASE("family calibration: a probe runs the layer again on the same input, h
   const Tensor plain = layer1_input(false), probed = layer1_input(true);
   REQUIRE(plain.numel() == probed.numel());
   CHECK(std::memcmp(plain.data, probed.data, plain.nbytes()) == 0);
+}
+
+TEST_CASE("family calibration: a routed expert sees the rows of the tokens routed to it, and none runs unreached") {
+  ModelConfig c = test::tiny_llama_config(60, 1, 8);
+  c.architecture = "Qwen3MoeForCausalLM";
+  c.qk_norm = true;
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.moe_intermediate_size = 16;
+  c.moe_renormalize = true;
+  Checkpoint ck = random_checkpoint(c, 21, 0.5f);
+  const Tensor router = ck.get("model.layers.0.mlp.gate.weight");  // [E, H]
+  REQUIRE(router.dtype == DType::F32);
+  const int64_t H = c.hidden_size, E = c.num_experts;
+  for (const auto& samples : {std::vector<std::vector<int32_t>>{{1, 5, 9, 13, 2, 40, 7, 3, 8, 21, 33, 4}},
+                              std::vector<std::vector<int32_t>>{{3}}}) {  // one token: 6 experts unreached
+    quant::FamilyCalibration fam(ck, samples);
+    const int64_t T = fam.tokens();
+    std::vector<int64_t> gate_up_rows(static_cast<size_t>(E), -1), down_rows(static_cast<size_t>(E), -1);
+    int64_t routed_rows = 0, wrong_expert = 0;
+    fam.run_layer(0, [&](quant::LinearSite site, const Tensor& x, const Tensor&) {
+      if (site.expert == quant::kNoExpert) return Tensor{};
+      REQUIRE(site.expert >= 0);
+      REQUIRE(site.expert < E);
+      auto& rows = site.group == quant::LinearGroup::GateUp ? gate_up_rows : down_rows;
+      CHECK(rows[size_t(site.expert)] == -1);  // once
+      rows[size_t(site.expert)] = x.dim(0);
+      if (site.group != quant::LinearGroup::GateUp) return Tensor{};
+      // each row is an MLP input whose router logits put this expert in its top k
+      for (int64_t r = 0; r < x.dim(0); ++r) {
+        std::vector<float> logits(static_cast<size_t>(E));
+        for (int64_t e = 0; e < E; ++e) {
+          double d = 0;
+          for (int64_t h = 0; h < H; ++h) d += double(x.ptr<float>()[r * H + h]) * router.ptr<float>()[e * H + h];
+          logits[size_t(e)] = float(d);
+        }
+        const MoeRouting one = route_tokens(logits.data(), 1, int(E), c.experts_per_token, true);
+        wrong_expert += one.tokens[size_t(site.expert)].empty();
+        ++routed_rows;
+      }
+      return Tensor{};
+    });
+    CHECK(wrong_expert == 0);
+    CHECK(routed_rows == T * c.experts_per_token);  // every token reached its k experts
+    CHECK(gate_up_rows == down_rows);
+    const int64_t unreached = std::count(gate_up_rows.begin(), gate_up_rows.end(), -1);
+    CHECK(unreached == (T == 1 ? E - c.experts_per_token : unreached));
+  }
 }
