@@ -76,6 +76,13 @@ void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
   linear(x, w.data, bias, out);
 }
 
+void Backend::linear_group(std::span<const GroupedLinear> items) {
+  for (const GroupedLinear& g : items) {
+    Tensor out = g.out;
+    linear(g.x, *g.w, nullptr, out);
+  }
+}
+
 void Backend::embed(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) {
   if (is_dense(table.format)) return embed(table.data, b, out, vocab_begin);
   embed_quantized(table, b, out, vocab_begin);  // the default refuses, by name

@@ -224,6 +224,15 @@ class Backend {
   virtual void soft_cap(Tensor& x, float cap);
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
+  // Several linears at once, each out_i [n_i, N_i] = x_i [n_i, K_i] @ w_i^T (a mixture of experts'
+  // routed experts, each over its tokens' rows): linear(x_i, *w_i, nullptr, out_i) for each, which
+  // the default calls; a backend may run them in one pass over its cores, with the same results.
+  struct GroupedLinear {
+    Tensor x;
+    const LinearWeight* w = nullptr;
+    Tensor out;
+  };
+  virtual void linear_group(std::span<const GroupedLinear> items);
   // Mixture of experts (engine/model/layers/moe_block.h; caps().moe). The defaults refuse by name.
   // out[i, :] = x[rows[i], :]                              x [T, C], out [n, C]
   virtual void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out);

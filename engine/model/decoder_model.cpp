@@ -48,6 +48,8 @@ ActivationWidths DecoderModel::activation_widths() const {
   w.gate_up = 2 * I / world;
   w.act = I / world;
   w.experts = c.num_experts;
+  w.expert_slots = c.num_experts > 0 ? c.experts_per_token : 0;
+  w.expert_gate_up = 2 * int64_t(c.moe_intermediate_size) / world;
   w.vocab = c.vocab_size;
   w.vocab_local = par_.comm ? c.vocab_size / world : 0;  // logits gathered through the communicator
   return w;
@@ -74,7 +76,8 @@ void DecoderModel::forward(const AttentionPlan& plan, StepBuffers& buf, std::vec
   }
   auto rows_of = [&](const Tensor& t) { return t.empty() ? t : first_rows(t, T); };
   LayerBuffers lb{hidden, residual, normed, qkv, attn, gate_up, act,
-                  rows_of(buf.router), rows_of(buf.expert_in), rows_of(buf.expert_out)};
+                  rows_of(buf.router), rows_of(buf.expert_in), rows_of(buf.expert_out),
+                  rows_of(buf.expert_gate_up), rows_of(buf.expert_act)};
   run_layers(plan, lb, kv);
   if (!par_.last_stage()) {
     send(hidden, par_.stage + 1);
@@ -100,7 +103,7 @@ void DecoderModel::run_mlp(const DecoderWeights::Layer& L, const Tensor& x, Laye
     L.mlp.run(backend_, x, b.gate_up, b.act, out);
     return;
   }
-  MoeBlock::Scratch scratch{b.router, b.expert_in, b.expert_out, b.gate_up, b.act};
+  MoeBlock::Scratch scratch{b.router, b.expert_in, b.expert_out, b.expert_gate_up, b.expert_act, b.gate_up, b.act};
   L.moe.run(backend_, x, scratch, out);
 }
 

@@ -32,6 +32,7 @@ class DecoderModel : public Model {
   ActivationWidths activation_widths() const override;
   void forward(const AttentionPlan& plan, StepBuffers& buf, std::vector<KvLayer>& kv) override;
   int pipeline_stages() const override { return par_.stages; }
+  bool syncs_in_forward() const override { return config_.num_experts > 0; }
   void collect_logits(Tensor& logits) override;
   int64_t post_collect_logits(Tensor& logits) override;
   void finish_collect_logits(int64_t handle) override;
@@ -43,7 +44,7 @@ class DecoderModel : public Model {
   // The step's buffers as the layers use them ([T, ...] views).
   struct LayerBuffers {
     Tensor hidden, residual, normed, qkv, attn, gate_up, act;
-    Tensor router, expert_in, expert_out;  // mixture-of-experts models only
+    Tensor router, expert_in, expert_out, expert_gate_up, expert_act;  // mixture-of-experts models only
   };
   // This stage's layers. On entry the stream is residual (the first stage: the embeddings) or
   // residual + hidden (a later stage); on return it must be residual + hidden (the final norm adds

@@ -20,7 +20,9 @@ namespace llmctl {
 struct ActivationWidths {
   int64_t hidden = 0, qkv = 0, attn = 0, gate_up = 0, act = 0, vocab = 0;
   int64_t vocab_local = 0;  // 0: vocab (no vocab split)
-  int64_t experts = 0;      // > 0: mixture-of-experts scratch (router [T, experts], expert rows [T, hidden] x 2)
+  int64_t experts = 0;      // > 0: mixture-of-experts scratch (router [T, experts], expert rows below)
+  int64_t expert_slots = 0;   // routed experts per token (top k): each token's rows in the expert buffers
+  int64_t expert_gate_up = 0; // an expert's gate/up width (this rank's 2 I_moe)
 };
 
 // One step's activation buffers, allocated by the runner for at least T tokens and R rows; a
@@ -29,7 +31,10 @@ struct StepBuffers {
   Tensor hidden, residual, normed, qkv, attn, gate_up, act;  // [T, width]
   Tensor last, logits;                                       // [R, H], [R, V]
   Tensor logits_local;  // [R, vocab_local] when the lm_head is vocab-parallel; else empty
-  Tensor router, expert_in, expert_out;  // [T, experts] f32, [T, H], [T, H]: mixture-of-experts models; else empty
+  // Mixture-of-experts models (else empty): router [T, experts] f32; the routed rows, k per token
+  // (ActivationWidths::expert_slots), grouped by expert: expert_in / expert_out [T, k H],
+  // expert_gate_up [T, k 2I], expert_act [T, k I].
+  Tensor router, expert_in, expert_out, expert_gate_up, expert_act;
 };
 
 // The per-step facts every layer's attention reads, derived once per step by the runner
@@ -89,6 +94,9 @@ class Model {
   // works on i - 1), then calls collect_logits once: the last stage sends the step's logits rows
   // to rank 0, which receives them into `logits` [R, V].
   virtual int pipeline_stages() const { return 1; }
+  // The forward reads a device result on the host mid-step (a mixture of experts' routing): a
+  // device backend cannot capture it in a graph.
+  virtual bool syncs_in_forward() const { return false; }
   virtual void collect_logits(Tensor& logits) { (void)logits; }
   // collect_logits split in two, for rank 0 with several steps in flight: post_collect_logits
   // starts receiving into `logits` (which must stay valid) and returns at once with a handle (-1:

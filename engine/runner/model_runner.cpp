@@ -139,7 +139,8 @@ int ModelRunner::pool_blocks(int group) const {
 size_t ModelRunner::activation_bytes(int64_t T, int64_t R) const {
   const ActivationWidths& w = widths_;
   const size_t a = dtype_size(backend().activation_dtype());
-  const int64_t per_token = 3 * w.hidden + w.qkv + w.attn + w.gate_up + w.act + (w.experts > 0 ? 2 * w.hidden : 0);
+  const int64_t per_token = 3 * w.hidden + w.qkv + w.attn + w.gate_up + w.act +
+                            w.expert_slots * (2 * w.hidden + w.expert_gate_up + w.expert_gate_up / 2);
   return size_t(T) * (size_t(per_token) * a + size_t(w.hidden + w.experts) * 4) +  // + the f32 residual (and router)
          size_t(R) * (size_t(w.hidden) * a + size_t(w.vocab + w.vocab_local) * 4);
 }
@@ -167,8 +168,10 @@ void ModelRunner::ensure_workspace(int64_t T, int64_t R) {
   ws_.act = be.alloc(dt, {T, w.act});
   if (w.experts > 0) {
     ws_.router = be.alloc(DType::F32, {T, w.experts});
-    ws_.expert_in = be.alloc(dt, {T, w.hidden});
-    ws_.expert_out = be.alloc(dt, {T, w.hidden});
+    ws_.expert_in = be.alloc(dt, {T, w.expert_slots * w.hidden});
+    ws_.expert_out = be.alloc(dt, {T, w.expert_slots * w.hidden});
+    ws_.expert_gate_up = be.alloc(dt, {T, w.expert_slots * w.expert_gate_up});
+    ws_.expert_act = be.alloc(dt, {T, w.expert_slots * w.expert_gate_up / 2});
   }
 }
 
@@ -229,8 +232,9 @@ Tensor ModelRunner::execute(const BatchPlan& plan) {
   prepare_exact_slots(plan);
   const int block_size = int(kv_[0].k.dim(1));
 
-  // Pipeline stages exchange activations through host memory inside the forward: no graphs there.
-  if (be.caps().graphs && model_.pipeline_stages() == 1 && graphable_decode(plan)) {
+  // Pipeline stages exchange activations through host memory inside the forward, a mixture of
+  // experts routes on the host: no graphs there.
+  if (be.caps().graphs && model_.pipeline_stages() == 1 && !model_.syncs_in_forward() && graphable_decode(plan)) {
     const int bucket = decode_graph_bucket(plan.num_seqs());
     const int ctx = decode_graph_context(plan, block_size);
     LLM_CHECK(ctx < (1 << 30)) << "graph context " << ctx << " out of range";
@@ -335,7 +339,7 @@ int64_t ModelRunner::run_micro_batches(const BatchPlan& plan) {
     StepBuffers view = ws_;  // this micro-batch's rows of every buffer
     for (Tensor* t : {&view.hidden, &view.residual, &view.normed, &view.qkv, &view.attn, &view.gate_up, &view.act})
       *t = row_slice(*t, t0, Ti);
-    for (Tensor* t : {&view.router, &view.expert_in, &view.expert_out})
+    for (Tensor* t : {&view.router, &view.expert_in, &view.expert_out, &view.expert_gate_up, &view.expert_act})
       if (!t->empty()) *t = row_slice(*t, t0, Ti);
     for (Tensor* t : {&view.last, &view.logits, &view.logits_local})
       if (!t->empty()) *t = row_slice(*t, rows, Ri);

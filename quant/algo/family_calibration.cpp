@@ -153,8 +153,10 @@ void FamilyCalibration::allocate_buffers(const ActivationWidths& w) {
   buffers_.act = rows(w.act);
   if (w.experts > 0) {
     buffers_.router = rows(w.experts);
-    buffers_.expert_in = rows(w.hidden);
-    buffers_.expert_out = rows(w.hidden);
+    buffers_.expert_in = rows(w.expert_slots * w.hidden);
+    buffers_.expert_out = rows(w.expert_slots * w.hidden);
+    buffers_.expert_gate_up = rows(w.expert_slots * w.expert_gate_up);
+    buffers_.expert_act = rows(w.expert_slots * w.expert_gate_up / 2);
   }
 }
 

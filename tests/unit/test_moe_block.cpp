@@ -115,9 +115,11 @@ struct Buffers {
   MoeBlock::Scratch s;
   Tensor out;
   Buffers(Backend& be, int T, const Fixture& f) {
-    const int I = std::max(f.I, f.S);
-    s = {be.alloc(DType::F32, {T, f.E}), be.alloc(DType::F32, {T, f.H}), be.alloc(DType::F32, {T, f.H}),
-         be.alloc(DType::F32, {T, 2 * I}), be.alloc(DType::F32, {T, I})};
+    // the routed rows (k per token) at the experts' width, the shared expert's at its own
+    const int n = T * f.k;
+    s = {be.alloc(DType::F32, {T, f.E}),     be.alloc(DType::F32, {n, f.H}),      be.alloc(DType::F32, {n, f.H}),
+         be.alloc(DType::F32, {n, 2 * f.I}), be.alloc(DType::F32, {n, f.I}),      be.alloc(DType::F32, {T, 2 * f.S}),
+         be.alloc(DType::F32, {T, f.S})};
     out = be.alloc(DType::F32, {T, f.H});
   }
 };

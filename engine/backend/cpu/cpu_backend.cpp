@@ -186,6 +186,104 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // One pass over the pool for all the items (a mixture of experts' routed experts): their inputs
+  // quantized together (int8 mode), then every item's chunks of 16 output rows split over the
+  // threads as one list. Each row's result is what linear() gives it. An act-order weight runs alone.
+  void linear_group(std::span<const GroupedLinear> items) override {
+    struct Job {
+      const GroupedLinear* g;
+      bool quantized;
+      kernels::QWeightView view;
+      kernels::QActivations qx;
+      int64_t T, K, N, row0, chunk0;  // row0 / chunk0: its first row / chunk in the group's lists
+      size_t act_offset;
+    };
+    constexpr int64_t chunk = 16;
+    std::vector<Job> jobs;
+    int64_t rows = 0, chunks = 0;
+    size_t act_bytes = 0;
+    for (const GroupedLinear& g : items) {
+      require_support(g.w->format);
+      check_f32(g.x, "linear input");
+      const int64_t T = g.x.dim(0), K = g.x.dim(1), N = g.w->n;
+      LLM_CHECK(g.x.rank() == 2 && K == g.w->k && g.out.dim(0) == T && g.out.dim(1) == N)
+          << "linear_group shapes: x " << g.x.shape_str() << " w [" << g.w->n << ", " << g.w->k << "] out "
+          << g.out.shape_str();
+      const bool quantized = !is_dense(g.w->format);
+      if (quantized && !g.w->input_perm.empty()) {
+        Tensor out = g.out;
+        linear(g.x, *g.w, nullptr, out);
+        continue;
+      }
+      LLM_CHECK(quantized || (g.w->data.dtype == dense_dtype(g.w->format) && g.w->data.rank() == 2 &&
+                              g.w->data.dim(0) == N && g.w->data.dim(1) == K))
+          << "linear_group: a " << weight_format_name(g.w->format) << " weight holds " << dtype_name(g.w->data.dtype)
+          << " " << g.w->data.shape_str();
+      Job j{&g, quantized, {}, {}, T, K, N, rows, chunks, act_bytes};
+      if (quantized) j.view = cpu_qweight_view(*g.w);
+      if (quantized && act_quant_ == ActQuantMode::Int8) act_bytes += (kernels::qactivation_bytes(T, K) + 63) / 64 * 64;
+      rows += T;
+      chunks += (N + chunk - 1) / chunk;
+      jobs.push_back(j);
+    }
+    if (jobs.empty()) return;
+    auto job_of = [&](int64_t at, int64_t Job::*first) {  // the job whose range holds index `at`
+      size_t lo = 0, hi = jobs.size();
+      while (hi - lo > 1) {
+        const size_t mid = (lo + hi) / 2;
+        (jobs[mid].*first <= at ? lo : hi) = mid;
+      }
+      return lo;
+    };
+    if (act_bytes > 0) {
+      if (act_scratch_.size() < act_bytes + 64) act_scratch_.resize(act_bytes + 64);
+      const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
+      uint8_t* base = act_scratch_.data() + (64 - at % 64) % 64;
+      for (Job& j : jobs)
+        if (j.quantized)
+          j.qx = kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, 0, 0, base + j.act_offset);  // the view
+      pool_.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1;) {
+          const Job& j = jobs[job_of(r, &Job::row0)];
+          const int64_t end = std::min(r1, j.row0 + j.T);
+          if (j.quantized)
+            kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, r - j.row0, end - j.row0,
+                                              base + j.act_offset);
+          r = end;
+        }
+      });
+    }
+    // A chunk costs its item's rows x K: the threads take contiguous runs of chunks of equal cost
+    // (experts take unequal numbers of tokens), not of equal count.
+    std::vector<int64_t> cost(size_t(chunks) + 1, 0);  // cost[c]: the chunks before c
+    for (const Job& j : jobs)
+      for (int64_t c = j.chunk0; c < j.chunk0 + (j.N + chunk - 1) / chunk; ++c)
+        cost[size_t(c) + 1] = cost[size_t(c)] + j.T * j.K;
+    const int64_t parts = pool_.size(), total = cost.back();
+    std::vector<int64_t> bound(size_t(parts) + 1, chunks);  // part p: chunks [bound[p], bound[p + 1])
+    for (int64_t p = 0; p < parts; ++p)  // the first chunk that starts at or past p / parts of the cost
+      bound[size_t(p)] = std::lower_bound(cost.begin(), cost.end() - 1, (total * p + parts - 1) / parts,
+                                          [](int64_t have, int64_t want) { return have < want; }) - cost.begin();
+    pool_.parallel_for(parts, [&](int64_t p0, int64_t p1) {
+      const int64_t c0 = bound[size_t(p0)], c1 = bound[size_t(p1)];
+      for (int64_t c = c0; c < c1;) {
+        const Job& j = jobs[job_of(c, &Job::chunk0)];
+        const int64_t end = std::min(c1, j.chunk0 + (j.N + chunk - 1) / chunk);
+        const int64_t n0 = (c - j.chunk0) * chunk, n1 = std::min(j.N, (end - j.chunk0) * chunk);
+        float* out = static_cast<float*>(j.g->out.data);  // the item's output (the span holds it const)
+        const float* x = j.g->x.ptr<float>();
+        if (!j.quantized)
+          kernels::linear_rows(x, j.T, j.K, j.g->w->data.data, weight_type(j.g->w->data.dtype), nullptr, n0, n1, out,
+                               j.N);
+        else if (act_quant_ == ActQuantMode::Int8)
+          kernels::qlinear_rows_q8(j.qx, j.view, nullptr, n0, n1, out, j.N);
+        else
+          kernels::qlinear_rows_f32(x, j.T, j.view, nullptr, n0, n1, out, j.N);
+        c = end;
+      }
+    });
+  }
+
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
     const int64_t T = x.dim(0), K = x.dim(1), N = w.dim(0);

@@ -49,6 +49,7 @@ CudaBackend::CudaBackend(DType compute_dtype, int device_index, CudaOptions opti
   caps_.kv_exact_rows = {KvCacheDtype::Fp8};
   caps_.sampling = true;
   caps_.graphs = options_.graphs;
+  caps_.moe = true;  // cuda_moe.cpp
   LLM_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16) << "CUDA compute dtype must be bf16 or f16, got "
                                                            << dtype_name(dtype_);
   LLM_CHECK(cuda_device_available()) << "no CUDA device";
@@ -81,7 +82,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, perm_scratch_})
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, perm_scratch_, moe_dev_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
   tuner_.reset();

@@ -103,6 +103,11 @@ class CudaBackend final : public Backend {
   void scale(Tensor& x, float s) override;
   void soft_cap(Tensor& x, float cap) override;
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override;
+  // Mixture-of-experts row ops (cuda_moe.cpp): the host's rows and weights are uploaded first.
+  void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
+  void scatter_add_rows(const Tensor& y, std::span<const int32_t> rows, std::span<const float> weights,
+                        Tensor& out) override;
+  void fill_zero(Tensor& t) override;
   void copy_blocks(std::vector<KvLayer>& cache, const std::vector<std::pair<int, int>>& pairs) override;
 
   // rope and write_kv in one pass (same result as rope then write_kv).
@@ -150,6 +155,11 @@ class CudaBackend final : public Backend {
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  // The mixture-of-experts ops' rows and weights, uploaded per call (cuda_moe.cpp).
+  void* moe_dev_ = nullptr;
+  size_t moe_dev_bytes_ = 0;
+  // rows (and weights) copied to moe_dev_: int32 rows first, f32 weights after them.
+  const int32_t* upload_rows(std::span<const int32_t> rows, std::span<const float> weights, const float** dev_weights);
   void* perm_scratch_ = nullptr;  // linear_quantized's input with an act-order weight's columns gathered
   size_t perm_scratch_bytes_ = 0;
   // Sampling buffers: jobs and edits (device and pinned staging), scratch rows, tokens.

@@ -39,25 +39,47 @@ MoeRouting route_tokens(const float* logits, int64_t T, int E, int k, bool renor
 }
 
 void MoeBlock::run(Backend& be, const Tensor& x, Scratch& s, Tensor& out) const {
-  const int64_t T = x.dim(0);
+  const int64_t T = x.dim(0), H = x.dim(1);
   const int E = int(experts.size());
   Tensor logits = first_rows(s.router_logits, T);
   be.linear(x, router, nullptr, logits);
   const Tensor host_logits = be.to_host_f32(logits);
   const MoeRouting r = route_tokens(host_logits.ptr<float>(), T, E, top_k, renormalize);
-  be.fill_zero(out);
-  for (int e = 0; e < E; ++e) {  // in expert order: each token's sum always adds in the same order
-    const auto& toks = r.tokens[size_t(e)];
-    if (toks.empty()) continue;
-    const int64_t n = int64_t(toks.size());
-    Tensor in = first_rows(s.rows_in, n), y = first_rows(s.rows_out, n), gu = first_rows(s.gate_up, n), act = first_rows(s.act, n);
-    be.gather_token_rows(x, toks, in);
-    experts[size_t(e)].run(be, in, gu, act, y);
-    be.scatter_add_rows(y, toks, r.weights[size_t(e)], out);
+  // The routed rows in expert order: expert e's tokens at [begin[e], begin[e] + n_e).
+  std::vector<int32_t> rows;
+  std::vector<float> weights;
+  std::vector<int64_t> begin(size_t(E) + 1, 0);
+  for (int e = 0; e < E; ++e) {
+    rows.insert(rows.end(), r.tokens[size_t(e)].begin(), r.tokens[size_t(e)].end());
+    weights.insert(weights.end(), r.weights[size_t(e)].begin(), r.weights[size_t(e)].end());
+    begin[size_t(e) + 1] = int64_t(rows.size());
   }
+  const int64_t n = int64_t(rows.size());  // T k
+  const int64_t I2 = experts[0].gate_up.n, I = experts[0].down.k;
+  Tensor in = GatedMlp::scratch(s.rows_in, n, H), y = GatedMlp::scratch(s.rows_out, n, H);
+  Tensor gu = GatedMlp::scratch(s.gate_up, n, I2), act = GatedMlp::scratch(s.act, n, I);
+  be.gather_token_rows(x, rows, in);
+  std::vector<Backend::GroupedLinear> up, down;
+  for (int e = 0; e < E; ++e) {
+    const int64_t b0 = begin[size_t(e)], b1 = begin[size_t(e) + 1];
+    if (b0 == b1) continue;
+    const GatedMlp& m = experts[size_t(e)];
+    LLM_CHECK(m.gate_up.n == I2 && m.down.k == I && m.gelu_tanh == experts[0].gelu_tanh)
+        << "MoE block: expert " << e << " differs in shape or activation from expert 0";
+    up.push_back({row_slice(in, b0, b1 - b0), &m.gate_up, row_slice(gu, b0, b1 - b0)});
+    down.push_back({row_slice(act, b0, b1 - b0), &m.down, row_slice(y, b0, b1 - b0)});
+  }
+  be.linear_group(up);
+  if (experts[0].gelu_tanh)
+    be.gelu_tanh_mul(gu, act);
+  else
+    be.silu_mul(gu, act);
+  be.linear_group(down);
+  be.fill_zero(out);
+  be.scatter_add_rows(y, rows, weights, out);  // in expert order: each token's sum always adds in the same order
   if (shared.gate_up.n > 0) {
-    Tensor y = first_rows(s.rows_out, T), gu = first_rows(s.gate_up, T), act = first_rows(s.act, T);
-    shared.run(be, x, gu, act, y);
+    Tensor y = GatedMlp::scratch(s.rows_out, T, H);
+    shared.run(be, x, s.shared_gate_up, s.shared_act, y);
     Tensor g = Tensor::view(s.router_logits.data, DType::F32, {T, 1}, s.router_logits.owner);  // its first T floats
     be.linear(x, shared_gate, nullptr, g);
     const Tensor host_g = be.to_host_f32(g);

@@ -4,10 +4,12 @@
 //   expert index), weights renormalized to sum 1 when asked -> out[t] = sum_j w[t][j] * expert_j(x[t])
 //   (+ sigmoid(shared_gate . x[t]) * shared(x[t]) when there is a shared expert)
 //
-// Only the experts a step routes tokens to run: the routing groups tokens by expert (one pass), each
-// active expert's gated MLP runs once over its tokens' rows, and its outputs are added into each
-// token's row in expert order. A token's output therefore never depends on which other tokens share
-// the step (beyond what a linear's batch size does to it).
+// Only the experts a step routes tokens to run: the routing groups tokens by expert (one pass), the
+// routed rows are gathered into one buffer ordered by expert (T k rows), every active expert's
+// gate/up runs over its stretch of it in one grouped linear, the activation over all of it at once,
+// the downs in one grouped linear, and the outputs are added into each token's row in expert order.
+// A token's output therefore never depends on which other tokens share the step (beyond what a
+// linear's batch size does to it).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -35,10 +37,11 @@ struct MoeBlock {
 
   bool empty() const { return experts.empty(); }
 
-  // Scratch of the step: router_logits [T, E] f32, rows_in / rows_out [T, H], gate_up [T, 2I],
-  // act [T, I] (only the first rows an expert takes are used).
+  // Scratch of the step: router_logits [T, E] f32; the routed rows grouped by expert (k per token):
+  // rows_in / rows_out [T k, H], gate_up [T k, 2I], act [T k, I]; the shared expert's
+  // shared_gate_up [T, 2I_shared], shared_act [T, I_shared]. Each at least that many elements.
   struct Scratch {
-    Tensor router_logits, rows_in, rows_out, gate_up, act;
+    Tensor router_logits, rows_in, rows_out, gate_up, act, shared_gate_up, shared_act;
   };
   // out [T, H] = the block's output for x [T, H] (tensor parallel: this rank's partial sum, to be
   // all-reduced as a dense MLP's down output is).
