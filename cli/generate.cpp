@@ -166,6 +166,8 @@ Runner add_generate(CLI::App& app) {
                           {"load_seconds", rt.load_seconds},
                           {"prefill_tokens_per_second", pp},
                           {"decode_tokens_per_second", tg}};
+      if (g.stats.decode_steps > 0)  // at batch 1, what each decoded token reads of the weights
+        j["decode_weight_bytes_per_step"] = g.stats.decode_weight_bytes / uint64_t(g.stats.decode_steps);
       if (spec.proposer) {
         j["draft_tokens"] = g.stats.draft_tokens;
         j["accepted_draft_tokens"] = g.stats.accepted_draft_tokens;

@@ -232,6 +232,11 @@ void Engine::finish_step(InFlight& f, StepOutput step) {
   for (const StepSeq& e : entries)
     for (int index : e.prompt_scored) e.r->result.prompt_logprobs[size_t(index)] = std::move(step.prompt_rows.at(prompt_row++));
   stats_.device_seconds += step.device_seconds;
+  stats_.weight_bytes += step.weight_bytes;
+  if (out.num_tokens == int(out.seqs.size())) {
+    stats_.decode_weight_bytes += step.weight_bytes;
+    ++stats_.decode_steps;
+  }
   // From its launch, or from the previous step's end when steps overlap (wall time counted once).
   const double end = now_seconds();
   stats_.forward_seconds += end - std::max(t0, last_step_end_);

@@ -18,6 +18,10 @@ struct EngineStats {
   int64_t accepted_draft_tokens = 0;  // of them, kept (each one a token without a step of its own)
   int64_t jump_forward_tokens = 0;    // tokens a grammar forced, taken without a draw (EngineConfig)
   int64_t grammar_unmasked_draws = 0; // draws under a grammar that filled no mask (unmasked_draw.h)
+  // The linears' weight bytes read (Backend::take_weight_bytes; rank 0's share under tensor
+  // parallelism), and of them the decode steps' (one new token per sequence) and their count.
+  uint64_t weight_bytes = 0, decode_weight_bytes = 0;
+  int64_t decode_steps = 0;
   KvCacheStats kv;        // now
   // After a step: its preemptions, the cache's waste, usage and each pool's blocks in use.
   void record_step(const KvCacheGroups& kv, int64_t preempted);

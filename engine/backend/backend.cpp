@@ -66,7 +66,21 @@ LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
   return {};
 }
 
+namespace {
+uint64_t weight_bytes(const LinearWeight& w) { return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes(); }
+}  // namespace
+
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  weight_bytes_ += weight_bytes(w);
+  dispatch_linear(x, w, bias, out);
+}
+
+void Backend::linear_group(std::span<const GroupedLinear> items) {
+  for (const GroupedLinear& g : items) weight_bytes_ += weight_bytes(*g.w);
+  run_linear_group(items);
+}
+
+void Backend::dispatch_linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   require_support(w.format);
   if (!is_dense(w.format)) return linear_quantized(x, w, bias, out);
   LLM_CHECK(w.data.dtype == dense_dtype(w.format) && w.data.rank() == 2 && w.data.dim(0) == w.n &&
@@ -76,10 +90,10 @@ void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
   linear(x, w.data, bias, out);
 }
 
-void Backend::linear_group(std::span<const GroupedLinear> items) {
+void Backend::run_linear_group(std::span<const GroupedLinear> items) {
   for (const GroupedLinear& g : items) {
     Tensor out = g.out;
-    linear(g.x, *g.w, nullptr, out);
+    dispatch_linear(g.x, *g.w, nullptr, out);
   }
 }
 

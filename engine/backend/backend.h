@@ -190,7 +190,12 @@ class Backend {
   // The same product for a weight with a format: refuses a format this backend does not support
   // (by name), dispatches dense weights to linear(x, w.data, ...) and quantized ones to
   // linear_quantized. w is this rank's slice [N, K].
+  // Counts the bytes of w it reads (weight_bytes_read).
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // The bytes of the linears' weights (codes, scales, zeros) the ops above and linear_group read
+  // since the last call; the step's, when called after each step. What a decoded token reads of
+  // the weights (a mixture of experts: only its routed experts'), the KV cache aside.
+  uint64_t take_weight_bytes() { return std::exchange(weight_bytes_, 0); }
   // out[T,N] = x[T,K] @ dequant(w)[N,K]^T (+ bias[N]) for a quantized w (Int4Group/Int8Group) as
   // upload_quantized made it. Default: refuses, naming the backend and the format.
   virtual void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
@@ -225,14 +230,14 @@ class Backend {
   // out[R, C] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) = 0;
   // Several linears at once, each out_i [n_i, N_i] = x_i [n_i, K_i] @ w_i^T (a mixture of experts'
-  // routed experts, each over its tokens' rows): linear(x_i, *w_i, nullptr, out_i) for each, which
-  // the default calls; a backend may run them in one pass over its cores, with the same results.
+  // routed experts, each over its tokens' rows): the results of linear(x_i, *w_i, nullptr, out_i)
+  // for each (run_linear_group does the work; a backend may run them in one pass over its cores).
   struct GroupedLinear {
     Tensor x;
     const LinearWeight* w = nullptr;
     Tensor out;
   };
-  virtual void linear_group(std::span<const GroupedLinear> items);
+  void linear_group(std::span<const GroupedLinear> items);
   // Mixture of experts (engine/model/layers/moe_block.h; caps().moe). The defaults refuse by name.
   // out[i, :] = x[rows[i], :]                              x [T, C], out [n, C]
   virtual void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out);
@@ -247,6 +252,13 @@ class Backend {
 
  protected:
   BackendCaps caps_;  // set by each backend's constructor
+  // linear_group's work. Default: each item as linear() runs it (dense or quantized), one by one.
+  virtual void run_linear_group(std::span<const GroupedLinear> items);
+  // linear() without the count: dense w to linear(x, w.data, ...), quantized to linear_quantized.
+  void dispatch_linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+
+ private:
+  uint64_t weight_bytes_ = 0;
 };
 
 // act_quant: what the quantized linears do with the activations (engine/backend/act_quant.h).

@@ -81,8 +81,8 @@ class ForwardingBackend : public Backend {
   void scale(Tensor& x, float s) override { inner_.scale(x, s); }
   void soft_cap(Tensor& x, float cap) override { inner_.soft_cap(x, cap); }
   void gather_rows(const Tensor& x, const DeviceBatch& b, Tensor& out) override { inner_.gather_rows(x, b, out); }
-  // linear_group is not forwarded: Backend's default runs each item through linear() here, so a
-  // subclass that watches linear() sees every expert's.
+  // run_linear_group is not forwarded: Backend's default runs each item through linear() here, so
+  // a subclass that watches linear() sees every expert's.
   void gather_token_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
     inner_.gather_token_rows(x, rows, out);
   }

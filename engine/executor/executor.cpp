@@ -9,6 +9,7 @@ StepOutput Executor::execute(const BatchPlan& plan, const StepSampling& sampling
   const Tensor logits = forward(plan);
   StepOutput out = sample(logits, sampling);
   out.device_seconds = step_timer_end();
+  out.weight_bytes = step_weight_bytes();
   return out;
 }
 

@@ -79,6 +79,8 @@ class Executor {
   virtual Tensor to_host(const Tensor& logits) = 0;
   virtual void step_timer_begin() = 0;
   virtual double step_timer_end() = 0;
+  // The weight bytes the backend's linears read since the last call (Backend::take_weight_bytes).
+  virtual uint64_t step_weight_bytes() { return 0; }
 
  private:
   std::optional<StepOutput> submitted_;  // the default submit's output, until collect()

@@ -43,6 +43,7 @@ class LocalExecutor final : public Executor {
   Tensor to_host(const Tensor& logits) override { return runner_.backend().to_host_f32(logits); }
   void step_timer_begin() override { runner_.backend().step_timer_begin(); }
   double step_timer_end() override { return runner_.backend().step_timer_end(); }
+  uint64_t step_weight_bytes() override { return runner_.backend().take_weight_bytes(); }
 
  private:
   ModelRunner runner_;

@@ -190,6 +190,7 @@ class MultiRankExecutor final : public Executor {
   Tensor to_host(const Tensor& logits) override { return local_.runner().backend().to_host_f32(logits); }
   void step_timer_begin() override { local_.runner().backend().step_timer_begin(); }
   double step_timer_end() override { return local_.runner().backend().step_timer_end(); }
+  uint64_t step_weight_bytes() override { return local_.runner().backend().take_weight_bytes(); }
 
  private:
   void send(Command c, const std::vector<uint8_t>& payload) {

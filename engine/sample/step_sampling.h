@@ -68,6 +68,7 @@ struct StepOutput {
   std::vector<DrawOutcome> draws;          // one per StepSampling::draws entry
   std::vector<TokenLogprobs> prompt_rows;  // one per StepSampling::prompt_rows entry
   double device_seconds = 0;               // device time of the step where measured (0 otherwise)
+  uint64_t weight_bytes = 0;               // the linears' weight bytes the step read (rank 0's share)
 };
 
 // Whether the bitmask allows id (an empty mask allows every id).

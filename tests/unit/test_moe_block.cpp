@@ -175,3 +175,26 @@ TEST_CASE("moe: the block equals the naive reference, with and without a shared 
     CHECK(worst < 1e-5);
   }
 }
+
+TEST_CASE("moe: a token reads the router's and its k experts' weights, no other expert's") {
+  auto be = make_cpu_backend(2);
+  for (bool with_shared : {false, true}) {
+    CAPTURE(with_shared);
+    const Fixture f(with_shared, true, 300);
+    const MoeBlock block = f.block(*be);
+    auto bytes = [](const LinearWeight& w) { return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes(); };
+    const uint64_t expert = bytes(block.experts[0].gate_up) + bytes(block.experts[0].down);
+    const uint64_t fixed = bytes(block.router) +
+                           (with_shared ? bytes(block.shared.gate_up) + bytes(block.shared.down) + bytes(block.shared_gate) : 0);
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (int T : {1, 40}) {  // one token: k experts; 40 tokens: every expert of 6 (top 2)
+      Tensor xh = Tensor::empty_host(DType::F32, {T, f.H});
+      for (int64_t i = 0; i < xh.numel(); ++i) xh.ptr<float>()[i] = d(rng);
+      Buffers buf(*be, T, f);
+      (void)be->take_weight_bytes();
+      block.run(*be, be->upload(xh, DType::F32), buf.s, buf.out);
+      CHECK(be->take_weight_bytes() == fixed + uint64_t(T == 1 ? f.k : f.E) * expert);
+    }
+  }
+}

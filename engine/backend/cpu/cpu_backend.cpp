@@ -189,7 +189,7 @@ class CpuBackend final : public Backend {
   // One pass over the pool for all the items (a mixture of experts' routed experts): their inputs
   // quantized together (int8 mode), then every item's chunks of 16 output rows split over the
   // threads as one list. Each row's result is what linear() gives it. An act-order weight runs alone.
-  void linear_group(std::span<const GroupedLinear> items) override {
+  void run_linear_group(std::span<const GroupedLinear> items) override {
     struct Job {
       const GroupedLinear* g;
       bool quantized;
@@ -212,7 +212,7 @@ class CpuBackend final : public Backend {
       const bool quantized = !is_dense(g.w->format);
       if (quantized && !g.w->input_perm.empty()) {
         Tensor out = g.out;
-        linear(g.x, *g.w, nullptr, out);
+        dispatch_linear(g.x, *g.w, nullptr, out);
         continue;
       }
       LLM_CHECK(quantized || (g.w->data.dtype == dense_dtype(g.w->format) && g.w->data.rank() == 2 &&
