@@ -29,12 +29,6 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) {
   return out;
 }
 
-std::string module_of(const std::string& tensor) {
-  const std::string suffix = ".weight";
-  LLM_CHECK(tensor.ends_with(suffix)) << "expert tensor '" << tensor << "' is not a module's weight";
-  return tensor.substr(0, tensor.size() - suffix.size());
-}
-
 // The experts of mixture-of-experts layer `layer`, from the family's name map.
 std::vector<ExpertMlp> read_experts(const Checkpoint& ck, const Architecture& arch, int layer) {
   LLM_REQUIRE(arch.weight_sources) << arch.name << ": layer " << layer
@@ -70,6 +64,10 @@ std::vector<ExpertMlp> read_experts(const Checkpoint& ck, const Architecture& ar
 }
 
 }  // namespace
+
+std::string module_of(const std::string& tensor) {
+  return tensor.ends_with(".weight") ? tensor.substr(0, tensor.size() - 7) : tensor;
+}
 
 Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   int64_t rows = 0;

@@ -52,6 +52,10 @@ inline constexpr int kCalibrationBlockSize = 16;
 BatchPlan calibration_plan(const std::vector<std::vector<int32_t>>& samples, int vocab_size, int block_size,
                            int* num_blocks);
 
+// The module a tensor belongs to: "model.layers.0.mlp.gate.weight" -> "model.layers.0.mlp.gate"
+// (a name without ".weight" as it is).
+std::string module_of(const std::string& tensor);
+
 // Rows of several f32 [n_i, K] tensors stacked into one [sum n_i, K] (or [sum n_i] for biases):
 // a layer's fused q/k/v or gate/up.
 Tensor stack_rows(const std::vector<const Tensor*>& parts);

@@ -90,9 +90,6 @@ std::vector<LinearRef> linears_of(DenseLayer& L, int layer) {
   return out;
 }
 
-std::string module_of(const std::string& tensor) {
-  return tensor.ends_with(".weight") ? tensor.substr(0, tensor.size() - 7) : tensor;
-}
 
 // The rows of several quantized linears of one input, stacked as one (a fused module). Their
 // schemes and group order (act-order's g_idx, from the same Hessian) are the same.
@@ -240,12 +237,12 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
     // rather than failing mid-way.
     const double tokens = double(o.calib.samples) * o.calib.seq_len;
     const double H = c.hidden_size, A = double(c.num_heads) * c.head_dim, Akv = double(c.num_kv_heads) * c.head_dim,
-                 E = c.num_experts;
+                 E = c.num_experts, k = c.experts_per_token, Ie = c.moe_intermediate_size;
     const double I = std::max({c.intermediate_size, c.moe_intermediate_size, c.shared_expert_intermediate_size});
     // family forward per token: hidden, residual, normed (3H); q/k/v (A + 2Akv); attention (A);
     // gate/up (2I); act (I); the cached keys and values (2Akv); a mixture of experts' router logits
-    // (E) and expert rows (2H)
-    const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv + (E > 0 ? E + 2 * H : 0);
+    // (E) and its k routed rows in and out (2H), through gate/up (2Ie) and act (Ie)
+    const double family_width = 3 * H + (A + 2 * Akv) + A + 2 * I + I + 2 * Akv + (E > 0 ? E + k * (2 * H + 3 * Ie) : 0);
     const double awq_width = o.method == "awq" ? 2 * (H + A + H + I) : 0;  // the inputs and their scaled copies
     const double need = tokens * sizeof(float) * (family_width + awq_width);
     const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
@@ -432,7 +429,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   std::set<std::string> written;
   for (const auto& [name, t] : out) written.insert(name);
   for (const WeightSpec& s : specs) {
-    const std::string module = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
+    const std::string module = module_of(s.name);
     LLM_CHECK(written.count(s.name) || (s.name == "lm_head.weight" && c.tie_word_embeddings) ||
               written.count(module + "." + quantized_marker_suffix(layout)))
         << "quantize wrote no tensor for '" << s.name << "' of " << c.architecture;
