@@ -575,17 +575,25 @@ TEST_CASE("qweight_dequantize_row: each layout's row is scale * code + offset (p
   CHECK_THROWS(kernels::qweight_dequantize_row(q.view(), 5, row.data()));  // past the last row
 }
 
+namespace {
+// q (4-bit codes, groups of 32, F16 scales) as the canonical Int4Group weight upload_quantized takes.
+LinearWeight int4_g32_canonical(const QW& q) {
+  LinearWeight c;
+  c.format = WeightFormat::Int4Group, c.n = q.n, c.k = q.k, c.group_size = 32;
+  c.data = Tensor::empty_host(DType::U8, {q.n, q.k});
+  std::memcpy(c.data.data, q.codes.data(), q.codes.size());
+  c.scales = Tensor::empty_host(DType::F16, {q.n, q.k / 32});
+  c.zeros = Tensor::empty_host(DType::F16, {q.n, q.k / 32});
+  std::memcpy(c.scales.data, q.scale_f16.data(), c.scales.nbytes());
+  std::memcpy(c.zeros.data, q.offset_f16.data(), c.zeros.nbytes());
+  return c;
+}
+}  // namespace
+
 TEST_CASE("CpuBackend: an embedding lookup into a quantized table equals the lookup into its dequantized table") {
   const int64_t V = 53, H = 128;
   const QW q = make_qw(4, 32, V, H, ScaleType::F16, 77);
-  LinearWeight canon;
-  canon.format = WeightFormat::Int4Group, canon.n = V, canon.k = H, canon.group_size = 32;
-  canon.data = Tensor::empty_host(DType::U8, {V, H});
-  std::memcpy(canon.data.data, q.codes.data(), q.codes.size());
-  canon.scales = Tensor::empty_host(DType::F16, {V, H / 32});
-  canon.zeros = Tensor::empty_host(DType::F16, {V, H / 32});
-  std::memcpy(canon.scales.data, q.scale_f16.data(), canon.scales.nbytes());
-  std::memcpy(canon.zeros.data, q.offset_f16.data(), canon.zeros.nbytes());
+  const LinearWeight canon = int4_g32_canonical(q);
   // act-order: packed column j holds original column perm[j]
   std::vector<int32_t> perm(static_cast<size_t>(H));
   for (int64_t j = 0; j < H; ++j) perm[size_t(j)] = int32_t((j * 37) % H);
@@ -625,15 +633,7 @@ TEST_CASE("cpu linear_group: every item's output is linear()'s, bit for bit (den
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   auto quantized = [&](uint32_t seed, bool permuted) {
-    const QW q = make_qw(4, 32, N, K, ScaleType::F16, seed);
-    LinearWeight c;
-    c.format = WeightFormat::Int4Group, c.n = N, c.k = K, c.group_size = 32;
-    c.data = Tensor::empty_host(DType::U8, {N, K});
-    std::memcpy(c.data.data, q.codes.data(), q.codes.size());
-    c.scales = Tensor::empty_host(DType::F16, {N, K / 32});
-    c.zeros = Tensor::empty_host(DType::F16, {N, K / 32});
-    std::memcpy(c.scales.data, q.scale_f16.data(), c.scales.nbytes());
-    std::memcpy(c.zeros.data, q.offset_f16.data(), c.zeros.nbytes());
+    LinearWeight c = int4_g32_canonical(make_qw(4, 32, N, K, ScaleType::F16, seed));
     if (permuted) {
       c.input_perm = Tensor::empty_host(DType::I32, {K});
       for (int64_t j = 0; j < K; ++j) c.input_perm.ptr<int32_t>()[j] = int32_t((j * 37) % K);
