@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <fstream>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -89,7 +89,6 @@ std::vector<LinearRef> linears_of(DenseLayer& L, int layer) {
   }
   return out;
 }
-
 
 // The rows of several quantized linears of one input, stacked as one (a fused module). Their
 // schemes and group order (act-order's g_idx, from the same Hessian) are the same.
