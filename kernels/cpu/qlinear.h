@@ -49,7 +49,8 @@ struct QWeightView {
   const uint8_t* packed = nullptr;  // Rows: n * qweight_row_bytes(bits, k) bytes; RowLane16: see above
   ScaleType scale_type = ScaleType::F32;
   const void* scale = nullptr;   // Rows: [n, k / group]; RowLane16: unused
-  const void* offset = nullptr;  // Rows: [n, k / group]; RowLane16: unused
+  const void* offset = nullptr;  // Rows: [n, k / group], or null: every offset -0.0 (GGUF Q8_0 / Q5_0 /
+                                 // Q6_K: no zero point), not stored; RowLane16: unused
   int implied_zero = -1;         // RowLane16: -1 offsets stored; z >= 0: offset = -z * scale, not stored
 };
 

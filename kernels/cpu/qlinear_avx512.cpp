@@ -136,9 +136,17 @@ inline float load1(const void* p, int64_t i) {
     return static_cast<const float*>(p)[i];
 }
 
-// a + offset[n, g] * S[t, g] for every group g, 16 groups a step (into a's lanes).
+// Offset i, or -0.0 where none are stored.
+template <bool F16>
+inline float offset_or_zero(const QWeightView& w, int64_t i) {
+  return w.offset ? load1<F16>(w.offset, i) : -0.0f;
+}
+
+// a + offset[n, g] * S[t, g] for every group g, 16 groups a step (into a's lanes); a itself where no
+// offsets are stored (every one -0).
 template <bool F16>
 inline __m512 add_offset_term(__m512 a, const void* offset, int64_t n, int64_t G, const float* S) {
+  if (!offset) return a;
   for (int64_t g = 0; g < G; g += 16) {
     const __mmask16 m = G - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (G - g)) - 1);
     a = _mm512_fmadd_ps(load16<F16>(offset, n * G + g, m), _mm512_maskz_loadu_ps(m, S + g), a);
@@ -351,12 +359,12 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
         chi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32 + 16))));
       }
       const int64_t base = (n + r) * G;
-      const __m512 sl = _mm512_set1_ps(load1<F16>(w.scale, base + glo)), ol = _mm512_set1_ps(load1<F16>(w.offset, base + glo));
+      const __m512 sl = _mm512_set1_ps(load1<F16>(w.scale, base + glo)), ol = _mm512_set1_ps(offset_or_zero<F16>(w, base + glo));
       wlo[r] = _mm512_fmadd_ps(clo, sl, ol);
       if (glo == ghi)  // groups of 32 or more: one scale for the block
         whi[r] = _mm512_fmadd_ps(chi, sl, ol);
       else
-        whi[r] = _mm512_fmadd_ps(chi, _mm512_set1_ps(load1<F16>(w.scale, base + ghi)), _mm512_set1_ps(load1<F16>(w.offset, base + ghi)));
+        whi[r] = _mm512_fmadd_ps(chi, _mm512_set1_ps(load1<F16>(w.scale, base + ghi)), _mm512_set1_ps(offset_or_zero<F16>(w, base + ghi)));
     }
     for (int j = 0; j < NT; ++j) {
       const float* xr = x + (t + j) * K + b * 32;

@@ -57,6 +57,12 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, i
 void dequantize_row_rows(const QWeightView& w, int64_t row, float* out);
 void dequantize_row_rowlane(const QWeightView& w, int64_t row, float* out);
 
+// Offset element i of a Rows-layout weight as f32: -0.0 where none are stored (fma(c, s, -0) is
+// c * s exactly).
+inline float rows_offset(const QWeightView& w, int64_t i) {
+  return w.offset ? load_scale(w.scale_type, w.offset, i) : -0.0f;
+}
+
 // The offset of a row-lane group's row given its scale s when the offsets are implied (z >= 0).
 // z = 0 gives -0.0, what the GGUF conversion writes for "no offset" (fma(c, s, -0) is c * s exactly).
 inline float implied_offset(int z, float s) { return z == 0 ? -0.0f : s * float(-z); }

@@ -25,7 +25,7 @@ void dequantize_row_rows(const QWeightView& w, int64_t n, float* out) {
   for (int64_t k = 0; k < K; ++k) {
     const int64_t g = n * G + k / w.group;
     const float prod = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k));
-    out[k] = prod + load_scale(w.scale_type, w.offset, g);
+    out[k] = prod + rows_offset(w, g);
   }
 }
 
@@ -38,8 +38,7 @@ void qlinear_rows_f32_scalar(const float* x, int64_t T, const QWeightView& w, co
     const uint8_t* row = w.packed + n * rb;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t g = n * G + k / w.group;
-      wrow[size_t(k)] = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k)) +
-                        load_scale(w.scale_type, w.offset, g);
+      wrow[size_t(k)] = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k)) + rows_offset(w, g);
     }
     for (int64_t t = 0; t < T; ++t) {
       const float* xr = x + t * K;
@@ -77,7 +76,8 @@ void qlinear_rows_q8_scalar(const QActivations& x, const QWeightView& w, const f
         }
       }
       float off = 0;
-      for (int64_t g = 0; g < G; ++g) off += load_scale(w.scale_type, w.offset, n * G + g) * S[size_t(t * G + g)];
+      if (w.offset)  // none stored: every offset -0, whose terms leave off at +0
+        for (int64_t g = 0; g < G; ++g) off += load_scale(w.scale_type, w.offset, n * G + g) * S[size_t(t * G + g)];
       const float s = acc + off;
       out[t * ldo + n] = bias ? s + bias[n] : s;
     }

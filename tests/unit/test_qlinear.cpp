@@ -353,6 +353,53 @@ TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's by
   CHECK(nonzero > blocks * 20);
 }
 
+TEST_CASE("Rows layout without offsets (every one -0: Q8_0, Q6_K): the bits of stored -0 offsets, and not kept") {
+  for (int bits : {4, 8})
+    for (int group : {16, 32})
+      for (ScaleType st : {ScaleType::F16, ScaleType::F32}) {
+        const int64_t N = 21, K = 96, T = 3;
+        QW q = make_qw(bits, group, N, K, st, uint32_t(90 + bits + group));
+        for (size_t i = 0; i < q.scale_f32.size(); ++i) {
+          q.offset_f32[i] = -0.0f;
+          if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;  // -0 in f16
+        }
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == 0);
+        const QW rows = q.as(kernels::QLayout::Rows);
+        kernels::QWeightView none = rows.view();
+        none.offset = nullptr;
+        const auto x = randn(size_t(T * K), 91), bias = randn(size_t(N), 92);
+        const ActBuf a(x.data(), T, K);
+        for (const Variant& v : variants()) {
+          std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+          v.q8(a.q, rows.view(), bias.data(), 0, N, o1.data(), N);
+          v.q8(a.q, none, bias.data(), 0, N, o2.data(), N);
+          v.f32(x.data(), T, rows.view(), bias.data(), 0, N, f1.data(), N);
+          v.f32(x.data(), T, none, bias.data(), 0, N, f2.data(), N);
+          INFO(v.name << " bits " << bits << " group " << group << (st == ScaleType::F16 ? " f16" : " f32"));
+          CHECK(same_bits(o1, o2));
+          CHECK(same_bits(f1, f2));
+        }
+        std::vector<float> d1(static_cast<size_t>(K)), d2(static_cast<size_t>(K));
+        kernels::qweight_dequantize_row(rows.view(), 5, d1.data());
+        kernels::qweight_dequantize_row(none, 5, d2.data());
+        CHECK(same_bits(d1, d2));
+      }
+  // the CPU backend keeps no offsets for such a weight in the Rows layout (groups of 16)
+  auto be = make_cpu_backend(1);
+  QW q = make_qw(8, 16, 8, 64, ScaleType::F32, 93);
+  LinearWeight c;
+  c.format = WeightFormat::Int8Group, c.n = 8, c.k = 64, c.group_size = 16;
+  c.data = Tensor::empty_host(DType::U8, {8, 64});
+  std::memcpy(c.data.data, q.codes.data(), q.codes.size());
+  c.scales = Tensor::empty_host(DType::F32, {8, 4});
+  std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
+  c.zeros = Tensor::empty_host(DType::F32, {8, 4});
+  for (int64_t i = 0; i < 32; ++i) c.zeros.ptr<float>()[i] = -0.0f;
+  CHECK(be->upload_quantized(c).zeros.empty());
+  c.zeros.ptr<float>()[3] = 0.0f;  // +0 is an offset: kept
+  CHECK(!be->upload_quantized(c).zeros.empty());
+}
+
 TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a table of shapes") {
   const auto vs = variants();
   const int64_t Ns[] = {1, 2, 7, 16, 33, 67, 4, 31};

@@ -11,15 +11,18 @@ void check_group_size(const LinearWeight& w) {
   LLM_CHECK(int_group_shape_ok(w.k, w.group_size))
       << weight_format_name(w.format) << ": K " << w.k << " in groups of " << w.group_size << " (" << kIntGroupRule << ")";
 }
-// Scales and zeros: [N, K / group] of one float dtype, F16 or F32.
-void check_group_params(const LinearWeight& w) {
+// Scales and zeros: [N, K / group] of one float dtype, F16 or F32. zeros_optional: a packed Rows
+// weight whose offsets are all -0 stores none (QWeightView::offset null).
+void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
   check_group_size(w);
   const std::vector<int64_t> shape = {w.n, w.k / w.group_size};
-  for (const Tensor* t : {&w.scales, &w.zeros})
+  for (const Tensor* t : {&w.scales, &w.zeros}) {
+    if (t == &w.zeros && zeros_optional && t->empty()) continue;
     LLM_CHECK((t->dtype == DType::F16 || t->dtype == DType::F32) && t->shape == shape && t->dtype == w.scales.dtype)
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: scales/zeros must be f16 or f32 [" << w.n
         << ", " << w.k / w.group_size << "], got " << dtype_name(w.scales.dtype) << " " << w.scales.shape_str() << " and "
         << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
+  }
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored) and the scale type (int32: 0 f32, 1 f16).
@@ -79,6 +82,11 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   }
   out.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
   kernels::qweight_pack(bits, N, K, c, out.data.ptr<uint8_t>());
+  // Offsets that are all -0 (GGUF Q8_0 / Q5_0 / Q6_K in groups of 16: no zero point) are not kept:
+  // fewer bytes a token streams; the kernels take -0.
+  if (kernels::qweight_implied_zero(bits, N, K, canonical.group_size, scale_type_of(canonical), canonical.scales.data,
+                                    canonical.zeros.data) == 0)
+    out.zeros = Tensor{};
   return out;
 }
 
@@ -105,7 +113,7 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     v.packed = d;
     return v;
   }
-  check_group_params(w);
+  check_group_params(w, /*zeros_optional=*/true);
   v.scale_type = scale_type_of(w);
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
   LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
@@ -114,7 +122,7 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
       << " (was it made by upload_quantized?)";
   v.packed = w.data.ptr<uint8_t>();
   v.scale = w.scales.data;
-  v.offset = w.zeros.data;
+  v.offset = w.zeros.empty() ? nullptr : w.zeros.data;
   return v;
 }
 
