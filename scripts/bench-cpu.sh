@@ -9,7 +9,10 @@
 # llama.cpp is built by scripts/build-llama-cpp.sh into $LLMCTL_HOME/llama.cpp, once.
 # Usage: scripts/bench-cpu.sh [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]   (defaults: nproc 128 64)
 # Environment: QUANT=0 leaves out the quantized rows; OUT (default /tmp/llmctl-bench-cpu) holds the
-# made GGUFs and checkpoint.
+# made GGUFs and checkpoint; GGUF_TYPES the llama-quantize types made from the Q4_1 (default Q8_0 Q4_0
+# Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS; types llmctl has no kernels for load dense); ISA (avx2, avx512,
+# scalar) forces llmctl's kernels (--cpu-isa) for the runs on a machine that has more, to set beside a
+# llama.cpp built with GGML_NATIVE=OFF GGML_AVX512=OFF (LLAMA_CPP_DIR: that build).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -29,10 +32,12 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "llama.cpp: $(cat "$LLAMA/VERSION")"
 # A prompt of exactly PP tokens is not needed: llmctl reports tokens/s for whatever the prompt is.
 PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-$((PP * 4)))
+ISA_FLAGS=()
+[ -n "${ISA:-}" ] && ISA_FLAGS=(--cpu-isa "$ISA")
 run_llmctl() {  # LABEL MODEL FLAGS...: three runs of generate, prefill and decode tok/s
   local label=$1 model=$2; shift 2
   for rep in 1 2 3; do
-    "$LLMCTL" generate --model "$model" -t "$THREADS" --temperature 0 --ignore-eos -n "$TG" --json "$@" "$PROMPT" \
+    "$LLMCTL" generate --model "$model" -t "$THREADS" --temperature 0 --ignore-eos -n "$TG" --json "${ISA_FLAGS[@]}" "$@" "$PROMPT" \
       2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(f\"llmctl $label rep $rep: prompt {j['prompt_tokens']} tok, prefill {j['prefill_tokens_per_second']:.1f} tok/s, decode {j['decode_tokens_per_second']:.1f} tok/s\")"
   done
 }
@@ -45,14 +50,17 @@ for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; 
 OUT=${OUT:-/tmp/llmctl-bench-cpu}
 mkdir -p "$OUT"
 LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize
-for t in Q8_0 Q4_0; do
+TYPES=${GGUF_TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS}
+for t in $TYPES; do
   [ -f "$OUT/$t.gguf" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
 done
 for gs in 32 64; do
   [ -d "$OUT/int4-g$gs-asym" ] || "$LLMCTL" quantize "$MODEL_DIR/hf" "$OUT/int4-g$gs-asym" --method rtn --group-size "$gs" \
     --asym --threads "$THREADS" 2>/dev/null
 done
-for g in "Q4_1:$GGUF" "Q8_0:$OUT/Q8_0.gguf" "Q4_0:$OUT/Q4_0.gguf"; do
+files=("Q4_1:$GGUF")
+for t in $TYPES; do files+=("$t:$OUT/$t.gguf"); done
+for g in "${files[@]}"; do
   for aq in int8 none; do run_llmctl "${g%%:*} act-quant $aq" "${g#*:}" --act-quant "$aq"; done
   "$LLAMA/build/bin/llama-bench" -m "${g#*:}" -t "$THREADS" -p "$PP" -n "$TG" -r 3 -o md | tail -n +3
 done
