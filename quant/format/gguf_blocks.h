@@ -44,5 +44,11 @@ void dequantize_q6_k(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_iq4_nl(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_iq4_xs(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_mxfp4(const uint8_t* src, float* dst, int64_t nb);
+// Their tables and scales, for the group-affine form (gguf_group_affine.cpp): IQ4's 16 values; MXFP4's
+// e2m1 values doubled, with half of 2^(e - 127) as the scale; IQ4_XS sub-block ib's scale d * (ls - 32).
+extern const int8_t kGgmlIq4Values[16];
+extern const int8_t kGgmlE2m1Doubled[16];
+float ggml_e8m0_half(uint8_t e);
+float ggml_iq4_xs_scale(const uint8_t* block, int ib);
 
 }  // namespace llmctl::quant

@@ -20,7 +20,10 @@ namespace {
 // product stays -0), so dequantize() reproduces the reference's signed zeros too.
 constexpr float kNoOffset = -0.0f;
 
-enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+enum : uint32_t {
+  kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+  kIQ4_NL = 20, kIQ4_XS = 23, kMXFP4 = 39
+};
 
 float f16_at(const uint8_t* p) { return half_bits_to_f32(uint16_t(p[0] | (p[1] << 8))); }
 
@@ -30,6 +33,11 @@ uint32_t u32_at(const uint8_t* p) {
 
 // Legacy 32-element blocks: low nibbles hold elements 0..15, high nibbles 16..31.
 int nibble32(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4); }
+
+// A table format's 32 elements: the table's value of each code (int8), as the signed 8-bit code.
+void table_codes(const uint8_t* qs, const int8_t* table, uint8_t* codes) {
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(table[nibble32(qs, j)]);
+}
 
 // One block of `bs` elements: writes codes[0..bs) and its groups' scale/offset.
 void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale, float* offset) {
@@ -79,6 +87,22 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
       }
       break;
     }
+    // The table formats: each element is scale * table[code] (gguf_nonlinear_blocks.cpp), so the
+    // table's int8 value is the code and the block's scale the group's, with no offset.
+    case kIQ4_NL:
+      table_codes(b + 2, kGgmlIq4Values, codes);
+      scale[0] = f16_at(b), offset[0] = kNoOffset;
+      break;
+    case kIQ4_XS:
+      for (int s = 0; s < 8; ++s) {
+        table_codes(b + 8 + 16 * s, kGgmlIq4Values, codes + 32 * s);
+        scale[s] = ggml_iq4_xs_scale(b, s), offset[s] = kNoOffset;
+      }
+      break;
+    case kMXFP4:
+      table_codes(b + 1, kGgmlE2m1Doubled, codes);
+      scale[0] = ggml_e8m0_half(b[0]), offset[0] = kNoOffset;
+      break;
     case kQ6_K: {
       const uint8_t* ql = b;
       const uint8_t* qh = b + 128;
@@ -100,7 +124,8 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
 
 bool gguf_group_affine_supported(uint32_t type) {
   switch (type) {
-    case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ4_K: case kQ5_K: case kQ6_K: return true;
+    case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ4_K: case kQ5_K: case kQ6_K:
+    case kIQ4_NL: case kIQ4_XS: case kMXFP4: return true;
   }
   return false;
 }

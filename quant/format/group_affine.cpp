@@ -42,8 +42,14 @@ void GroupAffineWeight::validate() const {
   if (codes.size() != size_t(n * k)) throw std::invalid_argument("group-affine codes: size does not match [N, K]");
   if (scale.size() != size_t(n * groups()) || offset.size() != scale.size())
     throw std::invalid_argument("group-affine scale/offset: size does not match [N, K / group]");
-  // Weights |scale x code + offset| up to kMaxWeightMagnitude (codes up to 15, or 128 in magnitude).
-  const float max_scale = kMaxWeightMagnitude / (bits == 4 ? 15.0f : 128.0f);
+  // Weights |scale x code + offset| up to kMaxWeightMagnitude, codes up to the largest magnitude
+  // present (15 for 4 bits; for 8 bits up to 128, but a table format's are smaller: MXFP4's 12).
+  int largest = 15;
+  if (bits == 8) {
+    largest = 1;
+    for (uint8_t c : codes) largest = std::max(largest, std::abs(int(int8_t(c))));  // one pass; it vectorizes
+  }
+  const float max_scale = kMaxWeightMagnitude / float(largest);
   bool bounded = true;  // one branch-free pass; the message names the first value out of range
   for (size_t i = 0; i < scale.size(); ++i)
     bounded &= std::fabs(scale[i]) <= max_scale && std::fabs(offset[i]) <= kMaxWeightMagnitude;  // NaN: false

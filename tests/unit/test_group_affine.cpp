@@ -32,10 +32,12 @@ std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& 
   for (uint8_t& x : b) x = uint8_t(rng());
   std::vector<size_t> halves;
   switch (type) {
-    case 2: case 6: case 8: halves = {0}; break;
+    case 2: case 6: case 8: case 20: case 23: halves = {0}; break;
     case 3: case 7: case 12: case 13: halves = {0, 2}; break;
     case 14: halves = {208}; break;
   }
+  if (type == 39)  // MXFP4: e8m0 scales from subnormal (0, 1) to 2^13, not past f16's range
+    for (int64_t i = 0; i < blocks; ++i) b[size_t(i) * l.type_size] = uint8_t(i % 3 == 0 ? i % 2 : 100 + rng() % 40);
   for (int64_t i = 0; i < blocks; ++i)
     for (size_t off : halves) {
       uint16_t h;
@@ -69,7 +71,7 @@ GroupAffineWeight random_weight(int bits, int64_t n, int64_t k, int group, std::
 
 TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") {
   std::mt19937 rng(1234);
-  const uint32_t types[] = {2, 3, 6, 7, 8, 12, 13, 14};
+  const uint32_t types[] = {2, 3, 6, 7, 8, 12, 13, 14, 20, 23, 39};  // ..., IQ4_NL, IQ4_XS, MXFP4
   for (uint32_t type : types) {
     const std::string label = quant::ggml_type_label(type);
     CAPTURE(label);
@@ -99,7 +101,8 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
 
 TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly, other types refused") {
   auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
-  for (const char* name : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K", "Q3_K"}) {
+  for (const char* name :
+       {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K", "Q3_K"}) {
     CAPTURE(name);
     const GgufTensorInfo* q = g->find_tensor(std::string(name) + ".q");
     REQUIRE(q);
@@ -217,7 +220,13 @@ TEST_CASE("group affine: validate refuses non-finite and absurd scales and offse
   for (int bits : {4, 8}) {
     const GroupAffineWeight w = random_weight(bits, 3, 64, 32, rng);
     CHECK_NOTHROW(w.validate());
-    const float limit = 65504.0f / (bits == 4 ? 15.0f : 128.0f);
+    int largest = 15;  // the largest code magnitude present bounds the scale (8 bits: up to 128)
+    if (bits == 8) {
+      largest = 1;
+      for (uint8_t c : w.codes) largest = std::max(largest, std::abs(int(int8_t(c))));
+      CHECK(largest >= 120);
+    }
+    const float limit = 65504.0f / float(largest);
     struct Case { float scale, offset; bool ok; };
     const Case cases[] = {{limit, 0.0f, true}, {-limit, 65504.0f, true}, {std::nextafter(limit, 1e9f), 0.0f, false},
                           {1e38f, 0.0f, false}, {NAN, 0.0f, false}, {INFINITY, 0.0f, false},
@@ -234,6 +243,18 @@ TEST_CASE("group affine: validate refuses non-finite and absurd scales and offse
         CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("row 1, group 1"), std::invalid_argument);
     }
   }
+}
+
+TEST_CASE("group affine: 8-bit codes of a table format (MXFP4's up to 12) allow scales up to 65504 / 12") {
+  std::mt19937 rng(10);
+  GroupAffineWeight w = random_weight(8, 2, 64, 32, rng);
+  for (uint8_t& c : w.codes) c = uint8_t(int8_t(int(rng() % 25) - 12));
+  w.codes[5] = uint8_t(int8_t(-12));
+  for (float& o : w.offset) o = -0.0f;
+  w.scale[1] = 4096.0f;  // 2^(e - 128) for e = 140: weights up to 49152
+  CHECK_NOTHROW(w.validate());
+  w.scale[1] = 8192.0f;  // 98304: past f16
+  CHECK_THROWS_WITH_AS(w.validate(), doctest::Contains("row 0, group 1"), std::invalid_argument);
 }
 
 TEST_CASE("group affine: an act-order g_idx with groups of unequal size is not representable (loaded dense)") {

@@ -1,5 +1,5 @@
 // GGUF checkpoints whose linears stay quantized (LoadOptions::keep_quantized) end to end: a random
-// tiny Llama written as GGUF Q4_0 / Q8_0 / Q4_K / Q6_K (and a Q4_K_M-like mix with an untied Q8_0
+// tiny Llama written as GGUF Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_NL / IQ4_XS (and a Q4_K_M-like mix with an untied Q8_0
 // lm_head) loads every linear as an Int4Group / Int8Group LinearWeight in canonical form, and the
 // model built from them gives the logits of the same file dequantized to dense f32 at load, bit
 // for bit (CanonicalRecordingBackend stands in for quantized kernels: it runs the canonical weights
@@ -33,8 +33,9 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
   Layout mixed{"Q4_K_M-like mix", {}, kQ8_0};
   mixed.types = {{"attn_q", kQ4_K}, {"attn_k", kQ4_K}, {"attn_v", kQ6_K}, {"attn_output", kQ5_K},
                  {"ffn_gate", kQ4_1}, {"ffn_up", kQ5_0}, {"ffn_down", kQ5_1}};
-  const Layout layouts[] = {uniform("Q4_0", kQ4_0), uniform("Q8_0", kQ8_0), uniform("Q4_K", kQ4_K),
-                            uniform("Q6_K", kQ6_K), mixed};
+  const Layout layouts[] = {uniform("Q4_0", kQ4_0),     uniform("Q8_0", kQ8_0),     uniform("Q4_K", kQ4_K),
+                            uniform("Q6_K", kQ6_K),     uniform("IQ4_NL", kIQ4_NL), uniform("IQ4_XS", kIQ4_XS),
+                            mixed};
   ScratchDir dir("qload_gguf");
   uint32_t seed = 40;
   for (const Layout& layout : layouts) {
@@ -88,8 +89,8 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
   }
 }
 
-TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K, IQ4_NL, IQ4_XS) stays dense, with a note") {
-  for (const uint32_t odd : {kQ2_K, kIQ4_NL, kIQ4_XS}) {
+TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K) stays dense, with a note") {
+  for (const uint32_t odd : {kQ2_K}) {
     CAPTURE(odd);
     ScratchDir dir("qload_dense_" + std::to_string(odd));
     const std::string path = dir.file("m.gguf");
