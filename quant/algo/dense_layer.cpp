@@ -30,11 +30,17 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) {
 }
 
 // The experts of mixture-of-experts layer `layer`, from the family's name map.
-std::vector<ExpertMlp> read_experts(const Checkpoint& ck, const Architecture& arch, int layer) {
-  LLM_REQUIRE(arch.weight_sources) << arch.name << ": layer " << layer
-                                   << " is a mixture of experts, but the family lists no expert weights for quantize";
+std::vector<ExpertMlp> read_experts(const Checkpoint& ck, const Architecture& arch, int layer,
+                                    const std::vector<WeightSource>* sources) {
+  std::vector<WeightSource> made;
+  if (!sources) {
+    LLM_REQUIRE(arch.weight_sources) << arch.name << ": layer " << layer
+                                     << " is a mixture of experts, but the family lists no expert weights for quantize";
+    made = arch.weight_sources(ck.config);
+    sources = &made;
+  }
   std::map<int, ExpertMlp> by_expert;  // kSharedExpert sorts first; moved last below
-  for (const WeightSource& s : arch.weight_sources(ck.config)) {
+  for (const WeightSource& s : *sources) {
     if (s.layer != layer) continue;
     const bool shared = s.role == WeightRole::SharedGateUp || s.role == WeightRole::SharedDown;
     if (s.role == WeightRole::ExpertGateUp || s.role == WeightRole::SharedGateUp) {
@@ -83,7 +89,7 @@ Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
-DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
+DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer, const std::vector<WeightSource>* sources) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const ModelConfig& c = ck.config;
   DenseLayer L;
@@ -112,7 +118,7 @@ DenseLayer DenseLayer::from_checkpoint(const Checkpoint& ck, int layer) {
   }
   L.o = f32_copy(ck.get(p + "self_attn.o_proj.weight"));
   if (c.layer_is_moe(layer))
-    L.experts = read_experts(ck, arch, layer);
+    L.experts = read_experts(ck, arch, layer, sources);
   else
     L.down = f32_copy(ck.get(p + "mlp.down_proj.weight"));
   if (ck.has(p + "self_attn.q_proj.bias")) {

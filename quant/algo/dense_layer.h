@@ -9,6 +9,7 @@
 
 #include "engine/core/batch_plan.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/weights/weight_source.h"
 
 namespace llmctl::quant {
 
@@ -42,7 +43,9 @@ struct DenseLayer {
   bool fused = false;
 
   // f32 copies of layer `layer`'s tensors (converted from the stored dtype).
-  static DenseLayer from_checkpoint(const Checkpoint& ck, int layer);
+  // sources: the family's name map (Architecture::weight_sources) where the caller made it once for
+  // every layer; null: made here when the layer is a mixture of experts.
+  static DenseLayer from_checkpoint(const Checkpoint& ck, int layer, const std::vector<WeightSource>* sources = nullptr);
 };
 
 // The calibration batch as one prefill step: sample s is sequence s at positions 0..L-1, its cache

@@ -147,7 +147,7 @@ void check_options(const QuantizeOptions& o, QuantLayout layout, const ModelConf
   const int64_t attn = int64_t(c.num_heads) * c.head_dim;
   std::vector<std::pair<std::string, int64_t>> widths = {{"q/k/v/gate/up (hidden size)", c.hidden_size},
                                                          {"o_proj (heads x head dim)", attn}};
-  bool dense_mlp = c.num_experts == 0;
+  bool dense_mlp = false;  // some layer has a dense MLP (every layer of a dense model)
   for (int l = 0; l < c.num_layers; ++l) dense_mlp |= !c.layer_is_moe(l);
   if (dense_mlp) widths.emplace_back("down_proj (intermediate size)", c.intermediate_size);
   if (c.num_experts > 0) widths.emplace_back("an expert's down_proj (moe_intermediate_size)", c.moe_intermediate_size);
@@ -218,13 +218,14 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   info.ignores("lm_head");  // a bad "re:" pattern is refused here, before any work
   // A mixture of experts' routers and shared-expert gates stay dense (as llm-compressor leaves
   // them): listed in the ignore list, so that vLLM and transformers expect them dense too.
+  // The family's name map, made once (a mixture of experts' layers read their experts from it).
+  const Architecture& arch = find_architecture(c.architecture);
+  const std::vector<WeightSource> sources = arch.weight_sources ? arch.weight_sources(c) : std::vector<WeightSource>{};
   std::set<std::string> kept_dense;
-  if (const Architecture& arch = find_architecture(c.architecture); arch.weight_sources)
-    for (const WeightSource& s : arch.weight_sources(c))
-      if (s.role == WeightRole::Router || s.role == WeightRole::SharedGate)
-        for (const std::string& part : s.parts)
-          if (kept_dense.insert(module_of(part)).second && !info.ignores(module_of(part)))
-            info.ignore.push_back(module_of(part));
+  for (const WeightSource& s : sources)
+    if (s.role == WeightRole::Router || s.role == WeightRole::SharedGate)
+      for (const std::string& part : s.parts)
+        if (const std::string m = module_of(part); kept_dense.insert(m).second && !info.ignores(m)) info.ignore.push_back(m);
 
   const bool calibrate = o.method != "rtn" || o.kv_cache == "fp8";
   std::vector<std::vector<int32_t>> samples;
@@ -284,7 +285,7 @@ static QuantizeReport quantize_model_in(const QuantizeOptions& o, QuantLayout la
   for (int i = 0; i < c.num_layers; ++i) {
     LLM_REQUIRE(!o.stop || !o.stop->load()) << "quantize interrupted before layer " << i << "; nothing was written";
     const auto tl = std::chrono::steady_clock::now();
-    DenseLayer L = DenseLayer::from_checkpoint(ck, i);
+    DenseLayer L = DenseLayer::from_checkpoint(ck, i, arch.weight_sources ? &sources : nullptr);
     std::vector<LinearRef> lin = linears_of(L, i);
     std::string detail;
     std::vector<QuantizedLinear> q(lin.size());

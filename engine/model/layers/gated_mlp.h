@@ -19,11 +19,15 @@ struct GatedMlp {
     const int64_t T = x.dim(0);
     Tensor gu = scratch(gate_up_buf, T, gate_up.n), act = scratch(act_buf, T, down.k);
     be.linear(x, gate_up, nullptr, gu);
+    activate(be, gu, act);
+    be.linear(act, down, nullptr, out);
+  }
+  // act [T, I] = act(gate) * up of gu [T, 2I]: SwiGLU or GeGLU.
+  void activate(Backend& be, const Tensor& gu, Tensor& act) const {
     if (gelu_tanh)
       be.gelu_tanh_mul(gu, act);
     else
       be.silu_mul(gu, act);
-    be.linear(act, down, nullptr, out);
   }
   // buf's storage as a contiguous [rows, width] tensor.
   static Tensor scratch(const Tensor& buf, int64_t rows, int64_t width) {

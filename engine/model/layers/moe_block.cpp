@@ -70,10 +70,7 @@ void MoeBlock::run(Backend& be, const Tensor& x, Scratch& s, Tensor& out) const 
     down.push_back({row_slice(act, b0, b1 - b0), &m.down, row_slice(y, b0, b1 - b0)});
   }
   be.linear_group(up);
-  if (experts[0].gelu_tanh)
-    be.gelu_tanh_mul(gu, act);
-  else
-    be.silu_mul(gu, act);
+  experts[0].activate(be, gu, act);  // every expert's activation is expert 0's (checked above)
   be.linear_group(down);
   be.fill_zero(out);
   be.scatter_add_rows(y, rows, weights, out);  // in expert order: each token's sum always adds in the same order
