@@ -21,7 +21,7 @@ namespace {
 constexpr float kNoOffset = -0.0f;
 
 enum : uint32_t {
-  kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+  kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
   kIQ4_NL = 20, kIQ4_XS = 23, kMXFP4 = 39
 };
 
@@ -103,6 +103,31 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
       table_codes(b + 1, kGgmlE2m1Doubled, codes);
       scale[0] = ggml_e8m0_half(b[0]), offset[0] = kNoOffset;
       break;
+    // Q2_K and Q3_K: 16 sub-blocks of 16; element i's 2 low bits are bits 2 (i % 128 / 32) of
+    // qs[32 (i / 128) + i % 32] (gguf_blocks.cpp).
+    case kQ2_K: {
+      const uint8_t* qs = b + 16;
+      const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+      for (int s = 0; s < 16; ++s) scale[s] = d * float(b[s] & 0x0F), offset[s] = -(dmin * float(b[s] >> 4));
+      for (int i = 0; i < 256; ++i) codes[i] = uint8_t((qs[(i / 128) * 32 + i % 32] >> (2 * (i % 128 / 32))) & 3);
+      break;
+    }
+    case kQ3_K: {
+      const uint8_t* hmask = b;
+      const uint8_t* qs = b + 32;
+      const uint8_t* sc = b + 96;
+      const float d = f16_at(b + 108);
+      for (int s = 0; s < 16; ++s) {
+        const int lo = (sc[s % 8] >> (4 * (s / 8))) & 0x0F, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 0x03;
+        scale[s] = d * float((lo | hi << 4) - 32), offset[s] = kNoOffset;
+      }
+      for (int i = 0; i < 256; ++i) {
+        const int low = (qs[(i / 128) * 32 + i % 32] >> (2 * (i % 128 / 32))) & 3;
+        const int high = (hmask[i % 32] >> (i / 32)) & 1;  // clear: the code is 4 lower
+        codes[i] = uint8_t(int8_t(low - ((high ^ 1) << 2)));
+      }
+      break;
+    }
     case kQ6_K: {
       const uint8_t* ql = b;
       const uint8_t* qh = b + 128;
@@ -124,8 +149,8 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
 
 bool gguf_group_affine_supported(uint32_t type) {
   switch (type) {
-    case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ4_K: case kQ5_K: case kQ6_K:
-    case kIQ4_NL: case kIQ4_XS: case kMXFP4: return true;
+    case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ2_K: case kQ3_K: case kQ4_K: case kQ5_K:
+    case kQ6_K: case kIQ4_NL: case kIQ4_XS: case kMXFP4: return true;
   }
   return false;
 }
@@ -156,10 +181,10 @@ std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uin
   ggml_block_layout(type, &l);
   const int64_t blocks = n * (k / l.block_size);
   GroupAffineWeight w;
-  w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ4_K) ? 4 : 8;
+  w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ2_K || type == kQ4_K) ? 4 : 8;
   w.n = n;
   w.k = k;
-  w.group = type == kQ6_K ? 16 : 32;
+  w.group = (type == kQ2_K || type == kQ3_K || type == kQ6_K) ? 16 : 32;
   w.codes.resize(size_t(n * k));
   w.scale.resize(size_t(n * w.groups()));
   w.offset.resize(w.scale.size());

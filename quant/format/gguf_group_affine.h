@@ -7,14 +7,15 @@
 //   Q5_0  8-bit codes q - 16,   group 32, scale d,        offset 0
 //   Q5_1  8-bit codes q,        group 32, scale d,        offset m
 //   Q8_0  8-bit codes q,        group 32, scale d,        offset 0
+//   Q2_K  4-bit codes q (0..3), group 16, scale d * sc,   offset -(dmin * m)   (per sub-block)
+//   Q3_K  8-bit codes q (-4..3), group 16, scale d * (sc - 32), offset 0
 //   Q4_K  4-bit codes q,        group 32, scale d * sc,   offset -(dmin * m)   (per sub-block)
 //   Q5_K  8-bit codes q,        group 32, scale d * sc,   offset -(dmin * m)
 //   Q6_K  8-bit codes q - 32,   group 16, scale d * sc,   offset 0
 //   IQ4_NL  8-bit codes table[q] (IQ4's 16 values),  group 32, scale d,             offset 0
 //   IQ4_XS  8-bit codes table[q],                    group 32, scale d * (ls - 32), offset 0
 //   MXFP4   8-bit codes 2 x e2m1[q],                 group 32, scale 2^(e - 128),   offset 0
-// Other types (Q2_K, Q3_K, the other IQ types, ...) are not converted: a loader dequantizes them to
-// dense.
+// Other types (the other IQ types, TQ1_0, ...) are not converted: a loader dequantizes them to dense.
 #pragma once
 #include <cstddef>
 #include <cstdint>

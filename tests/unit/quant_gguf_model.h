@@ -17,7 +17,7 @@
 namespace llmctl::test::qgguf {
 
 
-constexpr uint32_t kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ4_K = 12, kQ5_K = 13,
+constexpr uint32_t kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
                    kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23;
 // Hidden 256 and intermediate 512: the K of every linear is a whole number of 256-element K-quant
 // super-blocks. Head dim 64, 4 query heads over 2 KV heads.
@@ -37,6 +37,7 @@ inline Bytes random_blocks(uint32_t type, int64_t elements, float mag, std::mt19
     case kQ4_0: case kQ5_0: case kQ8_0: case kIQ4_NL: case kIQ4_XS: halves = {0}; break;
     case kQ4_1: case kQ5_1: case kQ4_K: case kQ5_K: halves = {0, 2}; break;
     case kQ2_K: halves = {80, 82}; break;
+    case kQ3_K: halves = {108}; break;
     case kQ6_K: halves = {208}; break;
     default: FAIL("no scale layout for type " << type);
   }
@@ -56,6 +57,7 @@ inline float scale_for(uint32_t type) {
     case kQ5_0: case kQ5_1: return 0.005f;
     case kQ8_0: return 0.0005f;
     case kQ2_K: return 0.005f;
+    case kQ3_K: return 0.0004f;  // sub-block scales up to 32, codes -4..3
     case kIQ4_NL: return 0.0005f;   // values up to 127
     case kIQ4_XS: return 0.00002f;  // values up to 127, sub-block scales up to 32
     case kQ4_K: case kQ5_K: return 0.0005f;

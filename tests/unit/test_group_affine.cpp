@@ -34,6 +34,8 @@ std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& 
   switch (type) {
     case 2: case 6: case 8: case 20: case 23: halves = {0}; break;
     case 3: case 7: case 12: case 13: halves = {0, 2}; break;
+    case 10: halves = {80, 82}; break;
+    case 11: halves = {108}; break;
     case 14: halves = {208}; break;
   }
   if (type == 39)  // MXFP4: e8m0 scales from subnormal (0, 1) to 2^13, not past f16's range
@@ -71,7 +73,7 @@ GroupAffineWeight random_weight(int bits, int64_t n, int64_t k, int group, std::
 
 TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") {
   std::mt19937 rng(1234);
-  const uint32_t types[] = {2, 3, 6, 7, 8, 12, 13, 14, 20, 23, 39};  // ..., IQ4_NL, IQ4_XS, MXFP4
+  const uint32_t types[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39};  // ..., Q2_K, Q3_K, ..., MXFP4
   for (uint32_t type : types) {
     const std::string label = quant::ggml_type_label(type);
     CAPTURE(label);
@@ -85,8 +87,8 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
     auto w = quant::group_affine_from_gguf(type, blocks.data(), blocks.size(), n, k, &why);
     REQUIRE(w.has_value());
     w->validate();
-    CHECK(w->bits == (type == 2 || type == 3 || type == 12 ? 4 : 8));
-    CHECK(w->group == (type == 14 ? 16 : 32));
+    CHECK(w->bits == (type == 2 || type == 3 || type == 10 || type == 12 ? 4 : 8));
+    CHECK(w->group == (type == 10 || type == 11 || type == 14 ? 16 : 32));
     const std::vector<float> got = quant::dequantize(*w);
     CHECK(count_unequal(got, ref) == 0);
     int64_t differing_bits = 0, nonzero = 0;
@@ -99,7 +101,7 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
   }
 }
 
-TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly, other types refused") {
+TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly") {
   auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
   for (const char* name :
        {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K", "Q3_K"}) {
@@ -110,11 +112,6 @@ TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly, o
     const auto shape = q->shape();
     std::string why;
     auto w = quant::group_affine_from_gguf(uint32_t(q->type), q->data, q->nbytes, shape[0], shape[1], &why);
-    if (std::string(name) == "Q2_K" || std::string(name) == "Q3_K") {
-      CHECK_FALSE(w.has_value());
-      CHECK(why.find(name) != std::string::npos);
-      continue;
-    }
     REQUIRE(w.has_value());
     const std::vector<float> got = quant::dequantize(*w);
     CHECK(count_unequal(got, std::vector<float>(ref.ptr<float>(), ref.ptr<float>() + ref.numel())) == 0);

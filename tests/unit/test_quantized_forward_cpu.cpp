@@ -30,7 +30,8 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
   Layout tied_q8 = uniform("Q4_0, tied Q8_0 table", kQ4_0), tied_q4k = uniform("Q6_K, tied Q4_K table", kQ6_K);
   tied_q8.embed = kQ8_0, tied_q4k.embed = kQ4_K;
   const Layout layouts[] = {uniform("Q4_0", kQ4_0), uniform("Q8_0", kQ8_0), uniform("Q4_K", kQ4_K),
-                            uniform("Q6_K", kQ6_K), mixed, tied_q8, tied_q4k};
+                            uniform("Q6_K", kQ6_K), uniform("Q2_K", kQ2_K), uniform("Q3_K", kQ3_K),
+                            mixed, tied_q8, tied_q4k};
   ScratchDir dir("qfwd_cpu");
   uint32_t seed = 70;
   for (const Layout& layout : layouts) {

@@ -1,5 +1,5 @@
 // GGUF checkpoints whose linears stay quantized (LoadOptions::keep_quantized) end to end: a random
-// tiny Llama written as GGUF Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_NL / IQ4_XS (and a Q4_K_M-like mix with an untied Q8_0
+// tiny Llama written as GGUF Q4_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_NL / IQ4_XS (and a Q4_K_M-like mix with an untied Q8_0
 // lm_head) loads every linear as an Int4Group / Int8Group LinearWeight in canonical form, and the
 // model built from them gives the logits of the same file dequantized to dense f32 at load, bit
 // for bit (CanonicalRecordingBackend stands in for quantized kernels: it runs the canonical weights
@@ -35,7 +35,7 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
                  {"ffn_gate", kQ4_1}, {"ffn_up", kQ5_0}, {"ffn_down", kQ5_1}};
   const Layout layouts[] = {uniform("Q4_0", kQ4_0),     uniform("Q8_0", kQ8_0),     uniform("Q4_K", kQ4_K),
                             uniform("Q6_K", kQ6_K),     uniform("IQ4_NL", kIQ4_NL), uniform("IQ4_XS", kIQ4_XS),
-                            mixed};
+                            uniform("Q2_K", kQ2_K),     uniform("Q3_K", kQ3_K),     mixed};
   ScratchDir dir("qload_gguf");
   uint32_t seed = 40;
   for (const Layout& layout : layouts) {
@@ -54,9 +54,10 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
     auto qmodel = make_model(q, rec);
     REQUIRE(rec.uploaded.size() == size_t(4 * L + (layout.output ? 1 : 0)));  // qkv, o, gate_up, down (+ lm_head)
     for (const LinearWeight& w : rec.uploaded) {
-      const bool four = layout.label == "Q4_0" || layout.label == "Q4_K";
+      const bool four = layout.label == "Q4_0" || layout.label == "Q4_K" || layout.label == "Q2_K";
+      const bool sixteen = layout.label == "Q6_K" || layout.label == "Q2_K" || layout.label == "Q3_K";
       if (layout.label != mixed.label) CHECK(w.format == (four ? WeightFormat::Int4Group : WeightFormat::Int8Group));
-      if (layout.label != mixed.label) CHECK(w.group_size == (layout.label == "Q6_K" ? 16 : 32));
+      if (layout.label != mixed.label) CHECK(w.group_size == (sixteen ? 16 : 32));
       // Q4_0 / Q8_0: d and -8 d are f16 values; K-quant scales d * sc generally are not.
       if (layout.label == "Q4_0" || layout.label == "Q8_0") CHECK(w.scales.dtype == DType::F16);
       if (layout.label == "Q4_K" || layout.label == "Q6_K") CHECK(w.scales.dtype == DType::F32);
@@ -86,29 +87,6 @@ TEST_CASE("quantized GGUF: linears load as canonical Int4Group / Int8Group and g
       auto fallback = make_model(q, *cpu);
       CHECK(relative_max_diff(prefill_logits(*fallback, tokens), want) == 0.0);
     }
-  }
-}
-
-TEST_CASE("quantized GGUF: a type without a group-affine form (Q2_K) stays dense, with a note") {
-  for (const uint32_t odd : {kQ2_K}) {
-    CAPTURE(odd);
-    ScratchDir dir("qload_dense_" + std::to_string(odd));
-    const std::string path = dir.file("m.gguf");
-    write_bytes(path, build_gguf(uniform("Q4_0", kQ4_0), 3, "blk.1.ffn_down", odd));
-    const Checkpoint q = load_checkpoint(path, keep());
-    CHECK(q.quantized.size() == size_t(7 * L - 1));
-    REQUIRE(q.tensors.count("model.layers.1.mlp.down_proj.weight") == 1);
-    CHECK(q.tensors.at("model.layers.1.mlp.down_proj.weight").dtype == DType::F32);
-    bool noted = false;
-    for (const std::string& n : q.notes) noted |= n.find(std::string("1 ") + quant::ggml_type_label(odd)) != std::string::npos;
-    CHECK(noted);
-    CanonicalRecordingBackend rec;
-    auto qmodel = make_model(q, rec);
-    CHECK(rec.uploaded.size() == size_t(4 * L - 1));
-    auto cpu = make_cpu_backend(1);
-    auto dmodel = make_model(load_checkpoint(path), *cpu);
-    const std::vector<int32_t> tokens = prompt(9);
-    CHECK(relative_max_diff(prefill_logits(*qmodel, tokens), prefill_logits(*dmodel, tokens)) == 0.0);
   }
 }
 
