@@ -36,6 +36,11 @@ bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 
 bool rows_layout_selected() { return g_rows_layout; }
 
+void check_scale_layout(const QWeightView& w) {
+  KERNEL_CHECK(w.scale_type != ScaleType::Factored || w.layout == QLayout::RowLane16)
+      << "factored scales are a row-lane layout's only";
+}
+
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
 
 void qact_group_sums(const QActivations& x, int group, float* S) {
@@ -140,6 +145,7 @@ QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* bu
 
 void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                       float* out, int64_t ldo) {
+  detail::check_scale_layout(w);
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return detail::qlinear_rows_f32_avx512(x, T, w, bias, n0, n1, out, ldo);
     case detail::Isa::Avx2: return detail::qlinear_rows_f32_avx2(x, T, w, bias, n0, n1, out, ldo);
@@ -149,6 +155,7 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
 
 void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                      float* out, int64_t ldo) {
+  detail::check_scale_layout(w);
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return detail::qlinear_rows_q8_avx512(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::Avx2: return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
@@ -158,6 +165,7 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
 
 void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
   KERNEL_CHECK(row >= 0 && row < w.n) << "dequantize row " << row << " of " << w.n;
+  detail::check_scale_layout(w);
   if (w.layout == QLayout::RowLane16) return detail::dequantize_row_rowlane(w, row, out);
   detail::dequantize_row_rows(w, row, out);
 }

@@ -3,6 +3,8 @@
 // same for every T and every [n0, n1) split; variants differ from each other in that order only.
 #pragma once
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/qlinear.h"
 #include "kernels/scalar_types.h"
@@ -10,8 +12,10 @@
 namespace llmctl::kernels::detail {
 
 // Which variants this CPU can run (CPUID, checked once).
-bool cpu_has_avx512_vnni();
-bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)  // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
+bool cpu_has_avx512_vnni();   // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
+bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)
+// Throws KernelError for factored scales in the Rows layout (they exist in the row-lane one only).
+void check_scale_layout(const QWeightView& w);
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
 // sums sum[2b + h] = scale * (sum of the 16 codes), codes rounded to nearest even. The variants give
@@ -45,13 +49,51 @@ LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 struct RowLaneGeometry {
   int64_t blocks_per_group;  // group / 32
   int64_t code_bytes;        // per block of 32 inputs x 16 rows: 256 (4 bits) or 512 (8 bits)
-  int64_t param_bytes;       // 16 scales or 16 offsets: 32 (f16) or 64 (f32)
+  int64_t param_bytes;       // 16 scales or 16 offsets: 32 (f16), 64 (f32) or 16 (factored: int8 m)
   bool offsets;              // stored (implied_zero < 0)
   int64_t group_bytes;       // blocks_per_group * code_bytes + (offsets ? 2 : 1) * param_bytes
   int64_t groups;            // K / group
-  int64_t row_block_bytes;   // groups * group_bytes
+  int64_t super_groups;      // groups per super-block: 8 factored, else 1
+  int64_t header_bytes;      // ahead of a super-block's groups: 16 f16 D (+ 16 D'), factored; else 0
+  int64_t super_bytes;       // header_bytes + super_groups * group_bytes
+  int64_t row_block_bytes;   // groups / super_groups * super_bytes
 };
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero);
+constexpr int kFactoredGroups = 8;  // groups per super-block of ScaleType::Factored
+
+// Group g of the row block at rb (its codes, then its parameters), and its super-block's header.
+inline const uint8_t* rowlane_group(const RowLaneGeometry& geo, const uint8_t* rb, int64_t g) {
+  return rb + (g / geo.super_groups) * geo.super_bytes + geo.header_bytes + (g % geo.super_groups) * geo.group_bytes;
+}
+inline const uint8_t* rowlane_header(const RowLaneGeometry& geo, const uint8_t* rb, int64_t g) {
+  return rb + (g / geo.super_groups) * geo.super_bytes;
+}
+
+// Row r's scale (which 0) or offset (which 1) of a row-lane group whose parameters start at params
+// (after its codes), hdr its super-block's header: the one definition the SIMD kernels reproduce.
+inline float rowlane_param(ScaleType st, const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr,
+                           int which, int r) {
+  if (st == ScaleType::Factored) {
+    uint16_t d;
+    std::memcpy(&d, hdr + 2 * (16 * which + r), 2);
+    return f16_to_f32(d) * float(int8_t(params[16 * which + r]));
+  }
+  return load_scale(st, params + which * geo.param_bytes, r);
+}
+
+// f(std::integral_constant<ScaleType, st>{}): a kernel templated on its scale type, called for st.
+template <class F>
+void with_scale_type(ScaleType st, F&& f) {
+  switch (st) {
+    case ScaleType::F16: return f(std::integral_constant<ScaleType, ScaleType::F16>{});
+    case ScaleType::F32: return f(std::integral_constant<ScaleType, ScaleType::F32>{});
+    case ScaleType::Factored: return f(std::integral_constant<ScaleType, ScaleType::Factored>{});
+  }
+}
+
+// Factored scales (qlinear.h): one row's `count` values v as D * float(m[i]) bit for bit, D an f16
+// (*d its bits), m int8; false when no such pair exists (or a value is not finite).
+bool factor_values(const float* v, int count, uint16_t* d, int8_t* m);
 
 // qweight_dequantize_row for each layout.
 void dequantize_row_rows(const QWeightView& w, int64_t row, float* out);

@@ -28,14 +28,21 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, i
   KERNEL_CHECK((bits == 4 || bits == 8) && group > 0 && group % 32 == 0 && k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
       << " (4 or 8 bits, a group that is a multiple of 32 and divides K)";
+  const bool factored = st == ScaleType::Factored;
+  KERNEL_CHECK(!factored || (k / group) % kFactoredGroups == 0)
+      << "row-lane layout, factored scales: K " << k << " is not whole super-blocks of " << kFactoredGroups
+      << " groups of " << group;
   RowLaneGeometry g{};
   g.blocks_per_group = group / 32;
   g.code_bytes = bits == 4 ? 256 : 512;
-  g.param_bytes = 16 * (st == ScaleType::F16 ? 2 : 4);
+  g.param_bytes = 16 * (factored ? 1 : st == ScaleType::F16 ? 2 : 4);
   g.offsets = implied_zero < 0;
   g.group_bytes = g.blocks_per_group * g.code_bytes + (g.offsets ? 2 : 1) * g.param_bytes;
   g.groups = k / group;
-  g.row_block_bytes = g.groups * g.group_bytes;
+  g.super_groups = factored ? kFactoredGroups : 1;
+  g.header_bytes = factored ? (g.offsets ? 2 : 1) * 32 : 0;
+  g.super_bytes = g.header_bytes + g.super_groups * g.group_bytes;
+  g.row_block_bytes = g.groups / g.super_groups * g.super_bytes;
   return g;
 }
 
@@ -67,13 +74,14 @@ inline int f32_input(int bits, int step) {  // step 0..31
   return half * 16 + 4 * v + j;
 }
 
-// Row r's scale and offset in the group whose codes start at gp (its parameters follow the codes;
-// an implied zero point stores no offset).
-inline std::pair<float, float> group_scale_offset(const QWeightView& w, const RowLaneGeometry& geo, const uint8_t* gp,
-                                                  int r) {
-  const uint8_t* params = gp + geo.blocks_per_group * geo.code_bytes;
-  const float s = load_scale(w.scale_type, params, r);
-  return {s, geo.offsets ? load_scale(w.scale_type, params + geo.param_bytes, r) : implied_offset(w.implied_zero, s)};
+// Row r's scale and offset in group g of the row block at rb (its parameters follow its codes; an
+// implied zero point stores no offset).
+inline std::pair<float, float> group_scale_offset(const QWeightView& w, const RowLaneGeometry& geo, const uint8_t* rb,
+                                                  int64_t g, int r) {
+  const uint8_t* params = rowlane_group(geo, rb, g) + geo.blocks_per_group * geo.code_bytes;
+  const uint8_t* hdr = rowlane_header(geo, rb, g);
+  const float s = rowlane_param(w.scale_type, geo, params, hdr, 0, r);
+  return {s, geo.offsets ? rowlane_param(w.scale_type, geo, params, hdr, 1, r) : implied_offset(w.implied_zero, s)};
 }
 
 }  // namespace
@@ -92,8 +100,8 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
       const int8_t* q = x.q + t * K;
       float acc = 0;
       for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* gp = rb + g * geo.group_bytes;
-        const auto [s, o] = group_scale_offset(w, geo, gp, r);
+        const uint8_t* gp = rowlane_group(geo, rb, g);
+        const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           int32_t dot = 0;
@@ -119,8 +127,8 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
       const float* xr = x + t * K;
       float a[4] = {0, 0, 0, 0};
       for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* gp = rb + g * geo.group_bytes;
-        const auto [s, o] = group_scale_offset(w, geo, gp, r);
+        const uint8_t* gp = rowlane_group(geo, rb, g);
+        const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           for (int step = 0; step < 32; ++step) {
@@ -141,8 +149,8 @@ void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
   for (int64_t g = 0; g < geo.groups; ++g) {
-    const uint8_t* gp = rb + g * geo.group_bytes;
-    const auto [s, o] = group_scale_offset(w, geo, gp, r);
+    const uint8_t* gp = rowlane_group(geo, rb, g);
+    const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
     for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
       float* dst = out + (g * geo.blocks_per_group + j) * 32;
       for (int i = 0; i < 32; ++i) {
@@ -177,14 +185,32 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
                           const void* scale, const void* offset, uint8_t* out, int implied_zero) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   const int64_t nb = (n + 15) / 16, G = geo.groups, bpg = geo.blocks_per_group;
-  const size_t ps = st == ScaleType::F16 ? 2 : 4;
+  const bool factored = st == ScaleType::Factored;
+  const size_t ps = factored ? 1 : st == ScaleType::F16 ? 2 : 4;
   const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
+  // Factored: each row's D (per super-block) and m (per group), for the scales and the offsets.
+  std::vector<uint16_t> fd[2];
+  std::vector<int8_t> fm[2];
+  if (factored) {
+    for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
+      const float* v = static_cast<const float*>(which ? offset : scale);
+      fd[which].resize(size_t(n * G / detail::kFactoredGroups));
+      fm[which].resize(size_t(n * G));
+      for (int64_t i = 0; i < n * G; i += detail::kFactoredGroups)
+        KERNEL_CHECK(detail::factor_values(v + i, detail::kFactoredGroups, &fd[which][size_t(i / detail::kFactoredGroups)],
+                                           &fm[which][size_t(i)]))
+            << "row-lane layout: " << (which ? "offsets" : "scales") << " of row " << i / G << " do not factor"
+            << " (qweight_factorable)";
+    }
+  }
   // Written in layout order, one row block at a time (the code_byte map, unrolled).
   for (int64_t blk = 0; blk < nb; ++blk) {
     const uint8_t* rows[16];
     for (int r = 0; r < 16; ++r) rows[r] = blk * 16 + r < n ? codes + (blk * 16 + r) * k : zero_row.data();
+    uint8_t* rb = out + blk * geo.row_block_bytes;
     for (int64_t g = 0; g < G; ++g) {
-      uint8_t* gp = out + blk * geo.row_block_bytes + g * geo.group_bytes;
+      uint8_t* gp = const_cast<uint8_t*>(detail::rowlane_group(geo, rb, g));
+      uint8_t* hdr = const_cast<uint8_t*>(detail::rowlane_header(geo, rb, g));
       for (int64_t jb = 0; jb < bpg; ++jb) {
         const int64_t c0 = (g * bpg + jb) * 32;
         uint8_t* o = gp + jb * geo.code_bytes;
@@ -201,12 +227,20 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
         const int64_t row = blk * 16 + r;
         uint8_t* sp = params + r * ps;
         uint8_t* op = params + geo.param_bytes + r * ps;
-        if (row < n) {
+        if (row < n && factored) {
+          for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
+            (which ? op : sp)[0] = uint8_t(fm[which][size_t(row * G + g)]);
+            if (g % detail::kFactoredGroups == 0)
+              std::memcpy(hdr + 2 * (16 * which + r), &fd[which][size_t((row * G + g) / detail::kFactoredGroups)], 2);
+          }
+        } else if (row < n) {
           std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
           if (geo.offsets) std::memcpy(op, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
         } else {
           std::memset(sp, 0, ps);
           if (geo.offsets) std::memset(op, 0, ps);
+          if (factored && g % detail::kFactoredGroups == 0)
+            for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) std::memset(hdr + 2 * (16 * which + r), 0, 2);
         }
       }
     }
@@ -219,7 +253,7 @@ void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType
   for (int64_t row = 0; row < n; ++row) {
     const uint8_t* rb = packed + (row / 16) * geo.row_block_bytes;
     for (int64_t b = 0; b < k / 32; ++b) {
-      const uint8_t* blk = rb + (b / geo.blocks_per_group) * geo.group_bytes + (b % geo.blocks_per_group) * geo.code_bytes;
+      const uint8_t* blk = detail::rowlane_group(geo, rb, b / geo.blocks_per_group) + (b % geo.blocks_per_group) * geo.code_bytes;
       for (int i = 0; i < 32; ++i) codes[row * k + b * 32 + i] = uint8_t(detail::code_of(bits, blk, int(row % 16), i));
     }
   }

@@ -40,6 +40,21 @@ inline __m256 load8(const uint8_t* p) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
+// Scales (which 0) or offsets (which 1) of rows 8h..8h+7 of a group whose parameters start at params
+// (after its codes); hdr: its super-block's header (factored scales: D x m, as rowlane_param).
+template <ScaleType ST>
+inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr, int which, int h) {
+  if constexpr (ST == ScaleType::Factored) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 * which + 16 * h)));
+    int64_t m8;
+    std::memcpy(&m8, params + 16 * which + 8 * h, 8);
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(m8))));
+  } else {
+    constexpr bool f16 = ST == ScaleType::F16;
+    return load8<f16>(params + which * geo.param_bytes + h * 8 * (f16 ? 2 : 4));
+  }
+}
+
 inline __m256i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -60,21 +75,21 @@ constexpr int64_t kPrefetchAhead = 8192;
 
 // Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
-template <int H, int NT, bool FOUR, bool F16>
+template <int H, int NT, bool FOUR, ScaleType ST>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
-  const int64_t ps = F16 ? 2 : 4;
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
   __m256 acc[H][NT];
   for (int i = 0; i < H; ++i)
     for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
+    const uint8_t* hdr = rowlane_header(geo, rb, g);
     __m256 s[H];
-    for (int i = 0; i < H; ++i) s[i] = load8<F16>(params + (h0 + i) * 8 * ps);
+    for (int i = 0; i < H; ++i) s[i] = load_params8<ST>(geo, params, hdr, 0, h0 + i);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
@@ -130,7 +145,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int i = 0; i < H; ++i) {
-      const __m256 o = geo.offsets ? load8<F16>(params + geo.param_bytes + (h0 + i) * 8 * ps)
+      const __m256 o = geo.offsets ? load_params8<ST>(geo, params, hdr, 1, h0 + i)
                                    : _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)));
       for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * G + g]), acc[i][j]);
     }
@@ -144,19 +159,20 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
 }
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-template <int NT, bool FOUR, bool F16>
+template <int NT, bool FOUR, ScaleType ST>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo) {
-  const int64_t G = geo.groups, bpg = geo.blocks_per_group, ps = F16 ? 2 : 4;
+  const int64_t G = geo.groups, bpg = geo.blocks_per_group;
   const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm256_set1_epi32(128);
   __m256 acc[NT][4];
   for (int j = 0; j < NT; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    const __m256 s = load8<F16>(params + h * 8 * ps);
-    const __m256 o = geo.offsets ? load8<F16>(params + geo.param_bytes + h * 8 * ps)
+    const uint8_t* hdr = rowlane_header(geo, rb, g);
+    const __m256 s = load_params8<ST>(geo, params, hdr, 0, h);
+    const __m256 o = geo.offsets ? load_params8<ST>(geo, params, hdr, 1, h)
                      : zero == 0 ? _mm256_set1_ps(-0.0f) : _mm256_mul_ps(s, _mm256_set1_ps(float(-zero)));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
@@ -205,7 +221,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -218,21 +234,21 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                      // read once); 2 and 3 tokens measured 6-13% faster so than half by half
-      if (x.t == 1) q8_tile<2, 1, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 2) q8_tile<2, 2, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 3) q8_tile<2, 3, FOUR, F16>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 1) q8_tile<2, 1, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 2) q8_tile<2, 2, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 3) q8_tile<2, 3, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
       continue;
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<1, nt(), FOUR, F16>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0);
+        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0);
       });
     }
   }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -242,7 +258,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
+        f32_tile<nt(), FOUR, ST>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
       });
     }
   }
@@ -253,21 +269,18 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                   int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
+  });
 }
 
 void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                    int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
+                : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);
+  });
 }
 
 }  // namespace llmctl::kernels::detail

@@ -38,6 +38,19 @@ inline __m512 load16(const uint8_t* p) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
+// Scales (which 0) or offsets (which 1) of the 16 rows of a group whose parameters start at params
+// (after its codes); hdr: its super-block's header (factored scales: D x m, as rowlane_param).
+template <ScaleType ST>
+inline __m512 load_params16(const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr, int which) {
+  if constexpr (ST == ScaleType::Factored) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 32 * which)));
+    const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 16 * which));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(m)));
+  } else {
+    return load16<ST == ScaleType::F16>(params + which * geo.param_bytes);
+  }
+}
+
 inline __m512i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -62,7 +75,7 @@ constexpr int64_t kPrefetchAhead = 8192;
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
 // NT tokens, and each token's broadcast activations feed the RB dot products; one integer chain per
 // (token, row block). Accumulators: 2 x RB x NT vectors; RB = 2, NT = 4 fills 24 of the 32 registers.
-template <int RB, int NT, bool FOUR, bool F16>
+template <int RB, int NT, bool FOUR, ScaleType ST>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
              const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out, int64_t ldo,
              bool prefetch) {
@@ -74,10 +87,12 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
     for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp[RB];
+    const uint8_t* hdr[RB];
     __m512 s[RB];
     for (int i = 0; i < RB; ++i) {
-      gp[i] = rb + i * geo.row_block_bytes + g * geo.group_bytes;
-      s[i] = load16<F16>(gp[i] + bpg * geo.code_bytes);
+      gp[i] = rowlane_group(geo, rb + i * geo.row_block_bytes, g);
+      hdr[i] = rowlane_header(geo, rb + i * geo.row_block_bytes, g);
+      s[i] = load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 0);
     }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
@@ -124,7 +139,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int i = 0; i < RB; ++i) {
-      const __m512 o = geo.offsets ? load16<F16>(gp[i] + bpg * geo.code_bytes + geo.param_bytes)
+      const __m512 o = geo.offsets ? load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1)
                                    : _mm512_mul_ps(s[i], _mm512_set1_ps(float(-zero)));
       for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[i][j]);
     }
@@ -138,7 +153,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
 }
 
 // The same tile in the f32 mode.
-template <int NT, bool FOUR, bool F16>
+template <int NT, bool FOUR, ScaleType ST>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -147,10 +162,11 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
   for (int j = 0; j < NT; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    const uint8_t* gp = rb + g * geo.group_bytes;
+    const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    const __m512 s = load16<F16>(params);
-    const __m512 o = geo.offsets ? load16<F16>(params + geo.param_bytes)
+    const uint8_t* hdr = rowlane_header(geo, rb, g);
+    const __m512 s = load_params16<ST>(geo, params, hdr, 0);
+    const __m512 o = geo.offsets ? load_params16<ST>(geo, params, hdr, 1)
                      : zero == 0 ? _mm512_set1_ps(-0.0f) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
@@ -211,7 +227,7 @@ void for_tiles(const RowLaneGeometry& geo, const uint8_t* packed, int64_t T, int
   }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -238,20 +254,20 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
       if (pairs && nb + 16 < n1)
-        q8_tile<2, nt(), FOUR, F16>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
+        q8_tile<2, nt(), FOUR, ST>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
       else
-        q8_tile<1, nt(), FOUR, F16>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
+        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
     };
     for_token_tiles<4>(x.t, tile);
   }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, F16>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo);
+    f32_tile<nt(), FOUR, ST>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo);
   });
 }
 
@@ -260,21 +276,18 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
+  });
 }
 
 void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
+                : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);
+  });
 }
 
 }  // namespace llmctl::kernels::detail

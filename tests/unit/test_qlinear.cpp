@@ -14,6 +14,7 @@
 #include "engine/core/dtype.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
+#include "kernels/kernel_check.h"
 #include "kernels/cpu/qlinear_impl.h"
 #include "tests/unit/skip.h"
 
@@ -52,8 +53,9 @@ struct QW {
   std::vector<uint16_t> scale_f16, offset_f16;
   kernels::QLayout layout = kernels::QLayout::Rows;
   int implied_zero = -1;  // RowLane16 packed without offsets (they are -z * scale)
-  const void* scales() const { return st == ScaleType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_f16.data(); }
-  const void* offsets() const { return st == ScaleType::F32 ? static_cast<const void*>(offset_f32.data()) : offset_f16.data(); }
+  // F32 and Factored (which packs f32 values as their factors) take the f32 arrays.
+  const void* scales() const { return st == ScaleType::F16 ? static_cast<const void*>(scale_f16.data()) : scale_f32.data(); }
+  const void* offsets() const { return st == ScaleType::F16 ? static_cast<const void*>(offset_f16.data()) : offset_f32.data(); }
   kernels::QWeightView view() const {
     kernels::QWeightView v;
     v.bits = bits, v.n = n, v.k = k, v.group = group, v.packed = packed.data(), v.scale_type = st, v.layout = layout;
@@ -298,6 +300,103 @@ TEST_CASE("row-lane implied zero points (Q4_0: offset -8 x scale, Q8_0: 0): same
         if (st == ScaleType::F16) q.offset_f16[7] = uint16_t(q.offset_f16[7] ^ 1);
         CHECK(kernels::qweight_implied_zero(bits, N, K, group, st, q.scales(), q.offsets()) == -1);
       }
+}
+
+TEST_CASE("row-lane factored scales (GGUF K-quants' d x sc, dmin x m): the f32 scales' bits in fewer bytes") {
+  for (int bits : {4, 8})
+    for (int group : {32, 64})
+      for (int z : {-1, 0}) {  // offsets stored (Q4_K / Q5_K), implied -0 (IQ4_XS)
+        const int64_t N = 37, K = 512, G = K / group;
+        QW q = make_qw(bits, group, N, K, ScaleType::F32, uint32_t(90 + bits + group + z));
+        // Scales d x sc and offsets -(dmin x m) per run of 8 groups: d, dmin f16 (some negative,
+        // some subnormal), sc in -128..127 on odd rows (Q6_K-like), 0..63 on even ones, m 0..63
+        // (0 gives -0).
+        std::mt19937 rng(uint32_t(7 + bits + group));
+        for (int64_t r = 0; r < N; ++r)
+          for (int64_t g0 = 0; g0 < G; g0 += 8) {
+            const float d = f16_to_f32(f32_to_f16((rng() % 3 ? 1e-3f : 3e-7f) * float(int(rng() % 200) - 100) / 37.0f));
+            const float dmin = f16_to_f32(f32_to_f16(1e-2f * float(rng() % 1000) / 1000.0f));
+            for (int64_t g = g0; g < g0 + 8; ++g) {
+              const int sc = r % 2 ? int(rng() % 256) - 128 : int(rng() % 64), m = int(rng() % 64);
+              q.scale_f32[size_t(r * G + g)] = d * float(sc);
+              q.offset_f32[size_t(r * G + g)] = z == 0 ? -0.0f : -(dmin * float(m));
+            }
+          }
+        INFO("bits " << bits << " group " << group << " z " << z);
+        REQUIRE(kernels::qweight_implied_zero(bits, N, K, group, ScaleType::F32, q.scales(), q.offsets()) == z);
+        REQUIRE(kernels::qweight_factorable(N, K, group, q.scale_f32.data(), z < 0 ? q.offset_f32.data() : nullptr));
+        const QW plain = q.as(kernels::QLayout::RowLane16, z);
+        QW fq = q;
+        fq.st = ScaleType::Factored;
+        const QW factored = fq.as(kernels::QLayout::RowLane16, z);
+        const double ratio = double(factored.packed.size()) / double(plain.packed.size());
+        MESSAGE("bits " << bits << " group " << group << " z " << z << ": " << ratio << " of the f32-scale bytes");
+        CHECK(ratio < 1.0);
+        std::vector<uint8_t> back(size_t(N * K));
+        kernels::qweight_unpack_rowlane(bits, N, K, group, ScaleType::Factored, factored.packed.data(), back.data(), z);
+        CHECK(back == q.codes);
+        std::vector<float> rp(static_cast<size_t>(K)), rf(static_cast<size_t>(K));
+        for (int64_t r : {int64_t(0), int64_t(17), N - 1}) {
+          kernels::detail::dequantize_row_rowlane(plain.view(), r, rp.data());
+          kernels::detail::dequantize_row_rowlane(factored.view(), r, rf.data());
+          CHECK(same_bits(rp, rf));
+        }
+        for (int64_t T : {1, 3, 6}) {
+          const auto x = randn(size_t(T * K), uint32_t(100 + T)), bias = randn(size_t(N), 101);
+          const ActBuf a(x.data(), T, K);
+          for (const Variant& v : variants())
+            for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {5, 30}}) {
+              INFO(v.name << " T " << T << " rows " << n0 << ".." << n1);
+              std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+              v.q8(a.q, plain.view(), bias.data(), n0, n1, o1.data(), N);
+              v.q8(a.q, factored.view(), bias.data(), n0, n1, o2.data(), N);
+              v.f32(x.data(), T, plain.view(), bias.data(), n0, n1, f1.data(), N);
+              v.f32(x.data(), T, factored.view(), bias.data(), n0, n1, f2.data(), N);
+              CHECK(same_bits(o1, o2));
+              CHECK(same_bits(f1, f2));
+            }
+        }
+        // One scale an ulp off, random f32 scales, or groups not whole runs of 8: not factorable,
+        // and packing them as factored is refused.
+        std::vector<float> nudged = q.scale_f32;
+        nudged[size_t(3 * G + 5)] = std::nextafter(nudged[size_t(3 * G + 5)], 1.0f);
+        CHECK_FALSE(kernels::qweight_factorable(N, K, group, nudged.data(), nullptr));
+        const QW rnd = make_qw(bits, group, N, K, ScaleType::F32, 5);
+        CHECK_FALSE(kernels::qweight_factorable(N, K, group, rnd.scale_f32.data(), nullptr));
+        CHECK_FALSE(kernels::qweight_factorable(N, 7 * group, group, q.scale_f32.data(), nullptr));
+        std::vector<uint8_t> out(factored.packed.size());
+        CHECK_THROWS_AS(kernels::qweight_pack_rowlane(bits, N, K, group, ScaleType::Factored, q.codes.data(), nudged.data(),
+                                                      q.offset_f32.data(), out.data(), z),
+                        KernelError);
+      }
+}
+
+TEST_CASE("factor_values: every value reproduced, zeros with their signs, or none") {
+  uint16_t d = 0;
+  int8_t m[4];
+  const float dh = f16_to_f32(f32_to_f16(0.0123f));
+  auto reproduced = [&](const float* v) {
+    for (int i = 0; i < 4; ++i) {
+      const float p = f16_to_f32(d) * float(m[i]);
+      if (std::memcmp(&p, &v[i], 4) != 0) return false;
+    }
+    return true;
+  };
+  const float pos[4] = {dh * 5.0f, 0.0f, dh * -17.0f, dh * 63.0f};  // +0 needs D > 0: 63 x dh
+  REQUIRE(kernels::detail::factor_values(pos, 4, &d, m));
+  CHECK(reproduced(pos));
+  CHECK(f16_to_f32(d) > 0);
+  const float neg[4] = {dh * 5.0f, -0.0f, dh * -17.0f, dh * 63.0f};  // -0 needs D < 0: -63 x -dh
+  REQUIRE(kernels::detail::factor_values(neg, 4, &d, m));
+  CHECK(reproduced(neg));
+  CHECK(f16_to_f32(d) < 0);
+  const float zeros[4] = {-0.0f, 0.0f, -0.0f, 0.0f};  // d = 0 in a file: D = +0, m = -1 for each -0
+  REQUIRE(kernels::detail::factor_values(zeros, 4, &d, m));
+  CHECK(reproduced(zeros));
+  const float apart[4] = {dh * 5.0f, dh * 300.0f, dh, dh};  // 300 x dh over 127 x any f16 that divides the rest
+  CHECK_FALSE(kernels::detail::factor_values(apart, 4, &d, m));
+  const float nan[2] = {dh, std::nanf("")};
+  CHECK_FALSE(kernels::detail::factor_values(nan, 2, &d, m));
 }
 
 TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {

@@ -25,7 +25,7 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
   }
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
-// (int32, -1: offsets stored) and the scale type (int32: 0 f32, 1 f16).
+// (int32, -1: offsets stored) and the scale type (int32: 0 f32, 1 f16, 2 factored).
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
@@ -66,17 +66,23 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   LinearWeight out = canonical;
   const int64_t N = canonical.n, K = canonical.k;
   if (kernels::qweight_preferred_layout(bits, canonical.group_size) == kernels::QLayout::RowLane16) {
-    const kernels::ScaleType st = scale_type_of(canonical);
+    kernels::ScaleType st = scale_type_of(canonical);
     const int group = canonical.group_size;
     const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
+    // f32 scales that are an f16 times a small integer (GGUF K-quants: d x sc, dmin x m) are kept as
+    // those two factors, the same values in a quarter of the bytes (kernels/cpu/qlinear.h).
+    if (st == kernels::ScaleType::F32 &&
+        kernels::qweight_factorable(N, K, group, canonical.scales.ptr<float>(),
+                                    zero < 0 ? canonical.zeros.ptr<float>() : nullptr))
+      st = kernels::ScaleType::Factored;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero);
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
     kernels::qweight_pack_rowlane(bits, N, K, group, st, c, canonical.scales.data, canonical.zeros.data, d, zero);
-    const int32_t f16 = st == kernels::ScaleType::F16;
+    const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
-    std::memcpy(d + blocks * bb + 8, &f16, 4);
+    std::memcpy(d + blocks * bb + 8, &code, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -100,10 +106,10 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
                         w.data.dim(1) >= 12 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, f16 = -1;
-    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4), std::memcpy(&f16, d + blocks * w.data.dim(1) + 8, 4);
-    v.scale_type = f16 == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
-    LLM_CHECK(tagged && zero >= -1 && (f16 == 0 || f16 == 1) &&
+    int32_t zero = -2, code = -1;
+    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4), std::memcpy(&code, d + blocks * w.data.dim(1) + 8, 4);
+    v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
+    LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()

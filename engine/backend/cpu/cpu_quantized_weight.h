@@ -6,8 +6,10 @@
 //              Rows:      data = U8 [N, qweight_row_bytes(bits, K)], scales and zeros kept
 //              RowLane16: data = U8 [ceil(N / 16) + 1, qweight_rowlane_block_bytes] (codes, scales
 //                         and offsets interleaved by blocks of 16 rows), then one descriptor row:
-//                         "RL16", the implied zero point (int32: -1 offsets stored, 0 or 8 not);
-//                         scales and zeros kept as they were (the kernels read the copies in data)
+//                         "RL16", the implied zero point (int32: -1 offsets stored, 0 or 8 not),
+//                         the scale type (int32: 0 f32, 1 f16, 2 factored: f32 scales and offsets
+//                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors);
+//                         scales and zeros left empty (the kernels read the copies in data)
 #pragma once
 #include "engine/backend/linear_weight.h"
 #include "kernels/cpu/qlinear.h"

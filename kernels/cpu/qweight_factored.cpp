@@ -1,0 +1,71 @@
+// Factored scales of the row-lane layout (qlinear.h, ScaleType::Factored): finding, for one row's
+// run of groups, an f16 D and int8 multipliers m with D * float(m) equal to each f32 value bit for
+// bit. A GGUF K-quant's sub-block scale is d * sc (d f16, sc 6 bits: the product is exact in f32),
+// so v / sc recovers d exactly once sc is known; the largest value's sc is what llama.cpp's
+// quantizers put at the end of their range (63 for Q4_K / Q5_K, -128 for Q6_K, -32 for Q3_K and
+// IQ4_XS, 15 for Q2_K), tried first, then every int8. Only a verified D is ever used, so a wrong
+// guess costs time, never a value.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+
+namespace llmctl::kernels {
+
+namespace detail {
+
+namespace {
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// D (an f16 value) with m[i] = round(v[i] / D) reproducing every v[i].
+bool try_multiplier(const float* v, int count, float D, uint16_t* d, int8_t* m) {
+  const uint16_t h = f32_to_f16(D);
+  if (!same_bits(f16_to_f32(h), D) || !std::isfinite(D) || D == 0.0f) return false;
+  for (int i = 0; i < count; ++i) {
+    const float q = v[i] / D;
+    if (!(q >= -128.5f && q <= 127.5f)) return false;  // also NaN
+    const int c = int(std::lrint(q));
+    if (c < -128 || c > 127 || !same_bits(D * float(c), v[i])) return false;
+    m[i] = int8_t(c);
+  }
+  *d = h;
+  return true;
+}
+
+}  // namespace
+
+bool factor_values(const float* v, int count, uint16_t* d, int8_t* m) {
+  int imax = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!std::isfinite(v[i])) return false;
+    if (std::fabs(v[i]) > std::fabs(v[imax])) imax = i;
+  }
+  if (v[imax] == 0.0f) {  // all zeros (d = 0 in the file): D = +0, and +0 x -1 is -0
+    *d = 0;
+    for (int i = 0; i < count; ++i) m[i] = int8_t(std::signbit(v[i]) ? -1 : 0);
+    return true;
+  }
+  for (int c : {63, -128, -32, 15, 127, 31, -64})
+    if (try_multiplier(v, count, v[imax] / float(c), d, m)) return true;
+  for (int c = 127; c >= -128; --c)
+    if (c != 0 && try_multiplier(v, count, v[imax] / float(c), d, m)) return true;
+  return false;
+}
+
+}  // namespace detail
+
+bool qweight_factorable(int64_t n, int64_t k, int group, const float* scale, const float* offset) {
+  if (group <= 0 || k % group != 0 || (k / group) % detail::kFactoredGroups != 0) return false;
+  const int64_t G = k / group;
+  uint16_t d;
+  int8_t m[detail::kFactoredGroups];
+  for (int64_t row = 0; row < n; ++row)
+    for (int64_t g = 0; g < G; g += detail::kFactoredGroups)
+      for (const float* p : {scale, offset})
+        if (p && !detail::factor_values(p + row * G + g, detail::kFactoredGroups, &d, m)) return false;
+  return true;
+}
+
+}  // namespace llmctl::kernels
