@@ -37,8 +37,9 @@ bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 bool rows_layout_selected() { return g_rows_layout; }
 
 void check_scale_layout(const QWeightView& w) {
-  KERNEL_CHECK(w.scale_type != ScaleType::Factored || w.layout == QLayout::RowLane16)
-      << "factored scales are a row-lane layout's only";
+  KERNEL_CHECK(w.scale_type != ScaleType::Factored || w.layout == QLayout::RowLane16 ||
+               (w.scale_d && (!w.offset || w.offset_d)))
+      << "Rows layout, factored scales: the f16 multipliers are missing";
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }

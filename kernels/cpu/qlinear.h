@@ -19,13 +19,15 @@
 //   8 bits: 8 vectors of 64 bytes; in vector v, byte 4r + j is row r's input 4v + j, code + 128
 //           (stored unsigned, code ^ 0x80).
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
-// Factored scales (ScaleType::Factored, row-lane only; qweight_factorable says when): the GGUF
-// K-quants' two levels. Each row's groups in runs of 8 (a "super-block": 256 inputs at group 32)
-// share an f16 multiplier D, and each group holds an int8 m; its scale is D * float(m) (and its
-// offset D' * float(m') likewise), the product in f32: the f32 values the canonical form holds, bit
-// for bit, in a quarter of the bytes (Q4_K: 0.578 bytes a weight against 0.75). A row block is then,
-// per super-block: 16 f16 D of the scales (and 16 D' of the offsets), then its 8 groups, each its
-// codes and 16 int8 m (and 16 m'), in place of the 16 f16/f32 scales (offsets).
+// Factored scales (ScaleType::Factored; qweight_factor finds them): the GGUF K-quants' two levels.
+// Each row's groups in runs of 8 (a "super-block": 256 inputs at group 32) share an f16 multiplier
+// D, and each group holds an int8 m; its scale is D * float(m) (and its offset D' * float(m')
+// likewise), the product in f32: the f32 values the canonical form holds, bit for bit, in a quarter
+// of the bytes (Q4_K: 0.578 bytes a weight against 0.75). In the row-lane layout a row block is
+// then, per super-block: 16 f16 D of the scales (and 16 D' of the offsets), then its 8 groups, each
+// its codes and 16 int8 m (and 16 m'), in place of the 16 f16/f32 scales (offsets). In the Rows
+// layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
+// [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
 // Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
 // Q4_0 (z = 8) and Q8_0 (z = 0, offsets -0.0)): the offsets are not stored, and the kernels take
 // -z * scale, the same values (z = 0: the int8 mode skips its offset term, adding -0 x S, which
@@ -41,10 +43,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace llmctl::kernels {
 
-enum class ScaleType { F16, F32, Factored };  // Factored: row-lane only (above)
+enum class ScaleType { F16, F32, Factored };  // Factored: above
 enum class ActQuant { None, Int8 };
 enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 
@@ -59,6 +62,15 @@ struct QWeightView {
   const void* offset = nullptr;  // Rows: [n, k / group], or null: every offset -0.0 (GGUF Q8_0 / Q5_0 /
                                  // Q6_K: no zero point), not stored; RowLane16: unused
   int implied_zero = -1;         // RowLane16: -1 offsets stored; z >= 0: offset = -z * scale, not stored
+  const uint16_t* scale_d = nullptr;   // Rows, ScaleType::Factored: f16 D [n, k / group / 8] of the
+  const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
+};
+
+// Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as
+// m [n, G] int8 and d [n, G / 8] f16 bits, value i = f16(d[i / 8]) * float(m[i]) in f32.
+struct FactoredParams {
+  std::vector<int8_t> m;
+  std::vector<uint16_t> d;
 };
 
 // Bytes of one packed row.
@@ -72,18 +84,20 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 
 // The row-lane layout: bytes of one block of 16 rows (ceil(n / 16) blocks in all), the packing of
 // codes [n, k] (as qweight_pack takes them) with scale/offset [n, k / group] of scale_type, and the
-// codes back (tests). group: a multiple of 32 dividing k. ScaleType::Factored packs f32 scale/offset
-// (offset null when implied_zero >= 0) that qweight_factorable accepts, and throws otherwise.
+// codes back (tests). group: a multiple of 32 dividing k. ScaleType::Factored: scale and offset point
+// to FactoredParams (offset's unused when implied_zero >= 0).
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
                           const void* scale, const void* offset, uint8_t* out, int implied_zero = -1);
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
                             uint8_t* codes, int implied_zero = -1);
-// Whether the f32 scale and offset [n, k / group] (offset null: not stored, an implied zero) factor
-// exactly as ScaleType::Factored describes: k / group a multiple of 8 and, for each row's run of 8
-// groups, an f16 D and int8 m with D * float(m) equal to each value bit for bit (GGUF Q4_K / Q5_K /
-// IQ4_XS scales d * sc and mins -(dmin * m) do). Stops at the first run that does not.
-bool qweight_factorable(int64_t n, int64_t k, int group, const float* scale, const float* offset);
+// The factors of the f32 values v [n, k / group] (scales or offsets) as ScaleType::Factored describes
+// them: k / group a multiple of 8 and, for each row's run of 8 groups, an f16 D and int8 m with
+// D * float(m) equal to each value bit for bit (GGUF K-quants' d * sc and -(dmin * m), IQ4_XS's
+// d * (ls - 32) do). False at the first run that has none (out is then unspecified).
+bool qweight_factor(int64_t n, int64_t k, int group, const float* v, FactoredParams* out);
+// Whether this CPU's kernels take factored scales in `layout` (not the AVX-512 Rows kernels).
+bool qweight_factored_ok(QLayout layout);
 // z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);

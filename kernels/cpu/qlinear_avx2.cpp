@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -33,39 +34,50 @@ inline float hsum8(__m256 s) {
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
 }
 
-template <bool F16>
-inline float load1(const void* p, int64_t i) {
-  if constexpr (F16)
+// Scale or offset i from p (factored: the int8 m at p, the f16 D at d; rows_param's values).
+template <ScaleType ST>
+inline float load1(const void* p, const uint16_t* d, int64_t i) {
+  if constexpr (ST == ScaleType::Factored)
+    return _cvtsh_ss(d[i / kFactoredGroups]) * float(static_cast<const int8_t*>(p)[i]);
+  else if constexpr (ST == ScaleType::F16)
     return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
   else
     return static_cast<const float*>(p)[i];
 }
-template <bool F16>
-inline __m256 load8(const void* p, int64_t i) {
-  if constexpr (F16)
+// Elements i..i+7 (factored: i a multiple of 8, one D).
+template <ScaleType ST>
+inline __m256 load8(const void* p, const uint16_t* d, int64_t i) {
+  if constexpr (ST == ScaleType::Factored) {
+    int64_t m8;
+    std::memcpy(&m8, static_cast<const int8_t*>(p) + i, 8);
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d[i / kFactoredGroups])),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(m8))));
+  } else if constexpr (ST == ScaleType::F16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
-  else
+  } else {
     return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  }
 }
 
 // Offset i, or -0.0 where none are stored.
-template <bool F16>
+template <ScaleType ST>
 inline float offset_or_zero(const QWeightView& w, int64_t i) {
-  return w.offset ? load1<F16>(w.offset, i) : -0.0f;
+  return w.offset ? load1<ST>(w.offset, w.offset_d, i) : -0.0f;
 }
 
-// sum_g offset[n, g] * S[t, g]: 8 groups a step, horizontal sum, then the remaining groups in order.
-template <bool F16>
-inline float offset_term(const void* offset, int64_t n, int64_t G, const float* S) {
+// sum_g offset[n, g] * S[t, g]: 8 groups a step, horizontal sum, then the remaining groups in order
+// (factored: G is a multiple of 8, so each step is one super-block).
+template <ScaleType ST>
+inline float offset_term(const QWeightView& w, int64_t n, int64_t G, const float* S) {
   __m256 a = _mm256_setzero_ps();
   int64_t g = 0;
-  for (; g + 8 <= G; g += 8) a = _mm256_fmadd_ps(load8<F16>(offset, n * G + g), _mm256_loadu_ps(S + g), a);
+  for (; g + 8 <= G; g += 8) a = _mm256_fmadd_ps(load8<ST>(w.offset, w.offset_d, n * G + g), _mm256_loadu_ps(S + g), a);
   float s = hsum8(a);
-  for (; g < G; ++g) s += load1<F16>(offset, n * G + g) * S[g];
+  for (; g < G; ++g) s += load1<ST>(w.offset, w.offset_d, n * G + g) * S[g];
   return s;
 }
 
-template <int NR, int NT, bool FOUR, bool F16>
+template <int NR, int NT, bool FOUR, ScaleType ST>
 void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const float* bias, int64_t n, int64_t t,
              float* out, int64_t ldo) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
@@ -89,8 +101,8 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
       } else {
         wc[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
       }
-      const float sl = load1<F16>(w.scale, (n + r) * G + glo);
-      s[r] = glo == ghi ? _mm256_set1_ps(sl) : _mm256_setr_m128(_mm_set1_ps(sl), _mm_set1_ps(load1<F16>(w.scale, (n + r) * G + ghi)));
+      const float sl = load1<ST>(w.scale, w.scale_d, (n + r) * G + glo);
+      s[r] = glo == ghi ? _mm256_set1_ps(sl) : _mm256_setr_m128(_mm_set1_ps(sl), _mm_set1_ps(load1<ST>(w.scale, w.scale_d, (n + r) * G + ghi)));
     }
     for (int j = 0; j < NT; ++j) {
       const __m256i A = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t + j) * K + b * 32));
@@ -109,12 +121,12 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) {
       // no offsets stored: every one -0, whose term is +0 (the scalar reference's, too)
-      const float v = hsum8(acc[r][j]) + (w.offset ? offset_term<F16>(w.offset, n + r, G, S + (t + j) * G) : 0.0f);
+      const float v = hsum8(acc[r][j]) + (w.offset ? offset_term<ST>(w, n + r, G, S + (t + j) * G) : 0.0f);
       out[(t + j) * ldo + n + r] = bias ? v + bias[n + r] : v;
     }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const int64_t G = w.k / w.group;
@@ -125,18 +137,18 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     int64_t t = 0;
     for (; t + 4 <= x.t; t += 4) {
       int64_t n = nb;
-      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 4, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 4, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
     }
     for (; t < x.t; ++t) {
       int64_t n = nb;
-      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 1, FOUR, F16>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 1, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
     }
   }
 }
 
-template <int NR, int NT, bool FOUR, bool F16>
+template <int NR, int NT, bool FOUR, ScaleType ST>
 void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n, int64_t t, float* out, int64_t ldo) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
   const __m128i nib = _mm_set1_epi8(0x0F);
@@ -158,8 +170,8 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
         hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32 + 16));
       }
       const int64_t base = (n + r) * G;
-      const __m256 sl = _mm256_set1_ps(load1<F16>(w.scale, base + glo)), ol = _mm256_set1_ps(offset_or_zero<F16>(w, base + glo));
-      const __m256 sh = _mm256_set1_ps(load1<F16>(w.scale, base + ghi)), oh = _mm256_set1_ps(offset_or_zero<F16>(w, base + ghi));
+      const __m256 sl = _mm256_set1_ps(load1<ST>(w.scale, w.scale_d, base + glo)), ol = _mm256_set1_ps(offset_or_zero<ST>(w, base + glo));
+      const __m256 sh = _mm256_set1_ps(load1<ST>(w.scale, w.scale_d, base + ghi)), oh = _mm256_set1_ps(offset_or_zero<ST>(w, base + ghi));
       const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
       for (int p = 0; p < 4; ++p) {
         const __m256i c32 = FOUR ? _mm256_cvtepu8_epi32(parts[p]) : _mm256_cvtepi8_epi32(parts[p]);
@@ -185,18 +197,18 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
     }
 }
 
-template <bool FOUR, bool F16>
+template <bool FOUR, ScaleType ST>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
     const int64_t ne = std::min(n1, nb + kRowBlock);
     int64_t t = 0;
     for (; t + 4 <= T; t += 4)
-      for (int64_t n = nb; n < ne; ++n) f32_tile<1, 4, FOUR, F16>(x, w, bias, n, t, out, ldo);
+      for (int64_t n = nb; n < ne; ++n) f32_tile<1, 4, FOUR, ST>(x, w, bias, n, t, out, ldo);
     for (; t < T; ++t) {
       int64_t n = nb;
-      for (; n + 2 <= ne; n += 2) f32_tile<2, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
-      for (; n < ne; ++n) f32_tile<1, 1, FOUR, F16>(x, w, bias, n, t, out, ldo);
+      for (; n + 2 <= ne; n += 2) f32_tile<2, 1, FOUR, ST>(x, w, bias, n, t, out, ldo);
+      for (; n < ne; ++n) f32_tile<1, 1, FOUR, ST>(x, w, bias, n, t, out, ldo);
     }
   }
 }
@@ -206,21 +218,18 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                           float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_avx2(x, w, bias, n0, n1, out, ldo);
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? q8_rows<true, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<true, false>(x, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? q8_rows<false, true>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, false>(x, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
+  });
 }
 
 void qlinear_rows_f32_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                            float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_avx2(x, T, w, bias, n0, n1, out, ldo);
-  const bool f16 = w.scale_type == ScaleType::F16;
-  if (w.bits == 4)
-    f16 ? f32_rows<true, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<true, false>(x, T, w, bias, n0, n1, out, ldo);
-  else
-    f16 ? f32_rows<false, true>(x, T, w, bias, n0, n1, out, ldo) : f32_rows<false, false>(x, T, w, bias, n0, n1, out, ldo);
+  with_scale_type(w.scale_type, [&](auto st) {
+    w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
+                : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);
+  });
 }
 
 namespace {

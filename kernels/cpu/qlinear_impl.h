@@ -14,7 +14,7 @@ namespace llmctl::kernels::detail {
 // Which variants this CPU can run (CPUID, checked once).
 bool cpu_has_avx512_vnni();   // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
 bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)
-// Throws KernelError for factored scales in the Rows layout (they exist in the row-lane one only).
+// Throws KernelError for factored scales in the Rows layout without their D arrays.
 void check_scale_layout(const QWeightView& w);
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
@@ -99,10 +99,15 @@ bool factor_values(const float* v, int count, uint16_t* d, int8_t* m);
 void dequantize_row_rows(const QWeightView& w, int64_t row, float* out);
 void dequantize_row_rowlane(const QWeightView& w, int64_t row, float* out);
 
-// Offset element i of a Rows-layout weight as f32: -0.0 where none are stored (fma(c, s, -0) is
-// c * s exactly).
+// Scale or offset element i of a Rows-layout weight as f32, from p (and d, factored: qlinear.h).
+inline float rows_param(ScaleType st, const void* p, const uint16_t* d, int64_t i) {
+  if (st == ScaleType::Factored) return f16_to_f32(d[i / kFactoredGroups]) * float(static_cast<const int8_t*>(p)[i]);
+  return load_scale(st, p, i);
+}
+inline float rows_scale(const QWeightView& w, int64_t i) { return rows_param(w.scale_type, w.scale, w.scale_d, i); }
+// Offset element i: -0.0 where none are stored (fma(c, s, -0) is c * s exactly).
 inline float rows_offset(const QWeightView& w, int64_t i) {
-  return w.offset ? load_scale(w.scale_type, w.offset, i) : -0.0f;
+  return w.offset ? rows_param(w.scale_type, w.offset, w.offset_d, i) : -0.0f;
 }
 
 // The offset of a row-lane group's row given its scale s when the offsets are implied (z >= 0).

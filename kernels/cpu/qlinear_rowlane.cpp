@@ -189,20 +189,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
   const size_t ps = factored ? 1 : st == ScaleType::F16 ? 2 : 4;
   const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
   // Factored: each row's D (per super-block) and m (per group), for the scales and the offsets.
-  std::vector<uint16_t> fd[2];
-  std::vector<int8_t> fm[2];
-  if (factored) {
-    for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
-      const float* v = static_cast<const float*>(which ? offset : scale);
-      fd[which].resize(size_t(n * G / detail::kFactoredGroups));
-      fm[which].resize(size_t(n * G));
-      for (int64_t i = 0; i < n * G; i += detail::kFactoredGroups)
-        KERNEL_CHECK(detail::factor_values(v + i, detail::kFactoredGroups, &fd[which][size_t(i / detail::kFactoredGroups)],
-                                           &fm[which][size_t(i)]))
-            << "row-lane layout: " << (which ? "offsets" : "scales") << " of row " << i / G << " do not factor"
-            << " (qweight_factorable)";
-    }
-  }
+  const FactoredParams* fp[2] = {static_cast<const FactoredParams*>(scale), static_cast<const FactoredParams*>(offset)};
+  for (int which = 0; factored && which < (geo.offsets ? 2 : 1); ++which)
+    KERNEL_CHECK(fp[which] && fp[which]->m.size() == size_t(n * G) && fp[which]->d.size() == size_t(n * G / detail::kFactoredGroups))
+        << "row-lane layout: factored " << (which ? "offsets" : "scales") << " of the wrong size";
   // Written in layout order, one row block at a time (the code_byte map, unrolled).
   for (int64_t blk = 0; blk < nb; ++blk) {
     const uint8_t* rows[16];
@@ -229,9 +219,9 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
         uint8_t* op = params + geo.param_bytes + r * ps;
         if (row < n && factored) {
           for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
-            (which ? op : sp)[0] = uint8_t(fm[which][size_t(row * G + g)]);
+            (which ? op : sp)[0] = uint8_t(fp[which]->m[size_t(row * G + g)]);
             if (g % detail::kFactoredGroups == 0)
-              std::memcpy(hdr + 2 * (16 * which + r), &fd[which][size_t((row * G + g) / detail::kFactoredGroups)], 2);
+              std::memcpy(hdr + 2 * (16 * which + r), &fp[which]->d[size_t((row * G + g) / detail::kFactoredGroups)], 2);
           }
         } else if (row < n) {
           std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);

@@ -24,7 +24,7 @@ void dequantize_row_rows(const QWeightView& w, int64_t n, float* out) {
   const uint8_t* row = w.packed + n * qweight_row_bytes(w.bits, K);
   for (int64_t k = 0; k < K; ++k) {
     const int64_t g = n * G + k / w.group;
-    const float prod = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k));
+    const float prod = rows_scale(w, g) * float(code_at(w, row, k));
     out[k] = prod + rows_offset(w, g);
   }
 }
@@ -38,7 +38,7 @@ void qlinear_rows_f32_scalar(const float* x, int64_t T, const QWeightView& w, co
     const uint8_t* row = w.packed + n * rb;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t g = n * G + k / w.group;
-      wrow[size_t(k)] = load_scale(w.scale_type, w.scale, g) * float(code_at(w, row, k)) + rows_offset(w, g);
+      wrow[size_t(k)] = rows_scale(w, g) * float(code_at(w, row, k)) + rows_offset(w, g);
     }
     for (int64_t t = 0; t < T; ++t) {
       const float* xr = x + t * K;
@@ -69,15 +69,15 @@ void qlinear_rows_q8_scalar(const QActivations& x, const QWeightView& w, const f
         for (int i = 0; i < 32; ++i) half[i / 16] += code_at(w, row, b * 32 + i) * int32_t(q[b * 32 + i]);
         const float d = x.scale[t * blocks + b];
         if (w.group == 16) {
-          acc += load_scale(w.scale_type, w.scale, n * G + 2 * b) * d * float(half[0]);
-          acc += load_scale(w.scale_type, w.scale, n * G + 2 * b + 1) * d * float(half[1]);
+          acc += rows_scale(w, n * G + 2 * b) * d * float(half[0]);
+          acc += rows_scale(w, n * G + 2 * b + 1) * d * float(half[1]);
         } else {
-          acc += load_scale(w.scale_type, w.scale, n * G + b * 32 / w.group) * d * float(half[0] + half[1]);
+          acc += rows_scale(w, n * G + b * 32 / w.group) * d * float(half[0] + half[1]);
         }
       }
       float off = 0;
       if (w.offset)  // none stored: every offset -0, whose terms leave off at +0
-        for (int64_t g = 0; g < G; ++g) off += load_scale(w.scale_type, w.offset, n * G + g) * S[size_t(t * G + g)];
+        for (int64_t g = 0; g < G; ++g) off += rows_offset(w, n * G + g) * S[size_t(t * G + g)];
       const float s = acc + off;
       out[t * ldo + n] = bias ? s + bias[n] : s;
     }

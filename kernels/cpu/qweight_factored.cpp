@@ -1,10 +1,10 @@
-// Factored scales of the row-lane layout (qlinear.h, ScaleType::Factored): finding, for one row's
-// run of groups, an f16 D and int8 multipliers m with D * float(m) equal to each f32 value bit for
-// bit. A GGUF K-quant's sub-block scale is d * sc (d f16, sc 6 bits: the product is exact in f32),
-// so v / sc recovers d exactly once sc is known; the largest value's sc is what llama.cpp's
-// quantizers put at the end of their range (63 for Q4_K / Q5_K, -128 for Q6_K, -32 for Q3_K and
-// IQ4_XS, 15 for Q2_K), tried first, then every int8. Only a verified D is ever used, so a wrong
-// guess costs time, never a value.
+// Factored scales (qlinear.h, ScaleType::Factored): finding, for one row's run of groups, an f16 D
+// and int8 multipliers m with D * float(m) equal to each f32 value bit for bit. A GGUF K-quant's
+// sub-block scale is d * sc (d f16, sc at most 8 bits: the product is exact in f32), so v / sc
+// recovers d exactly once sc is known; the largest value's sc is what llama.cpp's quantizers put at
+// the end of their range (63 for Q4_K / Q5_K, -128 for Q6_K, -32 for Q3_K and IQ4_XS, 15 for Q2_K),
+// tried first, then every int8. Only a verified D is ever used, so a wrong guess costs time, never a
+// value.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -42,7 +42,7 @@ bool factor_values(const float* v, int count, uint16_t* d, int8_t* m) {
     if (!std::isfinite(v[i])) return false;
     if (std::fabs(v[i]) > std::fabs(v[imax])) imax = i;
   }
-  if (v[imax] == 0.0f) {  // all zeros (d = 0 in the file): D = +0, and +0 x -1 is -0
+  if (v[imax] == 0.0f) {  // all zeros (d = 0 in the file, or no offsets): D = +0, and +0 x -1 is -0
     *d = 0;
     for (int i = 0; i < count; ++i) m[i] = int8_t(std::signbit(v[i]) ? -1 : 0);
     return true;
@@ -56,16 +56,19 @@ bool factor_values(const float* v, int count, uint16_t* d, int8_t* m) {
 
 }  // namespace detail
 
-bool qweight_factorable(int64_t n, int64_t k, int group, const float* scale, const float* offset) {
-  if (group <= 0 || k % group != 0 || (k / group) % detail::kFactoredGroups != 0) return false;
-  const int64_t G = k / group;
-  uint16_t d;
-  int8_t m[detail::kFactoredGroups];
-  for (int64_t row = 0; row < n; ++row)
-    for (int64_t g = 0; g < G; g += detail::kFactoredGroups)
-      for (const float* p : {scale, offset})
-        if (p && !detail::factor_values(p + row * G + g, detail::kFactoredGroups, &d, m)) return false;
+bool qweight_factor(int64_t n, int64_t k, int group, const float* v, FactoredParams* out) {
+  constexpr int64_t R = detail::kFactoredGroups;
+  if (group <= 0 || k % group != 0 || (k / group) % R != 0) return false;
+  const int64_t count = n * (k / group);
+  out->m.resize(size_t(count));
+  out->d.resize(size_t(count / R));
+  for (int64_t i = 0; i < count; i += R)
+    if (!detail::factor_values(v + i, int(R), &out->d[size_t(i / R)], &out->m[size_t(i)])) return false;
   return true;
+}
+
+bool qweight_factored_ok(QLayout layout) {
+  return layout == QLayout::RowLane16 || std::strcmp(qlinear_isa(), "avx512-vnni") != 0;
 }
 
 }  // namespace llmctl::kernels

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/dtype.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
@@ -126,6 +127,24 @@ struct ActBuf {
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// K-quant-like f32 parameters: scales d x sc and offsets -(dmin x m) (z = 0: all -0) per run of 8
+// groups: d, dmin f16 (some negative, some subnormal, some 0), sc in -128..127 on odd rows
+// (Q6_K-like), 0..63 on even ones, m 0..63 (0 gives -0).
+void kquant_params(QW& q, int z, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t G = q.k / q.group;
+  for (int64_t r = 0; r < q.n; ++r)
+    for (int64_t g0 = 0; g0 < G; g0 += 8) {
+      const float d = f16_to_f32(f32_to_f16((rng() % 3 ? 1e-3f : 3e-7f) * float(int(rng() % 200) - 100) / 37.0f));
+      const float dmin = f16_to_f32(f32_to_f16(1e-2f * float(rng() % 1000) / 1000.0f));
+      for (int64_t g = g0; g < g0 + 8; ++g) {
+        const int sc = r % 2 ? int(rng() % 256) - 128 : int(rng() % 64), m = int(rng() % 64);
+        q.scale_f32[size_t(r * G + g)] = d * float(sc);
+        q.offset_f32[size_t(r * G + g)] = z == 0 ? -0.0f : -(dmin * float(m));
+      }
+    }
 }
 
 }  // namespace
@@ -302,73 +321,93 @@ TEST_CASE("row-lane implied zero points (Q4_0: offset -8 x scale, Q8_0: 0): same
       }
 }
 
-TEST_CASE("row-lane factored scales (GGUF K-quants' d x sc, dmin x m): the f32 scales' bits in fewer bytes") {
+TEST_CASE("factored scales (GGUF K-quants' d x sc, dmin x m), both layouts: the f32 scales' bits in fewer bytes") {
+  using kernels::QLayout;
   for (int bits : {4, 8})
-    for (int group : {32, 64})
-      for (int z : {-1, 0}) {  // offsets stored (Q4_K / Q5_K), implied -0 (IQ4_XS)
+    for (int group : {16, 32, 64})
+      for (int z : {-1, 0}) {  // offsets stored (Q4_K / Q5_K / Q2_K), none: -0 (IQ4_XS / Q6_K / Q3_K)
         const int64_t N = 37, K = 512, G = K / group;
         QW q = make_qw(bits, group, N, K, ScaleType::F32, uint32_t(90 + bits + group + z));
-        // Scales d x sc and offsets -(dmin x m) per run of 8 groups: d, dmin f16 (some negative,
-        // some subnormal), sc in -128..127 on odd rows (Q6_K-like), 0..63 on even ones, m 0..63
-        // (0 gives -0).
-        std::mt19937 rng(uint32_t(7 + bits + group));
-        for (int64_t r = 0; r < N; ++r)
-          for (int64_t g0 = 0; g0 < G; g0 += 8) {
-            const float d = f16_to_f32(f32_to_f16((rng() % 3 ? 1e-3f : 3e-7f) * float(int(rng() % 200) - 100) / 37.0f));
-            const float dmin = f16_to_f32(f32_to_f16(1e-2f * float(rng() % 1000) / 1000.0f));
-            for (int64_t g = g0; g < g0 + 8; ++g) {
-              const int sc = r % 2 ? int(rng() % 256) - 128 : int(rng() % 64), m = int(rng() % 64);
-              q.scale_f32[size_t(r * G + g)] = d * float(sc);
-              q.offset_f32[size_t(r * G + g)] = z == 0 ? -0.0f : -(dmin * float(m));
-            }
-          }
+        kquant_params(q, z, uint32_t(7 + bits + group));
         INFO("bits " << bits << " group " << group << " z " << z);
         REQUIRE(kernels::qweight_implied_zero(bits, N, K, group, ScaleType::F32, q.scales(), q.offsets()) == z);
-        REQUIRE(kernels::qweight_factorable(N, K, group, q.scale_f32.data(), z < 0 ? q.offset_f32.data() : nullptr));
-        const QW plain = q.as(kernels::QLayout::RowLane16, z);
-        QW fq = q;
-        fq.st = ScaleType::Factored;
-        const QW factored = fq.as(kernels::QLayout::RowLane16, z);
-        const double ratio = double(factored.packed.size()) / double(plain.packed.size());
-        MESSAGE("bits " << bits << " group " << group << " z " << z << ": " << ratio << " of the f32-scale bytes");
-        CHECK(ratio < 1.0);
-        std::vector<uint8_t> back(size_t(N * K));
-        kernels::qweight_unpack_rowlane(bits, N, K, group, ScaleType::Factored, factored.packed.data(), back.data(), z);
-        CHECK(back == q.codes);
-        std::vector<float> rp(static_cast<size_t>(K)), rf(static_cast<size_t>(K));
-        for (int64_t r : {int64_t(0), int64_t(17), N - 1}) {
-          kernels::detail::dequantize_row_rowlane(plain.view(), r, rp.data());
-          kernels::detail::dequantize_row_rowlane(factored.view(), r, rf.data());
-          CHECK(same_bits(rp, rf));
-        }
-        for (int64_t T : {1, 3, 6}) {
-          const auto x = randn(size_t(T * K), uint32_t(100 + T)), bias = randn(size_t(N), 101);
-          const ActBuf a(x.data(), T, K);
-          for (const Variant& v : variants())
-            for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {5, 30}}) {
-              INFO(v.name << " T " << T << " rows " << n0 << ".." << n1);
-              std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
-              v.q8(a.q, plain.view(), bias.data(), n0, n1, o1.data(), N);
-              v.q8(a.q, factored.view(), bias.data(), n0, n1, o2.data(), N);
-              v.f32(x.data(), T, plain.view(), bias.data(), n0, n1, f1.data(), N);
-              v.f32(x.data(), T, factored.view(), bias.data(), n0, n1, f2.data(), N);
-              CHECK(same_bits(o1, o2));
-              CHECK(same_bits(f1, f2));
+        kernels::FactoredParams fs, fo;
+        REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
+        REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
+        for (QLayout layout : {QLayout::Rows, QLayout::RowLane16}) {
+          if (layout == QLayout::RowLane16 && group == 16) continue;
+          const bool lane = layout == QLayout::RowLane16;
+          INFO(std::string(lane ? "row-lane" : "rows"));
+          // The f32 weight, and the factored one: row-lane packs the factors; Rows points at them
+          // (Rows keeps -0 offsets out: z = 0 there is a null offset, as the backend packs it).
+          QW plain = q.as(layout, lane ? z : -1), factored = plain;
+          factored.st = ScaleType::Factored;
+          if (lane) {
+            factored.packed.assign(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(bits, K, group, ScaleType::Factored, z)), 0xEE);
+            kernels::qweight_pack_rowlane(bits, N, K, group, ScaleType::Factored, q.codes.data(), &fs, &fo,
+                                          factored.packed.data(), z);
+            const double ratio = double(factored.packed.size()) / double(plain.packed.size());
+            MESSAGE("row-lane bits " << bits << " group " << group << " z " << z << ": " << ratio << " of the f32-scale bytes");
+            CHECK(ratio < 1.0);
+            std::vector<uint8_t> back(size_t(N * K));
+            kernels::qweight_unpack_rowlane(bits, N, K, group, ScaleType::Factored, factored.packed.data(), back.data(), z);
+            CHECK(back == q.codes);
+          }
+          auto view_of = [&](const QW& w, bool f) {
+            kernels::QWeightView v = w.view();
+            if (!lane && f) {
+              v.scale = fs.m.data(), v.scale_d = fs.d.data();
+              v.offset = z == 0 ? nullptr : static_cast<const void*>(fo.m.data()), v.offset_d = z == 0 ? nullptr : fo.d.data();
             }
+            if (!lane && !f && z == 0) v.offset = nullptr;
+            return v;
+          };
+          const kernels::QWeightView pv = view_of(plain, false), fv = view_of(factored, true);
+          std::vector<float> rp(static_cast<size_t>(K)), rf(static_cast<size_t>(K));
+          for (int64_t r : {int64_t(0), int64_t(17), N - 1}) {
+            kernels::qweight_dequantize_row(pv, r, rp.data());
+            kernels::qweight_dequantize_row(fv, r, rf.data());
+            CHECK(same_bits(rp, rf));
+          }
+          for (int64_t T : {1, 3, 6}) {
+            const auto x = randn(size_t(T * K), uint32_t(100 + T)), bias = randn(size_t(N), 101);
+            const ActBuf a(x.data(), T, K);
+            for (const Variant& v : variants()) {
+              if (!lane && std::string(v.name) == "avx512") continue;  // qweight_factored_ok: not there
+              for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {5, 30}}) {
+                INFO(v.name << " T " << T << " rows " << n0 << ".." << n1);
+                std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+                v.q8(a.q, pv, bias.data(), n0, n1, o1.data(), N);
+                v.q8(a.q, fv, bias.data(), n0, n1, o2.data(), N);
+                v.f32(x.data(), T, pv, bias.data(), n0, n1, f1.data(), N);
+                v.f32(x.data(), T, fv, bias.data(), n0, n1, f2.data(), N);
+                CHECK(same_bits(o1, o2));
+                CHECK(same_bits(f1, f2));
+              }
+            }
+          }
         }
-        // One scale an ulp off, random f32 scales, or groups not whole runs of 8: not factorable,
-        // and packing them as factored is refused.
+        // One scale an ulp off, random f32 scales, or groups not whole runs of 8: no factors.
         std::vector<float> nudged = q.scale_f32;
         nudged[size_t(3 * G + 5)] = std::nextafter(nudged[size_t(3 * G + 5)], 1.0f);
-        CHECK_FALSE(kernels::qweight_factorable(N, K, group, nudged.data(), nullptr));
+        kernels::FactoredParams none;
+        CHECK_FALSE(kernels::qweight_factor(N, K, group, nudged.data(), &none));
         const QW rnd = make_qw(bits, group, N, K, ScaleType::F32, 5);
-        CHECK_FALSE(kernels::qweight_factorable(N, K, group, rnd.scale_f32.data(), nullptr));
-        CHECK_FALSE(kernels::qweight_factorable(N, 7 * group, group, q.scale_f32.data(), nullptr));
-        std::vector<uint8_t> out(factored.packed.size());
-        CHECK_THROWS_AS(kernels::qweight_pack_rowlane(bits, N, K, group, ScaleType::Factored, q.codes.data(), nudged.data(),
-                                                      q.offset_f32.data(), out.data(), z),
-                        KernelError);
+        CHECK_FALSE(kernels::qweight_factor(N, K, group, rnd.scale_f32.data(), &none));
+        CHECK_FALSE(kernels::qweight_factor(N, 7 * group, group, q.scale_f32.data(), &none));
       }
+  // Factors of the wrong size are refused by the packer; a Rows view without its D by the kernels.
+  kernels::FactoredParams small;
+  small.m.resize(8), small.d.resize(1);
+  std::vector<uint8_t> codes(size_t(16 * 256)), out(1 << 16);
+  CHECK_THROWS_AS(kernels::qweight_pack_rowlane(4, 16, 256, 32, ScaleType::Factored, codes.data(), &small, &small,
+                                                out.data(), -1),
+                  KernelError);
+  QW r = make_qw(4, 32, 16, 256, ScaleType::F32, 3);
+  kernels::QWeightView v = r.view();
+  v.scale_type = ScaleType::Factored;
+  std::vector<float> row(256);
+  CHECK_THROWS_AS(kernels::qweight_dequantize_row(v, 0, row.data()), KernelError);
 }
 
 TEST_CASE("factor_values: every value reproduced, zeros with their signs, or none") {
@@ -817,4 +856,43 @@ TEST_CASE("cpu linear_group: every item's output is linear()'s, bit for bit (den
       CHECK(std::memcmp(grouped[i].data, alone[i].data, alone[i].nbytes()) == 0);
     }
   }
+}
+
+TEST_CASE("CpuBackend packing: K-quant f32 scales are kept factored where the kernels take them, same outputs") {
+  for (int bits : {4, 8})
+    for (int group : {16, 32})
+      for (int z : {-1, 0}) {
+        const int64_t N = 40, K = 512, G = K / group;
+        QW q = make_qw(bits, group, N, K, ScaleType::F32, uint32_t(300 + bits + group + z));
+        kquant_params(q, z, uint32_t(31 + group));
+        LinearWeight c;
+        c.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group, c.n = N, c.k = K, c.group_size = group;
+        c.data = Tensor::empty_host(DType::U8, {N, K});
+        std::memcpy(c.data.data, q.codes.data(), q.codes.size());
+        c.scales = Tensor::empty_host(DType::F32, {N, G});
+        c.zeros = Tensor::empty_host(DType::F32, {N, G});
+        std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
+        std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+        LinearWeight odd = c;  // the last row's first scale an ulp off: no factors, f32 kept
+        odd.scales = Tensor::empty_host(DType::F32, {N, G});
+        std::memcpy(odd.scales.data, q.scale_f32.data(), odd.scales.nbytes());
+        odd.scales.ptr<float>()[(N - 1) * G] = std::nextafter(odd.scales.ptr<float>()[(N - 1) * G], 1.0f);
+        const LinearWeight pf = pack_cpu_quantized(c), po = pack_cpu_quantized(odd);
+        const kernels::QWeightView vf = cpu_qweight_view(pf), vo = cpu_qweight_view(po);
+        INFO("bits " << bits << " group " << group << " z " << z << " layout " << int(vf.layout));
+        CHECK(vo.scale_type == ScaleType::F32);
+        CHECK(vf.scale_type == (kernels::qweight_factored_ok(vf.layout) ? ScaleType::Factored : ScaleType::F32));
+        const auto bytes = [](const LinearWeight& w) { return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes(); };
+        if (vf.scale_type == ScaleType::Factored) CHECK(bytes(pf) < bytes(po));
+        const int64_t T = 3;
+        const auto x = randn(size_t(T * K), 17);
+        const ActBuf a(x.data(), T, K);
+        std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+        kernels::qlinear_rows_q8(a.q, vf, nullptr, 0, N - 1, o1.data(), N);  // all rows but the odd one
+        kernels::qlinear_rows_q8(a.q, vo, nullptr, 0, N - 1, o2.data(), N);
+        kernels::qlinear_rows_f32(x.data(), T, vf, nullptr, 0, N - 1, f1.data(), N);
+        kernels::qlinear_rows_f32(x.data(), T, vo, nullptr, 0, N - 1, f2.data(), N);
+        CHECK(same_bits(o1, o2));
+        CHECK(same_bits(f1, f2));
+      }
 }

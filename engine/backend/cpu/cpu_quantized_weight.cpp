@@ -1,5 +1,6 @@
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -30,6 +31,27 @@ constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
+}
+
+// f32 scales (and offsets, when stored) that are an f16 times an int8 per run of 8 groups (GGUF
+// K-quants: d x sc, dmin x m) are kept as those two factors (kernels/cpu/qlinear.h): the same
+// values in a quarter of the bytes. False, and the weight keeps its f32 ones, where they are not.
+bool factor_params(const LinearWeight& w, kernels::QLayout layout, bool offsets, kernels::FactoredParams* scale,
+                   kernels::FactoredParams* offset) {
+  if (w.scales.dtype != DType::F32 || !kernels::qweight_factored_ok(layout)) return false;
+  return kernels::qweight_factor(w.n, w.k, w.group_size, w.scales.ptr<float>(), scale) &&
+         (!offsets || kernels::qweight_factor(w.n, w.k, w.group_size, w.zeros.ptr<float>(), offset));
+}
+
+// A Rows-layout factored set as one U8 tensor [N G + 2 N G / 8]: the int8 m, then the f16 D.
+Tensor factored_tensor(const kernels::FactoredParams& f) {
+  Tensor t = Tensor::empty_host(DType::U8, {int64_t(f.m.size() + 2 * f.d.size())});
+  std::memcpy(t.data, f.m.data(), f.m.size());
+  std::memcpy(static_cast<uint8_t*>(t.data) + f.m.size(), f.d.data(), 2 * f.d.size());
+  return t;
+}
+bool is_factored_tensor(const Tensor& t, int64_t count) {
+  return t.dtype == DType::U8 && t.rank() == 1 && t.dim(0) == count + 2 * (count / 8) && count % 8 == 0;
 }
 }  // namespace
 
@@ -69,16 +91,14 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     kernels::ScaleType st = scale_type_of(canonical);
     const int group = canonical.group_size;
     const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
-    // f32 scales that are an f16 times a small integer (GGUF K-quants: d x sc, dmin x m) are kept as
-    // those two factors, the same values in a quarter of the bytes (kernels/cpu/qlinear.h).
-    if (st == kernels::ScaleType::F32 &&
-        kernels::qweight_factorable(N, K, group, canonical.scales.ptr<float>(),
-                                    zero < 0 ? canonical.zeros.ptr<float>() : nullptr))
-      st = kernels::ScaleType::Factored;
+    kernels::FactoredParams fs, fo;
+    const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo);
+    if (factored) st = kernels::ScaleType::Factored;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero);
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
-    kernels::qweight_pack_rowlane(bits, N, K, group, st, c, canonical.scales.data, canonical.zeros.data, d, zero);
+    kernels::qweight_pack_rowlane(bits, N, K, group, st, c, factored ? static_cast<const void*>(&fs) : canonical.scales.data,
+                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero);
     const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
@@ -90,9 +110,14 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   kernels::qweight_pack(bits, N, K, c, out.data.ptr<uint8_t>());
   // Offsets that are all -0 (GGUF Q8_0 / Q5_0 / Q6_K in groups of 16: no zero point) are not kept:
   // fewer bytes a token streams; the kernels take -0.
-  if (kernels::qweight_implied_zero(bits, N, K, canonical.group_size, scale_type_of(canonical), canonical.scales.data,
-                                    canonical.zeros.data) == 0)
-    out.zeros = Tensor{};
+  const bool offsets = kernels::qweight_implied_zero(bits, N, K, canonical.group_size, scale_type_of(canonical),
+                                                     canonical.scales.data, canonical.zeros.data) != 0;
+  if (!offsets) out.zeros = Tensor{};
+  kernels::FactoredParams fs, fo;
+  if (factor_params(canonical, kernels::QLayout::Rows, offsets, &fs, &fo)) {
+    out.scales = factored_tensor(fs);
+    if (offsets) out.zeros = factored_tensor(fo);
+  }
   return out;
 }
 
@@ -119,16 +144,28 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     v.packed = d;
     return v;
   }
-  check_group_params(w, /*zeros_optional=*/true);
-  v.scale_type = scale_type_of(w);
+  const int64_t count = w.n * (w.k / std::max(w.group_size, 1));
+  if (is_factored_tensor(w.scales, count)) {  // Rows, factored (pack_cpu_quantized)
+    check_group_size(w);
+    LLM_CHECK(w.zeros.empty() || is_factored_tensor(w.zeros, count))
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: factored scales with offsets "
+        << dtype_name(w.zeros.dtype) << " " << w.zeros.shape_str();
+    v.scale_type = kernels::ScaleType::Factored;
+    v.scale = w.scales.data;
+    v.scale_d = reinterpret_cast<const uint16_t*>(w.scales.ptr<uint8_t>() + count);
+    if (!w.zeros.empty()) v.offset = w.zeros.data, v.offset_d = reinterpret_cast<const uint16_t*>(w.zeros.ptr<uint8_t>() + count);
+  } else {
+    check_group_params(w, /*zeros_optional=*/true);
+    v.scale_type = scale_type_of(w);
+    v.scale = w.scales.data;
+    v.offset = w.zeros.empty() ? nullptr : w.zeros.data;
+  }
   const std::vector<int64_t> packed_shape = {w.n, kernels::qweight_row_bytes(v.bits, w.k)};
   LLM_CHECK(w.data.dtype == DType::U8 && w.data.shape == packed_shape)
       << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed data must be u8 [" << w.n << ", "
       << kernels::qweight_row_bytes(v.bits, w.k) << "], got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
       << " (was it made by upload_quantized?)";
   v.packed = w.data.ptr<uint8_t>();
-  v.scale = w.scales.data;
-  v.offset = w.zeros.empty() ? nullptr : w.zeros.data;
   return v;
 }
 
