@@ -2,7 +2,10 @@
 // CPU backend for the default model's (SmolLM2-135M) linear shapes -- qkv 576 -> 960, gate_up
 // 576 -> 3072, down 1536 -> 576, lm_head 576 -> 49152 -- with int4 and int8 group-32 weights (f16
 // scales and offsets, random codes) under --act-quant int8 and none, against the dense f32 and bf16
-// kernels on the same shapes, at T = 1 and T = 128 tokens, on 1 and 2 threads.
+// kernels on the same shapes, at T = 1 and T = 128 tokens, on 1 and 2 threads. Where K is whole
+// 256-input super-blocks (down, and a 1024-wide model's shapes), GGUF K-quant-like weights too: int4
+// group 32 with scales d x sc and offsets -(dmin x m) (Q4_K), int8 group 16 with scales d x sc (Q6_K),
+// each packed factored (kernels/cpu/qlinear.h) and, one scale nudged off its factors, with f32 scales.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
 // matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
 // Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement).
@@ -58,6 +61,31 @@ LinearWeight canonical(int bits, int64_t N, int64_t K, std::mt19937& rng) {
   return w;
 }
 
+// A GGUF K-quant-like weight: Q4_K (int4, group 32, scales d x sc, offsets -(dmin x m)) or Q6_K (int8,
+// group 16, scales d x sc, no offsets) with f32 scales; factored = false nudges one scale by an ulp,
+// so that the backend keeps f32 scales (the same weight otherwise).
+LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937& rng) {
+  LinearWeight w;
+  w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+  w.n = N, w.k = K, w.group_size = bits == 4 ? 32 : 16;
+  const int64_t G = K / w.group_size;
+  w.data = Tensor::empty_host(DType::U8, {N, K});
+  std::uniform_int_distribution<int> c(0, 255);
+  for (int64_t i = 0; i < N * K; ++i) w.data.ptr<uint8_t>()[i] = uint8_t(bits == 4 ? c(rng) & 15 : (c(rng) & 63) - 32);
+  w.scales = Tensor::empty_host(DType::F32, {N, G});
+  w.zeros = Tensor::empty_host(DType::F32, {N, G});
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  for (int64_t i = 0; i < N * G; i += 8) {
+    const float d = f16_to_f32(f32_to_f16(1e-3f * u(rng))), dmin = f16_to_f32(f32_to_f16(1e-2f * u(rng)));
+    for (int64_t j = i; j < i + 8; ++j) {
+      w.scales.ptr<float>()[j] = d * float(bits == 4 ? c(rng) % 64 : c(rng) - 128);
+      w.zeros.ptr<float>()[j] = bits == 4 ? -(dmin * float(c(rng) % 64)) : -0.0f;
+    }
+  }
+  if (!factored) w.scales.ptr<float>()[0] = std::nextafter(w.scales.ptr<float>()[0], 1.0f);
+  return w;
+}
+
 struct Timing {
   double median = 0, best = 0, cpu = 0;  // seconds a call: wall median, wall minimum, process CPU time / threads
 };
@@ -107,7 +135,8 @@ int main(int argc, char** argv) {
   struct Shape {
     const char* name;
     int64_t K, N;
-  } shapes[] = {{"qkv", 576, 960}, {"gate_up", 576, 3072}, {"down", 1536, 576}, {"lm_head", 576, 49152}};
+  } shapes[] = {{"qkv", 576, 960},     {"gate_up", 576, 3072},    {"down", 1536, 576},
+                {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152}};
   std::printf("qlinear isa %s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::cpu_has_avx2() ? "yes" : "no");
   // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
   // call / threads (on a shared machine, what the kernel costs when it has the cores).
@@ -136,6 +165,15 @@ int main(int argc, char** argv) {
             const std::string what = std::string(c == &c4 ? "int4-g32" : "int8-g32") + " act " + act_quant_name(aq);
             report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
+          if (s.K % 256 != 0) continue;
+          for (int bits : {4, 8})
+            for (bool factored : {false, true}) {
+              const LinearWeight w = be->upload_quantized(kquant(bits, s.N, s.K, factored, rng));
+              const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+              const std::string what = std::string(bits == 4 ? "q4k" : "q6k") + (factored ? " fact" : " f32") +
+                                       " act " + act_quant_name(aq);
+              report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+            }
         }
         auto be = make_cpu_backend(th);
         report("dense f32", double(wf32.nbytes()), time_calls([&] { be->linear(x, wf32, nullptr, out); }, min_ms, th));

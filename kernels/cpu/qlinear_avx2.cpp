@@ -77,6 +77,26 @@ inline float offset_term(const QWeightView& w, int64_t n, int64_t G, const float
   return s;
 }
 
+// Factored scales: the scales (which 0) or offsets (which 1) of rows n..n+NR-1 as f32 [NR, G], once
+// per tile, 8 a step (the values load1 gives, bit for bit): into local when they fit (kLocalGroups),
+// else a thread's buffer. Returns where they are.
+constexpr int64_t kLocalGroups = 256;  // K up to 4096 in groups of 16
+template <int NR>
+const float* expand_factored(const QWeightView& w, int which, int64_t n, int64_t G, float* local) {
+  float* buf = local;
+  if (G > kLocalGroups) {
+    thread_local std::vector<float> big[2];
+    big[which].resize(size_t(NR * G));
+    buf = big[which].data();
+  }
+  const void* m = which ? w.offset : w.scale;
+  const uint16_t* d = which ? w.offset_d : w.scale_d;
+  for (int r = 0; r < NR; ++r)
+    for (int64_t g = 0; g < G; g += 8)
+      _mm256_storeu_ps(buf + r * G + g, load8<ScaleType::Factored>(m, d, (n + r) * G + g));
+  return buf;
+}
+
 template <int NR, int NT, bool FOUR, ScaleType ST>
 void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const float* bias, int64_t n, int64_t t,
              float* out, int64_t ldo) {
@@ -87,6 +107,9 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
   __m256 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j] = _mm256_setzero_ps();
+  constexpr bool kF = ST == ScaleType::Factored;
+  float fs_local[kF ? NR * kLocalGroups : 1];
+  const float* fs = kF ? expand_factored<NR>(w, 0, n, G, fs_local) : nullptr;  // the offsets' term reads its own
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
     __m256i wc[NR];
@@ -101,8 +124,9 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
       } else {
         wc[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
       }
-      const float sl = load1<ST>(w.scale, w.scale_d, (n + r) * G + glo);
-      s[r] = glo == ghi ? _mm256_set1_ps(sl) : _mm256_setr_m128(_mm_set1_ps(sl), _mm_set1_ps(load1<ST>(w.scale, w.scale_d, (n + r) * G + ghi)));
+      const float sl = kF ? fs[r * G + glo] : load1<ST>(w.scale, w.scale_d, (n + r) * G + glo);
+      const float sh = kF ? fs[r * G + ghi] : load1<ST>(w.scale, w.scale_d, (n + r) * G + ghi);
+      s[r] = glo == ghi ? _mm256_set1_ps(sl) : _mm256_setr_m128(_mm_set1_ps(sl), _mm_set1_ps(sh));
     }
     for (int j = 0; j < NT; ++j) {
       const __m256i A = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t + j) * K + b * 32));
@@ -155,6 +179,10 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
   __m256 a0[NR][NT], a1[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) a0[r][j] = a1[r][j] = _mm256_setzero_ps();
+  constexpr bool kF = ST == ScaleType::Factored;
+  float fs_local[kF ? NR * kLocalGroups : 1], fo_local[kF ? NR * kLocalGroups : 1];
+  const float* fs = kF ? expand_factored<NR>(w, 0, n, G, fs_local) : nullptr;
+  const float* fo = kF && w.offset ? expand_factored<NR>(w, 1, n, G, fo_local) : nullptr;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
     __m256 wv[NR][4];  // inputs 0..7, 8..15, 16..23, 24..31 of the block
@@ -170,8 +198,10 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
         hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 32 + 16));
       }
       const int64_t base = (n + r) * G;
-      const __m256 sl = _mm256_set1_ps(load1<ST>(w.scale, w.scale_d, base + glo)), ol = _mm256_set1_ps(offset_or_zero<ST>(w, base + glo));
-      const __m256 sh = _mm256_set1_ps(load1<ST>(w.scale, w.scale_d, base + ghi)), oh = _mm256_set1_ps(offset_or_zero<ST>(w, base + ghi));
+      const __m256 sl = _mm256_set1_ps(kF ? fs[r * G + glo] : load1<ST>(w.scale, w.scale_d, base + glo));
+      const __m256 sh = _mm256_set1_ps(kF ? fs[r * G + ghi] : load1<ST>(w.scale, w.scale_d, base + ghi));
+      const __m256 ol = _mm256_set1_ps(kF ? (fo ? fo[r * G + glo] : -0.0f) : offset_or_zero<ST>(w, base + glo));
+      const __m256 oh = _mm256_set1_ps(kF ? (fo ? fo[r * G + ghi] : -0.0f) : offset_or_zero<ST>(w, base + ghi));
       const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
       for (int p = 0; p < 4; ++p) {
         const __m256i c32 = FOUR ? _mm256_cvtepu8_epi32(parts[p]) : _mm256_cvtepi8_epi32(parts[p]);

@@ -40,12 +40,17 @@ inline __m256 load8(const uint8_t* p) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
+// Factored scales: the D of rows 8h..8h+7 for the scales (which 0) or offsets (which 1) of the
+// super-block whose header is hdr (converted once per super-block).
+inline __m256 super_d8(const uint8_t* hdr, int which, int h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 * which + 16 * h)));
+}
+
 // Scales (which 0) or offsets (which 1) of rows 8h..8h+7 of a group whose parameters start at params
-// (after its codes); hdr: its super-block's header (factored scales: D x m, as rowlane_param).
+// (after its codes); d: super_d8 of its super-block (factored scales: D x m, as rowlane_param).
 template <ScaleType ST>
-inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr, int which, int h) {
+inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, __m256 d, int which, int h) {
   if constexpr (ST == ScaleType::Factored) {
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 * which + 16 * h)));
     int64_t m8;
     std::memcpy(&m8, params + 16 * which + 8 * h, 8);
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(m8))));
@@ -84,12 +89,18 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
   __m256 acc[H][NT];
   for (int i = 0; i < H; ++i)
     for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
+  __m256 ds[H], dof[H];  // factored: the current super-block's D (scales, offsets)
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    const uint8_t* hdr = rowlane_header(geo, rb, g);
+    if (ST == ScaleType::Factored && g % kFactoredGroups == 0)
+      for (int i = 0; i < H; ++i) {
+        const uint8_t* hdr = rowlane_header(geo, rb, g);
+        ds[i] = super_d8(hdr, 0, h0 + i);
+        if (geo.offsets) dof[i] = super_d8(hdr, 1, h0 + i);
+      }
     __m256 s[H];
-    for (int i = 0; i < H; ++i) s[i] = load_params8<ST>(geo, params, hdr, 0, h0 + i);
+    for (int i = 0; i < H; ++i) s[i] = load_params8<ST>(geo, params, ds[i], 0, h0 + i);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
@@ -145,7 +156,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int i = 0; i < H; ++i) {
-      const __m256 o = geo.offsets ? load_params8<ST>(geo, params, hdr, 1, h0 + i)
+      const __m256 o = geo.offsets ? load_params8<ST>(geo, params, dof[i], 1, h0 + i)
                                    : _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)));
       for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * G + g]), acc[i][j]);
     }
@@ -171,8 +182,8 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const uint8_t* hdr = rowlane_header(geo, rb, g);
-    const __m256 s = load_params8<ST>(geo, params, hdr, 0, h);
-    const __m256 o = geo.offsets ? load_params8<ST>(geo, params, hdr, 1, h)
+    const __m256 s = load_params8<ST>(geo, params, super_d8(hdr, 0, h), 0, h);
+    const __m256 o = geo.offsets ? load_params8<ST>(geo, params, super_d8(hdr, 1, h), 1, h)
                      : zero == 0 ? _mm256_set1_ps(-0.0f) : _mm256_mul_ps(s, _mm256_set1_ps(float(-zero)));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
