@@ -54,6 +54,7 @@ struct RowLaneGeometry {
   int64_t group_bytes;       // blocks_per_group * code_bytes + (offsets ? 2 : 1) * param_bytes
   int64_t groups;            // K / group
   int64_t super_groups;      // groups per super-block: 8 factored, else 1
+  int super_shift;           // log2(super_groups): the kernels shift, never divide, per group
   int64_t header_bytes;      // ahead of a super-block's groups: 16 f16 D (+ 16 D'), factored; else 0
   int64_t super_bytes;       // header_bytes + super_groups * group_bytes
   int64_t row_block_bytes;   // groups / super_groups * super_bytes
@@ -63,10 +64,10 @@ constexpr int kFactoredGroups = 8;  // groups per super-block of ScaleType::Fact
 
 // Group g of the row block at rb (its codes, then its parameters), and its super-block's header.
 inline const uint8_t* rowlane_group(const RowLaneGeometry& geo, const uint8_t* rb, int64_t g) {
-  return rb + (g / geo.super_groups) * geo.super_bytes + geo.header_bytes + (g % geo.super_groups) * geo.group_bytes;
+  return rb + (g >> geo.super_shift) * geo.super_bytes + geo.header_bytes + (g & (geo.super_groups - 1)) * geo.group_bytes;
 }
 inline const uint8_t* rowlane_header(const RowLaneGeometry& geo, const uint8_t* rb, int64_t g) {
-  return rb + (g / geo.super_groups) * geo.super_bytes;
+  return rb + (g >> geo.super_shift) * geo.super_bytes;
 }
 
 // Row r's scale (which 0) or offset (which 1) of a row-lane group whose parameters start at params

@@ -40,6 +40,8 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, i
   g.group_bytes = g.blocks_per_group * g.code_bytes + (g.offsets ? 2 : 1) * g.param_bytes;
   g.groups = k / group;
   g.super_groups = factored ? kFactoredGroups : 1;
+  g.super_shift = factored ? 3 : 0;
+  static_assert(kFactoredGroups == 8, "super_shift is log2(kFactoredGroups)");
   g.header_bytes = factored ? (g.offsets ? 2 : 1) * 32 : 0;
   g.super_bytes = g.header_bytes + g.super_groups * g.group_bytes;
   g.row_block_bytes = g.groups / g.super_groups * g.super_bytes;

@@ -78,11 +78,26 @@ inline bool any_lane(int64_t n, int64_t n0, int64_t n1) { return n + 8 > n0 && n
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
 constexpr int64_t kPrefetchAhead = 8192;
 
+// Factored scales of half h of the row block at rb as f32, per group g: 8 scales at pre[16 g], 8
+// offsets (if stored) at pre[16 g + 8] (load_params8's values): once per half for all its token
+// tiles (prefill), not once per tile.
+void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pre) {
+  for (int64_t g = 0; g < geo.groups; ++g) {
+    const uint8_t* params = rowlane_group(geo, rb, g) + geo.blocks_per_group * geo.code_bytes;
+    const uint8_t* hdr = rowlane_header(geo, rb, g);
+    _mm256_storeu_ps(pre + 16 * g, load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 0, h), 0, h));
+    if (geo.offsets)
+      _mm256_storeu_ps(pre + 16 * g + 8, load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 1, h), 1, h));
+  }
+}
+
 // Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
+// pre: factored scales already expanded by expand_half (H = 1), or null.
 template <int H, int NT, bool FOUR, ScaleType ST>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
-             int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch) {
+             int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
+             const float* pre = nullptr) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
@@ -93,14 +108,15 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    if (ST == ScaleType::Factored && g % kFactoredGroups == 0)
+    if (ST == ScaleType::Factored && !pre && g % kFactoredGroups == 0)
       for (int i = 0; i < H; ++i) {
         const uint8_t* hdr = rowlane_header(geo, rb, g);
         ds[i] = super_d8(hdr, 0, h0 + i);
         if (geo.offsets) dof[i] = super_d8(hdr, 1, h0 + i);
       }
     __m256 s[H];
-    for (int i = 0; i < H; ++i) s[i] = load_params8<ST>(geo, params, ds[i], 0, h0 + i);
+    for (int i = 0; i < H; ++i)
+      s[i] = ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * g) : load_params8<ST>(geo, params, ds[i], 0, h0 + i);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
@@ -156,8 +172,9 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int i = 0; i < H; ++i) {
-      const __m256 o = geo.offsets ? load_params8<ST>(geo, params, dof[i], 1, h0 + i)
-                                   : _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)));
+      const __m256 o = !geo.offsets ? _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)))
+                       : ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * g + 8)
+                                                          : load_params8<ST>(geo, params, dof[i], 1, h0 + i);
       for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * G + g]), acc[i][j]);
     }
   }
@@ -239,6 +256,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups));
   qact_group_sums(x, w.group, S.data());
+  thread_local std::vector<float> pre;  // factored, prefill: expand_half's
+  if (ST == ScaleType::Factored) pre.resize(size_t(16 * geo.groups));
   const int z = w.implied_zero;
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
@@ -252,8 +271,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
+      if constexpr (ST == ScaleType::Factored) expand_half(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0);
+        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
+                                   ST == ScaleType::Factored ? pre.data() : nullptr);
       });
     }
   }

@@ -23,8 +23,9 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 bool try_multiplier(const float* v, int count, float D, uint16_t* d, int8_t* m) {
   const uint16_t h = f32_to_f16(D);
   if (!same_bits(f16_to_f32(h), D) || !std::isfinite(D) || D == 0.0f) return false;
+  const float inv = 1.0f / D;  // q only picks the candidate m: the product check below decides
   for (int i = 0; i < count; ++i) {
-    const float q = v[i] / D;
+    const float q = v[i] * inv;
     if (!(q >= -128.5f && q <= 127.5f)) return false;  // also NaN
     const int c = int(std::lrint(q));
     if (c < -128 || c > 127 || !same_bits(D * float(c), v[i])) return false;
