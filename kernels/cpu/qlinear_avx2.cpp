@@ -77,6 +77,17 @@ inline float offset_term(const QWeightView& w, int64_t n, int64_t G, const float
   return s;
 }
 
+// The groups of each block of 32 inputs' two halves: gt[2b] (inputs 0..15), gt[2b + 1] (16..31),
+// made once per call (a division per block and tile measured as a third of a group-16 decode).
+const int32_t* block_groups(const QWeightView& w) {
+  thread_local std::vector<int32_t> gt;
+  const int64_t blocks = w.k / 32;
+  gt.resize(size_t(2 * blocks));
+  for (int64_t b = 0; b < blocks; ++b)
+    gt[size_t(2 * b)] = int32_t(b * 32 / w.group), gt[size_t(2 * b + 1)] = int32_t((b * 32 + 16) / w.group);
+  return gt.data();
+}
+
 // Factored scales: the scales (which 0) or offsets (which 1) of rows n..n+NR-1 as f32 [NR, G], once
 // per tile, 8 a step (the values load1 gives, bit for bit): into local when they fit (kLocalGroups),
 // else a thread's buffer. Returns where they are.
@@ -98,8 +109,8 @@ const float* expand_factored(const QWeightView& w, int which, int64_t n, int64_t
 }
 
 template <int NR, int NT, bool FOUR, ScaleType ST>
-void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const float* bias, int64_t n, int64_t t,
-             float* out, int64_t ldo) {
+void q8_tile(const QActivations& x, const QWeightView& w, const int32_t* gt, const float* S, const float* bias, int64_t n,
+             int64_t t, float* out, int64_t ldo) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
   const int64_t ahead = std::max<int64_t>(4, 6144 / rb);
   const __m128i nib = _mm_set1_epi8(0x0F);
@@ -111,7 +122,7 @@ void q8_tile(const QActivations& x, const QWeightView& w, const float* S, const 
   float fs_local[kF ? NR * kLocalGroups : 1];
   const float* fs = kF ? expand_factored<NR>(w, 0, n, G, fs_local) : nullptr;  // the offsets' term reads its own
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
+    const int64_t glo = gt[2 * b], ghi = gt[2 * b + 1];
     __m256i wc[NR];
     __m256 s[NR];
     for (int r = 0; r < NR; ++r) {
@@ -156,24 +167,26 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const int64_t G = w.k / w.group;
   std::vector<float> S(static_cast<size_t>(x.t * G));
   qact_group_sums(x, w.group, S.data());
+  const int32_t* gt = block_groups(w);
   for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
     const int64_t ne = std::min(n1, nb + kRowBlock);
     int64_t t = 0;
     for (; t + 4 <= x.t; t += 4) {
       int64_t n = nb;
-      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 4, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n + 2 <= ne; n += 2) q8_tile<2, 4, FOUR, ST>(x, w, gt, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 4, FOUR, ST>(x, w, gt, S.data(), bias, n, t, out, ldo);
     }
     for (; t < x.t; ++t) {
       int64_t n = nb;
-      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
-      for (; n < ne; ++n) q8_tile<1, 1, FOUR, ST>(x, w, S.data(), bias, n, t, out, ldo);
+      for (; n + 4 <= ne; n += 4) q8_tile<4, 1, FOUR, ST>(x, w, gt, S.data(), bias, n, t, out, ldo);
+      for (; n < ne; ++n) q8_tile<1, 1, FOUR, ST>(x, w, gt, S.data(), bias, n, t, out, ldo);
     }
   }
 }
 
 template <int NR, int NT, bool FOUR, ScaleType ST>
-void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n, int64_t t, float* out, int64_t ldo) {
+void f32_tile(const float* x, const QWeightView& w, const int32_t* gt, const float* bias, int64_t n, int64_t t, float* out,
+              int64_t ldo) {
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
   const __m128i nib = _mm_set1_epi8(0x0F);
   __m256 a0[NR][NT], a1[NR][NT];
@@ -184,7 +197,7 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
   const float* fs = kF ? expand_factored<NR>(w, 0, n, G, fs_local) : nullptr;
   const float* fo = kF && w.offset ? expand_factored<NR>(w, 1, n, G, fo_local) : nullptr;
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t glo = (b * 32) / w.group, ghi = (b * 32 + 16) / w.group;
+    const int64_t glo = gt[2 * b], ghi = gt[2 * b + 1];
     __m256 wv[NR][4];  // inputs 0..7, 8..15, 16..23, 24..31 of the block
     for (int r = 0; r < NR; ++r) {
       const uint8_t* row = w.packed + (n + r) * rb;
@@ -230,15 +243,16 @@ void f32_tile(const float* x, const QWeightView& w, const float* bias, int64_t n
 template <bool FOUR, ScaleType ST>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
+  const int32_t* gt = block_groups(w);
   for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
     const int64_t ne = std::min(n1, nb + kRowBlock);
     int64_t t = 0;
     for (; t + 4 <= T; t += 4)
-      for (int64_t n = nb; n < ne; ++n) f32_tile<1, 4, FOUR, ST>(x, w, bias, n, t, out, ldo);
+      for (int64_t n = nb; n < ne; ++n) f32_tile<1, 4, FOUR, ST>(x, w, gt, bias, n, t, out, ldo);
     for (; t < T; ++t) {
       int64_t n = nb;
-      for (; n + 2 <= ne; n += 2) f32_tile<2, 1, FOUR, ST>(x, w, bias, n, t, out, ldo);
-      for (; n < ne; ++n) f32_tile<1, 1, FOUR, ST>(x, w, bias, n, t, out, ldo);
+      for (; n + 2 <= ne; n += 2) f32_tile<2, 1, FOUR, ST>(x, w, gt, bias, n, t, out, ldo);
+      for (; n < ne; ++n) f32_tile<1, 1, FOUR, ST>(x, w, gt, bias, n, t, out, ldo);
     }
   }
 }
