@@ -46,14 +46,17 @@ LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 #undef LLMCTL_QLINEAR_VARIANT
 
 // Where things are in the row-lane layout (qlinear.h), for the packer and the rowlane kernels.
+// Group 16 (GGUF Q6_K, Q3_K, Q2_K): a geometry "group" (unit) is one block of 32 inputs holding two
+// groups, halves = 2: its parameters are the scales of groups 2g and 2g + 1, then their offsets.
 struct RowLaneGeometry {
-  int64_t blocks_per_group;  // group / 32
+  int halves;                // groups per unit: 2 for group 16, else 1
+  int64_t blocks_per_group;  // blocks of 32 per unit: group / 32, 1 for group 16
   int64_t code_bytes;        // per block of 32 inputs x 16 rows: 256 (4 bits) or 512 (8 bits)
   int64_t param_bytes;       // 16 scales or 16 offsets: 32 (f16), 64 (f32) or 16 (factored: int8 m)
   bool offsets;              // stored (implied_zero < 0)
-  int64_t group_bytes;       // blocks_per_group * code_bytes + (offsets ? 2 : 1) * param_bytes
-  int64_t groups;            // K / group
-  int64_t super_groups;      // groups per super-block: 8 factored, else 1
+  int64_t group_bytes;       // blocks_per_group * code_bytes + halves * (offsets ? 2 : 1) * param_bytes
+  int64_t groups;            // units: K / group, K / 32 for group 16
+  int64_t super_groups;      // units per super-block (8 groups) factored, else 1
   int super_shift;           // log2(super_groups): the kernels shift, never divide, per group
   int64_t header_bytes;      // ahead of a super-block's groups: 16 f16 D (+ 16 D'), factored; else 0
   int64_t super_bytes;       // header_bytes + super_groups * group_bytes
@@ -70,16 +73,18 @@ inline const uint8_t* rowlane_header(const RowLaneGeometry& geo, const uint8_t* 
   return rb + (g >> geo.super_shift) * geo.super_bytes;
 }
 
-// Row r's scale (which 0) or offset (which 1) of a row-lane group whose parameters start at params
-// (after its codes), hdr its super-block's header: the one definition the SIMD kernels reproduce.
+// Row r's scale (which 0) or offset (which 1) of group h (0, or 1 for group 16's second) of a
+// row-lane unit whose parameters start at params (after its codes), hdr its super-block's header:
+// the one definition the SIMD kernels reproduce.
 inline float rowlane_param(ScaleType st, const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr,
-                           int which, int r) {
+                           int which, int h, int r) {
+  const int slot = which * geo.halves + h;
   if (st == ScaleType::Factored) {
     uint16_t d;
     std::memcpy(&d, hdr + 2 * (16 * which + r), 2);
-    return f16_to_f32(d) * float(int8_t(params[16 * which + r]));
+    return f16_to_f32(d) * float(int8_t(params[16 * slot + r]));
   }
-  return load_scale(st, params + which * geo.param_bytes, r);
+  return load_scale(st, params + slot * geo.param_bytes, r);
 }
 
 // f(std::integral_constant<ScaleType, st>{}): a kernel templated on its scale type, called for st.

@@ -25,22 +25,24 @@ namespace llmctl::kernels {
 namespace detail {
 
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
-  KERNEL_CHECK((bits == 4 || bits == 8) && group > 0 && group % 32 == 0 && k % group == 0)
+  KERNEL_CHECK((bits == 4 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) && k % 32 == 0 &&
+               k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
-      << " (4 or 8 bits, a group that is a multiple of 32 and divides K)";
+      << " (4 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
   const bool factored = st == ScaleType::Factored;
   KERNEL_CHECK(!factored || (k / group) % kFactoredGroups == 0)
       << "row-lane layout, factored scales: K " << k << " is not whole super-blocks of " << kFactoredGroups
       << " groups of " << group;
   RowLaneGeometry g{};
-  g.blocks_per_group = group / 32;
+  g.halves = group == 16 ? 2 : 1;
+  g.blocks_per_group = group == 16 ? 1 : group / 32;
   g.code_bytes = bits == 4 ? 256 : 512;
   g.param_bytes = 16 * (factored ? 1 : st == ScaleType::F16 ? 2 : 4);
   g.offsets = implied_zero < 0;
-  g.group_bytes = g.blocks_per_group * g.code_bytes + (g.offsets ? 2 : 1) * g.param_bytes;
-  g.groups = k / group;
-  g.super_groups = factored ? kFactoredGroups : 1;
-  g.super_shift = factored ? 3 : 0;
+  g.group_bytes = g.blocks_per_group * g.code_bytes + g.halves * (g.offsets ? 2 : 1) * g.param_bytes;
+  g.groups = k / (32 * g.blocks_per_group);
+  g.super_groups = factored ? kFactoredGroups / g.halves : 1;
+  g.super_shift = factored ? (g.halves == 2 ? 2 : 3) : 0;
   static_assert(kFactoredGroups == 8, "super_shift is log2(kFactoredGroups)");
   g.header_bytes = factored ? (g.offsets ? 2 : 1) * 32 : 0;
   g.super_bytes = g.header_bytes + g.super_groups * g.group_bytes;
@@ -76,14 +78,14 @@ inline int f32_input(int bits, int step) {  // step 0..31
   return half * 16 + 4 * v + j;
 }
 
-// Row r's scale and offset in group g of the row block at rb (its parameters follow its codes; an
-// implied zero point stores no offset).
+// Row r's scale and offset of group h of unit g of the row block at rb (its parameters follow its
+// codes; an implied zero point stores no offset).
 inline std::pair<float, float> group_scale_offset(const QWeightView& w, const RowLaneGeometry& geo, const uint8_t* rb,
-                                                  int64_t g, int r) {
+                                                  int64_t g, int h, int r) {
   const uint8_t* params = rowlane_group(geo, rb, g) + geo.blocks_per_group * geo.code_bytes;
   const uint8_t* hdr = rowlane_header(geo, rb, g);
-  const float s = rowlane_param(w.scale_type, geo, params, hdr, 0, r);
-  return {s, geo.offsets ? rowlane_param(w.scale_type, geo, params, hdr, 1, r) : implied_offset(w.implied_zero, s)};
+  const float s = rowlane_param(w.scale_type, geo, params, hdr, 0, h, r);
+  return {s, geo.offsets ? rowlane_param(w.scale_type, geo, params, hdr, 1, h, r) : implied_offset(w.implied_zero, s)};
 }
 
 }  // namespace
@@ -92,8 +94,8 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
                                     int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
-  const int64_t K = w.k, G = geo.groups, blocks = K / 32;
-  std::vector<float> S(static_cast<size_t>(x.t * G));
+  const int64_t K = w.k, G = geo.groups, blocks = K / 32, GS = K / w.group;  // GS: groups, for S
+  std::vector<float> S(static_cast<size_t>(x.t * GS));
   qact_group_sums(x, w.group, S.data());
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
@@ -103,14 +105,27 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
       float acc = 0;
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rowlane_group(geo, rb, g);
-        const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
+        if (geo.halves == 2) {  // group 16: block g's two halves, then their two offsets
+          float o[2];
+          for (int h = 0; h < 2; ++h) {
+            const auto [s, oh] = group_scale_offset(w, geo, rb, g, h, r);
+            int32_t dot = 0;
+            for (int i = 16 * h; i < 16 * h + 16; ++i) dot += code_of(w.bits, gp, r, i) * int32_t(q[g * 32 + i]);
+            acc = std::fma(float(dot), s * x.scale[t * blocks + g], acc);
+            o[h] = oh;
+          }
+          if (w.implied_zero != 0)
+            for (int h = 0; h < 2; ++h) acc = std::fma(o[h], S[size_t(t * GS + 2 * g + h)], acc);
+          continue;
+        }
+        const auto [s, o] = group_scale_offset(w, geo, rb, g, 0, r);
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           int32_t dot = 0;
           for (int i = 0; i < 32; ++i) dot += code_of(w.bits, gp + j * geo.code_bytes, r, i) * int32_t(q[b * 32 + i]);
           acc = std::fma(float(dot), s * x.scale[t * blocks + b], acc);
         }
-        if (w.implied_zero != 0) acc = std::fma(o, S[size_t(t * G + g)], acc);  // z = 0: no offset term
+        if (w.implied_zero != 0) acc = std::fma(o, S[size_t(t * GS + g)], acc);  // z = 0: no offset term
       }
       out[t * ldo + n] = bias ? acc + bias[n] : acc;
     }
@@ -130,11 +145,13 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
       float a[4] = {0, 0, 0, 0};
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* gp = rowlane_group(geo, rb, g);
-        const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
+        const std::pair<float, float> so[2] = {group_scale_offset(w, geo, rb, g, 0, r),
+                                               group_scale_offset(w, geo, rb, g, geo.halves - 1, r)};
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           for (int step = 0; step < 32; ++step) {
             const int i = f32_input(w.bits, step);
+            const auto [s, o] = so[geo.halves == 2 && i >= 16];  // group 16: inputs 16..31 are the second
             const float wv = std::fma(float(code_of(w.bits, gp + j * geo.code_bytes, r, i)), s, o);
             a[i % 4] = std::fma(xr[b * 32 + i], wv, a[i % 4]);
           }
@@ -152,10 +169,12 @@ void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
   const int r = int(n % 16);
   for (int64_t g = 0; g < geo.groups; ++g) {
     const uint8_t* gp = rowlane_group(geo, rb, g);
-    const auto [s, o] = group_scale_offset(w, geo, rb, g, r);
+    const std::pair<float, float> so[2] = {group_scale_offset(w, geo, rb, g, 0, r),
+                                           group_scale_offset(w, geo, rb, g, geo.halves - 1, r)};
     for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
       float* dst = out + (g * geo.blocks_per_group + j) * 32;
       for (int i = 0; i < 32; ++i) {
+        const auto [s, o] = so[geo.halves == 2 && i >= 16];
         const float prod = s * float(code_of(w.bits, gp + j * geo.code_bytes, r, i));
         dst[i] = prod + o;
       }
@@ -192,8 +211,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
   const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
   // Factored: each row's D (per super-block) and m (per group), for the scales and the offsets.
   const FactoredParams* fp[2] = {static_cast<const FactoredParams*>(scale), static_cast<const FactoredParams*>(offset)};
+  const int64_t groups = n * (k / group);
   for (int which = 0; factored && which < (geo.offsets ? 2 : 1); ++which)
-    KERNEL_CHECK(fp[which] && fp[which]->m.size() == size_t(n * G) && fp[which]->d.size() == size_t(n * G / detail::kFactoredGroups))
+    KERNEL_CHECK(fp[which] && fp[which]->m.size() == size_t(groups) &&
+                 fp[which]->d.size() == size_t(groups / detail::kFactoredGroups))
         << "row-lane layout: factored " << (which ? "offsets" : "scales") << " of the wrong size";
   // Written in layout order, one row block at a time (the code_byte map, unrolled).
   for (int64_t blk = 0; blk < nb; ++blk) {
@@ -215,24 +236,27 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
             }
       }
       uint8_t* params = gp + bpg * geo.code_bytes;
-      for (int r = 0; r < 16; ++r) {
-        const int64_t row = blk * 16 + r;
-        uint8_t* sp = params + r * ps;
-        uint8_t* op = params + geo.param_bytes + r * ps;
-        if (row < n && factored) {
-          for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
-            (which ? op : sp)[0] = uint8_t(fp[which]->m[size_t(row * G + g)]);
-            if (g % detail::kFactoredGroups == 0)
-              std::memcpy(hdr + 2 * (16 * which + r), &fp[which]->d[size_t((row * G + g) / detail::kFactoredGroups)], 2);
+      for (int h = 0; h < geo.halves; ++h) {
+        const int64_t gg = g * geo.halves + h, GG = G * geo.halves;  // the group, of GG a row
+        for (int r = 0; r < 16; ++r) {
+          const int64_t row = blk * 16 + r;
+          uint8_t* sp = params + h * geo.param_bytes + r * ps;                  // slot h
+          uint8_t* op = params + (geo.halves + h) * geo.param_bytes + r * ps;  // slot halves + h
+          if (row < n && factored) {
+            for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) {
+              (which ? op : sp)[0] = uint8_t(fp[which]->m[size_t(row * GG + gg)]);
+              if (gg % detail::kFactoredGroups == 0)
+                std::memcpy(hdr + 2 * (16 * which + r), &fp[which]->d[size_t((row * GG + gg) / detail::kFactoredGroups)], 2);
+            }
+          } else if (row < n) {
+            std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * GG + gg) * ps, ps);
+            if (geo.offsets) std::memcpy(op, static_cast<const uint8_t*>(offset) + size_t(row * GG + gg) * ps, ps);
+          } else {
+            std::memset(sp, 0, ps);
+            if (geo.offsets) std::memset(op, 0, ps);
+            if (factored && gg % detail::kFactoredGroups == 0)
+              for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) std::memset(hdr + 2 * (16 * which + r), 0, 2);
           }
-        } else if (row < n) {
-          std::memcpy(sp, static_cast<const uint8_t*>(scale) + size_t(row * G + g) * ps, ps);
-          if (geo.offsets) std::memcpy(op, static_cast<const uint8_t*>(offset) + size_t(row * G + g) * ps, ps);
-        } else {
-          std::memset(sp, 0, ps);
-          if (geo.offsets) std::memset(op, 0, ps);
-          if (factored && g % detail::kFactoredGroups == 0)
-            for (int which = 0; which < (geo.offsets ? 2 : 1); ++which) std::memset(hdr + 2 * (16 * which + r), 0, 2);
         }
       }
     }
@@ -255,7 +279,9 @@ QLayout qweight_preferred_layout(int /*bits*/, int group) {
   // select_cpu_kernels(..., rows_layout) keeps the Rows layout (to measure one against the other).
   const bool rows_only = detail::rows_layout_selected();
   const bool simd = std::strcmp(qlinear_isa(), "scalar") != 0;  // AVX-512 VNNI or AVX2
-  return simd && group % 32 == 0 && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
+  // Groups of 16 in the row-lane layout: the AVX2 kernels only (the AVX-512 ones keep Rows for them).
+  const bool g16 = group == 16 && std::strcmp(qlinear_isa(), "avx2") == 0;
+  return simd && (group % 32 == 0 || g16) && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
 }
 
 }  // namespace llmctl::kernels

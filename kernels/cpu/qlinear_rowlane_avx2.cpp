@@ -46,17 +46,19 @@ inline __m256 super_d8(const uint8_t* hdr, int which, int h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 * which + 16 * h)));
 }
 
-// Scales (which 0) or offsets (which 1) of rows 8h..8h+7 of a group whose parameters start at params
-// (after its codes); d: super_d8 of its super-block (factored scales: D x m, as rowlane_param).
+// Scales (which 0) or offsets (which 1) of rows 8h..8h+7 of group sg (group 16: 0 or 1) of a unit
+// whose parameters start at params (after its codes); d: super_d8 of its super-block (factored
+// scales: D x m, as rowlane_param).
 template <ScaleType ST>
-inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, __m256 d, int which, int h) {
+inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, __m256 d, int which, int sg, int h) {
+  const int slot = which * geo.halves + sg;
   if constexpr (ST == ScaleType::Factored) {
     int64_t m8;
-    std::memcpy(&m8, params + 16 * which + 8 * h, 8);
+    std::memcpy(&m8, params + 16 * slot + 8 * h, 8);
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(m8))));
   } else {
     constexpr bool f16 = ST == ScaleType::F16;
-    return load8<f16>(params + which * geo.param_bytes + h * 8 * (f16 ? 2 : 4));
+    return load8<f16>(params + slot * geo.param_bytes + h * 8 * (f16 ? 2 : 4));
   }
 }
 
@@ -78,27 +80,33 @@ inline bool any_lane(int64_t n, int64_t n0, int64_t n1) { return n + 8 > n0 && n
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
 constexpr int64_t kPrefetchAhead = 8192;
 
-// Factored scales of half h of the row block at rb as f32, per group g: 8 scales at pre[16 g], 8
-// offsets (if stored) at pre[16 g + 8] (load_params8's values): once per half for all its token
-// tiles (prefill), not once per tile.
+// Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
+// group sg: 8 scales at pre[16 SG g + 8 sg], 8 offsets (if stored) at pre[16 SG g + 8 (SG + sg)]
+// (load_params8's values): once per half for all its token tiles (prefill), not once per tile.
+template <int SG>
 void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pre) {
   for (int64_t g = 0; g < geo.groups; ++g) {
     const uint8_t* params = rowlane_group(geo, rb, g) + geo.blocks_per_group * geo.code_bytes;
     const uint8_t* hdr = rowlane_header(geo, rb, g);
-    _mm256_storeu_ps(pre + 16 * g, load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 0, h), 0, h));
-    if (geo.offsets)
-      _mm256_storeu_ps(pre + 16 * g + 8, load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 1, h), 1, h));
+    for (int sg = 0; sg < SG; ++sg) {
+      _mm256_storeu_ps(pre + 16 * SG * g + 8 * sg,
+                       load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 0, h), 0, sg, h));
+      if (geo.offsets)
+        _mm256_storeu_ps(pre + 16 * SG * g + 8 * (SG + sg),
+                         load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 1, h), 1, sg, h));
+    }
   }
 }
 
 // Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
-// pre: factored scales already expanded by expand_half (H = 1), or null.
-template <int H, int NT, bool FOUR, ScaleType ST>
+// pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
+// 16, whose two halves of a block get their own integer dot products, scales and offsets).
+template <int H, int NT, bool FOUR, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
              const float* pre = nullptr) {
-  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
   __m256 acc[H][NT];
@@ -108,25 +116,28 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    if (ST == ScaleType::Factored && !pre && g % kFactoredGroups == 0)
+    if (ST == ScaleType::Factored && !pre && (g & (geo.super_groups - 1)) == 0)
       for (int i = 0; i < H; ++i) {
         const uint8_t* hdr = rowlane_header(geo, rb, g);
         ds[i] = super_d8(hdr, 0, h0 + i);
         if (geo.offsets) dof[i] = super_d8(hdr, 1, h0 + i);
       }
-    __m256 s[H];
+    __m256 s[H][SG];
     for (int i = 0; i < H; ++i)
-      s[i] = ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * g) : load_params8<ST>(geo, params, ds[i], 0, h0 + i);
+      for (int sg = 0; sg < SG; ++sg)
+        s[i][sg] = ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * sg)
+                                                    : load_params8<ST>(geo, params, ds[i], 0, sg, h0 + i);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
       if (prefetch)
         for (int64_t l = 0; l < geo.code_bytes; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
-      __m256i dot[H][NT];
+      __m256i dot[H][NT][SG];
+      for (int i = 0; i < H; ++i)
+        for (int j = 0; j < NT; ++j)
+          for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_setzero_si256();  // 4 bits: 16-bit sums first
       if constexpr (FOUR) {
-        for (int i = 0; i < H; ++i)
-          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_setzero_si256();  // 16-bit sums first
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
@@ -137,18 +148,18 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
           for (int j = 0; j < NT; ++j) {
             const int8_t* a = xq + j * K + b * 32;
             const __m256i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
-            for (int i = 0; i < H; ++i) {
-              dot[i][j] = _mm256_add_epi16(dot[i][j], _mm256_maddubs_epi16(lo[i], alo));
-              dot[i][j] = _mm256_add_epi16(dot[i][j], _mm256_maddubs_epi16(hi[i], ahi));
+            for (int i = 0; i < H; ++i) {  // group 16: low nibbles are inputs 0..15, high 16..31
+              dot[i][j][0] = _mm256_add_epi16(dot[i][j][0], _mm256_maddubs_epi16(lo[i], alo));
+              dot[i][j][SG - 1] = _mm256_add_epi16(dot[i][j][SG - 1], _mm256_maddubs_epi16(hi[i], ahi));
             }
           }
         }
         for (int i = 0; i < H; ++i)
-          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_madd_epi16(dot[i][j], ones);
+          for (int j = 0; j < NT; ++j)
+            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
       } else {
-        for (int i = 0; i < H; ++i)
-          for (int j = 0; j < NT; ++j) dot[i][j] = _mm256_setzero_si256();
         for (int v = 0; v < 8; ++v) {
+          const int sg = SG == 2 ? v / 4 : 0;  // group 16: vectors 0..3 are inputs 0..15
           __m256i c[H], mag[H];
           for (int i = 0; i < H; ++i) {
             c[i] = _mm256_xor_si256(
@@ -159,7 +170,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
             const __m256i a = bcast4(xq + j * K + b * 32 + 4 * v);
             for (int i = 0; i < H; ++i) {
               const __m256i p = _mm256_maddubs_epi16(mag[i], _mm256_sign_epi8(a, c[i]));
-              dot[i][j] = _mm256_add_epi32(dot[i][j], _mm256_madd_epi16(p, ones));
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], _mm256_madd_epi16(p, ones));
             }
           }
         }
@@ -167,16 +178,19 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
       for (int j = 0; j < NT; ++j) {
         const __m256 xs = _mm256_set1_ps(x.scale[(t + j) * blocks + b]);
         for (int i = 0; i < H; ++i)
-          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][j]), _mm256_mul_ps(s[i], xs), acc[i][j]);
+          for (int sg = 0; sg < SG; ++sg)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][j][sg]), _mm256_mul_ps(s[i][sg], xs), acc[i][j]);
       }
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
-    for (int i = 0; i < H; ++i) {
-      const __m256 o = !geo.offsets ? _mm256_mul_ps(s[i], _mm256_set1_ps(float(-zero)))
-                       : ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * g + 8)
-                                                          : load_params8<ST>(geo, params, dof[i], 1, h0 + i);
-      for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * G + g]), acc[i][j]);
-    }
+    for (int i = 0; i < H; ++i)
+      for (int sg = 0; sg < SG; ++sg) {
+        const __m256 o = !geo.offsets ? _mm256_mul_ps(s[i][sg], _mm256_set1_ps(float(-zero)))
+                         : ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
+                                                            : load_params8<ST>(geo, params, dof[i], 1, sg, h0 + i);
+        for (int j = 0; j < NT; ++j)
+          acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * GS + g * SG + sg]), acc[i][j]);
+      }
   }
   for (int i = 0; i < H; ++i) {
     const int64_t n = nb + 8 * (h0 + i);
@@ -187,7 +201,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
 }
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-template <int NT, bool FOUR, ScaleType ST>
+template <int NT, bool FOUR, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -199,9 +213,12 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const uint8_t* hdr = rowlane_header(geo, rb, g);
-    const __m256 s = load_params8<ST>(geo, params, super_d8(hdr, 0, h), 0, h);
-    const __m256 o = geo.offsets ? load_params8<ST>(geo, params, super_d8(hdr, 1, h), 1, h)
-                     : zero == 0 ? _mm256_set1_ps(-0.0f) : _mm256_mul_ps(s, _mm256_set1_ps(float(-zero)));
+    __m256 s[SG], o[SG];
+    for (int sg = 0; sg < SG; ++sg) {
+      s[sg] = load_params8<ST>(geo, params, super_d8(hdr, 0, h), 0, sg, h);
+      o[sg] = geo.offsets ? load_params8<ST>(geo, params, super_d8(hdr, 1, h), 1, sg, h)
+              : zero == 0 ? _mm256_set1_ps(-0.0f) : _mm256_mul_ps(s[sg], _mm256_set1_ps(float(-zero)));
+    }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
@@ -209,7 +226,8 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
       auto step = [&](__m256i W, int shift, int input) {
         __m256i c = _mm256_and_si256(_mm256_srli_epi32(W, shift), mask);
         if constexpr (!FOUR) c = _mm256_sub_epi32(c, c128);
-        const __m256 wf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), s, o);
+        const int sg = SG == 2 && input >= 16;  // group 16: inputs 16..31 are the second group
+        const __m256 wf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), s[sg], o[sg]);
         for (int j = 0; j < NT; ++j)
           acc[j][input % 4] = _mm256_fmadd_ps(_mm256_set1_ps(x[(t + j) * K + b * 32 + input]), wf, acc[j][input % 4]);
       };
@@ -249,48 +267,50 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool FOUR, ScaleType ST>
+template <bool FOUR, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
   thread_local std::vector<float> S;
-  S.resize(static_cast<size_t>(x.t * geo.groups));
+  S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
-  if (ST == ScaleType::Factored) pre.resize(size_t(16 * geo.groups));
+  if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
   const int z = w.implied_zero;
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                      // read once); 2 and 3 tokens measured 6-13% faster so than half by half
-      if (x.t == 1) q8_tile<2, 1, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 2) q8_tile<2, 2, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 3) q8_tile<2, 3, FOUR, ST>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 1) q8_tile<2, 1, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 2) q8_tile<2, 2, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 3) q8_tile<2, 3, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
       continue;
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
-      if constexpr (ST == ScaleType::Factored) expand_half(geo, rb, h, pre.data());
+      if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
+        q8_tile<1, nt(), FOUR, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
                                    ST == ScaleType::Factored ? pre.data() : nullptr);
       });
     }
   }
 }
 
-template <bool FOUR, ScaleType ST>
+template <bool FOUR, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     for (int h = 0; h < 2; ++h) {
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, ST>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
+        f32_tile<nt(), FOUR, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
       });
     }
   }
@@ -302,7 +322,10 @@ void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, c
                                   int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
   with_scale_type(w.scale_type, [&](auto st) {
-    w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
+    if (w.group == 16)
+      w.bits == 4 ? q8_rows<true, st(), 2>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st(), 2>(x, w, bias, n0, n1, out, ldo);
+    else
+      w.bits == 4 ? q8_rows<true, st(), 1>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st(), 1>(x, w, bias, n0, n1, out, ldo);
   });
 }
 
@@ -310,8 +333,12 @@ void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView&
                                    int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
   with_scale_type(w.scale_type, [&](auto st) {
-    w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
-                : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);
+    if (w.group == 16)
+      w.bits == 4 ? f32_rows<true, st(), 2>(x, T, w, bias, n0, n1, out, ldo)
+                  : f32_rows<false, st(), 2>(x, T, w, bias, n0, n1, out, ldo);
+    else
+      w.bits == 4 ? f32_rows<true, st(), 1>(x, T, w, bias, n0, n1, out, ldo)
+                  : f32_rows<false, st(), 1>(x, T, w, bias, n0, n1, out, ldo);
   });
 }
 

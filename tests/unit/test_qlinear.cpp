@@ -205,7 +205,28 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
       kernels::qweight_unpack_rowlane(bits, n, k, group, st, q.packed.data(), back.data());
       CHECK(back == q.codes);
     }
-  CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 64, 16, ScaleType::F32));  // group 16 stays on Rows
+  // Groups of 16: a unit is one block of 32 inputs, its codes, then the scales of its two groups,
+  // then their offsets.
+  for (int bits : {4, 8}) {
+    const int64_t n = 19, k = 96;
+    const QW q = make_qw(bits, 16, n, k, ScaleType::F32, uint32_t(31 + bits)).as(kernels::QLayout::RowLane16);
+    const int64_t cb = bits == 4 ? 256 : 512, ub = cb + 4 * 64;
+    REQUIRE(kernels::qweight_rowlane_block_bytes(bits, k, 16, ScaleType::F32) == 3 * ub);
+    int bad = 0;
+    for (int64_t row = 0; row < n; ++row)
+      for (int64_t g = 0; g < k / 16; ++g) {
+        const uint8_t* params = q.packed.data() + (row / 16) * 3 * ub + (g / 2) * ub + cb;
+        const int r = int(row % 16), h = int(g % 2);
+        const int64_t gi = row * (k / 16) + g;
+        bad += std::memcmp(params + h * 64 + r * 4, &q.scale_f32[size_t(gi)], 4) != 0;
+        bad += std::memcmp(params + (2 + h) * 64 + r * 4, &q.offset_f32[size_t(gi)], 4) != 0;
+      }
+    CHECK(bad == 0);
+    std::vector<uint8_t> back(size_t(n * k), 0xAA);
+    kernels::qweight_unpack_rowlane(bits, n, k, 16, ScaleType::F32, q.packed.data(), back.data());
+    CHECK(back == q.codes);
+  }
+  CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 96, 48, ScaleType::F32));  // neither 16 nor a multiple of 32
 }
 
 TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9, odd N, any split") {
@@ -229,8 +250,9 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
     for (int bits : {4, 8})
       for (ScaleType st : {ScaleType::F16, ScaleType::F32})
         for (int64_t K : {96, 160, 576})
-          for (int group : {32, 96, 160}) {
+          for (int group : {16, 32, 96, 160}) {
             if (K % group) continue;
+            if (group == 16 && std::string(sv.name) == "avx512") continue;  // Rows there (qweight_preferred_layout)
             const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
             const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
             for (int64_t T = 1; T <= 9; ++T) {
@@ -270,7 +292,7 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
             }
             ++cases;
           }
-    CHECK(cases == 24);
+    CHECK(cases == (std::string(sv.name) == "avx512" ? 24 : 36));
     // a Rows view given to a row-lane kernel is refused, not misread
     const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
     const auto x = randn(64, 10);
@@ -335,7 +357,6 @@ TEST_CASE("factored scales (GGUF K-quants' d x sc, dmin x m), both layouts: the 
         REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
         REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
         for (QLayout layout : {QLayout::Rows, QLayout::RowLane16}) {
-          if (layout == QLayout::RowLane16 && group == 16) continue;
           const bool lane = layout == QLayout::RowLane16;
           INFO(std::string(lane ? "row-lane" : "rows"));
           // The f32 weight, and the factored one: row-lane packs the factors; Rows points at them
@@ -373,7 +394,7 @@ TEST_CASE("factored scales (GGUF K-quants' d x sc, dmin x m), both layouts: the 
             const auto x = randn(size_t(T * K), uint32_t(100 + T)), bias = randn(size_t(N), 101);
             const ActBuf a(x.data(), T, K);
             for (const Variant& v : variants()) {
-              if (!lane && std::string(v.name) == "avx512") continue;  // qweight_factored_ok: not there
+              if ((!lane || group == 16) && std::string(v.name) == "avx512") continue;  // Rows / f32 there
               for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {5, 30}}) {
                 INFO(v.name << " T " << T << " rows " << n0 << ".." << n1);
                 std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
@@ -522,8 +543,9 @@ TEST_CASE("Rows layout without offsets (every one -0: Q8_0, Q6_K): the bits of s
         kernels::qweight_dequantize_row(none, 5, d2.data());
         CHECK(same_bits(d1, d2));
       }
-  // the CPU backend keeps no offsets for such a weight in the Rows layout (groups of 16)
+  // the CPU backend keeps no offsets for such a weight (groups of 16: Rows, or row-lane on AVX2)
   auto be = make_cpu_backend(1);
+  const bool rows16 = kernels::qweight_preferred_layout(8, 16) == kernels::QLayout::Rows;
   QW q = make_qw(8, 16, 8, 64, ScaleType::F32, 93);
   LinearWeight c;
   c.format = WeightFormat::Int8Group, c.n = 8, c.k = 64, c.group_size = 16;
@@ -533,9 +555,11 @@ TEST_CASE("Rows layout without offsets (every one -0: Q8_0, Q6_K): the bits of s
   std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
   c.zeros = Tensor::empty_host(DType::F32, {8, 4});
   for (int64_t i = 0; i < 32; ++i) c.zeros.ptr<float>()[i] = -0.0f;
-  CHECK(be->upload_quantized(c).zeros.empty());
+  const LinearWeight none_kept = be->upload_quantized(c);
+  CHECK((rows16 ? none_kept.zeros.empty() : cpu_qweight_view(none_kept).implied_zero == 0));
   c.zeros.ptr<float>()[3] = 0.0f;  // +0 is an offset: kept
-  CHECK(!be->upload_quantized(c).zeros.empty());
+  const LinearWeight kept = be->upload_quantized(c);
+  CHECK((rows16 ? !kept.zeros.empty() : cpu_qweight_view(kept).implied_zero == -1));
 }
 
 TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a table of shapes") {
@@ -565,7 +589,7 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                 ref[size_t(t * N + n)] = s, refq[size_t(t * N + n)] = sq, mag[size_t(t * N + n)] = m, qerr[size_t(t * N + n)] = e;
               }
             std::vector<kernels::QLayout> layouts = {kernels::QLayout::Rows};
-            if (group % 32 == 0) layouts.push_back(kernels::QLayout::RowLane16);
+            if (group % 32 == 0 || group == 16) layouts.push_back(kernels::QLayout::RowLane16);
             for (kernels::QLayout layout : layouts) {
             const QW ql = q.as(layout);
             const auto view = ql.view();
@@ -575,6 +599,7 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                                      (layout == kernels::QLayout::Rows ? " rows" : " rowlane16");
             for (const Variant& v : vs)
               for (ActQuant mode : {ActQuant::None, ActQuant::Int8}) {
+                if (group == 16 && layout == kernels::QLayout::RowLane16 && std::string(v.name) == "avx512") continue;
                 const bool i8 = mode == ActQuant::Int8;
                 auto run = [&](int64_t t0, int64_t t1, int64_t n0, int64_t n1, std::vector<float>& out) {
                   if (!i8) return v.f32(x.data() + t0 * K, t1 - t0, view, bias.data(), n0, n1, out.data() + t0 * N, N);
@@ -604,7 +629,7 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
             ++cases;
           }
         }
-  MESSAGE(cases << " shapes (the group-32k ones in both layouts) x " << vs.size() << " variants x 2 activation modes");
+  MESSAGE(cases << " shapes (groups of 16 and 32k in both layouts; AVX-512: row-lane for 32k only) x " << vs.size() << " variants x 2 activation modes");
   CHECK(cases == 260);  // the table above, all of it
 }
 
