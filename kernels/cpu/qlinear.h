@@ -9,11 +9,13 @@
 //   8 bits: K bytes, the signed codes in order. K must be a multiple of 32.
 // group: 16 or a multiple of 32, dividing K (16 is Q6_K's sub-block; 32 Q4_K's and Q8_0's).
 //
-// Row-lane layout (QLayout::RowLane16, qweight_pack_rowlane; groups that are multiples of 32 only):
+// Row-lane layout (QLayout::RowLane16, qweight_pack_rowlane; groups of 16 or multiples of 32):
 // rows in blocks of 16 (the last one padded with zero codes, scales and offsets), one SIMD lane per
 // row, so a block's 16 outputs are reduced lane by lane with no horizontal sums. A row block is
 // qweight_rowlane_block_bytes bytes; in it, per group g in order: the codes of its group / 32 blocks
 // of 32 inputs, then the 16 rows' scales, then their offsets (scale_type: 16 f16 or 16 f32 each).
+// Groups of 16: per block of 32 inputs, its codes, then the scales of its two groups, then their
+// offsets (the kernels take two integer dot products a block, one a group).
 //   4 bits: a block of 32 inputs is 4 vectors of 64 bytes; in vector v, bytes 4r..4r+3 are row r's:
 //           byte j holds input 4v + j in its low nibble and input 16 + 4v + j in its high nibble.
 //   8 bits: 8 vectors of 64 bytes; in vector v, byte 4r + j is row r's input 4v + j, code + 128
@@ -84,7 +86,7 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 
 // The row-lane layout: bytes of one block of 16 rows (ceil(n / 16) blocks in all), the packing of
 // codes [n, k] (as qweight_pack takes them) with scale/offset [n, k / group] of scale_type, and the
-// codes back (tests). group: a multiple of 32 dividing k. ScaleType::Factored: scale and offset point
+// codes back (tests). group: 16 or a multiple of 32 dividing k. ScaleType::Factored: scale and offset point
 // to FactoredParams (offset's unused when implied_zero >= 0).
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
@@ -102,9 +104,10 @@ bool qweight_factored_ok(QLayout layout);
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
 // The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
-// AVX-512 or AVX2 variant runs and group % 32 == 0, else Rows. Every variant runs both layouts (the
-// scalar one runs RowLane16 through its reference: correct, slow, never picked by this function).
-// LLMCTL_QLINEAR_LAYOUT=rows keeps Rows everywhere (to measure the two).
+// AVX-512 or AVX2 variant runs and group % 32 == 0, or the AVX2 one and group 16 (the AVX-512
+// row-lane kernels take no groups of 16); else Rows. Every variant runs both layouts for the groups
+// it takes (the scalar one runs RowLane16 through its reference: correct, slow, never picked here).
+// select_cpu_kernels(..., rows_layout = true) keeps Rows everywhere (to measure the two).
 QLayout qweight_preferred_layout(int bits, int group);
 
 // Activations of ActQuant::Int8, quantized once per call (before rows are split among threads):
