@@ -10,9 +10,9 @@
 # Usage: scripts/bench-cpu.sh [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]   (defaults: nproc 128 64)
 # Environment: QUANT=0 leaves out the quantized rows; OUT (default /tmp/llmctl-bench-cpu) holds the
 # made GGUFs and checkpoint; GGUF_TYPES the llama-quantize types made from the Q4_1 (default Q8_0 Q4_0
-# Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS; types llmctl has no kernels for load dense); ISA (avx2, avx512,
-# scalar) forces llmctl's kernels (--cpu-isa) for the runs on a machine that has more, to set beside a
-# llama.cpp built with GGML_NATIVE=OFF GGML_AVX512=OFF (LLAMA_CPP_DIR: that build).
+# Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS); ISA (avx2, avx512, scalar) forces llmctl's kernels
+# (--cpu-isa) for the runs on a machine that has more, to set beside a llama.cpp built with
+# GGML_NATIVE=OFF GGML_AVX512=OFF (LLAMA_CPP_DIR: that build). Accuracy per type: bench-cpu-ppl.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -50,7 +50,7 @@ for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; 
 OUT=${OUT:-/tmp/llmctl-bench-cpu}
 mkdir -p "$OUT"
 LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize
-TYPES=${GGUF_TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS}
+TYPES=${GGUF_TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
 for t in $TYPES; do
   [ -f "$OUT/$t.gguf" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
 done

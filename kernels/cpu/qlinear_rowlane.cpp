@@ -3,14 +3,17 @@
 //   int8 mode: per group, per block b of 32 inputs: acc = fma(float(exact integer dot product),
 //              scale * activation scale[b], acc); then acc = fma(offset, S[group], acc)
 //              (S: qact_group_sums; with an implied zero z the offset is implied_offset(z, scale),
-//              and z = 0 has no offset term); at the end acc + bias.
+//              and z = 0 has no offset term); at the end acc + bias. Groups of 16, per block b:
+//              the same fma for the dot product of inputs 0..15 under group 2b's scale, then of
+//              16..31 under 2b + 1's, then the two offsets' terms in that order.
 //   f32 mode:  four accumulators a[j], j = input % 4; per block, in the order the layout stores the
 //              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j),
-//              w = fma(code, scale, offset), a[j] = fma(x, w, a[j]); at the end
+//              w = fma(code, scale, offset) (the scale and offset of the input's group),
+//              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp) do the same
-// operations in the same order, so their results equal these bit for bit; none depends on T or on
-// the [n0, n1) split.
+// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16:
+// AVX2 only) do the same operations in the same order, so their results equal these bit for bit;
+// none depends on T or on the [n0, n1) split.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
