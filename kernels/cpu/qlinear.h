@@ -30,6 +30,10 @@
 // its codes and 16 int8 m (and 16 m'), in place of the 16 f16/f32 scales (offsets). In the Rows
 // layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
 // [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
+// Codebook (QWeightView::codebook; RowLane16 with 4-bit codes, the AVX2 and scalar kernels only:
+// qweight_codebook_ok): code c stands for the int8 codebook[c], w = scale * codebook[c] + offset. An
+// 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL / IQ4_XS's non-linear levels, Q3_K's
+// -4..3; qweight_codebook finds them) is packed so: the same values in half the bytes.
 // Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
 // Q4_0 (z = 8) and Q8_0 (z = 0, offsets -0.0)): the offsets are not stored, and the kernels take
 // -z * scale, the same values (z = 0: the int8 mode skips its offset term, adding -0 x S, which
@@ -66,6 +70,7 @@ struct QWeightView {
   int implied_zero = -1;         // RowLane16: -1 offsets stored; z >= 0: offset = -z * scale, not stored
   const uint16_t* scale_d = nullptr;   // Rows, ScaleType::Factored: f16 D [n, k / group / 8] of the
   const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
+  const int8_t* codebook = nullptr;    // RowLane16, bits 4: the 16 values the codes stand for, or null
 };
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as
@@ -100,6 +105,12 @@ void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType
 bool qweight_factor(int64_t n, int64_t k, int group, const float* v, FactoredParams* out);
 // Whether this CPU's kernels take factored scales in `layout` (not the AVX-512 Rows kernels).
 bool qweight_factored_ok(QLayout layout);
+// The codebook of 8-bit codes [count] (int8, as uint8) when they take at most 16 distinct values:
+// table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
+// position of code i in it; false (index unspecified) otherwise.
+bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
+// Whether this CPU's kernels take a codebook in `layout` (RowLane16 on AVX2 or scalar, not AVX-512).
+bool qweight_codebook_ok(QLayout layout);
 // z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);

@@ -11,8 +11,9 @@
 //              w = fma(code, scale, offset) (the scale and offset of the input's group),
 //              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16:
-// AVX2 only) do the same operations in the same order, so their results equal these bit for bit;
+// A codebook (4 bits) puts codebook[code] where the code was, in both modes.
+// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16
+// and codebooks: AVX2 only) do the same operations in the same order, so their results equal these bit for bit;
 // none depends on T or on the [n0, n1) split.
 #include <cmath>
 #include <cstdlib>
@@ -74,6 +75,12 @@ inline int code_of(int bits, const uint8_t* blk, int r, int i) {
   return high ? b >> 4 : b & 0xF;
 }
 
+// The value code_of stands for: its codebook entry, where the weight has one (qlinear.h).
+inline int value_of(const QWeightView& w, const uint8_t* blk, int r, int i) {
+  const int c = code_of(w.bits, blk, r, i);
+  return w.codebook ? int(w.codebook[c]) : c;
+}
+
 // Activation k's inputs in the order the f32 mode takes them within a block (see the top).
 inline int f32_input(int bits, int step) {  // step 0..31
   if (bits == 8) return step;
@@ -95,7 +102,8 @@ inline std::pair<float, float> group_scale_offset(const QWeightView& w, const Ro
 
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
+      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups, blocks = K / 32, GS = K / w.group;  // GS: groups, for S
   std::vector<float> S(static_cast<size_t>(x.t * GS));
@@ -113,7 +121,7 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
           for (int h = 0; h < 2; ++h) {
             const auto [s, oh] = group_scale_offset(w, geo, rb, g, h, r);
             int32_t dot = 0;
-            for (int i = 16 * h; i < 16 * h + 16; ++i) dot += code_of(w.bits, gp, r, i) * int32_t(q[g * 32 + i]);
+            for (int i = 16 * h; i < 16 * h + 16; ++i) dot += value_of(w, gp, r, i) * int32_t(q[g * 32 + i]);
             acc = std::fma(float(dot), s * x.scale[t * blocks + g], acc);
             o[h] = oh;
           }
@@ -125,7 +133,7 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
         for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
           const int64_t b = g * geo.blocks_per_group + j;
           int32_t dot = 0;
-          for (int i = 0; i < 32; ++i) dot += code_of(w.bits, gp + j * geo.code_bytes, r, i) * int32_t(q[b * 32 + i]);
+          for (int i = 0; i < 32; ++i) dot += value_of(w, gp + j * geo.code_bytes, r, i) * int32_t(q[b * 32 + i]);
           acc = std::fma(float(dot), s * x.scale[t * blocks + b], acc);
         }
         if (w.implied_zero != 0) acc = std::fma(o, S[size_t(t * GS + g)], acc);  // z = 0: no offset term
@@ -137,7 +145,8 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
 
 void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
+      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
   for (int64_t n = n0; n < n1; ++n) {
@@ -155,7 +164,7 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
           for (int step = 0; step < 32; ++step) {
             const int i = f32_input(w.bits, step);
             const auto [s, o] = so[geo.halves == 2 && i >= 16];  // group 16: inputs 16..31 are the second
-            const float wv = std::fma(float(code_of(w.bits, gp + j * geo.code_bytes, r, i)), s, o);
+            const float wv = std::fma(float(value_of(w, gp + j * geo.code_bytes, r, i)), s, o);
             a[i % 4] = std::fma(xr[b * 32 + i], wv, a[i % 4]);
           }
         }
@@ -167,6 +176,7 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 }
 
 void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
+  KERNEL_CHECK(!w.codebook || w.bits == 4) << "rowlane: a codebook for 8-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
@@ -178,7 +188,7 @@ void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
       float* dst = out + (g * geo.blocks_per_group + j) * 32;
       for (int i = 0; i < 32; ++i) {
         const auto [s, o] = so[geo.halves == 2 && i >= 16];
-        const float prod = s * float(code_of(w.bits, gp + j * geo.code_bytes, r, i));
+        const float prod = s * float(value_of(w, gp + j * geo.code_bytes, r, i));
         dst[i] = prod + o;
       }
     }

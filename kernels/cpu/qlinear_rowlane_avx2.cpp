@@ -11,6 +11,9 @@
 //              saturation), then vpmaddwd, summed in 32 bits. Either way the integer is exactly
 //              the scalar reference's; one convert and one FMA by (8 row scales x the block's
 //              activation scale) follow, and per group one more FMA, offsets x S[group].
+//              4 bits with a codebook: vpshufb turns the nibbles into their int8 values, taken
+//              then as the 8-bit codes are (|value| x signed activation, vpmaddwd per vector).
+//              In f32 mode the values come from two vpermd of the codebook as int32.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
 // The operations per (row, token), and their order, are those of the scalar reference
@@ -102,13 +105,16 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
 // pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
 // 16, whose two halves of a block get their own integer dot products, scales and offsets).
-template <int H, int NT, bool FOUR, ScaleType ST, int SG>
+// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb.
+template <int H, int NT, bool FOUR, bool LUT, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
-             const float* pre = nullptr) {
+             const int8_t* codebook, const float* pre = nullptr) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
+  const __m256i lut = LUT ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)))
+                          : _mm256_setzero_si256();
   __m256 acc[H][NT];
   for (int i = 0; i < H; ++i)
     for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -137,7 +143,26 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
       for (int i = 0; i < H; ++i)
         for (int j = 0; j < NT; ++j)
           for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_setzero_si256();  // 4 bits: 16-bit sums first
-      if constexpr (FOUR) {
+      if constexpr (FOUR && LUT) {  // signed values: |value| x (activation with the value's sign), as 8 bits
+        for (int v = 0; v < 4; ++v) {
+          __m256i lo[H], hi[H];
+          for (int i = 0; i < H; ++i) {
+            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            lo[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(W, nib));                         // inputs 4v + j
+            hi[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib));  // 16 + 4v + j
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            const __m256i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
+            for (int i = 0; i < H; ++i) {
+              const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(lo[i]), _mm256_sign_epi8(alo, lo[i]));
+              const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(hi[i]), _mm256_sign_epi8(ahi, hi[i]));
+              dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(plo, ones));
+              dot[i][j][SG - 1] = _mm256_add_epi32(dot[i][j][SG - 1], _mm256_madd_epi16(phi, ones));
+            }
+          }
+        }
+      } else if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
@@ -201,11 +226,19 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
 }
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-template <int NT, bool FOUR, ScaleType ST, int SG>
+template <int NT, bool FOUR, bool LUT, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
-              const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo) {
+              const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm256_set1_epi32(128);
+  const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm256_set1_epi32(128), seven = _mm256_set1_epi32(7);
+  // LUT: the codebook's entries 0..7 and 8..15 as int32 (vpermd takes an index's low 3 bits)
+  __m256i book_lo = _mm256_setzero_si256(), book_hi = _mm256_setzero_si256();
+  if constexpr (LUT) {
+    int64_t lo8, hi8;
+    std::memcpy(&lo8, codebook, 8), std::memcpy(&hi8, codebook + 8, 8);
+    book_lo = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(lo8));
+    book_hi = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(hi8));
+  }
   __m256 acc[NT][4];
   for (int j = 0; j < NT; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = _mm256_setzero_ps();
@@ -226,6 +259,9 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
       auto step = [&](__m256i W, int shift, int input) {
         __m256i c = _mm256_and_si256(_mm256_srli_epi32(W, shift), mask);
         if constexpr (!FOUR) c = _mm256_sub_epi32(c, c128);
+        if constexpr (LUT)
+          c = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(book_lo, c), _mm256_permutevar8x32_epi32(book_hi, c),
+                                 _mm256_cmpgt_epi32(c, seven));
         const int sg = SG == 2 && input >= 16;  // group 16: inputs 16..31 are the second group
         const __m256 wf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), s[sg], o[sg]);
         for (int j = 0; j < NT; ++j)
@@ -267,7 +303,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool FOUR, ScaleType ST, int SG>
+template <bool FOUR, bool LUT, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -283,23 +319,23 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                      // read once); 2 and 3 tokens measured 6-13% faster so than half by half
-      if (x.t == 1) q8_tile<2, 1, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 2) q8_tile<2, 2, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
-      if (x.t == 3) q8_tile<2, 3, FOUR, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true);
+      if (x.t == 1) q8_tile<2, 1, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
+      if (x.t == 2) q8_tile<2, 2, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
+      if (x.t == 3) q8_tile<2, 3, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
       continue;
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<1, nt(), FOUR, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
-                                   ST == ScaleType::Factored ? pre.data() : nullptr);
+        q8_tile<1, nt(), FOUR, LUT, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
+                                        w.codebook, ST == ScaleType::Factored ? pre.data() : nullptr);
       });
     }
   }
 }
 
-template <bool FOUR, ScaleType ST, int SG>
+template <bool FOUR, bool LUT, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -310,35 +346,42 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo);
+        f32_tile<nt(), FOUR, LUT, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo, w.codebook);
       });
     }
   }
+}
+
+// f(four, lut, sg) as integral constants for w's code width (4 bits, 4 bits with a codebook, 8 bits)
+// and groups a unit (2: groups of 16).
+template <class F>
+void with_group_kind(const QWeightView& w, F&& f) {
+  using B = std::bool_constant<true>;
+  using NB = std::bool_constant<false>;
+  auto per_sg = [&](auto four, auto lut) {
+    w.group == 16 ? f(four, lut, std::integral_constant<int, 2>{}) : f(four, lut, std::integral_constant<int, 1>{});
+  };
+  if (w.bits == 8) return per_sg(NB{}, NB{});
+  w.codebook ? per_sg(B{}, B{}) : per_sg(B{}, NB{});
 }
 
 }  // namespace
 
 void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                   int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
+      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
   with_scale_type(w.scale_type, [&](auto st) {
-    if (w.group == 16)
-      w.bits == 4 ? q8_rows<true, st(), 2>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st(), 2>(x, w, bias, n0, n1, out, ldo);
-    else
-      w.bits == 4 ? q8_rows<true, st(), 1>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st(), 1>(x, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto lut, auto sg) { q8_rows<four(), lut(), st(), sg()>(x, w, bias, n0, n1, out, ldo); });
   });
 }
 
 void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                    int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16) << "rowlane kernel given another layout";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
+      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
   with_scale_type(w.scale_type, [&](auto st) {
-    if (w.group == 16)
-      w.bits == 4 ? f32_rows<true, st(), 2>(x, T, w, bias, n0, n1, out, ldo)
-                  : f32_rows<false, st(), 2>(x, T, w, bias, n0, n1, out, ldo);
-    else
-      w.bits == 4 ? f32_rows<true, st(), 1>(x, T, w, bias, n0, n1, out, ldo)
-                  : f32_rows<false, st(), 1>(x, T, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto lut, auto sg) { f32_rows<four(), lut(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo); });
   });
 }
 

@@ -28,10 +28,12 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
                  {"ffn_gate", kQ4_1}, {"ffn_up", kQ5_0}, {"ffn_down", kQ5_1}};
   // Tied tables in a block type: one packed copy serves the lm_head and the embedding lookup.
   Layout tied_q8 = uniform("Q4_0, tied Q8_0 table", kQ4_0), tied_q4k = uniform("Q6_K, tied Q4_K table", kQ6_K);
-  tied_q8.embed = kQ8_0, tied_q4k.embed = kQ4_K;
-  const Layout layouts[] = {uniform("Q4_0", kQ4_0), uniform("Q8_0", kQ8_0), uniform("Q4_K", kQ4_K),
-                            uniform("Q6_K", kQ6_K), uniform("Q2_K", kQ2_K), uniform("Q3_K", kQ3_K),
-                            mixed, tied_q8, tied_q4k};
+  Layout tied_iq4 = uniform("IQ4_XS, tied IQ4_NL table", kIQ4_XS);  // codebooks (AVX2): both ends
+  tied_q8.embed = kQ8_0, tied_q4k.embed = kQ4_K, tied_iq4.embed = kIQ4_NL;
+  const Layout layouts[] = {uniform("Q4_0", kQ4_0),     uniform("Q8_0", kQ8_0),     uniform("Q4_K", kQ4_K),
+                            uniform("Q6_K", kQ6_K),     uniform("Q2_K", kQ2_K),     uniform("Q3_K", kQ3_K),
+                            uniform("IQ4_NL", kIQ4_NL), mixed,                      tied_q8,
+                            tied_q4k,                   tied_iq4};
   ScratchDir dir("qfwd_cpu");
   uint32_t seed = 70;
   for (const Layout& layout : layouts) {

@@ -26,8 +26,10 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
   }
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
-// (int32, -1: offsets stored) and the scale type (int32: 0 f32, 1 f16, 2 factored).
+// (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
+// are 4-bit positions in a codebook (int32 0 or 1), then the codebook (16 int8).
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
+constexpr int64_t kDescriptorBytes = 32;
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
@@ -94,15 +96,29 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     kernels::FactoredParams fs, fo;
     const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo);
     if (factored) st = kernels::ScaleType::Factored;
-    const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero);
+    // 8-bit codes of at most 16 values (GGUF IQ4_NL / IQ4_XS levels, Q3_K's -4..3): 4-bit positions
+    // in a codebook, half the bytes, the same values.
+    int8_t book[16] = {};
+    std::vector<uint8_t> index;
+    int32_t codebook = 0;
+    if (bits == 8 && kernels::qweight_codebook_ok(kernels::QLayout::RowLane16)) {
+      index.resize(size_t(N * K));
+      codebook = kernels::qweight_codebook(N * K, c, book, index.data()) ? 1 : 0;
+    }
+    const int pbits = codebook ? 4 : bits;
+    const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
+    LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
-    kernels::qweight_pack_rowlane(bits, N, K, group, st, c, factored ? static_cast<const void*>(&fs) : canonical.scales.data,
+    kernels::qweight_pack_rowlane(pbits, N, K, group, st, codebook ? index.data() : c,
+                                  factored ? static_cast<const void*>(&fs) : canonical.scales.data,
                                   factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero);
     const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
     std::memcpy(d + blocks * bb + 8, &code, 4);
+    std::memcpy(d + blocks * bb + 12, &codebook, 4);
+    std::memcpy(d + blocks * bb + 16, book, 16);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -130,11 +146,15 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const int64_t blocks = (w.n + 15) / 16;
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
-                        w.data.dim(1) >= 12 && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, code = -1;
-    if (tagged) std::memcpy(&zero, d + blocks * w.data.dim(1) + 4, 4), std::memcpy(&code, d + blocks * w.data.dim(1) + 8, 4);
+                        w.data.dim(1) >= kDescriptorBytes && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
+    int32_t zero = -2, code = -1, codebook = -1;
+    if (tagged) {
+      const uint8_t* desc = d + blocks * w.data.dim(1);
+      std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
+      if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
+    }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
-    LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 &&
+    LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()

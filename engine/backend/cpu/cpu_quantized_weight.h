@@ -8,7 +8,9 @@
 //                         and offsets interleaved by blocks of 16 rows), then one descriptor row:
 //                         "RL16", the implied zero point (int32: -1 offsets stored, 0 or 8 not),
 //                         the scale type (int32: 0 f32, 1 f16, 2 factored: f32 scales and offsets
-//                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors);
+//                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors),
+//                         whether 8-bit codes are kept as 4-bit positions in a codebook (int32 0/1:
+//                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS / Q3_K), the codebook;
 //                         scales and zeros left empty (the kernels read the copies in data)
 #pragma once
 #include "engine/backend/linear_weight.h"
