@@ -6,6 +6,8 @@
 // 256-input super-blocks (down, and a 1024-wide model's shapes), GGUF K-quant-like weights too: int4
 // group 32 with scales d x sc and offsets -(dmin x m) (Q4_K), int8 group 16 with scales d x sc (Q6_K),
 // each packed factored (kernels/cpu/qlinear.h) and, one scale nudged off its factors, with f32 scales.
+// GGUF IQ4_NL-like int8 weights (codes from its 16 levels) as 4-bit codebook positions and, a 17th
+// value put in, as 8-bit codes.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
 // matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
 // Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement).
@@ -86,6 +88,23 @@ LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937&
   return w;
 }
 
+// A GGUF IQ4_NL-like weight: int8 group 32, codes from its 16 levels, f16 scales, no offsets; the
+// CPU backend packs it as 4-bit positions in a codebook where its kernels take one (qlinear.h);
+// codebook = false puts a 17th value into the last row, so that it keeps the 8-bit codes.
+LinearWeight iq4nl(int64_t N, int64_t K, bool codebook, std::mt19937& rng) {
+  static const int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  LinearWeight w;
+  w.format = WeightFormat::Int8Group;
+  w.n = N, w.k = K, w.group_size = 32;
+  w.data = Tensor::empty_host(DType::I8, {N, K});
+  for (int64_t i = 0; i < N * K; ++i) w.data.ptr<int8_t>()[i] = kLevels[rng() % 16];
+  if (!codebook) w.data.ptr<int8_t>()[N * K - 1] = 0;
+  w.scales = random_tensor(DType::F16, {N, K / 32}, rng, 1e-4f, 1e-3f);
+  w.zeros = Tensor::empty_host(DType::F16, {N, K / 32});
+  for (int64_t i = 0; i < N * (K / 32); ++i) w.zeros.ptr<uint16_t>()[i] = 0x8000;  // -0: none
+  return w;
+}
+
 struct Timing {
   double median = 0, best = 0, cpu = 0;  // seconds a call: wall median, wall minimum, process CPU time / threads
 };
@@ -163,6 +182,12 @@ int main(int argc, char** argv) {
             const LinearWeight w = be->upload_quantized(*c);
             const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
             const std::string what = std::string(c == &c4 ? "int4-g32" : "int8-g32") + " act " + act_quant_name(aq);
+            report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+          }
+          for (bool codebook : {false, true}) {
+            const LinearWeight w = be->upload_quantized(iq4nl(s.N, s.K, codebook, rng));
+            const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+            const std::string what = std::string(codebook ? "iq4nl book" : "iq4nl i8") + " act " + act_quant_name(aq);
             report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
           if (s.K % 256 != 0) continue;
