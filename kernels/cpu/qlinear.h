@@ -19,7 +19,9 @@
 //   4 bits: a block of 32 inputs is 4 vectors of 64 bytes; in vector v, bytes 4r..4r+3 are row r's:
 //           byte j holds input 4v + j in its low nibble and input 16 + 4v + j in its high nibble.
 //   8 bits: 8 vectors of 64 bytes; in vector v, byte 4r + j is row r's input 4v + j, code + 128
-//           (stored unsigned, code ^ 0x80).
+//           (stored unsigned, code ^ 0x80); narrow codes (QWeightView::narrow_base b, not
+//           kWideCodes): code - b, every one in 0..63 (GGUF Q6_K's -32..31, Q5_K's 0..31: b = the
+//           weight's least code), which the AVX2 kernels multiply without moving signs.
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
 // Factored scales (ScaleType::Factored; qweight_factor finds them): the GGUF K-quants' two levels.
 // Each row's groups in runs of 8 (a "super-block": 256 inputs at group 32) share an f16 multiplier
@@ -71,7 +73,9 @@ struct QWeightView {
   const uint16_t* scale_d = nullptr;   // Rows, ScaleType::Factored: f16 D [n, k / group / 8] of the
   const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
   const int8_t* codebook = nullptr;    // RowLane16, bits 4: the 16 values the codes stand for, or null
+  int narrow_base = -1000;             // RowLane16, bits 8: narrow codes' base, or kWideCodes (above)
 };
+constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of codes stored code ^ 0x80
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as
 // m [n, G] int8 and d [n, G / 8] f16 bits, value i = f16(d[i / 8]) * float(m[i]) in f32.
@@ -94,10 +98,12 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 // codes back (tests). group: 16 or a multiple of 32 dividing k. ScaleType::Factored: scale and offset point
 // to FactoredParams (offset's unused when implied_zero >= 0).
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
+// narrow_base: 8 bits, stored as narrow codes from this base (each code - base must be in 0..63).
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
-                          const void* scale, const void* offset, uint8_t* out, int implied_zero = -1);
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero = -1,
+                          int narrow_base = kWideCodes);
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
-                            uint8_t* codes, int implied_zero = -1);
+                            uint8_t* codes, int implied_zero = -1, int narrow_base = kWideCodes);
 // The factors of the f32 values v [n, k / group] (scales or offsets) as ScaleType::Factored describes
 // them: k / group a multiple of 8 and, for each row's run of 8 groups, an f16 D and int8 m with
 // D * float(m) equal to each value bit for bit (GGUF K-quants' d * sc and -(dmin * m), IQ4_XS's
@@ -109,8 +115,12 @@ bool qweight_factored_ok(QLayout layout);
 // table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
 // position of code i in it; false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
-// Whether this CPU's kernels take a codebook in `layout` (RowLane16 on AVX2 or scalar, not AVX-512).
+// Whether this CPU's kernels take a codebook in `layout` (RowLane16 on AVX2 or scalar, not AVX-512);
+// narrow 8-bit codes likewise.
 bool qweight_codebook_ok(QLayout layout);
+// The base of 8-bit codes [count] (int8, as uint8) stored narrow: their least value when every one
+// is within 63 of it; else kWideCodes.
+int qweight_narrow_base(int64_t count, const uint8_t* codes);
 // z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);

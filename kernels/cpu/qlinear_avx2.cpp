@@ -263,7 +263,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                           float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_avx2(x, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   with_scale_type(w.scale_type, [&](auto st) {
     w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
   });
@@ -272,7 +272,7 @@ void qlinear_rows_q8_avx2(const QActivations& x, const QWeightView& w, const flo
 void qlinear_rows_f32_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                            float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_avx2(x, T, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   with_scale_type(w.scale_type, [&](auto st) {
     w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
                 : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);

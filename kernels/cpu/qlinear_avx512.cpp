@@ -407,7 +407,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 void qlinear_rows_q8_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                             float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_avx512(x, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   KERNEL_CHECK(w.scale_type != ScaleType::Factored) << "the AVX-512 Rows kernels take no factored scales (qweight_factored_ok)";
   const bool f16 = w.scale_type == ScaleType::F16;
   if (w.bits == 4 && w.group == 16) {
@@ -424,7 +424,7 @@ void qlinear_rows_q8_avx512(const QActivations& x, const QWeightView& w, const f
 void qlinear_rows_f32_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                              float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_avx512(x, T, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   KERNEL_CHECK(w.scale_type != ScaleType::Factored) << "the AVX-512 Rows kernels take no factored scales (qweight_factored_ok)";
   const bool f16 = w.scale_type == ScaleType::F16;
   if (w.bits == 4)

@@ -11,7 +11,8 @@
 //              w = fma(code, scale, offset) (the scale and offset of the input's group),
 //              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// A codebook (4 bits) puts codebook[code] where the code was, in both modes.
+// A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow 8-bit codes
+// are the same codes (only their bytes differ).
 // The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16
 // and codebooks: AVX2 only) do the same operations in the same order, so their results equal these bit for bit;
 // none depends on T or on the [n0, n1) split.
@@ -67,17 +68,17 @@ inline int64_t code_byte(int bits, int r, int i, bool* high) {
   return (j / 4) * 64 + 4 * r + j % 4;
 }
 
-// Code of row r, input i of a block (0..15, or -128..127).
-inline int code_of(int bits, const uint8_t* blk, int r, int i) {
+// Code of row r, input i of a block (0..15, or -128..127; narrow_base: qlinear.h).
+inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) {
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
-  if (bits == 8) return int(b) - 128;
+  if (bits == 8) return narrow_base == kWideCodes ? int(b) - 128 : int(b) + narrow_base;
   return high ? b >> 4 : b & 0xF;
 }
 
 // The value code_of stands for: its codebook entry, where the weight has one (qlinear.h).
 inline int value_of(const QWeightView& w, const uint8_t* blk, int r, int i) {
-  const int c = code_of(w.bits, blk, r, i);
+  const int c = code_of(w.bits, blk, r, i, w.narrow_base);
   return w.codebook ? int(w.codebook[c]) : c;
 }
 
@@ -102,8 +103,9 @@ inline std::pair<float, float> group_scale_offset(const QWeightView& w, const Ro
 
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
-      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
+               (w.narrow_base == kWideCodes || w.bits == 8))
+      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups, blocks = K / 32, GS = K / w.group;  // GS: groups, for S
   std::vector<float> S(static_cast<size_t>(x.t * GS));
@@ -145,8 +147,9 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
 
 void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
-      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
+               (w.narrow_base == kWideCodes || w.bits == 8))
+      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
   for (int64_t n = n0; n < n1; ++n) {
@@ -176,7 +179,8 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 }
 
 void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
-  KERNEL_CHECK(!w.codebook || w.bits == 4) << "rowlane: a codebook for 8-bit codes";
+  KERNEL_CHECK((!w.codebook || w.bits == 4) && (w.narrow_base == kWideCodes || w.bits == 8))
+      << "rowlane: a codebook for 8-bit codes or narrow 4-bit codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
@@ -216,12 +220,18 @@ int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st
 }
 
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
-                          const void* scale, const void* offset, uint8_t* out, int implied_zero) {
+                          const void* scale, const void* offset, uint8_t* out, int implied_zero, int narrow_base) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
+  const bool narrow = narrow_base != kWideCodes;
+  KERNEL_CHECK(!narrow || bits == 8) << "row-lane layout: narrow codes of " << bits << " bits";
+  for (int64_t i = 0; narrow && i < n * k; ++i)
+    KERNEL_CHECK(int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= 63)
+        << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0..63 of the narrow base " << narrow_base;
   const int64_t nb = (n + 15) / 16, G = geo.groups, bpg = geo.blocks_per_group;
   const bool factored = st == ScaleType::Factored;
   const size_t ps = factored ? 1 : st == ScaleType::F16 ? 2 : 4;
-  const std::vector<uint8_t> zero_row(size_t(k), 0);  // padding rows: code 0, scale 0, offset 0
+  // padding rows: code 0 (narrow: the base, stored 0), scale 0, offset 0
+  const std::vector<uint8_t> zero_row(size_t(k), narrow ? uint8_t(int8_t(narrow_base)) : uint8_t(0));
   // Factored: each row's D (per super-block) and m (per group), for the scales and the offsets.
   const FactoredParams* fp[2] = {static_cast<const FactoredParams*>(scale), static_cast<const FactoredParams*>(offset)};
   const int64_t groups = n * (k / group);
@@ -244,7 +254,7 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
           for (int r = 0; r < 16; ++r)
             for (int j = 0; j < 4; ++j) {
               const uint8_t* c = rows[r] + c0;
-              o[v * 64 + 4 * r + j] = bits == 8 ? uint8_t(c[4 * v + j] ^ 0x80)
+              o[v * 64 + 4 * r + j] = bits == 8 ? uint8_t(narrow ? int(int8_t(c[4 * v + j])) - narrow_base : c[4 * v + j] ^ 0x80)
                                                 : uint8_t((c[4 * v + j] & 0xF) | (c[16 + 4 * v + j] & 0xF) << 4);
             }
       }
@@ -277,13 +287,13 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
 }
 
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
-                            uint8_t* codes, int implied_zero) {
+                            uint8_t* codes, int implied_zero, int narrow_base) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   for (int64_t row = 0; row < n; ++row) {
     const uint8_t* rb = packed + (row / 16) * geo.row_block_bytes;
     for (int64_t b = 0; b < k / 32; ++b) {
       const uint8_t* blk = detail::rowlane_group(geo, rb, b / geo.blocks_per_group) + (b % geo.blocks_per_group) * geo.code_bytes;
-      for (int i = 0; i < 32; ++i) codes[row * k + b * 32 + i] = uint8_t(detail::code_of(bits, blk, int(row % 16), i));
+      for (int i = 0; i < 32; ++i) codes[row * k + b * 32 + i] = uint8_t(detail::code_of(bits, blk, int(row % 16), i, narrow_base));
     }
   }
 }

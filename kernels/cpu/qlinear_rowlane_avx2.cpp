@@ -105,11 +105,12 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
 // pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
 // 16, whose two halves of a block get their own integer dot products, scales and offsets).
-// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb.
-template <int H, int NT, bool FOUR, bool LUT, ScaleType ST, int SG>
+// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: 8-bit
+// codes stored code - base (0..63); asum: the activations' integer sums per half block [T, K / 16].
+template <int H, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
-             const int8_t* codebook, const float* pre = nullptr) {
+             const int8_t* codebook, int base, const int32_t* asum, const float* pre = nullptr) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
@@ -182,6 +183,29 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
         for (int i = 0; i < H; ++i)
           for (int j = 0; j < NT; ++j)
             for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
+      } else if constexpr (NARROW) {  // unsigned codes as they are; two vectors' pairs summed in 16 bits
+                                      // (4 x 63 x 127 at most), then the base x the activations' sum
+        for (int v = 0; v < 8; v += 2) {
+          const int sg = SG == 2 ? v / 4 : 0;
+          __m256i c0[H], c1[H];
+          for (int i = 0; i < H; ++i) {
+            c0[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            c1[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v + 1) + 32 * (h0 + i)));
+          }
+          for (int j = 0; j < NT; ++j) {
+            const __m256i a0 = bcast4(xq + j * K + b * 32 + 4 * v), a1 = bcast4(xq + j * K + b * 32 + 4 * v + 4);
+            for (int i = 0; i < H; ++i) {
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0[i], a0), _mm256_maddubs_epi16(c1[i], a1));
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], _mm256_madd_epi16(p, ones));
+            }
+          }
+        }
+        for (int j = 0; j < NT; ++j) {
+          const int32_t* hs = asum + (t + j) * (K / 16) + 2 * b;
+          const __m256i corr[2] = {_mm256_set1_epi32(base * (SG == 2 ? hs[0] : hs[0] + hs[1])), _mm256_set1_epi32(base * hs[1])};
+          for (int i = 0; i < H; ++i)
+            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], corr[sg]);
+        }
       } else {
         for (int v = 0; v < 8; ++v) {
           const int sg = SG == 2 ? v / 4 : 0;  // group 16: vectors 0..3 are inputs 0..15
@@ -226,11 +250,12 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
 }
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-template <int NT, bool FOUR, bool LUT, ScaleType ST, int SG>
+template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
-              const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook) {
+              const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm256_set1_epi32(128), seven = _mm256_set1_epi32(7);
+  const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), seven = _mm256_set1_epi32(7);
+  const __m256i c128 = _mm256_set1_epi32(NARROW ? -base : 128);  // 8 bits: the stored byte minus this
   // LUT: the codebook's entries 0..7 and 8..15 as int32 (vpermd takes an index's low 3 bits)
   __m256i book_lo = _mm256_setzero_si256(), book_hi = _mm256_setzero_si256();
   if constexpr (LUT) {
@@ -303,7 +328,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool FOUR, bool LUT, ScaleType ST, int SG>
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -311,6 +336,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
+  thread_local std::vector<int32_t> asum;  // narrow codes: the activations' sums per half block
+  if constexpr (NARROW) {
+    asum.resize(size_t(x.t * (x.k / 16)));
+    for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += x.q[i * 16 + j];
+      asum[size_t(i)] = s;
+    }
+  }
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
   const int z = w.implied_zero;
@@ -319,23 +353,27 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                      // read once); 2 and 3 tokens measured 6-13% faster so than half by half
-      if (x.t == 1) q8_tile<2, 1, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
-      if (x.t == 2) q8_tile<2, 2, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
-      if (x.t == 3) q8_tile<2, 3, FOUR, LUT, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook);
+      if (x.t == 1) q8_tile<2, 1, FOUR, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook,
+                                                   w.narrow_base, asum.data());
+      if (x.t == 2) q8_tile<2, 2, FOUR, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook,
+                                                   w.narrow_base, asum.data());
+      if (x.t == 3) q8_tile<2, 3, FOUR, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook,
+                                                   w.narrow_base, asum.data());
       continue;
     }
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<1, nt(), FOUR, LUT, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, h == 0 && t == 0,
-                                        w.codebook, ST == ScaleType::Factored ? pre.data() : nullptr);
+        q8_tile<1, nt(), FOUR, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
+                                                h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(),
+                                                ST == ScaleType::Factored ? pre.data() : nullptr);
       });
     }
   }
 }
 
-template <bool FOUR, bool LUT, ScaleType ST, int SG>
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -346,42 +384,50 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, LUT, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo, w.codebook);
+        f32_tile<nt(), FOUR, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo, w.codebook,
+                                                  w.narrow_base);
       });
     }
   }
 }
 
-// f(four, lut, sg) as integral constants for w's code width (4 bits, 4 bits with a codebook, 8 bits)
-// and groups a unit (2: groups of 16).
+// f(four, lut, narrow, sg) as integral constants for w's codes (4 bits, 4 bits with a codebook, 8
+// bits, 8 bits narrow) and groups a unit (2: groups of 16).
 template <class F>
 void with_group_kind(const QWeightView& w, F&& f) {
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
-  auto per_sg = [&](auto four, auto lut) {
-    w.group == 16 ? f(four, lut, std::integral_constant<int, 2>{}) : f(four, lut, std::integral_constant<int, 1>{});
+  auto per_sg = [&](auto four, auto lut, auto narrow) {
+    w.group == 16 ? f(four, lut, narrow, std::integral_constant<int, 2>{})
+                  : f(four, lut, narrow, std::integral_constant<int, 1>{});
   };
-  if (w.bits == 8) return per_sg(NB{}, NB{});
-  w.codebook ? per_sg(B{}, B{}) : per_sg(B{}, NB{});
+  if (w.bits == 8) return w.narrow_base != kWideCodes ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
+  w.codebook ? per_sg(B{}, B{}, NB{}) : per_sg(B{}, NB{}, NB{});
 }
 
 }  // namespace
 
 void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                   int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
-      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
+               (w.narrow_base == kWideCodes || w.bits == 8))
+      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto lut, auto sg) { q8_rows<four(), lut(), st(), sg()>(x, w, bias, n0, n1, out, ldo); });
+    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
+      q8_rows<four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    });
   });
 }
 
 void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                    int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4))
-      << "rowlane kernel given another layout, or a codebook for 8-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
+               (w.narrow_base == kWideCodes || w.bits == 8))
+      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto lut, auto sg) { f32_rows<four(), lut(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo); });
+    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
+      f32_rows<four(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
+    });
   });
 }
 

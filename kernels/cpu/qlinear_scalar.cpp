@@ -33,7 +33,7 @@ void dequantize_row_rows(const QWeightView& w, int64_t n, float* out) {
 void qlinear_rows_f32_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                              int64_t n1, float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_f32_rowlane_scalar(x, T, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K);
   std::vector<float> wrow(static_cast<size_t>(K));
   for (int64_t n = n0; n < n1; ++n) {
@@ -58,7 +58,7 @@ void qlinear_rows_f32_scalar(const float* x, int64_t T, const QWeightView& w, co
 void qlinear_rows_q8_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
                             float* out, int64_t ldo) {
   if (w.layout == QLayout::RowLane16) return qlinear_rows_q8_rowlane_scalar(x, w, bias, n0, n1, out, ldo);
-  KERNEL_CHECK(!w.codebook) << "Rows layout given a codebook (qweight_codebook_ok)";
+  KERNEL_CHECK(!w.codebook && w.narrow_base == kWideCodes) << "Rows layout given a codebook or narrow codes";
   const int64_t K = w.k, G = K / w.group, rb = qweight_row_bytes(w.bits, K), blocks = K / 32;
   std::vector<float> S(static_cast<size_t>(x.t * G));
   qact_group_sums(x, w.group, S.data());

@@ -1,7 +1,9 @@
-// Codebooks (kernels/cpu/qlinear.h): 8-bit codes that take at most 16 values (GGUF IQ4_NL / IQ4_XS
-// levels, Q3_K's -4..3) packed as 4-bit positions in a table. The int8 mode gives the 8-bit weight's
-// bits (the same integer dot products in the same order); the f32 mode reads the inputs in the 4-bit
-// order, so it is checked against a double reference, and SIMD against the scalar reference bit for bit.
+// Compact codes (kernels/cpu/qlinear.h). Codebooks: 8-bit codes that take at most 16 values (GGUF
+// IQ4_NL / IQ4_XS levels, Q3_K's -4..3) packed as 4-bit positions in a table; the int8 mode gives the
+// 8-bit weight's bits (the same integer dot products in the same order); the f32 mode reads the
+// inputs in the 4-bit order, so it is checked against a double reference, and SIMD against the scalar
+// reference bit for bit. Narrow codes: 8-bit codes within 63 of their least (Q6_K, Q5_K) stored from
+// it: the wide weight's bits in both modes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -247,4 +249,130 @@ TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bi
       kernels::qweight_dequantize_row(vo, 5, r2.data());
       CHECK(same_bits(r1, r2));
     }
+}
+
+TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bits, every kernel that takes them") {
+  std::vector<uint8_t> probe = {uint8_t(int8_t(-32)), 31, 0};
+  CHECK(kernels::qweight_narrow_base(3, probe.data()) == -32);
+  probe.push_back(32);  // a range of 64
+  CHECK(kernels::qweight_narrow_base(4, probe.data()) == kernels::kWideCodes);
+  int cases = 0;
+  for (int base : {-32, 0, -16, -128, 64})
+    for (int group : {16, 32, 64})
+      for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
+        const int zero = cases % 2 ? 0 : -1;
+        const int64_t N = 16 * 2 + 3 + cases % 7, K = 512;  // factored: whole runs of 8 groups of 64
+        QW q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, uint32_t(700 + cases));
+        std::mt19937 rng(uint32_t(800 + cases));
+        for (auto& c : q.codes) c = uint8_t(int8_t(base + int(rng() % 64)));
+        q.codes[0] = uint8_t(int8_t(base)), q.codes[1] = uint8_t(int8_t(base + 63));  // both ends
+        if (st == ScaleType::Factored) kquant_params(q, zero, uint32_t(9 + cases));
+        if (zero == 0)
+          for (size_t i = 0; i < q.offset_f32.size(); ++i) {
+            q.offset_f32[i] = -0.0f;
+            if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
+          }
+        REQUIRE(kernels::qweight_narrow_base(int64_t(q.codes.size()), q.codes.data()) == base);
+        // the weight wide and narrow (factored: packed from its factors)
+        kernels::FactoredParams fs, fo;
+        const ScaleType pst = st;
+        const void* sp = q.scales();
+        const void* op = q.offsets();
+        if (st == ScaleType::Factored) {
+          REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
+          REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
+          sp = &fs, op = &fo;
+        }
+        const int64_t bytes = (N + 15) / 16 * kernels::qweight_rowlane_block_bytes(8, K, group, pst, zero);
+        std::vector<uint8_t> wide(size_t(bytes), 0xEE), narrow(size_t(bytes), 0xEE);
+        kernels::qweight_pack_rowlane(8, N, K, group, pst, q.codes.data(), sp, op, wide.data(), zero);
+        kernels::qweight_pack_rowlane(8, N, K, group, pst, q.codes.data(), sp, op, narrow.data(), zero, base);
+        CHECK(wide != narrow);
+        std::vector<uint8_t> back(q.codes.size());
+        kernels::qweight_unpack_rowlane(8, N, K, group, pst, narrow.data(), back.data(), zero, base);
+        CHECK(back == q.codes);
+        kernels::QWeightView vw;
+        vw.bits = 8, vw.n = N, vw.k = K, vw.group = group, vw.layout = QLayout::RowLane16, vw.scale_type = pst;
+        vw.implied_zero = zero, vw.packed = wide.data();
+        kernels::QWeightView vn = vw;
+        vn.packed = narrow.data(), vn.narrow_base = base;
+        INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+        std::vector<float> rw(static_cast<size_t>(K)), rn(static_cast<size_t>(K));
+        for (int64_t r : {int64_t(0), N - 1}) {
+          kernels::detail::dequantize_row_rowlane(vw, r, rw.data());
+          kernels::detail::dequantize_row_rowlane(vn, r, rn.data());
+          CHECK(same_bits(rw, rn));
+        }
+        for (int64_t T : {1, 2, 3, 4, 6}) {
+          const auto x = randn(size_t(T * K), uint32_t(900 + T)), bias = randn(size_t(N), 901);
+          const ActBuf a(x.data(), T, K);
+          std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, vw, bias.data(), 0, N, want8.data(), N);
+          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, vw, bias.data(), 0, N, want32.data(), N);
+          for (const RowLaneKernels& kv : codebook_kernels()) {
+            INFO(kv.name << " T " << T);
+            std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
+            const int64_t cut = 5 + T;
+            kv.q8(a.q, vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, vn, bias.data(), cut, N, o.data(), N);
+            kv.f32(x.data(), T, vn, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, vn, bias.data(), cut, N, f.data(), N);
+            CHECK(same_bits(o, want8));
+            CHECK(same_bits(f, want32));
+          }
+        }
+        ++cases;
+      }
+  CHECK(cases == 45);
+  // a code outside base..base + 63 is refused by the packer; narrow 4-bit codes by the kernels
+  std::vector<uint8_t> codes(size_t(16 * 64), 0), out(size_t(1 << 16));
+  codes[5] = 64;
+  std::vector<float> sc(size_t(16 * 2), 1.0f), of(size_t(16 * 2), 0.0f);
+  CHECK_THROWS_AS(kernels::qweight_pack_rowlane(8, 16, 64, 32, ScaleType::F32, codes.data(), sc.data(), of.data(),
+                                                out.data(), -1, 0),
+                  KernelError);
+  QW q4 = make_qw(4, 32, 16, 64, ScaleType::F32, 1).as(QLayout::RowLane16);
+  kernels::QWeightView v4 = q4.view();
+  v4.narrow_base = 0;
+  const auto x = randn(64, 2);
+  std::vector<float> o(16);
+  CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, v4, nullptr, 0, 16, o.data(), 16), KernelError);
+  CHECK_THROWS_AS(kernels::qlinear_rows_f32(x.data(), 1, v4, nullptr, 0, 16, o.data(), 16), KernelError);
+}
+
+TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where the kernels take them, same outputs") {
+  const int64_t N = 40, K = 256, G = K / 16;
+  QW q = make_qw(8, 16, N, K, ScaleType::F32, 77);
+  std::mt19937 rng(78);
+  for (auto& c : q.codes) c = uint8_t(int8_t(int(rng() % 64) - 32));
+  kquant_params(q, 0, 79);
+  LinearWeight c;
+  c.format = WeightFormat::Int8Group, c.n = N, c.k = K, c.group_size = 16;
+  c.data = Tensor::empty_host(DType::I8, {N, K});
+  std::memcpy(c.data.data, q.codes.data(), q.codes.size());
+  c.scales = Tensor::empty_host(DType::F32, {N, G});
+  c.zeros = Tensor::empty_host(DType::F32, {N, G});
+  std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
+  std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+  LinearWeight wide = c;  // one code of the last row out of range: wide codes
+  wide.data = Tensor::empty_host(DType::I8, {N, K});
+  std::memcpy(wide.data.data, q.codes.data(), q.codes.size());
+  wide.data.ptr<int8_t>()[N * K - 1] = 100;
+  const LinearWeight pn = pack_cpu_quantized(c), pw = pack_cpu_quantized(wide);
+  const kernels::QWeightView vn = cpu_qweight_view(pn), vw = cpu_qweight_view(pw);
+  CHECK(vw.narrow_base == kernels::kWideCodes);
+  if (!kernels::qweight_codebook_ok(vn.layout)) {
+    CHECK(vn.narrow_base == kernels::kWideCodes);
+    return;
+  }
+  CHECK(vn.narrow_base == -32);
+  CHECK(vn.bits == 8);
+  const int64_t T = 5;
+  const auto x = randn(size_t(T * K), 80);
+  const ActBuf a(x.data(), T, K);
+  std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
+  kernels::qlinear_rows_q8(a.q, vn, nullptr, 0, N - 1, o1.data(), N);  // all rows but the odd one
+  kernels::qlinear_rows_q8(a.q, vw, nullptr, 0, N - 1, o2.data(), N);
+  kernels::qlinear_rows_f32(x.data(), T, vn, nullptr, 0, N - 1, f1.data(), N);
+  kernels::qlinear_rows_f32(x.data(), T, vw, nullptr, 0, N - 1, f2.data(), N);
+  CHECK(same_bits(o1, o2));
+  CHECK(same_bits(f1, f2));
 }

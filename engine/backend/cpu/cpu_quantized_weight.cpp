@@ -27,9 +27,10 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
-// are 4-bit positions in a codebook (int32 0 or 1), then the codebook (16 int8).
+// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), whether 8-bit codes are
+// narrow (int32 0 or 1) and their base (int32). Zero bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
-constexpr int64_t kDescriptorBytes = 32;
+constexpr int64_t kDescriptorBytes = 40;
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
@@ -106,19 +107,27 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
       codebook = kernels::qweight_codebook(N * K, c, book, index.data()) ? 1 : 0;
     }
     const int pbits = codebook ? 4 : bits;
+    // Else 8-bit codes within 63 of their least (Q6_K's -32..31, Q5_K's 0..31): stored from it,
+    // multiplied unsigned (fewer instructions a block).
+    const int32_t narrow = bits == 8 && !codebook && kernels::qweight_codebook_ok(kernels::QLayout::RowLane16)
+                               ? kernels::qweight_narrow_base(N * K, c)
+                               : kernels::kWideCodes;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
     kernels::qweight_pack_rowlane(pbits, N, K, group, st, codebook ? index.data() : c,
                                   factored ? static_cast<const void*>(&fs) : canonical.scales.data,
-                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero);
+                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero, narrow);
     const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
+    const int32_t narrow_flag = narrow != kernels::kWideCodes, narrow_base = narrow_flag ? narrow : 0;
+    std::memcpy(d + blocks * bb + 32, &narrow_flag, 4);
+    std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -147,14 +156,17 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
                         w.data.dim(1) >= kDescriptorBytes && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, code = -1, codebook = -1;
+    int32_t zero = -2, code = -1, codebook = -1, narrow = -1, base = 0;
     if (tagged) {
       const uint8_t* desc = d + blocks * w.data.dim(1);
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
+      std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
       if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
+      if (narrow == 1 && v.bits == 8) v.narrow_base = base;
     }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
+              (narrow == 0 || (narrow == 1 && v.bits == 8 && !v.codebook && base >= -128 && base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
