@@ -5,7 +5,8 @@
 // kernels on the same shapes, at T = 1 and T = 128 tokens, on 1 and 2 threads. Where K is whole
 // 256-input super-blocks (down, and a 1024-wide model's shapes), GGUF K-quant-like weights too: int4
 // group 32 with scales d x sc and offsets -(dmin x m) (Q4_K), int8 group 16 with scales d x sc (Q6_K),
-// each packed factored (kernels/cpu/qlinear.h) and, one scale nudged off its factors, with f32 scales.
+// each packed factored (kernels/cpu/qlinear.h) and, one scale nudged off its factors, with f32 scales;
+// Q6_K also with one code out of its range (wide codes, not narrow).
 // GGUF IQ4_NL-like int8 weights (codes from its 16 levels) as 4-bit codebook positions and, a 17th
 // value put in, as 8-bit codes.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
@@ -65,8 +66,9 @@ LinearWeight canonical(int bits, int64_t N, int64_t K, std::mt19937& rng) {
 
 // A GGUF K-quant-like weight: Q4_K (int4, group 32, scales d x sc, offsets -(dmin x m)) or Q6_K (int8,
 // group 16, scales d x sc, no offsets) with f32 scales; factored = false nudges one scale by an ulp,
-// so that the backend keeps f32 scales (the same weight otherwise).
-LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937& rng) {
+// so that the backend keeps f32 scales (the same weight otherwise); wide = true puts one code of Q6_K
+// out of -32..31, so that the backend keeps them wide (qlinear.h's narrow codes).
+LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937& rng, bool wide = false) {
   LinearWeight w;
   w.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
   w.n = N, w.k = K, w.group_size = bits == 4 ? 32 : 16;
@@ -85,6 +87,7 @@ LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937&
     }
   }
   if (!factored) w.scales.ptr<float>()[0] = std::nextafter(w.scales.ptr<float>()[0], 1.0f);
+  if (wide) w.data.ptr<uint8_t>()[N * K - 1] = 100;
   return w;
 }
 
@@ -199,6 +202,10 @@ int main(int argc, char** argv) {
                                        " act " + act_quant_name(aq);
               report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
             }
+          const LinearWeight w = be->upload_quantized(kquant(8, s.N, s.K, true, rng, /*wide=*/true));
+          const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+          report((std::string("q6k fact wide act ") + act_quant_name(aq)).c_str(), bytes,
+                 time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
         }
         auto be = make_cpu_backend(th);
         report("dense f32", double(wf32.nbytes()), time_calls([&] { be->linear(x, wf32, nullptr, out); }, min_ms, th));
