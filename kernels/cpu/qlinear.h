@@ -33,7 +33,7 @@
 // layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
 // [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
 // Codebook (QWeightView::codebook; RowLane16 with 4-bit codes, the AVX2 and scalar kernels only:
-// qweight_codebook_ok): code c stands for the int8 codebook[c], w = scale * codebook[c] + offset. An
+// qweight_compact_codes_ok, as for narrow codes): code c stands for the int8 codebook[c], w = scale * codebook[c] + offset. An
 // 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL / IQ4_XS's non-linear levels, Q3_K's
 // -4..3; qweight_codebook finds them) is packed so: the same values in half the bytes.
 // Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
@@ -59,6 +59,8 @@ enum class ScaleType { F16, F32, Factored };  // Factored: above
 enum class ActQuant { None, Int8 };
 enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 
+constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of 8-bit codes stored code ^ 0x80
+
 struct QWeightView {
   int bits = 4;         // 4 or 8
   int64_t n = 0, k = 0;
@@ -73,9 +75,8 @@ struct QWeightView {
   const uint16_t* scale_d = nullptr;   // Rows, ScaleType::Factored: f16 D [n, k / group / 8] of the
   const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
   const int8_t* codebook = nullptr;    // RowLane16, bits 4: the 16 values the codes stand for, or null
-  int narrow_base = -1000;             // RowLane16, bits 8: narrow codes' base, or kWideCodes (above)
+  int narrow_base = kWideCodes;        // RowLane16, bits 8: narrow codes' base, or kWideCodes (above)
 };
-constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of codes stored code ^ 0x80
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as
 // m [n, G] int8 and d [n, G / 8] f16 bits, value i = f16(d[i / 8]) * float(m[i]) in f32.
@@ -115,9 +116,9 @@ bool qweight_factored_ok(QLayout layout);
 // table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
 // position of code i in it; false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
-// Whether this CPU's kernels take a codebook in `layout` (RowLane16 on AVX2 or scalar, not AVX-512);
-// narrow 8-bit codes likewise.
-bool qweight_codebook_ok(QLayout layout);
+// Whether this CPU's kernels take a codebook, and narrow 8-bit codes, in `layout` (RowLane16 on AVX2
+// or scalar, not AVX-512).
+bool qweight_compact_codes_ok(QLayout layout);
 // The base of 8-bit codes [count] (int8, as uint8) stored narrow: their least value when every one
 // is within 63 of it; else kWideCodes.
 int qweight_narrow_base(int64_t count, const uint8_t* codes);

@@ -13,9 +13,9 @@
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
 // A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow 8-bit codes
 // are the same codes (only their bytes differ).
-// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16
-// and codebooks: AVX2 only) do the same operations in the same order, so their results equal these bit for bit;
-// none depends on T or on the [n0, n1) split.
+// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16,
+// codebooks and narrow codes: AVX2 only) do the same operations in the same order, so their results
+// equal these bit for bit; none depends on T or on the [n0, n1) split.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -254,7 +254,8 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
           for (int r = 0; r < 16; ++r)
             for (int j = 0; j < 4; ++j) {
               const uint8_t* c = rows[r] + c0;
-              o[v * 64 + 4 * r + j] = bits == 8 ? uint8_t(narrow ? int(int8_t(c[4 * v + j])) - narrow_base : c[4 * v + j] ^ 0x80)
+              const uint8_t wide8 = uint8_t(c[4 * v + j] ^ 0x80), narrow8 = uint8_t(int(int8_t(c[4 * v + j])) - narrow_base);
+              o[v * 64 + 4 * r + j] = bits == 8 ? (narrow ? narrow8 : wide8)
                                                 : uint8_t((c[4 * v + j] & 0xF) | (c[16 + 4 * v + j] & 0xF) << 4);
             }
       }

@@ -277,7 +277,7 @@ void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w,
                                     int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 && !w.codebook && w.narrow_base == kWideCodes)
       << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
-         "codebook or narrow codes (qweight_codebook_ok)";
+         "codebook or narrow codes (qweight_compact_codes_ok)";
   with_scale_type(w.scale_type, [&](auto st) {
     w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
   });
@@ -287,7 +287,7 @@ void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightVie
                                      int64_t n1, float* out, int64_t ldo) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 && !w.codebook && w.narrow_base == kWideCodes)
       << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
-         "codebook or narrow codes (qweight_codebook_ok)";
+         "codebook or narrow codes (qweight_compact_codes_ok)";
   with_scale_type(w.scale_type, [&](auto st) {
     w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
                 : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);

@@ -40,7 +40,7 @@ int qweight_narrow_base(int64_t count, const uint8_t* codes) {
   return hi - lo <= 63 ? lo : kWideCodes;
 }
 
-bool qweight_codebook_ok(QLayout layout) {
+bool qweight_compact_codes_ok(QLayout layout) {
   return layout == QLayout::RowLane16 && std::strcmp(qlinear_isa(), "avx512-vnni") != 0;
 }
 

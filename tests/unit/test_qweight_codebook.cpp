@@ -198,8 +198,8 @@ TEST_CASE("codebook: refused by the kernels that do not take one, and for 8-bit 
   if (kernels::detail::cpu_has_avx512_vnni())
     CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, p.v4(), nullptr, 0, 16, o.data(), 16),
                     KernelError);
-  CHECK(kernels::qweight_codebook_ok(QLayout::RowLane16) == (std::string(kernels::qlinear_isa()) != "avx512-vnni"));
-  CHECK_FALSE(kernels::qweight_codebook_ok(QLayout::Rows));
+  CHECK(kernels::qweight_compact_codes_ok(QLayout::RowLane16) == (std::string(kernels::qlinear_isa()) != "avx512-vnni"));
+  CHECK_FALSE(kernels::qweight_compact_codes_ok(QLayout::Rows));
 }
 
 TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bit positions where the kernels take them") {
@@ -226,7 +226,7 @@ TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bi
       INFO("group " << group << " z " << z << " layout " << int(vc.layout));
       CHECK(vo.codebook == nullptr);
       CHECK(vo.bits == 8);
-      if (!kernels::qweight_codebook_ok(vc.layout)) {
+      if (!kernels::qweight_compact_codes_ok(vc.layout)) {
         CHECK(vc.codebook == nullptr);
         continue;
       }
@@ -359,7 +359,7 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where t
   const LinearWeight pn = pack_cpu_quantized(c), pw = pack_cpu_quantized(wide);
   const kernels::QWeightView vn = cpu_qweight_view(pn), vw = cpu_qweight_view(pw);
   CHECK(vw.narrow_base == kernels::kWideCodes);
-  if (!kernels::qweight_codebook_ok(vn.layout)) {
+  if (!kernels::qweight_compact_codes_ok(vn.layout)) {
     CHECK(vn.narrow_base == kernels::kWideCodes);
     return;
   }

@@ -102,14 +102,14 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     int8_t book[16] = {};
     std::vector<uint8_t> index;
     int32_t codebook = 0;
-    if (bits == 8 && kernels::qweight_codebook_ok(kernels::QLayout::RowLane16)) {
+    if (bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16)) {
       index.resize(size_t(N * K));
       codebook = kernels::qweight_codebook(N * K, c, book, index.data()) ? 1 : 0;
     }
     const int pbits = codebook ? 4 : bits;
     // Else 8-bit codes within 63 of their least (Q6_K's -32..31, Q5_K's 0..31): stored from it,
     // multiplied unsigned (fewer instructions a block).
-    const int32_t narrow = bits == 8 && !codebook && kernels::qweight_codebook_ok(kernels::QLayout::RowLane16)
+    const int32_t narrow = bits == 8 && !codebook && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16)
                                ? kernels::qweight_narrow_base(N * K, c)
                                : kernels::kWideCodes;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
