@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/dtype.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
@@ -139,6 +140,40 @@ inline void kquant_params(QW& q, int z, uint32_t seed) {
         q.offset_f32[size_t(r * G + g)] = z == 0 ? -0.0f : -(dmin * float(m));
       }
     }
+}
+
+// q as the loader's canonical Int4Group / Int8Group weight: codes one per byte (code_dtype U8, or I8
+// for 8 bits), f32 scales and offsets (q's f32 values).
+inline LinearWeight canonical_weight(const QW& q, DType code_dtype = DType::U8) {
+  LinearWeight c;
+  c.format = q.bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+  c.n = q.n, c.k = q.k, c.group_size = q.group;
+  c.data = Tensor::empty_host(code_dtype, {q.n, q.k});
+  std::memcpy(c.data.data, q.codes.data(), q.codes.size());
+  c.scales = Tensor::empty_host(DType::F32, {q.n, q.k / q.group});
+  c.zeros = Tensor::empty_host(DType::F32, {q.n, q.k / q.group});
+  std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
+  std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+  return c;
+}
+
+// Two packings of one weight that differ only in its last row (made so that one of them cannot take
+// a compact form): their outputs on every other row, T random tokens, through the dispatched kernels.
+struct OutputsButLast {
+  std::vector<float> q8_a, q8_b, f32_a, f32_b;
+};
+inline OutputsButLast outputs_but_last_row(const kernels::QWeightView& a, const kernels::QWeightView& b, int64_t T,
+                                           uint32_t seed) {
+  const int64_t N = a.n, K = a.k;
+  const auto x = randn(size_t(T * K), seed);
+  const ActBuf act(x.data(), T, K);
+  OutputsButLast o{std::vector<float>(size_t(T * N)), std::vector<float>(size_t(T * N)),
+                   std::vector<float>(size_t(T * N)), std::vector<float>(size_t(T * N))};
+  kernels::qlinear_rows_q8(act.q, a, nullptr, 0, N - 1, o.q8_a.data(), N);
+  kernels::qlinear_rows_q8(act.q, b, nullptr, 0, N - 1, o.q8_b.data(), N);
+  kernels::qlinear_rows_f32(x.data(), T, a, nullptr, 0, N - 1, o.f32_a.data(), N);
+  kernels::qlinear_rows_f32(x.data(), T, b, nullptr, 0, N - 1, o.f32_b.data(), N);
+  return o;
 }
 
 }  // namespace llmctl::qtest

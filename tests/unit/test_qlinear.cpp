@@ -766,14 +766,7 @@ TEST_CASE("CpuBackend packing: K-quant f32 scales are kept factored where the ke
         const int64_t N = 40, K = 512, G = K / group;
         QW q = make_qw(bits, group, N, K, ScaleType::F32, uint32_t(300 + bits + group + z));
         kquant_params(q, z, uint32_t(31 + group));
-        LinearWeight c;
-        c.format = bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group, c.n = N, c.k = K, c.group_size = group;
-        c.data = Tensor::empty_host(DType::U8, {N, K});
-        std::memcpy(c.data.data, q.codes.data(), q.codes.size());
-        c.scales = Tensor::empty_host(DType::F32, {N, G});
-        c.zeros = Tensor::empty_host(DType::F32, {N, G});
-        std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
-        std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+        const LinearWeight c = canonical_weight(q);
         LinearWeight odd = c;  // the last row's first scale an ulp off: no factors, f32 kept
         odd.scales = Tensor::empty_host(DType::F32, {N, G});
         std::memcpy(odd.scales.data, q.scale_f32.data(), odd.scales.nbytes());
@@ -785,15 +778,8 @@ TEST_CASE("CpuBackend packing: K-quant f32 scales are kept factored where the ke
         CHECK(vf.scale_type == (kernels::qweight_factored_ok(vf.layout) ? ScaleType::Factored : ScaleType::F32));
         const auto bytes = [](const LinearWeight& w) { return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes(); };
         if (vf.scale_type == ScaleType::Factored) CHECK(bytes(pf) < bytes(po));
-        const int64_t T = 3;
-        const auto x = randn(size_t(T * K), 17);
-        const ActBuf a(x.data(), T, K);
-        std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
-        kernels::qlinear_rows_q8(a.q, vf, nullptr, 0, N - 1, o1.data(), N);  // all rows but the odd one
-        kernels::qlinear_rows_q8(a.q, vo, nullptr, 0, N - 1, o2.data(), N);
-        kernels::qlinear_rows_f32(x.data(), T, vf, nullptr, 0, N - 1, f1.data(), N);
-        kernels::qlinear_rows_f32(x.data(), T, vo, nullptr, 0, N - 1, f2.data(), N);
-        CHECK(same_bits(o1, o2));
-        CHECK(same_bits(f1, f2));
+        const OutputsButLast o = outputs_but_last_row(vf, vo, 3, 17);
+        CHECK(same_bits(o.q8_a, o.q8_b));
+        CHECK(same_bits(o.f32_a, o.f32_b));
       }
 }

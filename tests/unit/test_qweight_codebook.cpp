@@ -205,18 +205,11 @@ TEST_CASE("codebook: refused by the kernels that do not take one, and for 8-bit 
 TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bit positions where the kernels take them") {
   for (int group : {16, 32})
     for (int z : {-1, 0}) {
-      const int64_t N = 40, K = 256, G = K / group;
+      const int64_t N = 40, K = 256;
       QW q = make_qw(8, group, N, K, ScaleType::F32, uint32_t(60 + group + z));
       draw_codes(q, kBooks[0], uint32_t(61 + group));
       kquant_params(q, z, uint32_t(62 + group));  // IQ4_XS-like: d x (ls - 32), offsets -0
-      LinearWeight c;
-      c.format = WeightFormat::Int8Group, c.n = N, c.k = K, c.group_size = group;
-      c.data = Tensor::empty_host(DType::I8, {N, K});
-      std::memcpy(c.data.data, q.codes.data(), q.codes.size());
-      c.scales = Tensor::empty_host(DType::F32, {N, G});
-      c.zeros = Tensor::empty_host(DType::F32, {N, G});
-      std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
-      std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+      const LinearWeight c = canonical_weight(q, DType::I8);
       LinearWeight odd = c;  // a 17th value in the last row: no codebook
       odd.data = Tensor::empty_host(DType::I8, {N, K});
       std::memcpy(odd.data.data, q.codes.data(), q.codes.size());
@@ -234,16 +227,9 @@ TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bi
       CHECK(vc.bits == 4);
       CHECK(pc.data.nbytes() < po.data.nbytes() * 6 / 10);
       for (int j = 0; j < 16; ++j) CHECK(int(vc.codebook[j]) == kBooks[0][size_t(j)]);
-      const int64_t T = 3;
-      const auto x = randn(size_t(T * K), 17);
-      const ActBuf a(x.data(), T, K);
-      std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
-      kernels::qlinear_rows_q8(a.q, vc, nullptr, 0, N - 1, o1.data(), N);  // all rows but the odd one
-      kernels::qlinear_rows_q8(a.q, vo, nullptr, 0, N - 1, o2.data(), N);
-      kernels::qlinear_rows_f32(x.data(), T, vc, nullptr, 0, N - 1, f1.data(), N);
-      kernels::qlinear_rows_f32(x.data(), T, vo, nullptr, 0, N - 1, f2.data(), N);
-      CHECK(same_bits(o1, o2));
-      for (size_t i = 0; i < f1.size(); ++i) CHECK(f1[i] == doctest::Approx(f2[i]).epsilon(1e-5));
+      const OutputsButLast o = outputs_but_last_row(vc, vo, 3, 17);
+      CHECK(same_bits(o.q8_a, o.q8_b));  // f32 mode: the 4-bit layout's order of inputs
+      for (size_t i = 0; i < o.f32_a.size(); ++i) CHECK(o.f32_a[i] == doctest::Approx(o.f32_b[i]).epsilon(1e-5));
       std::vector<float> r1(static_cast<size_t>(K)), r2(static_cast<size_t>(K));
       kernels::qweight_dequantize_row(vc, 5, r1.data());
       kernels::qweight_dequantize_row(vo, 5, r2.data());
@@ -339,19 +325,12 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
 }
 
 TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where the kernels take them, same outputs") {
-  const int64_t N = 40, K = 256, G = K / 16;
+  const int64_t N = 40, K = 256;
   QW q = make_qw(8, 16, N, K, ScaleType::F32, 77);
   std::mt19937 rng(78);
   for (auto& c : q.codes) c = uint8_t(int8_t(int(rng() % 64) - 32));
   kquant_params(q, 0, 79);
-  LinearWeight c;
-  c.format = WeightFormat::Int8Group, c.n = N, c.k = K, c.group_size = 16;
-  c.data = Tensor::empty_host(DType::I8, {N, K});
-  std::memcpy(c.data.data, q.codes.data(), q.codes.size());
-  c.scales = Tensor::empty_host(DType::F32, {N, G});
-  c.zeros = Tensor::empty_host(DType::F32, {N, G});
-  std::memcpy(c.scales.data, q.scale_f32.data(), c.scales.nbytes());
-  std::memcpy(c.zeros.data, q.offset_f32.data(), c.zeros.nbytes());
+  const LinearWeight c = canonical_weight(q, DType::I8);
   LinearWeight wide = c;  // one code of the last row out of range: wide codes
   wide.data = Tensor::empty_host(DType::I8, {N, K});
   std::memcpy(wide.data.data, q.codes.data(), q.codes.size());
@@ -365,14 +344,7 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where t
   }
   CHECK(vn.narrow_base == -32);
   CHECK(vn.bits == 8);
-  const int64_t T = 5;
-  const auto x = randn(size_t(T * K), 80);
-  const ActBuf a(x.data(), T, K);
-  std::vector<float> o1(size_t(T * N)), o2(size_t(T * N)), f1(size_t(T * N)), f2(size_t(T * N));
-  kernels::qlinear_rows_q8(a.q, vn, nullptr, 0, N - 1, o1.data(), N);  // all rows but the odd one
-  kernels::qlinear_rows_q8(a.q, vw, nullptr, 0, N - 1, o2.data(), N);
-  kernels::qlinear_rows_f32(x.data(), T, vn, nullptr, 0, N - 1, f1.data(), N);
-  kernels::qlinear_rows_f32(x.data(), T, vw, nullptr, 0, N - 1, f2.data(), N);
-  CHECK(same_bits(o1, o2));
-  CHECK(same_bits(f1, f2));
+  const OutputsButLast o = outputs_but_last_row(vn, vw, 5, 80);
+  CHECK(same_bits(o.q8_a, o.q8_b));
+  CHECK(same_bits(o.f32_a, o.f32_b));
 }
