@@ -15,7 +15,7 @@ namespace llmctl::kernels::detail {
 bool cpu_has_avx512_vnni();   // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
 bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)
 // Throws KernelError for factored scales in the Rows layout without their D arrays, and for a
-// codebook the selected kernels do not take (qweight_compact_codes_ok).
+// codebook or narrow codes the selected kernels do not take (qweight_compact_codes_ok).
 void check_scale_layout(const QWeightView& w);
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
