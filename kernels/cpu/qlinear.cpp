@@ -42,8 +42,8 @@ void check_scale_layout(const QWeightView& w) {
       << "Rows layout, factored scales: the f16 multipliers are missing";
   KERNEL_CHECK(!w.codebook || (w.layout == QLayout::RowLane16 && w.bits == 4 && g_isa != Isa::Avx512))
       << "a codebook is taken by the AVX2 and scalar row-lane kernels of 4-bit codes only";
-  KERNEL_CHECK(w.narrow_base == kWideCodes || (w.layout == QLayout::RowLane16 && w.bits == 8 && g_isa != Isa::Avx512))
-      << "narrow codes are taken by the AVX2 and scalar row-lane kernels of 8-bit codes only";
+  KERNEL_CHECK(w.narrow_base == kWideCodes || (w.layout == QLayout::RowLane16 && !w.codebook && g_isa != Isa::Avx512))
+      << "narrow codes are taken by the AVX2 and scalar row-lane kernels only, without a codebook";
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }

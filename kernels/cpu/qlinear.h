@@ -22,6 +22,7 @@
 //           (stored unsigned, code ^ 0x80); narrow codes (QWeightView::narrow_base b, not
 //           kWideCodes): code - b, every one in 0..63 (GGUF Q6_K's -32..31, Q5_K's 0..31: b = the
 //           weight's least code), which the AVX2 kernels multiply without moving signs.
+//   Narrow 4-bit codes: the nibble is code - b (0..15: Q3_K's -4..3 with b = -4), code = nibble + b.
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
 // Factored scales (ScaleType::Factored; qweight_factor finds them): the GGUF K-quants' two levels.
 // Each row's groups in runs of 8 (a "super-block": 256 inputs at group 32) share an f16 multiplier
@@ -75,7 +76,7 @@ struct QWeightView {
   const uint16_t* scale_d = nullptr;   // Rows, ScaleType::Factored: f16 D [n, k / group / 8] of the
   const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
   const int8_t* codebook = nullptr;    // RowLane16, bits 4: the 16 values the codes stand for, or null
-  int narrow_base = kWideCodes;        // RowLane16, bits 8: narrow codes' base, or kWideCodes (above)
+  int narrow_base = kWideCodes;        // RowLane16: narrow codes' base, or kWideCodes (above)
 };
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as
@@ -99,7 +100,8 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 // codes back (tests). group: 16 or a multiple of 32 dividing k. ScaleType::Factored: scale and offset point
 // to FactoredParams (offset's unused when implied_zero >= 0).
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
-// narrow_base: 8 bits, stored as narrow codes from this base (each code - base must be in 0..63).
+// narrow_base: stored as narrow codes from this base (each code - base in 0..63, 0..15 for 4 bits;
+// the codes are then int8 as uint8, as for 8 bits).
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
                           const void* scale, const void* offset, uint8_t* out, int implied_zero = -1,
                           int narrow_base = kWideCodes);
@@ -120,8 +122,8 @@ bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_
 // or scalar, not AVX-512).
 bool qweight_compact_codes_ok(QLayout layout);
 // The base of 8-bit codes [count] (int8, as uint8) stored narrow: their least value when every one
-// is within 63 of it; else kWideCodes.
-int qweight_narrow_base(int64_t count, const uint8_t* codes);
+// is within span of it (63 for 8-bit narrow codes, 15 for 4-bit ones); else kWideCodes.
+int qweight_narrow_base(int64_t count, const uint8_t* codes, int span = 63);
 // z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);

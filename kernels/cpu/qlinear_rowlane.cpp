@@ -11,8 +11,8 @@
 //              w = fma(code, scale, offset) (the scale and offset of the input's group),
 //              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow 8-bit codes
-// are the same codes (only their bytes differ).
+// A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow codes are the
+// same codes (only their bytes differ).
 // The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16,
 // codebooks and narrow codes: AVX2 only) do the same operations in the same order, so their results
 // equal these bit for bit; none depends on T or on the [n0, n1) split.
@@ -72,8 +72,9 @@ inline int64_t code_byte(int bits, int r, int i, bool* high) {
 inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) {
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
-  if (bits == 8) return narrow_base == kWideCodes ? int(b) - 128 : int(b) + narrow_base;
-  return high ? b >> 4 : b & 0xF;
+  const bool narrow = narrow_base != kWideCodes;
+  if (bits == 8) return narrow ? int(b) + narrow_base : int(b) - 128;
+  return (high ? b >> 4 : b & 0xF) + (narrow ? narrow_base : 0);
 }
 
 // The value code_of stands for: its codebook entry, where the weight has one (qlinear.h).
@@ -103,9 +104,8 @@ inline std::pair<float, float> group_scale_offset(const QWeightView& w, const Ro
 
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
-               (w.narrow_base == kWideCodes || w.bits == 8))
-      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups, blocks = K / 32, GS = K / w.group;  // GS: groups, for S
   std::vector<float> S(static_cast<size_t>(x.t * GS));
@@ -147,9 +147,8 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
 
 void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
-               (w.narrow_base == kWideCodes || w.bits == 8))
-      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
   for (int64_t n = n0; n < n1; ++n) {
@@ -179,8 +178,8 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 }
 
 void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
-  KERNEL_CHECK((!w.codebook || w.bits == 4) && (w.narrow_base == kWideCodes || w.bits == 8))
-      << "rowlane: a codebook for 8-bit codes or narrow 4-bit codes";
+  KERNEL_CHECK(!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes))
+      << "rowlane: a codebook for 8-bit or narrow codes";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
@@ -223,10 +222,11 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
                           const void* scale, const void* offset, uint8_t* out, int implied_zero, int narrow_base) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   const bool narrow = narrow_base != kWideCodes;
-  KERNEL_CHECK(!narrow || bits == 8) << "row-lane layout: narrow codes of " << bits << " bits";
+  const int span = bits == 8 ? 63 : 15;  // narrow: code - base in 0..span
   for (int64_t i = 0; narrow && i < n * k; ++i)
-    KERNEL_CHECK(int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= 63)
-        << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0..63 of the narrow base " << narrow_base;
+    KERNEL_CHECK(int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span)
+        << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0.." << span << " of the narrow base "
+        << narrow_base;
   const int64_t nb = (n + 15) / 16, G = geo.groups, bpg = geo.blocks_per_group;
   const bool factored = st == ScaleType::Factored;
   const size_t ps = factored ? 1 : st == ScaleType::F16 ? 2 : 4;
@@ -254,9 +254,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
           for (int r = 0; r < 16; ++r)
             for (int j = 0; j < 4; ++j) {
               const uint8_t* c = rows[r] + c0;
-              const uint8_t wide8 = uint8_t(c[4 * v + j] ^ 0x80), narrow8 = uint8_t(int(int8_t(c[4 * v + j])) - narrow_base);
-              o[v * 64 + 4 * r + j] = bits == 8 ? (narrow ? narrow8 : wide8)
-                                                : uint8_t((c[4 * v + j] & 0xF) | (c[16 + 4 * v + j] & 0xF) << 4);
+              auto u = [&](int i) { return uint8_t(int(int8_t(c[i])) - narrow_base); };  // narrow: code - base
+              const uint8_t wide8 = uint8_t(c[4 * v + j] ^ 0x80);
+              const uint8_t lo = narrow ? u(4 * v + j) : c[4 * v + j], hi = narrow ? u(16 + 4 * v + j) : c[16 + 4 * v + j];
+              o[v * 64 + 4 * r + j] = bits == 8 ? (narrow ? u(4 * v + j) : wide8) : uint8_t((lo & 0xF) | (hi & 0xF) << 4);
             }
       }
       uint8_t* params = gp + bpg * geo.code_bytes;

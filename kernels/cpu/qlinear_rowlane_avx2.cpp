@@ -15,8 +15,9 @@
 //              then as the 8-bit codes are (|value| x signed activation, vpmaddwd per vector).
 //              In f32 mode the values come from two vpermd of the codebook as int32.
 //              Narrow 8-bit codes (code - base, 0..63) go to vpmaddubsw as they are, no signs
-//              moved, two vectors' products summed in 16 bits before vpmaddwd; base x the block's
-//              integer activation sum then makes the signed codes' dot product, the same integer.
+//              moved, two vectors' products summed in 16 bits before vpmaddwd; narrow 4-bit ones
+//              (0..15) take the 4-bit path; base x the block's integer activation sum then makes
+//              the signed codes' dot product, the same integer.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
 // The operations per (row, token), and their order, are those of the scalar reference
@@ -108,8 +109,9 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
 // pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
 // 16, whose two halves of a block get their own integer dot products, scales and offsets).
-// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: 8-bit
-// codes stored code - base (0..63); asum: the activations' integer sums per half block [T, K / 16].
+// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
+// stored code - base (8 bits 0..63, 4 bits 0..15); asum: the activations' integer sums per half block
+// [T, K / 16].
 template <int H, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
@@ -187,7 +189,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
           for (int j = 0; j < NT; ++j)
             for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
       } else if constexpr (NARROW) {  // unsigned codes as they are; two vectors' pairs summed in 16 bits
-                                      // (4 x 63 x 127 at most), then the base x the activations' sum
+                                      // (4 x 63 x 127 at most); the base x the activations' sum below
         for (int v = 0; v < 8; v += 2) {
           const int sg = SG == 2 ? v / 4 : 0;
           __m256i c0[H], c1[H];
@@ -202,13 +204,6 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
               dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], _mm256_madd_epi16(p, ones));
             }
           }
-        }
-        for (int j = 0; j < NT; ++j) {
-          const int32_t* hs = asum + (t + j) * (K / 16) + 2 * b;
-          const __m256i corr[2] = {_mm256_set1_epi32(base * (SG == 2 ? hs[0] : hs[0] + hs[1])),
-                                   _mm256_set1_epi32(base * hs[1])};  // group 16: each half's own
-          for (int i = 0; i < H; ++i)
-            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], corr[sg]);
         }
       } else {
         for (int v = 0; v < 8; ++v) {
@@ -228,6 +223,14 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
           }
         }
       }
+      if constexpr (NARROW)  // the signed codes' dot product: + base x the activations' integer sum
+        for (int j = 0; j < NT; ++j) {
+          const int32_t* hs = asum + (t + j) * (K / 16) + 2 * b;
+          const __m256i corr[2] = {_mm256_set1_epi32(base * (SG == 2 ? hs[0] : hs[0] + hs[1])),
+                                   _mm256_set1_epi32(base * hs[1])};  // group 16: each half's own
+          for (int i = 0; i < H; ++i)
+            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], corr[sg]);
+        }
       for (int j = 0; j < NT; ++j) {
         const __m256 xs = _mm256_set1_ps(x.scale[(t + j) * blocks + b]);
         for (int i = 0; i < H; ++i)
@@ -259,7 +262,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
               const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
   const __m256i mask = _mm256_set1_epi32(FOUR ? 0x0F : 0xFF), seven = _mm256_set1_epi32(7);
-  const __m256i stored_minus = _mm256_set1_epi32(NARROW ? -base : 128);  // 8 bits: code = stored byte - this
+  const __m256i stored_minus = _mm256_set1_epi32(NARROW ? -base : 128);  // code = stored value - this
   // LUT: the codebook's entries 0..7 and 8..15 as int32 (vpermd takes an index's low 3 bits)
   __m256i book_lo = _mm256_setzero_si256(), book_hi = _mm256_setzero_si256();
   if constexpr (LUT) {
@@ -287,7 +290,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
       // one input's 8 codes -> 8 weights, then every token's FMA
       auto step = [&](__m256i W, int shift, int input) {
         __m256i c = _mm256_and_si256(_mm256_srli_epi32(W, shift), mask);
-        if constexpr (!FOUR) c = _mm256_sub_epi32(c, stored_minus);
+        if constexpr (!FOUR || NARROW) c = _mm256_sub_epi32(c, stored_minus);
         if constexpr (LUT)
           c = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(book_lo, c), _mm256_permutevar8x32_epi32(book_hi, c),
                                  _mm256_cmpgt_epi32(c, seven));
@@ -396,8 +399,8 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
   }
 }
 
-// f(four, lut, narrow, sg) as integral constants for w's codes (4 bits, 4 bits with a codebook, 8
-// bits, 8 bits narrow) and groups a unit (2: groups of 16).
+// f(four, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a codebook or
+// narrow; 8 bits: wide or narrow) and groups a unit (2: groups of 16).
 template <class F>
 void with_group_kind(const QWeightView& w, F&& f) {
   using B = std::bool_constant<true>;
@@ -406,17 +409,18 @@ void with_group_kind(const QWeightView& w, F&& f) {
     w.group == 16 ? f(four, lut, narrow, std::integral_constant<int, 2>{})
                   : f(four, lut, narrow, std::integral_constant<int, 1>{});
   };
-  if (w.bits == 8) return w.narrow_base != kWideCodes ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
-  w.codebook ? per_sg(B{}, B{}, NB{}) : per_sg(B{}, NB{}, NB{});
+  const bool narrow = w.narrow_base != kWideCodes;
+  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
+  if (w.codebook) return per_sg(B{}, B{}, NB{});
+  narrow ? per_sg(B{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{});
 }
 
 }  // namespace
 
 void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                   int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
-               (w.narrow_base == kWideCodes || w.bits == 8))
-      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
   with_scale_type(w.scale_type, [&](auto st) {
     with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
       q8_rows<four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
@@ -426,9 +430,8 @@ void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, c
 
 void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                    int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || w.bits == 4) &&
-               (w.narrow_base == kWideCodes || w.bits == 8))
-      << "rowlane kernel given another layout, a codebook for 8-bit codes or narrow 4-bit codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
   with_scale_type(w.scale_type, [&](auto st) {
     with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
       f32_rows<four(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);

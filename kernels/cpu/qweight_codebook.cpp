@@ -1,5 +1,5 @@
 // Codebooks (qlinear.h): 8-bit codes that take at most 16 values, as 4-bit positions in a table;
-// and narrow 8-bit codes, all within 63 of their least.
+// and narrow codes, all within 63 (15) of their least.
 #include <array>
 #include <cstring>
 
@@ -30,14 +30,14 @@ bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_
   return true;
 }
 
-int qweight_narrow_base(int64_t count, const uint8_t* codes) {
+int qweight_narrow_base(int64_t count, const uint8_t* codes, int span) {
   if (count <= 0) return kWideCodes;
   int lo = 127, hi = -128;
   for (int64_t i = 0; i < count; ++i) {
     const int v = int8_t(codes[i]);
     lo = v < lo ? v : lo, hi = v > hi ? v : hi;
   }
-  return hi - lo <= 63 ? lo : kWideCodes;
+  return hi - lo <= span ? lo : kWideCodes;
 }
 
 bool qweight_compact_codes_ok(QLayout layout) {

@@ -308,7 +308,7 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
         ++cases;
       }
   CHECK(cases == 45);
-  // a code outside base..base + 63 is refused by the packer; narrow 4-bit codes by the kernels
+  // a code outside base..base + 63 is refused by the packer; narrow codes with a codebook by the kernels
   std::vector<uint8_t> codes(size_t(16 * 64), 0), out(size_t(1 << 16));
   codes[5] = 64;
   std::vector<float> sc(size_t(16 * 2), 1.0f), of(size_t(16 * 2), 0.0f);
@@ -317,7 +317,8 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
                   KernelError);
   QW q4 = make_qw(4, 32, 16, 64, ScaleType::F32, 1).as(QLayout::RowLane16);
   kernels::QWeightView v4 = q4.view();
-  v4.narrow_base = 0;
+  const int8_t book[16] = {};
+  v4.narrow_base = 0, v4.codebook = book;
   const auto x = randn(64, 2);
   std::vector<float> o(16);
   CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, v4, nullptr, 0, 16, o.data(), 16), KernelError);
@@ -345,6 +346,118 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where t
   CHECK(vn.narrow_base == -32);
   CHECK(vn.bits == 8);
   const OutputsButLast o = outputs_but_last_row(vn, vw, 5, 80);
+  CHECK(same_bits(o.q8_a, o.q8_b));
+  CHECK(same_bits(o.f32_a, o.f32_b));
+}
+
+TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the base, the 8-bit weight's int8 bits") {
+  int cases = 0;
+  for (int base : {-4, -8, 0, 100})
+    for (int group : {16, 32, 64})
+      for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
+        const int zero = cases % 2 ? 0 : -1;
+        const int64_t N = 16 * 2 + 1 + cases % 5, K = 512;
+        QW q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, uint32_t(1700 + cases));
+        std::mt19937 rng(uint32_t(1800 + cases));
+        for (auto& c : q.codes) c = uint8_t(int8_t(base + int(rng() % 16)));
+        q.codes[0] = uint8_t(int8_t(base)), q.codes[1] = uint8_t(int8_t(base + 15));
+        if (st == ScaleType::Factored) kquant_params(q, zero, uint32_t(19 + cases));
+        if (zero == 0)
+          for (size_t i = 0; i < q.offset_f32.size(); ++i) {
+            q.offset_f32[i] = -0.0f;
+            if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
+          }
+        REQUIRE(kernels::qweight_narrow_base(int64_t(q.codes.size()), q.codes.data(), 15) == base);
+        kernels::FactoredParams fs, fo;
+        const void* sp = q.scales();
+        const void* op = q.offsets();
+        if (st == ScaleType::Factored) {
+          REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
+          REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
+          sp = &fs, op = &fo;
+        }
+        std::vector<uint8_t> wide(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(8, K, group, st, zero)), 0xEE);
+        std::vector<uint8_t> four(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(4, K, group, st, zero)), 0xEE);
+        kernels::qweight_pack_rowlane(8, N, K, group, st, q.codes.data(), sp, op, wide.data(), zero);
+        kernels::qweight_pack_rowlane(4, N, K, group, st, q.codes.data(), sp, op, four.data(), zero, base);
+        std::vector<uint8_t> back(q.codes.size());
+        kernels::qweight_unpack_rowlane(4, N, K, group, st, four.data(), back.data(), zero, base);
+        CHECK(back == q.codes);
+        kernels::QWeightView vw;
+        vw.bits = 8, vw.n = N, vw.k = K, vw.group = group, vw.layout = QLayout::RowLane16, vw.scale_type = st;
+        vw.implied_zero = zero, vw.packed = wide.data();
+        kernels::QWeightView v4 = vw;
+        v4.bits = 4, v4.packed = four.data(), v4.narrow_base = base;
+        INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+        std::vector<float> rw(static_cast<size_t>(K)), r4(static_cast<size_t>(K));
+        for (int64_t r : {int64_t(0), N - 1}) {
+          kernels::detail::dequantize_row_rowlane(vw, r, rw.data());
+          kernels::detail::dequantize_row_rowlane(v4, r, r4.data());
+          CHECK(same_bits(rw, r4));
+        }
+        for (int64_t T : {1, 2, 3, 5}) {
+          const auto x = randn(size_t(T * K), uint32_t(1900 + T)), bias = randn(size_t(N), 1901);
+          const ActBuf a(x.data(), T, K);
+          std::vector<float> want8(size_t(T * N), NAN), ref4(size_t(T * N), NAN);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, vw, bias.data(), 0, N, want8.data(), N);
+          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, v4, bias.data(), 0, N, ref4.data(), N);
+          double worst = 0;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) {
+              double d = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
+              for (int64_t k = 0; k < K; ++k) {
+                const double wx = q.w(n, k) * x[size_t(t * K + k)];
+                d += wx, mag += std::fabs(wx);
+              }
+              worst = std::max(worst, std::fabs(ref4[size_t(t * N + n)] - d) / (mag + 1e-30));
+            }
+          CHECK(worst < 1e-5);
+          for (const RowLaneKernels& kv : codebook_kernels()) {
+            INFO(kv.name << " T " << T);
+            std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
+            const int64_t cut = 3 + T;
+            kv.q8(a.q, v4, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, v4, bias.data(), cut, N, o.data(), N);
+            kv.f32(x.data(), T, v4, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, v4, bias.data(), cut, N, f.data(), N);
+            CHECK(same_bits(o, want8));
+            CHECK(same_bits(f, ref4));
+          }
+        }
+        ++cases;
+      }
+  CHECK(cases == 36);
+  std::vector<uint8_t> codes(size_t(16 * 64), 0), out(size_t(1 << 16));
+  codes[9] = 16;  // 16 past the base 0: not 4-bit narrow
+  std::vector<float> sc(size_t(16 * 2), 1.0f), of(size_t(16 * 2), 0.0f);
+  CHECK_THROWS_AS(kernels::qweight_pack_rowlane(4, 16, 64, 32, ScaleType::F32, codes.data(), sc.data(), of.data(),
+                                                out.data(), -1, 0),
+                  KernelError);
+}
+
+TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 4-bit codes where the kernels take them") {
+  const int64_t N = 40, K = 256;
+  QW q = make_qw(8, 16, N, K, ScaleType::F32, 87);
+  draw_codes(q, kBooks[1], 88);
+  kquant_params(q, 0, 89);
+  const LinearWeight c = canonical_weight(q, DType::I8);
+  LinearWeight book = c;  // a far code in the last row: 9 values over 104, a codebook
+  book.data = Tensor::empty_host(DType::I8, {N, K});
+  std::memcpy(book.data.data, q.codes.data(), q.codes.size());
+  book.data.ptr<int8_t>()[N * K - 1] = 100;
+  const LinearWeight pn = pack_cpu_quantized(c), pb = pack_cpu_quantized(book);
+  const kernels::QWeightView vn = cpu_qweight_view(pn), vb = cpu_qweight_view(pb);
+  if (!kernels::qweight_compact_codes_ok(vn.layout)) {
+    CHECK(vn.narrow_base == kernels::kWideCodes);
+    CHECK(vn.codebook == nullptr);
+    return;
+  }
+  CHECK(vn.bits == 4);
+  CHECK(vn.narrow_base == -4);
+  CHECK(vn.codebook == nullptr);
+  CHECK(vb.codebook != nullptr);
+  CHECK(vb.narrow_base == kernels::kWideCodes);
+  CHECK(pn.data.nbytes() == pb.data.nbytes());
+  // both 4-bit, the same values in the same order: the same bits in both modes on the other rows
+  const OutputsButLast o = outputs_but_last_row(vn, vb, 5, 90);
   CHECK(same_bits(o.q8_a, o.q8_b));
   CHECK(same_bits(o.f32_a, o.f32_b));
 }

@@ -28,7 +28,8 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
 // are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), whether 8-bit codes are
-// narrow (int32 0 or 1) and their base (int32). Zero bytes after the scale type: neither.
+// narrow (int32 0 no, 1 stored in 8 bits, 2 in 4 bits) and their base (int32). Zero bytes after the
+// scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 constexpr int64_t kDescriptorBytes = 40;
 
@@ -97,21 +98,22 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     kernels::FactoredParams fs, fo;
     const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo);
     if (factored) st = kernels::ScaleType::Factored;
-    // 8-bit codes of at most 16 values (GGUF IQ4_NL / IQ4_XS levels, Q3_K's -4..3): 4-bit positions
-    // in a codebook, half the bytes, the same values.
+    // 8-bit codes within 15 of their least (Q3_K's -4..3): 4-bit codes from it (narrow 4-bit: the
+    // plain 4-bit kernels, half the bytes). Else at most 16 values (GGUF IQ4_NL / IQ4_XS levels):
+    // 4-bit positions in a codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31,
+    // Q5_K's 0..31): 8-bit codes stored from it, multiplied unsigned (fewer instructions a block).
+    const bool compact = bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16);
+    int32_t narrow = compact ? kernels::qweight_narrow_base(N * K, c, 15) : kernels::kWideCodes;
+    const bool narrow4 = narrow != kernels::kWideCodes;
     int8_t book[16] = {};
     std::vector<uint8_t> index;
     int32_t codebook = 0;
-    if (bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16)) {
+    if (compact && !narrow4) {
       index.resize(size_t(N * K));
       codebook = kernels::qweight_codebook(N * K, c, book, index.data()) ? 1 : 0;
+      if (!codebook) narrow = kernels::qweight_narrow_base(N * K, c, 63);
     }
-    const int pbits = codebook ? 4 : bits;
-    // Else 8-bit codes within 63 of their least (Q6_K's -32..31, Q5_K's 0..31): stored from it,
-    // multiplied unsigned (fewer instructions a block).
-    const int32_t narrow = bits == 8 && !codebook && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16)
-                               ? kernels::qweight_narrow_base(N * K, c)
-                               : kernels::kWideCodes;
+    const int pbits = codebook || narrow4 ? 4 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
@@ -125,7 +127,7 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
-    const int32_t narrow_flag = narrow != kernels::kWideCodes, narrow_base = narrow_flag ? narrow : 0;
+    const int32_t narrow_flag = narrow == kernels::kWideCodes ? 0 : narrow4 ? 2 : 1, narrow_base = narrow_flag ? narrow : 0;
     std::memcpy(d + blocks * bb + 32, &narrow_flag, 4);
     std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
@@ -162,11 +164,12 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
       std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
       if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
-      if (narrow == 1 && v.bits == 8) v.narrow_base = base;
+      if (narrow >= 1 && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow == 2 ? 4 : 8;
     }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
-              (narrow == 0 || (narrow == 1 && v.bits == 8 && !v.codebook && base >= -128 && base <= 127)) &&
+              (narrow == 0 || (narrow >= 1 && narrow <= 2 && v.narrow_base != kernels::kWideCodes && base >= -128 &&
+                               base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
