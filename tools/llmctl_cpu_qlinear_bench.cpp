@@ -6,7 +6,8 @@
 // 256-input super-blocks (down, and a 1024-wide model's shapes), GGUF K-quant-like weights too: int4
 // group 32 with scales d x sc and offsets -(dmin x m) (Q4_K), int8 group 16 with scales d x sc (Q6_K),
 // each packed factored (kernels/cpu/qlinear.h) and, one scale nudged off its factors, with f32 scales;
-// Q6_K also with one code out of its range (wide codes, not narrow).
+// Q6_K also with one code out of its range (wide codes, not narrow); Q3_K-like int8 group-16 weights
+// (codes -4..3: narrow 4-bit codes) and the same with one far code (a codebook).
 // GGUF IQ4_NL-like int8 weights (codes from its 16 levels) as 4-bit codebook positions and, a 17th
 // value put in, as 8-bit codes.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
@@ -202,6 +203,15 @@ int main(int argc, char** argv) {
                                        " act " + act_quant_name(aq);
               report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
             }
+          for (bool book : {false, true}) {  // Q3_K-like: codes -4..3 (narrow 4-bit), or one far code (codebook)
+            LinearWeight q3 = kquant(8, s.N, s.K, true, rng);
+            for (int64_t i = 0; i < s.N * s.K; ++i) q3.data.ptr<uint8_t>()[i] = uint8_t(int8_t(int(rng() % 8) - 4));
+            if (book) q3.data.ptr<uint8_t>()[s.N * s.K - 1] = 100;
+            const LinearWeight w = be->upload_quantized(q3);
+            const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+            report((std::string(book ? "q3k book act " : "q3k narrow4 act ") + act_quant_name(aq)).c_str(), bytes,
+                   time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+          }
           const LinearWeight w = be->upload_quantized(kquant(8, s.N, s.K, true, rng, /*wide=*/true));
           const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
           report((std::string("q6k fact wide act ") + act_quant_name(aq)).c_str(), bytes,
