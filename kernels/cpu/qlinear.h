@@ -34,9 +34,10 @@
 // layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
 // [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
 // Codebook (QWeightView::codebook; RowLane16 with 4-bit codes, the AVX2 and scalar kernels only:
-// qweight_compact_codes_ok, as for narrow codes): code c stands for the int8 codebook[c], w = scale * codebook[c] + offset. An
-// 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL / IQ4_XS's non-linear levels, Q3_K's
-// -4..3; qweight_codebook finds them) is packed so: the same values in half the bytes.
+// qweight_compact_codes_ok, as for narrow codes): code c stands for the int8 codebook[c],
+// w = scale * codebook[c] + offset. An 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL /
+// IQ4_XS's non-linear levels, MXFP4's; qweight_codebook finds them) and are not within 15 of their
+// least (narrow 4-bit codes, above) is packed so: the same values in half the bytes.
 // Implied zero point z >= 0 (qweight_implied_zero: every offset is exactly -z * scale, as in GGUF
 // Q4_0 (z = 8) and Q8_0 (z = 0, offsets -0.0)): the offsets are not stored, and the kernels take
 // -z * scale, the same values (z = 0: the int8 mode skips its offset term, adding -0 x S, which

@@ -1,9 +1,9 @@
 // Compact codes (kernels/cpu/qlinear.h). Codebooks: 8-bit codes that take at most 16 values (GGUF
-// IQ4_NL / IQ4_XS levels, Q3_K's -4..3) packed as 4-bit positions in a table; the int8 mode gives the
-// 8-bit weight's bits (the same integer dot products in the same order); the f32 mode reads the
-// inputs in the 4-bit order, so it is checked against a double reference, and SIMD against the scalar
-// reference bit for bit. Narrow codes: 8-bit codes within 63 of their least (Q6_K, Q5_K) stored from
-// it: the wide weight's bits in both modes.
+// IQ4_NL / IQ4_XS levels) packed as 4-bit positions in a table; the int8 mode gives the 8-bit
+// weight's bits (the same integer dot products in the same order); the f32 mode reads the inputs in
+// the 4-bit order, so it is checked against a double reference, and SIMD against the scalar reference
+// bit for bit. Narrow codes: 8-bit codes within 63 of their least (Q6_K, Q5_K) stored from it: the
+// wide weight's bits in both modes; within 15 (Q3_K) as 4-bit codes: the int8 mode's bits.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -10,7 +10,7 @@
 //                         the scale type (int32: 0 f32, 1 f16, 2 factored: f32 scales and offsets
 //                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors),
 //                         whether 8-bit codes are kept as 4-bit positions in a codebook (int32 0/1:
-//                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS / Q3_K), the codebook,
+//                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS), the codebook,
 //                         whether 8-bit codes are narrow (int32 0 no; 1 within 63 of their least,
 //                         as GGUF Q6_K / Q5_K, stored code - base in 8 bits; 2 within 15, as Q3_K,
 //                         in 4 bits) and the base (int32);
