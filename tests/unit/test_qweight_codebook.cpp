@@ -88,6 +88,74 @@ std::vector<RowLaneKernels> codebook_kernels() {
   return k;
 }
 
+// The worst |out - reference| / (sum of |terms|) over [T, N] outputs of x [T, K] against q's double
+// reference (with bias).
+double worst_vs_reference(const QW& q, const std::vector<float>& x, const std::vector<float>& bias,
+                          const std::vector<float>& out, int64_t T) {
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < q.n; ++n) {
+      double d = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
+      for (int64_t k = 0; k < q.k; ++k) {
+        const double wx = q.w(n, k) * x[size_t(t * q.k + k)];
+        d += wx, mag += std::fabs(wx);
+      }
+      worst = std::max(worst, std::fabs(out[size_t(t * q.n + n)] - d) / (mag + 1e-30));
+    }
+  return worst;
+}
+
+// A weight whose 8-bit codes lie in base..base + span (both ends present; scales of st, factored
+// ones K-quant-like; offsets stored (zero -1) or none (0)), packed row-lane as wide 8-bit codes and as
+// narrow `bits`-bit codes from base, with views of both (filled in place: the views point into it).
+struct NarrowPair {
+  QW q;
+  kernels::FactoredParams fs, fo;
+  std::vector<uint8_t> wide, narrow;
+  kernels::QWeightView vw, vn;
+};
+void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int zero, int64_t N, int64_t K,
+                 uint32_t seed) {
+  const int span = bits == 8 ? 63 : 15;
+  p.q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, seed);
+  QW& q = p.q;
+  std::mt19937 rng(seed + 1);
+  for (auto& c : q.codes) c = uint8_t(int8_t(base + int(rng() % uint32_t(span + 1))));
+  q.codes[0] = uint8_t(int8_t(base)), q.codes[1] = uint8_t(int8_t(base + span));
+  if (st == ScaleType::Factored) kquant_params(q, zero, seed + 2);
+  if (zero == 0)
+    for (size_t i = 0; i < q.offset_f32.size(); ++i) {
+      q.offset_f32[i] = -0.0f;
+      if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
+    }
+  REQUIRE(kernels::qweight_narrow_base(int64_t(q.codes.size()), q.codes.data(), span) == base);
+  const void* sp = q.scales();
+  const void* op = q.offsets();
+  if (st == ScaleType::Factored) {
+    REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &p.fs));
+    REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &p.fo));
+    sp = &p.fs, op = &p.fo;
+  }
+  p.wide.assign(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(8, K, group, st, zero)), 0xEE);
+  p.narrow.assign(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(bits, K, group, st, zero)), 0xEE);
+  kernels::qweight_pack_rowlane(8, N, K, group, st, q.codes.data(), sp, op, p.wide.data(), zero);
+  kernels::qweight_pack_rowlane(bits, N, K, group, st, q.codes.data(), sp, op, p.narrow.data(), zero, base);
+  std::vector<uint8_t> back(q.codes.size());
+  kernels::qweight_unpack_rowlane(bits, N, K, group, st, p.narrow.data(), back.data(), zero, base);
+  CHECK(back == q.codes);
+  p.vw = kernels::QWeightView{};
+  p.vw.bits = 8, p.vw.n = N, p.vw.k = K, p.vw.group = group, p.vw.layout = QLayout::RowLane16, p.vw.scale_type = st;
+  p.vw.implied_zero = zero, p.vw.packed = p.wide.data();
+  p.vn = p.vw;
+  p.vn.bits = bits, p.vn.packed = p.narrow.data(), p.vn.narrow_base = base;
+  std::vector<float> rw(static_cast<size_t>(K)), rn(static_cast<size_t>(K));
+  for (int64_t r : {int64_t(0), N - 1}) {
+    kernels::detail::dequantize_row_rowlane(p.vw, r, rw.data());
+    kernels::detail::dequantize_row_rowlane(p.vn, r, rn.data());
+    CHECK(same_bits(rw, rn));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("qweight_codebook: the distinct values ascending, each code's position; none past 16 values") {
@@ -146,17 +214,7 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
             std::vector<float> want(size_t(T * N)), ref4(size_t(T * N));
             kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), bias.data(), 0, N, want.data(), N);
             kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
-            double worst = 0;
-            for (int64_t t = 0; t < T; ++t)
-              for (int64_t n = 0; n < N; ++n) {
-                double d = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
-                for (int64_t k = 0; k < K; ++k) {
-                  const double wx = q.w(n, k) * x[size_t(t * K + k)];
-                  d += wx, mag += std::fabs(wx);
-                }
-                worst = std::max(worst, std::fabs(ref4[size_t(t * N + n)] - d) / (mag + 1e-30));
-              }
-            CHECK(worst < 1e-5);
+            CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
             for (const RowLaneKernels& kv : codebook_kernels()) {
               for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
                 INFO(kv.name << " T " << T << " rows " << n0 << ".." << n1);
@@ -248,59 +306,23 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
       for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
         const int zero = cases % 2 ? 0 : -1;
         const int64_t N = 16 * 2 + 3 + cases % 7, K = 512;  // factored: whole runs of 8 groups of 64
-        QW q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, uint32_t(700 + cases));
-        std::mt19937 rng(uint32_t(800 + cases));
-        for (auto& c : q.codes) c = uint8_t(int8_t(base + int(rng() % 64)));
-        q.codes[0] = uint8_t(int8_t(base)), q.codes[1] = uint8_t(int8_t(base + 63));  // both ends
-        if (st == ScaleType::Factored) kquant_params(q, zero, uint32_t(9 + cases));
-        if (zero == 0)
-          for (size_t i = 0; i < q.offset_f32.size(); ++i) {
-            q.offset_f32[i] = -0.0f;
-            if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
-          }
-        REQUIRE(kernels::qweight_narrow_base(int64_t(q.codes.size()), q.codes.data()) == base);
-        // the weight wide and narrow (factored: packed from its factors)
-        kernels::FactoredParams fs, fo;
-        const ScaleType pst = st;
-        const void* sp = q.scales();
-        const void* op = q.offsets();
-        if (st == ScaleType::Factored) {
-          REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
-          REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
-          sp = &fs, op = &fo;
-        }
-        const int64_t bytes = (N + 15) / 16 * kernels::qweight_rowlane_block_bytes(8, K, group, pst, zero);
-        std::vector<uint8_t> wide(size_t(bytes), 0xEE), narrow(size_t(bytes), 0xEE);
-        kernels::qweight_pack_rowlane(8, N, K, group, pst, q.codes.data(), sp, op, wide.data(), zero);
-        kernels::qweight_pack_rowlane(8, N, K, group, pst, q.codes.data(), sp, op, narrow.data(), zero, base);
-        CHECK(wide != narrow);
-        std::vector<uint8_t> back(q.codes.size());
-        kernels::qweight_unpack_rowlane(8, N, K, group, pst, narrow.data(), back.data(), zero, base);
-        CHECK(back == q.codes);
-        kernels::QWeightView vw;
-        vw.bits = 8, vw.n = N, vw.k = K, vw.group = group, vw.layout = QLayout::RowLane16, vw.scale_type = pst;
-        vw.implied_zero = zero, vw.packed = wide.data();
-        kernels::QWeightView vn = vw;
-        vn.packed = narrow.data(), vn.narrow_base = base;
         INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
-        std::vector<float> rw(static_cast<size_t>(K)), rn(static_cast<size_t>(K));
-        for (int64_t r : {int64_t(0), N - 1}) {
-          kernels::detail::dequantize_row_rowlane(vw, r, rw.data());
-          kernels::detail::dequantize_row_rowlane(vn, r, rn.data());
-          CHECK(same_bits(rw, rn));
-        }
+        NarrowPair p;
+        make_narrow(p, 8, base, group, st, zero, N, K, uint32_t(700 + 10 * cases));
+        CHECK(p.wide != p.narrow);
         for (int64_t T : {1, 2, 3, 4, 6}) {
           const auto x = randn(size_t(T * K), uint32_t(900 + T)), bias = randn(size_t(N), 901);
           const ActBuf a(x.data(), T, K);
           std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
-          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, vw, bias.data(), 0, N, want8.data(), N);
-          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, vw, bias.data(), 0, N, want32.data(), N);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
+          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vw, bias.data(), 0, N, want32.data(), N);
           for (const RowLaneKernels& kv : codebook_kernels()) {
             INFO(kv.name << " T " << T);
             std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
             const int64_t cut = 5 + T;
-            kv.q8(a.q, vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, vn, bias.data(), cut, N, o.data(), N);
-            kv.f32(x.data(), T, vn, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, vn, bias.data(), cut, N, f.data(), N);
+            kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
+            kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N);
+            kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
             CHECK(same_bits(o, want8));
             CHECK(same_bits(f, want32));
           }
@@ -357,67 +379,23 @@ TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the b
       for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
         const int zero = cases % 2 ? 0 : -1;
         const int64_t N = 16 * 2 + 1 + cases % 5, K = 512;
-        QW q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, uint32_t(1700 + cases));
-        std::mt19937 rng(uint32_t(1800 + cases));
-        for (auto& c : q.codes) c = uint8_t(int8_t(base + int(rng() % 16)));
-        q.codes[0] = uint8_t(int8_t(base)), q.codes[1] = uint8_t(int8_t(base + 15));
-        if (st == ScaleType::Factored) kquant_params(q, zero, uint32_t(19 + cases));
-        if (zero == 0)
-          for (size_t i = 0; i < q.offset_f32.size(); ++i) {
-            q.offset_f32[i] = -0.0f;
-            if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
-          }
-        REQUIRE(kernels::qweight_narrow_base(int64_t(q.codes.size()), q.codes.data(), 15) == base);
-        kernels::FactoredParams fs, fo;
-        const void* sp = q.scales();
-        const void* op = q.offsets();
-        if (st == ScaleType::Factored) {
-          REQUIRE(kernels::qweight_factor(N, K, group, q.scale_f32.data(), &fs));
-          REQUIRE(kernels::qweight_factor(N, K, group, q.offset_f32.data(), &fo));
-          sp = &fs, op = &fo;
-        }
-        std::vector<uint8_t> wide(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(8, K, group, st, zero)), 0xEE);
-        std::vector<uint8_t> four(size_t((N + 15) / 16 * kernels::qweight_rowlane_block_bytes(4, K, group, st, zero)), 0xEE);
-        kernels::qweight_pack_rowlane(8, N, K, group, st, q.codes.data(), sp, op, wide.data(), zero);
-        kernels::qweight_pack_rowlane(4, N, K, group, st, q.codes.data(), sp, op, four.data(), zero, base);
-        std::vector<uint8_t> back(q.codes.size());
-        kernels::qweight_unpack_rowlane(4, N, K, group, st, four.data(), back.data(), zero, base);
-        CHECK(back == q.codes);
-        kernels::QWeightView vw;
-        vw.bits = 8, vw.n = N, vw.k = K, vw.group = group, vw.layout = QLayout::RowLane16, vw.scale_type = st;
-        vw.implied_zero = zero, vw.packed = wide.data();
-        kernels::QWeightView v4 = vw;
-        v4.bits = 4, v4.packed = four.data(), v4.narrow_base = base;
         INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
-        std::vector<float> rw(static_cast<size_t>(K)), r4(static_cast<size_t>(K));
-        for (int64_t r : {int64_t(0), N - 1}) {
-          kernels::detail::dequantize_row_rowlane(vw, r, rw.data());
-          kernels::detail::dequantize_row_rowlane(v4, r, r4.data());
-          CHECK(same_bits(rw, r4));
-        }
+        NarrowPair p;
+        make_narrow(p, 4, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
         for (int64_t T : {1, 2, 3, 5}) {
           const auto x = randn(size_t(T * K), uint32_t(1900 + T)), bias = randn(size_t(N), 1901);
           const ActBuf a(x.data(), T, K);
           std::vector<float> want8(size_t(T * N), NAN), ref4(size_t(T * N), NAN);
-          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, vw, bias.data(), 0, N, want8.data(), N);
-          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, v4, bias.data(), 0, N, ref4.data(), N);
-          double worst = 0;
-          for (int64_t t = 0; t < T; ++t)
-            for (int64_t n = 0; n < N; ++n) {
-              double d = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
-              for (int64_t k = 0; k < K; ++k) {
-                const double wx = q.w(n, k) * x[size_t(t * K + k)];
-                d += wx, mag += std::fabs(wx);
-              }
-              worst = std::max(worst, std::fabs(ref4[size_t(t * N + n)] - d) / (mag + 1e-30));
-            }
-          CHECK(worst < 1e-5);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
+          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn, bias.data(), 0, N, ref4.data(), N);
+          CHECK(worst_vs_reference(p.q, x, bias, ref4, T) < 1e-5);  // f32 mode: the 4-bit order of inputs
           for (const RowLaneKernels& kv : codebook_kernels()) {
             INFO(kv.name << " T " << T);
             std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
             const int64_t cut = 3 + T;
-            kv.q8(a.q, v4, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, v4, bias.data(), cut, N, o.data(), N);
-            kv.f32(x.data(), T, v4, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, v4, bias.data(), cut, N, f.data(), N);
+            kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
+            kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N);
+            kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
             CHECK(same_bits(o, want8));
             CHECK(same_bits(f, ref4));
           }
