@@ -156,6 +156,29 @@ void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int
   }
 }
 
+// Every kernel that takes narrow codes against the scalar reference on p, T tokens, rows split at cut:
+// the int8 mode gives the wide weight's bits; the f32 mode the wide weight's bits for 8 bits, the
+// scalar reference's on the narrow weight for 4 bits (another order of inputs: that one within 1e-5
+// of the double reference).
+void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t seed) {
+  const int64_t N = p.q.n, K = p.q.k;
+  const auto x = randn(size_t(T * K), seed), bias = randn(size_t(N), seed + 1);
+  const ActBuf a(x.data(), T, K);
+  std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
+  kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
+  kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn.bits == 8 ? p.vw : p.vn, bias.data(), 0, N,
+                                                   want32.data(), N);
+  if (p.vn.bits == 4) CHECK(worst_vs_reference(p.q, x, bias, want32, T) < 1e-5);
+  for (const RowLaneKernels& kv : codebook_kernels()) {
+    INFO(kv.name << " T " << T);
+    std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
+    kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
+    kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
+    CHECK(same_bits(o, want8));
+    CHECK(same_bits(f, want32));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("qweight_codebook: the distinct values ascending, each code's position; none past 16 values") {
@@ -310,23 +333,7 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
         NarrowPair p;
         make_narrow(p, 8, base, group, st, zero, N, K, uint32_t(700 + 10 * cases));
         CHECK(p.wide != p.narrow);
-        for (int64_t T : {1, 2, 3, 4, 6}) {
-          const auto x = randn(size_t(T * K), uint32_t(900 + T)), bias = randn(size_t(N), 901);
-          const ActBuf a(x.data(), T, K);
-          std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
-          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
-          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vw, bias.data(), 0, N, want32.data(), N);
-          for (const RowLaneKernels& kv : codebook_kernels()) {
-            INFO(kv.name << " T " << T);
-            std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
-            const int64_t cut = 5 + T;
-            kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
-            kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N);
-            kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
-            CHECK(same_bits(o, want8));
-            CHECK(same_bits(f, want32));
-          }
-        }
+        for (int64_t T : {1, 2, 3, 4, 6}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
         ++cases;
       }
   CHECK(cases == 45);
@@ -382,24 +389,7 @@ TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the b
         INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
         NarrowPair p;
         make_narrow(p, 4, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
-        for (int64_t T : {1, 2, 3, 5}) {
-          const auto x = randn(size_t(T * K), uint32_t(1900 + T)), bias = randn(size_t(N), 1901);
-          const ActBuf a(x.data(), T, K);
-          std::vector<float> want8(size_t(T * N), NAN), ref4(size_t(T * N), NAN);
-          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
-          kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn, bias.data(), 0, N, ref4.data(), N);
-          CHECK(worst_vs_reference(p.q, x, bias, ref4, T) < 1e-5);  // f32 mode: the 4-bit order of inputs
-          for (const RowLaneKernels& kv : codebook_kernels()) {
-            INFO(kv.name << " T " << T);
-            std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
-            const int64_t cut = 3 + T;
-            kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
-            kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N);
-            kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
-            CHECK(same_bits(o, want8));
-            CHECK(same_bits(f, ref4));
-          }
-        }
+        for (int64_t T : {1, 2, 3, 5}) check_narrow_kernels(p, T, 3 + T, uint32_t(1900 + T));
         ++cases;
       }
   CHECK(cases == 36);
