@@ -117,7 +117,7 @@ bool qweight_factor(int64_t n, int64_t k, int group, const float* v, FactoredPar
 bool qweight_factored_ok(QLayout layout);
 // The codebook of 8-bit codes [count] (int8, as uint8) when they take at most 16 distinct values:
 // table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
-// position of code i in it; false (index unspecified) otherwise.
+// position of code i in it (index may be null: the table only); false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
 // Whether this CPU's kernels take a codebook, and narrow 8-bit codes, in `layout` (RowLane16 on AVX2
 // or scalar, not AVX-512).

@@ -26,7 +26,7 @@ bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_
       table[n++] = int8_t(v - 128);
     }
   for (int j = n; j < 16; ++j) table[j] = table[n - 1];
-  for (int64_t i = 0; i < count; ++i) index[i] = pos[size_t(int(int8_t(codes[i])) + 128)];
+  for (int64_t i = 0; index && i < count; ++i) index[i] = pos[size_t(int(int8_t(codes[i])) + 128)];
   return true;
 }
 

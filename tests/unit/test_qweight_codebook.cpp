@@ -195,6 +195,9 @@ TEST_CASE("qweight_codebook: the distinct values ascending, each code's position
       REQUIRE(index[i] < 16);
       CHECK(table[index[i]] == int8_t(codes[i]));
     }
+    int8_t table_only[16];  // no positions asked: the same table
+    REQUIRE(kernels::qweight_codebook(int64_t(codes.size()), codes.data(), table_only, nullptr));
+    CHECK(std::memcmp(table, table_only, 16) == 0);
   }
   std::vector<uint8_t> codes(17), index(17);
   for (int i = 0; i < 17; ++i) codes[size_t(i)] = uint8_t(i * 7);

@@ -109,9 +109,13 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     std::vector<uint8_t> index;
     int32_t codebook = 0;
     if (compact && !narrow4) {
-      index.resize(size_t(N * K));
-      codebook = kernels::qweight_codebook(N * K, c, book, index.data()) ? 1 : 0;
-      if (!codebook) narrow = kernels::qweight_narrow_base(N * K, c, 63);
+      codebook = kernels::qweight_codebook(N * K, c, book, nullptr) ? 1 : 0;  // the positions only if so
+      if (codebook) {
+        index.resize(size_t(N * K));
+        kernels::qweight_codebook(N * K, c, book, index.data());
+      } else {
+        narrow = kernels::qweight_narrow_base(N * K, c, 63);
+      }
     }
     const int pbits = codebook || narrow4 ? 4 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
