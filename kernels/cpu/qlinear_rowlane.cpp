@@ -254,10 +254,12 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
           for (int r = 0; r < 16; ++r)
             for (int j = 0; j < 4; ++j) {
               const uint8_t* c = rows[r] + c0;
-              auto u = [&](int i) { return uint8_t(int(int8_t(c[i])) - narrow_base); };  // narrow: code - base
-              const uint8_t wide8 = uint8_t(c[4 * v + j] ^ 0x80);
-              const uint8_t lo = narrow ? u(4 * v + j) : c[4 * v + j], hi = narrow ? u(16 + 4 * v + j) : c[16 + 4 * v + j];
-              o[v * 64 + 4 * r + j] = bits == 8 ? (narrow ? u(4 * v + j) : wide8) : uint8_t((lo & 0xF) | (hi & 0xF) << 4);
+              // input i's stored value: narrow, code - base; else 8 bits code ^ 0x80, 4 bits the code
+              auto stored = [&](int i) {
+                return narrow ? uint8_t(int(int8_t(c[i])) - narrow_base) : bits == 8 ? uint8_t(c[i] ^ 0x80) : c[i];
+              };
+              o[v * 64 + 4 * r + j] = bits == 8 ? stored(4 * v + j)  // 4 bits: inputs 4v + j and 16 + 4v + j
+                                                : uint8_t((stored(4 * v + j) & 0xF) | (stored(16 + 4 * v + j) & 0xF) << 4);
             }
       }
       uint8_t* params = gp + bpg * geo.code_bytes;
