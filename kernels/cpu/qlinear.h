@@ -122,9 +122,17 @@ bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_
 // Whether this CPU's kernels take a codebook, and narrow 8-bit codes, in `layout` (RowLane16 on AVX2
 // or scalar, not AVX-512).
 bool qweight_compact_codes_ok(QLayout layout);
-// The base of 8-bit codes [count] (int8, as uint8) stored narrow: their least value when every one
-// is within span of it (63 for 8-bit narrow codes, 15 for 4-bit ones); else kWideCodes.
-int qweight_narrow_base(int64_t count, const uint8_t* codes, int span = 63);
+// The least and greatest of 8-bit codes [count] (int8, as uint8; count > 0), in one pass.
+struct CodeRange {
+  int lo = 0, hi = 0;
+};
+CodeRange qweight_code_range(int64_t count, const uint8_t* codes);
+// The base of such codes stored narrow: their least value when every one is within span of it (63 for
+// 8-bit narrow codes, 15 for 4-bit ones); else kWideCodes.
+inline int narrow_base_of(CodeRange r, int span) { return r.hi - r.lo <= span ? r.lo : kWideCodes; }
+inline int qweight_narrow_base(int64_t count, const uint8_t* codes, int span = 63) {
+  return count > 0 ? narrow_base_of(qweight_code_range(count, codes), span) : kWideCodes;
+}
 // z (0, or 8 for 4 bits) when every offset [n, k / group], as f32, is bit for bit z == 0 ? -0.0 :
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);

@@ -30,14 +30,13 @@ bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_
   return true;
 }
 
-int qweight_narrow_base(int64_t count, const uint8_t* codes, int span) {
-  if (count <= 0) return kWideCodes;
-  int lo = 127, hi = -128;
+CodeRange qweight_code_range(int64_t count, const uint8_t* codes) {
+  CodeRange r{127, -128};
   for (int64_t i = 0; i < count; ++i) {
     const int v = int8_t(codes[i]);
-    lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+    r.lo = v < r.lo ? v : r.lo, r.hi = v > r.hi ? v : r.hi;
   }
-  return hi - lo <= span ? lo : kWideCodes;
+  return r;
 }
 
 bool qweight_compact_codes_ok(QLayout layout) {

@@ -103,7 +103,8 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     // 4-bit positions in a codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31,
     // Q5_K's 0..31): 8-bit codes stored from it, multiplied unsigned (fewer instructions a block).
     const bool compact = bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16);
-    int32_t narrow = compact ? kernels::qweight_narrow_base(N * K, c, 15) : kernels::kWideCodes;
+    const kernels::CodeRange range = compact ? kernels::qweight_code_range(N * K, c) : kernels::CodeRange{};
+    int32_t narrow = compact ? kernels::narrow_base_of(range, 15) : kernels::kWideCodes;
     const bool narrow4 = narrow != kernels::kWideCodes;
     int8_t book[16] = {};
     std::vector<uint8_t> index;
@@ -114,7 +115,7 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
         index.resize(size_t(N * K));
         kernels::qweight_codebook(N * K, c, book, index.data());
       } else {
-        narrow = kernels::qweight_narrow_base(N * K, c, 63);
+        narrow = kernels::narrow_base_of(range, 63);
       }
     }
     const int pbits = codebook || narrow4 ? 4 : bits;
