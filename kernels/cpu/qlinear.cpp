@@ -15,7 +15,7 @@ namespace llmctl::kernels {
 
 namespace detail {
 namespace {
-enum class Isa { Scalar, Avx2, Avx512 };
+enum class Isa { Scalar, Avx2, AvxVnni, Avx512 };  // AvxVnni: Avx2 with the VNNI row-lane int8 kernel
 bool has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -25,8 +25,17 @@ bool has_avx512_vnni() {
   return false;
 #endif
 }
+bool has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
 Isa best_isa() {
   if (has_avx512_vnni()) return Isa::Avx512;
+  if (has_avx_vnni()) return Isa::AvxVnni;
   if (cpu_has_avx2()) return Isa::Avx2;  // with fma and f16c
   return Isa::Scalar;
 }
@@ -47,6 +56,7 @@ void check_scale_layout(const QWeightView& w) {
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
+bool cpu_has_avx_vnni() { return has_avx_vnni(); }
 
 void qact_group_sums(const QActivations& x, int group, float* S) {
   const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;
@@ -153,7 +163,8 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
   detail::check_scale_layout(w);
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return detail::qlinear_rows_f32_avx512(x, T, w, bias, n0, n1, out, ldo);
-    case detail::Isa::Avx2: return detail::qlinear_rows_f32_avx2(x, T, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Avx2:
+    case detail::Isa::AvxVnni: return detail::qlinear_rows_f32_avx2(x, T, w, bias, n0, n1, out, ldo);
     case detail::Isa::Scalar: return detail::qlinear_rows_f32_scalar(x, T, w, bias, n0, n1, out, ldo);
   }
 }
@@ -164,6 +175,9 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return detail::qlinear_rows_q8_avx512(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::Avx2: return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
+    case detail::Isa::AvxVnni:
+      if (w.layout == QLayout::RowLane16) return detail::qlinear_rows_q8_rowlane_avxvnni(x, w, bias, n0, n1, out, ldo);
+      return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::Scalar: return detail::qlinear_rows_q8_scalar(x, w, bias, n0, n1, out, ldo);
   }
 }
@@ -181,13 +195,16 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout) {
   if (isa == "avx512-vnni") {
     if (!detail::has_avx512_vnni()) KERNEL_FAIL() << "--cpu-isa avx512-vnni: this CPU lacks AVX-512 VNNI";
     want = Isa::Avx512;
+  } else if (isa == "avx-vnni") {
+    if (!detail::has_avx_vnni()) KERNEL_FAIL() << "--cpu-isa avx-vnni: this CPU lacks AVX-VNNI with AVX2, FMA and F16C";
+    want = Isa::AvxVnni;
   } else if (isa == "avx2") {
     if (!cpu_has_avx2()) KERNEL_FAIL() << "--cpu-isa avx2: this CPU lacks AVX2 with FMA and F16C";
     want = Isa::Avx2;
   } else if (isa == "scalar") {
     want = Isa::Scalar;
   } else if (isa != "auto") {
-    KERNEL_FAIL() << "unknown CPU kernel ISA '" << std::string(isa) << "' (auto, avx512-vnni, avx2 or scalar)";
+    KERNEL_FAIL() << "unknown CPU kernel ISA '" << std::string(isa) << "' (auto, avx512-vnni, avx-vnni, avx2 or scalar)";
   }
   detail::g_isa = want;
   detail::g_rows_layout = rows_layout;
@@ -197,6 +214,7 @@ const char* qlinear_isa() {
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return "avx512-vnni";
     case detail::Isa::Avx2: return "avx2";
+    case detail::Isa::AvxVnni: return "avx-vnni";
     case detail::Isa::Scalar: return "scalar";
   }
   return "scalar";

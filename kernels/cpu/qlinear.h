@@ -171,11 +171,12 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
 // lookup into a quantized table, without the table in floats. Either layout.
 void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out);
 
-// The SIMD level the quantized kernels use ("avx512-vnni", "avx2", "scalar"): the best the CPU has,
+// The SIMD level the quantized kernels use ("avx512-vnni", "avx-vnni", "avx2", "scalar"): the best
+// the CPU has,
 // unless select_cpu_kernels stepped down.
 const char* qlinear_isa();
 // For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
-// CPU has), "avx512-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown
+// CPU has), "avx512-vnni", "avx-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown
 // name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One
 // choice per process, made before any weight is packed (the CPU backend's construction).
 void select_cpu_kernels(std::string_view isa, bool rows_layout);

@@ -13,6 +13,7 @@ namespace llmctl::kernels::detail {
 
 // Which variants this CPU can run (CPUID, checked once).
 bool cpu_has_avx512_vnni();   // avx512f + bw + vl + vnni (AVX2 + FMA + F16C: cpu_has_avx2, linear.h)
+bool cpu_has_avx_vnni();      // the CPU has AVX-VNNI (VEX vpdpbusd) beside AVX2 + FMA + F16C
 bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)
 // Throws KernelError for factored scales in the Rows layout without their D arrays, and for a
 // codebook or narrow codes the selected kernels do not take (qweight_compact_codes_ok).
@@ -45,6 +46,9 @@ LLMCTL_QLINEAR_VARIANT(rowlane_scalar)
 LLMCTL_QLINEAR_VARIANT(rowlane_avx2)
 LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 #undef LLMCTL_QLINEAR_VARIANT
+// AVX-VNNI: the row-lane int8 mode only (qlinear_rowlane_avxvnni.cpp); everything else runs AVX2's.
+void qlinear_rows_q8_rowlane_avxvnni(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
+                                     int64_t n1, float* out, int64_t ldo);
 
 // Where things are in the row-lane layout (qlinear.h), for the packer and the rowlane kernels.
 // Group 16 (GGUF Q6_K, Q3_K, Q2_K): a geometry "group" (unit) is one block of 32 inputs holding two

@@ -120,6 +120,10 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
     simds.push_back({"avx2", kernels::detail::qlinear_rows_q8_rowlane_avx2, kernels::detail::qlinear_rows_f32_rowlane_avx2});
   else
     MESSAGE("this CPU has no AVX2/FMA/F16C: the AVX2 row-lane kernels are not tested here");
+  if (kernels::detail::cpu_has_avx_vnni())  // its int8 kernel (its f32 mode is AVX2's)
+    simds.push_back({"avx-vnni", kernels::detail::qlinear_rows_q8_rowlane_avxvnni, kernels::detail::qlinear_rows_f32_rowlane_avx2});
+  else
+    MESSAGE("this CPU has no AVX-VNNI: the AVX-VNNI row-lane kernel is not tested here");
   if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");
   for (const RowLaneSimd& sv : simds) {
     int cases = 0;
@@ -535,7 +539,7 @@ TEST_CASE("qlinear dispatch runs the variant qlinear_isa names") {
   kernels::qlinear_rows_q8(a.q, q.view(), nullptr, 0, 9, o.data(), 9);
   if (isa == "avx512-vnni")
     kernels::detail::qlinear_rows_q8_avx512(a.q, q.view(), nullptr, 0, 9, r.data(), 9);
-  else if (isa == "avx2")
+  else if (isa == "avx2" || isa == "avx-vnni")  // (avx-vnni: Rows weights run AVX2's kernel)
     kernels::detail::qlinear_rows_q8_avx2(a.q, q.view(), nullptr, 0, 9, r.data(), 9);
   else
     kernels::detail::qlinear_rows_q8_scalar(a.q, q.view(), nullptr, 0, 9, r.data(), 9);

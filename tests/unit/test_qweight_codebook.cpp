@@ -85,6 +85,10 @@ std::vector<RowLaneKernels> codebook_kernels() {
     k.push_back({"avx2", kernels::detail::qlinear_rows_q8_rowlane_avx2, kernels::detail::qlinear_rows_f32_rowlane_avx2});
   else
     MESSAGE("this CPU has no AVX2/FMA/F16C: the AVX2 codebook kernels are not tested here");
+  if (kernels::detail::cpu_has_avx_vnni())  // the int8 mode; its f32 mode is AVX2's
+    k.push_back({"avx-vnni", kernels::detail::qlinear_rows_q8_rowlane_avxvnni, kernels::detail::qlinear_rows_f32_rowlane_avx2});
+  else
+    MESSAGE("this CPU has no AVX-VNNI: the AVX-VNNI row-lane kernel is not tested here");
   return k;
 }
 

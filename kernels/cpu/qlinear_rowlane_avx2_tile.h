@@ -1,0 +1,392 @@
+// Shared by the AVX2 and AVX-VNNI row-lane kernels (qlinear_rowlane_avx2.cpp,
+// qlinear_rowlane_avxvnni.cpp): the helpers and the int8-activation tile, each TU compiling its own
+// copy (anonymous namespace) with its own target flags.
+#pragma once
+// AVX2 (FMA, F16C) kernels of the row-lane layout (qlinear.h, QLayout::RowLane16), for CPUs without
+// AVX-512 VNNI. A row block's 64-byte vector holds 16 rows x 4 inputs; its first 32 bytes are rows
+// 0..7 and its last 32 rows 8..15 (a "half"), so lane r of a 256-bit vector is row r of a half and
+// one block of 32 inputs is, per token and half:
+//   int8 mode: 4 bits: vpmaddubsw of the codes' low (high) nibbles, unsigned, with the token's 4
+//              activations broadcast gives each row's inputs 4v + j (16 + 4v + j) in pairs; the 8
+//              products of a block are summed in 16 bits (each is at most 2 x 15 x 127, eight
+//              of them 30,480: no overflow), then vpmaddwd by 1 makes each row's exact integer dot
+//              product. 8 bits: codes stored + 128 are flipped back to signed, and vpmaddubsw takes
+//              |code| with the activations' signs moved to them (at most 2 x 128 x 127 a pair: no
+//              saturation), then vpmaddwd, summed in 32 bits. Either way the integer is exactly
+//              the scalar reference's; one convert and one FMA by (8 row scales x the block's
+//              activation scale) follow, and per group one more FMA, offsets x S[group].
+//              4 bits with a codebook: vpshufb turns the nibbles into their int8 values, taken
+//              then as the 8-bit codes are (|value| x signed activation, vpmaddwd per vector).
+//              In f32 mode the values come from two vpermd of the codebook as int32.
+//              Narrow 8-bit codes (code - base, 0..63) go to vpmaddubsw as they are, no signs
+//              moved, two vectors' products summed in 16 bits before vpmaddwd; narrow 4-bit ones
+//              (0..15) take the 4-bit path; base x the block's integer activation sum then makes
+//              the signed codes' dot product, the same integer.
+//   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
+//              accumulator input % 4.
+// The operations per (row, token), and their order, are those of the scalar reference
+// (qlinear_rowlane.cpp) whatever the tile, T or [n0, n1) split: the results equal it bit for bit.
+//   AVX-VNNI (VNNI = true, vpdpbusd: unsigned x signed bytes summed in 32 bits, no saturation): every
+//              code goes to it unsigned as stored (8-bit codes + 128, a codebook's values + 128, narrow
+//              codes from their base) and the base (-128) x the activations' integer sums per half
+//              block makes the signed dot product: no sign moved per token, no vpmaddwd.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/qlinear_impl.h"
+#include "kernels/kernel_check.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+template <bool F16>
+inline __m256 load8(const uint8_t* p) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+// Factored scales: the D of rows 8h..8h+7 for the scales (which 0) or offsets (which 1) of the
+// super-block whose header is hdr (converted once per super-block).
+inline __m256 super_d8(const uint8_t* hdr, int which, int h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hdr + 32 * which + 16 * h)));
+}
+
+// Scales (which 0) or offsets (which 1) of rows 8h..8h+7 of group sg (group 16: 0 or 1) of a unit
+// whose parameters start at params (after its codes); d: super_d8 of its super-block (factored
+// scales: D x m, as rowlane_param).
+template <ScaleType ST>
+inline __m256 load_params8(const RowLaneGeometry& geo, const uint8_t* params, __m256 d, int which, int sg, int h) {
+  const int slot = which * geo.halves + sg;
+  if constexpr (ST == ScaleType::Factored) {
+    int64_t m8;
+    std::memcpy(&m8, params + 16 * slot + 8 * h, 8);
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(m8))));
+  } else {
+    constexpr bool f16 = ST == ScaleType::F16;
+    return load8<f16>(params + slot * geo.param_bytes + h * 8 * (f16 ? 2 : 4));
+  }
+}
+
+inline __m256i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Lanes r of the half whose first row is n with n + r in [n0, n1) (sign bits, for maskload/maskstore).
+inline __m256i lane_mask8(int64_t n, int64_t n0, int64_t n1) {
+  const int lo = int(std::clamp<int64_t>(n0 - n, 0, 8)), hi = int(std::clamp<int64_t>(n1 - n, 0, 8));
+  const __m256i r = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), r), _mm256_cmpgt_epi32(r, _mm256_set1_epi32(lo - 1)));
+}
+
+inline bool any_lane(int64_t n, int64_t n0, int64_t n1) { return n + 8 > n0 && n < n1; }
+
+// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
+constexpr int64_t kPrefetchAhead = 8192;
+
+#if defined(__AVXVNNI__)
+constexpr bool kVnniCompiled = true;
+template <bool V>
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {  // acc + 4-byte dot products (u8 x s8), exact
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+}
+#else
+constexpr bool kVnniCompiled = false;
+template <bool V>
+__m256i dpbusd(__m256i acc, __m256i u, __m256i s);  // no definition: only VNNI tiles call it
+#endif
+
+// Whether a tile's integer dot products are of codes stored from a base, corrected by base x the
+// activations' sums: narrow codes, and with VNNI 8-bit codes (+ 128) and codebook values (+ 128).
+template <bool VNNI, bool FOUR, bool LUT, bool NARROW>
+constexpr bool uses_base() {
+  return NARROW || (VNNI && (LUT || !FOUR));
+}
+
+// Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
+// group sg: 8 scales at pre[16 SG g + 8 sg], 8 offsets (if stored) at pre[16 SG g + 8 (SG + sg)]
+// (load_params8's values): once per half for all its token tiles (prefill), not once per tile.
+template <int SG>
+void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pre) {
+  for (int64_t g = 0; g < geo.groups; ++g) {
+    const uint8_t* params = rowlane_group(geo, rb, g) + geo.blocks_per_group * geo.code_bytes;
+    const uint8_t* hdr = rowlane_header(geo, rb, g);
+    for (int sg = 0; sg < SG; ++sg) {
+      _mm256_storeu_ps(pre + 16 * SG * g + 8 * sg,
+                       load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 0, h), 0, sg, h));
+      if (geo.offsets)
+        _mm256_storeu_ps(pre + 16 * SG * g + 8 * (SG + sg),
+                         load_params8<ScaleType::Factored>(geo, params, super_d8(hdr, 1, h), 1, sg, h));
+    }
+  }
+}
+
+// Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
+// activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
+// pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
+// 16, whose two halves of a block get their own integer dot products, scales and offsets).
+// LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
+// stored code - base (8 bits 0..63, 4 bits 0..15); asum: the activations' integer sums per half block
+// [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled only with -mavxvnni.
+template <bool VNNI, int H, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
+             int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
+             const int8_t* codebook, int base, const int32_t* asum, const float* pre = nullptr) {
+  static_assert(!VNNI || kVnniCompiled, "VNNI tiles need -mavxvnni");
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
+  const int8_t* xq = x.q + t * K;
+  __m256i lut = LUT ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)))
+                    : _mm256_setzero_si256();
+  if (VNNI && LUT) lut = _mm256_xor_si256(lut, flip);  // value + 128 as an unsigned byte
+  constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
+  if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
+  __m256 acc[H][NT];
+  for (int i = 0; i < H; ++i)
+    for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
+  __m256 ds[H], dof[H];  // factored: the current super-block's D (scales, offsets)
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rowlane_group(geo, rb, g);
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    if (ST == ScaleType::Factored && !pre && (g & (geo.super_groups - 1)) == 0)
+      for (int i = 0; i < H; ++i) {
+        const uint8_t* hdr = rowlane_header(geo, rb, g);
+        ds[i] = super_d8(hdr, 0, h0 + i);
+        if (geo.offsets) dof[i] = super_d8(hdr, 1, h0 + i);
+      }
+    __m256 s[H][SG];
+    for (int i = 0; i < H; ++i)
+      for (int sg = 0; sg < SG; ++sg)
+        s[i][sg] = ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * sg)
+                                                    : load_params8<ST>(geo, params, ds[i], 0, sg, h0 + i);
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes;
+      if (prefetch)
+        for (int64_t l = 0; l < geo.code_bytes; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
+      __m256i dot[H][NT][SG];
+      for (int i = 0; i < H; ++i)
+        for (int j = 0; j < NT; ++j)
+          for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_setzero_si256();  // 4 bits: 16-bit sums first
+      if constexpr (VNNI) {  // every kind of code as unsigned bytes, summed in 32 bits
+        for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
+          const int sg = SG == 2 && !FOUR ? v / 4 : 0;
+          __m256i lo[H], hi[H];
+          for (int i = 0; i < H; ++i) {
+            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            if constexpr (FOUR) {
+              lo[i] = _mm256_and_si256(W, nib), hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
+              if constexpr (LUT) lo[i] = _mm256_shuffle_epi8(lut, lo[i]), hi[i] = _mm256_shuffle_epi8(lut, hi[i]);
+            } else {
+              lo[i] = W;  // 8 bits: code + 128, or narrow code - base
+            }
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            for (int i = 0; i < H; ++i)
+              if constexpr (FOUR) {  // group 16: low nibbles are inputs 0..15, high 16..31
+                dot[i][j][0] = dpbusd<VNNI>(dot[i][j][0], lo[i], bcast4(a + 4 * v));
+                dot[i][j][SG - 1] = dpbusd<VNNI>(dot[i][j][SG - 1], hi[i], bcast4(a + 16 + 4 * v));
+              } else {
+                dot[i][j][sg] = dpbusd<VNNI>(dot[i][j][sg], lo[i], bcast4(a + 4 * v));
+              }
+          }
+        }
+      } else if constexpr (FOUR && LUT) {  // signed values: |value| x (activation with the value's sign), as 8 bits
+        for (int v = 0; v < 4; ++v) {
+          __m256i lo[H], hi[H];
+          for (int i = 0; i < H; ++i) {
+            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            lo[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(W, nib));                         // inputs 4v + j
+            hi[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib));  // 16 + 4v + j
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            const __m256i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
+            for (int i = 0; i < H; ++i) {
+              const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(lo[i]), _mm256_sign_epi8(alo, lo[i]));
+              const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(hi[i]), _mm256_sign_epi8(ahi, hi[i]));
+              dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(plo, ones));
+              dot[i][j][SG - 1] = _mm256_add_epi32(dot[i][j][SG - 1], _mm256_madd_epi16(phi, ones));
+            }
+          }
+        }
+      } else if constexpr (FOUR) {
+        for (int v = 0; v < 4; ++v) {
+          __m256i lo[H], hi[H];
+          for (int i = 0; i < H; ++i) {
+            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            lo[i] = _mm256_and_si256(W, nib);                         // inputs 4v + j
+            hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+          }
+          for (int j = 0; j < NT; ++j) {
+            const int8_t* a = xq + j * K + b * 32;
+            const __m256i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
+            for (int i = 0; i < H; ++i) {  // group 16: low nibbles are inputs 0..15, high 16..31
+              dot[i][j][0] = _mm256_add_epi16(dot[i][j][0], _mm256_maddubs_epi16(lo[i], alo));
+              dot[i][j][SG - 1] = _mm256_add_epi16(dot[i][j][SG - 1], _mm256_maddubs_epi16(hi[i], ahi));
+            }
+          }
+        }
+        for (int i = 0; i < H; ++i)
+          for (int j = 0; j < NT; ++j)
+            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
+      } else if constexpr (NARROW) {  // unsigned codes as they are; two vectors' pairs summed in 16 bits
+                                      // (4 x 63 x 127 at most); the base x the activations' sum below
+        for (int v = 0; v < 8; v += 2) {
+          const int sg = SG == 2 ? v / 4 : 0;
+          __m256i c0[H], c1[H];
+          for (int i = 0; i < H; ++i) {
+            c0[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            c1[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v + 1) + 32 * (h0 + i)));
+          }
+          for (int j = 0; j < NT; ++j) {
+            const __m256i a0 = bcast4(xq + j * K + b * 32 + 4 * v), a1 = bcast4(xq + j * K + b * 32 + 4 * v + 4);
+            for (int i = 0; i < H; ++i) {
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0[i], a0), _mm256_maddubs_epi16(c1[i], a1));
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], _mm256_madd_epi16(p, ones));
+            }
+          }
+        }
+      } else {
+        for (int v = 0; v < 8; ++v) {
+          const int sg = SG == 2 ? v / 4 : 0;  // group 16: vectors 0..3 are inputs 0..15
+          __m256i c[H], mag[H];
+          for (int i = 0; i < H; ++i) {
+            c[i] = _mm256_xor_si256(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i))), flip);  // signed codes
+            mag[i] = _mm256_abs_epi8(c[i]);
+          }
+          for (int j = 0; j < NT; ++j) {
+            const __m256i a = bcast4(xq + j * K + b * 32 + 4 * v);
+            for (int i = 0; i < H; ++i) {
+              const __m256i p = _mm256_maddubs_epi16(mag[i], _mm256_sign_epi8(a, c[i]));
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], _mm256_madd_epi16(p, ones));
+            }
+          }
+        }
+      }
+      if constexpr (kCorrect)  // the signed codes' dot product: + base x the activations' integer sum
+        for (int j = 0; j < NT; ++j) {
+          const int32_t* hs = asum + (t + j) * (K / 16) + 2 * b;
+          const __m256i corr[2] = {_mm256_set1_epi32(base * (SG == 2 ? hs[0] : hs[0] + hs[1])),
+                                   _mm256_set1_epi32(base * hs[1])};  // group 16: each half's own
+          for (int i = 0; i < H; ++i)
+            for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], corr[sg]);
+        }
+      for (int j = 0; j < NT; ++j) {
+        const __m256 xs = _mm256_set1_ps(x.scale[(t + j) * blocks + b]);
+        for (int i = 0; i < H; ++i)
+          for (int sg = 0; sg < SG; ++sg)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][j][sg]), _mm256_mul_ps(s[i][sg], xs), acc[i][j]);
+      }
+    }
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    for (int i = 0; i < H; ++i)
+      for (int sg = 0; sg < SG; ++sg) {
+        const __m256 o = !geo.offsets ? _mm256_mul_ps(s[i][sg], _mm256_set1_ps(float(-zero)))
+                         : ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
+                                                            : load_params8<ST>(geo, params, dof[i], 1, sg, h0 + i);
+        for (int j = 0; j < NT; ++j)
+          acc[i][j] = _mm256_fmadd_ps(o, _mm256_set1_ps(S[(t + j) * GS + g * SG + sg]), acc[i][j]);
+      }
+  }
+  for (int i = 0; i < H; ++i) {
+    const int64_t n = nb + 8 * (h0 + i);
+    const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m[i]) : _mm256_setzero_ps();
+    for (int j = 0; j < NT; ++j)
+      _mm256_maskstore_ps(out + (t + j) * ldo + n, m[i], bias ? _mm256_add_ps(acc[i][j], bv) : acc[i][j]);
+  }
+}
+
+// Tokens [0, T) in tiles of NMAX (2 or 4) and the remainder as one tile: tile(nt, t).
+template <int NMAX, class Tile>
+void for_token_tiles(int64_t T, Tile&& tile) {
+  static_assert(NMAX == 2 || NMAX == 4);
+  int64_t t = 0;
+  for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t);
+  switch (T - t) {
+    case 1: tile(std::integral_constant<int, 1>{}, t); break;
+    case 2: if constexpr (NMAX > 2) tile(std::integral_constant<int, 2>{}, t); break;
+    case 3: if constexpr (NMAX > 3) tile(std::integral_constant<int, 3>{}, t); break;
+    default: break;
+  }
+}
+
+template <bool VNNI, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
+  const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
+  thread_local std::vector<float> S;
+  S.resize(static_cast<size_t>(x.t * geo.groups * SG));
+  qact_group_sums(x, w.group, S.data());
+  thread_local std::vector<int32_t> asum;  // narrow or VNNI codes: the activations' sums per half block
+  if constexpr (uses_base<VNNI, FOUR, LUT, NARROW>()) {
+    asum.resize(size_t(x.t * (x.k / 16)));
+    for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += x.q[i * 16 + j];
+      asum[size_t(i)] = s;
+    }
+  }
+  thread_local std::vector<float> pre;  // factored, prefill: expand_half's
+  if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
+  const int z = w.implied_zero;
+  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+    const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
+    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+    if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
+                     // read once); 2 and 3 tokens measured 6-13% faster so than half by half
+      auto both_halves = [&](auto nt) {
+        q8_tile<VNNI, 2, nt(), FOUR, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true,
+                                                    w.codebook, w.narrow_base, asum.data());
+      };
+      if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
+      if (x.t == 2) both_halves(std::integral_constant<int, 2>{});
+      if (x.t == 3) both_halves(std::integral_constant<int, 3>{});
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
+      if (!any_lane(nb + 8 * h, n0, n1)) continue;
+      if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
+      for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
+        q8_tile<VNNI, 1, nt(), FOUR, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
+                                                h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(),
+                                                ST == ScaleType::Factored ? pre.data() : nullptr);
+      });
+    }
+  }
+}
+
+// f(four, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a codebook or
+// narrow; 8 bits: wide or narrow) and groups a unit (2: groups of 16).
+template <class F>
+void with_group_kind(const QWeightView& w, F&& f) {
+  using B = std::bool_constant<true>;
+  using NB = std::bool_constant<false>;
+  auto per_sg = [&](auto four, auto lut, auto narrow) {
+    w.group == 16 ? f(four, lut, narrow, std::integral_constant<int, 2>{})
+                  : f(four, lut, narrow, std::integral_constant<int, 1>{});
+  };
+  const bool narrow = w.narrow_base != kWideCodes;
+  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
+  if (w.codebook) return per_sg(B{}, B{}, NB{});
+  narrow ? per_sg(B{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{});
+}
+
+}  // namespace
+
+}  // namespace llmctl::kernels::detail
