@@ -181,8 +181,16 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
         for (int j = 0; j < NT; ++j)
           for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_setzero_si256();  // 4 bits: 16-bit sums first
       if constexpr (VNNI) {  // every kind of code as unsigned bytes, summed in 32 bits
+        // vpdpbusd's latency (~5 cycles) would chain one accumulator's 8 products a block: inputs 0..15
+        // (slot 0) and 16..31 (slot 1) go to their own, and in decode (H x NT <= 2) even and odd
+        // vectors too (slots + 2); integers, so the sum's order does not change it
+        constexpr int P = H * NT <= 2 ? 2 : 1;
+        __m256i e[H][NT][2 * P];
+        for (int i = 0; i < H; ++i)
+          for (int j = 0; j < NT; ++j)
+            for (int q = 0; q < 2 * P; ++q) e[i][j][q] = _mm256_setzero_si256();
         for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-          const int sg = SG == 2 && !FOUR ? v / 4 : 0;
+          const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
             const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
@@ -196,14 +204,20 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
           for (int j = 0; j < NT; ++j) {
             const int8_t* a = xq + j * K + b * 32;
             for (int i = 0; i < H; ++i)
-              if constexpr (FOUR) {  // group 16: low nibbles are inputs 0..15, high 16..31
-                dot[i][j][0] = dpbusd<VNNI>(dot[i][j][0], lo[i], bcast4(a + 4 * v));
-                dot[i][j][SG - 1] = dpbusd<VNNI>(dot[i][j][SG - 1], hi[i], bcast4(a + 16 + 4 * v));
+              if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
+                e[i][j][par] = dpbusd<VNNI>(e[i][j][par], lo[i], bcast4(a + 4 * v));
+                e[i][j][par + 1] = dpbusd<VNNI>(e[i][j][par + 1], hi[i], bcast4(a + 16 + 4 * v));
               } else {
-                dot[i][j][sg] = dpbusd<VNNI>(dot[i][j][sg], lo[i], bcast4(a + 4 * v));
+                e[i][j][par + half] = dpbusd<VNNI>(e[i][j][par + half], lo[i], bcast4(a + 4 * v));
               }
           }
         }
+        for (int i = 0; i < H; ++i)  // group 16: inputs 0..15 and 16..31 are its two groups
+          for (int j = 0; j < NT; ++j)
+            for (int q = 0; q < 2 * P; ++q) {
+              const int sg = SG == 2 ? q % 2 : 0;
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], e[i][j][q]);
+            }
       } else if constexpr (FOUR && LUT) {  // signed values: |value| x (activation with the value's sign), as 8 bits
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
