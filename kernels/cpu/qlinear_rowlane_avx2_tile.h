@@ -24,12 +24,13 @@
 //              the signed codes' dot product, the same integer.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
-// The operations per (row, token), and their order, are those of the scalar reference
-// (qlinear_rowlane.cpp) whatever the tile, T or [n0, n1) split: the results equal it bit for bit.
 //   AVX-VNNI (VNNI = true, vpdpbusd: unsigned x signed bytes summed in 32 bits, no saturation): every
 //              code goes to it unsigned as stored (8-bit codes + 128, a codebook's values + 128, narrow
 //              codes from their base) and the base (-128) x the activations' integer sums per half
 //              block makes the signed dot product: no sign moved per token, no vpmaddwd.
+// The operations per (row, token), and their order, are those of the scalar reference
+// (qlinear_rowlane.cpp) whatever the tile, T or [n0, n1) split: the results equal it bit for bit
+// (with AVX-VNNI: the same integers, summed in another order).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -399,6 +400,19 @@ void with_group_kind(const QWeightView& w, F&& f) {
   if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
   if (w.codebook) return per_sg(B{}, B{}, NB{});
   narrow ? per_sg(B{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{});
+}
+
+// The int8 mode's entry point: w's scale type and kind of codes as template arguments.
+template <bool VNNI>
+void q8_rowlane(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+                int64_t ldo) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  with_scale_type(w.scale_type, [&](auto st) {
+    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
+      q8_rows<VNNI, four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    });
+  });
 }
 
 }  // namespace

@@ -9,13 +9,7 @@ namespace llmctl::kernels::detail {
 
 void qlinear_rows_q8_rowlane_avxvnni(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
-  with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
-      q8_rows<true, four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
-    });
-  });
+  q8_rowlane<true>(x, w, bias, n0, n1, out, ldo);
 }
 
 }  // namespace llmctl::kernels::detail
