@@ -49,10 +49,10 @@ void check_scale_layout(const QWeightView& w) {
   KERNEL_CHECK(w.scale_type != ScaleType::Factored || w.layout == QLayout::RowLane16 ||
                (w.scale_d && (!w.offset || w.offset_d)))
       << "Rows layout, factored scales: the f16 multipliers are missing";
-  KERNEL_CHECK(!w.codebook || (w.layout == QLayout::RowLane16 && w.bits == 4 && g_isa != Isa::Avx512))
-      << "a codebook is taken by the AVX2 and scalar row-lane kernels of 4-bit codes only";
-  KERNEL_CHECK(w.narrow_base == kWideCodes || (w.layout == QLayout::RowLane16 && !w.codebook && g_isa != Isa::Avx512))
-      << "narrow codes are taken by the AVX2 and scalar row-lane kernels only, without a codebook";
+  KERNEL_CHECK(!w.codebook || (w.layout == QLayout::RowLane16 && w.bits == 4))
+      << "a codebook is taken by the row-lane kernels of 4-bit codes only";
+  KERNEL_CHECK(w.narrow_base == kWideCodes || (w.layout == QLayout::RowLane16 && !w.codebook))
+      << "narrow codes are taken by the row-lane kernels only, without a codebook";
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }

@@ -33,8 +33,8 @@
 // its codes and 16 int8 m (and 16 m'), in place of the 16 f16/f32 scales (offsets). In the Rows
 // layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
 // [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
-// Codebook (QWeightView::codebook; RowLane16 with 4-bit codes, the AVX2 and scalar kernels only:
-// qweight_compact_codes_ok, as for narrow codes): code c stands for the int8 codebook[c],
+// Codebook (QWeightView::codebook; RowLane16 with 4-bit codes: qweight_compact_codes_ok, as for
+// narrow codes): code c stands for the int8 codebook[c],
 // w = scale * codebook[c] + offset. An 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL /
 // IQ4_XS's non-linear levels, MXFP4's; qweight_codebook finds them) and are not within 15 of their
 // least (narrow 4-bit codes, above) is packed so: the same values in half the bytes.
@@ -119,8 +119,8 @@ bool qweight_factored_ok(QLayout layout);
 // table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
 // position of code i in it (index may be null: the table only); false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
-// Whether this CPU's kernels take a codebook, and narrow 8-bit codes, in `layout` (RowLane16 on AVX2
-// or scalar, not AVX-512).
+// Whether this CPU's kernels take a codebook, and narrow codes, in `layout` (RowLane16: every ISA's
+// row-lane kernels do; the AVX-512 ones keep groups of 16 in Rows, qweight_preferred_layout).
 bool qweight_compact_codes_ok(QLayout layout);
 // The least and greatest of 8-bit codes [count] (int8, as uint8; count > 0), in one pass.
 struct CodeRange {

@@ -8,8 +8,12 @@
 //              into unsigned bytes once per tile.
 //              8 bits: codes are stored + 128 (unsigned); the integer sums start from -128 * the sum
 //              of the block's activation codes, so they stay exact.
+//              4 bits with a codebook: vpshufb turns the nibbles into their values + 128, unsigned,
+//              and the sums start from -128 * the activations' sum as for 8 bits.
+//              Narrow codes (stored = code - base: 0..63 in 8 bits, 0..15 in 4): taken unsigned as
+//              stored, the sums starting from base * the activations' sum.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
-//              accumulator input % 4.
+//              accumulator input % 4 (a codebook's values by one vpermd of it as int32).
 // A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks),
 // f32 mode 1 x 4; the weight codes are loaded and split once for the NT tokens. The operations per
 // (row, token), and their order, are those of the scalar reference (qlinear_rowlane.cpp) whatever
@@ -21,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -71,14 +76,15 @@ constexpr int64_t kPrefetchAhead = 8192;
 // RB row blocks (rows nb..nb+16 RB - 1, the first one's bytes at rb, the next ones following it) x
 // NT tokens from t, int8 activations; m[i]: the lanes of row block i to store. prefetch: the first
 // token tile of these row blocks (the later ones find the codes in cache).
-// corr[t * blocks + b]: -128 * the sum of token t's codes in block b (8 bits only).
+// corr[t * blocks + b] (BASED: codes stored from a base, see q8_rows): base * the sum of token t's
+// activation codes in block b. book (LUT): the codebook's values + 128, in each 128-bit lane.
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
 // NT tokens, and each token's broadcast activations feed the RB dot products; one integer chain per
 // (token, row block). Accumulators: 2 x RB x NT vectors; RB = 2, NT = 4 fills 24 of the 32 registers.
-template <int RB, int NT, bool FOUR, ScaleType ST>
+template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
-             const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out, int64_t ldo,
-             bool prefetch) {
+             __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
+             int64_t ldo, bool prefetch) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const int8_t* xq = x.q + t * K;
@@ -102,7 +108,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
             _mm_prefetch(reinterpret_cast<const char*>(gp[i] + jb * geo.code_bytes + kPrefetchAhead + l), _MM_HINT_T0);
       __m512i dot[RB][NT];
       for (int j = 0; j < NT; ++j) {
-        const __m512i init = FOUR ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[(t + j) * blocks + b]);
+        const __m512i init = BASED ? _mm512_set1_epi32(corr[(t + j) * blocks + b]) : _mm512_setzero_si512();
         for (int i = 0; i < RB; ++i) dot[i][j] = init;
       }
       if constexpr (FOUR) {
@@ -112,6 +118,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
             const __m512i W = _mm512_loadu_si512(gp[i] + jb * geo.code_bytes + 64 * v);
             lo[i] = _mm512_and_si512(W, nib);                         // inputs 4v + j
             hi[i] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+            if constexpr (LUT) lo[i] = _mm512_shuffle_epi8(book, lo[i]), hi[i] = _mm512_shuffle_epi8(book, hi[i]);
           }
           for (int j = 0; j < NT; ++j) {
             const int8_t* a = xq + j * K + b * 32;
@@ -152,12 +159,13 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
   }
 }
 
-// The same tile in the f32 mode.
-template <int NT, bool FOUR, ScaleType ST>
+// The same tile in the f32 mode. book32 (LUT): the codebook's 16 values as int32; base: NARROW's.
+template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
-              const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo) {
+              const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo, __m512i book32, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  const __m512i mask = _mm512_set1_epi32(FOUR ? 0x0F : 0xFF), c128 = _mm512_set1_epi32(128);
+  const __m512i mask = _mm512_set1_epi32(FOUR ? 0x0F : 0xFF);
+  const __m512i stored_minus = _mm512_set1_epi32(NARROW ? -base : 128);  // code = stored value - this
   __m512 acc[NT][4];
   for (int j = 0; j < NT; ++j)
     for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_setzero_ps();
@@ -174,7 +182,8 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
       // one input's 16 codes -> 16 weights, then every token's FMA
       auto step = [&](__m512i W, int shift, int input) {
         __m512i c = _mm512_and_si512(_mm512_srli_epi32(W, shift), mask);
-        if constexpr (!FOUR) c = _mm512_sub_epi32(c, c128);
+        if constexpr (!FOUR || NARROW) c = _mm512_sub_epi32(c, stored_minus);
+        if constexpr (LUT) c = _mm512_permutexvar_epi32(c, book32);
         const __m512 wf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), s, o);
         for (int j = 0; j < NT; ++j)
           acc[j][input % 4] = _mm512_fmadd_ps(_mm512_set1_ps(x[(t + j) * K + b * 32 + input]), wf, acc[j][input % 4]);
@@ -227,23 +236,41 @@ void for_tiles(const RowLaneGeometry& geo, const uint8_t* packed, int64_t T, int
   }
 }
 
-template <bool FOUR, ScaleType ST>
+// Whether a weight's int8 dot products are of codes stored from a base (8-bit codes + 128, a
+// codebook's values + 128, narrow codes - base), corrected by base x the activations' sums.
+template <bool FOUR, bool LUT, bool NARROW>
+constexpr bool uses_base() {
+  return !FOUR || LUT || NARROW;
+}
+
+// The codebook's values + 128 as bytes, in each 128-bit lane (vpshufb's table); zero without one.
+__m512i book_bytes(const int8_t* codebook) {
+  if (!codebook) return _mm512_setzero_si512();
+  alignas(16) uint8_t b[16];
+  for (int i = 0; i < 16; ++i) b[i] = uint8_t(int(codebook[i]) + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+}
+
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
+  constexpr bool kBased = uses_base<FOUR, LUT, NARROW>();
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, blocks = K / 32;
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups));
   qact_group_sums(x, w.group, S.data());
   thread_local std::vector<int32_t> corr;
-  if constexpr (!FOUR) {
+  if constexpr (kBased) {
+    const int32_t base = NARROW ? w.narrow_base : -128;  // code = stored value + base
     corr.resize(static_cast<size_t>(x.t * blocks));
     for (int64_t i = 0; i < x.t * blocks; ++i) {
       int32_t s = 0;
       for (int k = 0; k < 32; ++k) s += x.q[i * 32 + k];
-      corr[size_t(i)] = -128 * s;
+      corr[size_t(i)] = base * s;
     }
   }
+  const __m512i book = book_bytes(LUT ? w.codebook : nullptr);
   // From 4 tokens, row blocks in pairs (each activation broadcast then feeds two dot products; an odd
   // last one alone). Fewer tokens stream the weights one row block at a time: decode (T = 1) of the
   // Q4_0 and Q8_0 models measured 20-25% slower with pairs, prefetching or not.
@@ -254,20 +281,43 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
       if (pairs && nb + 16 < n1)
-        q8_tile<2, nt(), FOUR, ST>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
+        q8_tile<2, nt(), FOUR, LUT, kBased, ST>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
+                                                t == 0);
       else
-        q8_tile<1, nt(), FOUR, ST>(geo, z, rb, x, corr.data(), S.data(), t, bias, nb, m, out, ldo, t == 0);
+        q8_tile<1, nt(), FOUR, LUT, kBased, ST>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
+                                                t == 0);
     };
     for_token_tiles<4>(x.t, tile);
   }
 }
 
-template <bool FOUR, ScaleType ST>
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  const __m512i book32 =
+      LUT ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))) : _mm512_setzero_si512();
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, ST>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo);
+    f32_tile<nt(), FOUR, LUT, NARROW, ST>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
+                                          w.narrow_base);
+  });
+}
+
+// f(four, lut, narrow, st): w's kind of codes and scale type as template arguments, after checking
+// that this kernel takes w.
+template <class F>
+void with_weight_kind(const QWeightView& w, F&& f) {
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 &&
+               (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
+         "codebook for 8-bit or narrow codes";
+  using B = std::bool_constant<true>;
+  using NB = std::bool_constant<false>;
+  const bool narrow = w.narrow_base != kWideCodes;
+  with_scale_type(w.scale_type, [&](auto st) {
+    if (w.bits == 8) return narrow ? f(NB{}, NB{}, B{}, st) : f(NB{}, NB{}, NB{}, st);
+    if (w.codebook) return f(B{}, B{}, NB{}, st);
+    narrow ? f(B{}, NB{}, B{}, st) : f(B{}, NB{}, NB{}, st);
   });
 }
 
@@ -275,22 +325,15 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 
 void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 && !w.codebook && w.narrow_base == kWideCodes)
-      << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
-         "codebook or narrow codes (qweight_compact_codes_ok)";
-  with_scale_type(w.scale_type, [&](auto st) {
-    w.bits == 4 ? q8_rows<true, st()>(x, w, bias, n0, n1, out, ldo) : q8_rows<false, st()>(x, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st) {
+    q8_rows<four(), lut(), narrow(), st()>(x, w, bias, n0, n1, out, ldo);
   });
 }
 
 void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 && !w.codebook && w.narrow_base == kWideCodes)
-      << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
-         "codebook or narrow codes (qweight_compact_codes_ok)";
-  with_scale_type(w.scale_type, [&](auto st) {
-    w.bits == 4 ? f32_rows<true, st()>(x, T, w, bias, n0, n1, out, ldo)
-                : f32_rows<false, st()>(x, T, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st) {
+    f32_rows<four(), lut(), narrow(), st()>(x, T, w, bias, n0, n1, out, ldo);
   });
 }
 

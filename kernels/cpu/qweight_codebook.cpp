@@ -39,8 +39,6 @@ CodeRange qweight_code_range(int64_t count, const uint8_t* codes) {
   return r;
 }
 
-bool qweight_compact_codes_ok(QLayout layout) {
-  return layout == QLayout::RowLane16 && std::strcmp(qlinear_isa(), "avx512-vnni") != 0;
-}
+bool qweight_compact_codes_ok(QLayout layout) { return layout == QLayout::RowLane16; }
 
 }  // namespace llmctl::kernels
