@@ -120,7 +120,7 @@ bool qweight_factored_ok(QLayout layout);
 // position of code i in it (index may be null: the table only); false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
 // Whether this CPU's kernels take a codebook, and narrow codes, in `layout` (RowLane16: every ISA's
-// row-lane kernels do; the AVX-512 ones keep groups of 16 in Rows, qweight_preferred_layout).
+// row-lane kernels do).
 bool qweight_compact_codes_ok(QLayout layout);
 // The least and greatest of 8-bit codes [count] (int8, as uint8; count > 0), in one pass.
 struct CodeRange {

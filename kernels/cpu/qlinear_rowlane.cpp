@@ -306,10 +306,7 @@ QLayout qweight_preferred_layout(int /*bits*/, int group) {
   // select_cpu_kernels(..., rows_layout) keeps the Rows layout (to measure one against the other).
   const bool rows_only = detail::rows_layout_selected();
   const bool simd = std::strcmp(qlinear_isa(), "scalar") != 0;  // AVX-512 VNNI, AVX-VNNI or AVX2
-  // Groups of 16 in the row-lane layout: the AVX2 (and AVX-VNNI) kernels only (the AVX-512 ones keep
-  // Rows for them).
-  const bool g16 = group == 16 && simd && std::strcmp(qlinear_isa(), "avx512-vnni") != 0;
-  return simd && (group % 32 == 0 || g16) && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
+  return simd && (group % 32 == 0 || group == 16) && !rows_only ? QLayout::RowLane16 : QLayout::Rows;
 }
 
 }  // namespace llmctl::kernels

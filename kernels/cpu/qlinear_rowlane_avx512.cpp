@@ -14,7 +14,10 @@
 //              stored, the sums starting from base * the activations' sum.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4 (a codebook's values by one vpermd of it as int32).
-// A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks),
+//   Groups of 16: a block's inputs 0..15 (low nibbles, or vectors 0..3 of 8 bits) and 16..31 are
+//   two groups, each with its own integer dot product, scale and offset.
+// A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks; 1 x 4
+// for groups of 16),
 // f32 mode 1 x 4; the weight codes are loaded and split once for the NT tokens. The operations per
 // (row, token), and their order, are those of the scalar reference (qlinear_rowlane.cpp) whatever
 // RB, NT, T or [n0, n1) (integer sums are exact in any order): the results equal it bit for bit.
@@ -43,16 +46,19 @@ inline __m512 load16(const uint8_t* p) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-// Scales (which 0) or offsets (which 1) of the 16 rows of a group whose parameters start at params
-// (after its codes); hdr: its super-block's header (factored scales: D x m, as rowlane_param).
+// Scales (which 0) or offsets (which 1) of the 16 rows of group sg (group 16: 0 or 1, else 0) of a
+// unit whose parameters start at params (after its codes); hdr: its super-block's header (factored
+// scales: D x m, as rowlane_param).
 template <ScaleType ST>
-inline __m512 load_params16(const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr, int which) {
+inline __m512 load_params16(const RowLaneGeometry& geo, const uint8_t* params, const uint8_t* hdr, int which,
+                            int sg = 0) {
+  const int slot = which * geo.halves + sg;
   if constexpr (ST == ScaleType::Factored) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hdr + 32 * which)));
-    const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 16 * which));
+    const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 16 * slot));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(m)));
   } else {
-    return load16<ST == ScaleType::F16>(params + which * geo.param_bytes);
+    return load16<ST == ScaleType::F16>(params + slot * geo.param_bytes);
   }
 }
 
@@ -76,16 +82,19 @@ constexpr int64_t kPrefetchAhead = 8192;
 // RB row blocks (rows nb..nb+16 RB - 1, the first one's bytes at rb, the next ones following it) x
 // NT tokens from t, int8 activations; m[i]: the lanes of row block i to store. prefetch: the first
 // token tile of these row blocks (the later ones find the codes in cache).
-// corr[t * blocks + b] (BASED: codes stored from a base, see q8_rows): base * the sum of token t's
-// activation codes in block b. book (LUT): the codebook's values + 128, in each 128-bit lane.
+// corr[t * K / 16 + q] (BASED: codes stored from a base, see q8_rows): base * the sum of token t's
+// activation codes in half block q (16 inputs). book (LUT): the codebook's values + 128, in each
+// 128-bit lane. SG: groups a unit (2: group 16, whose inputs 0..15 and 16..31 of a block get their
+// own integer dot products, scales and offsets).
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
-// NT tokens, and each token's broadcast activations feed the RB dot products; one integer chain per
-// (token, row block). Accumulators: 2 x RB x NT vectors; RB = 2, NT = 4 fills 24 of the 32 registers.
-template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST>
+// NT tokens, and each token's broadcast activations feed the RB dot products; SG integer chains per
+// (token, row block). Accumulators: (SG + 1) x RB x NT vectors; RB = 2, NT = 4, SG = 1 fills 24 of
+// the 32 registers.
+template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
              __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
              int64_t ldo, bool prefetch) {
-  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group;
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const int8_t* xq = x.q + t * K;
   __m512 acc[RB][NT];
@@ -94,11 +103,11 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* gp[RB];
     const uint8_t* hdr[RB];
-    __m512 s[RB];
+    __m512 s[RB][SG];
     for (int i = 0; i < RB; ++i) {
       gp[i] = rowlane_group(geo, rb + i * geo.row_block_bytes, g);
       hdr[i] = rowlane_header(geo, rb + i * geo.row_block_bytes, g);
-      s[i] = load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 0);
+      for (int sg = 0; sg < SG; ++sg) s[i][sg] = load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 0, sg);
     }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
@@ -106,10 +115,15 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
         for (int i = 0; i < RB; ++i)
           for (int64_t l = 0; l < geo.code_bytes; l += 64)
             _mm_prefetch(reinterpret_cast<const char*>(gp[i] + jb * geo.code_bytes + kPrefetchAhead + l), _MM_HINT_T0);
-      __m512i dot[RB][NT];
+      __m512i dot[RB][NT][SG];
       for (int j = 0; j < NT; ++j) {
-        const __m512i init = BASED ? _mm512_set1_epi32(corr[(t + j) * blocks + b]) : _mm512_setzero_si512();
-        for (int i = 0; i < RB; ++i) dot[i][j] = init;
+        const int32_t* c = corr + (t + j) * (K / 16) + 2 * b;
+        for (int sg = 0; sg < SG; ++sg) {
+          const __m512i init = !BASED ? _mm512_setzero_si512()
+                               : SG == 2 ? _mm512_set1_epi32(c[sg])
+                                         : _mm512_set1_epi32(c[0] + c[1]);
+          for (int i = 0; i < RB; ++i) dot[i][j][sg] = init;
+        }
       }
       if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
@@ -123,33 +137,37 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
           for (int j = 0; j < NT; ++j) {
             const int8_t* a = xq + j * K + b * 32;
             const __m512i alo = bcast4(a + 4 * v), ahi = bcast4(a + 16 + 4 * v);
-            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], lo[i], alo);
-            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], hi[i], ahi);
+            for (int i = 0; i < RB; ++i) dot[i][j][0] = _mm512_dpbusd_epi32(dot[i][j][0], lo[i], alo);
+            for (int i = 0; i < RB; ++i) dot[i][j][SG - 1] = _mm512_dpbusd_epi32(dot[i][j][SG - 1], hi[i], ahi);
           }
         }
       } else {
         for (int v = 0; v < 8; ++v) {
+          const int sg = SG == 2 ? v / 4 : 0;  // group 16: vectors 0..3 are inputs 0..15
           __m512i W[RB];
           for (int i = 0; i < RB; ++i)
             W[i] = _mm512_loadu_si512(gp[i] + jb * geo.code_bytes + 64 * v);  // inputs 4v + j
           for (int j = 0; j < NT; ++j) {
             const __m512i a = bcast4(xq + j * K + b * 32 + 4 * v);
-            for (int i = 0; i < RB; ++i) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], W[i], a);
+            for (int i = 0; i < RB; ++i) dot[i][j][sg] = _mm512_dpbusd_epi32(dot[i][j][sg], W[i], a);
           }
         }
       }
       for (int j = 0; j < NT; ++j) {
         const __m512 xs = _mm512_set1_ps(x.scale[(t + j) * blocks + b]);
         for (int i = 0; i < RB; ++i)
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][j]), _mm512_mul_ps(s[i], xs), acc[i][j]);
+          for (int sg = 0; sg < SG; ++sg)
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][j][sg]), _mm512_mul_ps(s[i][sg], xs), acc[i][j]);
       }
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
-    for (int i = 0; i < RB; ++i) {
-      const __m512 o = geo.offsets ? load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1)
-                                   : _mm512_mul_ps(s[i], _mm512_set1_ps(float(-zero)));
-      for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * G + g]), acc[i][j]);
-    }
+    for (int i = 0; i < RB; ++i)
+      for (int sg = 0; sg < SG; ++sg) {
+        const __m512 o = geo.offsets ? load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1, sg)
+                                     : _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)));
+        for (int j = 0; j < NT; ++j)
+          acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t + j) * GS + g * SG + sg]), acc[i][j]);
+      }
   }
   for (int i = 0; i < RB; ++i) {
     const int64_t n = nb + 16 * i;
@@ -160,7 +178,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
 }
 
 // The same tile in the f32 mode. book32 (LUT): the codebook's 16 values as int32; base: NARROW's.
-template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST>
+template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo, __m512i book32, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -173,9 +191,12 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const uint8_t* hdr = rowlane_header(geo, rb, g);
-    const __m512 s = load_params16<ST>(geo, params, hdr, 0);
-    const __m512 o = geo.offsets ? load_params16<ST>(geo, params, hdr, 1)
-                     : zero == 0 ? _mm512_set1_ps(-0.0f) : _mm512_mul_ps(s, _mm512_set1_ps(float(-zero)));
+    __m512 s[SG], o[SG];
+    for (int sg = 0; sg < SG; ++sg) {
+      s[sg] = load_params16<ST>(geo, params, hdr, 0, sg);
+      o[sg] = geo.offsets ? load_params16<ST>(geo, params, hdr, 1, sg)
+              : zero == 0 ? _mm512_set1_ps(-0.0f) : _mm512_mul_ps(s[sg], _mm512_set1_ps(float(-zero)));
+    }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes;
@@ -184,7 +205,8 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
         __m512i c = _mm512_and_si512(_mm512_srli_epi32(W, shift), mask);
         if constexpr (!FOUR || NARROW) c = _mm512_sub_epi32(c, stored_minus);
         if constexpr (LUT) c = _mm512_permutexvar_epi32(c, book32);
-        const __m512 wf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), s, o);
+        const int sg = SG == 2 && input >= 16;  // group 16: inputs 16..31 are the second group
+        const __m512 wf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), s[sg], o[sg]);
         for (int j = 0; j < NT; ++j)
           acc[j][input % 4] = _mm512_fmadd_ps(_mm512_set1_ps(x[(t + j) * K + b * 32 + input]), wf, acc[j][input % 4]);
       };
@@ -251,73 +273,77 @@ __m512i book_bytes(const int8_t* codebook) {
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
 }
 
-template <bool FOUR, bool LUT, bool NARROW, ScaleType ST>
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   constexpr bool kBased = uses_base<FOUR, LUT, NARROW>();
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
-  const int64_t K = w.k, blocks = K / 32;
+  KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
   thread_local std::vector<float> S;
-  S.resize(static_cast<size_t>(x.t * geo.groups));
+  S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
-  thread_local std::vector<int32_t> corr;
+  thread_local std::vector<int32_t> corr;  // per half block of 16 inputs
   if constexpr (kBased) {
     const int32_t base = NARROW ? w.narrow_base : -128;  // code = stored value + base
-    corr.resize(static_cast<size_t>(x.t * blocks));
-    for (int64_t i = 0; i < x.t * blocks; ++i) {
+    corr.resize(static_cast<size_t>(x.t * (x.k / 16)));
+    for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
       int32_t s = 0;
-      for (int k = 0; k < 32; ++k) s += x.q[i * 32 + k];
+      for (int k = 0; k < 16; ++k) s += x.q[i * 16 + k];
       corr[size_t(i)] = base * s;
     }
   }
   const __m512i book = book_bytes(LUT ? w.codebook : nullptr);
   // From 4 tokens, row blocks in pairs (each activation broadcast then feeds two dot products; an odd
   // last one alone). Fewer tokens stream the weights one row block at a time: decode (T = 1) of the
-  // Q4_0 and Q8_0 models measured 20-25% slower with pairs, prefetching or not.
-  const bool pairs = x.t >= 4;
+  // Q4_0 and Q8_0 models measured 20-25% slower with pairs, prefetching or not. Groups of 16 (twice
+  // the integer chains) run one row block at a time.
+  const bool pairs = x.t >= 4 && SG == 1;
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
     const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
       if (pairs && nb + 16 < n1)
-        q8_tile<2, nt(), FOUR, LUT, kBased, ST>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
+        q8_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
                                                 t == 0);
       else
-        q8_tile<1, nt(), FOUR, LUT, kBased, ST>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
+        q8_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
                                                 t == 0);
     };
     for_token_tiles<4>(x.t, tile);
   }
 }
 
-template <bool FOUR, bool LUT, bool NARROW, ScaleType ST>
+template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
+  KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
   const __m512i book32 =
       LUT ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))) : _mm512_setzero_si512();
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, LUT, NARROW, ST>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
+    f32_tile<nt(), FOUR, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
                                           w.narrow_base);
   });
 }
 
-// f(four, lut, narrow, st): w's kind of codes and scale type as template arguments, after checking
-// that this kernel takes w.
+// f(four, lut, narrow, st, sg): w's kind of codes, scale type and groups a unit (2: groups of 16) as
+// template arguments, after checking that this kernel takes w.
 template <class F>
 void with_weight_kind(const QWeightView& w, F&& f) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && w.group != 16 &&
-               (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "AVX-512 row-lane kernel given another layout, groups of 16 (qweight_preferred_layout keeps Rows) or a "
-         "codebook for 8-bit or narrow codes";
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
+      << "AVX-512 row-lane kernel given another layout, or a codebook for 8-bit or narrow codes";
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
   const bool narrow = w.narrow_base != kWideCodes;
   with_scale_type(w.scale_type, [&](auto st) {
-    if (w.bits == 8) return narrow ? f(NB{}, NB{}, B{}, st) : f(NB{}, NB{}, NB{}, st);
-    if (w.codebook) return f(B{}, B{}, NB{}, st);
-    narrow ? f(B{}, NB{}, B{}, st) : f(B{}, NB{}, NB{}, st);
+    auto kind = [&](auto four, auto lut, auto nar) {
+      w.group == 16 ? f(four, lut, nar, st, std::integral_constant<int, 2>{})
+                    : f(four, lut, nar, st, std::integral_constant<int, 1>{});
+    };
+    if (w.bits == 8) return narrow ? kind(NB{}, NB{}, B{}) : kind(NB{}, NB{}, NB{});
+    if (w.codebook) return kind(B{}, B{}, NB{});
+    narrow ? kind(B{}, NB{}, B{}) : kind(B{}, NB{}, NB{});
   });
 }
 
@@ -325,15 +351,15 @@ void with_weight_kind(const QWeightView& w, F&& f) {
 
 void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st) {
-    q8_rows<four(), lut(), narrow(), st()>(x, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st, auto sg) {
+    q8_rows<four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
   });
 }
 
 void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st) {
-    f32_rows<four(), lut(), narrow(), st()>(x, T, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st, auto sg) {
+    f32_rows<four(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
   });
 }
 

@@ -77,7 +77,6 @@ struct RowLaneKernels {
   const char* name;
   decltype(&kernels::detail::qlinear_rows_q8_rowlane_scalar) q8;
   decltype(&kernels::detail::qlinear_rows_f32_rowlane_scalar) f32;
-  bool g16 = true;  // takes groups of 16 (the AVX-512 kernels leave them to the Rows layout)
 };
 std::vector<RowLaneKernels> codebook_kernels() {
   std::vector<RowLaneKernels> k = {
@@ -92,7 +91,7 @@ std::vector<RowLaneKernels> codebook_kernels() {
     MESSAGE("this CPU has no AVX-VNNI: the AVX-VNNI row-lane kernel is not tested here");
   if (kernels::detail::cpu_has_avx512_vnni())
     k.push_back({"avx512-vnni", kernels::detail::qlinear_rows_q8_rowlane_avx512,
-                 kernels::detail::qlinear_rows_f32_rowlane_avx512, false});
+                 kernels::detail::qlinear_rows_f32_rowlane_avx512});
   else
     MESSAGE("this CPU has no AVX-512 VNNI (or a step-down ISA was chosen): the AVX-512 row-lane kernels are not tested here");
   return k;
@@ -180,7 +179,6 @@ void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t 
                                                    want32.data(), N);
   if (p.vn.bits == 4) CHECK(worst_vs_reference(p.q, x, bias, want32, T) < 1e-5);
   for (const RowLaneKernels& kv : codebook_kernels()) {
-    if (p.q.group == 16 && !kv.g16) continue;
     INFO(kv.name << " T " << T);
     std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
     kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
@@ -253,7 +251,6 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
             kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
             CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
             for (const RowLaneKernels& kv : codebook_kernels()) {
-              if (group == 16 && !kv.g16) continue;
               for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
                 INFO(kv.name << " T " << T << " rows " << n0 << ".." << n1);
                 std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN), w2(size_t(T * N), NAN),
@@ -291,16 +288,11 @@ TEST_CASE("codebook: refused by the kernels that do not take one, and for 8-bit 
   rv.codebook = p.table;
   CHECK_THROWS_AS(kernels::qlinear_rows_f32(x.data(), 1, rv, nullptr, 0, 16, o.data(), 16), KernelError);
   CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_scalar(x.data(), 1, rv, nullptr, 0, 16, o.data(), 16), KernelError);
-  if (kernels::detail::cpu_has_avx512_vnni()) {  // a codebook for 8-bit codes; groups of 16
+  if (kernels::detail::cpu_has_avx512_vnni()) {  // a codebook for 8-bit codes
     CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, eight, nullptr, 0, 16, o.data(), 16),
                     KernelError);
-    QW g16 = make_qw(8, 16, 16, 64, ScaleType::F32, 7);
-    draw_codes(g16, kBooks[1], 8);
-    const Pair p16 = make_pair(g16, -1, false);
-    CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, p16.v4(), nullptr, 0, 16, o.data(), 16),
-                    KernelError);
     const ActBuf a(x.data(), 1, 64);
-    CHECK_THROWS_AS(kernels::detail::qlinear_rows_q8_rowlane_avx512(a.q, p16.v4(), nullptr, 0, 16, o.data(), 16),
+    CHECK_THROWS_AS(kernels::detail::qlinear_rows_q8_rowlane_avx512(a.q, eight, nullptr, 0, 16, o.data(), 16),
                     KernelError);
   }
   CHECK(kernels::qweight_compact_codes_ok(QLayout::RowLane16));
