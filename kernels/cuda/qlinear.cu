@@ -3,6 +3,7 @@
 // feeds two rows) and NT tokens (blockIdx.y). A lane takes every 32nd chunk of 32 inputs of K: one
 // 16-byte load of 4-bit codes (two of 8-bit) per row, dequantized in registers with the chunk's one
 // or two (group 16) scale/offset pairs, then multiplied into NT f32 accumulators per row.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -43,12 +44,13 @@ __device__ __forceinline__ float code_of(const uint32_t (&wd)[8], int q, int i) 
   }
 }
 
+// The rows of block bx (16 of them) x the tokens of block by (NT of them), both within p's shape.
 template <class T, int BITS, int NT>
-__global__ void __launch_bounds__(kThreads) qlinear_kernel(QLinearParams p) {
+__device__ __forceinline__ void qlinear_tile(const QLinearParams& p, int64_t bx, int64_t by) {
   constexpr int R = kRowsPerWarp;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
-  const int64_t t0 = int64_t(blockIdx.y) * NT;
+  const int64_t n0 = (bx * kWarps + warp) * R;
+  const int64_t t0 = by * NT;
   const int nt = int(min(int64_t(NT), p.T - t0));
   const int64_t K = p.K, N = p.N, row_bytes = BITS == 4 ? K / 2 : K, G = K / p.group;
   // Rows past N and tokens past nt read a valid row instead; their sums are never written.
@@ -152,6 +154,20 @@ __global__ void __launch_bounds__(kThreads) qlinear_kernel(QLinearParams p) {
 }
 
 template <class T, int BITS, int NT>
+__global__ void __launch_bounds__(kThreads) qlinear_kernel(QLinearParams p) {
+  qlinear_tile<T, BITS, NT>(p, blockIdx.x, blockIdx.y);
+}
+
+// Item blockIdx.z of `items`; blocks past that item's rows or tokens (the grid is sized for the
+// largest) return at once.
+template <class T, int BITS, int NT>
+__global__ void __launch_bounds__(kThreads) qlinear_grouped_kernel(const QLinearParams* __restrict__ items) {
+  const QLinearParams p = items[blockIdx.z];
+  if (int64_t(blockIdx.x) * kRowsPerBlock >= p.N || int64_t(blockIdx.y) * NT >= p.T) return;
+  qlinear_tile<T, BITS, NT>(p, blockIdx.x, blockIdx.y);
+}
+
+template <class T, int BITS, int NT>
 void launch_nt(const QLinearParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned((p.N + kRowsPerBlock - 1) / kRowsPerBlock), unsigned((p.T + NT - 1) / NT));
   KERNEL_CHECK(grid.y <= 65535u) << "qlinear: T=" << p.T << " too large for one launch";
@@ -169,6 +185,20 @@ void launch_bits(const QLinearParams& p, cudaStream_t stream) {
     launch_nt<T, BITS, 4>(p, stream);
   else
     launch_nt<T, BITS, 8>(p, stream);
+}
+
+// Tokens per block as launch_bits picks them for the largest T; every item's T <= kQLinearSmallT = 8,
+// so one block of tokens (grid.y 1).
+template <class T, int BITS>
+void launch_grouped(dim3 grid, int64_t max_t, const QLinearParams* dev_items, cudaStream_t stream) {
+  static_assert(kQLinearSmallT <= 8, "one block of tokens an item");
+  if (max_t == 1)
+    qlinear_grouped_kernel<T, BITS, 1><<<grid, kThreads, 0, stream>>>(dev_items);
+  else if (max_t <= 4)
+    qlinear_grouped_kernel<T, BITS, 4><<<grid, kThreads, 0, stream>>>(dev_items);
+  else
+    qlinear_grouped_kernel<T, BITS, 8><<<grid, kThreads, 0, stream>>>(dev_items);
+  CUDA_CHECK_LAUNCH();
 }
 
 bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -220,6 +250,33 @@ void qlinear(const QLinearParams& p, cudaStream_t stream) {
       launch_bits<T, 4>(p, stream);
     else
       launch_bits<T, 8>(p, stream);
+  });
+}
+
+void qlinear_grouped(const QLinearParams* items, int count, const QLinearParams* dev_items, cudaStream_t stream) {
+  if (count == 0) return;
+  KERNEL_CHECK(items && dev_items && count > 0 && count <= 65535)
+      << "qlinear_grouped: " << count << " items (at most 65535), host or device copy null";
+  int64_t max_t = 0, max_n = 0;
+  for (int i = 0; i < count; ++i) {
+    const QLinearParams& p = items[i];
+    check_qlinear_params(p, "qlinear_grouped");
+    KERNEL_CHECK(p.bits == items[0].bits && p.x_dtype == items[0].x_dtype)
+        << "qlinear_grouped: items of " << p.bits << " and " << items[0].bits << " bits, x " << dtype_name(p.x_dtype)
+        << " and " << dtype_name(items[0].x_dtype);
+    KERNEL_CHECK(p.T >= 0 && p.T <= kQLinearSmallT && p.N >= 0)
+        << "qlinear_grouped: T=" << p.T << " (at most " << kQLinearSmallT << "), N=" << p.N;
+    max_t = std::max(max_t, p.T);
+    max_n = std::max(max_n, p.N);
+  }
+  if (max_t == 0 || max_n == 0) return;
+  // Each token's arithmetic is the same whatever the tokens per block: the bits of qlinear(item).
+  const dim3 grid(unsigned((max_n + kRowsPerBlock - 1) / kRowsPerBlock), 1u, unsigned(count));
+  LLMCTL_DISPATCH_FLOAT(items[0].x_dtype, T, {
+    if (items[0].bits == 4)
+      launch_grouped<T, 4>(grid, max_t, dev_items, stream);
+    else
+      launch_grouped<T, 8>(grid, max_t, dev_items, stream);
   });
 }
 

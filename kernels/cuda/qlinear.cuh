@@ -59,6 +59,12 @@ void qlinear(const QLinearParams& p, cudaStream_t stream);
 bool qlinear_mma_fits(const QLinearParams& p);
 void qlinear_mma(const QLinearParams& p, cudaStream_t stream);
 constexpr int64_t kQLinearSmallT = 8;  // up to this many tokens the CUDA-core kernel is the default
+// Several CUDA-core qlinear calls in one launch (a mixture of experts' routed experts, each over its
+// tokens' rows): each item's output is, bit for bit, qlinear(item)'s. The items share bits and the
+// activation dtype, and none has more than kQLinearSmallT tokens (their own N, K, group, scales,
+// offsets, bias and output dtype). items[count]: host copies (checked here); dev_items: the same
+// array on the device, its copy ordered on `stream` before this launch (the caller uploads it).
+void qlinear_grouped(const QLinearParams* items, int count, const QLinearParams* dev_items, cudaStream_t stream);
 // Act-order weights (engine/backend/linear_weight.h, input_perm): out[t, j] = x[t, perm[j]] for x,
 // out [T, K] f32/f16/bf16 (distinct buffers), perm [K] on the device. The qlinear input then.
 void qlinear_gather_columns(const void* x, DType dtype, const int32_t* perm, int64_t T, int64_t K, void* out,

@@ -4,7 +4,8 @@
 // 4 and 8 bits, groups 16/32/64/128, f16 and f32 scales, with and without offsets, K not a multiple
 // of 256 (96, 576, 1536), odd N, T from 1 to 128, bf16/f16 activations through the backend and f32
 // through the kernel; act-order weights (input_perm: x's columns gathered first); then batch
-// invariance (a row's bits do not depend on T or its neighbours).
+// invariance (a row's bits do not depend on T or its neighbours); a mixture's grouped linears
+// (qlinear_grouped) against each item alone.
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cuda/qlinear.cuh"
 #include "kernels/cuda/qlinear_tuner.h"
+#include "kernels/kernel_check.h"
 
 using namespace llmctl;
 using namespace llmctl::gpu_test;
@@ -289,4 +291,83 @@ TEST_CASE("cuda: quantized linear is batch invariant (a row's bits alone = in an
     CudaBackend det(dt, 0, o);
     for (const QCase& c : cases) check_batch_invariant(det, dt, c, 17, rng);
   }
+}
+
+// A mixture of experts' routed experts as one linear_group (CudaBackend::run_linear_group): the
+// quantized items of decode-sized T go to one qlinear_grouped launch, each item's output bit for bit
+// what linear() gives it alone; an act-order item, one past kQLinearSmallT tokens and one of other
+// bits run as linear() runs them, in the same call. Every output near the CPU reference.
+TEST_CASE("cuda: grouped quantized linears equal each item's own linear, bit for bit") {
+  std::mt19937 rng(1519);
+  for (DType dt : kHalfTypes) {
+    CudaBackend& be = backend(dt);
+    struct Item {
+      QCase c;
+      int64_t T;
+      bool act_order = false;
+    };
+    const std::vector<Item> plan = {
+        {{4, 32, 96, 576, DType::F16, true}, 1},    {{4, 16, 257, 576, DType::F32, false}, 3},
+        {{4, 128, 64, 1536, DType::F16, true}, 8},  {{4, 32, 33, 576, DType::F32, true}, 0},
+        {{4, 64, 200, 1536, DType::F16, false}, 5}, {{4, 32, 48, 576, DType::F16, true}, 2, true},
+        {{4, 32, 80, 576, DType::F16, true}, 12},   {{8, 32, 72, 576, DType::F16, true}, 2},
+        {{4, 32, 1000, 576, DType::F32, true}, 1},
+    };
+    std::vector<QWeight> qs;
+    std::vector<LinearWeight> ws;
+    std::vector<HostData> xs;
+    for (const Item& it : plan) {
+      QWeight q = random_qweight(it.c, rng);
+      if (it.act_order) {
+        std::vector<int32_t> perm(size_t(it.c.K));
+        for (int64_t i = 0; i < it.c.K; ++i) perm[size_t(i)] = int32_t(i);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        q.canonical.input_perm = Tensor::empty_host(DType::I32, {it.c.K});
+        std::memcpy(q.canonical.input_perm.data, perm.data(), perm.size() * sizeof(int32_t));
+      }
+      ws.push_back(be.upload_quantized(q.canonical));
+      qs.push_back(std::move(q));
+      xs.push_back(random_host(dt, {it.T, it.c.K}, rng));
+    }
+    std::vector<Backend::GroupedLinear> group;
+    std::vector<Tensor> alone;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const Tensor x = be.upload(xs[i].t, dt);
+      group.push_back({x, &ws[i], poisoned(be, dt, {plan[i].T, plan[i].c.N})});
+      alone.push_back(poisoned(be, dt, {plan[i].T, plan[i].c.N}));
+      be.linear(x, ws[i], nullptr, alone.back());
+    }
+    be.linear_group(group);
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const Item& it = plan[i];
+      INFO(dtype_name(dt) << " item " << i << ": " << case_name(it.c, it.T) << (it.act_order ? " act-order" : ""));
+      if (it.T == 0) continue;
+      const std::vector<float> got = to_vec(be, group[i].out), want = to_vec(be, alone[i]);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      std::vector<float> xin = xs[i].f;
+      if (it.act_order) {
+        const int32_t* perm = qs[i].canonical.input_perm.ptr<int32_t>();
+        for (int64_t t = 0; t < it.T; ++t)
+          for (int64_t j = 0; j < it.c.K; ++j) xin[size_t(t * it.c.K + j)] = xs[i].f[size_t(t * it.c.K + perm[j])];
+      }
+      expect_close("grouped qlinear " + case_name(it.c, it.T), dt, got, cpu_reference(qs[i], xin, it.T, nullptr));
+    }
+  }
+}
+
+TEST_CASE("cuda: qlinear_grouped refuses items past decode sizes, of mixed bits, or without a device copy") {
+  CudaBackend& be = backend(DType::BF16);
+  cuda::QLinearParams p;
+  void* fake = reinterpret_cast<void*>(uintptr_t(256));  // never read: refused before any launch
+  p.x = fake, p.out = fake, p.scale = fake;
+  p.packed = reinterpret_cast<const uint8_t*>(uintptr_t(256));
+  p.T = 1, p.N = 16, p.K = 64;
+  cuda::QLinearParams items[2] = {p, p};
+  const auto* dev = reinterpret_cast<const cuda::QLinearParams*>(uintptr_t(256));
+  items[1].T = cuda::kQLinearSmallT + 1;
+  CHECK_THROWS_AS(cuda::qlinear_grouped(items, 2, dev, be.stream()), KernelError);
+  items[1] = p, items[1].bits = 8;
+  CHECK_THROWS_AS(cuda::qlinear_grouped(items, 2, dev, be.stream()), KernelError);
+  items[1] = p;
+  CHECK_THROWS_AS(cuda::qlinear_grouped(items, 2, nullptr, be.stream()), KernelError);
 }

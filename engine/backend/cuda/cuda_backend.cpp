@@ -82,7 +82,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from a destructor: errors here are ignored.
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, perm_scratch_, moe_dev_})
+  for (void* p : {batch_dev_, sample_dev_, sample_scratch_, perm_scratch_, moe_dev_, group_dev_})
     if (p) cudaFree(p);
   if (sample_pinned_) cudaFreeHost(sample_pinned_);
   tuner_.reset();

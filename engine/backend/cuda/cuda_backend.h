@@ -155,6 +155,17 @@ class CudaBackend final : public Backend {
   void* batch_dev_ = nullptr;          // prepare_batch's arrays (fixed address for graphs)
   size_t batch_dev_bytes_ = 0;
   std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  // A quantized linear's kernel parameters, the shapes and devices checked (x as given: the caller
+  // gathers an act-order weight's columns).
+  cuda::QLinearParams qlinear_params(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // Whether linear_quantized runs the CUDA-core qlinear for w over T tokens (what qlinear_grouped
+  // reproduces bit for bit).
+  bool runs_cuda_core_qlinear(const LinearWeight& w, int64_t T) const;
+  // A mixture of experts' grouped linears (cuda_moe.cpp): the quantized items that would run the
+  // CUDA-core kernel go to one qlinear_grouped launch; the rest as linear() runs them.
+  void run_linear_group(std::span<const GroupedLinear> items) override;
+  void* group_dev_ = nullptr;  // qlinear_grouped's items, uploaded per call
+  size_t group_dev_bytes_ = 0;
   // The mixture-of-experts ops' rows and weights, uploaded per call (cuda_moe.cpp).
   void* moe_dev_ = nullptr;
   size_t moe_dev_bytes_ = 0;

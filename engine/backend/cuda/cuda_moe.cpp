@@ -1,5 +1,7 @@
-// The CUDA backend's mixture-of-experts row ops (engine/model/layers/moe_block.h): the routing is
-// decided on the host, so each call uploads its rows (and weights) before its kernel.
+// The CUDA backend's mixture-of-experts ops (engine/model/layers/moe_block.h): the row ops, whose
+// routing is decided on the host, so each call uploads its rows (and weights) before its kernel; and
+// the experts' grouped linears, quantized ones in one launch.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/moe_rows.cuh"
+#include "kernels/cuda/qlinear.cuh"
 
 namespace llmctl {
 
@@ -57,6 +60,37 @@ void CudaBackend::scatter_add_rows(const Tensor& y, std::span<const int32_t> row
   const float* dev_weights = nullptr;
   const int32_t* dev_rows = upload_rows(rows, weights, &dev_weights);
   cuda::launch_scatter_add_rows({y.data, dev_rows, dev_weights, out.data, out.dtype, n, C, distinct}, stream_);
+}
+
+void CudaBackend::run_linear_group(std::span<const GroupedLinear> items) {
+  // The items qlinear_grouped takes: quantized, run by the CUDA-core kernel (decode-sized token
+  // counts), the bits and activation dtype of the first such item. A routed expert's tokens are few
+  // in decode: one launch for all of them instead of one per expert.
+  std::vector<cuda::QLinearParams> grouped;
+  std::vector<GroupedLinear> rest;
+  for (const GroupedLinear& g : items) {
+    const int64_t K = g.x.dim(-1), T = g.x.numel() / std::max<int64_t>(K, 1);
+    if (runs_cuda_core_qlinear(*g.w, T)) {
+      Tensor out = g.out;
+      const cuda::QLinearParams p = qlinear_params(g.x, *g.w, nullptr, out);
+      if (grouped.empty() || (p.bits == grouped[0].bits && p.x_dtype == grouped[0].x_dtype)) {
+        if (p.T > 0 && p.N > 0) grouped.push_back(p);
+        continue;
+      }
+    }
+    rest.push_back(g);
+  }
+  if (grouped.size() == 1) {
+    cuda::qlinear(grouped[0], stream_);
+  } else if (!grouped.empty()) {
+    const size_t bytes = grouped.size() * sizeof(cuda::QLinearParams);
+    void* dev = grow(group_dev_, group_dev_bytes_, bytes);
+    // From pageable memory, as upload_rows: staged before the call returns; the stream orders it
+    // after the kernels that read the previous call's items.
+    CUDA_CHECK(cudaMemcpyAsync(dev, grouped.data(), bytes, cudaMemcpyHostToDevice, stream_));
+    cuda::qlinear_grouped(grouped.data(), int(grouped.size()), static_cast<const cuda::QLinearParams*>(dev), stream_);
+  }
+  Backend::run_linear_group(rest);
 }
 
 void CudaBackend::fill_zero(Tensor& t) {

@@ -61,7 +61,8 @@ LinearWeight CudaBackend::upload_quantized(const LinearWeight& c) {
   return w;
 }
 
-void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+cuda::QLinearParams CudaBackend::qlinear_params(const Tensor& x, const LinearWeight& w, const Tensor* bias,
+                                               Tensor& out) {
   require_support(w.format);
   check_device(x, "linear_quantized x");
   check_device(w.data, "linear_quantized codes");
@@ -71,15 +72,8 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   LLM_CHECK(K == w.k) << "linear_quantized: x " << x.shape_str() << " vs weight [" << w.n << ", " << w.k << "]";
   LLM_CHECK(out.numel() == T * N && out.dim(-1) == N)
       << "linear_quantized: out " << out.shape_str() << ", want [" << T << ", " << N << "]";
-  if (T == 0 || N == 0) return;  // nothing to compute (and no scratch to gather an empty x into)
   cuda::QLinearParams p;
   p.x = x.data;
-  if (!w.input_perm.empty()) {  // act-order: the kernels read x[:, input_perm] (gathered into scratch)
-    check_device(w.input_perm, "linear_quantized input_perm");
-    void* xp = grow(perm_scratch_, perm_scratch_bytes_, size_t(T * K) * dtype_size(x.dtype));
-    cuda::qlinear_gather_columns(x.data, x.dtype, w.input_perm.ptr<int32_t>(), T, K, xp, stream_);
-    p.x = xp;
-  }
   p.x_dtype = x.dtype;
   p.packed = static_cast<const uint8_t*>(w.data.data);
   p.bits = w.format == WeightFormat::Int4Group ? 4 : 8;
@@ -101,6 +95,25 @@ void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const
   p.T = T;
   p.N = N;
   p.K = K;
+  return p;
+}
+
+bool CudaBackend::runs_cuda_core_qlinear(const LinearWeight& w, int64_t T) const {
+  // linear_quantized's rule below: the tuner, too, runs the CUDA-core kernel up to kQLinearSmallT
+  // tokens (qlinear_tuner.h); act-order weights gather their input first.
+  return !options_.deterministic && T <= cuda::kQLinearSmallT && w.input_perm.empty() && !is_dense(w.format);
+}
+
+void CudaBackend::linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  cuda::QLinearParams p = qlinear_params(x, w, bias, out);
+  const int64_t T = p.T, K = p.K;
+  if (T == 0 || p.N == 0) return;  // nothing to compute (and no scratch to gather an empty x into)
+  if (!w.input_perm.empty()) {  // act-order: the kernels read x[:, input_perm] (gathered into scratch)
+    check_device(w.input_perm, "linear_quantized input_perm");
+    void* xp = grow(perm_scratch_, perm_scratch_bytes_, size_t(T * K) * dtype_size(x.dtype));
+    cuda::qlinear_gather_columns(x.data, x.dtype, w.input_perm.ptr<int32_t>(), T, K, xp, stream_);
+    p.x = xp;
+  }
   // Under --deterministic tensor cores for every T (batch invariant: a row's bits do not depend on
   // T), as the dense path's gemm_invariant. Otherwise CUDA cores up to decode sizes, and past them
   // the faster kernel per shape as measured (qlinear_tuner.h; tensor cores without autotune).
