@@ -117,11 +117,12 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
             _mm_prefetch(reinterpret_cast<const char*>(gp[i] + jb * geo.code_bytes + kPrefetchAhead + l), _MM_HINT_T0);
       __m512i dot[RB][NT][SG];
       for (int j = 0; j < NT; ++j) {
-        const int32_t* c = corr + (t + j) * (K / 16) + 2 * b;
         for (int sg = 0; sg < SG; ++sg) {
-          const __m512i init = !BASED ? _mm512_setzero_si512()
-                               : SG == 2 ? _mm512_set1_epi32(c[sg])
-                                         : _mm512_set1_epi32(c[0] + c[1]);
+          __m512i init = _mm512_setzero_si512();
+          if constexpr (BASED) {  // corr is empty otherwise
+            const int32_t* c = corr + (t + j) * (K / 16) + 2 * b;
+            init = _mm512_set1_epi32(SG == 2 ? c[sg] : c[0] + c[1]);
+          }
           for (int i = 0; i < RB; ++i) dot[i][j][sg] = init;
         }
       }
