@@ -12,7 +12,7 @@
 // value put in, as 8-bit codes.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
 // matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
-// Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement).
+// Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement)  --cpu-isa ISA.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--min-ms")) min_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--cpu-isa")) kernels::select_cpu_kernels(argv[i + 1], false);
     else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx2|scalar]\n",
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx512-vnni|avx-vnni|avx2|scalar]\n",
                    argv[0]);
       return 2;
     }
