@@ -58,6 +58,14 @@ void check_scale_layout(const QWeightView& w) {
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
 bool cpu_has_avx_vnni() { return has_avx_vnni(); }
 
+void qact_half_sums(const QActivations& x, int32_t* H) {
+  for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) s += x.q[i * 16 + j];
+    H[i] = s;
+  }
+}
+
 void qact_group_sums(const QActivations& x, int group, float* S) {
   const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;
   for (int64_t t = 0; t < x.t; ++t) {

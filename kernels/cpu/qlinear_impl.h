@@ -28,6 +28,9 @@ void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q,
 // S[t * (K / group) + g] = the sum of x.sum over group g's half blocks of 16, in order: what the
 // offset of group g multiplies in the Int8 mode. Every variant takes it from here.
 void qact_group_sums(const QActivations& x, int group, float* S);
+// H[t * (K / 16) + h] = the integer sum of token t's int8 activation codes in half block h (16
+// inputs): what base x it corrects for codes stored from a base (narrow, codebook or VNNI codes).
+void qact_half_sums(const QActivations& x, int32_t* H);
 
 // Scale/offset element i of a row as f32.
 inline float load_scale(ScaleType st, const void* p, int64_t i) {

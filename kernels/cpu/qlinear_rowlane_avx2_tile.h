@@ -351,11 +351,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<int32_t> asum;  // narrow or VNNI codes: the activations' sums per half block
   if constexpr (uses_base<VNNI, FOUR, LUT, NARROW>()) {
     asum.resize(size_t(x.t * (x.k / 16)));
-    for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
-      int32_t s = 0;
-      for (int j = 0; j < 16; ++j) s += x.q[i * 16 + j];
-      asum[size_t(i)] = s;
-    }
+    qact_half_sums(x, asum.data());
   }
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));

@@ -82,8 +82,8 @@ constexpr int64_t kPrefetchAhead = 8192;
 // RB row blocks (rows nb..nb+16 RB - 1, the first one's bytes at rb, the next ones following it) x
 // NT tokens from t, int8 activations; m[i]: the lanes of row block i to store. prefetch: the first
 // token tile of these row blocks (the later ones find the codes in cache).
-// corr[t * K / 16 + q] (BASED: codes stored from a base, see q8_rows): base * the sum of token t's
-// activation codes in half block q (16 inputs). book (LUT): the codebook's values + 128, in each
+// asum (BASED: codes stored from a base, see q8_rows; qact_half_sums): the activations' integer sums
+// per half block, which base multiplies into each integer sum's start. book (LUT): the codebook's values + 128, in each
 // 128-bit lane. SG: groups a unit (2: group 16, whose inputs 0..15 and 16..31 of a block get their
 // own integer dot products, scales and offsets).
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
@@ -91,8 +91,8 @@ constexpr int64_t kPrefetchAhead = 8192;
 // (token, row block). Accumulators: (SG + 1) x RB x NT vectors; RB = 2, NT = 4, SG = 1 fills 24 of
 // the 32 registers.
 template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG>
-void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* corr,
-             __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
+void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* asum,
+             int base, __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
              int64_t ldo, bool prefetch) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;
   const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -119,9 +119,9 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
       for (int j = 0; j < NT; ++j) {
         for (int sg = 0; sg < SG; ++sg) {
           __m512i init = _mm512_setzero_si512();
-          if constexpr (BASED) {  // corr is empty otherwise
-            const int32_t* c = corr + (t + j) * (K / 16) + 2 * b;
-            init = _mm512_set1_epi32(SG == 2 ? c[sg] : c[0] + c[1]);
+          if constexpr (BASED) {  // asum is empty otherwise
+            const int32_t* hs = asum + (t + j) * (K / 16) + 2 * b;
+            init = _mm512_set1_epi32(base * (SG == 2 ? hs[sg] : hs[0] + hs[1]));
           }
           for (int i = 0; i < RB; ++i) dot[i][j][sg] = init;
         }
@@ -283,16 +283,12 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
-  thread_local std::vector<int32_t> corr;  // per half block of 16 inputs
+  thread_local std::vector<int32_t> asum;  // per half block of 16 inputs
   if constexpr (kBased) {
-    const int32_t base = NARROW ? w.narrow_base : -128;  // code = stored value + base
-    corr.resize(static_cast<size_t>(x.t * (x.k / 16)));
-    for (int64_t i = 0; i < x.t * (x.k / 16); ++i) {
-      int32_t s = 0;
-      for (int k = 0; k < 16; ++k) s += x.q[i * 16 + k];
-      corr[size_t(i)] = base * s;
-    }
+    asum.resize(static_cast<size_t>(x.t * (x.k / 16)));
+    qact_half_sums(x, asum.data());
   }
+  const int base = NARROW ? w.narrow_base : -128;  // code = stored value + base
   const __m512i book = book_bytes(LUT ? w.codebook : nullptr);
   // From 4 tokens, row blocks in pairs (each activation broadcast then feeds two dot products; an odd
   // last one alone). Fewer tokens stream the weights one row block at a time: decode (T = 1) of the
@@ -305,11 +301,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
       if (pairs && nb + 16 < n1)
-        q8_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
-                                                t == 0);
+        q8_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
+                                                    out, ldo, t == 0);
       else
-        q8_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, corr.data(), book, S.data(), t, bias, nb, m, out, ldo,
-                                                t == 0);
+        q8_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
+                                                    out, ldo, t == 0);
     };
     for_token_tiles<4>(x.t, tile);
   }
