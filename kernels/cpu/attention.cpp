@@ -61,6 +61,74 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
              : detail::paged_attention_heads4_quant_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
 }
 
+bool paged_attention_split_runs(int64_t head_dim) {
+  if (detail::cpu_has_avx512_vnni()) return detail::avx512_attention_head_dim(head_dim);
+  return cpu_has_avx2() && detail::avx2_attention_head_dim(head_dim);
+}
+
+bool paged_attention_split_runs(KvQuant kind, int64_t head_dim) {
+  return paged_attention_quant_in_place(kind, head_dim, false);
+}
+
+int64_t paged_attention_split_columns() { return detail::cpu_has_avx512_vnni() ? 16 : 8; }
+
+namespace {
+
+template <class View>
+void split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
+                  int32_t j1) {
+  KERNEL_CHECK(j0 >= 0 && j0 % 16 == 0 && j0 <= j1 && (j1 % 16 == 0 || j1 == s.position + 1) && j1 <= s.position + 1)
+      << "paged_attention_split_scores: keys [" << j0 << ", " << j1 << ") for position " << s.position;
+  KERNEL_CHECK(detail::cpu_has_avx512_vnni()
+                   ? detail::paged_attention_split_scores_avx512(s, c, block_table, scale, j0, j1)
+                   : cpu_has_avx2() && detail::paged_attention_split_scores_avx2(s, c, block_table, scale, j0, j1))
+      << "paged_attention_split_scores: no kernel for head_dim " << c.head_dim << " on this CPU";
+}
+
+template <class View>
+void split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
+                  int64_t width) {
+  const int64_t unit = paged_attention_split_columns();
+  KERNEL_CHECK(d0 >= 0 && width >= 0 && d0 % unit == 0 && width % unit == 0 && d0 + width <= c.head_dim)
+      << "paged_attention_split_values: columns [" << d0 << ", " << d0 + width << ") of " << c.head_dim;
+  KERNEL_CHECK(detail::cpu_has_avx512_vnni()
+                   ? detail::paged_attention_split_values_avx512(s, c, block_table, d0, width)
+                   : cpu_has_avx2() && detail::paged_attention_split_values_avx2(s, c, block_table, d0, width))
+      << "paged_attention_split_values: no kernel for head_dim " << c.head_dim << " on this CPU";
+}
+
+}  // namespace
+
+void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
+                                  float scale, int32_t j0, int32_t j1) {
+  split_scores(s, c, block_table, scale, j0, j1);
+}
+
+void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                  const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
+  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim))
+      << "paged_attention_split_scores: this cache is not read in place for head_dim " << c.head_dim;
+  split_scores(s, c, block_table, scale, j0, j1);
+}
+
+float paged_attention_split_softmax(float* scores, int32_t position) {
+  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, position);
+  KERNEL_CHECK(cpu_has_avx2()) << "paged_attention_split_softmax: no kernel on this CPU";
+  return detail::paged_attention_split_softmax_avx2(scores, position);
+}
+
+void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
+                                  int64_t d0, int64_t width) {
+  split_values(s, c, block_table, d0, width);
+}
+
+void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                  const int32_t* block_table, int64_t d0, int64_t width) {
+  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim))
+      << "paged_attention_split_values: this cache is not read in place for head_dim " << c.head_dim;
+  split_values(s, c, block_table, d0, width);
+}
+
 void paged_attention_head_softcap(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                   int64_t kvh, float scale, float softcap, float* scores, float* out) {
   KERNEL_CHECK(softcap > 0 && std::isfinite(softcap)) << "paged_attention_head_softcap: softcap " << softcap;

@@ -76,4 +76,42 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                                   float* const* out, const KvExactRows* exact = nullptr);
 
+// Decode attention spread over threads. Run whole, a token's query heads are one item each (9 heads
+// on 16 threads leave 7 idle) and each reads its kv head's whole context. Here one token at
+// `position` and the `group` query heads that read kv head kvh go through three stages whose items
+// may run on different threads, a stage starting when the one before has finished:
+//   1. paged_attention_split_scores: keys [j0, j1) into scores[g][j0, j1), each key row read from
+//      memory once for the group. j0 a multiple of 16; j1 too, or position + 1 (the SIMD variants
+//      then write up to 15 floats past it: scores[g] holds paged_attention_scratch(position) floats);
+//   2. paged_attention_split_softmax: one query's scores [0, position] -> e^(score - max) in place;
+//      returns 1 / their sum;
+//   3. paged_attention_split_values: columns [d0, d0 + width) of the group's outputs from stage 2's
+//      values and inverse sums, each value row read once for the group; d0 and width multiples of
+//      paged_attention_split_columns().
+// The outputs are paged_attention_head's (paged_attention_head_quant's) for each query, bit for bit:
+// each score, maximum, sum and chain is the same operations in the same order, only spread
+// differently. Runs where paged_attention_split_runs says so (the SIMD variants' head sizes; int8 /
+// fp8 caches where they are read in place, without exact rows).
+struct SplitAttentionQueries {
+  const float* const* q;  // [group] queries (stage 1)
+  float* const* scores;   // [group] scores, then stage 2's values
+  const float* inv;       // [group] stage 2's inverse sums (stage 3)
+  float* const* out;      // [group] outputs of head_dim floats (stage 3)
+  int group;
+  int32_t position;
+  int64_t kvh;
+};
+bool paged_attention_split_runs(int64_t head_dim);
+bool paged_attention_split_runs(KvQuant kind, int64_t head_dim);
+int64_t paged_attention_split_columns();
+void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
+                                  float scale, int32_t j0, int32_t j1);
+void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& cache,
+                                  const int32_t* block_table, float scale, int32_t j0, int32_t j1);
+float paged_attention_split_softmax(float* scores, int32_t position);
+void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
+                                  int64_t d0, int64_t width);
+void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQuantView& cache,
+                                  const int32_t* block_table, int64_t d0, int64_t width);
+
 }  // namespace llmctl::kernels

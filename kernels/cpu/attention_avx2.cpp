@@ -272,22 +272,23 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
 }
 
 // The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
+// The loaders start at key `first`.
 template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
-  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)});
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
+  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)});
 }
 
 template <class Fn>
-void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn) {
-  const int64_t H = c.num_kv_heads, D = c.head_dim;
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
+  const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
   if (c.kind == KvQuant::Int8)
-    fn(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-       Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+    fn(Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+       Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
   else
-    fn(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
-               _mm256_set1_ps(c.k_scale[kvh]), H, kvh, D},
-       Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
-               _mm256_set1_ps(c.v_scale[kvh]), H, kvh, D});
+    fn(Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.k), _mm256_set1_ps(c.k_scale[kvh]),
+               H, kvh, D},
+       Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.v), _mm256_set1_ps(c.v_scale[kvh]),
+               H, kvh, D});
 }
 
 template <class View>
@@ -307,6 +308,97 @@ bool four_queries(const float* const* q, const int32_t* positions, const View& c
   });
 }
 
+
+// Decode attention in stages (attention.h: paged_attention_split_*), each stage's per-query work
+// that of attention_head.
+
+// Keys a pass over the group's queries covers: their rows are read from memory by the first query
+// and from cache by the others.
+constexpr int32_t kSplitKeyPass = 64;
+
+template <class View>
+bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
+                  int32_t j1) {
+  return dispatch(c.head_dim, [&](auto C) {
+    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
+      for (int g = 0; g < s.group; ++g)
+        with_rows(
+            c, block_table, s.kvh,
+            [&](auto krows, auto) {
+              score_keys<C()>(s.q[g], krows, k0, std::min(j1, k0 + kSplitKeyPass), scale, s.scores[g]);
+            },
+            k0);
+  });
+}
+
+// score_keys' maximum over keys [0, n) (the same chain of std::max in key order), then the softmax.
+float split_softmax(float* scores, int32_t n) {
+  float m = -INFINITY;
+  for (int32_t j = 0; j < n; ++j) m = std::max(m, scores[j]);
+  return softmax_in_place(scores, n, m);
+}
+
+// Columns [d0, d0 + 8 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
+// loaded once for the G queries, whose even / odd chains are attention_head's.
+template <int G, int P, class Rows>
+void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
+  __m256 acc[G][2][P];
+  float inv[G];
+  const float* e[G];
+  for (int g = 0; g < G; ++g) {
+    inv[g] = s.inv[g0 + g], e[g] = s.scores[g0 + g];
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_setzero_ps();
+  }
+  auto add_key = [&](int h, int32_t j) {
+    auto row = vrows.next();
+    row.p += d0;
+    __m256 v[P];
+    for (int i = 0; i < P; ++i) v[i] = row.load(i);
+    for (int g = 0; g < G; ++g) {
+      const __m256 p = _mm256_set1_ps(e[g][j] * inv[g]);
+      for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
+    }
+  };
+  int32_t j = 0;
+  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
+  if (j < n) add_key(0, j);  // a last even key
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < P; ++i)
+      _mm256_storeu_ps(s.out[g0 + g] + d0 + 8 * i, _mm256_add_ps(acc[g][0][i], acc[g][1][i]));
+}
+
+// fn(G, P) as compile-time constants: G in 1..4, P 2 for G <= 3 (at most 12 of the 16 registers
+// hold chains), else 1.
+template <class Fn>
+void with_pass_shape(int G, bool wide, Fn&& fn) {
+  using std::integral_constant;
+  switch (G) {
+    case 1: return wide ? fn(integral_constant<int, 1>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 1>{}, integral_constant<int, 1>{});
+    case 2: return wide ? fn(integral_constant<int, 2>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 2>{}, integral_constant<int, 1>{});
+    case 3: return wide ? fn(integral_constant<int, 3>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+    default: return fn(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+  }
+}
+
+template <class View>
+bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
+                  int64_t width) {
+  if (!avx2_attention_head_dim(c.head_dim)) return false;
+  for (int g0 = 0; g0 < s.group; g0 += 4)
+    for (int64_t d = d0; d < d0 + width;) {
+      const int G = std::min(4, s.group - g0);
+      const bool wide = G <= 3 && d0 + width - d >= 16;
+      with_rows(c, block_table, s.kvh, [&](auto, auto vrows) {
+        with_pass_shape(G, wide, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d); });
+      });
+      d += wide ? 16 : 8;
+    }
+  return true;
+}
 }  // namespace
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
@@ -329,6 +421,24 @@ bool paged_attention_heads4_quant_avx2(const float* const* q, const int32_t* pos
                                        const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                        float* const* out) {
   return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+}
+
+bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
+                                       const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
+  return split_scores(s, c, block_table, scale, j0, j1);
+}
+bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                       const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
+  return split_scores(s, c, block_table, scale, j0, j1);
+}
+float paged_attention_split_softmax_avx2(float* scores, int32_t position) { return split_softmax(scores, position + 1); }
+bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
+                                       const int32_t* block_table, int64_t d0, int64_t width) {
+  return split_values(s, c, block_table, d0, width);
+}
+bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                       const int32_t* block_table, int64_t d0, int64_t width) {
+  return split_values(s, c, block_table, d0, width);
 }
 
 }  // namespace llmctl::kernels::detail

@@ -376,23 +376,26 @@ KeyRows<Rows> key_rows(Rows k, Rows v, const KvExactRows* exact) {
   return {k, v, {exact->k, exact->stride}, {exact->v, exact->stride}, exact->from};
 }
 
+// The cache's loaders start at key `first` (the exact rows' positions are their own).
 template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, Fn&& fn) {
-  fn(key_rows(F32Rows{KvRowCursor(c.k, c, block_table, kvh)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh)}, exact));
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, int32_t first,
+               Fn&& fn) {
+  fn(key_rows(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)},
+              F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)}, exact));
 }
 
 template <class Fn>
 void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact,
-               Fn&& fn) {
-  const int64_t H = c.num_kv_heads, D = c.head_dim;
+               int32_t first, Fn&& fn) {
+  const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
   if (c.kind == KvQuant::Int8)
-    fn(key_rows(Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-                Int8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
+    fn(key_rows(Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+                Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
                 exact));
   else
-    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.k),
+    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.k),
                         _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
-                Fp8Rows{KvSlotCursor(block_table, c.block_size), static_cast<const uint8_t*>(c.v),
+                Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.v),
                         _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D},
                 exact));
 }
@@ -401,7 +404,8 @@ template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
                float* scores, float* out, const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, exact, [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out); });
+    with_rows(c, block_table, kvh, exact, 0,
+              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out); });
   });
 }
 
@@ -412,11 +416,103 @@ bool four_queries(const float* const* q, const int32_t* positions, const View& c
                   const KvExactRows* exact = nullptr) {
   if (exact && (exact->from % 4 != 0 || exact->from > positions[0])) return false;
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, exact,
+    with_rows(c, block_table, kvh, exact, 0,
               [&](auto kr) { attention_tile4<C()>(q, positions, kr, scale, scores, out); });
   });
 }
 
+
+// Decode attention in stages (attention.h: paged_attention_split_*), each stage's per-query work
+// that of attention_head.
+
+// Keys a pass over the group's queries covers: their rows (at most 64 x 512 bytes) are read from
+// memory by the first query and from cache by the others.
+constexpr int32_t kSplitKeyPass = 64;
+
+template <class View>
+bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
+                  int32_t j1) {
+  return dispatch(c.head_dim, [&](auto C) {
+    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
+      for (int g = 0; g < s.group; ++g)
+        with_rows(c, block_table, s.kvh, nullptr, k0, [&](auto kr) {
+          __m512 qv[C()];
+          for (int i = 0; i < C(); ++i) qv[i] = _mm512_loadu_ps(s.q[g] + 16 * i);
+          score_keys<C()>(qv, kr.krows, k0, std::min(j1, k0 + kSplitKeyPass), scale, s.scores[g]);
+        });
+  });
+}
+
+// score_keys' maximum over keys [0, n) (the same masked maxima in the same order), then the softmax.
+float split_softmax(float* scores, int32_t n) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int32_t j = 0; j < n; j += 16) {
+    const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j)) - 1);
+    vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
+  }
+  return softmax_in_place(scores, n, _mm512_reduce_max_ps(vmax));
+}
+
+// Columns [d0, d0 + 16 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
+// loaded once for the G queries, whose even / odd chains are add_values'.
+template <int G, int P, class Rows>
+void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
+  __m512 acc[G][2][P];
+  float inv[G];
+  const float* e[G];
+  for (int g = 0; g < G; ++g) {
+    inv[g] = s.inv[g0 + g], e[g] = s.scores[g0 + g];
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_setzero_ps();
+  }
+  auto add_key = [&](int h, int32_t j) {
+    auto row = vrows.next();
+    row.p += d0;
+    __m512 v[P];
+    for (int i = 0; i < P; ++i) v[i] = row.load(i);
+    for (int g = 0; g < G; ++g) {
+      const __m512 p = _mm512_set1_ps(e[g][j] * inv[g]);
+      for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_fmadd_ps(p, v[i], acc[g][h][i]);
+    }
+  };
+  int32_t j = 0;
+  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
+  if (j < n) add_key(0, j);  // a last even key
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < P; ++i)
+      _mm512_storeu_ps(s.out[g0 + g] + d0 + 16 * i, _mm512_add_ps(acc[g][0][i], acc[g][1][i]));
+}
+
+// fn(G, P) as compile-time constants, G in 1..4, P in 1..2.
+template <class Fn>
+void with_pass_shape(int G, int P, Fn&& fn) {
+  using std::integral_constant;
+  switch (2 * G + P) {
+    case 3: return fn(integral_constant<int, 1>{}, integral_constant<int, 1>{});
+    case 4: return fn(integral_constant<int, 1>{}, integral_constant<int, 2>{});
+    case 5: return fn(integral_constant<int, 2>{}, integral_constant<int, 1>{});
+    case 6: return fn(integral_constant<int, 2>{}, integral_constant<int, 2>{});
+    case 7: return fn(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+    case 8: return fn(integral_constant<int, 3>{}, integral_constant<int, 2>{});
+    case 9: return fn(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+    default: return fn(integral_constant<int, 4>{}, integral_constant<int, 2>{});
+  }
+}
+
+template <class View>
+bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
+                  int64_t width) {
+  if (!avx512_attention_head_dim(c.head_dim)) return false;
+  for (int g0 = 0; g0 < s.group; g0 += 4)
+    for (int64_t d = d0; d < d0 + width;) {
+      const int G = std::min(4, s.group - g0), P = d0 + width - d >= 32 ? 2 : 1;
+      with_rows(c, block_table, s.kvh, nullptr, 0, [&](auto kr) {
+        with_pass_shape(G, P, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr.vrows, s.position + 1, d); });
+      });
+      d += 16 * P;
+    }
+  return true;
+}
 }  // namespace
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
@@ -440,6 +536,26 @@ bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* p
                                          const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                          float* const* out, const KvExactRows* exact) {
   return four_queries(q, positions, c, block_table, kvh, scale, scores, out, exact);
+}
+
+bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
+                                         const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
+  return split_scores(s, c, block_table, scale, j0, j1);
+}
+bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                         const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
+  return split_scores(s, c, block_table, scale, j0, j1);
+}
+float paged_attention_split_softmax_avx512(float* scores, int32_t position) {
+  return split_softmax(scores, position + 1);
+}
+bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
+                                         const int32_t* block_table, int64_t d0, int64_t width) {
+  return split_values(s, c, block_table, d0, width);
+}
+bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                         const int32_t* block_table, int64_t d0, int64_t width) {
+  return split_values(s, c, block_table, d0, width);
 }
 
 }  // namespace llmctl::kernels::detail

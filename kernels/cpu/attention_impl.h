@@ -37,10 +37,11 @@ inline float attention_exp(float x) {
   return p * two_n;
 }
 
-// The cache slots of keys 0, 1, 2, ... of a sequence, in order, without a division per key.
+// The cache slots of keys first, first + 1, ... of a sequence, in order, without a division per key.
 class KvSlotCursor {
  public:
-  KvSlotCursor(const int32_t* block_table, int64_t block_size) : table_(block_table), B_(block_size) {}
+  KvSlotCursor(const int32_t* block_table, int64_t block_size, int32_t first = 0)
+      : table_(block_table), B_(block_size), block_(first / block_size), offset_(first % block_size) {}
   int64_t next() {
     const int64_t slot = int64_t(table_[block_]) * B_ + offset_;
     if (++offset_ == B_) offset_ = 0, ++block_;
@@ -49,14 +50,16 @@ class KvSlotCursor {
 
  private:
   const int32_t* table_;
-  int64_t B_, block_ = 0, offset_ = 0;
+  int64_t B_, block_, offset_;
 };
 
-// The f32 cache rows of keys 0, 1, 2, ... of one kv head.
+// The f32 cache rows of keys first, first + 1, ... of one kv head.
 class KvRowCursor {
  public:
-  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh)
-      : slots_(block_table, c.block_size), base_(base + kvh * c.head_dim), stride_(c.num_kv_heads * c.head_dim) {}
+  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh, int32_t first = 0)
+      : slots_(block_table, c.block_size, first),
+        base_(base + kvh * c.head_dim),
+        stride_(c.num_kv_heads * c.head_dim) {}
   const float* next() { return base_ + slots_.next() * stride_; }
 
  private:
@@ -118,5 +121,26 @@ bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positio
 bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
                                          const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                          float* const* out, const KvExactRows* exact);
+
+// The stages of attention.h's paged_attention_split_* (false, doing nothing, for head sizes the
+// variant does not take): AVX-512 over f32, int8 and fp8 caches; AVX2 over f32 and int8 ones.
+bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
+                                         const int32_t* block_table, float scale, int32_t j0, int32_t j1);
+bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                         const int32_t* block_table, float scale, int32_t j0, int32_t j1);
+float paged_attention_split_softmax_avx512(float* scores, int32_t position);
+bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
+                                         const int32_t* block_table, int64_t d0, int64_t width);
+bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                         const int32_t* block_table, int64_t d0, int64_t width);
+bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
+                                       const int32_t* block_table, float scale, int32_t j0, int32_t j1);
+bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                       const int32_t* block_table, float scale, int32_t j0, int32_t j1);
+float paged_attention_split_softmax_avx2(float* scores, int32_t position);
+bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
+                                       const int32_t* block_table, int64_t d0, int64_t width);
+bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
+                                       const int32_t* block_table, int64_t d0, int64_t width);
 
 }  // namespace llmctl::kernels::detail

@@ -242,6 +242,7 @@ void copy_case(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv, int D) {
 const std::vector<Seq> kPrefill = {{0, 17}, {0, 5}, {0, 33}};
 const std::vector<Seq> kDecode = {{0, 1}, {16, 1}, {40, 1}, {99, 1}};
 const std::vector<Seq> kMixed = {{0, 17}, {31, 1}, {60, 23}, {15, 1}};
+const std::vector<Seq> kLongDecode = {{300, 1}, {40, 1}, {0, 9}, {700, 1}};  // long contexts beside short
 
 }  // namespace
 
@@ -259,6 +260,7 @@ void add_kv_quant_cases(std::vector<OpCase>& t) {
                      attention_case(c, kind, "prefill", h.D, h.Hq, h.Hkv, 16, kPrefill);
                      attention_case(c, kind, "decode", h.D, h.Hq, h.Hkv, 16, kDecode);
                      attention_case(c, kind, "mixed", h.D, h.Hq, h.Hkv, 32, kMixed);
+                     attention_case(c, kind, "long decode", h.D, h.Hq, h.Hkv, 16, kLongDecode);
                    }});
     t.push_back({op, "attention, sliding window 20", [kind](Ctx& c) {
                    attention_case(c, kind, "prefill", 64, 6, 2, 16, kPrefill, 20);

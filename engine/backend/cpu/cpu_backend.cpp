@@ -9,6 +9,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_exact_rows.h"
 #include "engine/backend/cpu/cpu_sampling.h"
+#include "engine/backend/cpu/cpu_split_attention.h"
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
@@ -349,12 +350,19 @@ class CpuBackend final : public Backend {
     auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
     std::vector<Unit> units;
     std::vector<int> copy_seqs;
+    std::vector<cpu::SplitDecodeToken> split;
+    const bool split_runs =
+        quant ? kernels::paged_attention_split_runs(qview.kind, D) : kernels::paged_attention_split_runs(D);
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
       if (slides || softcap > 0 || (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
         copy_seqs.push_back(s);
+        continue;
+      }
+      if (q1 - q0 == 1 && split_runs && !has_exact(s) && cpu::split_decode_attention_pays(plan.positions[q0])) {
+        split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0]});
         continue;
       }
       int t = q0;
@@ -366,9 +374,15 @@ class CpuBackend final : public Backend {
     }
     if (!copy_seqs.empty())
       attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, softcap, out);
+    if (!split.empty()) {
+      if (quant)
+        split_attention_.run(pool_, split, qkv.ptr<float>(), W, qview, hq, hkv, scale, out.ptr<float>());
+      else
+        split_attention_.run(pool_, split, qkv.ptr<float>(), W, view, hq, hkv, scale, out.ptr<float>());
+    }
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
-    pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
+    if (n > 0) pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
         const Unit& u = units[size_t(balanced_order(i / hq, n))];
@@ -636,6 +650,7 @@ class CpuBackend final : public Backend {
   ActQuantMode act_quant_;
   std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
   std::vector<float> perm_scratch_;   // an act-order weight's input with its columns gathered
+  cpu::SplitDecodeAttention split_attention_;  // long decode contexts' attention (its scratch kept)
 };
 
 }  // namespace

@@ -1,0 +1,38 @@
+// Decode tokens' attention spread over the threads by keys and columns instead of query heads
+// (kernels/cpu/attention.h: paged_attention_split_*). Whole, a token's query heads are one item each:
+// one decode token of a 9-head model keeps 9 threads of 16 busy (5 and 4 of 2), and each head reads
+// its kv head's whole context, a GQA group's heads the same rows once each. Here a token's context is
+// read once per kv head, in chunks of keys that every thread shares. The results are the whole-head
+// kernels' bit for bit, so which tokens come here changes no output.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/thread_pool.h"
+#include "kernels/cpu/attention.h"
+
+namespace llmctl::cpu {
+
+struct SplitDecodeToken {
+  int64_t row;                 // the token's row in qkv and out
+  const int32_t* block_table;  // its sequence's
+  int32_t position;
+};
+
+// Whether a step's decode tokens (all attending whole otherwise) are worth the three passes over the
+// pool this takes instead of one: enough context that reading it dominates the passes' hand-offs.
+bool split_decode_attention_pays(int32_t position);
+
+class SplitDecodeAttention {
+ public:
+  // qkv [T, W] (query head h at column h * D), out [T, hq * D]; View: kernels::PagedKvView, or a
+  // kernels::PagedKvQuantView read in place (paged_attention_split_runs).
+  template <class View>
+  void run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv, int64_t W, const View& cache,
+           int hq, int hkv, float scale, float* out);
+
+ private:
+  std::vector<float> scores_, inv_;  // [token, query head] scores (then softmax values), inverse sums
+};
+
+}  // namespace llmctl::cpu

@@ -1,0 +1,133 @@
+// Decode attention in stages (kernels/cpu/attention.h: paged_attention_split_*) against the whole-head
+// kernels, bit for bit: random caches (f32, int8, fp8) over scattered blocks, GQA groups of 1 to 7
+// query heads, keys cut into chunks of several sizes and run in reverse, columns cut as the caller may.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "tests/unit/quantized_kv.h"
+#include "tests/unit/skip.h"
+
+using namespace llmctl;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+bool split_runs(int kind, int64_t D) {
+  return kind == 0 ? kernels::paged_attention_split_runs(D)
+                   : kernels::paged_attention_split_runs(kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8, D);
+}
+
+}  // namespace
+
+TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit") {
+  if (!kernels::paged_attention_split_runs(64)) LLMCTL_SKIP("no SIMD attention kernel on this CPU");
+  const int64_t B = 16, Hkv = 2, NB = 72;
+  std::vector<int32_t> table(static_cast<size_t>(NB));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(5));
+  const int64_t unit = kernels::paged_attention_split_columns();
+  int checked = 0;
+  for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
+    for (int64_t D : {16, 32, 48, 64, 96, 128}) {
+      if (!split_runs(kind, D)) continue;
+      const uint32_t seed = uint32_t(31 * D + kind);
+      const auto k = randn(size_t(NB * B * Hkv * D), seed), v = randn(size_t(NB * B * Hkv * D), seed + 1);
+      const test::QuantizedKv qkv(kind, k, v, D);
+      const kernels::PagedKvView f32{k.data(), v.data(), B, Hkv, D};
+      const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
+      for (int group : {1, 3, 5, 7})
+        for (int32_t position : {0, 1, 15, 16, 17, 64, 200, 1000}) {
+          const auto qs = randn(size_t(group * D), seed + uint32_t(position) + 7u * uint32_t(group), 2.0f);
+          const size_t ns = size_t(kernels::paged_attention_scratch(position));
+          for (int64_t kvh = 0; kvh < Hkv; ++kvh)
+            for (int32_t chunk : {16, 64, 256}) {
+              // the reference: each query head whole
+              std::vector<std::vector<float>> s1(size_t(group), std::vector<float>(ns, NAN)), o1 = s1;
+              for (int g = 0; g < group; ++g) {
+                o1[size_t(g)].assign(size_t(D), NAN);
+                const float* q = qs.data() + g * D;
+                if (kind == 0)
+                  kernels::paged_attention_head(q, f32, table.data(), position, kvh, 0.125f, s1[size_t(g)].data(),
+                                                o1[size_t(g)].data());
+                else
+                  kernels::paged_attention_head_quant(q, quant, table.data(), position, kvh, 0.125f,
+                                                      s1[size_t(g)].data(), o1[size_t(g)].data());
+              }
+              // the stages, keys in chunks run last to first, columns in pieces of `unit` and the rest
+              std::vector<std::vector<float>> s2 = s1, o2 = o1;
+              const size_t G = static_cast<size_t>(group);
+              std::vector<const float*> q(G);
+              std::vector<float*> sp(G), op(G);
+              std::vector<float> inv(G);
+              for (int g = 0; g < group; ++g) {
+                std::fill(s2[size_t(g)].begin(), s2[size_t(g)].end(), NAN);
+                std::fill(o2[size_t(g)].begin(), o2[size_t(g)].end(), NAN);
+                q[size_t(g)] = qs.data() + g * D, sp[size_t(g)] = s2[size_t(g)].data(), op[size_t(g)] = o2[size_t(g)].data();
+              }
+              const kernels::SplitAttentionQueries s{q.data(), sp.data(), inv.data(), op.data(), group, position, kvh};
+              const int32_t n = position + 1;
+              for (int32_t j0 = (n - 1) / chunk * chunk; j0 >= 0; j0 -= chunk) {
+                const int32_t j1 = std::min(n, j0 + chunk);
+                if (kind == 0)
+                  kernels::paged_attention_split_scores(s, f32, table.data(), 0.125f, j0, j1);
+                else
+                  kernels::paged_attention_split_scores(s, quant, table.data(), 0.125f, j0, j1);
+              }
+              for (int g = 0; g < group; ++g) inv[size_t(g)] = kernels::paged_attention_split_softmax(sp[size_t(g)], position);
+              const int64_t first = chunk == 16 ? unit : D;  // one piece of `unit` columns, then the rest
+              for (auto [d0, w] : {std::pair<int64_t, int64_t>{0, std::min(first, D)}, {std::min(first, D), D - std::min(first, D)}})
+                if (w > 0) {
+                  if (kind == 0)
+                    kernels::paged_attention_split_values(s, f32, table.data(), d0, w);
+                  else
+                    kernels::paged_attention_split_values(s, quant, table.data(), d0, w);
+                }
+              for (int g = 0; g < group; ++g) {
+                INFO("kind " << kind << " D " << D << " group " << group << " query " << g << " at " << position
+                             << " kvh " << kvh << " chunk " << chunk);
+                CHECK(std::memcmp(o2[size_t(g)].data(), o1[size_t(g)].data(), size_t(D) * 4) == 0);
+                CHECK(std::memcmp(s2[size_t(g)].data(), s1[size_t(g)].data(), size_t(n) * 4) == 0);
+                CHECK(std::isfinite(o2[size_t(g)][size_t(D - 1)]));
+                ++checked;
+              }
+            }
+        }
+    }
+  // per kind and head size: 16 queries x 8 positions x 2 kv heads x 3 chunk sizes; AVX2 runs f32 and
+  // int8 at four head sizes, AVX-512 all three kinds at six
+  CHECK(checked >= 8 * 16 * 8 * 2 * 3);
+}
+
+TEST_CASE("decode attention in stages refuses keys and columns off its grid") {
+  if (!kernels::paged_attention_split_runs(64)) LLMCTL_SKIP("no SIMD attention kernel on this CPU");
+  const std::vector<float> kv(size_t(4 * 16 * 64), 0.5f), q(64, 1.0f);
+  std::vector<float> scores(size_t(kernels::paged_attention_scratch(40))), out(64), inv(1);
+  const int32_t table[4] = {0, 1, 2, 3};
+  const float* qp = q.data();
+  float *sp = scores.data(), *op = out.data();
+  const kernels::SplitAttentionQueries s{&qp, &sp, inv.data(), &op, 1, 40, 0};
+  const kernels::PagedKvView c{kv.data(), kv.data(), 16, 1, 64};
+  CHECK_THROWS(kernels::paged_attention_split_scores(s, c, table, 1.0f, 8, 32));   // j0 not a multiple of 16
+  CHECK_THROWS(kernels::paged_attention_split_scores(s, c, table, 1.0f, 16, 40));  // j1 neither
+  CHECK_THROWS(kernels::paged_attention_split_scores(s, c, table, 1.0f, 32, 48));  // past position + 1
+  CHECK_THROWS(kernels::paged_attention_split_values(s, c, table, 4, 16));         // columns off the grid
+  CHECK_THROWS(kernels::paged_attention_split_values(s, c, table, 48, 32));        // past head_dim
+  kernels::paged_attention_split_scores(s, c, table, 1.0f, 0, 41);
+  inv[0] = kernels::paged_attention_split_softmax(sp, 40);
+  kernels::paged_attention_split_values(s, c, table, 0, 64);
+  for (float x : out) CHECK(x == doctest::Approx(0.5f));  // equal keys: the mean of equal values
+}
