@@ -72,6 +72,8 @@ bool paged_attention_split_runs(KvQuant kind, int64_t head_dim) {
 
 int64_t paged_attention_split_columns() { return detail::cpu_has_avx512_vnni() ? 16 : 8; }
 
+int32_t paged_attention_split_min_keys() { return detail::cpu_has_avx512_vnni() ? 256 : 1024; }
+
 namespace {
 
 template <class View>

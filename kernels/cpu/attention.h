@@ -83,10 +83,10 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
 //   1. paged_attention_split_scores: keys [j0, j1) into scores[g][j0, j1), each key row read from
 //      memory once for the group. j0 a multiple of 16; j1 too, or position + 1 (the SIMD variants
 //      then write up to 15 floats past it: scores[g] holds paged_attention_scratch(position) floats);
-//   2. paged_attention_split_softmax: one query's scores [0, position] -> e^(score - max) in place;
-//      returns 1 / their sum;
+//   2. paged_attention_split_softmax: one query's scores [0, position] -> its probabilities in place,
+//      e^(score - max) x inv, where inv (returned) is 1 / the exponentials' sum;
 //   3. paged_attention_split_values: columns [d0, d0 + width) of the group's outputs from stage 2's
-//      values and inverse sums, each value row read once for the group; d0 and width multiples of
+//      probabilities, each value row read once for the group; d0 and width multiples of
 //      paged_attention_split_columns().
 // The outputs are paged_attention_head's (paged_attention_head_quant's) for each query, bit for bit:
 // each score, maximum, sum and chain is the same operations in the same order, only spread
@@ -94,8 +94,7 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
 // fp8 caches where they are read in place, without exact rows).
 struct SplitAttentionQueries {
   const float* const* q;  // [group] queries (stage 1)
-  float* const* scores;   // [group] scores, then stage 2's values
-  const float* inv;       // [group] stage 2's inverse sums (stage 3)
+  float* const* scores;   // [group] scores, then stage 2's probabilities
   float* const* out;      // [group] outputs of head_dim floats (stage 3)
   int group;
   int32_t position;
@@ -104,6 +103,9 @@ struct SplitAttentionQueries {
 bool paged_attention_split_runs(int64_t head_dim);
 bool paged_attention_split_runs(KvQuant kind, int64_t head_dim);
 int64_t paged_attention_split_columns();
+// The context length from which the stages beat the whole-head kernels on this CPU's variant, even on
+// 2 threads (measured: AVX-512 from 256 keys; AVX2 from about 1024, its value passes being narrower).
+int32_t paged_attention_split_min_keys();
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
                                   float scale, int32_t j0, int32_t j1);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& cache,

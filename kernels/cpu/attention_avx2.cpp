@@ -331,11 +331,14 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (the same chain of std::max in key order), then the softmax.
+// score_keys' maximum over keys [0, n) (the same chain of std::max in key order), the softmax, then
+// each e_j * inv, the product attention_head's values take.
 float split_softmax(float* scores, int32_t n) {
   float m = -INFINITY;
   for (int32_t j = 0; j < n; ++j) m = std::max(m, scores[j]);
-  return softmax_in_place(scores, n, m);
+  const float inv = softmax_in_place(scores, n, m);
+  for (int32_t j = 0; j < n; j += 8) _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
+  return inv;
 }
 
 // Columns [d0, d0 + 8 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
@@ -343,10 +346,9 @@ float split_softmax(float* scores, int32_t n) {
 template <int G, int P, class Rows>
 void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
   __m256 acc[G][2][P];
-  float inv[G];
-  const float* e[G];
+  const float* prob[G];
   for (int g = 0; g < G; ++g) {
-    inv[g] = s.inv[g0 + g], e[g] = s.scores[g0 + g];
+    prob[g] = s.scores[g0 + g];
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_setzero_ps();
   }
@@ -356,7 +358,7 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
     __m256 v[P];
     for (int i = 0; i < P; ++i) v[i] = row.load(i);
     for (int g = 0; g < G; ++g) {
-      const __m256 p = _mm256_set1_ps(e[g][j] * inv[g]);
+      const __m256 p = _mm256_set1_ps(prob[g][j]);
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
     }
   };

@@ -443,14 +443,17 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (the same masked maxima in the same order), then the softmax.
+// score_keys' maximum over keys [0, n) (the same masked maxima in the same order), the softmax, then
+// each e_j * inv, the product add_values takes.
 float split_softmax(float* scores, int32_t n) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int32_t j = 0; j < n; j += 16) {
     const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j)) - 1);
     vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
   }
-  return softmax_in_place(scores, n, _mm512_reduce_max_ps(vmax));
+  const float inv = softmax_in_place(scores, n, _mm512_reduce_max_ps(vmax));
+  for (int32_t j = 0; j < n; j += 16) _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));
+  return inv;
 }
 
 // Columns [d0, d0 + 16 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
@@ -458,10 +461,9 @@ float split_softmax(float* scores, int32_t n) {
 template <int G, int P, class Rows>
 void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
   __m512 acc[G][2][P];
-  float inv[G];
-  const float* e[G];
+  const float* prob[G];
   for (int g = 0; g < G; ++g) {
-    inv[g] = s.inv[g0 + g], e[g] = s.scores[g0 + g];
+    prob[g] = s.scores[g0 + g];
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_setzero_ps();
   }
@@ -471,7 +473,7 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
     __m512 v[P];
     for (int i = 0; i < P; ++i) v[i] = row.load(i);
     for (int g = 0; g < G; ++g) {
-      const __m512 p = _mm512_set1_ps(e[g][j] * inv[g]);
+      const __m512 p = _mm512_set1_ps(prob[g][j]);
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_fmadd_ps(p, v[i], acc[g][h][i]);
     }
   };

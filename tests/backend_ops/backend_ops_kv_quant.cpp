@@ -242,7 +242,7 @@ void copy_case(Ctx& c, KvCacheDtype kind, int NB, int B, int Hkv, int D) {
 const std::vector<Seq> kPrefill = {{0, 17}, {0, 5}, {0, 33}};
 const std::vector<Seq> kDecode = {{0, 1}, {16, 1}, {40, 1}, {99, 1}};
 const std::vector<Seq> kMixed = {{0, 17}, {31, 1}, {60, 23}, {15, 1}};
-const std::vector<Seq> kLongDecode = {{300, 1}, {40, 1}, {0, 9}, {700, 1}};  // long contexts beside short
+const std::vector<Seq> kLongDecode = {{300, 1}, {40, 1}, {0, 9}, {1100, 1}};  // long contexts beside short
 
 }  // namespace
 

@@ -15,7 +15,9 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
-bool split_decode_attention_pays(int32_t position) { return position + 1 >= 256; }
+bool split_decode_attention_pays(int32_t position) {
+  return position + 1 >= kernels::paged_attention_split_min_keys();
+}
 
 template <class View>
 void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv,
@@ -26,7 +28,6 @@ void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeTo
   for (const auto& t : tokens) max_position = std::max(max_position, t.position), keys += t.position + 1;
   const int64_t S = kernels::paged_attention_scratch(max_position);
   scores_.resize(size_t(n * hq * S));
-  inv_.resize(size_t(n * hq));
 
   // The queries of token i that read kv head kvh (heads kvh * group ..): their rows in qkv, score
   // rows and outputs, in a thread's own pointer arrays.
@@ -43,9 +44,7 @@ void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeTo
       p.scores[size_t(g)] = scores_.data() + (i * hq + h) * S;
       p.out[size_t(g)] = out + t.row * hq * D + h * D;
     }
-    return kernels::SplitAttentionQueries{p.q.data(),   p.scores.data(), inv_.data() + i * hq + kvh * group,
-                                          p.out.data(), int(group),      t.position,
-                                          kvh};
+    return kernels::SplitAttentionQueries{p.q.data(), p.scores.data(), p.out.data(), int(group), t.position, kvh};
   };
 
   // 1. scores: (token, kv head, chunk of keys), chunks a multiple of 16 keys sized for the threads
@@ -71,7 +70,7 @@ void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeTo
   // 2. each query's softmax
   pool.parallel_for(n * hq, [&](int64_t a, int64_t b) {
     for (int64_t k = a; k < b; ++k)
-      inv_[size_t(k)] = kernels::paged_attention_split_softmax(scores_.data() + k * S, tokens[size_t(k / hq)].position);
+      kernels::paged_attention_split_softmax(scores_.data() + k * S, tokens[size_t(k / hq)].position);
   });
   // 3. values: (token, kv head, piece of columns), pieces of whole SIMD vectors
   const int64_t unit = kernels::paged_attention_split_columns();

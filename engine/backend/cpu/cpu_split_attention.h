@@ -19,8 +19,8 @@ struct SplitDecodeToken {
   int32_t position;
 };
 
-// Whether a step's decode tokens (all attending whole otherwise) are worth the three passes over the
-// pool this takes instead of one: enough context that reading it dominates the passes' hand-offs.
+// Whether a decode token's attention is worth the three passes over the pool this takes instead of
+// one: enough context that reading it dominates (kernels::paged_attention_split_min_keys).
 bool split_decode_attention_pays(int32_t position);
 
 class SplitDecodeAttention {
@@ -32,7 +32,7 @@ class SplitDecodeAttention {
            int hq, int hkv, float scale, float* out);
 
  private:
-  std::vector<float> scores_, inv_;  // [token, query head] scores (then softmax values), inverse sums
+  std::vector<float> scores_;  // [token, query head] scores, then probabilities
 };
 
 }  // namespace llmctl::cpu
