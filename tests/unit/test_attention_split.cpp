@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_split_attention.h"
 #include "kernels/cpu/attention.h"
 #include "tests/unit/quantized_kv.h"
 #include "tests/unit/skip.h"
@@ -133,4 +134,36 @@ TEST_CASE("decode attention in stages refuses keys and columns off its grid") {
   CHECK(kernels::paged_attention_split_softmax(sp, 40) == doctest::Approx(1.0 / 41));
   kernels::paged_attention_split_values(s, c, table, 0, 64);
   for (float x : out) CHECK(x == doctest::Approx(0.5f));  // equal keys: the mean of equal values
+}
+
+TEST_CASE("the CPU backend's split decode attention equals each head run whole, in one pass or several") {
+  if (!kernels::paged_attention_split_runs(64)) LLMCTL_SKIP("no SIMD attention kernel on this CPU");
+  const int64_t B = 16, Hkv = 3, hq = 9, D = 64, NB = 3 * 80, W = (hq + 2 * Hkv) * D;
+  const auto k = randn(size_t(NB * B * Hkv * D), 11), v = randn(size_t(NB * B * Hkv * D), 12);
+  const kernels::PagedKvView cache{k.data(), v.data(), B, Hkv, D};
+  std::vector<int32_t> blocks(static_cast<size_t>(NB));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), std::mt19937(3));
+  // three sequences of 80 blocks each, decode tokens at rows 0, 2 and 3 of qkv (row 1 unused)
+  const std::vector<cpu::SplitDecodeToken> tokens = {
+      {0, blocks.data(), 1000}, {2, blocks.data() + 80, 257}, {3, blocks.data() + 160, 1279}};
+  const auto qkv = randn(size_t(4 * W), 13, 2.0f);
+  std::vector<float> whole(size_t(4 * hq * D), NAN);
+  for (const auto& t : tokens)
+    for (int64_t h = 0; h < hq; ++h) {
+      std::vector<float> scratch(size_t(kernels::paged_attention_scratch(t.position)));
+      kernels::paged_attention_head(qkv.data() + t.row * W + h * D, cache, t.block_table, t.position, h / 3, 0.125f,
+                                    scratch.data(), whole.data() + (t.row * hq + h) * D);
+    }
+  for (int threads : {1, 2, 3})
+    for (int64_t max_floats : {int64_t(1) << 24, int64_t(1)}) {  // one pass; a pass per token
+      ThreadPool pool(threads);
+      cpu::SplitDecodeAttention split(max_floats);
+      std::vector<float> out(whole.size(), NAN);
+      split.run(pool, tokens, qkv.data(), W, cache, int(hq), int(Hkv), 0.125f, out.data());
+      INFO("threads " << threads << " max scratch floats " << max_floats);
+      for (const auto& t : tokens)
+        CHECK(std::memcmp(out.data() + t.row * hq * D, whole.data() + t.row * hq * D, size_t(hq * D) * 4) == 0);
+      CHECK(std::isnan(out[size_t(hq * D)]));  // row 1 untouched
+    }
 }

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_split_attention.h"
 
 #include <algorithm>
+#include <span>
 
 namespace llmctl::cpu {
 
@@ -22,6 +23,20 @@ bool split_decode_attention_pays(int32_t position) {
 template <class View>
 void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv,
                                int64_t W, const View& cache, int hq, int hkv, float scale, float* out) {
+  // Tokens a pass takes: their score rows within max_scratch_floats_ (one token at least).
+  int32_t max_position = 0;
+  for (const auto& t : tokens) max_position = std::max(max_position, t.position);
+  const int64_t per_pass =
+      std::max<int64_t>(1, max_scratch_floats_ / (int64_t(hq) * kernels::paged_attention_scratch(max_position)));
+  for (size_t i = 0; i < tokens.size(); i += size_t(per_pass)) {
+    const size_t end = std::min(tokens.size(), i + size_t(per_pass));
+    run_pass(pool, std::span(tokens.data() + i, end - i), qkv, W, cache, hq, hkv, scale, out);
+  }
+}
+
+template <class View>
+void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecodeToken> tokens, const float* qkv,
+                                    int64_t W, const View& cache, int hq, int hkv, float scale, float* out) {
   const int64_t D = cache.head_dim, n = int64_t(tokens.size()), group = hq / hkv, threads = pool.size();
   int32_t max_position = 0;
   int64_t keys = 0;

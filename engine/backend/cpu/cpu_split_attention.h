@@ -6,6 +6,7 @@
 // kernels' bit for bit, so which tokens come here changes no output.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/core/thread_pool.h"
@@ -25,6 +26,10 @@ bool split_decode_attention_pays(int32_t position);
 
 class SplitDecodeAttention {
  public:
+  // max_scratch_floats: score rows a pass over the stages holds at most (default 64 MB); a batch of
+  // many long contexts goes in several passes.
+  explicit SplitDecodeAttention(int64_t max_scratch_floats = int64_t(1) << 24) : max_scratch_floats_(max_scratch_floats) {}
+
   // qkv [T, W] (query head h at column h * D), out [T, hq * D]; View: kernels::PagedKvView, or a
   // kernels::PagedKvQuantView read in place (paged_attention_split_runs).
   template <class View>
@@ -32,6 +37,11 @@ class SplitDecodeAttention {
            int hq, int hkv, float scale, float* out);
 
  private:
+  template <class View>
+  void run_pass(ThreadPool& pool, std::span<const SplitDecodeToken> tokens, const float* qkv, int64_t W,
+                const View& cache, int hq, int hkv, float scale, float* out);
+
+  int64_t max_scratch_floats_;
   std::vector<float> scores_;  // [token, query head] scores, then probabilities
 };
 
