@@ -24,7 +24,7 @@ using namespace llmctl;
 int main(int argc, char** argv) try {
   LLM_REQUIRE(argc >= 2) << "usage: llmctl_score GOLDEN.json [--model PATH] [--dtype f32|bf16|f16] [--device auto|cpu|cuda] "
                              "[--act-quant none|int8] [--tensor-parallel-size N] [--pipeline-parallel-size M] "
-                             "[--quantized-weights auto|keep|dequantize] [--deterministic] [--nccl-single-rank]";
+                             "[--quantized-weights auto|keep|dequantize] [--cpu-isa ISA] [--deterministic] [--nccl-single-rank]";
   RuntimeOptions ro;
   ro.act_quant = ActQuantMode::None;
   for (int i = 2; i < argc; i += 2) {
@@ -45,6 +45,7 @@ int main(int argc, char** argv) try {
     else if (k == "--device") ro.device = argv[i + 1];
     else if (k == "--tensor-parallel-size") ro.tensor_parallel = std::stoi(argv[i + 1]);
     else if (k == "--pipeline-parallel-size") ro.pipeline_parallel = std::stoi(argv[i + 1]);
+    else if (k == "--cpu-isa") ro.cpu_kernels.isa = argv[i + 1];  // auto, avx512-vnni, avx-vnni, avx2, scalar
     else if (k == "--quantized-weights") {
       const auto q = parse_quantized_weights(argv[i + 1]);
       LLM_REQUIRE(q) << "--quantized-weights: expected auto, keep or dequantize, got '" << argv[i + 1] << "'";

@@ -5,6 +5,7 @@ model (tests/golden/smollm2_golden.json, made by tests/golden/make_golden.py).
 Passes when, for every teacher-forced case, the log-probabilities of the reference's top-20 tokens
 at every position differ by at most 2e-3, and every 64-token greedy continuation is identical.
 Usage: test_golden.py BUILD_DIR [--device cuda --dtype bf16 --tol 5e-2] [--model DIR --golden FILE]
+                      [--cpu-isa ISA [--step-down-only]]
 """
 import argparse
 import json
@@ -20,7 +21,15 @@ ap.add_argument("--model", default="")
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--quantized-weights", default="auto", help="keep: a GPU runs a GGUF's quantized kernels")
 ap.add_argument("--golden", default="", help="another golden file of the same format (e.g. a quantized model's)")
+ap.add_argument("--cpu-isa", default="", help="CPU kernels stepped down to this ISA (llmctl --cpu-isa)")
+ap.add_argument("--step-down-only", action="store_true", help="skip (77) where --cpu-isa is this CPU's own")
 args = ap.parse_args()
+if args.step_down_only:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_util import native_isa
+    if args.cpu_isa == native_isa():
+        print(f"SKIP: this CPU's own kernels are {native_isa()}: the plain entry runs them")
+        sys.exit(77)
 
 src = os.environ.get("LLMCTL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 golden_path = args.golden or os.path.join(src, "tests/golden/smollm2_golden.json")
@@ -31,7 +40,7 @@ if not os.path.exists(model):
     sys.exit(77)
 
 cmd = [os.path.join(args.build, "llmctl_score"), golden_path, "--model", model, "--dtype", args.dtype, "--device", args.device,
-       "--quantized-weights", args.quantized_weights]
+       "--quantized-weights", args.quantized_weights] + (["--cpu-isa", args.cpu_isa] if args.cpu_isa else [])
 res = subprocess.run(cmd, capture_output=True, text=True)
 if res.returncode != 0:
     print(res.stderr)

@@ -11,8 +11,12 @@ exists (default: $LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf, made by scripts/f
 is loaded with AutoModelForCausalLM / AutoTokenizer and must give the same logits and token ids
 as the GGUF; the result is recorded in the JSON ("converted_check").
 
+With --long it writes tests/golden/smollm2_long_golden.json instead: greedy continuations (LONG_NEW
+tokens) of prompts of LONG_PROMPT tokens, long enough that every decoded token's attention reads past
+1,024 keys (where the CPU backend spreads a decode token's attention over keys and columns).
+
 Needs: torch, transformers, accelerate, gguf (PyPI). Usage:
-  python3 tests/golden/make_golden.py [PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf [CONVERTED_DIR]]
+  python3 tests/golden/make_golden.py [--long] [PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf [CONVERTED_DIR]]
 """
 import json
 import os
@@ -22,11 +26,16 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+LONG = "--long" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--long"]
 HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
-GGUF = sys.argv[1] if len(sys.argv) > 1 else f"{HOME}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
-CONVERTED = sys.argv[2] if len(sys.argv) > 2 else f"{HOME}/models/SmolLM2-135M-Instruct/hf"
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2_golden.json")
+GGUF = ARGS[0] if len(ARGS) > 0 else f"{HOME}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+CONVERTED = ARGS[1] if len(ARGS) > 1 else f"{HOME}/models/SmolLM2-135M-Instruct/hf"
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                   "smollm2_long_golden.json" if LONG else "smollm2_golden.json")
 SEQ, TOPK, NEW = 64, 20, 64
+LONG_PROMPT, LONG_NEW = 1100, 32
+DATA = os.path.join(os.path.dirname(__file__), "../../../shared/data")
 
 CASES = [
     ("wikitext", None, open(os.path.join(os.path.dirname(__file__), "../../../shared/data/wikitext2-valid.txt"),
@@ -52,9 +61,9 @@ def main():
     model.eval()
     out = {"model": "SmolLM2-135M-Instruct.Q4_1.gguf (dequantized to fp32 by transformers)",
            "transformers": transformers.__version__, "torch": torch.__version__,
-           "seq_len": SEQ, "top_k": TOPK, "new_tokens": NEW}
-    out["cases"] = run_cases(model, tok)
-    if os.path.exists(os.path.join(CONVERTED, "config.json")):
+           "seq_len": SEQ, "top_k": TOPK, "new_tokens": LONG_NEW if LONG else NEW}
+    out["cases"] = run_long_cases(model, tok) if LONG else run_cases(model, tok)
+    if not LONG and os.path.exists(os.path.join(CONVERTED, "config.json")):
         out["converted_check"] = check_converted(model, tok)
         print("converted:", out["converted_check"], file=sys.stderr)
     with open(OUT, "w") as fh:
@@ -98,6 +107,41 @@ def run_cases(model, tok):
             case["greedy_margins"] = margins
         cases.append(case)
         print(name, len(ids), "tokens;", repr(tok.decode(case["greedy_ids"])[:80]), file=sys.stderr)
+    return cases
+
+
+def greedy(model, prompt_ids, steps):
+    """steps greedy tokens after prompt_ids (no EOS stop), with the top-1/top-2 logit margin per step."""
+    seq, margins = list(prompt_ids), []
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = model(torch.tensor([seq])).logits[0, -1]
+            t2 = torch.topk(logits, 2)
+            margins.append(round(float(t2.values[0] - t2.values[1]), 5))
+            seq.append(int(t2.indices[0]))
+    return seq[len(prompt_ids):], margins
+
+
+def run_long_cases(model, tok):
+    """Greedy continuations of LONG_PROMPT-token prompts from WikiText-2 (valid) and tinyshakespeare: of
+    each text, the first of a few starting points whose continuation has no near-tie (every top-1/top-2
+    logit margin at least MIN_MARGIN), so that the test checks the kernels, not a tie's rounding."""
+    MIN_MARGIN = 0.02
+    cases = []
+    for name, path in (("wikitext_long", "wikitext2-valid.txt"), ("shakespeare_long", "tinyshakespeare.txt")):
+        data = open(os.path.join(DATA, path), encoding="utf-8").read()
+        for start in (0, 30000, 60000, 90000):
+            ids = tok(data[start:start + 8 * LONG_PROMPT], add_special_tokens=False)["input_ids"]
+            assert len(ids) >= LONG_PROMPT, (name, len(ids))
+            prompt = ids[:LONG_PROMPT]
+            new, margins = greedy(model, prompt, LONG_NEW)
+            print(name, "from character", start, "least margin", min(margins), file=sys.stderr)
+            if min(margins) >= MIN_MARGIN:
+                break
+        assert min(margins) >= MIN_MARGIN, name
+        cases.append({"name": name, "prompt": tok.decode(prompt), "greedy_prompt_ids": prompt, "greedy_ids": new,
+                      "greedy_margins": margins})
+        print(name, len(prompt), "tokens;", repr(tok.decode(new)[:80]), file=sys.stderr)
     return cases
 
 

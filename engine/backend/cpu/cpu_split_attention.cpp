@@ -8,9 +8,10 @@ namespace llmctl::cpu {
 namespace {
 
 // Keys a thread reads at least in one item of the first stage, and how many items a thread gets
-// at least where the context allows (so a slow thread's share can be taken up by the others).
+// at least where the context allows (parallel_for gives each thread a run of items of equal count:
+// with 8 or more, one item more or less is a small share).
 constexpr int32_t kMinChunk = 64;
-constexpr int64_t kItemsPerThread = 4;
+constexpr int64_t kItemsPerThread = 8;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
