@@ -12,20 +12,14 @@
 
 #include "engine/backend/cpu/cpu_split_attention.h"
 #include "kernels/cpu/attention.h"
-#include "tests/unit/quantized_kv.h"
+#include "tests/unit/attention_test_util.h"
 #include "tests/unit/skip.h"
 
 using namespace llmctl;
 
-namespace {
+using test::randn;
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+namespace {
 
 bool split_runs(int kind, int64_t D) {
   return kind == 0 ? kernels::paged_attention_split_runs(D)

@@ -17,21 +17,12 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
 #include "kernels/cpu/qlinear_impl.h"
-#include "tests/unit/quantized_kv.h"
+#include "tests/unit/attention_test_util.h"
 #include "tests/unit/skip.h"
 
 using namespace llmctl;
 using test::QuantizedKv;
-
-namespace {
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-}  // namespace
+using test::randn;
 
 TEST_CASE("linear_rows matches a double reference for f32, bf16 and f16 weights") {
   for (int64_t K : {1, 15, 16, 17, 64, 576, 1000}) {

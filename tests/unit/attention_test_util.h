@@ -1,11 +1,22 @@
-// A paged KV cache's rows held as an int8 or fp8 cache holds them, for the attention kernels' tests.
+// Random inputs for the CPU kernels' tests, and a paged KV cache's rows held as an int8 or fp8 cache
+// holds them (the attention kernels' tests).
 #pragma once
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/kv_quant.h"
 
 namespace llmctl::test {
+
+// n normal samples of standard deviation `scale`, seeded.
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 // Cache rows k, v [rows, D] as a cache of kind 1 (int8: a (scale, zero) per row) or 2 (fp8: scale
 // 0.01 for keys and 0.02 for values in every head) holds them; kind 0 (f32) keeps nothing.
