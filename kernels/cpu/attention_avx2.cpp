@@ -337,7 +337,8 @@ float split_softmax(float* scores, int32_t n) {
   float m = -INFINITY;
   for (int32_t j = 0; j < n; ++j) m = std::max(m, scores[j]);
   const float inv = softmax_in_place(scores, n, m);
-  for (int32_t j = 0; j < n; j += 8) _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
+  for (int32_t j = 0; j < n; j += 8)  // up to the zeros softmax_in_place wrote to a multiple of 16
+    _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
   return inv;
 }
 
@@ -433,7 +434,9 @@ bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const Pag
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
   return split_scores(s, c, block_table, scale, j0, j1);
 }
-float paged_attention_split_softmax_avx2(float* scores, int32_t position) { return split_softmax(scores, position + 1); }
+float paged_attention_split_softmax_avx2(float* scores, int32_t position) {
+  return split_softmax(scores, position + 1);
+}
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
                                        const int32_t* block_table, int64_t d0, int64_t width) {
   return split_values(s, c, block_table, d0, width);

@@ -452,7 +452,8 @@ float split_softmax(float* scores, int32_t n) {
     vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
   }
   const float inv = softmax_in_place(scores, n, _mm512_reduce_max_ps(vmax));
-  for (int32_t j = 0; j < n; j += 16) _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));
+  for (int32_t j = 0; j < n; j += 16)  // up to the zeros softmax_in_place wrote to a multiple of 16
+    _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));
   return inv;
 }
 

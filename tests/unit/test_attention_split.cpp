@@ -71,7 +71,8 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
               for (int g = 0; g < group; ++g) {
                 std::fill(s2[size_t(g)].begin(), s2[size_t(g)].end(), NAN);
                 std::fill(o2[size_t(g)].begin(), o2[size_t(g)].end(), NAN);
-                q[size_t(g)] = qs.data() + g * D, sp[size_t(g)] = s2[size_t(g)].data(), op[size_t(g)] = o2[size_t(g)].data();
+                q[size_t(g)] = qs.data() + g * D;
+                sp[size_t(g)] = s2[size_t(g)].data(), op[size_t(g)] = o2[size_t(g)].data();
               }
               const kernels::SplitAttentionQueries s{q.data(), sp.data(), op.data(), group, position, kvh};
               const int32_t n = position + 1;
@@ -82,9 +83,11 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
                 else
                   kernels::paged_attention_split_scores(s, quant, table.data(), 0.125f, j0, j1);
               }
-              for (int g = 0; g < group; ++g) inv[size_t(g)] = kernels::paged_attention_split_softmax(sp[size_t(g)], position);
+              for (int g = 0; g < group; ++g)
+                inv[size_t(g)] = kernels::paged_attention_split_softmax(sp[size_t(g)], position);
               const int64_t first = chunk == 16 ? unit : D;  // one piece of `unit` columns, then the rest
-              for (auto [d0, w] : {std::pair<int64_t, int64_t>{0, std::min(first, D)}, {std::min(first, D), D - std::min(first, D)}})
+              const int64_t cut = std::min(first, D);
+              for (auto [d0, w] : {std::pair<int64_t, int64_t>{0, cut}, {cut, D - cut}})
                 if (w > 0) {
                   if (kind == 0)
                     kernels::paged_attention_split_values(s, f32, table.data(), d0, w);
@@ -97,7 +100,8 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
                 CHECK(std::memcmp(o2[size_t(g)].data(), o1[size_t(g)].data(), size_t(D) * 4) == 0);
                 // stage 2 leaves the probabilities the whole kernel multiplies its values by: e_j x inv
                 bool probabilities = true;
-                for (int32_t j = 0; j < n; ++j) probabilities &= s2[size_t(g)][size_t(j)] == s1[size_t(g)][size_t(j)] * inv[size_t(g)];
+                for (int32_t j = 0; j < n; ++j)
+                  probabilities &= s2[size_t(g)][size_t(j)] == s1[size_t(g)][size_t(j)] * inv[size_t(g)];
                 CHECK(probabilities);
                 CHECK(std::isfinite(o2[size_t(g)][size_t(D - 1)]));
                 ++checked;

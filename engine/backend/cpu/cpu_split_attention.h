@@ -28,13 +28,14 @@ class SplitDecodeAttention {
  public:
   // max_scratch_floats: score rows a pass over the stages holds at most (default 64 MB); a batch of
   // many long contexts goes in several passes.
-  explicit SplitDecodeAttention(int64_t max_scratch_floats = int64_t(1) << 24) : max_scratch_floats_(max_scratch_floats) {}
+  explicit SplitDecodeAttention(int64_t max_scratch_floats = int64_t(1) << 24)
+      : max_scratch_floats_(max_scratch_floats) {}
 
   // qkv [T, W] (query head h at column h * D), out [T, hq * D]; View: kernels::PagedKvView, or a
   // kernels::PagedKvQuantView read in place (paged_attention_split_runs).
   template <class View>
-  void run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv, int64_t W, const View& cache,
-           int hq, int hkv, float scale, float* out);
+  void run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv, int64_t W,
+           const View& cache, int hq, int hkv, float scale, float* out);
 
  private:
   template <class View>
