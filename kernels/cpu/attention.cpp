@@ -66,8 +66,8 @@ bool paged_attention_split_runs(int64_t head_dim) {
   return cpu_has_avx2() && detail::avx2_attention_head_dim(head_dim);
 }
 
-bool paged_attention_split_runs(KvQuant kind, int64_t head_dim) {
-  return paged_attention_quant_in_place(kind, head_dim, false);
+bool paged_attention_split_runs(KvQuant kind, int64_t head_dim, bool exact) {
+  return paged_attention_quant_in_place(kind, head_dim, exact);
 }
 
 int64_t paged_attention_split_columns() { return detail::cpu_has_avx512_vnni() ? 16 : 8; }
@@ -81,6 +81,8 @@ void split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
                   int32_t j1) {
   KERNEL_CHECK(j0 >= 0 && j0 % 16 == 0 && j0 <= j1 && (j1 % 16 == 0 || j1 == s.position + 1) && j1 <= s.position + 1)
       << "paged_attention_split_scores: keys [" << j0 << ", " << j1 << ") for position " << s.position;
+  KERNEL_CHECK(!s.exact || (s.exact->from >= 0 && s.exact->from % 16 == 0 && s.exact->from <= s.position))
+      << "paged_attention_split_scores: exact rows from " << s.exact->from << " for position " << s.position;
   KERNEL_CHECK(detail::cpu_has_avx512_vnni()
                    ? detail::paged_attention_split_scores_avx512(s, c, block_table, scale, j0, j1)
                    : cpu_has_avx2() && detail::paged_attention_split_scores_avx2(s, c, block_table, scale, j0, j1))
@@ -103,12 +105,13 @@ void split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
 
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
                                   float scale, int32_t j0, int32_t j1) {
+  KERNEL_CHECK(!s.exact) << "paged_attention_split_scores: exact rows come with an int8 / fp8 cache only";
   split_scores(s, c, block_table, scale, j0, j1);
 }
 
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                   const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
-  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim))
+  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim, s.exact != nullptr))
       << "paged_attention_split_scores: this cache is not read in place for head_dim " << c.head_dim;
   split_scores(s, c, block_table, scale, j0, j1);
 }
@@ -121,13 +124,16 @@ float paged_attention_split_softmax(float* scores, int32_t position) {
 
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
                                   int64_t d0, int64_t width) {
+  KERNEL_CHECK(!s.exact) << "paged_attention_split_values: exact rows come with an int8 / fp8 cache only";
   split_values(s, c, block_table, d0, width);
 }
 
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                   const int32_t* block_table, int64_t d0, int64_t width) {
-  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim))
-      << "paged_attention_split_values: this cache is not read in place for head_dim " << c.head_dim;
+  KERNEL_CHECK(paged_attention_split_runs(c.kind, c.head_dim, s.exact != nullptr) &&
+               (!s.exact || (s.exact->from % 16 == 0 && s.exact->from <= s.position)))
+      << "paged_attention_split_values: this cache is not read in place for head_dim " << c.head_dim
+      << (s.exact ? " with exact rows" : "");
   split_values(s, c, block_table, d0, width);
 }
 

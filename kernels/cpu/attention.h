@@ -91,7 +91,7 @@ bool paged_attention_heads4_quant(const float* const* q, const int32_t* position
 // The outputs are paged_attention_head's (paged_attention_head_quant's) for each query, bit for bit:
 // each score, maximum, sum and chain is the same operations in the same order, only spread
 // differently. Runs where paged_attention_split_runs says so (the SIMD variants' head sizes; int8 /
-// fp8 caches where they are read in place, without exact rows).
+// fp8 caches where they are read in place, with exact rows where the variant reads those: AVX-512).
 struct SplitAttentionQueries {
   const float* const* q;  // [group] queries (stage 1)
   float* const* scores;   // [group] scores, then stage 2's probabilities
@@ -99,9 +99,12 @@ struct SplitAttentionQueries {
   int group;
   int32_t position;
   int64_t kvh;
+  // int8 / fp8 caches: keys [exact->from, position] read from these rows instead (attention.h's
+  // KvExactRows, at kv head kvh; from a multiple of 16), as paged_attention_head_quant takes them.
+  const KvExactRows* exact = nullptr;
 };
 bool paged_attention_split_runs(int64_t head_dim);
-bool paged_attention_split_runs(KvQuant kind, int64_t head_dim);
+bool paged_attention_split_runs(KvQuant kind, int64_t head_dim, bool exact = false);
 int64_t paged_attention_split_columns();
 // The context length from which the stages beat the whole-head kernels on this CPU's variant, even on
 // 2 threads (measured: AVX-512 from 256 keys; AVX2 from about 1024, its value passes being narrower).

@@ -319,6 +319,7 @@ constexpr int32_t kSplitKeyPass = 64;
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
+  if (s.exact) return false;  // exact rows come with fp8 caches, not read in place here
   return dispatch(c.head_dim, [&](auto C) {
     for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
       for (int g = 0; g < s.group; ++g)
@@ -390,7 +391,7 @@ void with_pass_shape(int G, bool wide, Fn&& fn) {
 template <class View>
 bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
                   int64_t width) {
-  if (!avx2_attention_head_dim(c.head_dim)) return false;
+  if (!avx2_attention_head_dim(c.head_dim) || s.exact) return false;
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0);

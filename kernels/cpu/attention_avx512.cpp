@@ -435,10 +435,15 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   return dispatch(c.head_dim, [&](auto C) {
     for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
       for (int g = 0; g < s.group; ++g)
-        with_rows(c, block_table, s.kvh, nullptr, k0, [&](auto kr) {
+        with_rows(c, block_table, s.kvh, s.exact, k0, [&](auto kr) {
           __m512 qv[C()];
           for (int i = 0; i < C(); ++i) qv[i] = _mm512_loadu_ps(s.q[g] + 16 * i);
-          score_keys<C()>(qv, kr.krows, k0, std::min(j1, k0 + kSplitKeyPass), scale, s.scores[g]);
+          const int32_t k1 = std::min(j1, k0 + kSplitKeyPass), cut = std::clamp(kr.from, k0, k1);
+          score_keys<C()>(qv, kr.krows, k0, cut, scale, s.scores[g]);  // the cache's keys, then exact ones
+          if (cut < k1) {
+            LinearRows kx = kr.kx_at(cut);
+            score_keys<C()>(qv, kx, cut, k1, scale, s.scores[g]);
+          }
         });
   });
 }
@@ -460,7 +465,7 @@ float split_softmax(float* scores, int32_t n) {
 // Columns [d0, d0 + 16 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
 // loaded once for the G queries, whose even / odd chains are add_values'.
 template <int G, int P, class Rows>
-void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
+void split_values_pass(const SplitAttentionQueries& s, int g0, const KeyRows<Rows>& kr, int32_t n, int64_t d0) {
   __m512 acc[G][2][P];
   const float* prob[G];
   for (int g = 0; g < G; ++g) {
@@ -468,8 +473,8 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_setzero_ps();
   }
-  auto add_key = [&](int h, int32_t j) {
-    auto row = vrows.next();
+  auto add_key = [&](auto& rows, int h, int32_t j) {  // h: j's parity
+    auto row = rows.next();
     row.p += d0;
     __m512 v[P];
     for (int i = 0; i < P; ++i) v[i] = row.load(i);
@@ -478,9 +483,13 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm512_fmadd_ps(p, v[i], acc[g][h][i]);
     }
   };
-  int32_t j = 0;
-  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
-  if (j < n) add_key(0, j);  // a last even key
+  auto keys = [&](auto rows, int32_t j, int32_t end) {  // j even
+    for (; j + 1 < end; j += 2) add_key(rows, 0, j), add_key(rows, 1, j + 1);
+    if (j < end) add_key(rows, 0, j);  // a last even key
+  };
+  const int32_t cut = std::min(kr.from, n);  // the cache's keys, then exact ones (cut a multiple of 16)
+  keys(kr.vrows, 0, cut);
+  if (cut < n) keys(kr.vx_at(cut), cut, n);
   for (int g = 0; g < G; ++g)
     for (int i = 0; i < P; ++i)
       _mm512_storeu_ps(s.out[g0 + g] + d0 + 16 * i, _mm512_add_ps(acc[g][0][i], acc[g][1][i]));
@@ -509,8 +518,8 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0), P = d0 + width - d >= 32 ? 2 : 1;
-      with_rows(c, block_table, s.kvh, nullptr, 0, [&](auto kr) {
-        with_pass_shape(G, P, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr.vrows, s.position + 1, d); });
+      with_rows(c, block_table, s.kvh, s.exact, 0, [&](auto kr) {
+        with_pass_shape(G, P, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr, s.position + 1, d); });
       });
       d += 16 * P;
     }

@@ -165,3 +165,61 @@ TEST_CASE("the CPU backend's split decode attention equals each head run whole, 
       CHECK(std::isnan(out[size_t(hq * D)]));  // row 1 untouched
     }
 }
+
+TEST_CASE("decode attention in stages with exact open-block rows equals the whole-head kernel bit for bit") {
+  if (!kernels::paged_attention_split_runs(kernels::KvQuant::Fp8, 64, true))
+    LLMCTL_SKIP("no in-place kernel with exact rows on this CPU (AVX-512 only)");
+  const int64_t B = 16, Hkv = 2, NB = 24, G = 3;
+  std::vector<int32_t> table(static_cast<size_t>(NB));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(9));
+  int checked = 0;
+  for (int kind = 1; kind < 3; ++kind)  // int8, fp8
+    for (int64_t D : {16, 64, 128})
+      for (int32_t pos : {0, 15, 16, 40, 100, 300}) {
+        const uint32_t seed = uint32_t(500 * kind + D + pos);
+        const auto k = randn(size_t(NB * B * Hkv * D), seed, 2.0f), v = randn(size_t(NB * B * Hkv * D), seed + 1, 2.0f);
+        const test::QuantizedKv qkv(kind, k, v, D);
+        const kernels::PagedKvQuantView view = qkv.view(B, Hkv, D);
+        // the open block's exact rows: positions [from, pos], each [Hkv, D], unlike the cache's
+        const int32_t from = pos / int32_t(B) * int32_t(B), n = pos + 1;
+        const auto ek = randn(size_t((n - from) * Hkv * D), seed + 3), ev = randn(size_t((n - from) * Hkv * D), seed + 4);
+        const auto qs = randn(size_t(G * D), seed + 5, 2.0f);
+        const size_t ns = size_t(kernels::paged_attention_scratch(pos));
+        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+          const kernels::KvExactRows exact{ek.data() + kvh * D, ev.data() + kvh * D, from, Hkv * D};
+          std::vector<std::vector<float>> s1(size_t(G), std::vector<float>(ns, NAN)), s2 = s1;
+          std::vector<std::vector<float>> o1(size_t(G), std::vector<float>(size_t(D), NAN)), o2 = o1;
+          std::vector<const float*> q(static_cast<size_t>(G));
+          std::vector<float*> sp(static_cast<size_t>(G)), op(static_cast<size_t>(G));
+          for (int64_t g = 0; g < G; ++g) {
+            q[size_t(g)] = qs.data() + g * D, sp[size_t(g)] = s2[size_t(g)].data(), op[size_t(g)] = o2[size_t(g)].data();
+            kernels::paged_attention_head_quant(q[size_t(g)], view, table.data(), pos, kvh, 0.125f, s1[size_t(g)].data(),
+                                                o1[size_t(g)].data(), &exact);
+          }
+          kernels::SplitAttentionQueries s{q.data(), sp.data(), op.data(), int(G), pos, kvh};
+          s.exact = &exact;
+          for (int32_t j0 = (n - 1) / 64 * 64; j0 >= 0; j0 -= 64)
+            kernels::paged_attention_split_scores(s, view, table.data(), 0.125f, j0, std::min(n, j0 + 64));
+          for (int64_t g = 0; g < G; ++g) kernels::paged_attention_split_softmax(sp[size_t(g)], pos);
+          kernels::paged_attention_split_values(s, view, table.data(), 0, D);
+          for (int64_t g = 0; g < G; ++g) {
+            INFO("kind " << kind << " D " << D << " position " << pos << " kvh " << kvh << " query " << g);
+            CHECK(std::memcmp(o2[size_t(g)].data(), o1[size_t(g)].data(), size_t(D) * 4) == 0);
+            ++checked;
+          }
+        }
+      }
+  CHECK(checked == 2 * 3 * 6 * 2 * 3);
+  // exact rows off the 16-key grid, and with an f32 cache, are refused
+  const std::vector<float> kv(size_t(4 * 16 * 64), 0.5f), q(64, 1.0f);
+  std::vector<float> scores(size_t(kernels::paged_attention_scratch(40))), out(64);
+  const int32_t t4[4] = {0, 1, 2, 3};
+  const float* qp = q.data();
+  float *sp = scores.data(), *op = out.data();
+  const kernels::KvExactRows odd{kv.data(), kv.data(), 8, 64};
+  kernels::SplitAttentionQueries s{&qp, &sp, &op, 1, 40, 0};
+  s.exact = &odd;
+  CHECK_THROWS(kernels::paged_attention_split_scores(s, kernels::PagedKvView{kv.data(), kv.data(), 16, 1, 64}, t4, 1.0f,
+                                                     0, 41));
+}

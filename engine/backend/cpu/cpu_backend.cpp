@@ -351,8 +351,10 @@ class CpuBackend final : public Backend {
     std::vector<Unit> units;
     std::vector<int> copy_seqs;
     std::vector<cpu::SplitDecodeToken> split;
-    const bool split_runs =
-        quant ? kernels::paged_attention_split_runs(qview.kind, D) : kernels::paged_attention_split_runs(D);
+    auto split_runs = [&](int s) {
+      return quant ? kernels::paged_attention_split_runs(qview.kind, D, has_exact(s))
+                   : kernels::paged_attention_split_runs(D);
+    };
     for (int s = 0; s < plan.num_seqs(); ++s) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
@@ -361,8 +363,9 @@ class CpuBackend final : public Backend {
         copy_seqs.push_back(s);
         continue;
       }
-      if (q1 - q0 == 1 && split_runs && !has_exact(s) && cpu::split_decode_attention_pays(plan.positions[q0])) {
-        split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0]});
+      if (q1 - q0 == 1 && split_runs(s) && cpu::split_decode_attention_pays(plan.positions[q0])) {
+        split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0],
+                         has_exact(s) ? &exact[size_t(s)] : nullptr});
         continue;
       }
       int t = q0;

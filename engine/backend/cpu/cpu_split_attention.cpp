@@ -50,6 +50,7 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
   struct Pointers {
     std::vector<const float*> q;
     std::vector<float*> scores, out;
+    kernels::KvExactRows exact;
   };
   auto group_of = [&](Pointers& p, int64_t i, int64_t kvh) {
     const SplitDecodeToken& t = tokens[size_t(i)];
@@ -60,7 +61,12 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
       p.scores[size_t(g)] = scores_.data() + (i * hq + h) * S;
       p.out[size_t(g)] = out + t.row * hq * D + h * D;
     }
-    return kernels::SplitAttentionQueries{p.q.data(), p.scores.data(), p.out.data(), int(group), t.position, kvh};
+    kernels::SplitAttentionQueries s{p.q.data(), p.scores.data(), p.out.data(), int(group), t.position, kvh};
+    if (t.exact && t.exact->k) {
+      p.exact = t.exact->for_query(t.position, int32_t(cache.block_size), kvh, D);
+      s.exact = &p.exact;
+    }
+    return s;
   };
 
   // 1. scores: (token, kv head, chunk of keys), chunks a multiple of 16 keys sized for the threads

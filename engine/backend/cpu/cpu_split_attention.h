@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_exact_rows.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 
@@ -18,6 +19,7 @@ struct SplitDecodeToken {
   int64_t row;                 // the token's row in qkv and out
   const int32_t* block_table;  // its sequence's
   int32_t position;
+  const StepExactRows* exact = nullptr;  // its sequence's exact open-block rows (an fp8 cache), if any
 };
 
 // Whether a decode token's attention is worth the three passes over the pool this takes instead of
