@@ -1,6 +1,8 @@
 // Decode attention in stages (kernels/cpu/attention.h: paged_attention_split_*) against the whole-head
 // kernels, bit for bit: random caches (f32, int8, fp8) over scattered blocks, GQA groups of 1 to 7
-// query heads, keys cut into chunks of several sizes and run in reverse, columns cut as the caller may.
+// query heads, keys cut into chunks of several sizes and run in reverse, columns cut as the caller may,
+// exact open-block rows beside int8 / fp8 caches; and the CPU backend's SplitDecodeAttention over a
+// step's tokens (engine/backend/cpu/cpu_split_attention.h), in one pass and in several.
 #include <doctest/doctest.h>
 
 #include <algorithm>
