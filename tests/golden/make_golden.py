@@ -95,16 +95,8 @@ def run_cases(model, tok):
                 gen_prompt = ids[:32]
             else:
                 gen_prompt = ids
-            seq = list(gen_prompt)
-            margins = []
-            for _ in range(NEW):  # greedy, no EOS stop; margin = top1 - top2 logit (near-ties)
-                logits = model(torch.tensor([seq])).logits[0, -1]
-                t2 = torch.topk(logits, 2)
-                margins.append(round(float(t2.values[0] - t2.values[1]), 5))
-                seq.append(int(t2.indices[0]))
             case["greedy_prompt_ids"] = list(gen_prompt)
-            case["greedy_ids"] = seq[len(gen_prompt):]
-            case["greedy_margins"] = margins
+            case["greedy_ids"], case["greedy_margins"] = greedy(model, gen_prompt, NEW)
         cases.append(case)
         print(name, len(ids), "tokens;", repr(tok.decode(case["greedy_ids"])[:80]), file=sys.stderr)
     return cases
