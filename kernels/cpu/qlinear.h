@@ -23,6 +23,11 @@
 //           kWideCodes): code - b, every one in 0..63 (GGUF Q6_K's -32..31, Q5_K's 0..31: b = the
 //           weight's least code), which the AVX2 kernels multiply without moving signs.
 //   Narrow 4-bit codes: the nibble is code - b (0..15: Q3_K's -4..3 with b = -4), code = nibble + b.
+//   6 bits (narrow codes only, stored = code - b in 0..63: GGUF Q6_K's and Q5_K's, in three quarters
+//           of the 8-bit bytes): 6 vectors of 64 bytes, two quads of 3. Quad p holds the 8-bit
+//           layout's vectors 4p..4p+3 (inputs 16p..16p + 15): its vectors V0, V1, V2 hold vectors
+//           4p, 4p + 1, 4p + 2's stored bytes in their low 6 bits, and each byte of vector 4p + 3
+//           is (V0 >> 6) | (V1 >> 6) << 2 | (V2 >> 6) << 4 of the same byte position.
 // Scales and offsets travel inside the packed bytes (QWeightView::scale/offset are unused).
 // Factored scales (ScaleType::Factored; qweight_factor finds them): the GGUF K-quants' two levels.
 // Each row's groups in runs of 8 (a "super-block": 256 inputs at group 32) share an f16 multiplier
@@ -64,7 +69,7 @@ enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of 8-bit codes stored code ^ 0x80
 
 struct QWeightView {
-  int bits = 4;         // 4 or 8
+  int bits = 4;         // 4 or 8; 6 (RowLane16, narrow codes only)
   int64_t n = 0, k = 0;
   int group = 32;
   QLayout layout = QLayout::Rows;
@@ -102,7 +107,7 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 // to FactoredParams (offset's unused when implied_zero >= 0).
 int64_t qweight_rowlane_block_bytes(int bits, int64_t k, int group, ScaleType st, int implied_zero = -1);
 // narrow_base: stored as narrow codes from this base (each code - base in 0..63, 0..15 for 4 bits;
-// the codes are then int8 as uint8, as for 8 bits).
+// the codes are then int8 as uint8, as for 8 bits). bits 6: narrow codes only (within 63 of the base).
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
                           const void* scale, const void* offset, uint8_t* out, int implied_zero = -1,
                           int narrow_base = kWideCodes);

@@ -18,6 +18,9 @@ bool rows_layout_selected();  // select_cpu_kernels(..., rows_layout = true)
 // Throws KernelError for factored scales in the Rows layout without their D arrays, and for a
 // codebook or narrow codes the selected kernels do not take (qweight_compact_codes_ok).
 void check_scale_layout(const QWeightView& w);
+// Throws KernelError unless w is what every row-lane kernel takes: the RowLane16 layout, a codebook
+// only over plain 4-bit codes, 6-bit codes only narrow.
+void check_rowlane_kind(const QWeightView& w);
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
 // sums sum[2b + h] = scale * (sum of the 16 codes), codes rounded to nearest even. The variants give
@@ -59,7 +62,7 @@ void qlinear_rows_q8_rowlane_avxvnni(const QActivations& x, const QWeightView& w
 struct RowLaneGeometry {
   int halves;                // groups per unit: 2 for group 16, else 1
   int64_t blocks_per_group;  // blocks of 32 per unit: group / 32, 1 for group 16
-  int64_t code_bytes;        // per block of 32 inputs x 16 rows: 256 (4 bits) or 512 (8 bits)
+  int64_t code_bytes;        // per block of 32 inputs x 16 rows: 256 (4 bits), 384 (6) or 512 (8)
   int64_t param_bytes;       // 16 scales or 16 offsets: 32 (f16), 64 (f32) or 16 (factored: int8 m)
   bool offsets;              // stored (implied_zero < 0)
   int64_t group_bytes;       // blocks_per_group * code_bytes + halves * (offsets ? 2 : 1) * param_bytes
@@ -79,6 +82,24 @@ inline const uint8_t* rowlane_group(const RowLaneGeometry& geo, const uint8_t* r
 }
 inline const uint8_t* rowlane_header(const RowLaneGeometry& geo, const uint8_t* rb, int64_t g) {
   return rb + (g >> geo.super_shift) * geo.super_bytes;
+}
+
+// The row block at rb of a 6-bit weight (geometry g6) rewritten at out in the 8-bit layout (g8, the
+// same weight's geometry at 8 bits): the same headers and parameters, each block's 384 code bytes
+// unpacked into 512 by unpack_block(src, dst) (the ISA's). Prefill unpacks a row block once for
+// all its token tiles this way, then runs the 8-bit narrow tiles on it.
+template <class Unpack>
+void rowlane_six_to_eight(const RowLaneGeometry& g6, const RowLaneGeometry& g8, const uint8_t* rb, uint8_t* out,
+                          Unpack&& unpack_block) {
+  const int64_t bpg = g6.blocks_per_group;
+  for (int64_t g = 0; g < g6.groups; ++g) {
+    if ((g & (g6.super_groups - 1)) == 0 && g6.header_bytes)
+      std::memcpy(const_cast<uint8_t*>(rowlane_header(g8, out, g)), rowlane_header(g6, rb, g), size_t(g6.header_bytes));
+    const uint8_t* src = rowlane_group(g6, rb, g);
+    uint8_t* dst = const_cast<uint8_t*>(rowlane_group(g8, out, g));
+    for (int64_t j = 0; j < bpg; ++j) unpack_block(src + j * g6.code_bytes, dst + j * g8.code_bytes);
+    std::memcpy(dst + bpg * g8.code_bytes, src + bpg * g6.code_bytes, size_t(g6.group_bytes - bpg * g6.code_bytes));
+  }
 }
 
 // Row r's scale (which 0) or offset (which 1) of group h (0, or 1 for group 16's second) of a

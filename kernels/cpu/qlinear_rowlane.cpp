@@ -7,12 +7,13 @@
 //              the same fma for the dot product of inputs 0..15 under group 2b's scale, then of
 //              16..31 under 2b + 1's, then the two offsets' terms in that order.
 //   f32 mode:  four accumulators a[j], j = input % 4; per block, in the order the layout stores the
-//              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j),
+//              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j; 6 bits
+//              as 8),
 //              w = fma(code, scale, offset) (the scale and offset of the input's group),
 //              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
 // A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow codes are the
-// same codes (only their bytes differ).
+// same codes (only their bytes differ), 6-bit ones too: the 8-bit narrow weight's results.
 // The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16,
 // codebooks and narrow codes: AVX2 only) do the same operations in the same order, so their results
 // equal these bit for bit; none depends on T or on the [n0, n1) split.
@@ -30,10 +31,10 @@ namespace llmctl::kernels {
 namespace detail {
 
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
-  KERNEL_CHECK((bits == 4 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) && k % 32 == 0 &&
-               k % group == 0)
+  KERNEL_CHECK((bits == 4 || bits == 6 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) &&
+               k % 32 == 0 && k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
-      << " (4 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
+      << " (4, 6 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
   const bool factored = st == ScaleType::Factored;
   KERNEL_CHECK(!factored || (k / group) % kFactoredGroups == 0)
       << "row-lane layout, factored scales: K " << k << " is not whole super-blocks of " << kFactoredGroups
@@ -41,7 +42,7 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, i
   RowLaneGeometry g{};
   g.halves = group == 16 ? 2 : 1;
   g.blocks_per_group = group == 16 ? 1 : group / 32;
-  g.code_bytes = bits == 4 ? 256 : 512;
+  g.code_bytes = bits == 4 ? 256 : bits == 6 ? 384 : 512;
   g.param_bytes = 16 * (factored ? 1 : st == ScaleType::F16 ? 2 : 4);
   g.offsets = implied_zero < 0;
   g.group_bytes = g.blocks_per_group * g.code_bytes + g.halves * (g.offsets ? 2 : 1) * g.param_bytes;
@@ -68,8 +69,22 @@ inline int64_t code_byte(int bits, int r, int i, bool* high) {
   return (j / 4) * 64 + 4 * r + j % 4;
 }
 
+// Byte offset of row r, input i (0..31) in the 6-bit layout's quad for the input, and the vector
+// (0..3) of the quad the 8-bit layout would hold it in (3: spread over the quad's top bits).
+inline int64_t six_bit_byte(int r, int i, int* q) {
+  const int v = i / 4;  // the 8-bit layout's vector
+  *q = v % 4;
+  return (v / 4) * 192 + 4 * r + i % 4;
+}
+
 // Code of row r, input i of a block (0..15, or -128..127; narrow_base: qlinear.h).
 inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) {
+  if (bits == 6) {  // narrow codes only
+    int q = 0;
+    const uint8_t* v = blk + six_bit_byte(r, i, &q);
+    const int stored = q < 3 ? v[64 * q] & 63 : (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
+    return stored + narrow_base;
+  }
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
   const bool narrow = narrow_base != kWideCodes;
@@ -85,7 +100,7 @@ inline int value_of(const QWeightView& w, const uint8_t* blk, int r, int i) {
 
 // Activation k's inputs in the order the f32 mode takes them within a block (see the top).
 inline int f32_input(int bits, int step) {  // step 0..31
-  if (bits == 8) return step;
+  if (bits != 4) return step;  // 6 and 8 bits: in order
   const int v = step / 8, half = (step / 4) % 2, j = step % 4;
   return half * 16 + 4 * v + j;
 }
@@ -104,8 +119,7 @@ inline std::pair<float, float> group_scale_offset(const QWeightView& w, const Ro
 
 void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  check_rowlane_kind(w);
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups, blocks = K / 32, GS = K / w.group;  // GS: groups, for S
   std::vector<float> S(static_cast<size_t>(x.t * GS));
@@ -147,8 +161,7 @@ void qlinear_rows_q8_rowlane_scalar(const QActivations& x, const QWeightView& w,
 
 void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  check_rowlane_kind(w);
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
   for (int64_t n = n0; n < n1; ++n) {
@@ -178,8 +191,8 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 }
 
 void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
-  KERNEL_CHECK(!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes))
-      << "rowlane: a codebook for 8-bit or narrow codes";
+  KERNEL_CHECK((!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)) && (w.bits != 6 || w.narrow_base != kWideCodes))
+      << "rowlane: a codebook for 8-bit or narrow codes, or 6-bit codes that are not narrow";
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
@@ -218,11 +231,26 @@ int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st
   return -1;
 }
 
+namespace {
+// The 6-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), narrow codes.
+void pack_six_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_base, uint8_t* o) {
+  for (int r = 0; r < 16; ++r) {
+    auto stored = [&](int i) { return int(int8_t(rows[r][c0 + i])) - narrow_base; };  // 0..63
+    for (int p = 0; p < 2; ++p)
+      for (int j = 0; j < 4; ++j) {
+        const int top = stored(16 * p + 12 + j);  // vector 4p + 3's, over the quad's top bits
+        for (int q = 0; q < 3; ++q) o[192 * p + 64 * q + 4 * r + j] = uint8_t(stored(16 * p + 4 * q + j) | ((top >> 2 * q) & 3) << 6);
+      }
+  }
+}
+}  // namespace
+
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
                           const void* scale, const void* offset, uint8_t* out, int implied_zero, int narrow_base) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   const bool narrow = narrow_base != kWideCodes;
-  const int span = bits == 8 ? 63 : 15;  // narrow: code - base in 0..span
+  KERNEL_CHECK(bits != 6 || narrow) << "row-lane layout: 6-bit codes are narrow codes (a base is needed)";
+  const int span = bits == 4 ? 15 : 63;  // narrow: code - base in 0..span
   for (int64_t i = 0; narrow && i < n * k; ++i)
     KERNEL_CHECK(int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span)
         << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0.." << span << " of the narrow base "
@@ -250,6 +278,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
       for (int64_t jb = 0; jb < bpg; ++jb) {
         const int64_t c0 = (g * bpg + jb) * 32;
         uint8_t* o = gp + jb * geo.code_bytes;
+        if (bits == 6) {
+          pack_six_bit_block(rows, c0, narrow_base, o);
+          continue;
+        }
         for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)
           for (int r = 0; r < 16; ++r)
             for (int j = 0; j < 4; ++j) {
@@ -293,6 +325,7 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
 void qweight_unpack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* packed,
                             uint8_t* codes, int implied_zero, int narrow_base) {
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
+  KERNEL_CHECK(bits != 6 || narrow_base != kWideCodes) << "row-lane layout: 6-bit codes are narrow codes (a base is needed)";
   for (int64_t row = 0; row < n; ++row) {
     const uint8_t* rb = packed + (row / 16) * geo.row_block_bytes;
     for (int64_t b = 0; b < k / 32; ++b) {

@@ -9,7 +9,8 @@ namespace llmctl::kernels::detail {
 namespace {
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+// SIX: 6-bit narrow codes, unpacked by six_bit_quad.
+template <int NT, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -57,6 +58,15 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
           for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
           for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
         }
+      } else if constexpr (SIX) {
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; ++p) {
+          __m256i quad[4];
+          six_bit_quad(cp, p, quad);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q)
+            for (int i = 0; i < 4; ++i) step(quad[q], 8 * i, 16 * p + 4 * q + i);
+        }
       } else {
         for (int v = 0; v < 8; ++v) {
           const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
@@ -73,7 +83,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
   }
 }
 
-template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -84,7 +94,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo,
+        f32_tile<nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo,
                                                   w.codebook, w.narrow_base);
       });
     }
@@ -101,11 +111,10 @@ void qlinear_rows_q8_rowlane_avx2(const QActivations& x, const QWeightView& w, c
 
 void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                    int64_t n1, float* out, int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  check_rowlane_kind(w);
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
-      f32_rows<four(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto sg) {
+      f32_rows<four(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
     });
   });
 }

@@ -21,7 +21,8 @@
 //              Narrow 8-bit codes (code - base, 0..63) go to vpmaddubsw as they are, no signs
 //              moved, two vectors' products summed in 16 bits before vpmaddwd; narrow 4-bit ones
 //              (0..15) take the 4-bit path; base x the block's integer activation sum then makes
-//              the signed codes' dot product, the same integer.
+//              the signed codes' dot product, the same integer. 6-bit codes (narrow): each quad of 3
+//              vectors unpacked into the 8-bit layout's 4 (six_bit_quad), then as narrow 8-bit ones.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
 //   AVX-VNNI (VNNI = true, vpdpbusd: unsigned x signed bytes summed in 32 bits, no saturation): every
@@ -93,6 +94,19 @@ inline __m256i lane_mask8(int64_t n, int64_t n0, int64_t n1) {
 
 inline bool any_lane(int64_t n, int64_t n0, int64_t n1) { return n + 8 > n0 && n < n1; }
 
+// The 6-bit layout's quad p (qlinear.h) of one half (cp: the block's codes + 32 x the half) as the
+// 8-bit layout's vectors 4p..4p+3 of stored values (0..63): three ANDs, and the fourth vector's bits
+// gathered from the three's tops ((v0 >> 6) | (v1 >> 6) << 2 | (v2 >> 6) << 4 per byte, by 16-bit
+// shifts, each field kept by its mask).
+inline void six_bit_quad(const uint8_t* cp, int p, __m256i q[4]) {
+  auto load = [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 192 * p + 64 * i)); };
+  const __m256i v0 = load(0), v1 = load(1), v2 = load(2), low6 = _mm256_set1_epi8(0x3F);
+  q[0] = _mm256_and_si256(v0, low6), q[1] = _mm256_and_si256(v1, low6), q[2] = _mm256_and_si256(v2, low6);
+  const __m256i t = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 2), _mm256_set1_epi8(0x30)),
+                                    _mm256_and_si256(_mm256_srli_epi16(v1, 4), _mm256_set1_epi8(0x0C)));
+  q[3] = _mm256_or_si256(t, _mm256_and_si256(_mm256_srli_epi16(v0, 6), _mm256_set1_epi8(0x03)));
+}
+
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
 constexpr int64_t kPrefetchAhead = 8192;
 
@@ -138,9 +152,10 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
 // 16, whose two halves of a block get their own integer dot products, scales and offsets).
 // LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
-// stored code - base (8 bits 0..63, 4 bits 0..15); asum: the activations' integer sums per half block
-// [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled only with -mavxvnni.
-template <bool VNNI, int H, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+// stored code - base (8 bits 0..63, 4 bits 0..15; SIX: 6-bit narrow codes); asum: the activations'
+// integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
+// only with -mavxvnni.
+template <bool VNNI, int H, int NT, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
              const int8_t* codebook, int base, const int32_t* asum, const float* pre = nullptr) {
@@ -190,7 +205,19 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
         for (int i = 0; i < H; ++i)
           for (int j = 0; j < NT; ++j)
             for (int q = 0; q < 2 * P; ++q) e[i][j][q] = _mm256_setzero_si256();
-        for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
+        if constexpr (SIX) {  // a quad's 4 vectors unpacked and used one half at a time (16 registers)
+          for (int p = 0; p < 2; ++p)
+            for (int i = 0; i < H; ++i) {
+              __m256i quad[4];
+              six_bit_quad(cp + 32 * (h0 + i), p, quad);
+              for (int j = 0; j < NT; ++j)
+                for (int q = 0; q < 4; ++q) {
+                  const int v = 4 * p + q, slot = 2 * (v % P) + p;  // vectors 4..7 are inputs 16..31
+                  e[i][j][slot] = dpbusd<VNNI>(e[i][j][slot], quad[q], bcast4(xq + j * K + b * 32 + 4 * v));
+                }
+            }
+        }
+        for (int v = 0; v < (FOUR ? 4 : SIX ? 0 : 8); ++v) {
           const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
@@ -260,7 +287,24 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
             for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
       } else if constexpr (NARROW) {  // unsigned codes as they are; two vectors' pairs summed in 16 bits
                                       // (4 x 63 x 127 at most); the base x the activations' sum below
-        for (int v = 0; v < 8; v += 2) {
+        if constexpr (SIX) {  // a quad's 4 vectors unpacked and used one half at a time (16 registers)
+          for (int p = 0; p < 2; ++p)
+            for (int i = 0; i < H; ++i) {
+              const int sg = SG == 2 ? p : 0;
+              __m256i quad[4];
+              six_bit_quad(cp + 32 * (h0 + i), p, quad);
+              for (int j = 0; j < NT; ++j) {
+                const int8_t* a = xq + j * K + b * 32 + 16 * p;
+                const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[0], bcast4(a)),
+                                                     _mm256_maddubs_epi16(quad[1], bcast4(a + 4)));
+                const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[2], bcast4(a + 8)),
+                                                     _mm256_maddubs_epi16(quad[3], bcast4(a + 12)));
+                dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg],
+                                                 _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
+              }
+            }
+        }
+        for (int v = 0; v < (SIX ? 0 : 8); v += 2) {
           const int sg = SG == 2 ? v / 4 : 0;
           __m256i c0[H], c1[H];
           for (int i = 0; i < H; ++i) {
@@ -340,7 +384,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool VNNI, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool VNNI, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -356,13 +400,19 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
   const int z = w.implied_zero;
+  // 6 bits, more than one token tile: each row block unpacked once into the 8-bit layout, its tiles
+  // then the 8-bit narrow ones (the same integers)
+  const bool expand = SIX && x.t > 4;
+  const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
+  thread_local std::vector<uint8_t> wide;
+  if (expand) wide.resize(size_t(geo8.row_block_bytes));
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
     if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                      // read once); 2 and 3 tokens measured 6-13% faster so than half by half
       auto both_halves = [&](auto nt) {
-        q8_tile<VNNI, 2, nt(), FOUR, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true,
+        q8_tile<VNNI, 2, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true,
                                                     w.codebook, w.narrow_base, asum.data());
       };
       if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
@@ -370,43 +420,56 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if (x.t == 3) both_halves(std::integral_constant<int, 3>{});
       continue;
     }
+    if (expand)
+      rowlane_six_to_eight(geo, geo8, rb, wide.data(), [](const uint8_t* src, uint8_t* dst) {
+        for (int h = 0; h < 2; ++h)
+          for (int p = 0; p < 2; ++p) {
+            __m256i q[4];
+            six_bit_quad(src + 32 * h, p, q);
+            for (int v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
+          }
+      });
     for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        q8_tile<VNNI, 1, nt(), FOUR, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
-                                                h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(),
-                                                ST == ScaleType::Factored ? pre.data() : nullptr);
+        const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
+        if (expand)
+          q8_tile<VNNI, 1, nt(), FOUR, false, LUT, NARROW, ST, SG>(geo8, z, wide.data(), h, x, S.data(), t, bias, nb, m + h,
+                                                                 out, ldo, false, w.codebook, w.narrow_base, asum.data(), fpre);
+        else
+          q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
+                                                               h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(), fpre);
       });
     }
   }
 }
 
-// f(four, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a codebook or
-// narrow; 8 bits: wide or narrow) and groups a unit (2: groups of 16).
+// f(four, six, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a codebook
+// or narrow; 6 bits: narrow; 8 bits: wide or narrow) and groups a unit (2: groups of 16).
 template <class F>
 void with_group_kind(const QWeightView& w, F&& f) {
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
-  auto per_sg = [&](auto four, auto lut, auto narrow) {
-    w.group == 16 ? f(four, lut, narrow, std::integral_constant<int, 2>{})
-                  : f(four, lut, narrow, std::integral_constant<int, 1>{});
+  auto per_sg = [&](auto four, auto six, auto lut, auto narrow) {
+    w.group == 16 ? f(four, six, lut, narrow, std::integral_constant<int, 2>{})
+                  : f(four, six, lut, narrow, std::integral_constant<int, 1>{});
   };
   const bool narrow = w.narrow_base != kWideCodes;
-  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{});
-  if (w.codebook) return per_sg(B{}, B{}, NB{});
-  narrow ? per_sg(B{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{});
+  if (w.bits == 6) return per_sg(NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
+  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{}, NB{});
+  if (w.codebook) return per_sg(B{}, NB{}, B{}, NB{});
+  narrow ? per_sg(B{}, NB{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{}, NB{});
 }
 
 // The int8 mode's entry point: w's scale type and kind of codes as template arguments.
 template <bool VNNI>
 void q8_rowlane(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
                 int64_t ldo) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "rowlane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  check_rowlane_kind(w);
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto lut, auto narrow, auto sg) {
-      q8_rows<VNNI, four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto sg) {
+      q8_rows<VNNI, four(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
     });
   });
 }

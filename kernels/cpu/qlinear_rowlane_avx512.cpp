@@ -12,6 +12,8 @@
 //              and the sums start from -128 * the activations' sum as for 8 bits.
 //              Narrow codes (stored = code - base: 0..63 in 8 bits, 0..15 in 4): taken unsigned as
 //              stored, the sums starting from base * the activations' sum.
+//              6 bits (narrow): each quad of 3 vectors is unpacked into the 8-bit layout's 4
+//              (six_bit_quad), then taken as 8-bit narrow codes.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4 (a codebook's values by one vpermd of it as int32).
 //   Groups of 16: a block's inputs 0..15 (low nibbles, or vectors 0..3 of 8 bits) and 16..31 are
@@ -68,6 +70,19 @@ inline __m512i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
   return _mm512_set1_epi32(v);
 }
 
+// The 6-bit layout's quad p of the block at cp (qlinear.h) as the 8-bit layout's vectors 4p..4p+3 of
+// stored values (0..63): three ANDs, and the fourth vector's bits gathered from the three's tops.
+inline void six_bit_quad(const uint8_t* cp, int p, __m512i q[4]) {
+  const __m512i v0 = _mm512_loadu_si512(cp + 192 * p), v1 = _mm512_loadu_si512(cp + 192 * p + 64),
+                v2 = _mm512_loadu_si512(cp + 192 * p + 128), low6 = _mm512_set1_epi8(0x3F);
+  q[0] = _mm512_and_si512(v0, low6), q[1] = _mm512_and_si512(v1, low6), q[2] = _mm512_and_si512(v2, low6);
+  // (v0 >> 6) | (v1 >> 6) << 2 | (v2 >> 6) << 4 per byte: 16-bit shifts, each field kept by a mask
+  // (0xCA: mask ? a : b, bit by bit)
+  const __m512i t = _mm512_and_si512(_mm512_srli_epi16(v2, 2), _mm512_set1_epi8(0x30));
+  const __m512i u = _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0C), _mm512_srli_epi16(v1, 4), t, 0xCA);
+  q[3] = _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x03), _mm512_srli_epi16(v0, 6), u, 0xCA);
+}
+
 // Lanes of rows nb + r in [n0, n1); none for a block past n1 (a pair's second block at the end).
 inline __mmask16 lane_mask(int64_t nb, int64_t n0, int64_t n1) {
   const int64_t lo = std::clamp<int64_t>(n0 - nb, 0, 16), hi = std::clamp<int64_t>(n1 - nb, 0, 16);
@@ -85,12 +100,12 @@ constexpr int64_t kPrefetchAhead = 8192;
 // asum (BASED: codes stored from a base, see q8_rows; qact_half_sums): the activations' integer sums
 // per half block, which base multiplies into each integer sum's start. book (LUT): the codebook's values + 128, in each
 // 128-bit lane. SG: groups a unit (2: group 16, whose inputs 0..15 and 16..31 of a block get their
-// own integer dot products, scales and offsets).
+// own integer dot products, scales and offsets). SIX: 6-bit narrow codes (BASED).
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
 // NT tokens, and each token's broadcast activations feed the RB dot products; SG integer chains per
 // (token, row block). Accumulators: (SG + 1) x RB x NT vectors; RB = 2, NT = 4, SG = 1 fills 24 of
 // the 32 registers.
-template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG>
+template <int RB, int NT, bool FOUR, bool SIX, bool LUT, bool BASED, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* asum,
              int base, __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
              int64_t ldo, bool prefetch) {
@@ -142,6 +157,19 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
             for (int i = 0; i < RB; ++i) dot[i][j][SG - 1] = _mm512_dpbusd_epi32(dot[i][j][SG - 1], hi[i], ahi);
           }
         }
+      } else if constexpr (SIX) {  // per quad: its 4 vectors unpacked once for the NT tokens
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; ++p) {
+          const int sg = SG == 2 ? p : 0;  // group 16: quad 0 is inputs 0..15
+          __m512i quad[RB][4];
+          for (int i = 0; i < RB; ++i) six_bit_quad(gp[i] + jb * geo.code_bytes, p, quad[i]);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q)
+            for (int j = 0; j < NT; ++j) {
+              const __m512i a = bcast4(xq + j * K + b * 32 + 16 * p + 4 * q);
+              for (int i = 0; i < RB; ++i) dot[i][j][sg] = _mm512_dpbusd_epi32(dot[i][j][sg], quad[i][q], a);
+            }
+        }
       } else {
         for (int v = 0; v < 8; ++v) {
           const int sg = SG == 2 ? v / 4 : 0;  // group 16: vectors 0..3 are inputs 0..15
@@ -178,8 +206,9 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
   }
 }
 
-// The same tile in the f32 mode. book32 (LUT): the codebook's 16 values as int32; base: NARROW's.
-template <int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+// The same tile in the f32 mode. book32 (LUT): the codebook's 16 values as int32; base: NARROW's
+// (SIX: 6-bit narrow codes, unpacked as q8_tile does).
+template <int NT, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo, __m512i book32, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -216,6 +245,15 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
           const __m512i W = _mm512_loadu_si512(cp + 64 * v);
           for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
           for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
+        }
+      } else if constexpr (SIX) {
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; ++p) {
+          __m512i quad[4];
+          six_bit_quad(cp, p, quad);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q)
+            for (int i = 0; i < 4; ++i) step(quad[q], 8 * i, 16 * p + 4 * q + i);
         }
       } else {
         for (int v = 0; v < 8; ++v) {
@@ -274,7 +312,7 @@ __m512i book_bytes(const int8_t* codebook) {
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
 }
 
-template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   constexpr bool kBased = uses_base<FOUR, LUT, NARROW>();
@@ -295,23 +333,46 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // Q4_0 and Q8_0 models measured 20-25% slower with pairs, prefetching or not. Groups of 16 (twice
   // the integer chains) run one row block at a time.
   const bool pairs = x.t >= 4 && SG == 1;
+  // 6 bits, more than one token tile: each row block (pair) unpacked once into the 8-bit layout, its
+  // tiles then the 8-bit narrow ones (the same integers; T = 64 measured 1.2x slower unpacking per tile)
+  const bool expand = SIX && x.t > 4;
+  const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
+  thread_local std::vector<uint8_t> wide;
+  if (expand) wide.resize(size_t(2 * geo8.row_block_bytes));
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
     const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+    const bool two = pairs && nb + 16 < n1;
+    if (expand)
+      for (int i = 0; i < (two ? 2 : 1); ++i)
+        rowlane_six_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
+                             [](const uint8_t* src, uint8_t* dst) {
+                               for (int p = 0; p < 2; ++p) {
+                                 __m512i q[4];
+                                 six_bit_quad(src, p, q);
+                                 for (int v = 0; v < 4; ++v) _mm512_storeu_si512(dst + 64 * (4 * p + v), q[v]);
+                               }
+                             });
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
-      if (pairs && nb + 16 < n1)
-        q8_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
+      if (expand && two)
+        q8_tile<2, nt(), FOUR, false, LUT, kBased, ST, SG>(geo8, z, wide.data(), x, asum.data(), base, book, S.data(), t,
+                                                         bias, nb, m, out, ldo, false);
+      else if (expand)
+        q8_tile<1, nt(), FOUR, false, LUT, kBased, ST, SG>(geo8, z, wide.data(), x, asum.data(), base, book, S.data(), t,
+                                                         bias, nb, m, out, ldo, false);
+      else if (two)
+        q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
                                                     out, ldo, t == 0);
       else
-        q8_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
+        q8_tile<1, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
                                                     out, ldo, t == 0);
     };
     for_token_tiles<4>(x.t, tile);
   }
 }
 
-template <bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -319,28 +380,28 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
   const __m512i book32 =
       LUT ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))) : _mm512_setzero_si512();
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
+    f32_tile<nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
                                           w.narrow_base);
   });
 }
 
-// f(four, lut, narrow, st, sg): w's kind of codes, scale type and groups a unit (2: groups of 16) as
-// template arguments, after checking that this kernel takes w.
+// f(four, six, lut, narrow, st, sg): w's kind of codes, scale type and groups a unit (2: groups of
+// 16) as template arguments, after checking that this kernel takes w.
 template <class F>
 void with_weight_kind(const QWeightView& w, F&& f) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)))
-      << "AVX-512 row-lane kernel given another layout, or a codebook for 8-bit or narrow codes";
+  check_rowlane_kind(w);
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
   const bool narrow = w.narrow_base != kWideCodes;
   with_scale_type(w.scale_type, [&](auto st) {
-    auto kind = [&](auto four, auto lut, auto nar) {
-      w.group == 16 ? f(four, lut, nar, st, std::integral_constant<int, 2>{})
-                    : f(four, lut, nar, st, std::integral_constant<int, 1>{});
+    auto kind = [&](auto four, auto six, auto lut, auto nar) {
+      w.group == 16 ? f(four, six, lut, nar, st, std::integral_constant<int, 2>{})
+                    : f(four, six, lut, nar, st, std::integral_constant<int, 1>{});
     };
-    if (w.bits == 8) return narrow ? kind(NB{}, NB{}, B{}) : kind(NB{}, NB{}, NB{});
-    if (w.codebook) return kind(B{}, B{}, NB{});
-    narrow ? kind(B{}, NB{}, B{}) : kind(B{}, NB{}, NB{});
+    if (w.bits == 6) return kind(NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
+    if (w.bits == 8) return narrow ? kind(NB{}, NB{}, NB{}, B{}) : kind(NB{}, NB{}, NB{}, NB{});
+    if (w.codebook) return kind(B{}, NB{}, B{}, NB{});
+    narrow ? kind(B{}, NB{}, NB{}, B{}) : kind(B{}, NB{}, NB{}, NB{});
   });
 }
 
@@ -348,15 +409,15 @@ void with_weight_kind(const QWeightView& w, F&& f) {
 
 void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st, auto sg) {
-    q8_rows<four(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto st, auto sg) {
+    q8_rows<four(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
   });
 }
 
 void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto lut, auto narrow, auto st, auto sg) {
-    f32_rows<four(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto st, auto sg) {
+    f32_rows<four(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
   });
 }
 

@@ -125,7 +125,7 @@ struct NarrowPair {
 };
 void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int zero, int64_t N, int64_t K,
                  uint32_t seed) {
-  const int span = bits == 8 ? 63 : 15;
+  const int span = bits == 4 ? 15 : 63;
   p.q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, seed);
   QW& q = p.q;
   std::mt19937 rng(seed + 1);
@@ -166,16 +166,16 @@ void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int
 }
 
 // Every kernel that takes narrow codes against the scalar reference on p, T tokens, rows split at cut:
-// the int8 mode gives the wide weight's bits; the f32 mode the wide weight's bits for 8 bits, the
-// scalar reference's on the narrow weight for 4 bits (another order of inputs: that one within 1e-5
-// of the double reference).
+// the int8 mode gives the wide weight's bits; the f32 mode the wide weight's bits for 8 and 6 bits,
+// the scalar reference's on the narrow weight for 4 bits (another order of inputs: that one within
+// 1e-5 of the double reference).
 void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t seed) {
   const int64_t N = p.q.n, K = p.q.k;
   const auto x = randn(size_t(T * K), seed), bias = randn(size_t(N), seed + 1);
   const ActBuf a(x.data(), T, K);
   std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
   kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
-  kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn.bits == 8 ? p.vw : p.vn, bias.data(), 0, N,
+  kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn.bits == 4 ? p.vn : p.vw, bias.data(), 0, N,
                                                    want32.data(), N);
   if (p.vn.bits == 4) CHECK(worst_vs_reference(p.q, x, bias, want32, T) < 1e-5);
   for (const RowLaneKernels& kv : codebook_kernels()) {
@@ -334,31 +334,43 @@ TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bi
     }
 }
 
-TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bits, every kernel that takes them") {
+TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bits, every kernel that takes them") {
   std::vector<uint8_t> probe = {uint8_t(int8_t(-32)), 31, 0};
   CHECK(kernels::qweight_narrow_base(3, probe.data()) == -32);
   probe.push_back(32);  // a range of 64
   CHECK(kernels::qweight_narrow_base(4, probe.data()) == kernels::kWideCodes);
   int cases = 0;
-  for (int base : {-32, 0, -16, -128, 64})
-    for (int group : {16, 32, 64})
-      for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
-        const int zero = cases % 2 ? 0 : -1;
-        const int64_t N = 16 * 2 + 3 + cases % 7, K = 512;  // factored: whole runs of 8 groups of 64
-        INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
-        NarrowPair p;
-        make_narrow(p, 8, base, group, st, zero, N, K, uint32_t(700 + 10 * cases));
-        CHECK(p.wide != p.narrow);
-        for (int64_t T : {1, 2, 3, 4, 6}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
-        ++cases;
-      }
-  CHECK(cases == 45);
+  for (int bits : {8, 6})
+    for (int base : {-32, 0, -16, -128, 64})
+      for (int group : {16, 32, 64})
+        for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
+          const int zero = cases % 2 ? 0 : -1;
+          const int64_t N = 16 * 2 + 3 + cases % 7, K = 512;  // factored: whole runs of 8 groups of 64
+          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+          NarrowPair p;
+          make_narrow(p, bits, base, group, st, zero, N, K, uint32_t(700 + 10 * cases));
+          CHECK(p.wide != p.narrow);
+          if (bits == 6)  // 384 code bytes a block of 32 inputs x 16 rows against 512
+            CHECK(kernels::qweight_rowlane_block_bytes(8, K, group, st, zero) -
+                      kernels::qweight_rowlane_block_bytes(6, K, group, st, zero) ==
+                  K / 32 * 128);
+          for (int64_t T : {1, 2, 3, 4, 6, 9}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
+          ++cases;
+        }
+  CHECK(cases == 90);
   // a code outside base..base + 63 is refused by the packer; narrow codes with a codebook by the kernels
   std::vector<uint8_t> codes(size_t(16 * 64), 0), out(size_t(1 << 16));
   codes[5] = 64;
   std::vector<float> sc(size_t(16 * 2), 1.0f), of(size_t(16 * 2), 0.0f);
   CHECK_THROWS_AS(kernels::qweight_pack_rowlane(8, 16, 64, 32, ScaleType::F32, codes.data(), sc.data(), of.data(),
                                                 out.data(), -1, 0),
+                  KernelError);
+  CHECK_THROWS_AS(kernels::qweight_pack_rowlane(6, 16, 64, 32, ScaleType::F32, codes.data(), sc.data(), of.data(),
+                                                out.data(), -1, 0),
+                  KernelError);
+  codes[5] = 63;  // in range, but 6-bit codes need a base
+  CHECK_THROWS_AS(kernels::qweight_pack_rowlane(6, 16, 64, 32, ScaleType::F32, codes.data(), sc.data(), of.data(),
+                                                out.data(), -1),
                   KernelError);
   QW q4 = make_qw(4, 32, 16, 64, ScaleType::F32, 1).as(QLayout::RowLane16);
   kernels::QWeightView v4 = q4.view();
@@ -368,9 +380,19 @@ TEST_CASE("narrow 8-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bi
   std::vector<float> o(16);
   CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, v4, nullptr, 0, 16, o.data(), 16), KernelError);
   CHECK_THROWS_AS(kernels::qlinear_rows_f32(x.data(), 1, v4, nullptr, 0, 16, o.data(), 16), KernelError);
+  // 6-bit codes that are not narrow: refused by every row-lane kernel
+  kernels::QWeightView v6 = q4.view();
+  v6.bits = 6;
+  for (const RowLaneKernels& kv : codebook_kernels()) {
+    INFO(kv.name);
+    CHECK_THROWS_AS(kv.f32(x.data(), 1, v6, nullptr, 0, 16, o.data(), 16), KernelError);
+    const ActBuf a(x.data(), 1, 64);
+    CHECK_THROWS_AS(kv.q8(a.q, v6, nullptr, 0, 16, o.data(), 16), KernelError);
+  }
+  CHECK_THROWS_AS(kernels::qlinear_rows_f32(x.data(), 1, v6, nullptr, 0, 16, o.data(), 16), KernelError);
 }
 
-TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where the kernels take them, same outputs") {
+TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept as 6-bit narrow codes where the kernels take them, same outputs") {
   const int64_t N = 40, K = 256;
   QW q = make_qw(8, 16, N, K, ScaleType::F32, 77);
   std::mt19937 rng(78);
@@ -389,7 +411,9 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept narrow where t
     return;
   }
   CHECK(vn.narrow_base == -32);
-  CHECK(vn.bits == 8);
+  CHECK(vn.bits == 6);
+  // 384 code bytes a block of 32 inputs, not 512, in each row block and in the descriptor row as wide
+  CHECK(pw.data.nbytes() - pn.data.nbytes() == size_t(((N + 15) / 16 + 1) * (K / 32) * 128));
   const OutputsButLast o = outputs_but_last_row(vn, vw, 5, 80);
   CHECK(same_bits(o.q8_a, o.q8_b));
   CHECK(same_bits(o.f32_a, o.f32_b));

@@ -28,8 +28,8 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
 // are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), whether 8-bit codes are
-// narrow (int32 0 no, 1 stored in 8 bits, 2 in 4 bits) and their base (int32). Zero bytes after the
-// scale type: neither.
+// narrow (int32 0 no, 1 stored in 8 bits, 2 in 4 bits, 3 in 6 bits) and their base (int32). Zero
+// bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 constexpr int64_t kDescriptorBytes = 40;
 
@@ -101,7 +101,7 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     // 8-bit codes within 15 of their least (Q3_K's -4..3): 4-bit codes from it (narrow 4-bit: the
     // plain 4-bit kernels, half the bytes). Else at most 16 values (GGUF IQ4_NL / IQ4_XS levels):
     // 4-bit positions in a codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31,
-    // Q5_K's 0..31): 8-bit codes stored from it, multiplied unsigned (fewer instructions a block).
+    // Q5_K's 0..31): 6-bit codes stored from it, three quarters of the bytes (decode streams them).
     const bool compact = bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16);
     const kernels::CodeRange range = compact ? kernels::qweight_code_range(N * K, c) : kernels::CodeRange{};
     int32_t narrow = compact ? kernels::narrow_base_of(range, 15) : kernels::kWideCodes;
@@ -118,7 +118,8 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
         narrow = kernels::narrow_base_of(range, 63);
       }
     }
-    const int pbits = codebook || narrow4 ? 4 : bits;
+    const bool narrow6 = !narrow4 && narrow != kernels::kWideCodes;
+    const int pbits = codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
@@ -132,7 +133,7 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
-    const int32_t narrow_flag = narrow == kernels::kWideCodes ? 0 : narrow4 ? 2 : 1, narrow_base = narrow_flag ? narrow : 0;
+    const int32_t narrow_flag = narrow == kernels::kWideCodes ? 0 : narrow4 ? 2 : 3, narrow_base = narrow_flag ? narrow : 0;
     std::memcpy(d + blocks * bb + 32, &narrow_flag, 4);
     std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
@@ -169,11 +170,11 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
       std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
       if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
-      if (narrow >= 1 && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow == 2 ? 4 : 8;
+      if (narrow >= 1 && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow == 2 ? 4 : narrow == 3 ? 6 : 8;
     }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
-              (narrow == 0 || (narrow >= 1 && narrow <= 2 && v.narrow_base != kernels::kWideCodes && base >= -128 &&
+              (narrow == 0 || (narrow >= 1 && narrow <= 3 && v.narrow_base != kernels::kWideCodes && base >= -128 &&
                                base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
