@@ -10,11 +10,14 @@
 // (codes -4..3: narrow 4-bit codes) and the same with one far code (a codebook).
 // GGUF IQ4_NL-like int8 weights (codes from its 16 levels) as 4-bit codebook positions and, a 17th
 // value put in, as 8-bit codes.
+// Q6_K-like weights also through the kernels directly (1 thread, int8 activations): the row-lane
+// layout's 6-bit narrow codes (what the backend packs) beside the 8-bit narrow ones of before.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
 // matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
 // Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement)  --cpu-isa ISA.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +110,21 @@ LinearWeight iq4nl(int64_t N, int64_t K, bool codebook, std::mt19937& rng) {
   w.zeros = Tensor::empty_host(DType::F16, {N, K / 32});
   for (int64_t i = 0; i < N * (K / 32); ++i) w.zeros.ptr<uint16_t>()[i] = 0x8000;  // -0: none
   return w;
+}
+
+// w (a Q6_K-like kquant weight, factored, narrow from -32) packed row-lane at `bits` (6 or 8), as the
+// kernels' view; *packed holds the bytes.
+kernels::QWeightView q6k_rowlane(const LinearWeight& w, int bits, std::vector<uint8_t>* packed) {
+  kernels::FactoredParams fs;
+  if (!kernels::qweight_factor(w.n, w.k, w.group_size, w.scales.ptr<float>(), &fs)) std::abort();
+  const int64_t bb = kernels::qweight_rowlane_block_bytes(bits, w.k, w.group_size, kernels::ScaleType::Factored, 0);
+  packed->assign(size_t((w.n + 15) / 16 * bb), 0);
+  kernels::qweight_pack_rowlane(bits, w.n, w.k, w.group_size, kernels::ScaleType::Factored, w.data.ptr<uint8_t>(), &fs,
+                                nullptr, packed->data(), /*implied_zero=*/0, /*narrow_base=*/-32);
+  kernels::QWeightView v;
+  v.bits = bits, v.n = w.n, v.k = w.k, v.group = w.group_size, v.layout = kernels::QLayout::RowLane16;
+  v.packed = packed->data(), v.scale_type = kernels::ScaleType::Factored, v.implied_zero = 0, v.narrow_base = -32;
+  return v;
 }
 
 struct Timing {
@@ -216,6 +234,19 @@ int main(int argc, char** argv) {
           const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
           report((std::string("q6k fact wide act ") + act_quant_name(aq)).c_str(), bytes,
                  time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+        }
+        if (th == 1 && s.K % 256 == 0 && kernels::qweight_preferred_layout(8, 16) == kernels::QLayout::RowLane16) {
+          const LinearWeight q6 = kquant(8, s.N, s.K, true, rng);
+          std::vector<uint8_t> abuf(kernels::qactivation_bytes(T, s.K) + 64);
+          void* ab = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(abuf.data()) + 63) & ~uintptr_t(63));
+          for (int bits : {8, 6}) {
+            std::vector<uint8_t> packed;
+            const kernels::QWeightView v = q6k_rowlane(q6, bits, &packed);
+            report(bits == 8 ? "q6k kernel narrow8" : "q6k kernel narrow6", double(packed.size()), time_calls([&] {
+                     const kernels::QActivations qa = kernels::quantize_activations(x.ptr<float>(), T, s.K, ab);
+                     kernels::qlinear_rows_q8(qa, v, nullptr, 0, s.N, out.ptr<float>(), s.N);
+                   }, min_ms, 1));
+          }
         }
         auto be = make_cpu_backend(th);
         report("dense f32", double(wf32.nbytes()), time_calls([&] { be->linear(x, wf32, nullptr, out); }, min_ms, th));
