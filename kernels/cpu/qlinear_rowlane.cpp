@@ -14,9 +14,9 @@
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
 // A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow codes are the
 // same codes (only their bytes differ), 6-bit ones too: the 8-bit narrow weight's results.
-// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp; groups of 16,
-// codebooks and narrow codes: AVX2 only) do the same operations in the same order, so their results
-// equal these bit for bit; none depends on T or on the [n0, n1) split.
+// The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp) do the same
+// operations in the same order, so their results equal these bit for bit; none depends on T or on the
+// [n0, n1) split.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -191,8 +191,7 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
 }
 
 void dequantize_row_rowlane(const QWeightView& w, int64_t n, float* out) {
-  KERNEL_CHECK((!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)) && (w.bits != 6 || w.narrow_base != kWideCodes))
-      << "rowlane: a codebook for 8-bit or narrow codes, or 6-bit codes that are not narrow";
+  check_rowlane_kind(w);
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
   const int r = int(n % 16);
