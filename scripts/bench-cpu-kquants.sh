@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CPU speed of the GGUF K-quant and IQ types on a dense model whose widths are whole 256-input
+# super-blocks, beside llama.cpp's llama-bench, same thread count. The default model's hidden size
+# (576) is not, so `llama-quantize` writes most of its "K-quant" files as Q5_0 / Q8_0 fallbacks
+# (bench-cpu.sh's rows); this model is random (llmctl_random_model, seeded): a Llama of 12 layers,
+# hidden 1024, 16 heads / 4 KV heads, intermediate 2816, SmolLM2's vocabulary (~0.24 B parameters),
+# written to GGUF f16 by llama.cpp's convert_hf_to_gguf.py and quantized by llama-quantize.
+# Rounds alternate llmctl `generate --json` and `llama-bench -r 1` file by file (a VM's speed drifts);
+# each line: round, type, program, prefill and decode tok/s (llmctl also its decode bytes a token).
+# Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
+# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS), OUT (default
+# /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
+# ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
+# GGML_AVX512=OFF ...) for a step-down comparison.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+THREADS=${1:-$(nproc)}
+ROUNDS=${2:-2}
+HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
+BASE="$HOME_DIR/models/SmolLM2-135M-Instruct/hf"
+LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
+LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-/tmp/llmctl-bench-kquants}
+TYPES=${TYPES:-Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
+
+"$ROOT/scripts/fetch-model.sh" --dense
+LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/build-llama-cpp.sh" llama-bench llama-quantize
+mkdir -p "$OUT"
+if [ ! -f "$OUT/hf/config.json" ]; then
+  "$(dirname "$LLMCTL")/llmctl_random_model" "$BASE" "$OUT/hf" --hidden 1024 --heads 16 --kv-heads 4 --layers 12 \
+    --intermediate 2816 --seed 11 --stddev 0.02 --set 'tie_word_embeddings=false'
+fi
+if [ ! -f "$OUT/f16.gguf" ]; then
+  "$PYTHON" "$HOME_DIR/llama.cpp/src/convert_hf_to_gguf.py" "$OUT/hf" --outtype f16 --outfile "$OUT/f16.gguf" >/dev/null 2>&1
+fi
+for t in $TYPES; do
+  [ -f "$OUT/$t.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" \
+    >/dev/null 2>&1
+done
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
+echo "llama.cpp: $(cat "$HOME_DIR/llama.cpp/VERSION"), binaries from $LLAMA; llmctl --cpu-isa ${ISA:-auto}"
+PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-512)
+for r in $(seq 1 "$ROUNDS"); do
+  for t in $TYPES; do
+    "$LLMCTL" generate --model "$OUT/$t.gguf" -t "$THREADS" --temperature 0 --ignore-eos -n 64 --json \
+      --cpu-isa "${ISA:-auto}" "$PROMPT" 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); \
+print(f\"round $r $t llmctl {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_per_second']:.1f} \
+{j['decode_weight_bytes_per_step'] / 1e6:.1f}MB\")"
+    "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r 1 -o csv 2>/dev/null | python3 -c "
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+pp = [r['avg_ts'] for r in rows if r['n_prompt'] != '0']
+tg = [r['avg_ts'] for r in rows if r['n_gen'] != '0']
+print(f'round $r $t llama.cpp {float(pp[0]):.1f} {float(tg[0]):.1f}')"
+  done
+done
