@@ -216,28 +216,29 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
                   e[i][j][slot] = dpbusd<VNNI>(e[i][j][slot], quad[q], bcast4(xq + j * K + b * 32 + 4 * v));
                 }
             }
-        }
-        for (int v = 0; v < (FOUR ? 4 : SIX ? 0 : 8); ++v) {
-          const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
-          __m256i lo[H], hi[H];
-          for (int i = 0; i < H; ++i) {
-            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
-            if constexpr (FOUR) {
-              lo[i] = _mm256_and_si256(W, nib), hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
-              if constexpr (LUT) lo[i] = _mm256_shuffle_epi8(lut, lo[i]), hi[i] = _mm256_shuffle_epi8(lut, hi[i]);
-            } else {
-              lo[i] = W;  // 8 bits: code + 128, or narrow code - base
-            }
-          }
-          for (int j = 0; j < NT; ++j) {
-            const int8_t* a = xq + j * K + b * 32;
-            for (int i = 0; i < H; ++i)
-              if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
-                e[i][j][par] = dpbusd<VNNI>(e[i][j][par], lo[i], bcast4(a + 4 * v));
-                e[i][j][par + 1] = dpbusd<VNNI>(e[i][j][par + 1], hi[i], bcast4(a + 16 + 4 * v));
+        } else {
+          for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
+            const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
+            __m256i lo[H], hi[H];
+            for (int i = 0; i < H; ++i) {
+              const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+              if constexpr (FOUR) {
+                lo[i] = _mm256_and_si256(W, nib), hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
+                if constexpr (LUT) lo[i] = _mm256_shuffle_epi8(lut, lo[i]), hi[i] = _mm256_shuffle_epi8(lut, hi[i]);
               } else {
-                e[i][j][par + half] = dpbusd<VNNI>(e[i][j][par + half], lo[i], bcast4(a + 4 * v));
+                lo[i] = W;  // 8 bits: code + 128, or narrow code - base
               }
+            }
+            for (int j = 0; j < NT; ++j) {
+              const int8_t* a = xq + j * K + b * 32;
+              for (int i = 0; i < H; ++i)
+                if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
+                  e[i][j][par] = dpbusd<VNNI>(e[i][j][par], lo[i], bcast4(a + 4 * v));
+                  e[i][j][par + 1] = dpbusd<VNNI>(e[i][j][par + 1], hi[i], bcast4(a + 16 + 4 * v));
+                } else {
+                  e[i][j][par + half] = dpbusd<VNNI>(e[i][j][par + half], lo[i], bcast4(a + 4 * v));
+                }
+            }
           }
         }
         for (int i = 0; i < H; ++i)  // group 16: inputs 0..15 and 16..31 are its two groups
@@ -285,26 +286,26 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
         for (int i = 0; i < H; ++i)
           for (int j = 0; j < NT; ++j)
             for (int sg = 0; sg < SG; ++sg) dot[i][j][sg] = _mm256_madd_epi16(dot[i][j][sg], ones);
+      } else if constexpr (SIX) {  // narrow 6-bit codes: a quad's 4 vectors unpacked and used one half at a
+                                   // time (16 registers), summed as NARROW's are below
+        for (int p = 0; p < 2; ++p)
+          for (int i = 0; i < H; ++i) {
+            const int sg = SG == 2 ? p : 0;
+            __m256i quad[4];
+            six_bit_quad(cp + 32 * (h0 + i), p, quad);
+            for (int j = 0; j < NT; ++j) {
+              const int8_t* a = xq + j * K + b * 32 + 16 * p;
+              const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[0], bcast4(a)),
+                                                   _mm256_maddubs_epi16(quad[1], bcast4(a + 4)));
+              const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[2], bcast4(a + 8)),
+                                                   _mm256_maddubs_epi16(quad[3], bcast4(a + 12)));
+              dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg],
+                                               _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
+            }
+          }
       } else if constexpr (NARROW) {  // unsigned codes as they are; two vectors' pairs summed in 16 bits
                                       // (4 x 63 x 127 at most); the base x the activations' sum below
-        if constexpr (SIX) {  // a quad's 4 vectors unpacked and used one half at a time (16 registers)
-          for (int p = 0; p < 2; ++p)
-            for (int i = 0; i < H; ++i) {
-              const int sg = SG == 2 ? p : 0;
-              __m256i quad[4];
-              six_bit_quad(cp + 32 * (h0 + i), p, quad);
-              for (int j = 0; j < NT; ++j) {
-                const int8_t* a = xq + j * K + b * 32 + 16 * p;
-                const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[0], bcast4(a)),
-                                                     _mm256_maddubs_epi16(quad[1], bcast4(a + 4)));
-                const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(quad[2], bcast4(a + 8)),
-                                                     _mm256_maddubs_epi16(quad[3], bcast4(a + 12)));
-                dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg],
-                                                 _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
-              }
-            }
-        }
-        for (int v = 0; v < (SIX ? 0 : 8); v += 2) {
+        for (int v = 0; v < 8; v += 2) {
           const int sg = SG == 2 ? v / 4 : 0;
           __m256i c0[H], c1[H];
           for (int i = 0; i < H; ++i) {

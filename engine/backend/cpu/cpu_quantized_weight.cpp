@@ -27,9 +27,9 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
-// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), whether 8-bit codes are
-// narrow (int32 0 no, 1 stored in 8 bits, 2 in 4 bits, 3 in 6 bits) and their base (int32). Zero
-// bytes after the scale type: neither.
+// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits narrow 8-bit
+// codes are stored in (int32 0: not narrow; 4 or 6) and their base (int32). Zero bytes after the
+// scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 constexpr int64_t kDescriptorBytes = 40;
 
@@ -133,8 +133,8 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
-    const int32_t narrow_flag = narrow == kernels::kWideCodes ? 0 : narrow4 ? 2 : 3, narrow_base = narrow_flag ? narrow : 0;
-    std::memcpy(d + blocks * bb + 32, &narrow_flag, 4);
+    const int32_t narrow_bits = narrow == kernels::kWideCodes ? 0 : pbits, narrow_base = narrow_bits ? narrow : 0;
+    std::memcpy(d + blocks * bb + 32, &narrow_bits, 4);
     std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
@@ -170,11 +170,11 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
       std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
       if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
-      if (narrow >= 1 && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow == 2 ? 4 : narrow == 3 ? 6 : 8;
+      if ((narrow == 4 || narrow == 6) && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow;
     }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
-              (narrow == 0 || (narrow >= 1 && narrow <= 3 && v.narrow_base != kernels::kWideCodes && base >= -128 &&
+              (narrow == 0 || ((narrow == 4 || narrow == 6) && v.narrow_base != kernels::kWideCodes && base >= -128 &&
                                base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1

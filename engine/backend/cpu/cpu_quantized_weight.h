@@ -11,9 +11,9 @@
 //                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors),
 //                         whether 8-bit codes are kept as 4-bit positions in a codebook (int32 0/1:
 //                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS), the codebook,
-//                         whether 8-bit codes are narrow (int32 0 no; within 63 of their least,
-//                         as GGUF Q6_K / Q5_K, stored code - base: 1 in 8 bits, 3 in 6 bits, what
-//                         this packer writes; 2 within 15, as Q3_K, in 4 bits) and the base (int32);
+//                         the bits 8-bit codes are stored in when narrow (int32 0: not narrow; 6:
+//                         within 63 of their least, as GGUF Q6_K / Q5_K, stored code - base; 4:
+//                         within 15, as Q3_K) and the base (int32);
 //                         scales and zeros left empty (the kernels read the copies in data)
 #pragma once
 #include "engine/backend/linear_weight.h"
