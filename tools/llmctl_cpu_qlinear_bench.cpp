@@ -14,7 +14,9 @@
 // layout's 6-bit narrow codes (what the backend packs) beside the 8-bit narrow ones of before.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
 // matrix) and GFLOP/s (2 * T * N * K). Prints a table on stdout.
-// Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement)  --cpu-isa ISA.
+// Shapes up1024 (1024 -> 5632) and down2816 (2816 -> 1024) are bench-cpu-kquants.sh's model's MLP.
+// Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement)  --cpu-isa ISA
+// --shapes h1024,up1024 (those only)  --act int8|none (that activation mode only).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -162,13 +164,17 @@ Timing time_calls(F&& f, double min_ms, int threads) {
 int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2}, tokens = {1, 128};
   double min_ms = 300;
+  std::string only_shapes, only_act;  // empty: all
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--tokens")) tokens = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--min-ms")) min_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--cpu-isa")) kernels::select_cpu_kernels(argv[i + 1], false);
+    else if (!std::strcmp(argv[i], "--shapes")) only_shapes = "," + std::string(argv[i + 1]) + ",";
+    else if (!std::strcmp(argv[i], "--act")) only_act = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx512-vnni|avx-vnni|avx2|scalar]\n",
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx512-vnni|avx-vnni|avx2|scalar]"
+                   " [--shapes qkv,h1024,...] [--act int8|none]\n",
                    argv[0]);
       return 2;
     }
@@ -177,7 +183,8 @@ int main(int argc, char** argv) {
     const char* name;
     int64_t K, N;
   } shapes[] = {{"qkv", 576, 960},     {"gate_up", 576, 3072},    {"down", 1536, 576},
-                {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152}};
+                {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152},
+                {"up1024", 1024, 5632},  {"down2816", 2816, 1024}};
   std::printf("qlinear isa %s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::cpu_has_avx2() ? "yes" : "no");
   // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
   // call / threads (on a shared machine, what the kernel costs when it has the cores).
@@ -185,6 +192,7 @@ int main(int argc, char** argv) {
               "best_us", "cpu_us", "GB/s", "GFLOP/s");
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
+    if (!only_shapes.empty() && only_shapes.find("," + std::string(s.name) + ",") == std::string::npos) continue;
     const LinearWeight c4 = canonical(4, s.N, s.K, rng), c8 = canonical(8, s.N, s.K, rng);
     const Tensor wf32 = random_tensor(DType::F32, {s.N, s.K}, rng, -0.05f, 0.05f);
     const Tensor wbf16 = random_tensor(DType::BF16, {s.N, s.K}, rng, -0.05f, 0.05f);
@@ -199,6 +207,7 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
         };
         for (ActQuantMode aq : {ActQuantMode::Int8, ActQuantMode::None}) {
+          if (!only_act.empty() && only_act != act_quant_name(aq)) continue;
           auto be = make_cpu_backend(th, aq);
           for (const LinearWeight* c : {&c4, &c8}) {
             const LinearWeight w = be->upload_quantized(*c);

@@ -371,6 +371,16 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
   }
 }
 
+}  // namespace
+
+}  // namespace llmctl::kernels::detail
+
+#include "kernels/cpu/qlinear_rowlane_avx2_prefill.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
 // Tokens [0, T) in tiles of NMAX (2 or 4) and the remainder as one tile: tile(nt, t).
 template <int NMAX, class Tile>
 void for_token_tiles(int64_t T, Tile&& tile) {
@@ -407,6 +417,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes));
+  constexpr bool kPrefillTile = prefill_tile_takes<VNNI, FOUR, LUT, NARROW>();
+  thread_local TokenTiles tt;  // prefill tiles' activations
+  if (kPrefillTile && x.t > 3 && (!SIX || expand))
+    interleave_tokens(x, S.data(), geo.groups * SG, uses_base<VNNI, FOUR, LUT, NARROW>() ? asum.data() : nullptr, tt);
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
@@ -435,6 +449,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
       for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
         const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
+        if constexpr (kPrefillTile)
+          if (!SIX || expand) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
+            q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG>(expand ? geo8 : geo, z, expand ? wide.data() : rb, h, tt,
+                                                                   t / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
+                                                                   w.narrow_base, fpre);
+            return;
+          }
         if (expand)
           q8_tile<VNNI, 1, nt(), FOUR, false, LUT, NARROW, ST, SG>(geo8, z, wide.data(), h, x, S.data(), t, bias, nb, m + h,
                                                                  out, ldo, false, w.codebook, w.narrow_base, asum.data(), fpre);

@@ -1,0 +1,181 @@
+// The int8 mode's prefill tile of the AVX2 and AVX-VNNI row-lane kernels, included by
+// qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens. Without VNNI
+// it takes 4-bit codes (plain or narrow) and 8-bit narrow codes (Q4_K / Q4_0 / Q4_1 / Q3_K's, and
+// Q6_K / Q5_K / Q5_0's, the 6-bit ones once unpacked); with VNNI every kind.
+// Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
+// nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
+// holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
+// broadcast against them. The tokens' activations, scales and sums are first interleaved per tile of
+// 4 (TokenTiles), so that the loop walks one pointer per kind instead of one per token. q8_tile,
+// which decodes per vector, keeps NT x SG integer sums and addresses each token on its own, spilled
+// vector and address registers to the stack in prefill (16 of each) and ran 1.2-1.3x slower.
+// The integers and the f32 operations per (row, token), and their order, are q8_tile's (and so the
+// scalar reference's): the results are the same bits.
+#pragma once
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
+// Whether q8_prefill_tile takes these codes: with VNNI every kind (unsigned codes from a base, as
+// q8_tile's), without it those vpmaddubsw takes unsigned (not a codebook's signed values, nor wide
+// 8-bit codes, whose signs q8_tile moves per token).
+template <bool VNNI, bool FOUR, bool LUT, bool NARROW>
+constexpr bool prefill_tile_takes() {
+  return VNNI || (FOUR ? !LUT : NARROW);
+}
+
+// Tokens of x in tiles of 4 (the last one padded with zeros), each tile's data interleaved by token:
+//   q   [tiles][K / 32][4][32]  int8 activations, a block's 4 tokens side by side (128 bytes)
+//   xs  [tiles][K / 32][4]      their block scales
+//   S   [tiles][GS][4]          qact_group_sums per group (GS = K / group x SG units' groups)
+//   hs  [tiles][K / 16][4]      qact_half_sums (narrow codes' correction), or empty
+struct TokenTiles {
+  int64_t blocks = 0, gs = 0;
+  std::vector<int8_t> q;
+  std::vector<float> xs, S;
+  std::vector<int32_t> hs;
+  const int8_t* tile_q(int64_t tile) const { return q.data() + tile * blocks * 128; }
+  const float* tile_xs(int64_t tile) const { return xs.data() + tile * blocks * 4; }
+  const float* tile_S(int64_t tile) const { return S.data() + tile * gs * 4; }
+  const int32_t* tile_hs(int64_t tile) const { return hs.empty() ? nullptr : hs.data() + tile * blocks * 8; }
+};
+
+// Fills tt from x, its group sums S [T, gs] and (or null) its half-block sums H [T, K / 16].
+inline void interleave_tokens(const QActivations& x, const float* S, int64_t gs, const int32_t* H, TokenTiles& tt) {
+  const int64_t blocks = x.k / 32, tiles = (x.t + 3) / 4;
+  tt.blocks = blocks, tt.gs = gs;
+  tt.q.assign(size_t(tiles * blocks * 128), 0);
+  tt.xs.assign(size_t(tiles * blocks * 4), 0.f);
+  tt.S.assign(size_t(tiles * gs * 4), 0.f);
+  tt.hs.assign(H ? size_t(tiles * blocks * 8) : 0, 0);
+  for (int64_t t = 0; t < x.t; ++t) {
+    const int64_t tile = t / 4, j = t % 4;
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::memcpy(tt.q.data() + (tile * blocks + b) * 128 + 32 * j, x.q + t * x.k + 32 * b, 32);
+      tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
+    }
+    for (int64_t g = 0; g < gs; ++g) tt.S[size_t((tile * gs + g) * 4 + j)] = S[t * gs + g];
+    if (H)
+      for (int64_t hb = 0; hb < 2 * blocks; ++hb) tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
+  }
+}
+
+// The integer dot product of codes w[0..N) (w[i]: inputs 4i..4i+3 of 8 rows) with activations a[0..4N)
+// per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127), 8 bits in pairs
+// (2 x 63 x 127).
+// VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency).
+template <bool VNNI, bool FOUR, int N>
+__attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones) {
+  if constexpr (VNNI) {
+    __m256i d0 = dpbusd<VNNI>(_mm256_setzero_si256(), w[0], bcast4(a));
+    __m256i d1 = dpbusd<VNNI>(_mm256_setzero_si256(), w[1], bcast4(a + 4));
+#pragma GCC unroll 4
+    for (int i = 2; i < N; i += 2) {
+      d0 = dpbusd<VNNI>(d0, w[i], bcast4(a + 4 * i));
+      d1 = dpbusd<VNNI>(d1, w[i + 1], bcast4(a + 4 * i + 4));
+    }
+    return _mm256_add_epi32(d0, d1);
+  } else if constexpr (FOUR) {
+    __m256i d = _mm256_maddubs_epi16(w[0], bcast4(a));
+#pragma GCC unroll 8
+    for (int i = 1; i < N; ++i) d = _mm256_add_epi16(d, _mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)));
+    return _mm256_madd_epi16(d, ones);
+  } else {
+    __m256i d32 = _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(a)), _mm256_maddubs_epi16(w[1], bcast4(a + 4))), ones);
+#pragma GCC unroll 4
+    for (int i = 2; i < N; i += 2) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)),
+                                         _mm256_maddubs_epi16(w[i + 1], bcast4(a + 4 * i + 4)));
+      d32 = _mm256_add_epi32(d32, _mm256_madd_epi16(p, ones));
+    }
+    return d32;
+  }
+}
+
+// Half h of the row block at rb (first row nb) x the NT first tokens of token tile `tile` of tt (its
+// first token's outputs at out); m: the half's lanes to store. pre: factored scales expanded by
+// expand_half (needed for ScaleType::Factored). The other arguments are q8_tile's.
+template <bool VNNI, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG>
+__attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
+                                               const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
+                                               __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
+                                               const float* pre) {
+  static_assert(prefill_tile_takes<VNNI, FOUR, LUT, NARROW>());
+  const int64_t G = geo.groups, bpg = geo.blocks_per_group;
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
+  if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
+  __m256i lut = _mm256_setzero_si256();  // LUT: value + 128 as an unsigned byte
+  if constexpr (LUT)
+    lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
+                           _mm256_set1_epi8(char(0x80)));
+  const int8_t* aq = tt.tile_q(tile);
+  const float* axs = tt.tile_xs(tile);
+  const float* aS = tt.tile_S(tile);
+  const int32_t* ahs = tt.tile_hs(tile);
+  __m256 acc[NT];
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  alignas(32) float sv[SG][8];  // F16 / F32 scales of the group (factored: pre's)
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* gp = rowlane_group(geo, rb, g);
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    const float* sp[SG];
+    for (int sg = 0; sg < SG; ++sg) {
+      if constexpr (ST == ScaleType::Factored) {
+        sp[sg] = pre + 16 * SG * g + 8 * sg;
+      } else {
+        _mm256_store_ps(sv[sg], load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, sg, h));
+        sp[sg] = sv[sg];
+      }
+    }
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
+      __m256i w[8];  // w[i]: inputs 4i..4i+3 of the half's rows
+#pragma GCC unroll 8
+      for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
+        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+        if constexpr (FOUR) {
+          w[v] = _mm256_and_si256(W, nib);                              // inputs 4v + j
+          w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
+          if constexpr (LUT) w[v] = _mm256_shuffle_epi8(lut, w[v]), w[4 + v] = _mm256_shuffle_epi8(lut, w[4 + v]);
+        } else {
+          w[v] = W;  // narrow: code - base, 0..63; wide (VNNI): code + 128
+        }
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* a = aq + b * 128 + 32 * j;
+        const __m256 xs = _mm256_set1_ps(axs[b * 4 + j]);
+#pragma GCC unroll 2
+        for (int sg = 0; sg < SG; ++sg) {  // group 16: inputs 0..15 (w[0..3]) and 16..31 (w[4..7])
+          __m256i d = codes_dot<VNNI, FOUR, 8 / SG>(w + 4 * sg, a + 16 * sg, ones);
+          if constexpr (kCorrect) {  // the signed codes' dot product: + base x the activations' integer sum
+            const int32_t* hs = ahs + 2 * b * 4 + j;  // half blocks 2b, 2b + 1 of this token
+            d = _mm256_add_epi32(d, _mm256_set1_epi32(base * (SG == 2 ? hs[4 * sg] : hs[0] + hs[4])));
+          }
+          acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(_mm256_loadu_ps(sp[sg]), xs), acc[j]);
+        }
+      }
+    }
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    for (int sg = 0; sg < SG; ++sg) {
+      const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp[sg]), _mm256_set1_ps(float(-zero)))
+                       : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
+                                                   : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, sg, h);
+#pragma GCC unroll 4
+      for (int j = 0; j < NT; ++j) acc[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(g * SG + sg) * 4 + j]), acc[j]);
+    }
+  }
+  const int64_t n = nb + 8 * h;
+  const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m) : _mm256_setzero_ps();
+#pragma GCC unroll 4  // every loop over acc unrolled: indexed by a variable, it would live in memory
+  for (int j = 0; j < NT; ++j) _mm256_maskstore_ps(out + j * ldo + n, m, bias ? _mm256_add_ps(acc[j], bv) : acc[j]);
+}
+
+}  // namespace
+
+}  // namespace llmctl::kernels::detail
