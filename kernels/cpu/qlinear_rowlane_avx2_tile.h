@@ -456,12 +456,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                                                                    w.narrow_base, fpre);
             return;
           }
-        if (expand)
-          q8_tile<VNNI, 1, nt(), FOUR, false, LUT, NARROW, ST, SG>(geo8, z, wide.data(), h, x, S.data(), t, bias, nb, m + h,
-                                                                 out, ldo, false, w.codebook, w.narrow_base, asum.data(), fpre);
-        else
-          q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
-                                                               h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(), fpre);
+        q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
+                                                             h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(), fpre);
       });
     }
   }

@@ -19,7 +19,7 @@
 //   Groups of 16: a block's inputs 0..15 (low nibbles, or vectors 0..3 of 8 bits) and 16..31 are
 //   two groups, each with its own integer dot product, scale and offset.
 // A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks; 1 x 4
-// for groups of 16),
+// for groups of 16; from 4 tokens q8_prefill_tile, qlinear_rowlane_avx512_prefill.h, else q8_tile),
 // f32 mode 1 x 4; the weight codes are loaded and split once for the NT tokens. The operations per
 // (row, token), and their order, are those of the scalar reference (qlinear_rowlane.cpp) whatever
 // RB, NT, T or [n0, n1) (integer sums are exact in any order): the results equal it bit for bit.
@@ -312,6 +312,16 @@ __m512i book_bytes(const int8_t* codebook) {
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
 }
 
+}  // namespace
+
+}  // namespace llmctl::kernels::detail
+
+#include "kernels/cpu/qlinear_rowlane_avx512_prefill.h"
+
+namespace llmctl::kernels::detail {
+
+namespace {
+
 template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
@@ -339,6 +349,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(2 * geo8.row_block_bytes));
+  // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
+  const bool prefill = x.t >= 4 && (!SIX || expand);
+  thread_local TokenTiles tt;
+  if (prefill) interleave_tokens(x, S.data(), geo.groups * SG, kBased ? asum.data() : nullptr, tt);
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
     const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
     const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
@@ -355,12 +369,14 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                              });
     auto tile = [&](auto nt, int64_t t) {
       const int z = w.implied_zero;
-      if (expand && two)
-        q8_tile<2, nt(), FOUR, false, LUT, kBased, ST, SG>(geo8, z, wide.data(), x, asum.data(), base, book, S.data(), t,
-                                                         bias, nb, m, out, ldo, false);
-      else if (expand)
-        q8_tile<1, nt(), FOUR, false, LUT, kBased, ST, SG>(geo8, z, wide.data(), x, asum.data(), base, book, S.data(), t,
-                                                         bias, nb, m, out, ldo, false);
+      const uint8_t* codes = expand ? wide.data() : rb;
+      const RowLaneGeometry& cg = expand ? geo8 : geo;
+      if (prefill && two)
+        q8_prefill_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, t / 4, bias, nb, m,
+                                                           out + t * ldo, ldo);
+      else if (prefill)
+        q8_prefill_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, t / 4, bias, nb, m,
+                                                           out + t * ldo, ldo);
       else if (two)
         q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
                                                     out, ldo, t == 0);
