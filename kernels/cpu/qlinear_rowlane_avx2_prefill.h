@@ -1,7 +1,7 @@
 // The int8 mode's prefill tile of the AVX2 and AVX-VNNI row-lane kernels, included by
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens. Without VNNI
-// it takes 4-bit codes (plain or narrow) and 8-bit narrow codes (Q4_K / Q4_0 / Q4_1 / Q3_K's, and
-// Q6_K / Q5_K / Q5_0's, the 6-bit ones once unpacked); with VNNI every kind.
+// it takes 4-bit codes (plain, narrow or a codebook's) and 8-bit narrow codes (Q4_K / Q4_0 / Q4_1 /
+// Q3_K / IQ4_XS's, and Q6_K / Q5_K / Q5_0's, the 6-bit ones once unpacked); with VNNI every kind.
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -19,20 +19,33 @@ namespace llmctl::kernels::detail {
 namespace {
 
 // Whether q8_prefill_tile takes these codes: with VNNI every kind (unsigned codes from a base, as
-// q8_tile's), without it those vpmaddubsw takes unsigned (not a codebook's signed values, nor wide
-// 8-bit codes, whose signs q8_tile moves per token).
+// q8_tile's); without it 4-bit codes (a codebook's signed values too, their signs moved to the
+// activations) and 8-bit narrow ones, not wide 8-bit codes (q8_tile's).
 template <bool VNNI, bool FOUR, bool LUT, bool NARROW>
 constexpr bool prefill_tile_takes() {
-  return VNNI || (FOUR ? !LUT : NARROW);
+  return VNNI || FOUR || NARROW;
 }
 
 // The integer dot product of codes w[0..N) (w[i]: inputs 4i..4i+3 of 8 rows) with activations a[0..4N)
 // per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127), 8 bits in pairs
 // (2 x 63 x 127).
-// VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency).
-template <bool VNNI, bool FOUR, int N>
-__attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones) {
-  if constexpr (VNNI) {
+// VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency). SIGNED (a codebook's
+// values without VNNI): w holds |value| and sv the values (in memory: 16 registers hold one of the
+// two), each product |value| x (activation with the value's sign) at most 2 x 128 x 127 a pair,
+// summed in 32 bits.
+template <bool VNNI, bool FOUR, int N, bool SIGNED = false>
+__attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones,
+                                                      const int8_t* sv = nullptr) {
+  if constexpr (SIGNED) {
+    auto product = [&](int i) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(sv + 32 * i));
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(w[i], _mm256_sign_epi8(bcast4(a + 4 * i), v)), ones);
+    };
+    __m256i d0 = product(0), d1 = product(1);
+#pragma GCC unroll 4
+    for (int i = 2; i < N; i += 2) d0 = _mm256_add_epi32(d0, product(i)), d1 = _mm256_add_epi32(d1, product(i + 1));
+    return _mm256_add_epi32(d0, d1);
+  } else if constexpr (VNNI) {
     __m256i d0 = dpbusd<VNNI>(_mm256_setzero_si256(), w[0], bcast4(a));
     __m256i d1 = dpbusd<VNNI>(_mm256_setzero_si256(), w[1], bcast4(a + 4));
 #pragma GCC unroll 4
@@ -72,10 +85,11 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
   if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
-  __m256i lut = _mm256_setzero_si256();  // LUT: value + 128 as an unsigned byte
-  if constexpr (LUT)
-    lut = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
-                           _mm256_set1_epi8(char(0x80)));
+  constexpr bool kSigned = LUT && !VNNI;  // a codebook's signed values (codes_dot)
+  __m256i lut = _mm256_setzero_si256();  // LUT: the values (VNNI: value + 128 as an unsigned byte)
+  if constexpr (LUT) lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
+  if constexpr (LUT && VNNI) lut = _mm256_xor_si256(lut, _mm256_set1_epi8(char(0x80)));
+  alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // kSigned: the block's values, w their magnitudes
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
@@ -107,6 +121,11 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
           w[v] = _mm256_and_si256(W, nib);                              // inputs 4v + j
           w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
           if constexpr (LUT) w[v] = _mm256_shuffle_epi8(lut, w[v]), w[4 + v] = _mm256_shuffle_epi8(lut, w[4 + v]);
+          if constexpr (kSigned) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(vals + 32 * v), w[v]);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(vals + 32 * (4 + v)), w[4 + v]);
+            w[v] = _mm256_abs_epi8(w[v]), w[4 + v] = _mm256_abs_epi8(w[4 + v]);
+          }
         } else {
           w[v] = W;  // narrow: code - base, 0..63; wide (VNNI): code + 128
         }
@@ -117,7 +136,8 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
         const __m256 xs = _mm256_set1_ps(axs[b * 4 + j]);
 #pragma GCC unroll 2
         for (int sg = 0; sg < SG; ++sg) {  // group 16: inputs 0..15 (w[0..3]) and 16..31 (w[4..7])
-          __m256i d = codes_dot<VNNI, FOUR, 8 / SG>(w + 4 * sg, a + 16 * sg, ones);
+          __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned>(w + 4 * sg, a + 16 * sg, ones,
+                                                              kSigned ? vals + 128 * sg : nullptr);
           if constexpr (kCorrect) {  // the signed codes' dot product: + base x the activations' integer sum
             const int32_t* hs = ahs + 2 * b * 4 + j;  // half blocks 2b, 2b + 1 of this token
             d = _mm256_add_epi32(d, _mm256_set1_epi32(base * (SG == 2 ? hs[4 * sg] : hs[0] + hs[4])));
