@@ -11,7 +11,8 @@
 # Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS), OUT (default
 # /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
-# GGML_AVX512=OFF ...) for a step-down comparison.
+# GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
+# LLMCTL_BIN in every round and labelled "baseline": a change measured against what it replaces).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -42,12 +43,16 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
 echo "llama.cpp: $(cat "$HOME_DIR/llama.cpp/VERSION"), binaries from $LLAMA; llmctl --cpu-isa ${ISA:-auto}"
 PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-512)
+run_llmctl() {  # binary label round type
+  "$1" generate --model "$OUT/$4.gguf" -t "$THREADS" --temperature 0 --ignore-eos -n 64 --json \
+    --cpu-isa "${ISA:-auto}" "$PROMPT" 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); \
+print(f\"round $3 $4 $2 {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_per_second']:.1f} \
+{j['decode_weight_bytes_per_step'] / 1e6:.1f}MB\")"
+}
 for r in $(seq 1 "$ROUNDS"); do
   for t in $TYPES; do
-    "$LLMCTL" generate --model "$OUT/$t.gguf" -t "$THREADS" --temperature 0 --ignore-eos -n 64 --json \
-      --cpu-isa "${ISA:-auto}" "$PROMPT" 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); \
-print(f\"round $r $t llmctl {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_per_second']:.1f} \
-{j['decode_weight_bytes_per_step'] / 1e6:.1f}MB\")"
+    run_llmctl "$LLMCTL" llmctl "$r" "$t"
+    [ -z "${BASELINE_BIN:-}" ] || run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
     "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r 1 -o csv 2>/dev/null | python3 -c "
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
