@@ -418,47 +418,55 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes));
   constexpr bool kPrefillTile = prefill_tile_takes<VNNI, FOUR, LUT, NARROW>();
-  thread_local TokenTiles tt;  // prefill tiles' activations
-  if (kPrefillTile && x.t > 3 && (!SIX || expand))
-    interleave_tokens(x, S.data(), geo.groups * SG, uses_base<VNNI, FOUR, LUT, NARROW>() ? asum.data() : nullptr, tt);
-  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
-    const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
-    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
-    if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
-                     // read once); 2 and 3 tokens measured 6-13% faster so than half by half
-      auto both_halves = [&](auto nt) {
-        q8_tile<VNNI, 2, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true,
-                                                    w.codebook, w.narrow_base, asum.data());
-      };
-      if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
-      if (x.t == 2) both_halves(std::integral_constant<int, 2>{});
-      if (x.t == 3) both_halves(std::integral_constant<int, 3>{});
-      continue;
-    }
-    if (expand)
-      rowlane_six_to_eight(geo, geo8, rb, wide.data(), [](const uint8_t* src, uint8_t* dst) {
-        for (int h = 0; h < 2; ++h)
-          for (int p = 0; p < 2; ++p) {
-            __m256i q[4];
-            six_bit_quad(src + 32 * h, p, q);
-            for (int v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
-          }
-      });
-    for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
-      if (!any_lane(nb + 8 * h, n0, n1)) continue;
-      if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
-      for_token_tiles<4>(x.t, [&](auto nt, int64_t t) {
-        const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
-        if constexpr (kPrefillTile)
-          if (!SIX || expand) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
-            q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG>(expand ? geo8 : geo, z, expand ? wide.data() : rb, h, tt,
-                                                                   t / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
-                                                                   w.narrow_base, fpre);
-            return;
-          }
-        q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo,
-                                                             h == 0 && t == 0, w.codebook, w.narrow_base, asum.data(), fpre);
-      });
+  const bool prefill = kPrefillTile && x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
+  TokenTiles& tt = thread_token_tiles();
+  // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
+  for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
+    if (prefill)
+      interleave_tokens(x, c0, c1, S.data(), geo.groups * SG,
+                        uses_base<VNNI, FOUR, LUT, NARROW>() ? asum.data() : nullptr, tt);
+    for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+      const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
+      const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+      if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
+                       // read once); 2 and 3 tokens measured 6-13% faster so than half by half
+        auto both_halves = [&](auto nt) {
+          q8_tile<VNNI, 2, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo,
+                                                               true, w.codebook, w.narrow_base, asum.data());
+        };
+        if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
+        if (x.t == 2) both_halves(std::integral_constant<int, 2>{});
+        if (x.t == 3) both_halves(std::integral_constant<int, 3>{});
+        continue;
+      }
+      if (expand)
+        rowlane_six_to_eight(geo, geo8, rb, wide.data(), [](const uint8_t* src, uint8_t* dst) {
+          for (int h = 0; h < 2; ++h)
+            for (int p = 0; p < 2; ++p) {
+              __m256i q[4];
+              six_bit_quad(src + 32 * h, p, q);
+              for (int v = 0; v < 4; ++v)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
+            }
+        });
+      for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
+        if (!any_lane(nb + 8 * h, n0, n1)) continue;
+        if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
+        for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
+          const int64_t t = c0 + tc;
+          const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
+          if constexpr (kPrefillTile)
+            if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
+              q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG>(expand ? geo8 : geo, z, expand ? wide.data() : rb,
+                                                                     h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo,
+                                                                     w.codebook, w.narrow_base, fpre);
+              return;
+            }
+          q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
+                                                               ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
+                                                               asum.data(), fpre);
+        });
+      }
     }
   }
 }

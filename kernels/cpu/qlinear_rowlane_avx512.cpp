@@ -351,40 +351,44 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   if (expand) wide.resize(size_t(2 * geo8.row_block_bytes));
   // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
   const bool prefill = x.t >= 4 && (!SIX || expand);
-  thread_local TokenTiles tt;
-  if (prefill) interleave_tokens(x, S.data(), geo.groups * SG, kBased ? asum.data() : nullptr, tt);
-  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
-    const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
-    const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
-    const bool two = pairs && nb + 16 < n1;
-    if (expand)
-      for (int i = 0; i < (two ? 2 : 1); ++i)
-        rowlane_six_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
-                             [](const uint8_t* src, uint8_t* dst) {
-                               for (int p = 0; p < 2; ++p) {
-                                 __m512i q[4];
-                                 six_bit_quad(src, p, q);
-                                 for (int v = 0; v < 4; ++v) _mm512_storeu_si512(dst + 64 * (4 * p + v), q[v]);
-                               }
-                             });
-    auto tile = [&](auto nt, int64_t t) {
-      const int z = w.implied_zero;
-      const uint8_t* codes = expand ? wide.data() : rb;
-      const RowLaneGeometry& cg = expand ? geo8 : geo;
-      if (prefill && two)
-        q8_prefill_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, t / 4, bias, nb, m,
-                                                           out + t * ldo, ldo);
-      else if (prefill)
-        q8_prefill_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, t / 4, bias, nb, m,
-                                                           out + t * ldo, ldo);
-      else if (two)
-        q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
-                                                    out, ldo, t == 0);
-      else
-        q8_tile<1, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias, nb, m,
-                                                    out, ldo, t == 0);
-    };
-    for_token_tiles<4>(x.t, tile);
+  TokenTiles& tt = thread_token_tiles();
+  // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
+  for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
+    if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, kBased ? asum.data() : nullptr, tt);
+    for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
+      const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
+      const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
+      const bool two = pairs && nb + 16 < n1;
+      if (expand)
+        for (int i = 0; i < (two ? 2 : 1); ++i)
+          rowlane_six_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
+                               [](const uint8_t* src, uint8_t* dst) {
+                                 for (int p = 0; p < 2; ++p) {
+                                   __m512i q[4];
+                                   six_bit_quad(src, p, q);
+                                   for (int v = 0; v < 4; ++v) _mm512_storeu_si512(dst + 64 * (4 * p + v), q[v]);
+                                 }
+                               });
+      auto tile = [&](auto nt, int64_t tc) {
+        const int64_t t = c0 + tc;
+        const int z = w.implied_zero;
+        const uint8_t* codes = expand ? wide.data() : rb;
+        const RowLaneGeometry& cg = expand ? geo8 : geo;
+        if (prefill && two)
+          q8_prefill_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, tc / 4, bias, nb, m,
+                                                             out + t * ldo, ldo);
+        else if (prefill)
+          q8_prefill_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, tc / 4, bias, nb, m,
+                                                             out + t * ldo, ldo);
+        else if (two)
+          q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+                                                      nb, m, out, ldo, t == 0);
+        else
+          q8_tile<1, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+                                                      nb, m, out, ldo, t == 0);
+      };
+      for_token_tiles<4>(c1 - c0, tile);
+    }
   }
 }
 

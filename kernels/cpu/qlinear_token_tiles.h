@@ -1,9 +1,10 @@
 // Activations of a prefill's tokens interleaved per tile of 4, for the row-lane kernels' prefill
 // tiles (qlinear_rowlane_avx2_prefill.h, qlinear_rowlane_avx512_prefill.h): a tile's loop then walks
 // one pointer per kind of data instead of one per token (address registers the tiles ran short of).
+// The functions live in qlinear_token_tiles.cpp, compiled for any x86-64: inline in this header they
+// would be compiled once per ISA's translation unit, and the linker could keep an AVX-512 copy.
 #pragma once
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/qlinear.h"
@@ -26,24 +27,16 @@ struct TokenTiles {
   const int32_t* tile_hs(int64_t tile) const { return hs.empty() ? nullptr : hs.data() + tile * blocks * 8; }
 };
 
-// Fills tt from x, its group sums S [T, gs] and (or null) its half-block sums H [T, K / 16].
-inline void interleave_tokens(const QActivations& x, const float* S, int64_t gs, const int32_t* H, TokenTiles& tt) {
-  const int64_t blocks = x.k / 32, tiles = (x.t + 3) / 4;
-  tt.blocks = blocks, tt.gs = gs;
-  tt.q.assign(size_t(tiles * blocks * 128), 0);
-  tt.xs.assign(size_t(tiles * blocks * 4), 0.f);
-  tt.S.assign(size_t(tiles * gs * 4), 0.f);
-  tt.hs.assign(H ? size_t(tiles * blocks * 8) : 0, 0);
-  for (int64_t t = 0; t < x.t; ++t) {
-    const int64_t tile = t / 4, j = t % 4;
-    for (int64_t b = 0; b < blocks; ++b) {
-      std::memcpy(tt.q.data() + (tile * blocks + b) * 128 + 32 * j, x.q + t * x.k + 32 * b, 32);
-      tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
-    }
-    for (int64_t g = 0; g < gs; ++g) tt.S[size_t((tile * gs + g) * 4 + j)] = S[t * gs + g];
-    if (H)
-      for (int64_t hb = 0; hb < 2 * blocks; ++hb) tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
-  }
-}
+// Tokens interleaved at a time: the kernels run a prefill's tokens in chunks of this many, so that
+// the buffer (about 1.4 x chunk x K bytes a thread) stays bounded whatever the prompt's length.
+constexpr int64_t kTokenChunk = 256;
+
+// The calling thread's buffer (one for every kernel: none holds it across calls).
+TokenTiles& thread_token_tiles();
+
+// Fills tt with tokens [t0, t1) of x (tile i: tokens t0 + 4i ..), from x, its group sums S [T, gs]
+// and (or null) its half-block sums H [T, K / 16].
+void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
+                       TokenTiles& tt);
 
 }  // namespace llmctl::kernels::detail

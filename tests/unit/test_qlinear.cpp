@@ -16,6 +16,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cpu/qlinear_impl.h"
+#include "kernels/cpu/qlinear_token_tiles.h"
 #include "kernels/kernel_check.h"
 #include "tests/unit/qlinear_test_util.h"
 #include "tests/unit/skip.h"
@@ -105,7 +106,8 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
   CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 96, 48, ScaleType::F32));  // neither 16 nor a multiple of 32
 }
 
-TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9, odd N, any split") {
+TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9 (and past one "
+          "prefill token chunk), odd N, any split") {
   struct RowLaneSimd {
     const char* name;
     decltype(&kernels::detail::qlinear_rows_q8_rowlane_scalar) q8;
@@ -134,7 +136,10 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
             if (K % group) continue;
             const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
             const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
-            for (int64_t T = 1; T <= 9; ++T) {
+            // every token count a tile sees; a prefill longer than one token chunk (its chunks' seam)
+            std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+            if (cases % 6 == 0) counts.push_back(kernels::detail::kTokenChunk + 7);
+            for (int64_t T : counts) {
               const auto x = randn(size_t(T * K), uint32_t(600 + cases * 10 + T)), bias = randn(size_t(N), uint32_t(7 + T));
               const ActBuf a(x.data(), T, K);
               const float* bp = T % 2 ? bias.data() : nullptr;
@@ -149,7 +154,7 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
                 std::vector<float> ref(size_t(T * N), NAN), simd(size_t(T * N), NAN), split(size_t(T * N), NAN);
                 run(false, 0, N, ref);
                 run(true, 0, N, simd);
-                const int64_t c1 = 5 + T, c2 = N - 3 - T;  // cuts inside row blocks
+                const int64_t c1 = 5 + T % 10, c2 = N - 3 - T % 10;  // cuts inside row blocks
                 run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
                 INFO(sv.name << " bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T
                              << (i8 ? " int8" : " f32"));

@@ -17,6 +17,7 @@
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cpu/qlinear_impl.h"
+#include "kernels/cpu/qlinear_token_tiles.h"
 #include "kernels/kernel_check.h"
 #include "tests/unit/qlinear_test_util.h"
 #include "tests/unit/skip.h"
@@ -243,7 +244,9 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
             kernels::detail::dequantize_row_rowlane(p.v4(), r, r4.data());
             CHECK(same_bits(r8, r4));
           }
-          for (int64_t T : {1, 2, 3, 5}) {
+          std::vector<int64_t> counts = {1, 2, 3, 5};
+          if (bi == 0 && zero == -1) counts.push_back(kernels::detail::kTokenChunk + 7);  // past one token chunk
+          for (int64_t T : counts) {
             const auto x = randn(size_t(T * K), uint32_t(200 + T)), bias = randn(size_t(N), 201);
             const ActBuf a(x.data(), T, K);
             std::vector<float> want(size_t(T * N)), ref4(size_t(T * N));
@@ -355,6 +358,8 @@ TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide co
                       kernels::qweight_rowlane_block_bytes(6, K, group, st, zero) ==
                   K / 32 * 128);
           for (int64_t T : {1, 2, 3, 4, 6, 9}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
+          if (cases % 10 == 0)  // a prefill longer than one token chunk (6 bits: unpacked per chunk)
+            check_narrow_kernels(p, kernels::detail::kTokenChunk + 7, 12, 977);
           ++cases;
         }
   CHECK(cases == 90);

@@ -1,0 +1,33 @@
+// TokenTiles (qlinear_token_tiles.h): built here, for any x86-64, and used by every ISA's prefill tile.
+#include "kernels/cpu/qlinear_token_tiles.h"
+
+#include <cstring>
+
+namespace llmctl::kernels::detail {
+
+TokenTiles& thread_token_tiles() {
+  thread_local TokenTiles tt;
+  return tt;
+}
+
+void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
+                       TokenTiles& tt) {
+  const int64_t blocks = x.k / 32, tiles = (t1 - t0 + 3) / 4;
+  tt.blocks = blocks, tt.gs = gs;
+  tt.q.assign(size_t(tiles * blocks * 128), 0);
+  tt.xs.assign(size_t(tiles * blocks * 4), 0.f);
+  tt.S.assign(size_t(tiles * gs * 4), 0.f);
+  tt.hs.assign(H ? size_t(tiles * blocks * 8) : 0, 0);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t tile = (t - t0) / 4, j = (t - t0) % 4;
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::memcpy(tt.q.data() + (tile * blocks + b) * 128 + 32 * j, x.q + t * x.k + 32 * b, 32);
+      tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
+    }
+    for (int64_t g = 0; g < gs; ++g) tt.S[size_t((tile * gs + g) * 4 + j)] = S[t * gs + g];
+    if (H)
+      for (int64_t hb = 0; hb < 2 * blocks; ++hb) tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
+  }
+}
+
+}  // namespace llmctl::kernels::detail
