@@ -457,9 +457,14 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
           const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
           if constexpr (kPrefillTile)
             if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
-              q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG>(expand ? geo8 : geo, z, expand ? wide.data() : rb,
-                                                                     h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo,
-                                                                     w.codebook, w.narrow_base, fpre);
+              const RowLaneGeometry& cg = expand ? geo8 : geo;
+              auto prefill_tile = [&](auto bpg) {
+                q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG, bpg()>(cg, z, expand ? wide.data() : rb, h, tt,
+                                                                             tc / 4, bias, nb, m[h], out + t * ldo, ldo,
+                                                                             w.codebook, w.narrow_base, fpre);
+              };
+              if (cg.blocks_per_group == 1) prefill_tile(std::integral_constant<int, 1>{});
+              else prefill_tile(std::integral_constant<int, 0>{});
               return;
             }
           q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,

@@ -374,12 +374,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         const int z = w.implied_zero;
         const uint8_t* codes = expand ? wide.data() : rb;
         const RowLaneGeometry& cg = expand ? geo8 : geo;
-        if (prefill && two)
-          q8_prefill_tile<2, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, tc / 4, bias, nb, m,
-                                                             out + t * ldo, ldo);
-        else if (prefill)
-          q8_prefill_tile<1, nt(), FOUR, LUT, kBased, ST, SG>(cg, z, codes, base, book, tt, tc / 4, bias, nb, m,
-                                                             out + t * ldo, ldo);
+        auto prefill_tile = [&](auto rbs, auto bpg) {
+          q8_prefill_tile<rbs(), nt(), FOUR, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,
+                                                                        nb, m, out + t * ldo, ldo);
+        };
+        using One = std::integral_constant<int, 1>;
+        using Two = std::integral_constant<int, 2>;
+        using Any = std::integral_constant<int, 0>;
+        if (prefill && two) cg.blocks_per_group == 1 ? prefill_tile(Two{}, One{}) : prefill_tile(Two{}, Any{});
+        else if (prefill) cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
         else if (two)
           q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);

@@ -17,12 +17,13 @@ namespace {
 
 // Row blocks rb .. rb + RB - 1 (first row nb) x the NT first tokens of token tile `tile` of tt (its
 // first token's outputs at out); m[i]: row block i's lanes to store. The other arguments are
-// q8_tile's; asum is tt's.
-template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG>
+// q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF type's groups; measured
+// faster, the loops over groups and their blocks then one), else 0 (geo's).
+template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
                                                __m512i book, const TokenTiles& tt, int64_t tile, const float* bias,
                                                int64_t nb, const __mmask16* m, float* out, int64_t ldo) {
-  const int64_t G = geo.groups, bpg = geo.blocks_per_group;
+  const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);
