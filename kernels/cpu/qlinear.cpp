@@ -55,12 +55,15 @@ void check_scale_layout(const QWeightView& w) {
       << "narrow codes are taken by the row-lane kernels only, without a codebook";
   KERNEL_CHECK(w.bits != 6 || (w.layout == QLayout::RowLane16 && w.narrow_base != kWideCodes))
       << "6-bit codes are taken by the row-lane kernels only, as narrow codes";
+  KERNEL_CHECK(w.bits != 2 || (w.layout == QLayout::RowLane16 && w.narrow_base == kWideCodes && !w.codebook))
+      << "2-bit codes are taken by the row-lane kernels only, as codes 0..3";
 }
 
 void check_rowlane_kind(const QWeightView& w) {
   KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)) &&
-               (w.bits != 6 || w.narrow_base != kWideCodes))
-      << "row-lane kernel given another layout, a codebook for 8-bit or narrow codes, or 6-bit codes that are not narrow";
+               (w.bits != 6 || w.narrow_base != kWideCodes) && (w.bits != 2 || w.narrow_base == kWideCodes))
+      << "row-lane kernel given another layout, a codebook for 8-bit or narrow codes, 6-bit codes that are not "
+         "narrow or 2-bit ones that are";
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }

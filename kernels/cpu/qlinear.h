@@ -23,6 +23,10 @@
 //           kWideCodes): code - b, every one in 0..63 (GGUF Q6_K's -32..31, Q5_K's 0..31: b = the
 //           weight's least code), which the AVX2 kernels multiply without moving signs.
 //   Narrow 4-bit codes: the nibble is code - b (0..15: Q3_K's -4..3 with b = -4), code = nibble + b.
+//   2 bits (4-bit codes 0..3: GGUF Q2_K's; not narrow, no codebook): 2 vectors of 64 bytes, half the
+//           4-bit layout's bytes. Vector u's byte holds the 4-bit layout's vectors 2u and 2u + 1's same
+//           byte, each nibble's 2 low bits: bits 2s..2s+1 and 4+2s..5+2s are vector 2u + s's low and
+//           high nibble. So the 4-bit layout's vector v is (vector v / 2 >> 2 (v % 2)) & 0x33.
 //   6 bits (narrow codes only, stored = code - b in 0..63: GGUF Q6_K's and Q5_K's, in three quarters
 //           of the 8-bit bytes): 6 vectors of 64 bytes, two quads of 3. Quad p holds the 8-bit
 //           layout's vectors 4p..4p+3 (inputs 16p..16p + 15): its vectors V0, V1, V2 hold vectors
@@ -69,7 +73,7 @@ enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of 8-bit codes stored code ^ 0x80
 
 struct QWeightView {
-  int bits = 4;         // 4 or 8; 6 (RowLane16, narrow codes only)
+  int bits = 4;         // 4 or 8; 6 (RowLane16, narrow codes only); 2 (RowLane16, codes 0..3)
   int64_t n = 0, k = 0;
   int group = 32;
   QLayout layout = QLayout::Rows;

@@ -31,10 +31,10 @@ namespace llmctl::kernels {
 namespace detail {
 
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
-  KERNEL_CHECK((bits == 4 || bits == 6 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) &&
+  KERNEL_CHECK((bits == 2 || bits == 4 || bits == 6 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) &&
                k % 32 == 0 && k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
-      << " (4, 6 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
+      << " (2, 4, 6 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
   const bool factored = st == ScaleType::Factored;
   KERNEL_CHECK(!factored || (k / group) % kFactoredGroups == 0)
       << "row-lane layout, factored scales: K " << k << " is not whole super-blocks of " << kFactoredGroups
@@ -42,7 +42,7 @@ RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, i
   RowLaneGeometry g{};
   g.halves = group == 16 ? 2 : 1;
   g.blocks_per_group = group == 16 ? 1 : group / 32;
-  g.code_bytes = bits == 4 ? 256 : bits == 6 ? 384 : 512;
+  g.code_bytes = 64 * bits;
   g.param_bytes = 16 * (factored ? 1 : st == ScaleType::F16 ? 2 : 4);
   g.offsets = implied_zero < 0;
   g.group_bytes = g.blocks_per_group * g.code_bytes + g.halves * (g.offsets ? 2 : 1) * g.param_bytes;
@@ -69,6 +69,14 @@ inline int64_t code_byte(int bits, int r, int i, bool* high) {
   return (j / 4) * 64 + 4 * r + j % 4;
 }
 
+// 2 bits: the byte of row r's input i (0..31) and the code's shift in it. The 4-bit layout's
+// vector v is vector v / 2's bytes shifted right by 2 (v % 2), its nibbles' low 2 bits the codes.
+inline int64_t two_bit_byte(int r, int i, int* shift) {
+  const int j = i % 16, v = j / 4;
+  *shift = 2 * (v % 2) + (i >= 16 ? 4 : 0);
+  return (v / 2) * 64 + 4 * r + j % 4;
+}
+
 // Byte offset of row r, input i (0..31) in the 6-bit layout's quad for the input, and the vector
 // (0..3) of the quad the 8-bit layout would hold it in (3: spread over the quad's top bits).
 inline int64_t six_bit_byte(int r, int i, int* q) {
@@ -85,6 +93,10 @@ inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) 
     const int stored = q < 3 ? v[64 * q] & 63 : (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
     return stored + narrow_base;
   }
+  if (bits == 2) {  // codes 0..3 as they are
+    int shift = 0;
+    return (blk[two_bit_byte(r, i, &shift)] >> shift) & 3;
+  }
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
   const bool narrow = narrow_base != kWideCodes;
@@ -100,7 +112,7 @@ inline int value_of(const QWeightView& w, const uint8_t* blk, int r, int i) {
 
 // Activation k's inputs in the order the f32 mode takes them within a block (see the top).
 inline int f32_input(int bits, int step) {  // step 0..31
-  if (bits != 4) return step;  // 6 and 8 bits: in order
+  if (bits > 4) return step;  // 6 and 8 bits: in order (2 bits: as 4, which they are unpacked into)
   const int v = step / 8, half = (step / 4) % 2, j = step % 4;
   return half * 16 + 4 * v + j;
 }
@@ -242,6 +254,15 @@ void pack_six_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_ba
       }
   }
 }
+// The 2-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), codes 0..3.
+void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
+  std::memset(o, 0, 128);
+  for (int r = 0; r < 16; ++r)
+    for (int i = 0; i < 32; ++i) {
+      int shift = 0;
+      o[detail::two_bit_byte(r, i, &shift)] |= uint8_t(rows[r][c0 + i] << shift);
+    }
+}
 }  // namespace
 
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
@@ -249,6 +270,9 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
   const detail::RowLaneGeometry geo = detail::rowlane_geometry(bits, k, group, st, implied_zero);
   const bool narrow = narrow_base != kWideCodes;
   KERNEL_CHECK(bits != 6 || narrow) << "row-lane layout: 6-bit codes are narrow codes (a base is needed)";
+  KERNEL_CHECK(bits != 2 || !narrow) << "row-lane layout: 2-bit codes are codes 0..3 (not narrow)";
+  for (int64_t i = 0; bits == 2 && i < n * k; ++i)
+    KERNEL_CHECK(codes[i] <= 3) << "row-lane layout: code " << int(codes[i]) << " at " << i << " does not fit 2 bits";
   const int span = bits == 4 ? 15 : 63;  // narrow: code - base in 0..span
   for (int64_t i = 0; narrow && i < n * k; ++i)
     KERNEL_CHECK(int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span)
@@ -279,6 +303,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
         uint8_t* o = gp + jb * geo.code_bytes;
         if (bits == 6) {
           pack_six_bit_block(rows, c0, narrow_base, o);
+          continue;
+        }
+        if (bits == 2) {
+          pack_two_bit_block(rows, c0, o);
           continue;
         }
         for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)

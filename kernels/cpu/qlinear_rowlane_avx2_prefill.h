@@ -76,15 +76,15 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 // first token's outputs at out); m: the half's lanes to store. pre: factored scales expanded by
 // expand_half (needed for ScaleType::Factored). The other arguments are q8_tile's. BPG: blocks per
 // group if fixed (1: groups of 32 or 16, every GGUF type's: the loops over groups and their blocks
-// then one, measured 1.05-1.2x by type), else 0 (geo's).
-template <bool VNNI, int NT, bool FOUR, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
+// then one, measured 1.05-1.2x by type), else 0 (geo's). TWO (with FOUR): 2-bit codes (nibble_vector).
+template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
                                                const float* pre) {
   static_assert(prefill_tile_takes<VNNI, FOUR, LUT, NARROW>());
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
-  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
   if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
   constexpr bool kSigned = LUT && !VNNI;  // a codebook's signed values (codes_dot)
@@ -118,7 +118,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
       __m256i w[8];  // w[i]: inputs 4i..4i+3 of the half's rows
 #pragma GCC unroll 8
       for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+        const __m256i W = FOUR ? nibble_vector<TWO>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
         if constexpr (FOUR) {
           w[v] = _mm256_and_si256(W, nib);                              // inputs 4v + j
           w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j

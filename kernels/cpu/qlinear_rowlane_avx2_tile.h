@@ -107,6 +107,23 @@ inline void six_bit_quad(const uint8_t* cp, int p, __m256i q[4]) {
   q[3] = _mm256_or_si256(t, _mm256_and_si256(_mm256_srli_epi16(v0, 6), _mm256_set1_epi8(0x03)));
 }
 
+// The 4-bit layout's vector v of a block's codes at cp (+ 32 x the half): as stored, or for 2-bit
+// codes (TWO, qlinear.h) vector v / 2 shifted right by 2 (v % 2). Its codes are the bits code_mask
+// keeps of it (the low nibbles) and of it >> 4 (the high ones).
+template <bool TWO>
+inline __m256i nibble_vector(const uint8_t* cp, int v) {
+  if constexpr (TWO) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v / 2)));
+    return v % 2 ? _mm256_srli_epi16(b, 2) : b;
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+  }
+}
+template <bool TWO>
+inline __m256i code_mask() {
+  return _mm256_set1_epi8(TWO ? 0x03 : 0x0F);
+}
+
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
 constexpr int64_t kPrefetchAhead = 8192;
 
@@ -154,14 +171,14 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
 // stored code - base (8 bits 0..63, 4 bits 0..15; SIX: 6-bit narrow codes); asum: the activations'
 // integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
-// only with -mavxvnni.
-template <bool VNNI, int H, int NT, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+// only with -mavxvnni. TWO (with FOUR): 2-bit codes, each 4-bit vector from half a 2-bit one.
+template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
              const int8_t* codebook, int base, const int32_t* asum, const float* pre = nullptr) {
   static_assert(!VNNI || kVnniCompiled, "VNNI tiles need -mavxvnni");
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
-  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
+  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
   __m256i lut = LUT ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)))
                     : _mm256_setzero_si256();
@@ -221,7 +238,8 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
             const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
             __m256i lo[H], hi[H];
             for (int i = 0; i < H; ++i) {
-              const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+              const __m256i W = FOUR ? nibble_vector<TWO>(cp + 32 * (h0 + i), v)
+                                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
               if constexpr (FOUR) {
                 lo[i] = _mm256_and_si256(W, nib), hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
                 if constexpr (LUT) lo[i] = _mm256_shuffle_epi8(lut, lo[i]), hi[i] = _mm256_shuffle_epi8(lut, hi[i]);
@@ -270,7 +288,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, co
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
-            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            const __m256i W = nibble_vector<TWO>(cp + 32 * (h0 + i), v);
             lo[i] = _mm256_and_si256(W, nib);                         // inputs 4v + j
             hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
           }
@@ -395,7 +413,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }
 }
 
-template <bool VNNI, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool VNNI, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -431,7 +449,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                        // read once); 2 and 3 tokens measured 6-13% faster so than half by half
         auto both_halves = [&](auto nt) {
-          q8_tile<VNNI, 2, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo,
+          q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo,
                                                                true, w.codebook, w.narrow_base, asum.data());
         };
         if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
@@ -459,7 +477,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
             if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
               const RowLaneGeometry& cg = expand ? geo8 : geo;
               auto prefill_tile = [&](auto bpg) {
-                q8_prefill_tile<VNNI, nt(), FOUR, LUT, NARROW, ST, SG, bpg()>(cg, z, expand ? wide.data() : rb, h, tt,
+                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg()>(cg, z, expand ? wide.data() : rb, h, tt,
                                                                              tc / 4, bias, nb, m[h], out + t * ldo, ldo,
                                                                              w.codebook, w.narrow_base, fpre);
               };
@@ -467,7 +485,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
               else prefill_tile(std::integral_constant<int, 0>{});
               return;
             }
-          q8_tile<VNNI, 1, nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
+          q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
                                                                ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
                                                                asum.data(), fpre);
         });
@@ -476,21 +494,23 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   }
 }
 
-// f(four, six, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a codebook
-// or narrow; 6 bits: narrow; 8 bits: wide or narrow) and groups a unit (2: groups of 16).
+// f(four, two, six, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a
+// codebook or narrow; 2 bits: plain, taken as 4; 6 bits: narrow; 8 bits: wide or narrow) and groups a
+// unit (2: groups of 16).
 template <class F>
 void with_group_kind(const QWeightView& w, F&& f) {
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
-  auto per_sg = [&](auto four, auto six, auto lut, auto narrow) {
-    w.group == 16 ? f(four, six, lut, narrow, std::integral_constant<int, 2>{})
-                  : f(four, six, lut, narrow, std::integral_constant<int, 1>{});
+  auto per_sg = [&](auto four, auto two, auto six, auto lut, auto narrow) {
+    w.group == 16 ? f(four, two, six, lut, narrow, std::integral_constant<int, 2>{})
+                  : f(four, two, six, lut, narrow, std::integral_constant<int, 1>{});
   };
   const bool narrow = w.narrow_base != kWideCodes;
-  if (w.bits == 6) return per_sg(NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
-  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{}, NB{});
-  if (w.codebook) return per_sg(B{}, NB{}, B{}, NB{});
-  narrow ? per_sg(B{}, NB{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{}, NB{});
+  if (w.bits == 2) return per_sg(B{}, B{}, NB{}, NB{}, NB{});  // plain (check_rowlane_kind)
+  if (w.bits == 6) return per_sg(NB{}, NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
+  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{}, NB{}, NB{});
+  if (w.codebook) return per_sg(B{}, NB{}, NB{}, B{}, NB{});
+  narrow ? per_sg(B{}, NB{}, NB{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{}, NB{}, NB{});
 }
 
 // The int8 mode's entry point: w's scale type and kind of codes as template arguments.
@@ -499,8 +519,8 @@ void q8_rowlane(const QActivations& x, const QWeightView& w, const float* bias, 
                 int64_t ldo) {
   check_rowlane_kind(w);
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto sg) {
-      q8_rows<VNNI, four(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto sg) {
+      q8_rows<VNNI, four(), two(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
     });
   });
 }

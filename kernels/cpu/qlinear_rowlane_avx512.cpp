@@ -70,6 +70,23 @@ inline __m512i bcast4(const int8_t* p) {  // 4 activation bytes to every lane
   return _mm512_set1_epi32(v);
 }
 
+// The 4-bit layout's vector v of the block at cp: as stored, or for 2-bit codes (TWO, qlinear.h)
+// vector v / 2 shifted right by 2 (v % 2). Its codes are the bits code_mask keeps of it (the low
+// nibbles) and of it >> 4 (the high ones).
+template <bool TWO>
+inline __m512i nibble_vector(const uint8_t* cp, int v) {
+  if constexpr (TWO) {
+    const __m512i b = _mm512_loadu_si512(cp + 64 * (v / 2));
+    return v % 2 ? _mm512_srli_epi16(b, 2) : b;
+  } else {
+    return _mm512_loadu_si512(cp + 64 * v);
+  }
+}
+template <bool TWO>
+inline __m512i code_mask() {
+  return _mm512_set1_epi8(TWO ? 0x03 : 0x0F);
+}
+
 // The 6-bit layout's quad p of the block at cp (qlinear.h) as the 8-bit layout's vectors 4p..4p+3 of
 // stored values (0..63): three ANDs, and the fourth vector's bits gathered from the three's tops.
 inline void six_bit_quad(const uint8_t* cp, int p, __m512i q[4]) {
@@ -100,17 +117,18 @@ constexpr int64_t kPrefetchAhead = 8192;
 // asum (BASED: codes stored from a base, see q8_rows; qact_half_sums): the activations' integer sums
 // per half block, which base multiplies into each integer sum's start. book (LUT): the codebook's values + 128, in each
 // 128-bit lane. SG: groups a unit (2: group 16, whose inputs 0..15 and 16..31 of a block get their
-// own integer dot products, scales and offsets). SIX: 6-bit narrow codes (BASED).
+// own integer dot products, scales and offsets). SIX: 6-bit narrow codes (BASED). TWO (with FOUR):
+// 2-bit codes, each 4-bit vector from half a 2-bit one (nibble_vector).
 // Per block of 32 inputs, vector by vector: the RB blocks' codes are loaded (and split) once for the
 // NT tokens, and each token's broadcast activations feed the RB dot products; SG integer chains per
 // (token, row block). Accumulators: (SG + 1) x RB x NT vectors; RB = 2, NT = 4, SG = 1 fills 24 of
 // the 32 registers.
-template <int RB, int NT, bool FOUR, bool SIX, bool LUT, bool BASED, ScaleType ST, int SG>
+template <int RB, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool BASED, ScaleType ST, int SG>
 void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int32_t* asum,
              int base, __m512i book, const float* S, int64_t t, const float* bias, int64_t nb, const __mmask16* m, float* out,
              int64_t ldo, bool prefetch) {
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i nib = code_mask<TWO>();
   const int8_t* xq = x.q + t * K;
   __m512 acc[RB][NT];
   for (int i = 0; i < RB; ++i)
@@ -145,7 +163,7 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
         for (int v = 0; v < 4; ++v) {
           __m512i lo[RB], hi[RB];
           for (int i = 0; i < RB; ++i) {
-            const __m512i W = _mm512_loadu_si512(gp[i] + jb * geo.code_bytes + 64 * v);
+            const __m512i W = nibble_vector<TWO>(gp[i] + jb * geo.code_bytes, v);
             lo[i] = _mm512_and_si512(W, nib);                         // inputs 4v + j
             hi[i] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
             if constexpr (LUT) lo[i] = _mm512_shuffle_epi8(book, lo[i]), hi[i] = _mm512_shuffle_epi8(book, hi[i]);
@@ -207,12 +225,12 @@ void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QAct
 }
 
 // The same tile in the f32 mode. book32 (LUT): the codebook's 16 values as int32; base: NARROW's
-// (SIX: 6-bit narrow codes, unpacked as q8_tile does).
-template <int NT, bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+// (SIX: 6-bit narrow codes, unpacked as q8_tile does; TWO: 2-bit codes, as q8_tile takes them).
+template <int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo, __m512i book32, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  const __m512i mask = _mm512_set1_epi32(FOUR ? 0x0F : 0xFF);
+  const __m512i mask = _mm512_set1_epi32(TWO ? 0x03 : FOUR ? 0x0F : 0xFF);
   const __m512i stored_minus = _mm512_set1_epi32(NARROW ? -base : 128);  // code = stored value - this
   __m512 acc[NT][4];
   for (int j = 0; j < NT; ++j)
@@ -242,7 +260,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const flo
       };
       if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
-          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
+          const __m512i W = nibble_vector<TWO>(cp, v);
           for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
           for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
         }
@@ -322,7 +340,7 @@ namespace llmctl::kernels::detail {
 
 namespace {
 
-template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   constexpr bool kBased = uses_base<FOUR, LUT, NARROW>();
@@ -375,7 +393,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         const uint8_t* codes = expand ? wide.data() : rb;
         const RowLaneGeometry& cg = expand ? geo8 : geo;
         auto prefill_tile = [&](auto rbs, auto bpg) {
-          q8_prefill_tile<rbs(), nt(), FOUR, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,
+          q8_prefill_tile<rbs(), nt(), FOUR, TWO, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,
                                                                         nb, m, out + t * ldo, ldo);
         };
         using One = std::integral_constant<int, 1>;
@@ -384,10 +402,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if (prefill && two) cg.blocks_per_group == 1 ? prefill_tile(Two{}, One{}) : prefill_tile(Two{}, Any{});
         else if (prefill) cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
         else if (two)
-          q8_tile<2, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+          q8_tile<2, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
         else
-          q8_tile<1, nt(), FOUR, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+          q8_tile<1, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
       };
       for_token_tiles<4>(c1 - c0, tile);
@@ -395,7 +413,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   }
 }
 
-template <bool FOUR, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -403,13 +421,13 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
   const __m512i book32 =
       LUT ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))) : _mm512_setzero_si512();
   for_tiles<4>(geo, w.packed, T, n0, n1, [&](auto nt, int64_t t, const uint8_t* rb, int64_t nb, __mmask16 m) {
-    f32_tile<nt(), FOUR, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
+    f32_tile<nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, x, w.k, t, bias, nb, m, out, ldo, book32,
                                           w.narrow_base);
   });
 }
 
-// f(four, six, lut, narrow, st, sg): w's kind of codes, scale type and groups a unit (2: groups of
-// 16) as template arguments, after checking that this kernel takes w.
+// f(four, two, six, lut, narrow, st, sg): w's kind of codes, scale type and groups a unit (2: groups
+// of 16) as template arguments, after checking that this kernel takes w.
 template <class F>
 void with_weight_kind(const QWeightView& w, F&& f) {
   check_rowlane_kind(w);
@@ -417,14 +435,15 @@ void with_weight_kind(const QWeightView& w, F&& f) {
   using NB = std::bool_constant<false>;
   const bool narrow = w.narrow_base != kWideCodes;
   with_scale_type(w.scale_type, [&](auto st) {
-    auto kind = [&](auto four, auto six, auto lut, auto nar) {
-      w.group == 16 ? f(four, six, lut, nar, st, std::integral_constant<int, 2>{})
-                    : f(four, six, lut, nar, st, std::integral_constant<int, 1>{});
+    auto kind = [&](auto four, auto two, auto six, auto lut, auto nar) {
+      w.group == 16 ? f(four, two, six, lut, nar, st, std::integral_constant<int, 2>{})
+                    : f(four, two, six, lut, nar, st, std::integral_constant<int, 1>{});
     };
-    if (w.bits == 6) return kind(NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
-    if (w.bits == 8) return narrow ? kind(NB{}, NB{}, NB{}, B{}) : kind(NB{}, NB{}, NB{}, NB{});
-    if (w.codebook) return kind(B{}, NB{}, B{}, NB{});
-    narrow ? kind(B{}, NB{}, NB{}, B{}) : kind(B{}, NB{}, NB{}, NB{});
+    if (w.bits == 2) return kind(B{}, B{}, NB{}, NB{}, NB{});  // plain (check_rowlane_kind)
+    if (w.bits == 6) return kind(NB{}, NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
+    if (w.bits == 8) return narrow ? kind(NB{}, NB{}, NB{}, NB{}, B{}) : kind(NB{}, NB{}, NB{}, NB{}, NB{});
+    if (w.codebook) return kind(B{}, NB{}, NB{}, B{}, NB{});
+    narrow ? kind(B{}, NB{}, NB{}, NB{}, B{}) : kind(B{}, NB{}, NB{}, NB{}, NB{});
   });
 }
 
@@ -432,15 +451,15 @@ void with_weight_kind(const QWeightView& w, F&& f) {
 
 void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                     int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto st, auto sg) {
-    q8_rows<four(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto st, auto sg) {
+    q8_rows<four(), two(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
   });
 }
 
 void qlinear_rows_f32_rowlane_avx512(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo) {
-  with_weight_kind(w, [&](auto four, auto six, auto lut, auto narrow, auto st, auto sg) {
-    f32_rows<four(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
+  with_weight_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto st, auto sg) {
+    f32_rows<four(), two(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
   });
 }
 

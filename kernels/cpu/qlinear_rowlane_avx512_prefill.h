@@ -18,13 +18,14 @@ namespace {
 // Row blocks rb .. rb + RB - 1 (first row nb) x the NT first tokens of token tile `tile` of tt (its
 // first token's outputs at out); m[i]: row block i's lanes to store. The other arguments are
 // q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF type's groups; measured
-// faster, the loops over groups and their blocks then one), else 0 (geo's).
-template <int RB, int NT, bool FOUR, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
+// faster, the loops over groups and their blocks then one), else 0 (geo's). TWO (with FOUR): 2-bit
+// codes (nibble_vector).
+template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
                                                __m512i book, const TokenTiles& tt, int64_t tile, const float* bias,
                                                int64_t nb, const __mmask16* m, float* out, int64_t ldo) {
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i nib = code_mask<TWO>();
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
@@ -53,7 +54,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
         const uint8_t* cp = gp[i] + jb * geo.code_bytes;
 #pragma GCC unroll 8
         for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-          const __m512i W = _mm512_loadu_si512(cp + 64 * v);
+          const __m512i W = FOUR ? nibble_vector<TWO>(cp, v) : _mm512_loadu_si512(cp + 64 * v);
           if constexpr (FOUR) {
             w[i][v] = _mm512_and_si512(W, nib);                              // inputs 4v + j
             w[i][4 + v] = _mm512_and_si512(_mm512_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j

@@ -74,7 +74,7 @@ struct QW {
     return q;
   }
   double w(int64_t r, int64_t c) const {
-    const int code = bits == 4 ? int(codes[r * k + c]) : int(int8_t(codes[r * k + c]));
+    const int code = bits <= 4 ? int(codes[r * k + c]) : int(int8_t(codes[r * k + c]));
     const int64_t g = r * (k / group) + c / group;
     return double(scale_f32[g]) * code + double(offset_f32[g]);
   }
@@ -84,10 +84,12 @@ inline QW make_qw(int bits, int group, int64_t n, int64_t k, ScaleType st, uint3
   std::mt19937 rng(seed);
   QW q{bits, group, n, k, st, {}, {}, {}, {}, {}, {}};
   q.codes.resize(size_t(n * k));
-  std::uniform_int_distribution<int> c4(0, 15), c8(-128, 127);
-  for (auto& c : q.codes) c = bits == 4 ? uint8_t(c4(rng)) : uint8_t(int8_t(c8(rng)));
-  q.packed.resize(size_t(n * kernels::qweight_row_bytes(bits, k)));
-  kernels::qweight_pack(bits, n, k, q.codes.data(), q.packed.data());
+  std::uniform_int_distribution<int> c2(0, 3), c4(0, 15), c8(-128, 127);
+  for (auto& c : q.codes) c = bits == 2 ? uint8_t(c2(rng)) : bits == 4 ? uint8_t(c4(rng)) : uint8_t(int8_t(c8(rng)));
+  if (bits != 2) {  // 2-bit codes: the row-lane layout only (as(RowLane16))
+    q.packed.resize(size_t(n * kernels::qweight_row_bytes(bits, k)));
+    kernels::qweight_pack(bits, n, k, q.codes.data(), q.packed.data());
+  }
   const int64_t G = n * (k / group);
   std::uniform_real_distribution<float> sd(0.002f, 0.05f), od(-0.3f, 0.3f);
   std::bernoulli_distribution neg(0.3);
@@ -146,7 +148,7 @@ inline void kquant_params(QW& q, int z, uint32_t seed) {
 // for 8 bits), f32 scales and offsets (q's f32 values).
 inline LinearWeight canonical_weight(const QW& q, DType code_dtype = DType::U8) {
   LinearWeight c;
-  c.format = q.bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
+  c.format = q.bits <= 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
   c.n = q.n, c.k = q.k, c.group_size = q.group;
   c.data = Tensor::empty_host(code_dtype, {q.n, q.k});
   std::memcpy(c.data.data, q.codes.data(), q.codes.size());

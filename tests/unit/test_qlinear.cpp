@@ -104,6 +104,36 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
     CHECK(back == q.codes);
   }
   CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 96, 48, ScaleType::F32));  // neither 16 nor a multiple of 32
+  // 2 bits: per block of 32 inputs 2 vectors of 64 bytes; the 4-bit layout's vector v is vector
+  // v / 2's bytes >> 2 (v % 2), masked 0x33 (qlinear.h), its nibbles the codes as 4 bits stores them.
+  for (int group : {16, 64}) {
+    const int64_t n = 19, k = 128;
+    const QW q = make_qw(2, group, n, k, ScaleType::F16, uint32_t(41 + group)).as(kernels::QLayout::RowLane16);
+    const int64_t ub = 128 * (group == 16 ? 1 : 2) + (group == 16 ? 2 : 1) * 2 * 32;  // codes, scales, offsets
+    REQUIRE(kernels::qweight_rowlane_block_bytes(2, k, group, ScaleType::F16) == k / std::max(group, 32) * ub);
+    int bad = 0;
+    for (int64_t row = 0; row < 32; ++row)
+      for (int64_t c = 0; c < k; ++c) {
+        const int r = int(row % 16), i = int(c % 32), v = (i % 16) / 4;
+        const int64_t unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
+        const uint8_t* blk = q.packed.data() + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * 128;
+        const int four_bit_byte = (blk[v / 2 * 64 + 4 * r + i % 4] >> (2 * (v % 2))) & 0x33;
+        const int got = (four_bit_byte >> (i < 16 ? 0 : 4)) & 0xF;
+        const int want = row < n ? int(q.codes[size_t(row * k + c)]) : 0;
+        if (got != want) ++bad;
+      }
+    CHECK(bad == 0);
+    std::vector<uint8_t> back(size_t(n * k), 0xAA);
+    kernels::qweight_unpack_rowlane(2, n, k, group, ScaleType::F16, q.packed.data(), back.data());
+    CHECK(back == q.codes);
+    // a code that needs more than 2 bits, or 2-bit codes from a base, are refused
+    std::vector<uint8_t> wide = q.codes, out(q.packed.size());
+    wide[5] = 4;
+    CHECK_THROWS(kernels::qweight_pack_rowlane(2, n, k, group, ScaleType::F16, wide.data(), q.scales(), q.offsets(),
+                                               out.data()));
+    CHECK_THROWS(kernels::qweight_pack_rowlane(2, n, k, group, ScaleType::F16, q.codes.data(), q.scales(),
+                                               q.offsets(), out.data(), -1, 0));
+  }
 }
 
 TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9 (and past one "
@@ -129,7 +159,7 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
   if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");
   for (const RowLaneSimd& sv : simds) {
     int cases = 0;
-    for (int bits : {4, 8})
+    for (int bits : {2, 4, 8})
       for (ScaleType st : {ScaleType::F16, ScaleType::F32})
         for (int64_t K : {96, 160, 576})
           for (int group : {16, 32, 96, 160}) {
@@ -176,7 +206,7 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
             }
             ++cases;
           }
-    CHECK(cases == 36);
+    CHECK(cases == 54);
     // a Rows view given to a row-lane kernel is refused, not misread
     const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
     const auto x = randn(64, 10);
@@ -452,9 +482,10 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
   int case_no = 0, cases = 0;
   for (int64_t K : {32, 96, 576, 1536})
     for (int group : {16, 32, 64, 128, int(K)})
-      for (int bits : {4, 8})
+      for (int bits : {2, 4, 8})
         for (ScaleType st : {ScaleType::F32, ScaleType::F16}) {
           if (K % group || (group == int(K) && K == 32)) continue;  // group = K = 32: already in the list
+          if (bits == 2 && (group % 32 != 0 && group != 16)) continue;  // 2 bits: the row-lane layout only
           for (int64_t T : {1, 2, 3, 5, 17}) {
             const int64_t N = Ns[case_no++ % 8];
             const QW q = make_qw(bits, group, N, K, st, uint32_t(case_no));
@@ -472,7 +503,8 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                 }
                 ref[size_t(t * N + n)] = s, refq[size_t(t * N + n)] = sq, mag[size_t(t * N + n)] = m, qerr[size_t(t * N + n)] = e;
               }
-            std::vector<kernels::QLayout> layouts = {kernels::QLayout::Rows};
+            std::vector<kernels::QLayout> layouts;
+            if (bits != 2) layouts.push_back(kernels::QLayout::Rows);
             if (group % 32 == 0 || group == 16) layouts.push_back(kernels::QLayout::RowLane16);
             for (kernels::QLayout layout : layouts) {
             const QW ql = q.as(layout);
@@ -514,7 +546,7 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
           }
         }
   MESSAGE(cases << " shapes (groups of 16 and 32k in both layouts; AVX-512: row-lane for 32k only) x " << vs.size() << " variants x 2 activation modes");
-  CHECK(cases == 260);  // the table above, all of it
+  CHECK(cases == 390);  // the table above, all of it
 }
 
 TEST_CASE("int8 activations: the error against f32 activations is small") {

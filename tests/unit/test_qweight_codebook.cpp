@@ -474,3 +474,36 @@ TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 4-bit codes
   CHECK(same_bits(o.q8_a, o.q8_b));
   CHECK(same_bits(o.f32_a, o.f32_b));
 }
+
+TEST_CASE("CpuBackend packing: Q2_K-like 4-bit codes (0..3) are kept as 2-bit codes, the 4-bit packing's bits") {
+  for (int group : {16, 32}) {
+    const int64_t N = 40, K = 256;
+    QW q = make_qw(4, group, N, K, ScaleType::F32, uint32_t(91 + group));
+    std::mt19937 rng(uint32_t(92 + group));
+    for (auto& c : q.codes) c = uint8_t(rng() % 4);
+    kquant_params(q, -1, uint32_t(93 + group));  // scales d x sc, offsets -(dmin x m): Q2_K's
+    const LinearWeight c = canonical_weight(q);
+    LinearWeight four = c;  // one code of the last row past 3: 4-bit codes
+    four.data = Tensor::empty_host(DType::U8, {N, K});
+    std::memcpy(four.data.data, q.codes.data(), q.codes.size());
+    four.data.ptr<uint8_t>()[N * K - 1] = 9;
+    const LinearWeight p2 = pack_cpu_quantized(c), p4 = pack_cpu_quantized(four);
+    const kernels::QWeightView v2 = cpu_qweight_view(p2), v4 = cpu_qweight_view(p4);
+    INFO("group " << group << " layout " << int(v2.layout));
+    CHECK(v4.bits == 4);
+    if (v2.layout != QLayout::RowLane16) {  // the Rows layout keeps 4 bits
+      CHECK(v2.bits == 4);
+      continue;
+    }
+    CHECK(v2.bits == 2);
+    CHECK(v2.narrow_base == kernels::kWideCodes);
+    // 128 code bytes a block of 32 inputs, not 256, in each row block and in the descriptor row as 4-bit
+    CHECK(p4.data.nbytes() - p2.data.nbytes() == size_t(((N + 15) / 16 + 1) * (K / 32) * 128));
+    // the same codes, integers and f32 operations in the same order: the same bits in both modes
+    for (int64_t T : {1, 3, 6}) {
+      const OutputsButLast o = outputs_but_last_row(v2, v4, T, uint32_t(94 + T));
+      CHECK(same_bits(o.q8_a, o.q8_b));
+      CHECK(same_bits(o.f32_a, o.f32_b));
+    }
+  }
+}

@@ -27,9 +27,9 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
-// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits narrow 8-bit
-// codes are stored in (int32 0: not narrow; 4 or 6) and their base (int32). Zero bytes after the
-// scale type: neither.
+// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
+// stored in when not the format's (int32 0: as the format's; 4 or 6: narrow 8-bit codes; 2: 4-bit
+// codes 0..3) and the narrow codes' base (int32). Zero bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 constexpr int64_t kDescriptorBytes = 40;
 
@@ -78,9 +78,9 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
       << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
       << canonical.k << "], got " << dtype_name(codes.dtype) << " " << codes.shape_str();
   const auto* c = static_cast<const uint8_t*>(codes.data);
+  uint8_t worst = 0;  // 4 bits: the OR of the codes (one pass without a branch per code)
   if (bits == 4) {
     const int64_t count = codes.numel();
-    uint8_t worst = 0;  // one pass without a branch per code; the message names the first bad one
     for (int64_t i = 0; i < count; ++i) worst |= c[i];
     if (worst > 15) {
       for (int64_t i = 0; i < count; ++i) {
@@ -119,7 +119,9 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
       }
     }
     const bool narrow6 = !narrow4 && narrow != kernels::kWideCodes;
-    const int pbits = codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
+    // 4-bit codes 0..3 (GGUF Q2_K's): 2-bit codes, half the bytes (decode streams them)
+    const bool two = bits == 4 && worst <= 3;
+    const int pbits = two ? 2 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
@@ -133,7 +135,8 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
-    const int32_t narrow_bits = narrow == kernels::kWideCodes ? 0 : pbits, narrow_base = narrow_bits ? narrow : 0;
+    const int32_t narrow_bits = narrow == kernels::kWideCodes && !two ? 0 : pbits,
+                  narrow_base = narrow_bits && !two ? narrow : 0;
     std::memcpy(d + blocks * bb + 32, &narrow_bits, 4);
     std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
@@ -171,11 +174,12 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
       std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
       if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
       if ((narrow == 4 || narrow == 6) && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow;
+      if (narrow == 2 && codebook == 0 && v.bits == 4) v.bits = 2;
     }
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
-              (narrow == 0 || ((narrow == 4 || narrow == 6) && v.narrow_base != kernels::kWideCodes && base >= -128 &&
-                               base <= 127)) &&
+              (narrow == 0 || (narrow == 2 && v.bits == 2) ||
+               ((narrow == 4 || narrow == 6) && v.narrow_base != kernels::kWideCodes && base >= -128 && base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
