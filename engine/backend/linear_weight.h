@@ -77,6 +77,11 @@ struct LinearWeight {
   // feature input_perm[j], so the op is x[:, input_perm] @ dequant(w)^T; the backend gathers x's
   // columns (BackendCaps::input_perm). Empty (no data): columns in input order (dense always).
   Tensor input_perm;
+  // Quantized, canonical: the rows of the weights fused into this one (q, k, v; gate, up), in order,
+  // when more than one (quant::GroupAffineWeight::part_rows). Their common form can be wider than
+  // each part's own (a codebook part fused with a 5-bit one: 8-bit codes): a backend may pack each
+  // part in its own. Empty: one part.
+  std::vector<int64_t> part_rows;
   ShardSpec shard;      // the slice of the full weight held here (Replicated, world 1 without TP)
 };
 

@@ -40,6 +40,10 @@ void GroupAffineWeight::validate() const {
   if (group <= 0 || k % group != 0)
     throw std::invalid_argument("group size " + str(group) + " does not divide the " + str(k) + " input features");
   if (codes.size() != size_t(n * k)) throw std::invalid_argument("group-affine codes: size does not match [N, K]");
+  int64_t part_sum = 0;
+  for (int64_t r : part_rows) part_sum += r > 0 ? r : n + 1;
+  if (!part_rows.empty() && part_sum != n)
+    throw std::invalid_argument("group-affine part rows do not add up to the " + str(n) + " rows");
   if (scale.size() != size_t(n * groups()) || offset.size() != scale.size())
     throw std::invalid_argument("group-affine scale/offset: size does not match [N, K / group]");
   // Weights |scale x code + offset| up to kMaxWeightMagnitude, codes up to the largest magnitude
@@ -214,11 +218,13 @@ std::optional<GroupAffineWeight> concat_rows(const std::vector<const GroupAffine
     const GroupAffineWeight* q = p;
     if (p->group != group) q = &tmp.emplace(split_groups(*p, group));
     out.n += q->n;
+    out.part_rows.push_back(q->n);
     out.codes.insert(out.codes.end(), q->codes.begin(), q->codes.end());
     out.scale.insert(out.scale.end(), q->scale.begin(), q->scale.end());
     out.offset.insert(out.offset.end(), q->offset.begin(), q->offset.end());
   }
   // Widening 4 -> 8 bits changes no byte: the codes 0..15 are already their int8 values.
+  if (out.part_rows.size() < 2) out.part_rows.clear();
   return out;
 }
 

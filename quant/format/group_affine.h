@@ -28,6 +28,9 @@ struct GroupAffineWeight {
   // contiguous (GPTQ desc_act / llm-compressor actorder="group" scatter them). The product is then
   // x[:, perm] @ codes^T: the kernels gather the activations' columns once per call. Empty: identity.
   std::vector<int32_t> perm;    // [K] or empty
+  // Rows of the weights concat_rows fused into this one, in order (q, k, v), when they were more
+  // than one; a backend may keep each in its own form (their common one can take more bytes).
+  std::vector<int64_t> part_rows;
 
   int64_t groups() const { return group > 0 ? k / group : 0; }
   // The signed value of code i (row-major index into codes).

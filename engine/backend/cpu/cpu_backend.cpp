@@ -104,10 +104,14 @@ class CpuBackend final : public Backend {
 
   // Rows of the packed table dequantized one at a time (the values the float table would hold).
   void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
-    const kernels::QWeightView view = cpu_qweight_view(table);
+    const std::vector<CpuQSegment> segs = cpu_qweight_segments(table);
     const int64_t H = table.k;
     std::vector<float> packed_order(table.input_perm.empty() ? 0 : size_t(H));
     for_each_embedded(b, out, H, table.n, vocab_begin, [&](int64_t id, float* o) {
+      size_t s = segs.size() - 1;  // the part holding row id
+      while (segs[s].row0 > id) --s;
+      const kernels::QWeightView& view = segs[s].view;
+      id -= segs[s].row0;
       if (packed_order.empty()) return kernels::qweight_dequantize_row(view, id, o);
       kernels::qweight_dequantize_row(view, id, packed_order.data());  // act-order: packed column j is perm[j]
       const int32_t* perm = table.input_perm.ptr<int32_t>();
@@ -145,7 +149,7 @@ class CpuBackend final : public Backend {
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
-    const kernels::QWeightView view = cpu_qweight_view(w);
+    const std::vector<CpuQSegment> segs = cpu_qweight_segments(w);  // a weight of fused parts: each
     const int64_t T = x.dim(0), K = x.dim(1), N = w.n;
     LLM_CHECK(x.rank() == 2 && K == w.k && out.dim(0) == T && out.dim(1) == N)
         << "linear shapes: x " << x.shape_str() << " w " << weight_format_name(w.format) << " [" << w.n << ", " << w.k
@@ -179,17 +183,25 @@ class CpuBackend final : public Backend {
     }
     const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
     pool_.parallel_for(chunks, [&](int64_t c0, int64_t c1) {
-      const int64_t n0 = c0 * chunk, n1 = std::min(N, c1 * chunk);
-      if (act_quant_ == ActQuantMode::Int8)
-        kernels::qlinear_rows_q8(qx, view, b, n0, n1, out.ptr<float>(), N);
-      else
-        kernels::qlinear_rows_f32(xp, T, view, b, n0, n1, out.ptr<float>(), N);
+      // rows [c0, c1) x 16 of each part (whole row blocks of 16: a chunk is in one part)
+      for (size_t s = 0; s < segs.size(); ++s) {
+        const int64_t row0 = segs[s].row0, rows = segs[s].view.n;
+        const int64_t n0 = std::max(c0 * chunk, row0), n1 = std::min({N, c1 * chunk, row0 + rows});
+        if (n0 >= n1) continue;
+        float* o = out.ptr<float>() + row0;
+        const float* pb = b ? b + row0 : nullptr;
+        if (act_quant_ == ActQuantMode::Int8)
+          kernels::qlinear_rows_q8(qx, segs[s].view, pb, n0 - row0, n1 - row0, o, N);
+        else
+          kernels::qlinear_rows_f32(xp, T, segs[s].view, pb, n0 - row0, n1 - row0, o, N);
+      }
     });
   }
 
   // One pass over the pool for all the items (a mixture of experts' routed experts): their inputs
   // quantized together (int8 mode), then every item's chunks of 16 output rows split over the
-  // threads as one list. Each row's result is what linear() gives it. An act-order weight runs alone.
+  // threads as one list. Each row's result is what linear() gives it. An act-order weight, or one of
+  // parts packed each in its own form, runs alone.
   void run_linear_group(std::span<const GroupedLinear> items) override {
     struct Job {
       const GroupedLinear* g;
@@ -211,7 +223,7 @@ class CpuBackend final : public Backend {
           << "linear_group shapes: x " << g.x.shape_str() << " w [" << g.w->n << ", " << g.w->k << "] out "
           << g.out.shape_str();
       const bool quantized = !is_dense(g.w->format);
-      if (quantized && !g.w->input_perm.empty()) {
+      if (quantized && (!g.w->input_perm.empty() || cpu_qweight_segments(*g.w).size() > 1)) {  // on its own
         Tensor out = g.out;
         dispatch_linear(g.x, *g.w, nullptr, out);
         continue;

@@ -28,10 +28,14 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
 // are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
-// stored in when not the format's (int32 0: as the format's; 4 or 6: narrow 8-bit codes; 2: 4-bit
-// codes 0..3) and the narrow codes' base (int32). Zero bytes after the scale type: neither.
+// stored in when not the format's (int32 0: the format's; 2, 4 or 6) and, for codes stored from a
+// base (narrow), the base (int32; kWideCodes: not narrow). Zero bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
 constexpr int64_t kDescriptorBytes = 40;
+// A weight of fused parts packed each in its own form (pack_parts): data U8 [1, bytes], the parts'
+// packed data one after another, then per part 4 int64 (rows, byte offset, row block bytes, group),
+// the part count (int64) and this tag.
+constexpr char kSegmentsTag[4] = {'R', 'L', 'S', 'G'};
 
 kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
@@ -68,7 +72,10 @@ int quantized_bits(WeightFormat f) {
   return 0;
 }
 
-LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
+namespace {
+
+// The whole weight in one form (the layout's checks first).
+LinearWeight pack_whole(const LinearWeight& canonical) {
   const int bits = quantized_bits(canonical.format);
   check_group_params(canonical);
   const Tensor& codes = canonical.data;
@@ -99,17 +106,19 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo);
     if (factored) st = kernels::ScaleType::Factored;
     // 8-bit codes within 15 of their least (Q3_K's -4..3): 4-bit codes from it (narrow 4-bit: the
-    // plain 4-bit kernels, half the bytes). Else at most 16 values (GGUF IQ4_NL / IQ4_XS levels):
-    // 4-bit positions in a codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31,
-    // Q5_K's 0..31): 6-bit codes stored from it, three quarters of the bytes (decode streams them).
+    // plain 4-bit kernels, half the bytes; from 0: plain 4-bit codes, a 4-bit part fused with an
+    // 8-bit one). Else at most 16 values (GGUF IQ4_NL / IQ4_XS levels): 4-bit positions in a
+    // codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31, Q5_K's 0..31): 6-bit
+    // codes stored from it, three quarters of the bytes (decode streams them).
     const bool compact = bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16);
     const kernels::CodeRange range = compact ? kernels::qweight_code_range(N * K, c) : kernels::CodeRange{};
     int32_t narrow = compact ? kernels::narrow_base_of(range, 15) : kernels::kWideCodes;
-    const bool narrow4 = narrow != kernels::kWideCodes;
+    if (compact && range.lo >= 0 && range.hi <= 15) narrow = kernels::kWideCodes;  // plain 4-bit codes
+    const bool narrow4 = compact && range.hi - range.lo <= 15;
     int8_t book[16] = {};
     std::vector<uint8_t> index;
     int32_t codebook = 0;
-    if (compact && !narrow4) {
+    if (compact && !narrow4) {  // neither narrow nor plain 4-bit
       codebook = kernels::qweight_codebook(N * K, c, book, nullptr) ? 1 : 0;  // the positions only if so
       if (codebook) {
         index.resize(size_t(N * K));
@@ -119,8 +128,8 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
       }
     }
     const bool narrow6 = !narrow4 && narrow != kernels::kWideCodes;
-    // 4-bit codes 0..3 (GGUF Q2_K's): 2-bit codes, half the bytes (decode streams them)
-    const bool two = bits == 4 && worst <= 3;
+    // codes 0..3 (GGUF Q2_K's): 2-bit codes, half the 4-bit bytes (decode streams them)
+    const bool two = (bits == 4 && worst <= 3) || (compact && range.lo >= 0 && range.hi <= 3);
     const int pbits = two ? 2 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
@@ -128,17 +137,17 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
     uint8_t* d = out.data.ptr<uint8_t>();
     kernels::qweight_pack_rowlane(pbits, N, K, group, st, codebook ? index.data() : c,
                                   factored ? static_cast<const void*>(&fs) : canonical.scales.data,
-                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero, narrow);
+                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero,
+                                  two ? kernels::kWideCodes : narrow);
     const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
     std::memcpy(d + blocks * bb + 8, &code, 4);
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
-    const int32_t narrow_bits = narrow == kernels::kWideCodes && !two ? 0 : pbits,
-                  narrow_base = narrow_bits && !two ? narrow : 0;
-    std::memcpy(d + blocks * bb + 32, &narrow_bits, 4);
-    std::memcpy(d + blocks * bb + 36, &narrow_base, 4);
+    const int32_t stored_bits = pbits == bits ? 0 : pbits, base = stored_bits ? narrow : 0;
+    std::memcpy(d + blocks * bb + 32, &stored_bits, 4);
+    std::memcpy(d + blocks * bb + 36, &base, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -157,7 +166,159 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   return out;
 }
 
+// Rows [r0, r1) of a canonical weight, in tensors of their own.
+LinearWeight canonical_rows(const LinearWeight& w, int64_t r0, int64_t r1) {
+  LinearWeight p = w;
+  p.n = r1 - r0;
+  p.part_rows.clear();
+  auto rows = [&](const Tensor& t) {
+    if (t.empty()) return t;
+    const int64_t cols = t.dim(1);
+    Tensor o = Tensor::empty_host(t.dtype, {p.n, cols});
+    const size_t row_bytes = size_t(cols) * dtype_size(t.dtype);
+    std::memcpy(o.data, static_cast<const uint8_t*>(t.data) + size_t(r0) * row_bytes, size_t(p.n) * row_bytes);
+    return o;
+  };
+  p.data = rows(w.data), p.scales = rows(w.scales), p.zeros = rows(w.zeros);
+  return p;
+}
+
+// w's groups merged in pairs while every pair holds the same scale and offset bits and the kernels
+// take the larger group: a part fused with one of smaller groups (Q4_K's 32 split to Q6_K's 16) gets
+// its own back (one integer dot product and FMA a block instead of two, half the parameters).
+void merge_equal_groups(LinearWeight& w) {
+  for (int g2 = w.group_size * 2; w.k % g2 == 0 && g2 % 32 == 0; g2 *= 2) {
+    const int64_t G = w.k / w.group_size;
+    const size_t es = dtype_size(w.scales.dtype);
+    for (const Tensor* t : {&w.scales, &w.zeros}) {
+      const auto* b = static_cast<const uint8_t*>(t->data);
+      for (int64_t i = 0; i < w.n * G; i += 2)
+        if (std::memcmp(b + size_t(i) * es, b + size_t(i + 1) * es, es) != 0) return;
+    }
+    for (Tensor* t : {&w.scales, &w.zeros}) {
+      Tensor o = Tensor::empty_host(t->dtype, {w.n, G / 2});
+      for (int64_t i = 0; i < w.n * G / 2; ++i)
+        std::memcpy(static_cast<uint8_t*>(o.data) + size_t(i) * es, static_cast<const uint8_t*>(t->data) + size_t(2 * i) * es, es);
+      *t = o;
+    }
+    w.group_size = g2;
+  }
+}
+
+// The row-lane descriptor row of a packed weight (its last row).
+const uint8_t* descriptor_of(const LinearWeight& packed) {
+  return packed.data.ptr<uint8_t>() + (packed.data.dim(0) - 1) * packed.data.dim(1);
+}
+
+// A weight of fused parts (canonical.part_rows), each packed in its own form. Parts whose forms agree
+// are one packing (their row blocks and one descriptor: what the fused weight packs into); else the
+// parts side by side (kSegmentsTag), each run on its own rows by the kernels.
+LinearWeight pack_parts(const LinearWeight& canonical) {
+  std::vector<LinearWeight> parts;
+  int64_t r0 = 0;
+  for (int64_t rows : canonical.part_rows) {
+    LinearWeight p = canonical_rows(canonical, r0, r0 + rows);
+    merge_equal_groups(p);
+    parts.push_back(pack_whole(p));
+    r0 += rows;
+  }
+  bool same = true;
+  for (const LinearWeight& p : parts)
+    same = same && p.group_size == parts[0].group_size && p.data.dim(1) == parts[0].data.dim(1) &&
+           std::memcmp(descriptor_of(p), descriptor_of(parts[0]), size_t(kDescriptorBytes)) == 0;
+  LinearWeight out = canonical;
+  out.part_rows.clear();
+  out.scales = out.zeros = Tensor{};
+  if (same) {  // every part's rows are whole row blocks: their blocks in order, then the descriptor
+    const int64_t bb = parts[0].data.dim(1);
+    out.group_size = parts[0].group_size;
+    out.data = Tensor::zeros_host(DType::U8, {(canonical.n + 15) / 16 + 1, bb});
+    uint8_t* o = out.data.ptr<uint8_t>();
+    for (const LinearWeight& p : parts) {
+      const size_t bytes = size_t(p.data.dim(0) - 1) * size_t(bb);
+      std::memcpy(o, p.data.data, bytes);
+      o += bytes;
+    }
+    std::memcpy(o, descriptor_of(parts[0]), size_t(bb));
+    return out;
+  }
+  size_t total = 0;
+  for (const LinearWeight& p : parts) total += p.data.nbytes();
+  const size_t table = parts.size() * 32 + 8 + 8;  // per part 4 int64, the count, the tag (padded)
+  out.data = Tensor::zeros_host(DType::U8, {1, int64_t(total + table)});
+  uint8_t* o = out.data.ptr<uint8_t>();
+  int64_t offset = 0;
+  for (const LinearWeight& p : parts) {
+    std::memcpy(o + offset, p.data.data, p.data.nbytes());
+    offset += int64_t(p.data.nbytes());
+  }
+  offset = 0;
+  uint8_t* t = o + total;
+  for (const LinearWeight& p : parts) {
+    const int64_t entry[4] = {p.n, offset, p.data.dim(1), p.group_size};
+    std::memcpy(t, entry, 32);
+    t += 32;
+    offset += int64_t(p.data.nbytes());
+  }
+  const int64_t count = int64_t(parts.size());
+  std::memcpy(t, &count, 8);
+  std::memcpy(t + 8, kSegmentsTag, 4);
+  return out;
+}
+
+bool is_segmented(const LinearWeight& w) {
+  return w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == 1 && w.data.dim(1) >= 16 &&
+         std::memcmp(w.data.ptr<uint8_t>() + w.data.dim(1) - 8, kSegmentsTag, 4) == 0;
+}
+
+}  // namespace
+
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
+  bool parts = canonical.part_rows.size() > 1 && canonical.input_perm.empty() &&
+               kernels::qweight_preferred_layout(quantized_bits(canonical.format), canonical.group_size) ==
+                   kernels::QLayout::RowLane16;
+  int64_t rows = 0;
+  for (int64_t r : canonical.part_rows) parts = parts && r > 0 && r % 16 == 0, rows += r;
+  if (parts && rows == canonical.n) {
+    check_group_params(canonical);
+    return pack_parts(canonical);
+  }
+  LinearWeight out = pack_whole(canonical);
+  out.part_rows.clear();
+  return out;
+}
+
+std::vector<CpuQSegment> cpu_qweight_segments(const LinearWeight& w) {
+  if (!is_segmented(w)) return {CpuQSegment{0, cpu_qweight_view(w)}};
+  const uint8_t* d = w.data.ptr<uint8_t>();
+  const int64_t bytes = w.data.dim(1);
+  int64_t count = 0;
+  std::memcpy(&count, d + bytes - 16, 8);
+  LLM_CHECK(count > 1 && count <= 64 && bytes >= 16 + 32 * count)
+      << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: a packed weight of " << count << " parts";
+  const uint8_t* table = d + bytes - 16 - 32 * count;
+  std::vector<CpuQSegment> segs;
+  int64_t row0 = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t e[4];
+    std::memcpy(e, table + 32 * i, 32);
+    const int64_t blocks = (e[0] + 15) / 16;
+    LLM_CHECK(e[0] > 0 && row0 + e[0] <= w.n && e[1] >= 0 && e[2] > 0 && e[1] + (blocks + 1) * e[2] <= table - d)
+        << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: part " << i << " of a packed weight";
+    LinearWeight part;
+    part.format = w.format, part.n = e[0], part.k = w.k, part.group_size = int(e[3]);
+    part.data = Tensor::view(const_cast<uint8_t*>(d + e[1]), DType::U8, {blocks + 1, e[2]});
+    segs.push_back({row0, cpu_qweight_view(part)});
+    row0 += e[0];
+  }
+  LLM_CHECK(row0 == w.n) << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: parts of "
+                         << row0 << " rows";
+  return segs;
+}
+
 kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
+  LLM_CHECK(!is_segmented(w)) << weight_format_name(w.format) << " [" << w.n << ", " << w.k
+                              << "]: a weight of parts packed each in its own form (cpu_qweight_segments)";
   kernels::QWeightView v;
   v.bits = quantized_bits(w.format);
   check_group_size(w);
@@ -167,19 +328,25 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
                         w.data.dim(1) >= kDescriptorBytes && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, code = -1, codebook = -1, narrow = -1, base = 0;
+    int32_t zero = -2, code = -1, codebook = -1, stored = -1, base = 0;
+    const int format_bits = v.bits;
     if (tagged) {
       const uint8_t* desc = d + blocks * w.data.dim(1);
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
-      std::memcpy(&narrow, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
-      if (codebook == 1 && v.bits == 8) v.bits = 4, v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
-      if ((narrow == 4 || narrow == 6) && codebook == 0 && v.bits == 8) v.narrow_base = base, v.bits = narrow;
-      if (narrow == 2 && codebook == 0 && v.bits == 4) v.bits = 2;
+      std::memcpy(&stored, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
+      if (stored != 0) v.bits = stored;
+      if (codebook == 1) v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
+      v.narrow_base = stored != 0 ? base : kernels::kWideCodes;
     }
+    const bool narrow = v.narrow_base != kernels::kWideCodes;
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
-    LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || (codebook == 1 && v.codebook)) &&
-              (narrow == 0 || (narrow == 2 && v.bits == 2) ||
-               ((narrow == 4 || narrow == 6) && v.narrow_base != kernels::kWideCodes && base >= -128 && base <= 127)) &&
+    // stored bits: 2 (plain, from 4 or 8), 4 (from 8: plain, narrow or a codebook), 6 (narrow, from 8)
+    const bool kind_ok = stored == 0 ? codebook == 0
+                         : stored == 2 ? !narrow && codebook == 0
+                         : stored == 4 ? format_bits == 8 && (codebook == 0 || !narrow)
+                                       : stored == 6 && format_bits == 8 && narrow && codebook == 0;
+    LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || codebook == 1) && kind_ok &&
+              (!narrow || (base >= -128 && base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()

@@ -16,6 +16,8 @@
 //                         within 15, as Q3_K) and the base (int32);
 //                         scales and zeros left empty (the kernels read the copies in data)
 #pragma once
+#include <vector>
+
 #include "engine/backend/linear_weight.h"
 #include "kernels/cpu/qlinear.h"
 
@@ -26,7 +28,18 @@ int quantized_bits(WeightFormat f);  // 4 or 8; throws for dense formats
 // Checks the canonical weight (shapes, dtypes, group, 4-bit codes <= 15) and packs it.
 LinearWeight pack_cpu_quantized(const LinearWeight& canonical);
 
-// Checks a packed weight and returns the kernels' view of it.
+// Checks a packed weight and returns the kernels' view of it (not of a weight of parts: below).
 kernels::QWeightView cpu_qweight_view(const LinearWeight& packed);
+
+// A canonical weight of fused parts (LinearWeight::part_rows, each whole row blocks of 16) is packed
+// part by part, each in its own form (a codebook part and a 5-bit one: 4-bit positions and 6-bit
+// codes, not 8-bit codes for both; groups merged back where a part's pairs are equal); parts whose
+// forms agree are one packing. The kernels' views of a packed weight's parts, each with its first
+// row (one part, row 0, for every other weight).
+struct CpuQSegment {
+  int64_t row0 = 0;
+  kernels::QWeightView view;
+};
+std::vector<CpuQSegment> cpu_qweight_segments(const LinearWeight& packed);
 
 }  // namespace llmctl

@@ -196,6 +196,7 @@ LinearWeight pack_quantized_linear(quant::GroupAffineWeight&& w, const ShardSpec
   lw.scales = scale_tensor(w.scale, w.n, w.groups(), f16);
   lw.zeros = scale_tensor(w.offset, w.n, w.groups(), f16);
   if (!w.perm.empty()) lw.input_perm = host_tensor(DType::I32, {w.k}, w.perm.data());
+  lw.part_rows = w.part_rows;
   return lw;
 }
 
