@@ -87,6 +87,9 @@ struct QWeightView {
   const uint16_t* offset_d = nullptr;  // scales (offsets), whose int8 m are at scale (offset)
   const int8_t* codebook = nullptr;    // RowLane16, bits 4: the 16 values the codes stand for, or null
   int narrow_base = kWideCodes;        // RowLane16: narrow codes' base, or kWideCodes (above)
+  // Narrow 8- or 6-bit codes that are all within 31 of the base (GGUF Q5_K / Q5_0 / Q5_1's 0..31):
+  // the AVX2 prefill tile sums four vpmaddubsw in 16 bits (at most 8 x 31 x 127), not two.
+  bool narrow_five = false;
 };
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as

@@ -28,12 +28,12 @@ constexpr bool prefill_tile_takes() {
 
 // The integer dot product of codes w[0..N) (w[i]: inputs 4i..4i+3 of 8 rows) with activations a[0..4N)
 // per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127), 8 bits in pairs
-// (2 x 63 x 127).
+// (2 x 63 x 127), or in fours when within 31 (FIVE: 4 x 2 x 31 x 127 = 31,496).
 // VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency). SIGNED (a codebook's
 // values without VNNI): w holds |value| and sv the values (in memory: 16 registers hold one of the
 // two), each product |value| x (activation with the value's sign) at most 2 x 128 x 127 a pair,
 // summed in 32 bits.
-template <bool VNNI, bool FOUR, int N, bool SIGNED = false>
+template <bool VNNI, bool FOUR, int N, bool SIGNED = false, bool FIVE = false>
 __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones,
                                                       const int8_t* sv = nullptr) {
   if constexpr (SIGNED) {
@@ -59,6 +59,17 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 #pragma GCC unroll 8
     for (int i = 1; i < N; ++i) d = _mm256_add_epi16(d, _mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)));
     return _mm256_madd_epi16(d, ones);
+  } else if constexpr (FIVE) {
+    auto four = [&](int i) {
+      return _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)),
+                                               _mm256_maddubs_epi16(w[i + 1], bcast4(a + 4 * i + 4))),
+                              _mm256_add_epi16(_mm256_maddubs_epi16(w[i + 2], bcast4(a + 4 * i + 8)),
+                                               _mm256_maddubs_epi16(w[i + 3], bcast4(a + 4 * i + 12))));
+    };
+    __m256i d32 = _mm256_madd_epi16(four(0), ones);
+#pragma GCC unroll 2
+    for (int i = 4; i < N; i += 4) d32 = _mm256_add_epi32(d32, _mm256_madd_epi16(four(i), ones));
+    return d32;
   } else {
     __m256i d32 = _mm256_madd_epi16(
         _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(a)), _mm256_maddubs_epi16(w[1], bcast4(a + 4))), ones);
@@ -77,12 +88,15 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 // expand_half (needed for ScaleType::Factored). The other arguments are q8_tile's. BPG: blocks per
 // group if fixed (1: groups of 32 or 16, every GGUF type's: the loops over groups and their blocks
 // then one, measured 1.05-1.2x by type), else 0 (geo's). TWO (with FOUR): 2-bit codes (nibble_vector).
-template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
+// FIVE (narrow 8-bit codes without VNNI): every code within 31 of the base (QWeightView::narrow_five).
+template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG,
+          bool FIVE = false>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
                                                const float* pre) {
   static_assert(prefill_tile_takes<VNNI, FOUR, LUT, NARROW>());
+  static_assert(!FIVE || (NARROW && !FOUR && !VNNI));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
   const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
@@ -138,7 +152,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
         const __m256 xs = _mm256_set1_ps(axs[b * 4 + j]);
 #pragma GCC unroll 2
         for (int sg = 0; sg < SG; ++sg) {  // group 16: inputs 0..15 (w[0..3]) and 16..31 (w[4..7])
-          __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned>(w + 4 * sg, a + 16 * sg, ones,
+          __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned, FIVE>(w + 4 * sg, a + 16 * sg, ones,
                                                               kSigned ? vals + 128 * sg : nullptr);
           if constexpr (kCorrect) {  // the signed codes' dot product: + base x the activations' integer sum
             const int32_t* hs = ahs + 2 * b * 4 + j;  // half blocks 2b, 2b + 1 of this token

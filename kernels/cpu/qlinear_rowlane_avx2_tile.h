@@ -476,13 +476,23 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
           if constexpr (kPrefillTile)
             if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
               const RowLaneGeometry& cg = expand ? geo8 : geo;
-              auto prefill_tile = [&](auto bpg) {
-                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg()>(cg, z, expand ? wide.data() : rb, h, tt,
-                                                                             tc / 4, bias, nb, m[h], out + t * ldo, ldo,
-                                                                             w.codebook, w.narrow_base, fpre);
+              auto prefill_tile = [&](auto bpg, auto five) {
+                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
+                    cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
+                    w.narrow_base, fpre);
               };
-              if (cg.blocks_per_group == 1) prefill_tile(std::integral_constant<int, 1>{});
-              else prefill_tile(std::integral_constant<int, 0>{});
+              using One = std::integral_constant<int, 1>;
+              using Any = std::integral_constant<int, 0>;
+              using No = std::false_type;
+              if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
+                if (w.narrow_five) {
+                  if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
+                  else prefill_tile(Any{}, std::true_type{});
+                  return;
+                }
+              }
+              if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
+              else prefill_tile(Any{}, No{});
               return;
             }
           q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,

@@ -125,8 +125,8 @@ struct NarrowPair {
   kernels::QWeightView vw, vn;
 };
 void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int zero, int64_t N, int64_t K,
-                 uint32_t seed) {
-  const int span = bits == 4 ? 15 : 63;
+                 uint32_t seed, int span = -1) {
+  if (span < 0) span = bits == 4 ? 15 : 63;
   p.q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, seed);
   QW& q = p.q;
   std::mt19937 rng(seed + 1);
@@ -157,7 +157,7 @@ void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int
   p.vw.bits = 8, p.vw.n = N, p.vw.k = K, p.vw.group = group, p.vw.layout = QLayout::RowLane16, p.vw.scale_type = st;
   p.vw.implied_zero = zero, p.vw.packed = p.wide.data();
   p.vn = p.vw;
-  p.vn.bits = bits, p.vn.packed = p.narrow.data(), p.vn.narrow_base = base;
+  p.vn.bits = bits, p.vn.packed = p.narrow.data(), p.vn.narrow_base = base, p.vn.narrow_five = span <= 31;
   std::vector<float> rw(static_cast<size_t>(K)), rn(static_cast<size_t>(K));
   for (int64_t r : {int64_t(0), N - 1}) {
     kernels::detail::dequantize_row_rowlane(p.vw, r, rw.data());
@@ -360,6 +360,12 @@ TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide co
           for (int64_t T : {1, 2, 3, 4, 6, 9}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
           if (cases % 10 == 0)  // a prefill longer than one token chunk (6 bits: unpacked per chunk)
             check_narrow_kernels(p, kernels::detail::kTokenChunk + 7, 12, 977);
+          if (base == 0 || base == -128) {  // codes within 31 (Q5_K's 0..31): the AVX2 tile's sums of four
+            NarrowPair p5;
+            make_narrow(p5, bits, base, group, st, zero, N, K, uint32_t(800 + 10 * cases), 31);
+            REQUIRE(p5.vn.narrow_five);
+            for (int64_t T : {1, 4, 6, 9}) check_narrow_kernels(p5, T, 5 + T, uint32_t(950 + T));
+          }
           ++cases;
         }
   CHECK(cases == 90);
@@ -417,6 +423,13 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept as 6-bit narro
   }
   CHECK(vn.narrow_base == -32);
   CHECK(vn.bits == 6);
+  CHECK(!vn.narrow_five);  // a range of 64
+  // Q5_K-like codes (0..31): 6-bit narrow codes within 31 of their base, and the kernels told so
+  LinearWeight five = c;
+  five.data = Tensor::empty_host(DType::I8, {N, K});
+  for (int64_t i = 0; i < N * K; ++i) five.data.ptr<int8_t>()[i] = int8_t(rng() % 32);
+  const kernels::QWeightView v5 = cpu_qweight_view(pack_cpu_quantized(five));
+  CHECK((v5.bits == 6 && v5.narrow_base == 0 && v5.narrow_five));
   // 384 code bytes a block of 32 inputs, not 512, in each row block and in the descriptor row as wide
   CHECK(pw.data.nbytes() - pn.data.nbytes() == size_t(((N + 15) / 16 + 1) * (K / 32) * 128));
   const OutputsButLast o = outputs_but_last_row(vn, vw, 5, 80);

@@ -29,9 +29,10 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
 // are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
 // stored in when not the format's (int32 0: the format's; 2, 4 or 6) and, for codes stored from a
-// base (narrow), the base (int32; kWideCodes: not narrow). Zero bytes after the scale type: neither.
+// base (narrow), the base (int32; kWideCodes: not narrow), and whether narrow 8- or 6-bit codes are
+// all within 31 of it (int32 0 or 1: QWeightView::narrow_five). Zero bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
-constexpr int64_t kDescriptorBytes = 40;
+constexpr int64_t kDescriptorBytes = 44;
 // A weight of fused parts packed each in its own form (pack_parts): data U8 [1, bytes], the parts'
 // packed data one after another, then per part 4 int64 (rows, byte offset, row block bytes, group),
 // the part count (int64) and this tag.
@@ -146,8 +147,10 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
     std::memcpy(d + blocks * bb + 12, &codebook, 4);
     std::memcpy(d + blocks * bb + 16, book, 16);
     const int32_t stored_bits = pbits == bits ? 0 : pbits, base = stored_bits ? narrow : 0;
+    const int32_t five = narrow6 && range.hi - range.lo <= 31 ? 1 : 0;  // Q5_K's 0..31
     std::memcpy(d + blocks * bb + 32, &stored_bits, 4);
     std::memcpy(d + blocks * bb + 36, &base, 4);
+    std::memcpy(d + blocks * bb + 40, &five, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -328,17 +331,18 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
                         w.data.dim(1) >= kDescriptorBytes && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, code = -1, codebook = -1, stored = -1, base = 0;
+    int32_t zero = -2, code = -1, codebook = -1, stored = -1, base = 0, five = -1;
     const int format_bits = v.bits;
     if (tagged) {
       const uint8_t* desc = d + blocks * w.data.dim(1);
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
-      std::memcpy(&stored, desc + 32, 4), std::memcpy(&base, desc + 36, 4);
+      std::memcpy(&stored, desc + 32, 4), std::memcpy(&base, desc + 36, 4), std::memcpy(&five, desc + 40, 4);
       if (stored != 0) v.bits = stored;
       if (codebook == 1) v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
       v.narrow_base = stored != 0 ? base : kernels::kWideCodes;
     }
     const bool narrow = v.narrow_base != kernels::kWideCodes;
+    v.narrow_five = five == 1;
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
     // stored bits: 2 (plain, from 4 or 8), 4 (from 8: plain, narrow or a codebook), 6 (narrow, from 8)
     const bool kind_ok = stored == 0 ? codebook == 0
@@ -346,6 +350,7 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
                          : stored == 4 ? format_bits == 8 && (codebook == 0 || !narrow)
                                        : stored == 6 && format_bits == 8 && narrow && codebook == 0;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || codebook == 1) && kind_ok &&
+              (five == 0 || (five == 1 && narrow && v.bits >= 6)) &&
               (!narrow || (base >= -128 && base <= 127)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
