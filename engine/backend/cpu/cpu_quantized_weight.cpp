@@ -284,7 +284,12 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
   for (int64_t r : canonical.part_rows) parts = parts && r > 0 && r % 16 == 0, rows += r;
   if (parts && rows == canonical.n) {
     check_group_params(canonical);
-    return pack_parts(canonical);
+    const Tensor& c = canonical.data;
+    LLM_CHECK(c.device == Device::CPU && c.rank() == 2 && c.dim(0) == canonical.n && c.dim(1) == canonical.k &&
+              dtype_size(c.dtype) == 1)
+        << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
+        << canonical.k << "], got " << dtype_name(c.dtype) << " " << c.shape_str();
+    return pack_parts(canonical);  // each part's codes checked as pack_whole checks a weight's
   }
   LinearWeight out = pack_whole(canonical);
   out.part_rows.clear();
