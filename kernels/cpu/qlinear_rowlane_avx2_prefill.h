@@ -132,7 +132,8 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
       __m256i w[8];  // w[i]: inputs 4i..4i+3 of the half's rows
 #pragma GCC unroll 8
       for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-        const __m256i W = FOUR ? nibble_vector<TWO>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+        const __m256i W =
+            FOUR ? nibble_vector<TWO>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
         if constexpr (FOUR) {
           w[v] = _mm256_and_si256(W, nib);                              // inputs 4v + j
           w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
@@ -153,7 +154,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 2
         for (int sg = 0; sg < SG; ++sg) {  // group 16: inputs 0..15 (w[0..3]) and 16..31 (w[4..7])
           __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned, FIVE>(w + 4 * sg, a + 16 * sg, ones,
-                                                              kSigned ? vals + 128 * sg : nullptr);
+                                                                    kSigned ? vals + 128 * sg : nullptr);
           if constexpr (kCorrect) {  // the signed codes' dot product: + base x the activations' integer sum
             const int32_t* hs = ahs + 2 * b * 4 + j;  // half blocks 2b, 2b + 1 of this token
             d = _mm256_add_epi32(d, _mm256_set1_epi32(base * (SG == 2 ? hs[4 * sg] : hs[0] + hs[4])));
