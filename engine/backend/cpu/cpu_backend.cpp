@@ -149,7 +149,7 @@ class CpuBackend final : public Backend {
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
-    const std::vector<CpuQSegment> segs = cpu_qweight_segments(w);  // a weight of fused parts: each
+    const std::vector<CpuQSegment> segs = cpu_qweight_segments(w);  // one, or fused parts each in its form
     const int64_t T = x.dim(0), K = x.dim(1), N = w.n;
     LLM_CHECK(x.rank() == 2 && K == w.k && out.dim(0) == T && out.dim(1) == N)
         << "linear shapes: x " << x.shape_str() << " w " << weight_format_name(w.format) << " [" << w.n << ", " << w.k
