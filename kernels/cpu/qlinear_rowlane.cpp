@@ -95,7 +95,8 @@ inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) 
   }
   if (bits == 2) {  // codes 0..3 as they are
     int shift = 0;
-    return (blk[two_bit_byte(r, i, &shift)] >> shift) & 3;
+    const int64_t at = two_bit_byte(r, i, &shift);  // before `shift` is read
+    return (blk[at] >> shift) & 3;
   }
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
@@ -260,7 +261,8 @@ void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
   for (int r = 0; r < 16; ++r)
     for (int i = 0; i < 32; ++i) {
       int shift = 0;
-      o[detail::two_bit_byte(r, i, &shift)] |= uint8_t(rows[r][c0 + i] << shift);
+      const int64_t at = detail::two_bit_byte(r, i, &shift);  // before `shift` is read
+      o[at] |= uint8_t(rows[r][c0 + i] << shift);
     }
 }
 }  // namespace
