@@ -41,9 +41,10 @@ void GroupAffineWeight::validate() const {
     throw std::invalid_argument("group size " + str(group) + " does not divide the " + str(k) + " input features");
   if (codes.size() != size_t(n * k)) throw std::invalid_argument("group-affine codes: size does not match [N, K]");
   int64_t part_sum = 0;
-  for (int64_t r : part_rows) part_sum += r > 0 ? r : n + 1;
-  if (!part_rows.empty() && part_sum != n)
-    throw std::invalid_argument("group-affine part rows do not add up to the " + str(n) + " rows");
+  bool parts_ok = true;
+  for (int64_t r : part_rows) parts_ok = parts_ok && r > 0, part_sum += r;
+  if (!part_rows.empty() && (!parts_ok || part_sum != n))
+    throw std::invalid_argument("group-affine part rows are not positive and adding up to the " + str(n) + " rows");
   if (scale.size() != size_t(n * groups()) || offset.size() != scale.size())
     throw std::invalid_argument("group-affine scale/offset: size does not match [N, K / group]");
   // Weights |scale x code + offset| up to kMaxWeightMagnitude, codes up to the largest magnitude
