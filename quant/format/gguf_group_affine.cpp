@@ -32,11 +32,14 @@ uint32_t u32_at(const uint8_t* p) {
 }
 
 // Legacy 32-element blocks: low nibbles hold elements 0..15, high nibbles 16..31.
-int nibble32(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4); }
+void nibbles32(const uint8_t* qs, uint8_t* codes) {
+  for (int j = 0; j < 16; ++j) codes[j] = qs[j] & 0x0F, codes[16 + j] = qs[j] >> 4;
+}
 
 // A table format's 32 elements: the table's value of each code (int8), as the signed 8-bit code.
 void table_codes(const uint8_t* qs, const int8_t* table, uint8_t* codes) {
-  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(table[nibble32(qs, j)]);
+  nibbles32(qs, codes);
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(table[codes[j]]);
 }
 
 // One block of `bs` elements: writes codes[0..bs) and its groups' scale/offset.
@@ -44,20 +47,21 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
   switch (type) {
     case kQ4_0: {
       const float d = f16_at(b);
-      for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nibble32(b + 2, j));
+      nibbles32(b + 2, codes);
       scale[0] = d, offset[0] = -8.0f * d;
       break;
     }
     case kQ4_1:
-      for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nibble32(b + 4, j));
+      nibbles32(b + 4, codes);
       scale[0] = f16_at(b), offset[0] = f16_at(b + 2);
       break;
     case kQ5_0: case kQ5_1: {
       const bool q51 = type == kQ5_1;
       const uint32_t qh = u32_at(b + (q51 ? 4 : 2));
       const uint8_t* qs = b + (q51 ? 8 : 6);
+      nibbles32(qs, codes);
       for (int j = 0; j < 32; ++j) {
-        const int q = nibble32(qs, j) | int((qh >> j) & 1u) << 4;
+        const int q = codes[j] | int((qh >> j) & 1u) << 4;
         codes[j] = uint8_t(int8_t(q51 ? q : q - 16));
       }
       scale[0] = f16_at(b), offset[0] = q51 ? f16_at(b + 2) : kNoOffset;
@@ -109,7 +113,9 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
       const uint8_t* qs = b + 16;
       const float d = f16_at(b + 80), dmin = f16_at(b + 82);
       for (int s = 0; s < 16; ++s) scale[s] = d * float(b[s] & 0x0F), offset[s] = -(dmin * float(b[s] >> 4));
-      for (int i = 0; i < 256; ++i) codes[i] = uint8_t((qs[(i / 128) * 32 + i % 32] >> (2 * (i % 128 / 32))) & 3);
+      for (int g = 0; g < 2; ++g)  // element 128 g + 32 q + j (loops the compiler vectorizes)
+        for (int q = 0; q < 4; ++q)
+          for (int j = 0; j < 32; ++j) codes[128 * g + 32 * q + j] = uint8_t((qs[32 * g + j] >> (2 * q)) & 3);
       break;
     }
     case kQ3_K: {
@@ -121,11 +127,13 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
         const int lo = (sc[s % 8] >> (4 * (s / 8))) & 0x0F, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 0x03;
         scale[s] = d * float((lo | hi << 4) - 32), offset[s] = kNoOffset;
       }
-      for (int i = 0; i < 256; ++i) {
-        const int low = (qs[(i / 128) * 32 + i % 32] >> (2 * (i % 128 / 32))) & 3;
-        const int high = (hmask[i % 32] >> (i / 32)) & 1;  // clear: the code is 4 lower
-        codes[i] = uint8_t(int8_t(low - ((high ^ 1) << 2)));
-      }
+      for (int g = 0; g < 2; ++g)  // element 128 g + 32 q + j
+        for (int q = 0; q < 4; ++q)
+          for (int j = 0; j < 32; ++j) {
+            const int low = (qs[32 * g + j] >> (2 * q)) & 3;
+            const int high = (hmask[j] >> (4 * g + q)) & 1;  // clear: the code is 4 lower
+            codes[128 * g + 32 * q + j] = uint8_t(int8_t(low - ((high ^ 1) << 2)));
+          }
       break;
     }
     case kQ6_K: {
@@ -134,12 +142,13 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
       const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
       const float d = f16_at(b + 208);
       for (int s = 0; s < 16; ++s) scale[s] = d * float(sc[s]), offset[s] = kNoOffset;
-      for (int i = 0; i < 256; ++i) {
-        const int g = i / 128, r = i % 128;
-        const int lo = (ql[g * 64 + r % 64] >> (4 * (r / 64))) & 0x0F;
-        const int hi = (qh[g * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
-        codes[i] = uint8_t(int8_t((lo | hi << 4) - 32));
-      }
+      for (int g = 0; g < 2; ++g)  // element 128 g + 32 q + j
+        for (int q = 0; q < 4; ++q)
+          for (int j = 0; j < 32; ++j) {
+            const int lo = (ql[64 * g + 32 * (q % 2) + j] >> (4 * (q / 2))) & 0x0F;
+            const int hi = (qh[32 * g + j] >> (2 * q)) & 0x03;
+            codes[128 * g + 32 * q + j] = uint8_t(int8_t((lo | hi << 4) - 32));
+          }
       break;
     }
   }
@@ -170,16 +179,8 @@ void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int6
                                 std::to_string(size_t(blocks) * l.type_size));
 }
 
-std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
-                                                        int64_t k, std::string* why_not) {
-  if (!gguf_group_affine_supported(type)) {
-    if (why_not) *why_not = std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form";
-    return std::nullopt;
-  }
+GroupAffineWeight gguf_group_affine_shell(uint32_t type, size_t nbytes, int64_t n, int64_t k) {
   check_gguf_group_affine_shape(type, nbytes, n, k);
-  GgmlBlockLayout l;
-  ggml_block_layout(type, &l);
-  const int64_t blocks = n * (k / l.block_size);
   GroupAffineWeight w;
   w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ2_K || type == kQ4_K) ? 4 : 8;
   w.n = n;
@@ -188,11 +189,38 @@ std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uin
   w.codes.resize(size_t(n * k));
   w.scale.resize(size_t(n * w.groups()));
   w.offset.resize(w.scale.size());
+  return w;
+}
+
+int64_t gguf_group_affine_blocks(uint32_t type, int64_t n, int64_t k) {
+  GgmlBlockLayout l;
+  if (!ggml_block_layout(type, &l)) throw std::invalid_argument(std::string("GGUF type ") + ggml_type_label(type) + " is unknown");
+  return n * (k / l.block_size);
+}
+
+void gguf_group_affine_convert(uint32_t type, const uint8_t* data, int64_t b0, int64_t b1, GroupAffineWeight& w) {
+  GgmlBlockLayout l;
+  if (!gguf_group_affine_supported(type) || !ggml_block_layout(type, &l))
+    throw std::invalid_argument(std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form");
+  const int64_t blocks = w.n * (w.k / l.block_size);
+  if (b0 < 0 || b1 < b0 || b1 > blocks || w.codes.size() != size_t(w.n * w.k))
+    throw std::invalid_argument("GGUF blocks [" + std::to_string(b0) + ", " + std::to_string(b1) + ") of a weight of " +
+                                std::to_string(blocks));
   // Rows are whole blocks, so block b covers elements [b * bs, (b + 1) * bs) of the flat [N, K].
   const int64_t groups_per_block = l.block_size / w.group;
-  for (int64_t b = 0; b < blocks; ++b)
+  for (int64_t b = b0; b < b1; ++b)
     convert_block(type, data + size_t(b) * l.type_size, &w.codes[size_t(b * l.block_size)],
                   &w.scale[size_t(b * groups_per_block)], &w.offset[size_t(b * groups_per_block)]);
+}
+
+std::optional<GroupAffineWeight> group_affine_from_gguf(uint32_t type, const uint8_t* data, size_t nbytes, int64_t n,
+                                                        int64_t k, std::string* why_not) {
+  if (!gguf_group_affine_supported(type)) {
+    if (why_not) *why_not = std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form";
+    return std::nullopt;
+  }
+  GroupAffineWeight w = gguf_group_affine_shell(type, nbytes, n, k);
+  gguf_group_affine_convert(type, data, 0, gguf_group_affine_blocks(type, n, k), w);
   return w;
 }
 

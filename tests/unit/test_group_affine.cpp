@@ -16,39 +16,13 @@
 #include "quant/format/gguf_group_affine.h"
 #include "quant/format/group_affine.h"
 #include "quant/format/half_float.h"
+#include "tests/unit/gguf_test_blocks.h"
 
 using namespace llmctl;
 using quant::GroupAffineWeight;
+using qtest::random_blocks;
 
 namespace {
-
-// Random blocks of a GGML type: random bytes, with every f16 field a random half below 1 in
-// magnitude (normal or subnormal; real blocks' scales are ~1e-3, and GroupAffineWeight::validate
-// refuses scales that could make weights over 65504: inf/NaN and huge ones are excluded here).
-std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt19937& rng) {
-  quant::GgmlBlockLayout l;
-  REQUIRE(quant::ggml_block_layout(type, &l));
-  std::vector<uint8_t> b(size_t(blocks) * l.type_size);
-  for (uint8_t& x : b) x = uint8_t(rng());
-  std::vector<size_t> halves;
-  switch (type) {
-    case 2: case 6: case 8: case 20: case 23: halves = {0}; break;
-    case 3: case 7: case 12: case 13: halves = {0, 2}; break;
-    case 10: halves = {80, 82}; break;
-    case 11: halves = {108}; break;
-    case 14: halves = {208}; break;
-  }
-  if (type == 39)  // MXFP4: e8m0 scales from subnormal (0, 1) to 2^13, not past f16's range
-    for (int64_t i = 0; i < blocks; ++i) b[size_t(i) * l.type_size] = uint8_t(i % 3 == 0 ? i % 2 : 100 + rng() % 40);
-  for (int64_t i = 0; i < blocks; ++i)
-    for (size_t off : halves) {
-      uint16_t h;
-      do h = uint16_t(rng()); while (((h >> 10) & 0x1f) >= 15);  // exponent 15: |h| >= 1
-      if (rng() % 4 == 0) h = quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f);  // typical sizes
-      b[size_t(i) * l.type_size + off] = uint8_t(h), b[size_t(i) * l.type_size + off + 1] = uint8_t(h >> 8);
-    }
-  return b;
-}
 
 // Equal values: bit for bit, except that -0 and +0 count as equal (see gguf_group_affine.h).
 int64_t count_unequal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -99,6 +73,34 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
     if (type != 2) CHECK(differing_bits == 0);  // only Q4_0's d * q + (-8 d) may turn -0 into +0
     CHECK(nonzero > n * k / 2);                 // the data is not degenerate
   }
+}
+
+TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) give the whole conversion's bytes") {
+  std::mt19937 rng(4321);
+  for (uint32_t type : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u}) {
+    const std::string label = quant::ggml_type_label(type);
+    CAPTURE(label);
+    quant::GgmlBlockLayout l;
+    REQUIRE(quant::ggml_block_layout(type, &l));
+    const int64_t n = 7, k = 3 * 256, count = quant::gguf_group_affine_blocks(type, n, k);
+    CHECK(count == n * k / l.block_size);
+    const std::vector<uint8_t> blocks = random_blocks(type, count, rng);
+    const auto whole = quant::group_affine_from_gguf(type, blocks.data(), blocks.size(), n, k, nullptr);
+    REQUIRE(whole.has_value());
+    GroupAffineWeight w = quant::gguf_group_affine_shell(type, blocks.size(), n, k);
+    for (int64_t b0 = count; b0 > 0;) {  // uneven ranges, last first
+      const int64_t b1 = b0;
+      b0 = std::max<int64_t>(0, b0 - 1 - int64_t(rng() % 5));
+      quant::gguf_group_affine_convert(type, blocks.data(), b0, b1, w);
+    }
+    CHECK(w.bits == whole->bits);
+    CHECK(w.group == whole->group);
+    CHECK(w.codes == whole->codes);
+    CHECK(std::memcmp(w.scale.data(), whole->scale.data(), w.scale.size() * 4) == 0);
+    CHECK(std::memcmp(w.offset.data(), whole->offset.data(), w.offset.size() * 4) == 0);
+    CHECK_THROWS_AS(quant::gguf_group_affine_convert(type, blocks.data(), 0, count + 1, w), std::invalid_argument);
+  }
+  CHECK_THROWS_AS(quant::gguf_group_affine_shell(2, 18 * 3, 2, 64), std::invalid_argument);  // bytes of 3 blocks, not 4
 }
 
 TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly") {

@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/mapped_file.h"
+#include "engine/core/thread_pool.h"
 #include "engine/model/finite_weights.h"
 #include "engine/model/check_tensors.h"
 #include "engine/model/registry.h"
@@ -249,6 +250,10 @@ std::vector<quant::IndexRange> unpermute_qk_rows(int64_t rows, int n_head) {
   return from;
 }
 
+// Blocks from which a tensor's decoding is spread over the global pool's threads (smaller ones:
+// the hand-off would cost about what it saves).
+constexpr int64_t kParallelDecodeBlocks = 1024;
+
 // A 2-D tensor of a block type with a group-affine form: one that can be kept quantized.
 bool has_group_affine_form(const GgufTensorInfo& info) {
   return info.ne.size() == 2 && quant::gguf_group_affine_supported(uint32_t(info.type));
@@ -268,15 +273,24 @@ QuantizedEntry deferred_group_affine(const std::shared_ptr<const GgufFile>& g, c
     LLM_THROW() << what << ": " << e.what();
   }
   // `rows` x `cols` of the tensor's blocks at `blocks` (`bytes` long), in group-affine form.
+  // The blocks are converted on the pool's threads (each block on its own: the same values however
+  // they are split).
   auto decode_blocks = [info, what](const uint8_t* blocks, size_t bytes, int64_t rows, int64_t cols) {
-    std::optional<quant::GroupAffineWeight> w;
+    const auto type = uint32_t(info.type);
+    quant::GroupAffineWeight w;
+    int64_t count = 0;
     try {
-      w = quant::group_affine_from_gguf(uint32_t(info.type), blocks, bytes, rows, cols, nullptr);
+      w = quant::gguf_group_affine_shell(type, bytes, rows, cols);
+      count = quant::gguf_group_affine_blocks(type, rows, cols);
     } catch (const std::invalid_argument& e) {
       LLM_THROW() << what << ": " << e.what();
     }
-    LLM_CHECK(w) << what << ": no group-affine form, though its type was checked to have one";
-    return std::move(*w);
+    auto convert = [&](int64_t b0, int64_t b1) { quant::gguf_group_affine_convert(type, blocks, b0, b1, w); };
+    if (count >= kParallelDecodeBlocks)
+      ThreadPool::global().parallel_for(count, convert);  // in-range chunks: convert cannot throw
+    else
+      convert(0, count);
+    return w;
   };
   // Rows [first, first + count) of the file's tensor (before any unpermutation).
   auto decode_run = [g, info, shape, decode_blocks](int64_t first, int64_t count) {
