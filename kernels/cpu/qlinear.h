@@ -131,6 +131,9 @@ bool qweight_factored_ok(QLayout layout);
 // table[16] those values ascending (the last repeated to fill it), index[i] (count bytes) the
 // position of code i in it (index may be null: the table only); false (index unspecified) otherwise.
 bool qweight_codebook(int64_t count, const uint8_t* codes, int8_t* table, uint8_t* index);
+// index[i] = the position of code i in table[16] (a qweight_codebook table: ascending, the last
+// repeated) for codes [count]; false at the first code the table lacks (index then unspecified).
+bool qweight_codebook_positions(int64_t count, const uint8_t* codes, const int8_t* table, uint8_t* index);
 // Whether this CPU's kernels take a codebook, and narrow codes, in `layout` (RowLane16: every ISA's
 // row-lane kernels do).
 bool qweight_compact_codes_ok(QLayout layout);

@@ -246,24 +246,25 @@ int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st
 namespace {
 // The 6-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), narrow codes.
 void pack_six_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_base, uint8_t* o) {
-  for (int r = 0; r < 16; ++r) {
-    auto stored = [&](int i) { return int(int8_t(rows[r][c0 + i])) - narrow_base; };  // 0..63
-    for (int p = 0; p < 2; ++p)
-      for (int j = 0; j < 4; ++j) {
-        const int top = stored(16 * p + 12 + j);  // vector 4p + 3's, over the quad's top bits
-        for (int q = 0; q < 3; ++q) o[192 * p + 64 * q + 4 * r + j] = uint8_t(stored(16 * p + 4 * q + j) | ((top >> 2 * q) & 3) << 6);
-      }
-  }
+  uint8_t st[16][32];  // stored values 0..63, gathered first (loops the compiler vectorizes)
+  for (int r = 0; r < 16; ++r)
+    for (int i = 0; i < 32; ++i) st[r][i] = uint8_t(int(int8_t(rows[r][c0 + i])) - narrow_base);
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 3; ++q)
+      for (int r = 0; r < 16; ++r)
+        for (int j = 0; j < 4; ++j)  // vector 4p + 3's value over the quad's top bits
+          o[192 * p + 64 * q + 4 * r + j] = uint8_t(st[r][16 * p + 4 * q + j] | ((st[r][16 * p + 12 + j] >> 2 * q) & 3) << 6);
 }
 // The 2-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), codes 0..3.
 void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
-  std::memset(o, 0, 128);
-  for (int r = 0; r < 16; ++r)
-    for (int i = 0; i < 32; ++i) {
-      int shift = 0;
-      const int64_t at = detail::two_bit_byte(r, i, &shift);  // before `shift` is read
-      o[at] |= uint8_t(rows[r][c0 + i] << shift);
-    }
+  // two_bit_byte's map unrolled: input i = 16 h + 4 v + j (v = 2u + s) of row r at byte 64 u + 4 r + j,
+  // shift 2 s + 4 h
+  for (int u = 0; u < 2; ++u)
+    for (int r = 0; r < 16; ++r)
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* c = rows[r] + c0 + 8 * u + j;
+        o[64 * u + 4 * r + j] = uint8_t(c[0] | c[4] << 2 | c[16] << 4 | c[20] << 6);
+      }
 }
 }  // namespace
 
@@ -311,17 +312,21 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
           pack_two_bit_block(rows, c0, o);
           continue;
         }
+        // input i's stored value: narrow, code - base; else 8 bits code ^ 0x80, 4 bits the code
+        // (gathered first, one mode a loop, then laid out: the loops the compiler vectorizes)
+        uint8_t st[16][32];
+        for (int r = 0; r < 16; ++r) {
+          const uint8_t* c = rows[r] + c0;
+          if (narrow)
+            for (int i = 0; i < 32; ++i) st[r][i] = uint8_t(int(int8_t(c[i])) - narrow_base);
+          else
+            for (int i = 0; i < 32; ++i) st[r][i] = bits == 8 ? uint8_t(c[i] ^ 0x80) : c[i];
+        }
         for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)
           for (int r = 0; r < 16; ++r)
-            for (int j = 0; j < 4; ++j) {
-              const uint8_t* c = rows[r] + c0;
-              // input i's stored value: narrow, code - base; else 8 bits code ^ 0x80, 4 bits the code
-              auto stored = [&](int i) {
-                return narrow ? uint8_t(int(int8_t(c[i])) - narrow_base) : bits == 8 ? uint8_t(c[i] ^ 0x80) : c[i];
-              };
-              o[v * 64 + 4 * r + j] = bits == 8 ? stored(4 * v + j)  // 4 bits: inputs 4v + j and 16 + 4v + j
-                                                : uint8_t((stored(4 * v + j) & 0xF) | (stored(16 + 4 * v + j) & 0xF) << 4);
-            }
+            for (int j = 0; j < 4; ++j)  // 4 bits: inputs 4v + j and 16 + 4v + j
+              o[v * 64 + 4 * r + j] = bits == 8 ? st[r][4 * v + j]
+                                                : uint8_t((st[r][4 * v + j] & 0xF) | (st[r][16 + 4 * v + j] & 0xF) << 4);
       }
       uint8_t* params = gp + bpg * geo.code_bytes;
       for (int h = 0; h < geo.halves; ++h) {

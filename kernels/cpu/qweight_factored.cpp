@@ -21,13 +21,17 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 // D (an f16 value) with m[i] = round(v[i] / D) reproducing every v[i].
 bool try_multiplier(const float* v, int count, float D, uint16_t* d, int8_t* m) {
+  uint32_t bits;
+  std::memcpy(&bits, &D, 4);
+  if ((bits & 0x1FFFu) != 0 && (bits & 0x7FFFFFFFu) >= 0x38800000u) return false;  // a normal f16 has 10 mantissa bits
   const uint16_t h = f32_to_f16(D);
   if (!same_bits(f16_to_f32(h), D) || !std::isfinite(D) || D == 0.0f) return false;
   const float inv = 1.0f / D;  // q only picks the candidate m: the product check below decides
+  constexpr float kRound = 12582912.0f;  // 1.5 x 2^23: (q + it) - it is q rounded to nearest even
   for (int i = 0; i < count; ++i) {
     const float q = v[i] * inv;
     if (!(q >= -128.5f && q <= 127.5f)) return false;  // also NaN
-    const int c = int(std::lrint(q));
+    const int c = int((q + kRound) - kRound);  // std::lrint's value, without a library call
     if (c < -128 || c > 127 || !same_bits(D * float(c), v[i])) return false;
     m[i] = int8_t(c);
   }

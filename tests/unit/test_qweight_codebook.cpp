@@ -215,6 +215,24 @@ TEST_CASE("qweight_codebook: the distinct values ascending, each code's position
   CHECK_FALSE(kernels::qweight_codebook(17, codes.data(), table, index.data()));
   CHECK(kernels::qweight_codebook(16, codes.data(), table, index.data()));
   CHECK_FALSE(kernels::qweight_codebook(0, codes.data(), table, index.data()));
+  // a 17th value far past the first scan chunk (4096 codes) still refuses; positions of a table with
+  // fewer than 16 values: the repeated last one's first place; a code the table lacks: false
+  std::vector<uint8_t> many(10000, uint8_t(3)), at(many.size());
+  for (int v = 0; v < 16; ++v) many[size_t(v)] = uint8_t(int8_t(v - 8));
+  many[9000] = uint8_t(int8_t(100));
+  CHECK_FALSE(kernels::qweight_codebook(int64_t(many.size()), many.data(), table, at.data()));
+  many[9000] = uint8_t(3);
+  REQUIRE(kernels::qweight_codebook(int64_t(many.size()), many.data(), table, at.data()));
+  CHECK(at[0] == 0);
+  CHECK(at[15] == 15);
+  const std::vector<uint8_t> few = {uint8_t(int8_t(-5)), 9, 9, uint8_t(int8_t(-5)), 40};
+  std::vector<uint8_t> pos(few.size());
+  REQUIRE(kernels::qweight_codebook(int64_t(few.size()), few.data(), table, pos.data()));
+  CHECK(std::vector<int>(table, table + 4) == std::vector<int>{-5, 9, 40, 40});
+  CHECK(pos == std::vector<uint8_t>{0, 1, 1, 0, 2});
+  CHECK(kernels::qweight_codebook_positions(int64_t(few.size()), few.data(), table, pos.data()));
+  const uint8_t absent = 41;
+  CHECK_FALSE(kernels::qweight_codebook_positions(1, &absent, table, pos.data()));
 }
 
 TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 near a double reference; SIMD = scalar") {

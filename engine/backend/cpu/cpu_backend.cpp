@@ -143,7 +143,7 @@ class CpuBackend final : public Backend {
 
   using Backend::linear;  // the LinearWeight overload
 
-  LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical); }
+  LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical, &pool_); }
 
   // Int8 mode: x quantized once (scratch kept across calls), then the output rows split over the
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.

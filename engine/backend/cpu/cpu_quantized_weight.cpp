@@ -1,9 +1,13 @@
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <mutex>
 
 #include "engine/core/error.h"
+#include "engine/core/thread_pool.h"
 
 namespace llmctl {
 
@@ -45,11 +49,64 @@ kernels::ScaleType scale_type_of(const LinearWeight& w) {
 // f32 scales (and offsets, when stored) that are an f16 times an int8 per run of 8 groups (GGUF
 // K-quants: d x sc, dmin x m) are kept as those two factors (kernels/cpu/qlinear.h): the same
 // values in a quarter of the bytes. False, and the weight keeps its f32 ones, where they are not.
+// Items [0, n) (rows, or row blocks of 16) in runs a thread each, of at least `least` items (fewer:
+// the hand-off would cost about what it saves); pool null: one run. Each run's work depends on its
+// items alone, so the result is the same however they are split. Packing is most of a model's load.
+void for_runs(ThreadPool* pool, int64_t n, int64_t least, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool && pool->size() > 1 && n >= 2 * least)
+    pool->parallel_for(n, fn);
+  else
+    fn(0, n);
+}
+constexpr int64_t kLeastRows = 64;
+
+// qweight_factor of rows [0, n) of the values [n, G], by runs of rows.
+bool factor_rows(ThreadPool* pool, int64_t n, int64_t k, int group, const float* v, kernels::FactoredParams* out) {
+  constexpr int64_t R = 8;  // groups a D covers (kernels::FactoredParams)
+  const int64_t G = k / group;
+  if (group <= 0 || k % group != 0 || G % R != 0) return false;
+  out->m.resize(size_t(n * G));
+  out->d.resize(size_t(n * G / R));
+  std::atomic<bool> ok{true};
+  for_runs(pool, n, kLeastRows, [&](int64_t r0, int64_t r1) {
+    kernels::FactoredParams run;
+    if (!kernels::qweight_factor(r1 - r0, k, group, v + r0 * G, &run)) {
+      ok = false;
+      return;
+    }
+    std::memcpy(out->m.data() + r0 * G, run.m.data(), run.m.size());
+    std::memcpy(out->d.data() + r0 * G / R, run.d.data(), run.d.size() * sizeof(uint16_t));
+  });
+  return ok.load();
+}
+
 bool factor_params(const LinearWeight& w, kernels::QLayout layout, bool offsets, kernels::FactoredParams* scale,
-                   kernels::FactoredParams* offset) {
+                   kernels::FactoredParams* offset, ThreadPool* pool) {
   if (w.scales.dtype != DType::F32 || !kernels::qweight_factored_ok(layout)) return false;
-  return kernels::qweight_factor(w.n, w.k, w.group_size, w.scales.ptr<float>(), scale) &&
-         (!offsets || kernels::qweight_factor(w.n, w.k, w.group_size, w.zeros.ptr<float>(), offset));
+  return factor_rows(pool, w.n, w.k, w.group_size, w.scales.ptr<float>(), scale) &&
+         (!offsets || factor_rows(pool, w.n, w.k, w.group_size, w.zeros.ptr<float>(), offset));
+}
+
+// qweight_code_range of the codes [n, k], by runs of rows.
+kernels::CodeRange code_range_rows(ThreadPool* pool, int64_t n, int64_t k, const uint8_t* c) {
+  std::mutex mu;
+  bool first = true;
+  kernels::CodeRange all;
+  for_runs(pool, n, kLeastRows, [&](int64_t r0, int64_t r1) {
+    const kernels::CodeRange r = kernels::qweight_code_range((r1 - r0) * k, c + r0 * k);
+    std::lock_guard<std::mutex> lk(mu);
+    all = first ? r : kernels::CodeRange{std::min(all.lo, r.lo), std::max(all.hi, r.hi)};
+    first = false;
+  });
+  return all;
+}
+
+// Rows [r0, r1) of factored parameters [n, G] (G a multiple of 8, r0 and r1 whole rows).
+kernels::FactoredParams factored_rows(const kernels::FactoredParams& f, int64_t G, int64_t r0, int64_t r1) {
+  kernels::FactoredParams o;
+  o.m.assign(f.m.begin() + r0 * G, f.m.begin() + r1 * G);
+  o.d.assign(f.d.begin() + r0 * G / 8, f.d.begin() + r1 * G / 8);
+  return o;
 }
 
 // A Rows-layout factored set as one U8 tensor [N G + 2 N G / 8]: the int8 m, then the f16 D.
@@ -76,7 +133,7 @@ int quantized_bits(WeightFormat f) {
 namespace {
 
 // The whole weight in one form (the layout's checks first).
-LinearWeight pack_whole(const LinearWeight& canonical) {
+LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
   const int bits = quantized_bits(canonical.format);
   check_group_params(canonical);
   const Tensor& codes = canonical.data;
@@ -104,7 +161,7 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
     const int group = canonical.group_size;
     const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
     kernels::FactoredParams fs, fo;
-    const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo);
+    const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo, pool);
     if (factored) st = kernels::ScaleType::Factored;
     // 8-bit codes within 15 of their least (Q3_K's -4..3): 4-bit codes from it (narrow 4-bit: the
     // plain 4-bit kernels, half the bytes; from 0: plain 4-bit codes, a 4-bit part fused with an
@@ -112,7 +169,7 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
     // codebook, half the bytes. Else within 63 of their least (Q6_K's -32..31, Q5_K's 0..31): 6-bit
     // codes stored from it, three quarters of the bytes (decode streams them).
     const bool compact = bits == 8 && kernels::qweight_compact_codes_ok(kernels::QLayout::RowLane16);
-    const kernels::CodeRange range = compact ? kernels::qweight_code_range(N * K, c) : kernels::CodeRange{};
+    const kernels::CodeRange range = compact ? code_range_rows(pool, N, K, c) : kernels::CodeRange{};
     int32_t narrow = compact ? kernels::narrow_base_of(range, 15) : kernels::kWideCodes;
     if (compact && range.lo >= 0 && range.hi <= 15) narrow = kernels::kWideCodes;  // plain 4-bit codes
     const bool narrow4 = compact && range.hi - range.lo <= 15;
@@ -123,7 +180,9 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
       codebook = kernels::qweight_codebook(N * K, c, book, nullptr) ? 1 : 0;  // the positions only if so
       if (codebook) {
         index.resize(size_t(N * K));
-        kernels::qweight_codebook(N * K, c, book, index.data());
+        for_runs(pool, N, kLeastRows, [&](int64_t r0, int64_t r1) {  // every code is in the table
+          kernels::qweight_codebook_positions((r1 - r0) * K, c + r0 * K, book, index.data() + r0 * K);
+        });
       } else {
         narrow = kernels::narrow_base_of(range, 63);
       }
@@ -136,10 +195,21 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
-    kernels::qweight_pack_rowlane(pbits, N, K, group, st, codebook ? index.data() : c,
-                                  factored ? static_cast<const void*>(&fs) : canonical.scales.data,
-                                  factored ? static_cast<const void*>(&fo) : canonical.zeros.data, d, zero,
-                                  two ? kernels::kWideCodes : narrow);
+    // by runs of whole row blocks, each packed on its own (the packer's row blocks are independent)
+    const uint8_t* packed_codes = codebook ? index.data() : c;
+    const int64_t G = K / group;
+    const size_t es = factored ? 0 : dtype_size(canonical.scales.dtype);
+    for_runs(pool, blocks, kLeastRows / 16, [&](int64_t b0, int64_t b1) {
+      const int64_t r0 = 16 * b0, r1 = std::min(N, 16 * b1);
+      kernels::FactoredParams rs, ro;
+      if (factored) rs = factored_rows(fs, G, r0, r1), ro = zero < 0 ? factored_rows(fo, G, r0, r1) : ro;
+      const auto* sc = static_cast<const uint8_t*>(canonical.scales.data);
+      const auto* of = static_cast<const uint8_t*>(canonical.zeros.data);
+      kernels::qweight_pack_rowlane(pbits, r1 - r0, K, group, st, packed_codes + r0 * K,
+                                    factored ? static_cast<const void*>(&rs) : sc + size_t(r0 * G) * es,
+                                    factored ? static_cast<const void*>(&ro) : of + size_t(r0 * G) * es,
+                                    d + b0 * bb, zero, two ? kernels::kWideCodes : narrow);
+    });
     const int32_t code = st == kernels::ScaleType::Factored ? 2 : st == kernels::ScaleType::F16 ? 1 : 0;
     std::memcpy(d + blocks * bb, kRowLaneTag, 4);  // the descriptor row
     std::memcpy(d + blocks * bb + 4, &zero, 4);
@@ -162,7 +232,7 @@ LinearWeight pack_whole(const LinearWeight& canonical) {
                                                      canonical.scales.data, canonical.zeros.data) != 0;
   if (!offsets) out.zeros = Tensor{};
   kernels::FactoredParams fs, fo;
-  if (factor_params(canonical, kernels::QLayout::Rows, offsets, &fs, &fo)) {
+  if (factor_params(canonical, kernels::QLayout::Rows, offsets, &fs, &fo, pool)) {
     out.scales = factored_tensor(fs);
     if (offsets) out.zeros = factored_tensor(fo);
   }
@@ -216,13 +286,13 @@ const uint8_t* descriptor_of(const LinearWeight& packed) {
 // A weight of fused parts (canonical.part_rows), each packed in its own form. Parts whose forms agree
 // are one packing (their row blocks and one descriptor: what the fused weight packs into); else the
 // parts side by side (kSegmentsTag), each run on its own rows by the kernels.
-LinearWeight pack_parts(const LinearWeight& canonical) {
+LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
   std::vector<LinearWeight> parts;
   int64_t r0 = 0;
   for (int64_t rows : canonical.part_rows) {
     LinearWeight p = canonical_rows(canonical, r0, r0 + rows);
     merge_equal_groups(p);
-    parts.push_back(pack_whole(p));
+    parts.push_back(pack_whole(p, pool));
     r0 += rows;
   }
   bool same = true;
@@ -276,7 +346,7 @@ bool is_segmented(const LinearWeight& w) {
 
 }  // namespace
 
-LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool) {
   bool parts = canonical.part_rows.size() > 1 && canonical.input_perm.empty() &&
                kernels::qweight_preferred_layout(quantized_bits(canonical.format), canonical.group_size) ==
                    kernels::QLayout::RowLane16;
@@ -289,9 +359,9 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical) {
               dtype_size(c.dtype) == 1)
         << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
         << canonical.k << "], got " << dtype_name(c.dtype) << " " << c.shape_str();
-    return pack_parts(canonical);  // each part's codes checked as pack_whole checks a weight's
+    return pack_parts(canonical, pool);  // each part's codes checked as pack_whole checks a weight's
   }
-  LinearWeight out = pack_whole(canonical);
+  LinearWeight out = pack_whole(canonical, pool);
   out.part_rows.clear();
   return out;
 }

@@ -1,0 +1,56 @@
+// The CPU backend packs a quantized weight's rows on its pool's threads (pack_cpu_quantized with a
+// pool: the factoring of the scales, the codes' range and the row blocks, by runs of rows): the
+// packed bytes are those of packing on one thread, for every GGUF type the loader converts, a row
+// count that is not whole row blocks, fused parts, and more threads than runs.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_quantized_weight.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/weights/load_weights.h"
+#include "quant/format/gguf_group_affine.h"
+#include "tests/unit/gguf_test_blocks.h"
+
+using namespace llmctl;
+
+namespace {
+
+// The canonical weight the loader makes of random GGUF blocks of `type`, [n, k].
+LinearWeight canonical_of(uint32_t type, int64_t n, int64_t k, std::mt19937& rng) {
+  const std::vector<uint8_t> blocks = qtest::random_blocks(type, quant::gguf_group_affine_blocks(type, n, k), rng);
+  auto w = quant::group_affine_from_gguf(type, blocks.data(), blocks.size(), n, k, nullptr);
+  REQUIRE(w.has_value());
+  return pack_quantized_linear(std::move(*w), ShardSpec{});
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.empty() || b.empty()) return a.empty() && b.empty();
+  return a.shape == b.shape && a.dtype == b.dtype && std::memcmp(a.data, b.data, a.nbytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("cpu packing: a pool's threads give the bytes of one thread (every GGUF type, parts)") {
+  std::mt19937 rng(97);
+  ThreadPool pool3(3), pool2(2);
+  for (uint32_t type : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u}) {
+    const std::string label = quant::ggml_type_label(type);
+    CAPTURE(label);
+    const LinearWeight c = canonical_of(type, 16 * 21 + 5, 512, rng);  // 22 row blocks, the last of 5 rows
+    const LinearWeight one = pack_cpu_quantized(c, nullptr);
+    for (ThreadPool* pool : {&pool3, &pool2}) {
+      const LinearWeight many = pack_cpu_quantized(c, pool);
+      CHECK(same_bytes(one.data, many.data));
+      CHECK(same_bytes(one.scales, many.scales));
+      CHECK(same_bytes(one.zeros, many.zeros));
+    }
+    // fused parts of 16 x 9 and 16 x 13 rows (each its own runs)
+    LinearWeight fused = canonical_of(type, 16 * 22, 512, rng);
+    fused.part_rows = {16 * 9, 16 * 13};
+    CHECK(same_bytes(pack_cpu_quantized(fused, nullptr).data, pack_cpu_quantized(fused, &pool3).data));
+  }
+}
