@@ -65,9 +65,10 @@ struct LoadOptions {
   // see quantized_embedding).
   bool keep_quantized = false;
   // With keep_quantized, for a backend that looks embedding rows up in a packed table
-  // (BackendCaps::quantized_embed): a tied GGUF embedding table of a block type is kept only
-  // as the lm_head's quantized copy (Checkpoint::quantized["lm_head.weight"]), never dequantized
-  // to floats; Checkpoint::tensors then has no model.embed_tokens.weight.
+  // (BackendCaps::quantized_embed): a GGUF embedding table of a block type is never dequantized to
+  // floats: a tied one is kept only as the lm_head's quantized copy (Checkpoint::quantized
+  // ["lm_head.weight"]), an untied one as Checkpoint::quantized["model.embed_tokens.weight"];
+  // Checkpoint::tensors then has no model.embed_tokens.weight.
   bool quantized_embedding = false;
 };
 

@@ -30,10 +30,13 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
   Layout tied_q8 = uniform("Q4_0, tied Q8_0 table", kQ4_0), tied_q4k = uniform("Q6_K, tied Q4_K table", kQ6_K);
   Layout tied_iq4 = uniform("IQ4_XS, tied IQ4_NL table", kIQ4_XS);  // codebooks (AVX2): both ends
   tied_q8.embed = kQ8_0, tied_q4k.embed = kQ4_K, tied_iq4.embed = kIQ4_NL;
+  // An untied table in a block type (as llama-quantize writes most models' token_embd): packed too.
+  Layout untied_q6k = uniform("Q4_K, untied Q6_K table, Q8_0 output", kQ4_K);
+  untied_q6k.embed = kQ6_K, untied_q6k.output = kQ8_0;
   const Layout layouts[] = {uniform("Q4_0", kQ4_0),     uniform("Q8_0", kQ8_0),     uniform("Q4_K", kQ4_K),
                             uniform("Q6_K", kQ6_K),     uniform("Q2_K", kQ2_K),     uniform("Q3_K", kQ3_K),
                             uniform("IQ4_NL", kIQ4_NL), mixed,                      tied_q8,
-                            tied_q4k,                   tied_iq4};
+                            tied_q4k,                   tied_iq4,                   untied_q6k};
   ScratchDir dir("qfwd_cpu");
   uint32_t seed = 70;
   for (const Layout& layout : layouts) {
@@ -46,7 +49,7 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
     // A tied block-type table: the packed copy serves both ends, and the float table (dequantized
     // into its own buffer at load) is left to the checkpoint; the CPU backend would share it with
     // the model if the model embedded from it.
-    const bool tied_packed = layout.embed != 0;
+    const bool tied_packed = layout.embed != 0 && layout.output == 0;
     CHECK(qck.quantized.count("lm_head.weight") == size_t(tied_packed || layout.output));
     if (tied_packed) {
       CHECK(qck.get("model.embed_tokens.weight").owner.use_count() == 1);
@@ -58,11 +61,13 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
       CHECK(hf.get("model.embed_tokens.weight").owner.use_count() == 2);
     }
     // LoadOptions::quantized_embedding (what the runtime asks for such a backend): the float table
-    // is never made, and the model is the same, bit for bit.
+    // of a block type is never made (tied: the lm_head's copy; untied: its own packed table), and
+    // the model is the same, bit for bit.
     LoadOptions packed_only = keep();
     packed_only.quantized_embedding = true;
     const Checkpoint pck = load_checkpoint(path, packed_only);
-    CHECK(pck.has("model.embed_tokens.weight") == !tied_packed);
+    CHECK(pck.has("model.embed_tokens.weight") == (layout.embed == 0));
+    CHECK(pck.quantized.count("model.embed_tokens.weight") == size_t(layout.embed != 0 && !tied_packed));
     CHECK(pck.quantized.count("lm_head.weight") == qck.quantized.count("lm_head.weight"));
     CHECK(pck.notes == qck.notes);
     auto pmodel = make_model(pck, *cpu);

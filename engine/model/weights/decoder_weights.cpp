@@ -99,6 +99,10 @@ DecoderWeights load_decoder_weights(const Checkpoint& ckpt, Backend& backend, st
           // the float table is never uploaded.
           w.embed = load_linear(ckpt, quantized_lm_head(s), spec, w.weight_dtype, backend, &dense_fallbacks);
           embed_is_lm_head = true;
+        } else if (ckpt.quantized.count(kEmbed) && backend.caps().quantized_embed) {
+          // an untied table kept packed (a GGUF's block types: whole groups the kernels take), rows
+          // dequantized at lookup
+          w.embed = load_linear(ckpt, s, spec, w.weight_dtype, backend, &dense_fallbacks);
         } else {
           LLM_REQUIRE(ckpt.has(kEmbed)) << "the checkpoint was loaded without its float embedding table (kept "
                                         << "packed for a backend that looks rows up in it), and backend "
