@@ -35,7 +35,7 @@ inline void cpu_relax(int i) {
 ThreadPool::ThreadPool(int num_threads) {
   LLM_REQUIRE(num_threads <= kMaxThreads) << num_threads << " threads: at most " << kMaxThreads;
   if (num_threads <= 0) num_threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -47,12 +47,24 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-static void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int index, int count) {
-  int64_t begin = n * index / count, end = n * (index + 1) / count;
-  if (begin < end) fn(begin, end);
+int64_t ThreadPool::piece_start(int64_t p) const {
+  if (!job_balanced_) return job_n_ * p / job_pieces_;
+  // T threads, R rounds: piece r T + i (r < R) starts at (1 - 2^-r + 2^-(r+1) i / T) of n, piece
+  // R T + i at (1 - 2^-R + 2^-R i / T); in units of 1 / (T 2^R)
+  const int64_t T = size(), R = kBalanceRounds, r = std::min<int64_t>(p / T, R), i = p - r * T;
+  const int64_t at = r < R ? (((int64_t(1) << R) - (int64_t(1) << (R - r))) * T + (int64_t(1) << (R - r - 1)) * i)
+                           : (((int64_t(1) << R) - 1) * T + i);
+  return job_n_ * at / (T << R);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run_pieces() {
+  for (int64_t p; (p = next_piece_.fetch_add(1, std::memory_order_relaxed)) < job_pieces_;) {
+    const int64_t begin = piece_start(p), end = piece_start(p + 1);
+    if (begin < end) (*job_)(begin, end);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool balanced) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);
@@ -60,13 +72,16 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   job_ = &fn;
   job_n_ = n;
+  job_balanced_ = balanced && n >= int64_t(size()) << kBalanceRounds;  // else one piece a thread
+  job_pieces_ = job_balanced_ ? int64_t(size()) * (kBalanceRounds + 1) : size();
+  next_piece_.store(0, std::memory_order_relaxed);
   pending_.store(int(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);  // publishes job_ / job_n_ / pending_
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (sleepers_ > 0) cv_start_.notify_all();
   }
-  run_chunk(fn, n, 0, size());
+  run_pieces();
   for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax(i);
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -77,7 +92,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     auto ready = [&] {
@@ -92,7 +107,7 @@ void ThreadPool::worker_loop(int index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_chunk(*job_, job_n_, index, size());
+    run_pieces();
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
       if (caller_waiting_) cv_done_.notify_one();

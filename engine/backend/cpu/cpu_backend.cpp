@@ -145,6 +145,9 @@ class CpuBackend final : public Backend {
 
   LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical, &pool_); }
 
+  // Tokens up to which a linear's rows go to the pool in balanced pieces (ThreadPool::parallel_for).
+  static constexpr int64_t kBalancedTokens = 4;
+
   // Int8 mode: x quantized once (scratch kept across calls), then the output rows split over the
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
@@ -195,7 +198,7 @@ class CpuBackend final : public Backend {
         else
           kernels::qlinear_rows_f32(xp, T, segs[s].view, pb, n0 - row0, n1 - row0, o, N);
       }
-    });
+    }, T <= kBalancedTokens);  // decode-sized: balanced pieces (see run_linear_group)
   }
 
   // One pass over the pool for all the items (a mixture of experts' routed experts): their inputs
@@ -266,13 +269,17 @@ class CpuBackend final : public Backend {
         }
       });
     }
-    // A chunk costs its item's rows x K: the threads take contiguous runs of chunks of equal cost
-    // (experts take unequal numbers of tokens), not of equal count.
+    // A chunk costs its item's rows x K: the pool's pieces (ThreadPool::parallel_for) are contiguous
+    // runs of chunks of equal cost (experts take unequal numbers of tokens), not of equal count.
     std::vector<int64_t> cost(size_t(chunks) + 1, 0);  // cost[c]: the chunks before c
     for (const Job& j : jobs)
       for (int64_t c = j.chunk0; c < j.chunk0 + (j.N + chunk - 1) / chunk; ++c)
         cost[size_t(c) + 1] = cost[size_t(c)] + j.T * j.K;
-    const int64_t parts = pool_.size(), total = cost.back();
+    // Decode-sized items (a few tokens each: a call costs little beside its work) in balanced pieces
+    // of many equal-cost parts; else one part a thread (a prefill tile's call sets up its tokens).
+    bool few_tokens = true;
+    for (const Job& j : jobs) few_tokens = few_tokens && j.T <= kBalancedTokens;
+    const int64_t parts = int64_t(pool_.size()) * (few_tokens ? 4 << kBalanceRounds : 1), total = cost.back();
     std::vector<int64_t> bound(size_t(parts) + 1, chunks);  // part p: chunks [bound[p], bound[p + 1])
     for (int64_t p = 0; p < parts; ++p)  // the first chunk that starts at or past p / parts of the cost
       bound[size_t(p)] = std::lower_bound(cost.begin(), cost.end() - 1, (total * p + parts - 1) / parts,
@@ -294,7 +301,7 @@ class CpuBackend final : public Backend {
           kernels::qlinear_rows_f32(x, j.T, j.view, nullptr, n0, n1, out, j.N);
         c = end;
       }
-    });
+    }, few_tokens);
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {

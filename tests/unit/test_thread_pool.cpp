@@ -1,0 +1,84 @@
+// ThreadPool::parallel_for: every index of [0, n) handled once, in pieces that depend only on n, the
+// thread count and `balanced` (never on which thread claims them, or when), balanced pieces falling
+// in size from a quarter of [0, n) (two threads), and a thread held up leaving its pieces to others.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "engine/core/thread_pool.h"
+
+using namespace llmctl;
+
+namespace {
+
+// The pieces one parallel_for ran, sorted, after checking each index was handled exactly once.
+std::vector<std::pair<int64_t, int64_t>> pieces_of(ThreadPool& pool, int64_t n, bool balanced) {
+  std::vector<std::atomic<int>> hits(size_t(std::max<int64_t>(n, 1)));
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    REQUIRE(0 <= b);
+    REQUIRE(b < e);
+    REQUIRE(e <= n);
+    for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+    std::lock_guard<std::mutex> lk(mu);
+    pieces.emplace_back(b, e);
+  }, balanced);
+  for (int64_t i = 0; i < n; ++i) REQUIRE(hits[size_t(i)].load() == 1);
+  std::sort(pieces.begin(), pieces.end());
+  return pieces;
+}
+
+}  // namespace
+
+TEST_CASE("thread pool: pieces cover [0, n) once, the same pieces every run, balanced ones falling in size") {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 15, 16, 17, 40, 100, 1000, 12345})
+      for (bool balanced : {false, true}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(balanced);
+        const auto first = pieces_of(pool, n, balanced);
+        for (int run = 0; run < 5; ++run) CHECK(pieces_of(pool, n, balanced) == first);
+        if (threads == 1 || n < 2) continue;  // run whole on the caller
+        const bool split = balanced && n >= int64_t(threads) << kBalanceRounds;
+        if (!split) {  // one piece a thread (fewer when n is): n / threads each, give or take one
+          CHECK(first.size() == size_t(std::min<int64_t>(n, threads)));
+          for (const auto& [b, e] : first) CHECK(e - b >= n / threads);
+          continue;
+        }
+        CHECK(first.size() == size_t(threads * (kBalanceRounds + 1)));
+        // in order: the first `threads` pieces n / (2 threads) each, and no piece longer than one before it
+        for (int i = 0; i < threads; ++i) CHECK(first[size_t(i)].second - first[size_t(i)].first <= n / (2 * threads) + 1);
+        CHECK(first[0].second - first[0].first >= n / (2 * threads) - 1);
+        for (size_t i = 1; i < first.size(); ++i)
+          CHECK(first[i].second - first[i].first <= first[i - 1].second - first[i - 1].first + 1);
+        CHECK(first.back().second - first.back().first <= n / (threads << kBalanceRounds) + 1);
+      }
+  }
+}
+
+TEST_CASE("thread pool: a thread held up leaves its pieces to the others") {
+  ThreadPool pool(2);
+  // The first piece claimed sleeps; the other thread takes every other piece meanwhile.
+  std::atomic<int> claimed{0};
+  std::mutex mu;
+  std::vector<std::pair<std::thread::id, int64_t>> ran;  // (thread, piece start)
+  pool.parallel_for(1024, [&](int64_t b, int64_t) {
+    if (claimed.fetch_add(1) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::lock_guard<std::mutex> lk(mu);
+    ran.emplace_back(std::this_thread::get_id(), b);
+  }, /*balanced=*/true);
+  REQUIRE(ran.size() == size_t(2 * (kBalanceRounds + 1)));
+  const std::thread::id slow = ran.back().first;  // the sleeper finishes last
+  int64_t slow_pieces = 0;
+  for (const auto& [id, b] : ran) slow_pieces += id == slow;
+  CHECK(slow_pieces == 1);
+}
