@@ -1,7 +1,7 @@
 // The int8 mode's prefill tile of the AVX2 and AVX-VNNI row-lane kernels, included by
-// qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens. Without VNNI
-// it takes 4-bit codes (plain, narrow or a codebook's) and 8-bit narrow codes (Q4_K / Q4_0 / Q4_1 /
-// Q3_K / IQ4_XS's, and Q6_K / Q5_K / Q5_0's, the 6-bit ones once unpacked); with VNNI every kind.
+// qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
+// of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
+// Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are).
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -18,21 +18,13 @@ namespace llmctl::kernels::detail {
 
 namespace {
 
-// Whether q8_prefill_tile takes these codes: with VNNI every kind (unsigned codes from a base, as
-// q8_tile's); without it 4-bit codes (a codebook's signed values too, their signs moved to the
-// activations) and 8-bit narrow ones, not wide 8-bit codes (q8_tile's).
-template <bool VNNI, bool FOUR, bool LUT, bool NARROW>
-constexpr bool prefill_tile_takes() {
-  return VNNI || FOUR || NARROW;
-}
-
 // The integer dot product of codes w[0..N) (w[i]: inputs 4i..4i+3 of 8 rows) with activations a[0..4N)
 // per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127), 8 bits in pairs
 // (2 x 63 x 127), or in fours when within 31 (FIVE: 4 x 2 x 31 x 127 = 31,496).
 // VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency). SIGNED (a codebook's
-// values without VNNI): w holds |value| and sv the values (in memory: 16 registers hold one of the
-// two), each product |value| x (activation with the value's sign) at most 2 x 128 x 127 a pair,
-// summed in 32 bits.
+// values, or wide 8-bit codes, without VNNI): w holds |value| and sv the values (in memory: 16
+// registers hold one of the two), each product |value| x (activation with the value's sign) at most
+// 2 x 128 x 127 a pair, summed in 32 bits.
 template <bool VNNI, bool FOUR, int N, bool SIGNED = false, bool FIVE = false>
 __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones,
                                                       const int8_t* sv = nullptr) {
@@ -95,17 +87,18 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
                                                const float* pre) {
-  static_assert(prefill_tile_takes<VNNI, FOUR, LUT, NARROW>());
   static_assert(!FIVE || (NARROW && !FOUR && !VNNI));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
   const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
   if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
-  constexpr bool kSigned = LUT && !VNNI;  // a codebook's signed values (codes_dot)
+  constexpr bool kWide = !FOUR && !NARROW;      // 8-bit codes stored code ^ 0x80
+  constexpr bool kSigned = (LUT || kWide) && !VNNI;  // signed values (codes_dot): a codebook's, wide codes'
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
   __m256i lut = _mm256_setzero_si256();  // LUT: the values (VNNI: value + 128 as an unsigned byte)
   if constexpr (LUT) lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
   if constexpr (LUT && VNNI) lut = _mm256_xor_si256(lut, _mm256_set1_epi8(char(0x80)));
-  alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // kSigned: the block's values, w their magnitudes
+  alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // kSigned: the block's values (w: their magnitudes)
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
@@ -143,6 +136,10 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
             _mm256_store_si256(reinterpret_cast<__m256i*>(vals + 32 * (4 + v)), w[4 + v]);
             w[v] = _mm256_abs_epi8(w[v]), w[4 + v] = _mm256_abs_epi8(w[4 + v]);
           }
+        } else if constexpr (kSigned) {  // wide without VNNI: the signed codes, and their magnitudes
+          const __m256i c = _mm256_xor_si256(W, flip);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(vals + 32 * v), c);
+          w[v] = _mm256_abs_epi8(c);
         } else {
           w[v] = W;  // narrow: code - base, 0..63; wide (VNNI): code + 128
         }

@@ -173,7 +173,7 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
 // only with -mavxvnni. TWO (with FOUR): 2-bit codes, each 4-bit vector from half a 2-bit one.
 template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
-void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
+__attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0, const QActivations& x, const float* S,
              int64_t t, const float* bias, int64_t nb, const __m256i* m, float* out, int64_t ldo, bool prefetch,
              const int8_t* codebook, int base, const int32_t* asum, const float* pre = nullptr) {
   static_assert(!VNNI || kVnniCompiled, "VNNI tiles need -mavxvnni");
@@ -435,8 +435,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes));
-  constexpr bool kPrefillTile = prefill_tile_takes<VNNI, FOUR, LUT, NARROW>();
-  const bool prefill = kPrefillTile && x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
+  const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
   TokenTiles& tt = thread_token_tiles();
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
@@ -473,28 +472,27 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
           const int64_t t = c0 + tc;
           const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
-          if constexpr (kPrefillTile)
-            if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
-              const RowLaneGeometry& cg = expand ? geo8 : geo;
-              auto prefill_tile = [&](auto bpg, auto five) {
-                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
-                    cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
-                    w.narrow_base, fpre);
-              };
-              using One = std::integral_constant<int, 1>;
-              using Any = std::integral_constant<int, 0>;
-              using No = std::false_type;
-              if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
-                if (w.narrow_five) {
-                  if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
-                  else prefill_tile(Any{}, std::true_type{});
-                  return;
-                }
+          if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
+            const RowLaneGeometry& cg = expand ? geo8 : geo;
+            auto prefill_tile = [&](auto bpg, auto five) {
+              q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
+                  cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
+                  w.narrow_base, fpre);
+            };
+            using One = std::integral_constant<int, 1>;
+            using Any = std::integral_constant<int, 0>;
+            using No = std::false_type;
+            if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
+              if (w.narrow_five) {
+                if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
+                else prefill_tile(Any{}, std::true_type{});
+                return;
               }
-              if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
-              else prefill_tile(Any{}, No{});
-              return;
             }
+            if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
+            else prefill_tile(Any{}, No{});
+            return;
+          }
           q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
                                                                ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
                                                                asum.data(), fpre);
