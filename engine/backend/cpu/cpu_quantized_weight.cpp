@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <mutex>
 
@@ -46,17 +47,23 @@ kernels::ScaleType scale_type_of(const LinearWeight& w) {
   return w.scales.dtype == DType::F16 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
 }
 
-// f32 scales (and offsets, when stored) that are an f16 times an int8 per run of 8 groups (GGUF
-// K-quants: d x sc, dmin x m) are kept as those two factors (kernels/cpu/qlinear.h): the same
-// values in a quarter of the bytes. False, and the weight keeps its f32 ones, where they are not.
 // Items [0, n) (rows, or row blocks of 16) in runs a thread each, of at least `least` items (fewer:
 // the hand-off would cost about what it saves); pool null: one run. Each run's work depends on its
 // items alone, so the result is the same however they are split. Packing is most of a model's load.
+// An exception in a run (a packer's check) is rethrown here, on the calling thread, once every run is done.
 void for_runs(ThreadPool* pool, int64_t n, int64_t least, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool && pool->size() > 1 && n >= 2 * least)
-    pool->parallel_for(n, fn);
-  else
-    fn(0, n);
+  if (!pool || pool->size() == 1 || n < 2 * least) return fn(0, n);
+  std::mutex mu;
+  std::exception_ptr error;
+  pool->parallel_for(n, [&](int64_t b, int64_t e) {
+    try {
+      fn(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 constexpr int64_t kLeastRows = 64;
 
@@ -80,6 +87,9 @@ bool factor_rows(ThreadPool* pool, int64_t n, int64_t k, int group, const float*
   return ok.load();
 }
 
+// f32 scales (and offsets, when stored) that are an f16 times an int8 per run of 8 groups (GGUF
+// K-quants: d x sc, dmin x m) are kept as those two factors (kernels/cpu/qlinear.h): the same
+// values in a quarter of the bytes. False, and the weight keeps its f32 ones, where they are not.
 bool factor_params(const LinearWeight& w, kernels::QLayout layout, bool offsets, kernels::FactoredParams* scale,
                    kernels::FactoredParams* offset, ThreadPool* pool) {
   if (w.scales.dtype != DType::F32 || !kernels::qweight_factored_ok(layout)) return false;
