@@ -244,16 +244,25 @@ int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st
 }
 
 namespace {
+uint32_t word_at(const uint8_t* p) {  // 4 bytes as they lie (little or big endian alike: stored back by memcpy)
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
 // The 6-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), narrow codes.
 void pack_six_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_base, uint8_t* o) {
-  uint8_t st[16][32];  // stored values 0..63, gathered first (loops the compiler vectorizes)
+  uint8_t st[16][32];  // stored values 0..63, gathered first (a loop the compiler vectorizes)
   for (int r = 0; r < 16; ++r)
     for (int i = 0; i < 32; ++i) st[r][i] = uint8_t(int(int8_t(rows[r][c0 + i])) - narrow_base);
+  // four bytes (inputs j = 0..3) at a time: vector 4p + 3's value over the quad's top bits, each byte's
+  // bits 2q, 2q + 1 moved to its bits 6, 7 (the masks keep every byte's own bits)
   for (int p = 0; p < 2; ++p)
     for (int q = 0; q < 3; ++q)
-      for (int r = 0; r < 16; ++r)
-        for (int j = 0; j < 4; ++j)  // vector 4p + 3's value over the quad's top bits
-          o[192 * p + 64 * q + 4 * r + j] = uint8_t(st[r][16 * p + 4 * q + j] | ((st[r][16 * p + 12 + j] >> 2 * q) & 3) << 6);
+      for (int r = 0; r < 16; ++r) {
+        const uint32_t v = word_at(&st[r][16 * p + 4 * q]), top = word_at(&st[r][16 * p + 12]);
+        const uint32_t out = v | ((top >> (2 * q)) & 0x03030303u) << 6;
+        std::memcpy(o + 192 * p + 64 * q + 4 * r, &out, 4);
+      }
 }
 // The 2-bit layout's bytes of the block of 32 inputs from c0 of 16 rows (qlinear.h), codes 0..3.
 void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
@@ -323,10 +332,11 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
             for (int i = 0; i < 32; ++i) st[r][i] = bits == 8 ? uint8_t(c[i] ^ 0x80) : c[i];
         }
         for (int v = 0; v < (bits == 4 ? 4 : 8); ++v)
-          for (int r = 0; r < 16; ++r)
-            for (int j = 0; j < 4; ++j)  // 4 bits: inputs 4v + j and 16 + 4v + j
-              o[v * 64 + 4 * r + j] = bits == 8 ? st[r][4 * v + j]
-                                                : uint8_t((st[r][4 * v + j] & 0xF) | (st[r][16 + 4 * v + j] & 0xF) << 4);
+          for (int r = 0; r < 16; ++r) {  // inputs 4v + j, j = 0..3, four bytes at a time
+            uint32_t out = word_at(&st[r][4 * v]);  // 4 bits: and 16 + 4v + j in the high nibbles
+            if (bits == 4) out = (out & 0x0F0F0F0Fu) | (word_at(&st[r][16 + 4 * v]) & 0x0F0F0F0Fu) << 4;
+            std::memcpy(o + v * 64 + 4 * r, &out, 4);
+          }
       }
       uint8_t* params = gp + bpg * geo.code_bytes;
       for (int h = 0; h < geo.halves; ++h) {
