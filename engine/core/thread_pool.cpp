@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -60,7 +61,14 @@ int64_t ThreadPool::piece_start(int64_t p) const {
 void ThreadPool::run_pieces() {
   for (int64_t p; (p = next_piece_.fetch_add(1, std::memory_order_relaxed)) < job_pieces_;) {
     const int64_t begin = piece_start(p), end = piece_start(p + 1);
-    if (begin < end) (*job_)(begin, end);
+    if (begin >= end) continue;
+    try {
+      (*job_)(begin, end);
+    } catch (...) {  // kept for the caller; the pieces not yet claimed are dropped
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!job_error_) job_error_ = std::current_exception();
+      next_piece_.store(job_pieces_, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -90,6 +98,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     caller_waiting_ = false;
   }
   job_ = nullptr;
+  if (job_error_) std::rethrow_exception(std::exchange(job_error_, nullptr));  // every thread is done with fn
 }
 
 void ThreadPool::worker_loop() {

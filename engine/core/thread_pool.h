@@ -5,7 +5,8 @@
 // ... (kBalanceRounds rounds, then the rest in equal parts): a thread slowed by another process or
 // on a slower core takes fewer, and the first pieces are long (long streams for the prefetchers).
 // Each index is handled by the same code path whatever the thread count or timing (results never
-// depend on them).
+// depend on them). An exception thrown by fn on any thread stops the claiming of further pieces and
+// is rethrown by parallel_for once every thread is done with fn (the first one, if several).
 // Hand-off: a decode step runs a few hundred short parallel_for calls, so workers (and the caller,
 // waiting for them) first spin on atomics for a short while and only then sleep on a condition
 // variable: a futex wake per call would cost more than many of the loops themselves. One caller
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -51,6 +53,7 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;  // published by generation_'s release
   int64_t job_n_ = 0, job_pieces_ = 0;
   bool job_balanced_ = false;
+  std::exception_ptr job_error_;  // the first exception of the current job (guarded by mu_)
   std::atomic<int64_t> next_piece_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};

@@ -1,12 +1,15 @@
 // ThreadPool::parallel_for: every index of [0, n) handled once, in pieces that depend only on n, the
 // thread count and `balanced` (never on which thread claims them, or when), balanced pieces falling
-// in size from a quarter of [0, n) (two threads), and a thread held up leaving its pieces to others.
+// in size from a quarter of [0, n) (two threads), a thread held up leaving its pieces to others, and
+// an exception thrown in a piece on any thread reaching the caller.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -81,4 +84,23 @@ TEST_CASE("thread pool: a thread held up leaves its pieces to the others") {
   int64_t slow_pieces = 0;
   for (const auto& [id, b] : ran) slow_pieces += id == slow;
   CHECK(slow_pieces == 1);
+}
+
+TEST_CASE("thread pool: an exception in any piece reaches the caller, and the pool runs on") {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (bool balanced : {false, true})
+      for (int64_t bad : {int64_t(0), int64_t(511), int64_t(1023)}) {  // the first, a middle, the last piece's
+        CAPTURE(threads);
+        CAPTURE(balanced);
+        CAPTURE(bad);
+        std::atomic<int> calls{0};
+        CHECK_THROWS_WITH_AS(pool.parallel_for(1024, [&](int64_t b, int64_t e) {
+          calls.fetch_add(1);
+          if (b <= bad && bad < e) throw std::runtime_error("piece " + std::to_string(b));
+        }, balanced), doctest::Contains("piece"), std::runtime_error);
+        CHECK(calls.load() >= 1);
+        CHECK(pieces_of(pool, 1000, balanced).size() >= 1);  // and the next loop covers its indices
+      }
+  }
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <exception>
 #include <functional>
 #include <mutex>
 
@@ -50,20 +49,12 @@ kernels::ScaleType scale_type_of(const LinearWeight& w) {
 // Items [0, n) (rows, or row blocks of 16) in runs a thread each, of at least `least` items (fewer:
 // the hand-off would cost about what it saves); pool null: one run. Each run's work depends on its
 // items alone, so the result is the same however they are split. Packing is most of a model's load.
-// An exception in a run (a packer's check) is rethrown here, on the calling thread, once every run is done.
+// An exception in a run (a packer's check) reaches the caller (ThreadPool::parallel_for).
 void for_runs(ThreadPool* pool, int64_t n, int64_t least, const std::function<void(int64_t, int64_t)>& fn) {
-  if (!pool || pool->size() == 1 || n < 2 * least) return fn(0, n);
-  std::mutex mu;
-  std::exception_ptr error;
-  pool->parallel_for(n, [&](int64_t b, int64_t e) {
-    try {
-      fn(b, e);
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(mu);
-      if (!error) error = std::current_exception();
-    }
-  });
-  if (error) std::rethrow_exception(error);
+  if (pool && pool->size() > 1 && n >= 2 * least)
+    pool->parallel_for(n, fn);
+  else
+    fn(0, n);
 }
 constexpr int64_t kLeastRows = 64;
 
