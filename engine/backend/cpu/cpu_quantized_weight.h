@@ -29,7 +29,7 @@ class ThreadPool;
 int quantized_bits(WeightFormat f);  // 4 or 8; throws for dense formats
 
 // Checks the canonical weight (shapes, dtypes, group, 4-bit codes <= 15) and packs it, its rows
-// spread over pool's threads where one is given (the same bytes either way).
+// spread over the pool's threads where one is given (the same bytes either way).
 LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool = nullptr);
 
 // Checks a packed weight and returns the kernels' view of it (not of a weight of parts: below).
