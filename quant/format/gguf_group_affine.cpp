@@ -179,13 +179,20 @@ void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int6
                                 std::to_string(size_t(blocks) * l.type_size));
 }
 
+namespace {
+int gguf_group_affine_bits(uint32_t type) {
+  return (type == kQ4_0 || type == kQ4_1 || type == kQ2_K || type == kQ4_K) ? 4 : 8;
+}
+int gguf_group_affine_group(uint32_t type) { return (type == kQ2_K || type == kQ3_K || type == kQ6_K) ? 16 : 32; }
+}  // namespace
+
 GroupAffineWeight gguf_group_affine_shell(uint32_t type, size_t nbytes, int64_t n, int64_t k) {
   check_gguf_group_affine_shape(type, nbytes, n, k);
   GroupAffineWeight w;
-  w.bits = (type == kQ4_0 || type == kQ4_1 || type == kQ2_K || type == kQ4_K) ? 4 : 8;
+  w.bits = gguf_group_affine_bits(type);
   w.n = n;
   w.k = k;
-  w.group = (type == kQ2_K || type == kQ3_K || type == kQ6_K) ? 16 : 32;
+  w.group = gguf_group_affine_group(type);
   w.codes.resize(size_t(n * k));
   w.scale.resize(size_t(n * w.groups()));
   w.offset.resize(w.scale.size());
@@ -203,7 +210,13 @@ void gguf_group_affine_convert(uint32_t type, const uint8_t* data, int64_t b0, i
   if (!gguf_group_affine_supported(type) || !ggml_block_layout(type, &l))
     throw std::invalid_argument(std::string("GGUF type ") + ggml_type_label(type) + " has no group-affine form");
   const int64_t blocks = w.n * (w.k / l.block_size);
-  if (b0 < 0 || b1 < b0 || b1 > blocks || w.codes.size() != size_t(w.n * w.k))
+  const bool shell = w.n > 0 && w.k > 0 && w.k % l.block_size == 0 && w.bits == gguf_group_affine_bits(type) &&
+                     w.group == gguf_group_affine_group(type) && w.codes.size() == size_t(w.n * w.k) &&
+                     w.scale.size() == size_t(w.n * w.groups()) && w.offset.size() == w.scale.size();
+  if (!shell)  // written into only as gguf_group_affine_shell made it for this type
+    throw std::invalid_argument(std::string("a group-affine weight that is not a ") + ggml_type_label(type) +
+                                " shell of its shape");
+  if (b0 < 0 || b1 < b0 || b1 > blocks)
     throw std::invalid_argument("GGUF blocks [" + std::to_string(b0) + ", " + std::to_string(b1) + ") of a weight of " +
                                 std::to_string(blocks));
   // Rows are whole blocks, so block b covers elements [b * bs, (b + 1) * bs) of the flat [N, K].

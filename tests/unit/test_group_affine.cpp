@@ -99,6 +99,12 @@ TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) gi
     CHECK(std::memcmp(w.scale.data(), whole->scale.data(), w.scale.size() * 4) == 0);
     CHECK(std::memcmp(w.offset.data(), whole->offset.data(), w.offset.size() * 4) == 0);
     CHECK_THROWS_AS(quant::gguf_group_affine_convert(type, blocks.data(), 0, count + 1, w), std::invalid_argument);
+    GroupAffineWeight short_scales = w;  // not the shell this type makes: refused before a write
+    short_scales.scale.pop_back();
+    CHECK_THROWS_AS(quant::gguf_group_affine_convert(type, blocks.data(), 0, count, short_scales), std::invalid_argument);
+    // another type's blocks into this shell (Q4_K's 4-bit codes, or Q6_K's 8-bit codes in groups of 16)
+    const uint32_t other = type == 14 || type == 11 ? 12 : 14;
+    CHECK_THROWS_AS(quant::gguf_group_affine_convert(other, blocks.data(), 0, 1, w), std::invalid_argument);
   }
   CHECK_THROWS_AS(quant::gguf_group_affine_shell(2, 18 * 3, 2, 64), std::invalid_argument);  // bytes of 3 blocks, not 4
 }

@@ -276,7 +276,8 @@ class CpuBackend final : public Backend {
       for (int64_t c = j.chunk0; c < j.chunk0 + (j.N + chunk - 1) / chunk; ++c)
         cost[size_t(c) + 1] = cost[size_t(c)] + j.T * j.K;
     // Decode-sized items (a few tokens each: a call costs little beside its work) in balanced pieces
-    // of many equal-cost parts; else one part a thread (a prefill tile's call sets up its tokens).
+    // of many equal-cost parts (4 << kBalanceRounds a thread: the smallest piece still about four);
+    // else one part a thread (a prefill tile's call sets up its tokens).
     bool few_tokens = true;
     for (const Job& j : jobs) few_tokens = few_tokens && j.T <= kBalancedTokens;
     const int64_t parts = int64_t(pool_.size()) * (few_tokens ? 4 << kBalanceRounds : 1), total = cost.back();

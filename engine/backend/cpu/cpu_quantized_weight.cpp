@@ -57,10 +57,11 @@ void for_runs(ThreadPool* pool, int64_t n, int64_t least, const std::function<vo
     fn(0, n);
 }
 constexpr int64_t kLeastRows = 64;
+constexpr int64_t kFactoredRun = 8;  // groups a factored D covers (kernels::FactoredParams)
 
 // qweight_factor of rows [0, n) of the values [n, G], by runs of rows.
 bool factor_rows(ThreadPool* pool, int64_t n, int64_t k, int group, const float* v, kernels::FactoredParams* out) {
-  constexpr int64_t R = 8;  // groups a D covers (kernels::FactoredParams)
+  constexpr int64_t R = kFactoredRun;
   const int64_t G = k / group;
   if (group <= 0 || k % group != 0 || G % R != 0) return false;
   out->m.resize(size_t(n * G));
@@ -102,11 +103,11 @@ kernels::CodeRange code_range_rows(ThreadPool* pool, int64_t n, int64_t k, const
   return all;
 }
 
-// Rows [r0, r1) of factored parameters [n, G] (G a multiple of 8, r0 and r1 whole rows).
+// Rows [r0, r1) of factored parameters [n, G] (G a multiple of kFactoredRun).
 kernels::FactoredParams factored_rows(const kernels::FactoredParams& f, int64_t G, int64_t r0, int64_t r1) {
   kernels::FactoredParams o;
   o.m.assign(f.m.begin() + r0 * G, f.m.begin() + r1 * G);
-  o.d.assign(f.d.begin() + r0 * G / 8, f.d.begin() + r1 * G / 8);
+  o.d.assign(f.d.begin() + r0 * G / kFactoredRun, f.d.begin() + r1 * G / kFactoredRun);
   return o;
 }
 
