@@ -146,6 +146,13 @@ constexpr bool uses_base() {
   return NARROW || (VNNI && (LUT || !FOUR));
 }
 
+// Whether the prefill tile takes a block's signed values (a codebook's, wide 8-bit codes') as 16-bit
+// products (widened_block): without VNNI, one group a block; the tokens' activations as int16 then.
+template <bool VNNI, bool FOUR, bool LUT, bool NARROW, int SG>
+constexpr bool widened_tile() {
+  return !VNNI && SG == 1 && (LUT || (!FOUR && !NARROW));
+}
+
 // Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
 // group sg: 8 scales at pre[16 SG g + 8 sg], 8 offsets (if stored) at pre[16 SG g + 8 (SG + sg)]
 // (load_params8's values): once per half for all its token tiles (prefill), not once per tile.
@@ -424,8 +431,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
-  thread_local std::vector<int32_t> asum;  // narrow or VNNI codes: the activations' sums per half block
-  if constexpr (uses_base<VNNI, FOUR, LUT, NARROW>()) {
+  constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
+  thread_local std::vector<int32_t> asum;  // narrow, VNNI or widened codes: the activations' sums per half block
+  if constexpr (uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened) {
     asum.resize(size_t(x.t * (x.k / 16)));
     qact_half_sums(x, asum.data());
   }
@@ -444,7 +452,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill)
       interleave_tokens(x, c0, c1, S.data(), geo.groups * SG,
-                        uses_base<VNNI, FOUR, LUT, NARROW>() ? asum.data() : nullptr, tt);
+                        uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened ? asum.data() : nullptr, tt, kWidened);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;

@@ -11,18 +11,24 @@ TokenTiles& thread_token_tiles() {
 }
 
 void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
-                       TokenTiles& tt) {
+                       TokenTiles& tt, bool widen) {
   const int64_t blocks = x.k / 32, tiles = (t1 - t0 + 3) / 4;
   tt.blocks = blocks, tt.gs = gs;
   tt.q.assign(size_t(tiles * blocks * 128), 0);
   tt.xs.assign(size_t(tiles * blocks * 4), 0.f);
   tt.S.assign(size_t(tiles * gs * 4), 0.f);
   tt.hs.assign(H ? size_t(tiles * blocks * 8) : 0, 0);
+  tt.q16.assign(widen ? size_t(tiles * blocks * 128) : 0, 0);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t tile = (t - t0) / 4, j = (t - t0) % 4;
     for (int64_t b = 0; b < blocks; ++b) {
       std::memcpy(tt.q.data() + (tile * blocks + b) * 128 + 32 * j, x.q + t * x.k + 32 * b, 32);
       tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
+      if (!widen) continue;
+      const int8_t* a = x.q + t * x.k + 32 * b;
+      int16_t* a16 = tt.q16.data() + (tile * blocks + b) * 128 + 32 * j;
+      for (int i = 0; i < 32; i += 4)
+        a16[i] = a[i], a16[i + 1] = a[i + 2], a16[i + 2] = a[i + 1], a16[i + 3] = a[i + 3];
     }
     for (int64_t g = 0; g < gs; ++g) tt.S[size_t((tile * gs + g) * 4 + j)] = S[t * gs + g];
     if (H)

@@ -16,12 +16,17 @@ namespace llmctl::kernels::detail {
 //   xs  [tiles][K / 32][4]      their block scales
 //   S   [tiles][GS][4]          qact_group_sums per group (GS = K / group x SG units' groups)
 //   hs  [tiles][K / 16][4]      qact_half_sums (codes stored from a base: their correction), or empty
+//   q16 [tiles][K / 32][4][32]  the int8 activations as int16, each quad of inputs 4i..4i+3 in the order
+//                               4i, 4i + 2, 4i + 1, 4i + 3 (vpmaddwd's pairs of the even and the odd
+//                               bytes of a 4-byte lane), or empty
 struct TokenTiles {
   int64_t blocks = 0, gs = 0;
   std::vector<int8_t> q;
   std::vector<float> xs, S;
   std::vector<int32_t> hs;
+  std::vector<int16_t> q16;
   const int8_t* tile_q(int64_t tile) const { return q.data() + tile * blocks * 128; }
+  const int16_t* tile_q16(int64_t tile) const { return q16.data() + tile * blocks * 128; }
   const float* tile_xs(int64_t tile) const { return xs.data() + tile * blocks * 4; }
   const float* tile_S(int64_t tile) const { return S.data() + tile * gs * 4; }
   const int32_t* tile_hs(int64_t tile) const { return hs.empty() ? nullptr : hs.data() + tile * blocks * 8; }
@@ -35,8 +40,8 @@ constexpr int64_t kTokenChunk = 256;
 TokenTiles& thread_token_tiles();
 
 // Fills tt with tokens [t0, t1) of x (tile i: tokens t0 + 4i ..), from x, its group sums S [T, gs]
-// and (or null) its half-block sums H [T, K / 16].
+// and (or null) its half-block sums H [T, K / 16]; q16 too where widen.
 void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
-                       TokenTiles& tt);
+                       TokenTiles& tt, bool widen = false);
 
 }  // namespace llmctl::kernels::detail
