@@ -98,9 +98,9 @@ void gguf_seeds() {
   g.tensor("blk.0.ffn_up.weight", 14, {256}, q6k);
   seed("gguf", "llama_tiny.gguf", g.build());
 
-  // Whole tiny models that load (tiny_shape, vocab 4; every matrix Q8_0, the table tied): one
-  // whose middle byte asks the harness for LoadOptions::quantized_embedding (the table kept packed
-  // only), one whose does not.
+  // Whole tiny models that load (tiny_shape, vocab 4; every matrix Q8_0): the table tied, one whose
+  // middle byte asks the harness for LoadOptions::quantized_embedding (the table kept packed only)
+  // and one whose does not; and the table untied (an output.weight of its own), kept packed.
   auto q8_0 = [](int64_t elements, std::mt19937& rng) {
     Bytes b;
     for (int64_t i = 0; i < elements / 32; ++i) {
@@ -109,14 +109,14 @@ void gguf_seeds() {
     }
     return b;
   };
-  bool have[2] = {false, false};
-  for (uint32_t s = 1; !(have[0] && have[1]); ++s) {
+  auto tiny_q8_model = [&](uint32_t s, bool untied) {
     std::mt19937 rng(s);
     GgufBuilder m;
     m.kv_str("general.architecture", "llama");
     tiny_shape(m);
     m.kv_u32("llama.vocab_size", 4);
     m.tensor("token_embd.weight", 8, {32, 4}, q8_0(128, rng));
+    if (untied) m.tensor("output.weight", 8, {32, 4}, q8_0(128, rng));
     m.tensor("output_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
     m.tensor("blk.0.attn_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
     m.tensor("blk.0.ffn_norm.weight", 0, {32}, f32_bytes(std::vector<float>(32, 1.0f)));
@@ -125,11 +125,21 @@ void gguf_seeds() {
         {"ffn_gate", {32, 64}}, {"ffn_up", {32, 64}}, {"ffn_down", {64, 32}}};  // {K, N}
     for (const auto& [name, kn] : linears)
       m.tensor(std::string("blk.0.") + name + ".weight", 8, {kn.first, kn.second}, q8_0(int64_t(kn.first * kn.second), rng));
-    const Bytes b = m.build();
+    return m.build();
+  };
+  bool have[2] = {false, false};
+  for (uint32_t s = 1; !(have[0] && have[1]); ++s) {
+    const Bytes b = tiny_q8_model(s, false);
     const int bit = b[b.size() / 2] & 1;
     if (have[bit]) continue;
     have[bit] = true;
     seed("gguf", bit ? "llama_tied_q8_packed_embedding.gguf" : "llama_tied_q8.gguf", b);
+  }
+  for (uint32_t s = 1;; ++s) {
+    const Bytes b = tiny_q8_model(s, true);
+    if (!(b[b.size() / 2] & 1)) continue;
+    seed("gguf", "llama_untied_q8_packed_embedding.gguf", b);
+    break;
   }
 
   // Families with rope metadata of their own, as llama.cpp's converter writes them. Phi-3 (hidden 32,
