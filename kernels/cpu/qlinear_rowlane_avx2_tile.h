@@ -180,7 +180,7 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
 // only with -mavxvnni. TWO (with FOUR): 2-bit codes, each 4-bit vector from half a 2-bit one.
 // Out of line: inlined into q8_rows beside the prefill tiles its decode code came out slower (Q8_0
-// decode 158 -> 127 tok/s on a Zen 3), and its own function it is the faster one for every kind.
+// decode 158 -> 127 tok/s on an AVX2-only EPYC), and its own function it is the faster one for every kind.
 template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0,
                                        const QActivations& x, const float* S, int64_t t, const float* bias, int64_t nb,
