@@ -83,7 +83,7 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 // -128 x the activations' integer sum then makes the signed dot product, the same integer. Two
 // vpmaddwd per 4 inputs x 8 rows a token, where moving the values' signs to the activations took
 // vpsignb + vpmaddubsw + vpmaddwd, and with no per-block store and reload of the values (128 tokens,
-// 1 thread, on a Zen 4 without AVX-512 exposed: wide codes 1.05-1.19x, a codebook's 1.00-1.05x). The
+// 1 thread, an AVX2-only EPYC: wide codes 1.05-1.19x, a codebook's 1.00-1.05x). The
 // block's vectors go one at a time against every token (each token's integer sum in a register). cp: the
 // block's codes (+ 32 x the half); a16: the tile's int16 activations of the block (4 x 32); hs: its
 // half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; s: the 8 rows' scales.
