@@ -54,3 +54,39 @@ TEST_CASE("cpu packing: a pool's threads give the bytes of one thread (every GGU
     CHECK(same_bytes(pack_cpu_quantized(fused, nullptr).data, pack_cpu_quantized(fused, &pool3).data));
   }
 }
+
+TEST_CASE("cpu packing: a codebook is found across runs of rows, or refused where the runs' values add up past 16") {
+  // 8-bit codes, rows [0, 128), [128, 256), [256, 384) each from its own values: 5 + 5 + 6 (a codebook of
+  // 16, 4-bit positions) or 8 + 8 + 8 (none, though each run of rows alone would take one: 3 threads'
+  // runs are those thirds, 2 threads' hold 16 values each)
+  auto weight = [](const int (&per_third)[3], uint32_t seed) {
+    std::mt19937 rng(seed);
+    quant::GroupAffineWeight w;
+    w.bits = 8, w.n = 384, w.k = 256, w.group = 32;
+    w.codes.resize(size_t(w.n * w.k));
+    for (int64_t r = 0; r < w.n; ++r)
+      for (int64_t i = 0; i < w.k; ++i) {
+        const int third = int(r / 128), v = -120 + 80 * third + 3 * int(rng() % uint32_t(per_third[third]));
+        w.codes[size_t(r * w.k + i)] = uint8_t(int8_t(v));
+      }
+    w.scale.resize(size_t(w.n * w.groups()));
+    for (float& s : w.scale) s = 1e-3f * float(1 + rng() % 9);
+    w.offset.assign(w.scale.size(), 0.0f);
+    return pack_quantized_linear(std::move(w), ShardSpec{});
+  };
+  ThreadPool pool3(3), pool2(2);
+  const LinearWeight book = weight({5, 5, 6}, 5), none = weight({8, 8, 8}, 6);
+  const LinearWeight book1 = pack_cpu_quantized(book, nullptr), none1 = pack_cpu_quantized(none, nullptr);
+  auto codebook = [](const LinearWeight& w) {  // the row-lane descriptor's codebook flag (its last row, byte 12)
+    int32_t v;
+    std::memcpy(&v, static_cast<const uint8_t*>(w.data.data) + (w.data.shape[0] - 1) * w.data.shape[1] + 12, 4);
+    return v;
+  };
+  CHECK(codebook(book1) == 1);
+  CHECK(codebook(none1) == 0);
+  CHECK(book1.data.nbytes() < none1.data.nbytes());  // 4-bit positions against 8-bit codes
+  for (ThreadPool* pool : {&pool3, &pool2}) {
+    CHECK(same_bytes(book1.data, pack_cpu_quantized(book, pool).data));
+    CHECK(same_bytes(none1.data, pack_cpu_quantized(none, pool).data));
+  }
+}

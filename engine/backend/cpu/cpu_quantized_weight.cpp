@@ -103,6 +103,24 @@ kernels::CodeRange code_range_rows(ThreadPool* pool, int64_t n, int64_t k, const
   return all;
 }
 
+// Whether the codes of n rows of k take at most 16 values, and if so their table (qweight_codebook),
+// by runs of rows: each run's table (false: more than 16 values in the run), the table of the runs'
+// tables' values after.
+bool codebook_rows(ThreadPool* pool, int64_t n, int64_t k, const uint8_t* c, int8_t* table) {
+  std::mutex mu;
+  bool within = true;
+  std::vector<int8_t> values;  // the runs' tables, 16 each
+  for_runs(pool, n, kLeastRows, [&](int64_t r0, int64_t r1) {
+    int8_t run[16];
+    const bool ok = kernels::qweight_codebook((r1 - r0) * k, c + r0 * k, run, nullptr);
+    std::lock_guard<std::mutex> lk(mu);
+    within = within && ok;
+    values.insert(values.end(), run, run + 16);
+  });
+  return within && kernels::qweight_codebook(int64_t(values.size()), reinterpret_cast<const uint8_t*>(values.data()),
+                                             table, nullptr);
+}
+
 // Rows [r0, r1) of factored parameters [n, G] (G a multiple of kFactoredRun).
 kernels::FactoredParams factored_rows(const kernels::FactoredParams& f, int64_t G, int64_t r0, int64_t r1) {
   kernels::FactoredParams o;
@@ -179,7 +197,7 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
     std::vector<uint8_t> index;
     int32_t codebook = 0;
     if (compact && !narrow4) {  // neither narrow nor plain 4-bit
-      codebook = kernels::qweight_codebook(N * K, c, book, nullptr) ? 1 : 0;  // the positions only if so
+      codebook = codebook_rows(pool, N, K, c, book) ? 1 : 0;  // the positions only if so
       if (codebook) {
         index.resize(size_t(N * K));
         for_runs(pool, N, kLeastRows, [&](int64_t r0, int64_t r1) {  // every code is in the table
