@@ -267,7 +267,7 @@ TEST_CASE("structured: bad, oversized and slow specs are InputErrors naming the 
   GrammarCompiler slow(tok, ByteTokenizer::kVocab, eos, quick);
   // The compile takes about a millisecond: a caller held up that long between starting it and waiting
   // (a loaded machine) finds it done and gets its result, so a few specs are tried (each compiled anew)
-  // until one outlives the limit. Seen once in a full ctest run on 2 busy cores with one spec.
+  // until one outlives the limit.
   bool timed_out = false;
   for (int attempt = 0; attempt < 8 && !timed_out; ++attempt) {
     ConstraintSpec big =

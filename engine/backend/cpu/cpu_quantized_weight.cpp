@@ -115,7 +115,7 @@ bool codebook_rows(ThreadPool* pool, int64_t n, int64_t k, const uint8_t* c, int
     const bool ok = kernels::qweight_codebook((r1 - r0) * k, c + r0 * k, run, nullptr);
     std::lock_guard<std::mutex> lk(mu);
     within = within && ok;
-    values.insert(values.end(), run, run + 16);
+    if (ok) values.insert(values.end(), run, run + 16);
   });
   return within && kernels::qweight_codebook(int64_t(values.size()), reinterpret_cast<const uint8_t*>(values.data()),
                                              table, nullptr);
