@@ -95,9 +95,7 @@ __attribute__((always_inline)) inline void widened_block(const uint8_t* cp, cons
 #pragma GCC unroll 4
   for (int j = 0; j < NT; ++j) d[j] = _mm256_setzero_si256();
   auto pair = [&](int j, int p) {  // token j's int16 activations p, p + 1 in every lane
-    int32_t v;
-    std::memcpy(&v, a16 + 32 * j + p, 4);
-    return _mm256_set1_epi32(v);
+    return bcast4(reinterpret_cast<const int8_t*>(a16 + 32 * j + p));
   };
   auto quad = [&](__m256i u, int q) {  // u: the values + 128 of inputs 4q..4q+3 of the 8 rows
     const __m256i e = _mm256_and_si256(u, even), o = _mm256_srli_epi16(u, 8);

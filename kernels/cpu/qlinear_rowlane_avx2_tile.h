@@ -432,8 +432,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
   constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
+  constexpr bool kSums = uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened;
   thread_local std::vector<int32_t> asum;  // narrow, VNNI or widened codes: the activations' sums per half block
-  if constexpr (uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened) {
+  if constexpr (kSums) {
     asum.resize(size_t(x.t * (x.k / 16)));
     qact_half_sums(x, asum.data());
   }
@@ -452,7 +453,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill)
       interleave_tokens(x, c0, c1, S.data(), geo.groups * SG,
-                        uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened ? asum.data() : nullptr, tt, kWidened);
+                        kSums ? asum.data() : nullptr, tt, kWidened);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
