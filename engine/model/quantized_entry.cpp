@@ -70,6 +70,16 @@ quant::GroupAffineWeight QuantizedEntry::columns(const std::vector<quant::IndexR
   return quant::select_columns(weight(), ranges);
 }
 
+quant::GroupAffineWeight QuantizedEntry::take() {
+  std::optional<quant::GroupAffineWeight> w;
+  if (decode_) w = checked(decode_(), n_, k_);
+  else if (w_) w = std::move(w_);
+  LLM_CHECK(w.has_value()) << "a released quantized weight was taken (Checkpoint::release_after_upload: a "
+                              "checkpoint built for one model was read twice)";
+  release();
+  return std::move(*w);
+}
+
 void QuantizedEntry::release() {
   w_.reset();
   decode_ = nullptr;

@@ -54,6 +54,9 @@ class QuantizedEntry {
   // (a range may cut a quantization group: select_columns says how). Throws std::invalid_argument
   // for an act-order weight (select_columns), which has no column decoder.
   quant::GroupAffineWeight columns(const std::vector<quant::IndexRange>& ranges) const;
+  // The weight moved out (decoded now if deferred, checked as weight() is), the entry released: for
+  // a loader that would release it next anyway, without the copy weight() would lead to.
+  quant::GroupAffineWeight take();
   // Frees the weight (or drops the decoder): the entry becomes released.
   void release();
 

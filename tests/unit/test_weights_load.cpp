@@ -395,6 +395,56 @@ TEST_CASE("quantized load_linear: canonical on a backend with the format; dense,
             .find("int4-group") != std::string::npos);
 }
 
+TEST_CASE("a checkpoint consumed by one model: a whole single part is moved out of its entry, fused parts moved through") {
+  Checkpoint ck = random_checkpoint(small_gqa(false), 25, 0.2f);
+  quantize_layer(ck, 0, 4, 32);
+  const Checkpoint fresh = ck;  // read without consuming: the copies gather_quantized_shard makes
+  ck.release_after_upload = true;
+  const auto all = llama_weight_sources(ck.config);
+  std::string why;
+  const std::string down_name = "model.layers.0.mlp.down_proj.weight";
+  const WeightSource& down = source(all, "layers.0.down");
+  const uint8_t* held = ck.quantized.at(down_name).weight().codes.data();
+  const auto want = gather_quantized_shard(fresh, down, ShardSpec{}, &why);
+  const auto got = gather_quantized_shard(ck, down, ShardSpec{}, &why);
+  REQUIRE(want.has_value());
+  REQUIRE(got.has_value());
+  CHECK(got->codes.data() == held);  // moved, not copied
+  CHECK(ck.quantized.at(down_name).released());
+  CHECK(got->codes == want->codes);
+  CHECK(got->scale == want->scale);
+  CHECK(got->offset == want->offset);
+  CHECK_THROWS_WITH((void)gather_quantized_shard(ck, down, ShardSpec{}, &why),
+                    doctest::Contains("already loaded and released"));
+  // A rank's slice of two is decoded or selected as before: the entry stays for the other rank.
+  const WeightSource& gate_up = source(all, "layers.0.gate_up");
+  const ShardSpec half = megatron_shard(gate_up.role, ck.config, 0, 2);
+  const auto mine = gather_quantized_shard(ck, gate_up, half, &why);
+  REQUIRE(mine.has_value());
+  CHECK(mine->codes == gather_quantized_shard(fresh, gate_up, half, &why)->codes);
+  CHECK_FALSE(ck.quantized.at("model.layers.0.mlp.gate_proj.weight").released());
+  // Fused parts: their join is the loader's own, moved through the whole shard.
+  const auto qkv = gather_quantized_shard(ck, source(all, "layers.0.qkv"), ShardSpec{}, &why);
+  REQUIRE(qkv.has_value());
+  CHECK(qkv->codes == gather_quantized_shard(fresh, source(all, "layers.0.qkv"), ShardSpec{}, &why)->codes);
+
+  // A part taken and then refused by the backend (groups of 8): the dense fallback dequantizes
+  // the taken weight, the values gather_shard gives an unconsumed checkpoint.
+  Checkpoint g8 = random_checkpoint(small_gqa(false), 26, 0.2f);
+  quantize_layer(g8, 0, 4, 8);
+  const Tensor dense_want = gather_shard(g8, down, ShardSpec{});
+  g8.release_after_upload = true;
+  test::CanonicalRecordingBackend rec;
+  std::vector<std::string> fallbacks;
+  const LinearWeight d8 = load_linear(g8, down, ShardSpec{}, DType::F32, rec, &fallbacks);
+  CHECK(d8.format == WeightFormat::DenseF32);
+  REQUIRE(fallbacks.size() == 1);
+  CHECK(fallbacks[0].find("groups of 8 inputs") != std::string::npos);
+  REQUIRE(d8.data.shape == dense_want.shape);
+  CHECK(std::memcmp(d8.data.data, dense_want.data, dense_want.nbytes()) == 0);
+  CHECK(g8.quantized.at(down_name).released());
+}
+
 TEST_CASE("check_checkpoint_tensors covers linears kept quantized: shapes, consistency, dense and quantized at once, extras") {
   Checkpoint ck = random_checkpoint(small_gqa(false), 24, 0.2f);
   quantize_layer(ck, 0, 4, 32);

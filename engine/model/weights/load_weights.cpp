@@ -69,6 +69,13 @@ void release_quantized_sources(const Checkpoint& ck, const WeightSource& src) {
   }
 }
 
+// Whether src is one quantized part already released: gather_quantized_shard took its weight.
+bool taken(const Checkpoint& ck, const WeightSource& src) {
+  if (src.parts.size() != 1) return false;
+  auto it = ck.quantized.find(src.parts[0]);
+  return it != ck.quantized.end() && it->second.released();
+}
+
 // A part released by release_quantized_sources, read again, is refused by name (a loader bug).
 void require_unreleased(const std::string& name, const QuantizedEntry& e) {
   LLM_CHECK(!e.released()) << "quantized weight '" << name << "' was already loaded and released "
@@ -159,6 +166,8 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
     return rank_rows(entries, spec, why_not);
   if (spec.world > 1 && spec.kind == ShardKind::Row && entries.size() == 1)
     return rank_columns(*entries[0], spec, why_not);
+  if (entries.size() == 1 && ck.release_after_upload && shard_is_whole(entries[0]->n(), spec))
+    return const_cast<QuantizedEntry*>(entries[0])->take();  // the loader's own: released next anyway
   std::vector<const quant::GroupAffineWeight*> parts;
   for (size_t i = 0; i < entries.size(); ++i) parts.push_back(&quantized_part(src.parts[i], *entries[i]));
   std::optional<quant::GroupAffineWeight> fused;
@@ -170,7 +179,7 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
                  std::to_string(spec.world) + " tensor-parallel ranks";
     return std::nullopt;
   }
-  return shard_quantized(w, spec);
+  return fused ? shard_quantized(std::move(*fused), spec) : shard_quantized(w, spec);
 }
 
 LinearWeight pack_quantized_linear(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
@@ -229,7 +238,8 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
   for (const std::string& n : src.parts) any_quantized |= ck.quantized.count(n) != 0;
   if (any_quantized) {
     std::string why;
-    if (std::optional<quant::GroupAffineWeight> q = gather_quantized_shard(ck, src, spec, &why)) {
+    std::optional<quant::GroupAffineWeight> q = gather_quantized_shard(ck, src, spec, &why);
+    if (q) {
       const WeightFormat f = q->bits == 4 ? WeightFormat::Int4Group : WeightFormat::Int8Group;
       if (!backend.caps().supports(f))
         why = "backend " + backend.name() + " does not run " + weight_format_name(f) + " weights";
@@ -244,6 +254,12 @@ LinearWeight load_linear(const Checkpoint& ck, const WeightSource& src, const Sh
       }
     }
     if (dense_fallbacks) dense_fallbacks->push_back(src.name + ": " + why);
+    if (q && taken(ck, src)) {  // the part was moved out of its entry (gather_quantized_shard): it is q
+      LinearWeight w =
+          upload_linear(pack_linear(shard_slice(dequantized_tensor(*q), spec), spec, dense_format(weight_dtype)), backend);
+      release_sources(ck, src, w.data);
+      return w;
+    }
   }
   LinearWeight w = upload_linear(pack_linear(gather_shard(ck, src, spec), spec, dense_format(weight_dtype)), backend);
   release_sources(ck, src, w.data);

@@ -39,7 +39,9 @@ Tensor gather_shard(const Checkpoint& ck, const WeightSource& src, const ShardSp
 // one form exactly). A rank decodes only its rows (column- and vocab-parallel) or input columns
 // (row-parallel: a cut group keeps its scale) where the entry can (QuantizedEntry::rows/columns).
 // nullopt, with *why_not, when a part is dense, the parts do not fuse, or an act-order weight
-// (perm) would be split by input columns over several ranks.
+// (perm) would be split by input columns over several ranks. A checkpoint consumed by one model
+// (Checkpoint::release_after_upload) gives up a single part taken whole: the weight is moved out
+// of its entry (QuantizedEntry::take), which is released, instead of copied.
 std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint& ck, const WeightSource& src,
                                                                const ShardSpec& spec, std::string* why_not);
 

@@ -196,6 +196,20 @@ Tensor shard_reassemble(const std::vector<Tensor>& slices, const ShardSpec& spec
   return full;
 }
 
+bool shard_is_whole(int64_t size, const ShardSpec& spec) {
+  int64_t next = 0;
+  for (const ShardSegment& s : shard_segments(size, spec)) {
+    if (s.begin != next) return false;
+    next += s.length;
+  }
+  return next == size;
+}
+
+quant::GroupAffineWeight shard_quantized(quant::GroupAffineWeight&& w, const ShardSpec& spec) {
+  if (shard_is_whole(spec.kind != ShardKind::Row ? w.n : w.k, spec)) return std::move(w);
+  return shard_quantized(static_cast<const quant::GroupAffineWeight&>(w), spec);
+}
+
 quant::GroupAffineWeight shard_quantized(const quant::GroupAffineWeight& w, const ShardSpec& spec) {
   if (spec.kind == ShardKind::Replicated) return w;
   const bool rows = spec.kind != ShardKind::Row;

@@ -47,5 +47,10 @@ Tensor shard_reassemble(const std::vector<Tensor>& slices, const ShardSpec& spec
 // quantization group: each rank then holds its part of the group, with the group's scale and offset
 // (quant::select_columns), and the all-reduce adds the parts' products. Replicated: w itself.
 quant::GroupAffineWeight shard_quantized(const quant::GroupAffineWeight& w, const ShardSpec& spec);
+// The same, w moved to the result when the rank's slice is all of it (shard_is_whole).
+quant::GroupAffineWeight shard_quantized(quant::GroupAffineWeight&& w, const ShardSpec& spec);
+// Whether rank spec.rank's segments of a split dimension of `size` are all of it, in order (one
+// rank, or Replicated); the segments' checks (shard_segments) apply.
+bool shard_is_whole(int64_t size, const ShardSpec& spec);
 
 }  // namespace llmctl
