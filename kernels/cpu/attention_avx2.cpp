@@ -119,7 +119,8 @@ struct Fp8Rows {
 // Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
 // their maximum (-inf for none). Four keys at a time.
 template <int C, class Rows>
-float score_keys(const float* q, Rows& krows, int32_t from, int32_t n, float scale, float* scores) {
+float score_keys(const float* q, Rows& krows_ref, int32_t from, int32_t n, float scale, float* scores) {
+  Rows krows = krows_ref;  // a local copy stays in registers (the reference's members were stored a key)
   float m = -INFINITY;
   for (int32_t j0 = from; j0 < n; j0 += 4) {
     const int keys = std::min<int32_t>(4, n - j0);
@@ -143,6 +144,7 @@ float score_keys(const float* q, Rows& krows, int32_t from, int32_t n, float sca
       m = std::max(m, s4[kk]);
     }
   }
+  krows_ref = krows;
   return m;
 }
 

@@ -37,35 +37,55 @@ inline float attention_exp(float x) {
   return p * two_n;
 }
 
-// The cache slots of keys first, first + 1, ... of a sequence, in order, without a division per key.
+// The cache slots of keys first, first + 1, ... of a sequence, in order: a block's first slot read
+// from the table when the cursor enters it, the rest counted on (no multiply or division a key; the
+// kernels' loops are short enough per key for that to show). Reads the table only for keys asked for.
 class KvSlotCursor {
  public:
   KvSlotCursor(const int32_t* block_table, int64_t block_size, int32_t first = 0)
-      : table_(block_table), B_(block_size), block_(first / block_size), offset_(first % block_size) {}
+      : table_(block_table + first / block_size), B_(block_size), skip_(first % block_size) {}
   int64_t next() {
-    const int64_t slot = int64_t(table_[block_]) * B_ + offset_;
-    if (++offset_ == B_) offset_ = 0, ++block_;
-    return slot;
+    if (left_ == 0) {
+      slot_ = int64_t(*table_++) * B_ + skip_;
+      left_ = B_ - skip_;
+      skip_ = 0;
+    }
+    --left_;
+    return slot_++;
+  }
+
+ private:
+  const int32_t* table_;  // the next block's entry
+  int64_t B_, skip_, slot_ = 0, left_ = 0;
+};
+
+// The f32 cache rows of keys first, first + 1, ... of one kv head: a row pointer stepped by the
+// slot stride inside a block.
+class KvRowCursor {
+ public:
+  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh, int32_t first = 0)
+      : table_(block_table + first / c.block_size),
+        base_(base + kvh * c.head_dim),
+        B_(c.block_size),
+        skip_(first % c.block_size),
+        stride_(c.num_kv_heads * c.head_dim) {}
+  const float* next() {
+    if (left_ == 0) {
+      row_ = base_ + (int64_t(*table_++) * B_ + skip_) * stride_;
+      left_ = B_ - skip_;
+      skip_ = 0;
+    }
+    --left_;
+    const float* r = row_;
+    row_ += stride_;
+    return r;
   }
 
  private:
   const int32_t* table_;
-  int64_t B_, block_, offset_;
-};
-
-// The f32 cache rows of keys first, first + 1, ... of one kv head.
-class KvRowCursor {
- public:
-  KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh, int32_t first = 0)
-      : slots_(block_table, c.block_size, first),
-        base_(base + kvh * c.head_dim),
-        stride_(c.num_kv_heads * c.head_dim) {}
-  const float* next() { return base_ + slots_.next() * stride_; }
-
- private:
-  KvSlotCursor slots_;
   const float* base_;
-  int64_t stride_;
+  const float* row_ = nullptr;
+  int64_t B_, skip_, stride_, left_ = 0;
 };
 
 // P0 + P1 + P2 + P3 in the order attention.h gives (float scores, double denominators).

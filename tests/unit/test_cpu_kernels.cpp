@@ -87,6 +87,26 @@ TEST_CASE("the scalar fallback agrees with the dispatched (SIMD) kernel") {
   CHECK(kernels::detail::dot_f32_scalar(x.data(), w.data(), K) == doctest::Approx(kernels::dot_f32(x.data(), w.data(), K)).epsilon(1e-5));
 }
 
+TEST_CASE("the KV cursors give key j's slot table[j / B] * B + j % B and its row, from any first key") {
+  const std::vector<int32_t> table = {7, 2, 9, 0, 5, 3};
+  for (int64_t B : {1, 3, 16})
+    for (int32_t first : {0, 1, 2, 5, 16, 17}) {
+      if (first >= int64_t(table.size()) * B) continue;
+      CAPTURE(B);
+      CAPTURE(first);
+      const int64_t H = 3, D = 4, kvh = 2;
+      std::vector<float> cache(size_t(10 * B * H * D));
+      const kernels::PagedKvView view{cache.data(), cache.data(), B, H, D};
+      kernels::detail::KvSlotCursor slots(table.data(), B, first);
+      kernels::detail::KvRowCursor rows(cache.data(), view, table.data(), kvh, first);
+      for (int64_t j = first; j < int64_t(table.size()) * B; ++j) {
+        const int64_t slot = int64_t(table[size_t(j / B)]) * B + j % B;
+        CHECK(slots.next() == slot);
+        CHECK(rows.next() == cache.data() + (slot * H + kvh) * D);
+      }
+    }
+}
+
 TEST_CASE("rms_norm with and without the fused residual add") {
   const int64_t H = 300, R = 5;
   auto x = randn(R * H, 21), w = randn(H, 22), res = randn(R * H, 23);
