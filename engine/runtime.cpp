@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -175,7 +176,10 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   Checkpoint ckpt = load_checkpoint(rt.model_path, lo);
   ckpt.release_after_upload = true;  // one model is built from it: quantized weights freed as they upload
   rt.config = ckpt.config;
-  rt.tokenizer = load_tokenizer(ckpt);
+  // The tokenizer is built on its own thread while the weights load (a large vocabulary takes tens
+  // of milliseconds); it reads only the checkpoint's metadata, which the weights' loading leaves as it is.
+  std::future<std::unique_ptr<Tokenizer>> tokenizer =
+      std::async(std::launch::async, [&ckpt] { return load_tokenizer(ckpt); });
   rt.quantized_linears = !ckpt.quantized.empty();
   rt.weights = describe_weights(ckpt, weight_dtype,
                                 cpu && rt.quantized_linears ? act_quant_name(opts.act_quant) : nullptr);
@@ -185,7 +189,13 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   par.rank = rt.rank % world, par.world = world;
   par.comm = rt.device_comm ? rt.device_comm.get() : world > 1 ? rt.tp_comm.get() : nullptr;
   par.stage = stage, par.stages = opts.pipeline_parallel, par.pp_comm = rt.comm.get();
-  rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
+  try {
+    rt.model = make_model(ckpt, *rt.backend, weight_dtype, par);
+  } catch (...) {
+    (void)tokenizer.get();  // a tokenizer's error, reported before the weights' when they loaded in turn
+    throw;
+  }
+  rt.tokenizer = tokenizer.get();
   release_mapped_pages_again();  // pages of released weights that later reads mapped back in
   // Each refuses a KV dtype the backend lacks.
   const KvCacheOptions kv(opts.kv_cache_dtype, opts.kv_fp8_exact_open_block);
