@@ -213,14 +213,17 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
     const int pbits = two ? 2 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
-    out.data = Tensor::zeros_host(DType::U8, {blocks + 1, bb});
+    out.data = Tensor::empty_host(DType::U8, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
-    // by runs of whole row blocks, each packed on its own (the packer's row blocks are independent)
+    std::memset(d + blocks * bb, 0, size_t(bb));  // the descriptor row (its unused bytes zero)
+    // by runs of whole row blocks, each zeroed (the pool's threads touch the new pages, not this one)
+    // and packed on its own (the packer's row blocks are independent)
     const uint8_t* packed_codes = codebook ? index.data() : c;
     const int64_t G = K / group;
     const size_t es = factored ? 0 : dtype_size(canonical.scales.dtype);
     for_runs(pool, blocks, kLeastRows / 16, [&](int64_t b0, int64_t b1) {
       const int64_t r0 = 16 * b0, r1 = std::min(N, 16 * b1);
+      std::memset(d + b0 * bb, 0, size_t((b1 - b0) * bb));
       kernels::FactoredParams rs, ro;
       if (factored) rs = factored_rows(fs, G, r0, r1), ro = zero < 0 ? factored_rows(fo, G, r0, r1) : ro;
       const auto* sc = static_cast<const uint8_t*>(canonical.scales.data);
@@ -325,7 +328,7 @@ LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
   if (same) {  // every part's rows are whole row blocks: their blocks in order, then the descriptor
     const int64_t bb = parts[0].data.dim(1);
     out.group_size = parts[0].group_size;
-    out.data = Tensor::zeros_host(DType::U8, {(canonical.n + 15) / 16 + 1, bb});
+    out.data = Tensor::empty_host(DType::U8, {(canonical.n + 15) / 16 + 1, bb});  // every byte copied below
     uint8_t* o = out.data.ptr<uint8_t>();
     for (const LinearWeight& p : parts) {
       const size_t bytes = size_t(p.data.dim(0) - 1) * size_t(bb);
@@ -338,8 +341,9 @@ LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
   size_t total = 0;
   for (const LinearWeight& p : parts) total += p.data.nbytes();
   const size_t table = parts.size() * 32 + 8 + 8;  // per part 4 int64, the count, the tag (padded)
-  out.data = Tensor::zeros_host(DType::U8, {1, int64_t(total + table)});
+  out.data = Tensor::empty_host(DType::U8, {1, int64_t(total + table)});
   uint8_t* o = out.data.ptr<uint8_t>();
+  std::memset(o + total, 0, table);  // the parts' bytes are copied below; the table's padding stays zero
   int64_t offset = 0;
   for (const LinearWeight& p : parts) {
     std::memcpy(o + offset, p.data.data, p.data.nbytes());
