@@ -35,9 +35,10 @@ bool gguf_group_affine_supported(uint32_t type);
 void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int64_t k);
 
 // The same conversion in two steps, for a loader that spreads it over threads: the weight with its
-// sizes set and its arrays allocated (after check_gguf_group_affine_shape's checks), then blocks
-// [b0, b1) of the data (nbytes long, rows of k / block_size blocks) converted into it; disjoint
-// ranges write disjoint elements, so they may run concurrently. gguf_group_affine_blocks: how many.
+// sizes set and its arrays allocated (after check_gguf_group_affine_shape's checks; the codes
+// uninitialized until converted: every block must be), then blocks [b0, b1) of the data (nbytes
+// long, rows of k / block_size blocks) converted into it; disjoint ranges write disjoint elements,
+// so they may run concurrently. gguf_group_affine_blocks: how many.
 GroupAffineWeight gguf_group_affine_shell(uint32_t type, size_t nbytes, int64_t n, int64_t k);
 int64_t gguf_group_affine_blocks(uint32_t type, int64_t n, int64_t k);
 void gguf_group_affine_convert(uint32_t type, const uint8_t* data, int64_t b0, int64_t b1, GroupAffineWeight& w);

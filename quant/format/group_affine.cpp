@@ -134,7 +134,7 @@ std::optional<GroupAffineWeight> group_affine_from_quantized(const QuantizedLine
   out.scale = w.scales;
   out.offset.resize(w.scales.size());
   if (out.bits == 4) {
-    out.codes = w.q;
+    out.codes.assign(w.q.begin(), w.q.end());
     for (size_t i = 0; i < out.offset.size(); ++i) out.offset[i] = -float(w.zeros[i]) * w.scales[i];
   } else {
     for (size_t i = 0; i < w.q.size(); ++i) out.codes[i] = uint8_t(int8_t(int(w.q[i]) - 128));

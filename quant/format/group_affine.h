@@ -17,11 +17,32 @@
 
 namespace llmctl::quant {
 
+// An allocator whose value-less construct leaves a byte uninitialized: a weight's codes are written
+// by its decoder right after they are sized (a model's worth of zeros written first cost its load
+// a pass over memory on one thread).
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Codes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+
 struct GroupAffineWeight {
   int bits = 4;  // 4: codes 0..15; 8: codes -128..127, stored as their uint8 bit pattern
   int64_t n = 0, k = 0;
   int group = 32;               // inputs per group; divides k
-  std::vector<uint8_t> codes;   // [N, K], one code per byte
+  Codes codes;                  // [N, K], one code per byte (sized: uninitialized until written)
   std::vector<float> scale;     // [N, G]
   std::vector<float> offset;    // [N, G]
   // Act-order: column j of codes is input feature perm[j], so that each group's columns are

@@ -164,7 +164,7 @@ TEST_CASE("columns(): a column decoder serves a rank's input columns without dec
   const std::vector<quant::IndexRange> ranges = {{36, 4}, {3, 1}};
   const quant::GroupAffineWeight c = e.columns(ranges);
   CHECK(c.k == 5);
-  CHECK(c.codes == std::vector<uint8_t>{4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3});
+  CHECK(c.codes == quant::Codes{4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3});
   CHECK(partial == 1);
   CHECK(whole == 0);
   CHECK(e.is_deferred());

@@ -199,7 +199,7 @@ LinearWeight pack_quantized_linear(quant::GroupAffineWeight&& w, const ShardSpec
   lw.k = w.k;
   lw.group_size = w.group;
   lw.shard = spec;
-  auto codes = std::make_shared<std::vector<uint8_t>>(std::move(w.codes));  // the tensor owns them: no copy
+  auto codes = std::make_shared<quant::Codes>(std::move(w.codes));  // the tensor owns them: no copy
   lw.data = Tensor::view(codes->data(), DType::U8, {w.n, w.k}, codes);
   const bool f16 = exact_in_f16(w.scale) && exact_in_f16(w.offset);
   lw.scales = scale_tensor(w.scale, w.n, w.groups(), f16);
