@@ -9,54 +9,35 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear_impl.h"
+#include "kernels/cpu/qweight_factored_impl.h"
 
 namespace llmctl::kernels {
 
 namespace detail {
 
-namespace {
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
-
-// D (an f16 value) with m[i] = round(v[i] / D) reproducing every v[i].
-bool try_multiplier(const float* v, int count, float D, uint16_t* d, int8_t* m) {
-  uint32_t bits;
-  std::memcpy(&bits, &D, 4);
-  if ((bits & 0x1FFFu) != 0 && (bits & 0x7FFFFFFFu) >= 0x38800000u) return false;  // a normal f16 has 10 mantissa bits
-  const uint16_t h = f32_to_f16(D);
-  if (!same_bits(f16_to_f32(h), D) || !std::isfinite(D) || D == 0.0f) return false;
-  const float inv = 1.0f / D;  // q only picks the candidate m: the product check below decides
-  constexpr float kRound = 12582912.0f;  // 1.5 x 2^23: (q + it) - it is q rounded to nearest even
-  for (int i = 0; i < count; ++i) {
-    const float q = v[i] * inv;
-    if (!(q >= -128.5f && q <= 127.5f)) return false;  // also NaN
-    const int c = int((q + kRound) - kRound);  // std::lrint's value, without a library call
-    if (c < -128 || c > 127 || !same_bits(D * float(c), v[i])) return false;
-    m[i] = int8_t(c);
-  }
-  *d = h;
-  return true;
+bool factor_values_scalar(const float* v, int count, uint16_t* d, int8_t* m) {
+  return factor_search(v, count, d, m, [&](float D) {
+    uint16_t h;
+    if (!f16_candidate(D, &h)) return false;
+    const float inv = 1.0f / D;  // q only picks the candidate m: the product check below decides
+    for (int i = 0; i < count; ++i) {
+      const float q = v[i] * inv;
+      if (!(q >= -128.5f && q <= 127.5f)) return false;  // also NaN
+      const int c = int((q + kFactorRound) - kFactorRound);
+      const float back = D * float(c);
+      if (c < -128 || c > 127 || std::memcmp(&back, &v[i], 4) != 0) return false;
+      m[i] = int8_t(c);
+    }
+    *d = h;
+    return true;
+  });
 }
 
-}  // namespace
-
 bool factor_values(const float* v, int count, uint16_t* d, int8_t* m) {
-  int imax = 0;
-  for (int i = 0; i < count; ++i) {
-    if (!std::isfinite(v[i])) return false;
-    if (std::fabs(v[i]) > std::fabs(v[imax])) imax = i;
-  }
-  if (v[imax] == 0.0f) {  // all zeros (d = 0 in the file, or no offsets): D = +0, and +0 x -1 is -0
-    *d = 0;
-    for (int i = 0; i < count; ++i) m[i] = int8_t(std::signbit(v[i]) ? -1 : 0);
-    return true;
-  }
-  for (int c : {63, -128, -32, 15, 127, 31, -64})
-    if (try_multiplier(v, count, v[imax] / float(c), d, m)) return true;
-  for (int c = 127; c >= -128; --c)
-    if (c != 0 && try_multiplier(v, count, v[imax] / float(c), d, m)) return true;
-  return false;
+  if (count == kFactoredGroups && cpu_has_avx2()) return factor_values8_avx2(v, d, m);
+  return factor_values_scalar(v, count, d, m);
 }
 
 }  // namespace detail

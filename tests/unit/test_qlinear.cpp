@@ -17,6 +17,7 @@
 #include "kernels/cpu/qlinear.h"
 #include "kernels/cpu/qlinear_impl.h"
 #include "kernels/cpu/qlinear_token_tiles.h"
+#include "kernels/cpu/qweight_factored_impl.h"
 #include "kernels/kernel_check.h"
 #include "tests/unit/qlinear_test_util.h"
 #include "tests/unit/skip.h"
@@ -371,6 +372,42 @@ TEST_CASE("factor_values: every value reproduced, zeros with their signs, or non
   CHECK_FALSE(kernels::detail::factor_values(apart, 4, &d, m));
   const float nan[2] = {dh, std::nanf("")};
   CHECK_FALSE(kernels::detail::factor_values(nan, 2, &d, m));
+}
+
+TEST_CASE("factor_values: the AVX2 run of eight finds the scalar's D and m, or none, on random runs of every kind") {
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("no AVX2 on this CPU");
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> any(-128, 127);
+  int found = 0, none = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    float v[8];
+    const int kind = trial % 6;
+    // d: an f16 of either sign, now and then subnormal or tiny
+    const float mag = kind == 5 ? 1e-7f : std::uniform_real_distribution<float>(1e-5f, 2.0f)(rng);
+    const float d = f16_to_f32(f32_to_f16(rng() % 2 ? mag : -mag));
+    const int lo[4] = {0, -128, -32, 0}, hi[4] = {63, 127, 31, 15};
+    const int range = int(rng() % 4);
+    for (float& x : v) x = d * float(std::uniform_int_distribution<int>(lo[range], hi[range])(rng));
+    if (kind == 1) v[rng() % 8] = std::nextafter(v[rng() % 8], 1.0f);  // one value off by an ulp
+    if (kind == 2)
+      for (float& x : v) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);  // no common D
+    if (kind == 3)
+      for (float& x : v) x = rng() % 2 ? 0.0f : -0.0f;  // zeros with their signs
+    if (kind == 4) v[rng() % 8] = rng() % 2 ? std::nanf("") : INFINITY;
+    if (kind == 5 && rng() % 2) v[rng() % 8] = d * float(any(rng)) * 300.0f;  // out of an int8's reach
+    uint16_t ds = 0xFFFF, dv = 0xFFFF;
+    int8_t ms[8], mv[8];
+    const bool s = kernels::detail::factor_values_scalar(v, 8, &ds, ms);
+    const bool a = kernels::detail::factor_values8_avx2(v, &dv, mv);
+    REQUIRE(s == a);
+    if (s) {
+      CHECK(ds == dv);
+      CHECK(std::memcmp(ms, mv, 8) == 0);
+    }
+    (s ? found : none)++;
+  }
+  CHECK(found > 5000);  // the kinds above give both outcomes often
+  CHECK(none > 3000);
 }
 
 TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {
