@@ -126,11 +126,12 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 }  // namespace
 
 size_t qactivation_bytes(int64_t T, int64_t K) {
-  return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + round64(size_t(T * K / 16) * 4);
+  return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
 
 namespace detail {
-void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum) {
+void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,
+                                int32_t* half_sum) {
   // Round to nearest even by adding and subtracting 1.5 * 2^23 (|v| <= 127): no libm call, and the
   // loops vectorize.
   constexpr float kRound = 12582912.0f;
@@ -154,6 +155,7 @@ void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* 
       int32_t s = 0;
       for (int i = h * 16; i < h * 16 + 16; ++i) s += qi[i];
       sum[b * 2 + h] = d * float(s);
+      half_sum[b * 2 + h] = s;
     }
     scale[b] = d;
   }
@@ -165,12 +167,13 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
   auto* sum = reinterpret_cast<float*>(base + round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4));
+  auto* half_sum = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(sum) + round64(size_t(T * K / 16) * 4));
   const int64_t b0 = t0 * K / 32, b1 = t1 * K / 32;  // blocks never straddle rows: K % 32 == 0
   if (cpu_has_avx2())
-    detail::quantize_act_blocks_avx2(x, b0, b1, q, scale, sum);
+    detail::quantize_act_blocks_avx2(x, b0, b1, q, scale, sum, half_sum);
   else
-    detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum);
-  return QActivations{T, K, q, scale, sum};
+    detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum, half_sum);
+  return QActivations{T, K, q, scale, sum, half_sum};
 }
 
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf) {

@@ -166,6 +166,9 @@ struct QActivations {
   const int8_t* q = nullptr;
   const float* scale = nullptr;
   const float* sum = nullptr;
+  // [T, K / 16] the codes' integer sums per 16 (quantize_activations writes them; null: the kernels
+  // that need them add them up themselves)
+  const int32_t* half_sum = nullptr;
 };
 // Bytes of the buffer quantize_activations needs for [T, K].
 size_t qactivation_bytes(int64_t T, int64_t K);

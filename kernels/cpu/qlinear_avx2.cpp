@@ -298,7 +298,8 @@ inline float hmax_ps(__m256 v) {
 // The scalar variant's arithmetic, eight at a time: the product x * id rounded to float, then to the
 // nearest even integer (the scalar adds and subtracts 1.5 * 2^23, which rounds the same way), clamped
 // to [-127, 127]; amax, d and id computed as scalars from the same values. Same bytes.
-void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum) {
+void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,
+                              int32_t* half_sum) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
@@ -320,8 +321,10 @@ void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q,
     }
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32), _mm256_permutevar8x32_epi32(bytes, order));
-    sum[b * 2] = d * float(hsum_epi32(_mm256_add_epi32(c[0], c[1])));
-    sum[b * 2 + 1] = d * float(hsum_epi32(_mm256_add_epi32(c[2], c[3])));
+    half_sum[b * 2] = hsum_epi32(_mm256_add_epi32(c[0], c[1]));
+    half_sum[b * 2 + 1] = hsum_epi32(_mm256_add_epi32(c[2], c[3]));
+    sum[b * 2] = d * float(half_sum[b * 2]);
+    sum[b * 2 + 1] = d * float(half_sum[b * 2 + 1]);
     scale[b] = d;
   }
 }

@@ -23,10 +23,12 @@ void check_scale_layout(const QWeightView& w);
 void check_rowlane_kind(const QWeightView& w);
 
 // Blocks [b0, b1) of 32 activations x -> int8 codes q, scale[b] = absmax / 127 and the two half-block
-// sums sum[2b + h] = scale * (sum of the 16 codes), codes rounded to nearest even. The variants give
-// the same bytes for finite inputs (quantize_activation_rows picks one).
-void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum);
-void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum);
+// sums half_sum[2b + h] = the sum of the 16 codes, sum[2b + h] = scale * that, codes rounded to
+// nearest even. The variants give the same bytes for finite inputs (quantize_activation_rows picks one).
+void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,
+                                int32_t* half_sum);
+void quantize_act_blocks_avx2(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,
+                              int32_t* half_sum);
 
 // S[t * (K / group) + g] = the sum of x.sum over group g's half blocks of 16, in order: what the
 // offset of group g multiplies in the Int8 mode. Every variant takes it from here.

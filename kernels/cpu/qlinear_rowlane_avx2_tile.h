@@ -433,10 +433,14 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   qact_group_sums(x, w.group, S.data());
   constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
   constexpr bool kSums = uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened;
-  thread_local std::vector<int32_t> asum;  // narrow, VNNI or widened codes: the activations' sums per half block
-  if constexpr (kSums) {
-    asum.resize(size_t(x.t * (x.k / 16)));
-    qact_half_sums(x, asum.data());
+  // narrow, VNNI or widened codes: the activations' integer sums per half block (the quantizer's, or
+  // added up here for activations that came without them)
+  thread_local std::vector<int32_t> own_sums;
+  const int32_t* asum = x.half_sum;
+  if (kSums && !asum) {
+    own_sums.resize(size_t(x.t * (x.k / 16)));
+    qact_half_sums(x, own_sums.data());
+    asum = own_sums.data();
   }
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
@@ -453,7 +457,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill)
       interleave_tokens(x, c0, c1, S.data(), geo.groups * SG,
-                        kSums ? asum.data() : nullptr, tt, kWidened);
+                        kSums ? asum : nullptr, tt, kWidened);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
@@ -461,7 +465,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                        // read once); 2 and 3 tokens measured 6-13% faster so than half by half
         auto both_halves = [&](auto nt) {
           q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo,
-                                                               true, w.codebook, w.narrow_base, asum.data());
+                                                               true, w.codebook, w.narrow_base, asum);
         };
         if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
         if (x.t == 2) both_halves(std::integral_constant<int, 2>{});
@@ -507,7 +511,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
           }
           q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
                                                                ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
-                                                               asum.data(), fpre);
+                                                               asum, fpre);
         });
       }
     }

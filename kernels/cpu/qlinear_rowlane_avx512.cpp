@@ -349,10 +349,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
-  thread_local std::vector<int32_t> asum;  // per half block of 16 inputs
-  if constexpr (kBased) {
-    asum.resize(static_cast<size_t>(x.t * (x.k / 16)));
-    qact_half_sums(x, asum.data());
+  // per half block of 16 inputs: the quantizer's, or added up here for activations without them
+  thread_local std::vector<int32_t> own_sums;
+  const int32_t* asum = x.half_sum;
+  if (kBased && !asum) {
+    own_sums.resize(static_cast<size_t>(x.t * (x.k / 16)));
+    qact_half_sums(x, own_sums.data());
+    asum = own_sums.data();
   }
   const int base = NARROW ? w.narrow_base : -128;  // code = stored value + base
   const __m512i book = book_bytes(LUT ? w.codebook : nullptr);
@@ -372,7 +375,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   TokenTiles& tt = thread_token_tiles();
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
-    if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, kBased ? asum.data() : nullptr, tt);
+    if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, kBased ? asum : nullptr, tt);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
       const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
@@ -402,10 +405,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if (prefill && two) cg.blocks_per_group == 1 ? prefill_tile(Two{}, One{}) : prefill_tile(Two{}, Any{});
         else if (prefill) cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
         else if (two)
-          q8_tile<2, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+          q8_tile<2, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum, base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
         else
-          q8_tile<1, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum.data(), base, book, S.data(), t, bias,
+          q8_tile<1, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum, base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
       };
       for_token_tiles<4>(c1 - c0, tile);

@@ -426,7 +426,7 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
         s += a.q.q[j];
         if (std::abs(int(a.q.q[j])) > 127 || std::fabs(x[size_t(j)] - a.deq(0, j)) > 0.5001 * a.q.scale[b]) ++bad;
       }
-      if (a.q.sum[b * 2 + h] != a.q.scale[b] * float(s)) ++bad;
+      if (a.q.sum[b * 2 + h] != a.q.scale[b] * float(s) || a.q.half_sum[b * 2 + h] != s) ++bad;
     }
   }
   CHECK(bad == 0);
@@ -438,6 +438,7 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
   CHECK(std::memcmp(parts.q, a.q.q, size_t(T * K)) == 0);
   CHECK(std::memcmp(parts.scale, a.q.scale, size_t(T * K / 32) * 4) == 0);
   CHECK(std::memcmp(parts.sum, a.q.sum, size_t(T * K / 16) * 4) == 0);
+  CHECK(std::memcmp(parts.half_sum, a.q.half_sum, size_t(T * K / 16) * 4) == 0);
 }
 
 TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {
@@ -452,9 +453,11 @@ TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's by
   struct Out {
     std::vector<int8_t> q = std::vector<int8_t>(size_t(blocks * 32));
     std::vector<float> scale = std::vector<float>(size_t(blocks)), sum = std::vector<float>(size_t(2 * blocks));
+    std::vector<int32_t> half = std::vector<int32_t>(size_t(2 * blocks));
   } s, v;
-  detail::quantize_act_blocks_scalar(x.data(), 0, blocks, s.q.data(), s.scale.data(), s.sum.data());
-  detail::quantize_act_blocks_avx2(x.data(), 0, blocks, v.q.data(), v.scale.data(), v.sum.data());
+  detail::quantize_act_blocks_scalar(x.data(), 0, blocks, s.q.data(), s.scale.data(), s.sum.data(), s.half.data());
+  detail::quantize_act_blocks_avx2(x.data(), 0, blocks, v.q.data(), v.scale.data(), v.sum.data(), v.half.data());
+  CHECK(s.half == v.half);
   CHECK(std::memcmp(s.q.data(), v.q.data(), s.q.size()) == 0);
   CHECK(std::memcmp(s.scale.data(), v.scale.data(), s.scale.size() * 4) == 0);
   CHECK(std::memcmp(s.sum.data(), v.sum.data(), s.sum.size() * 4) == 0);

@@ -186,6 +186,11 @@ void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t 
     kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
     CHECK(same_bits(o, want8));
     CHECK(same_bits(f, want32));
+    kernels::QActivations bare = a.q;  // without the quantizer's half-block sums: the kernel adds them up
+    bare.half_sum = nullptr;
+    std::vector<float> b(size_t(T * N), NAN);
+    kv.q8(bare, p.vn, bias.data(), 0, N, b.data(), N);
+    CHECK(same_bits(b, want8));
   }
 }
 
