@@ -221,10 +221,7 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
   if (kernels::cpu_has_avx2()) variants.push_back({"avx2", kernels::detail::paged_attention_head_avx2});
   if (kernels::detail::cpu_has_avx512_vnni())
     variants.push_back({"avx512", kernels::detail::paged_attention_head_avx512});
-  if (variants.empty()) {
-    MESSAGE("SKIPPED: this CPU has neither AVX2/FMA nor AVX-512 (the portable kernel runs everywhere)");
-    return;
-  }
+  if (variants.empty()) LLMCTL_SKIP("this CPU has neither AVX2/FMA nor AVX-512 (the portable kernel runs everywhere)");
   const int64_t B = 16, Hkv = 3, NB = 12;
   int checked = 0;
   for (auto [name, variant] : variants)
@@ -343,10 +340,8 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
 }
 
 TEST_CASE("paged attention of four query tokens at once equals four single calls, bit for bit") {
-  if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64)) {
-    MESSAGE("SKIPPED: this CPU has no AVX-512 (the AVX2 four-token kernels have their own test below)");
-    return;
-  }
+  if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64))
+    LLMCTL_SKIP("this CPU has no AVX-512 (the AVX2 four-token kernels have their own test below)");
   const int64_t B = 16, Hkv = 2, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
   const std::vector<std::vector<int32_t>> position_sets = {
