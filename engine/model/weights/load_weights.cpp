@@ -166,7 +166,8 @@ std::optional<quant::GroupAffineWeight> gather_quantized_shard(const Checkpoint&
     return rank_rows(entries, spec, why_not);
   if (spec.world > 1 && spec.kind == ShardKind::Row && entries.size() == 1)
     return rank_columns(*entries[0], spec, why_not);
-  if (entries.size() == 1 && ck.release_after_upload && shard_is_whole(entries[0]->n(), spec))
+  if (entries.size() == 1 && ck.release_after_upload &&
+      shard_is_whole(spec.kind == ShardKind::Row ? entries[0]->k() : entries[0]->n(), spec))
     return const_cast<QuantizedEntry*>(entries[0])->take();  // the loader's own: released next anyway
   std::vector<const quant::GroupAffineWeight*> parts;
   for (size_t i = 0; i < entries.size(); ++i) parts.push_back(&quantized_part(src.parts[i], *entries[i]));
