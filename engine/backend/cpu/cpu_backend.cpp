@@ -12,6 +12,7 @@
 #include "engine/backend/cpu/cpu_split_attention.h"
 #include "engine/backend/cpu/cpu_quantized_weight.h"
 #include "engine/core/error.h"
+#include "engine/core/host_arena.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -143,7 +144,9 @@ class CpuBackend final : public Backend {
 
   using Backend::linear;  // the LinearWeight overload
 
-  LinearWeight upload_quantized(const LinearWeight& canonical) override { return pack_cpu_quantized(canonical, &pool_); }
+  LinearWeight upload_quantized(const LinearWeight& canonical) override {
+    return pack_cpu_quantized(canonical, &pool_, &weight_arena_);
+  }
 
   // Tokens up to which a linear's rows go to the pool in balanced pieces (ThreadPool::parallel_for).
   static constexpr int64_t kBalancedTokens = 4;
@@ -673,6 +676,7 @@ class CpuBackend final : public Backend {
   ActQuantMode act_quant_;
   std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
   std::vector<float> perm_scratch_;   // an act-order weight's input with its columns gathered
+  HostArena weight_arena_;  // packed weights under a huge page, on huge pages (host_arena.h)
   cpu::SplitDecodeAttention split_attention_;  // long decode contexts' attention (its scratch kept)
 };
 

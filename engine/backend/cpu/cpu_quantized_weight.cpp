@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "engine/core/error.h"
+#include "engine/core/host_arena.h"
 #include "engine/core/thread_pool.h"
 
 namespace llmctl {
@@ -129,9 +130,14 @@ kernels::FactoredParams factored_rows(const kernels::FactoredParams& f, int64_t 
   return o;
 }
 
+// A packed weight's long-lived bytes: from the arena where there is one.
+Tensor packed_host(HostArena* arena, std::vector<int64_t> shape) {
+  return arena ? arena->empty(DType::U8, std::move(shape)) : Tensor::empty_host(DType::U8, std::move(shape));
+}
+
 // A Rows-layout factored set as one U8 tensor [N G + 2 N G / 8]: the int8 m, then the f16 D.
-Tensor factored_tensor(const kernels::FactoredParams& f) {
-  Tensor t = Tensor::empty_host(DType::U8, {int64_t(f.m.size() + 2 * f.d.size())});
+Tensor factored_tensor(const kernels::FactoredParams& f, HostArena* arena) {
+  Tensor t = packed_host(arena, {int64_t(f.m.size() + 2 * f.d.size())});
   std::memcpy(t.data, f.m.data(), f.m.size());
   std::memcpy(static_cast<uint8_t*>(t.data) + f.m.size(), f.d.data(), 2 * f.d.size());
   return t;
@@ -153,7 +159,7 @@ int quantized_bits(WeightFormat f) {
 namespace {
 
 // The whole weight in one form (the layout's checks first).
-LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
+LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool, HostArena* arena) {
   const int bits = quantized_bits(canonical.format);
   check_group_params(canonical);
   const Tensor& codes = canonical.data;
@@ -213,7 +219,7 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
     const int pbits = two ? 2 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
-    out.data = Tensor::empty_host(DType::U8, {blocks + 1, bb});
+    out.data = packed_host(arena, {blocks + 1, bb});
     uint8_t* d = out.data.ptr<uint8_t>();
     std::memset(d + blocks * bb, 0, size_t(bb));  // the descriptor row (its unused bytes zero)
     // by runs of whole row blocks, each zeroed (the pool's threads touch the new pages, not this one)
@@ -247,7 +253,7 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
-  out.data = Tensor::empty_host(DType::U8, {N, kernels::qweight_row_bytes(bits, K)});
+  out.data = packed_host(arena, {N, kernels::qweight_row_bytes(bits, K)});
   kernels::qweight_pack(bits, N, K, c, out.data.ptr<uint8_t>());
   // Offsets that are all -0 (GGUF Q8_0 / Q5_0 / Q6_K in groups of 16: no zero point) are not kept:
   // fewer bytes a token streams; the kernels take -0.
@@ -256,8 +262,8 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool) {
   if (!offsets) out.zeros = Tensor{};
   kernels::FactoredParams fs, fo;
   if (factor_params(canonical, kernels::QLayout::Rows, offsets, &fs, &fo, pool)) {
-    out.scales = factored_tensor(fs);
-    if (offsets) out.zeros = factored_tensor(fo);
+    out.scales = factored_tensor(fs, arena);
+    if (offsets) out.zeros = factored_tensor(fo, arena);
   }
   return out;
 }
@@ -309,13 +315,13 @@ const uint8_t* descriptor_of(const LinearWeight& packed) {
 // A weight of fused parts (canonical.part_rows), each packed in its own form. Parts whose forms agree
 // are one packing (their row blocks and one descriptor: what the fused weight packs into); else the
 // parts side by side (kSegmentsTag), each run on its own rows by the kernels.
-LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
+LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool, HostArena* arena) {
   std::vector<LinearWeight> parts;
   int64_t r0 = 0;
   for (int64_t rows : canonical.part_rows) {
     LinearWeight p = canonical_rows(canonical, r0, r0 + rows);
     merge_equal_groups(p);
-    parts.push_back(pack_whole(p, pool));
+    parts.push_back(pack_whole(p, pool, nullptr));  // transient: copied into the joined bytes below
     r0 += rows;
   }
   bool same = true;
@@ -328,7 +334,7 @@ LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
   if (same) {  // every part's rows are whole row blocks: their blocks in order, then the descriptor
     const int64_t bb = parts[0].data.dim(1);
     out.group_size = parts[0].group_size;
-    out.data = Tensor::empty_host(DType::U8, {(canonical.n + 15) / 16 + 1, bb});  // every byte copied below
+    out.data = packed_host(arena, {(canonical.n + 15) / 16 + 1, bb});  // every byte copied below
     uint8_t* o = out.data.ptr<uint8_t>();
     for (const LinearWeight& p : parts) {
       const size_t bytes = size_t(p.data.dim(0) - 1) * size_t(bb);
@@ -341,7 +347,7 @@ LinearWeight pack_parts(const LinearWeight& canonical, ThreadPool* pool) {
   size_t total = 0;
   for (const LinearWeight& p : parts) total += p.data.nbytes();
   const size_t table = parts.size() * 32 + 8 + 8;  // per part 4 int64, the count, the tag (padded)
-  out.data = Tensor::empty_host(DType::U8, {1, int64_t(total + table)});
+  out.data = packed_host(arena, {1, int64_t(total + table)});
   uint8_t* o = out.data.ptr<uint8_t>();
   std::memset(o + total, 0, table);  // the parts' bytes are copied below; the table's padding stays zero
   int64_t offset = 0;
@@ -370,7 +376,7 @@ bool is_segmented(const LinearWeight& w) {
 
 }  // namespace
 
-LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool) {
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool, HostArena* arena) {
   bool parts = canonical.part_rows.size() > 1 && canonical.input_perm.empty() &&
                kernels::qweight_preferred_layout(quantized_bits(canonical.format), canonical.group_size) ==
                    kernels::QLayout::RowLane16;
@@ -383,9 +389,9 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool)
               dtype_size(c.dtype) == 1)
         << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
         << canonical.k << "], got " << dtype_name(c.dtype) << " " << c.shape_str();
-    return pack_parts(canonical, pool);  // each part's codes checked as pack_whole checks a weight's
+    return pack_parts(canonical, pool, arena);  // each part's codes checked as pack_whole checks a weight's
   }
-  LinearWeight out = pack_whole(canonical, pool);
+  LinearWeight out = pack_whole(canonical, pool, arena);
   out.part_rows.clear();
   return out;
 }

@@ -24,13 +24,15 @@
 
 namespace llmctl {
 
+class HostArena;
 class ThreadPool;
 
 int quantized_bits(WeightFormat f);  // 4 or 8; throws for dense formats
 
 // Checks the canonical weight (shapes, dtypes, group, 4-bit codes <= 15) and packs it, its rows
-// spread over the pool's threads where one is given (the same bytes either way).
-LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool = nullptr);
+// spread over the pool's threads where one is given (the same bytes either way); its packed bytes
+// carved from the arena where one is given (HostArena: small weights on huge pages too).
+LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool = nullptr, HostArena* arena = nullptr);
 
 // Checks a packed weight and returns the kernels' view of it (not of a weight of parts: below).
 kernels::QWeightView cpu_qweight_view(const LinearWeight& packed);
