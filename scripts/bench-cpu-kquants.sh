@@ -12,7 +12,8 @@
 # /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
 # GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
-# LLMCTL_BIN in every round and labelled "baseline": a change measured against what it replaces).
+# LLMCTL_BIN in every round, first in even rounds, and labelled "baseline": a change measured against
+# what it replaces).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -51,8 +52,15 @@ print(f\"round $3 $4 $2 {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_p
 }
 for r in $(seq 1 "$ROUNDS"); do
   for t in $TYPES; do
-    run_llmctl "$LLMCTL" llmctl "$r" "$t"
-    [ -z "${BASELINE_BIN:-}" ] || run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
+    # with a baseline, the two llmctl binaries swap places every other round (the first run after
+    # another file can be the slower one)
+    if [ -n "${BASELINE_BIN:-}" ] && [ $((r % 2)) -eq 0 ]; then
+      run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
+      run_llmctl "$LLMCTL" llmctl "$r" "$t"
+    else
+      run_llmctl "$LLMCTL" llmctl "$r" "$t"
+      [ -z "${BASELINE_BIN:-}" ] || run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
+    fi
     "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r 1 -o csv 2>/dev/null | python3 -c "
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
