@@ -33,6 +33,7 @@ TEST_CASE("HostArena: small tensors in order from one 2 MiB-aligned chunk, a new
     const Tensor big = arena->empty(DType::U8, {int64_t(HostArena::kHugePage)});
     CHECK(arena->chunk_bytes() == first_chunk);
     CHECK((addr(big) < addr(a) || addr(big) >= addr(a) + HostArena::kChunkBytes));
+    CHECK(addr(big) % HostArena::kHugePage == 0);  // Tensor::empty_host starts it on a huge page
     // fill the chunk with 1 MiB tensors (each under a huge page): the one that does not fit opens a
     // second chunk
     const int64_t mib = int64_t(1) << 20;
