@@ -3,7 +3,7 @@
 // offered whole to transparent huge pages, so that small weights stream from huge pages as large
 // ones do (Tensor::empty_host: a decode step reads every weight, and 4 KiB pages cost a TLB miss
 // and a restarted hardware prefetch each). A chunk is freed when the last tensor carved from it is
-// (each holds it); a tensor of a huge page or more comes from Tensor::empty_host. Unused chunk tails
+// (each holds it); a tensor of a huge page or more comes from Tensor::empty_host (host_alloc_huge). Unused chunk tails
 // are never touched, so not backed. Thread-safe.
 #pragma once
 #include <cstddef>
@@ -19,7 +19,6 @@ namespace llmctl {
 class HostArena {
  public:
   static constexpr size_t kChunkBytes = size_t(32) << 20;
-  static constexpr size_t kHugePage = size_t(2) << 20;
   static constexpr size_t kAlign = 64;
 
   // An uninitialized host tensor (64-byte aligned), carved from the current chunk or a new one.

@@ -33,22 +33,18 @@ Tensor Tensor::empty_host(DType dtype, std::vector<int64_t> shape) {
   t.shape = std::move(shape);
   for (int64_t d : t.shape) LLM_CHECK(d >= 0) << "negative dimension in " << t.shape_str();
   size_t bytes = (t.nbytes() + 63) / 64 * 64;
-  // A tensor of a huge page or more starts on a 2 MiB boundary, and its whole 2 MiB pages are
-  // offered to the kernel's transparent huge pages (the tail stays in 4 KiB pages: nothing past the
-  // tensor is backed): a decode step streams every weight, and on 4 KiB pages each one costs a TLB
-  // miss and a restarted hardware prefetch.
-  constexpr size_t kHugePage = size_t(2) << 20;
-  void* p = nullptr;
-  if (bytes >= kHugePage) {
-    if (posix_memalign(&p, kHugePage, bytes) != 0) p = nullptr;
-    if (p) (void)::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: refused, small pages
-  } else {
-    p = std::aligned_alloc(64, bytes ? bytes : 64);
-  }
+  void* p = bytes >= kHostHugePage ? host_alloc_huge(bytes) : std::aligned_alloc(64, bytes ? bytes : 64);
   LLM_CHECK(p) << "out of host memory allocating " << bytes << " bytes";
   t.data = p;
   t.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return t;
+}
+
+void* host_alloc_huge(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kHostHugePage, bytes) != 0) return nullptr;
+  (void)::madvise(p, bytes / kHostHugePage * kHostHugePage, MADV_HUGEPAGE);  // a hint: refused, small pages
+  return p;
 }
 
 Tensor Tensor::zeros_host(DType dtype, std::vector<int64_t> shape) {

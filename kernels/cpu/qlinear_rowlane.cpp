@@ -17,7 +17,6 @@
 // The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp) do the same
 // operations in the same order, so their results equal these bit for bit; none depends on T or on the
 // [n0, n1) split.
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -285,13 +284,9 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
   KERNEL_CHECK(bits != 6 || narrow) << "row-lane layout: 6-bit codes are narrow codes (a base is needed)";
   KERNEL_CHECK(bits != 2 || !narrow) << "row-lane layout: 2-bit codes are codes 0..3 (not narrow)";
   const int span = bits == 4 ? 15 : 63;  // narrow: code - base in 0..span
-  if (bits == 2 || narrow) {  // the codes' range in one branch-free pass (it vectorizes), then the first misfit named
-    int lo = 127, hi = -128, any = 0;
-    for (int64_t i = 0; i < n * k; ++i) {
-      const int c = int8_t(codes[i]);
-      lo = std::min(lo, c), hi = std::max(hi, c), any |= codes[i];
-    }
-    const bool fits = bits == 2 ? any <= 3 : lo - narrow_base >= 0 && hi - narrow_base <= span;
+  if (bits == 2 || narrow) {  // the codes' range in one pass, then the first misfit named
+    const CodeRange r = qweight_code_range(n * k, codes);
+    const bool fits = bits == 2 ? r.lo >= 0 && r.hi <= 3 : r.lo - narrow_base >= 0 && r.hi - narrow_base <= span;
     for (int64_t i = 0; !fits && i < n * k; ++i) {
       KERNEL_CHECK(bits != 2 || codes[i] <= 3)
           << "row-lane layout: code " << int(codes[i]) << " at " << i << " does not fit 2 bits";

@@ -22,7 +22,7 @@ TEST_CASE("HostArena: small tensors in order from one 2 MiB-aligned chunk, a new
     auto arena = std::make_unique<HostArena>();
     const Tensor a = arena->empty(DType::U8, {3, 100});  // 300 bytes: 320 carved
     const Tensor b = arena->empty(DType::F32, {7});
-    CHECK(addr(a) % HostArena::kHugePage == 0);  // the chunk's start
+    CHECK(addr(a) % kHostHugePage == 0);  // the chunk's start
     CHECK(addr(b) == addr(a) + 320);
     CHECK(addr(b) % HostArena::kAlign == 0);
     CHECK(a.shape == std::vector<int64_t>{3, 100});
@@ -30,10 +30,10 @@ TEST_CASE("HostArena: small tensors in order from one 2 MiB-aligned chunk, a new
     first_chunk = arena->chunk_bytes();
     CHECK(first_chunk == HostArena::kChunkBytes);
     // a huge page or more: its own allocation, no chunk bytes
-    const Tensor big = arena->empty(DType::U8, {int64_t(HostArena::kHugePage)});
+    const Tensor big = arena->empty(DType::U8, {int64_t(kHostHugePage)});
     CHECK(arena->chunk_bytes() == first_chunk);
     CHECK((addr(big) < addr(a) || addr(big) >= addr(a) + HostArena::kChunkBytes));
-    CHECK(addr(big) % HostArena::kHugePage == 0);  // Tensor::empty_host starts it on a huge page
+    CHECK(addr(big) % kHostHugePage == 0);  // Tensor::empty_host starts it on a huge page
     // fill the chunk with 1 MiB tensors (each under a huge page): the one that does not fit opens a
     // second chunk
     const int64_t mib = int64_t(1) << 20;
