@@ -86,6 +86,28 @@ inline const uint8_t* rowlane_header(const RowLaneGeometry& geo, const uint8_t* 
   return rb + (g >> geo.super_shift) * geo.super_bytes;
 }
 
+// The groups of a row block in order, rowlane_group's and rowlane_header's pointers stepped (no
+// multiply a group, and none of the geometry reloaded: a decode tile's loop is short enough per
+// group for that to show). first(): group() starts a super-block (its header is header()).
+class RowLaneGroupCursor {
+ public:
+  RowLaneGroupCursor(const RowLaneGeometry& geo, const uint8_t* rb)
+      : hdr_(rb), gp_(rb + geo.header_bytes), group_bytes_(geo.group_bytes), header_bytes_(geo.header_bytes),
+        per_super_(geo.super_groups), left_(geo.super_groups) {}
+  const uint8_t* group() const { return gp_; }
+  const uint8_t* header() const { return hdr_; }
+  bool first() const { return left_ == per_super_; }
+  void next() {
+    gp_ += group_bytes_;
+    if (--left_ == 0) hdr_ = gp_, gp_ += header_bytes_, left_ = per_super_;
+  }
+
+ private:
+  const uint8_t* hdr_;
+  const uint8_t* gp_;
+  int64_t group_bytes_, header_bytes_, per_super_, left_;
+};
+
 // The row block at rb of a 6-bit weight (geometry g6) rewritten at out in the 8-bit layout (g8, the
 // same weight's geometry at 8 bits): the same headers and parameters, each block's 384 code bytes
 // unpacked into 512 by unpack_block(src, dst) (the ISA's). Prefill unpacks a row block once for

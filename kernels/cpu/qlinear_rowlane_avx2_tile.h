@@ -124,8 +124,13 @@ inline __m256i code_mask() {
   return _mm256_set1_epi8(TWO ? 0x03 : 0x0F);
 }
 
-// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do).
+// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do), for 8-bit
+// (and 6-bit) codes only: 4-bit blocks take half the bytes and the hardware's prefetchers keep up
+// with them, where the four prefetches a block cost more than they save (measured on an AVX2 EPYC,
+// 1024 -> 49152 decode on 1 thread: 4 bits 1297 -> 1222 us without them, 8 bits 1960 -> 2100).
 constexpr int64_t kPrefetchAhead = 8192;
+template <bool FOUR>
+constexpr bool kPrefetchCodes = !FOUR;
 
 #if defined(__AVXVNNI__)
 constexpr bool kVnniCompiled = true;
@@ -179,15 +184,20 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // stored code - base (8 bits 0..63, 4 bits 0..15; SIX: 6-bit narrow codes); asum: the activations'
 // integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
 // only with -mavxvnni. TWO (with FOUR): 2-bit codes, each 4-bit vector from half a 2-bit one.
+// ONE: a unit is one block (group 32, and group 16 always), known at compile time: the block loop's
+// counting and addressing otherwise cost a decode tile 15% (an AVX2 EPYC, 4-bit codes).
 // Out of line: inlined into q8_rows beside the prefill tiles its decode code came out slower (Q8_0
 // decode 158 -> 127 tok/s on an AVX2-only EPYC), and its own function it is the faster one for every kind.
-template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG,
+          bool ONE = SG == 2>
 __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0,
                                        const QActivations& x, const float* S, int64_t t, const float* bias, int64_t nb,
                                        const __m256i* m, float* out, int64_t ldo, bool prefetch, const int8_t* codebook,
                                        int base, const int32_t* asum, const float* pre = nullptr) {
   static_assert(!VNNI || kVnniCompiled, "VNNI tiles need -mavxvnni");
-  const int64_t K = x.k, blocks = K / 32, G = geo.groups, bpg = geo.blocks_per_group, GS = G * SG;  // GS: groups
+  static_assert(SG == 1 || ONE, "a group of 16 is one block");
+  const int64_t K = x.k, blocks = K / 32, G = geo.groups, GS = G * SG;  // GS: groups
+  const int64_t bpg = ONE ? 1 : geo.blocks_per_group;
   const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
   __m256i lut = LUT ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)))
@@ -199,14 +209,16 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
   for (int i = 0; i < H; ++i)
     for (int j = 0; j < NT; ++j) acc[i][j] = _mm256_setzero_ps();
   __m256 ds[H], dof[H];  // factored: the current super-block's D (scales, offsets)
-  for (int64_t g = 0; g < G; ++g) {
-    const uint8_t* gp = rowlane_group(geo, rb, g);
-    const uint8_t* params = gp + bpg * geo.code_bytes;
-    if (ST == ScaleType::Factored && !pre && (g & (geo.super_groups - 1)) == 0)
+  const int64_t code_bytes = geo.code_bytes;
+  const bool offsets = geo.offsets;
+  RowLaneGroupCursor cur(geo, rb);
+  for (int64_t g = 0; g < G; ++g, cur.next()) {
+    const uint8_t* gp = cur.group();
+    const uint8_t* params = gp + bpg * code_bytes;
+    if (ST == ScaleType::Factored && !pre && cur.first())
       for (int i = 0; i < H; ++i) {
-        const uint8_t* hdr = rowlane_header(geo, rb, g);
-        ds[i] = super_d8(hdr, 0, h0 + i);
-        if (geo.offsets) dof[i] = super_d8(hdr, 1, h0 + i);
+        ds[i] = super_d8(cur.header(), 0, h0 + i);
+        if (offsets) dof[i] = super_d8(cur.header(), 1, h0 + i);
       }
     __m256 s[H][SG];
     for (int i = 0; i < H; ++i)
@@ -215,9 +227,9 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
                                                     : load_params8<ST>(geo, params, ds[i], 0, sg, h0 + i);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
-      const uint8_t* cp = gp + jb * geo.code_bytes;
-      if (prefetch)
-        for (int64_t l = 0; l < geo.code_bytes; l += 64)
+      const uint8_t* cp = gp + jb * code_bytes;
+      if (kPrefetchCodes<FOUR> && prefetch)
+        for (int64_t l = 0; l < code_bytes; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
       __m256i dot[H][NT][SG];
       for (int i = 0; i < H; ++i)
@@ -384,7 +396,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int i = 0; i < H; ++i)
       for (int sg = 0; sg < SG; ++sg) {
-        const __m256 o = !geo.offsets ? _mm256_mul_ps(s[i][sg], _mm256_set1_ps(float(-zero)))
+        const __m256 o = !offsets ? _mm256_mul_ps(s[i][sg], _mm256_set1_ps(float(-zero)))
                          : ST == ScaleType::Factored && pre ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
                                                             : load_params8<ST>(geo, params, dof[i], 1, sg, h0 + i);
         for (int j = 0; j < NT; ++j)
@@ -464,8 +476,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if (x.t <= 3) {  // decode, batches of up to 3: both halves at once (each 64-byte line of codes
                        // read once); 2 and 3 tokens measured 6-13% faster so than half by half
         auto both_halves = [&](auto nt) {
-          q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo,
-                                                               true, w.codebook, w.narrow_base, asum);
+          auto tile = [&](auto one) {
+            q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG, one()>(
+                geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook, w.narrow_base, asum);
+          };
+          if constexpr (SG == 2) tile(std::true_type{});
+          else if (geo.blocks_per_group == 1) tile(std::true_type{});
+          else tile(std::false_type{});
         };
         if (x.t == 1) both_halves(std::integral_constant<int, 1>{});
         if (x.t == 2) both_halves(std::integral_constant<int, 2>{});
