@@ -124,13 +124,15 @@ inline __m256i code_mask() {
   return _mm256_set1_epi8(TWO ? 0x03 : 0x0F);
 }
 
-// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do), for 8-bit
-// (and 6-bit) codes only: 4-bit blocks take half the bytes and the hardware's prefetchers keep up
-// with them, where the four prefetches a block cost more than they save (measured on an AVX2 EPYC,
-// 1024 -> 49152 decode on 1 thread: 4 bits 1297 -> 1222 us without them, 8 bits 1960 -> 2100).
+// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do), for wide
+// 8-bit codes only: the hardware's prefetchers keep up with 4-bit, 6-bit and narrow 8-bit blocks,
+// whose decode the four to eight prefetches a block slowed (measured on an AVX2 EPYC: a 1024 -> 49152
+// decode on 1 thread, 4 bits 1297 -> 1222 us without them, Q6_K-like 1558 -> 1414; generate, ABBA
+// pairs: Q6_K x1.12, Q5_K_M x1.07); wide 8-bit codes were as fast or faster with them (576 -> 49152:
+// 945 against 1080 us).
 constexpr int64_t kPrefetchAhead = 8192;
-template <bool FOUR>
-constexpr bool kPrefetchCodes = !FOUR;
+template <bool FOUR, bool SIX, bool NARROW>
+constexpr bool kPrefetchCodes = !FOUR && !SIX && !NARROW;
 
 #if defined(__AVXVNNI__)
 constexpr bool kVnniCompiled = true;
@@ -228,7 +230,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * code_bytes;
-      if (kPrefetchCodes<FOUR> && prefetch)
+      if (kPrefetchCodes<FOUR, SIX, NARROW> && prefetch)
         for (int64_t l = 0; l < code_bytes; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
       __m256i dot[H][NT][SG];
