@@ -8,8 +8,8 @@
 
 namespace llmctl::kernels {
 
-void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1, float* out,
-                   float* residual) {
+void detail::rms_norm_rows_portable(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1,
+                                    float* out, float* residual) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * H;
     float* o = out + r * H;
@@ -19,11 +19,18 @@ void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t
       for (int64_t i = 0; i < H; ++i) res[i] += xr[i];
       src = res;
     }
-    double ss = 0;
-    for (int64_t i = 0; i < H; ++i) ss += double(src[i]) * src[i];
+    double s[8] = {};
+    for (int64_t i = 0; i < H; ++i) s[i % 8] += double(src[i]) * src[i];
+    const double ss = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     const float inv = 1.0f / std::sqrt(float(ss / double(H)) + eps);
     for (int64_t i = 0; i < H; ++i) o[i] = w[i] * (src[i] * inv);
   }
+}
+
+void rms_norm_rows(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1, float* out,
+                   float* residual) {
+  if (cpu_has_avx2()) return detail::rms_norm_rows_avx2(x, w, eps, H, r0, r1, out, residual);
+  detail::rms_norm_rows_portable(x, w, eps, H, r0, r1, out, residual);
 }
 
 void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const float* q_w, const float* k_w, float eps,

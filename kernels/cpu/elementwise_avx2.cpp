@@ -5,6 +5,7 @@
 // beside it.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 
@@ -50,6 +51,52 @@ void silu_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1,
     for (; i + 8 <= I; i += 8) _mm256_storeu_ps(o + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
     if (tail)
       _mm256_maskstore_ps(o + i, mask, silu_mul8(_mm256_maskload_ps(g + i, mask), _mm256_maskload_ps(u + i, mask)));
+  }
+}
+
+// rms_norm_rows_portable's operations: the residual sums and the outputs 8 floats at a time (each the
+// same single rounding), partials 0..3 and 4..7 of the sum of squares in two vectors of doubles (an
+// FMA of double(x) * x, exact in double, is the portable product then sum), the tail masked to zero
+// (adding +0.0 leaves a partial as it was: a sum of squares is never -0.0).
+void rms_norm_rows_avx2(const float* x, const float* w, float eps, int64_t H, int64_t r0, int64_t r1, float* out,
+                        float* residual) {
+  const int64_t tail = H % 8;
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(tail)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * H;
+    float* o = out + r * H;
+    const float* src = xr;
+    if (residual) {
+      float* res = residual + r * H;
+      int64_t i = 0;
+      for (; i + 8 <= H; i += 8)
+        _mm256_storeu_ps(res + i, _mm256_add_ps(_mm256_loadu_ps(res + i), _mm256_loadu_ps(xr + i)));
+      for (; i < H; ++i) res[i] += xr[i];
+      src = res;
+    }
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= H; i += 8) {
+      const __m256 v = _mm256_loadu_ps(src + i);
+      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      lo = _mm256_fmadd_pd(a, a, lo);
+      hi = _mm256_fmadd_pd(b, b, hi);
+    }
+    if (tail) {
+      const __m256 v = _mm256_maskload_ps(src + i, mask);
+      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      lo = _mm256_fmadd_pd(a, a, lo);
+      hi = _mm256_fmadd_pd(b, b, hi);
+    }
+    alignas(32) double s[8];
+    _mm256_store_pd(s, lo);
+    _mm256_store_pd(s + 4, hi);
+    const double ss = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    const float inv = 1.0f / std::sqrt(float(ss / double(H)) + eps);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= H; i += 8)
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(src + i), vinv)));
+    for (; i < H; ++i) o[i] = w[i] * (src[i] * inv);
   }
 }
 

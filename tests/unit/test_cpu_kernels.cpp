@@ -13,6 +13,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_impl.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
@@ -128,6 +129,30 @@ TEST_CASE("rms_norm with and without the fused residual add") {
       CHECK(out2[r * H + i] == doctest::Approx(s / std::sqrt(ss2 / H + 1e-5) * w[i]).epsilon(1e-5));
     }
   }
+}
+
+TEST_CASE("rms_norm: the AVX2 variant gives the portable one's bits (row tails, the fused residual add)") {
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
+  for (int64_t H : {1, 7, 8, 9, 64, 300, 576, 1027})
+    for (bool with_residual : {false, true}) {
+      const int64_t R = 3;
+      const auto x = randn(R * H, uint32_t(40 + H), 3.0f), w = randn(H, uint32_t(41 + H)),
+                 res0 = randn(R * H, uint32_t(42 + H));
+      std::vector<float> a(size_t(R * H), NAN), b = a, ra = res0, rb = res0;
+      kernels::detail::rms_norm_rows_portable(x.data(), w.data(), 1e-6f, H, 0, R, a.data(), with_residual ? ra.data() : nullptr);
+      kernels::detail::rms_norm_rows_avx2(x.data(), w.data(), 1e-6f, H, 0, R, b.data(), with_residual ? rb.data() : nullptr);
+      INFO("H " << H << " residual " << with_residual);
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+      CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * 4) == 0);
+      // and the norm itself, against one chain of double additions (within float rounding)
+      for (int64_t r = 0; r < R; ++r) {
+        const float* src = with_residual ? ra.data() + r * H : x.data() + r * H;
+        double ss = 0;
+        for (int64_t i = 0; i < H; ++i) ss += double(src[i]) * src[i];
+        const float inv = 1.0f / std::sqrt(float(ss / double(H)) + 1e-6f);
+        for (int64_t i = 0; i < H; ++i) CHECK(a[size_t(r * H + i)] == doctest::Approx(w[size_t(i)] * (src[i] * inv)).epsilon(1e-6));
+      }
+    }
 }
 
 TEST_CASE("silu_mul and rope against their definitions") {
