@@ -16,7 +16,9 @@ void fill_one(const MaskJob& j) {
 }  // namespace
 
 void fill_masks(const std::vector<MaskJob>& jobs) {
-  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  if (jobs.empty()) return;  // every step without constrained sequences (twice a step)
+  // read once: glibc counts the cores from sysfs on every call (an open and a read a decode step)
+  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const size_t threads = std::min({cores, size_t(8), (jobs.size() + 3) / 4});
   if (threads <= 1) {
     for (const MaskJob& j : jobs) fill_one(j);
