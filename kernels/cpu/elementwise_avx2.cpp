@@ -1,4 +1,5 @@
-// AVX2 + FMA variant of silu_mul_rows (elementwise.h), picked at run time where cpu_has_avx2().
+// AVX2 + FMA variants of silu_mul_rows and rms_norm_rows (elementwise.h), picked at run time where
+// cpu_has_avx2().
 // silu needs e^-g per element; libm's scalar expf was 6% of a quantized prefill. exp8 below is a
 // vector e^x whose relative error is about 2 ulp; every element, the last partial vector of a row
 // included (masked), goes through the same code, so a row's result does not depend on the rows
