@@ -77,6 +77,13 @@ void qact_half_sums(const QActivations& x, int32_t* H) {
   }
 }
 
+const int32_t* qact_half_sums_of(const QActivations& x, std::vector<int32_t>& scratch) {
+  if (x.half_sum) return x.half_sum;
+  scratch.resize(size_t(x.t * (x.k / 16)));
+  qact_half_sums(x, scratch.data());
+  return scratch.data();
+}
+
 void qact_group_sums(const QActivations& x, int group, float* S) {
   const int64_t G = x.k / group, halves = x.k / 16, per = group / 16;
   for (int64_t t = 0; t < x.t; ++t) {

@@ -3,6 +3,7 @@
 // same for every T and every [n0, n1) split; variants differ from each other in that order only.
 #pragma once
 #include <cstdint>
+#include <vector>
 #include <cstring>
 #include <type_traits>
 
@@ -36,6 +37,9 @@ void qact_group_sums(const QActivations& x, int group, float* S);
 // H[t * (K / 16) + h] = the integer sum of token t's int8 activation codes in half block h (16
 // inputs): what base x it corrects for codes stored from a base (narrow, codebook or VNNI codes).
 void qact_half_sums(const QActivations& x, int32_t* H);
+// Those sums for x: the quantizer's (x.half_sum) where x carries them, else added up into scratch
+// (activations built without them).
+const int32_t* qact_half_sums_of(const QActivations& x, std::vector<int32_t>& scratch);
 
 // Scale/offset element i of a row as f32.
 inline float load_scale(ScaleType st, const void* p, int64_t i) {

@@ -447,15 +447,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   qact_group_sums(x, w.group, S.data());
   constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
   constexpr bool kSums = uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened;
-  // narrow, VNNI or widened codes: the activations' integer sums per half block (the quantizer's, or
-  // added up here for activations that came without them)
+  // narrow, VNNI or widened codes: the activations' integer sums per half block
   thread_local std::vector<int32_t> own_sums;
-  const int32_t* asum = x.half_sum;
-  if (kSums && !asum) {
-    own_sums.resize(size_t(x.t * (x.k / 16)));
-    qact_half_sums(x, own_sums.data());
-    asum = own_sums.data();
-  }
+  const int32_t* asum = kSums ? qact_half_sums_of(x, own_sums) : nullptr;
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
   const int z = w.implied_zero;
@@ -470,8 +464,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill)
-      interleave_tokens(x, c0, c1, S.data(), geo.groups * SG,
-                        kSums ? asum : nullptr, tt, kWidened);
+      interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt, kWidened);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;

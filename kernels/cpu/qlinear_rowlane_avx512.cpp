@@ -349,14 +349,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<float> S;
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
-  // per half block of 16 inputs: the quantizer's, or added up here for activations without them
-  thread_local std::vector<int32_t> own_sums;
-  const int32_t* asum = x.half_sum;
-  if (kBased && !asum) {
-    own_sums.resize(static_cast<size_t>(x.t * (x.k / 16)));
-    qact_half_sums(x, own_sums.data());
-    asum = own_sums.data();
-  }
+  thread_local std::vector<int32_t> own_sums;  // per half block of 16 inputs
+  const int32_t* asum = kBased ? qact_half_sums_of(x, own_sums) : nullptr;
   const int base = NARROW ? w.narrow_base : -128;  // code = stored value + base
   const __m512i book = book_bytes(LUT ? w.codebook : nullptr);
   // From 4 tokens, row blocks in pairs (each activation broadcast then feeds two dot products; an odd
@@ -375,7 +369,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   TokenTiles& tt = thread_token_tiles();
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
-    if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, kBased ? asum : nullptr, tt);
+    if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += pairs ? 32 : 16) {
       const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
