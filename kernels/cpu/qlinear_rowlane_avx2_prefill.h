@@ -1,8 +1,8 @@
 // The int8 mode's prefill tile of the AVX2 and AVX-VNNI row-lane kernels, included by
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
 // of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
-// Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are: as 16-bit products
-// where a group is a block, widened_block).
+// Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are), but signed values
+// without VNNI where a group is a block: those as 16-bit products, up to 8 tokens (q8_widened_tile).
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -80,31 +80,43 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 // 16-bit products: each value + 128, a byte (a codebook's looked up so, a wide code's as stored), is
 // zero-extended to 16 bits twice, the even bytes of each 4-byte lane (mask) and the odd ones (shift),
 // and vpmaddwd takes them against the token's activations as int16 (TokenTiles::q16, in that order);
-// -128 x the activations' integer sum then makes the signed dot product, the same integer. Two
-// vpmaddwd per 4 inputs x 8 rows a token, where moving the values' signs to the activations took
-// vpsignb + vpmaddubsw + vpmaddwd, and with no per-block store and reload of the values (128 tokens,
-// 1 thread, an AVX2-only EPYC: wide codes 1.05-1.19x, a codebook's 1.00-1.05x). The
-// block's vectors go one at a time against every token (each token's integer sum in a register). cp: the
-// block's codes (+ 32 x the half); a16: the tile's int16 activations of the block (4 x 32); hs: its
-// half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; s: the 8 rows' scales.
+// -128 x the activations' integer sum (TokenTiles::wc, each token's sum starting from it) then makes
+// the signed dot product, the same integer. Two vpmaddwd per 4 inputs x 8 rows a token, where moving
+// the values' signs to the activations took vpsignb + vpmaddubsw + vpmaddwd, and with no per-block
+// store and reload of the values (128 tokens, 1 thread, an AVX2-only EPYC: wide codes 1.05-1.19x, a
+// codebook's 1.00-1.05x). The block's vectors go one at a time against every token (each token's
+// integer sum in a register). A vpmaddwd and the vpaddd after it cost about 0.62 cycles there (0.5 for
+// vpmaddwd alone), twice a 4-bit code's vpmaddubsw + vpaddw for the same products: the bound of this
+// kind of code; what else a block costs (its codes' decoding, the f32 step per token) is spread over up
+// to 8 tokens, token j from token tile j / 4, slot j % 4 (the tiles `next` int16s apart in q16 and
+// next / 32 elements in wc and xs).
+// cp: the block's codes (+ 32 x the half); a16: tile 0's int16 activations of the block (4 x 32); wc,
+// xs: its corrections and activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's outputs.
 template <bool FOUR, int NT>
-__attribute__((always_inline)) inline void widened_block(const uint8_t* cp, const int16_t* a16, const int32_t* hs,
-                                                        __m256i lut_u, const float* s, const float* xs, __m256* acc) {
+__attribute__((always_inline)) inline void widened_block(const uint8_t* cp, const int16_t* a16, const int32_t* wc,
+                                                        const float* xs, int64_t next, __m256i lut_u, const float* s,
+                                                        float (*acc)[8]) {
+  static_assert(NT >= 1 && NT <= 8);
   const __m256i nib = _mm256_set1_epi8(0x0F), even = _mm256_set1_epi16(0x00FF);
+  // the two tiles' activations through two base registers (their addresses per token and quad spilled
+  // to the stack otherwise)
+  const int8_t* a0 = reinterpret_cast<const int8_t*>(a16);
+  const int8_t* a1 = reinterpret_cast<const int8_t*>(a16 + next);
+  asm("" : "+r"(a0), "+r"(a1));
   __m256i d[NT];
-#pragma GCC unroll 4
-  for (int j = 0; j < NT; ++j) d[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) d[j] = _mm256_set1_epi32(wc[(j / 4) * (next / 32) + j % 4]);
   auto pair = [&](int j, int p) {  // token j's int16 activations p, p + 1 in every lane
-    return bcast4(reinterpret_cast<const int8_t*>(a16 + 32 * j + p));
+    return bcast4((j < 4 ? a0 : a1) + 2 * (32 * (j % 4) + p));
   };
   auto quad = [&](__m256i u, int q) {  // u: the values + 128 of inputs 4q..4q+3 of the 8 rows
     const __m256i e = _mm256_and_si256(u, even), o = _mm256_srli_epi16(u, 8);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       d[j] = _mm256_add_epi32(d[j], _mm256_add_epi32(_mm256_madd_epi16(e, pair(j, 4 * q)),
                                                      _mm256_madd_epi16(o, pair(j, 4 * q + 2))));
       // the sum stays a chain: reassociated into one tree of the block's 16 products, GCC computed them
-      // all first and spilled them (1.3x slower)
+      // all first and spilled them (1.3x slower; 1.7x with 8 tokens)
       asm("" : "+x"(d[j]));
     }
   };
@@ -119,10 +131,62 @@ __attribute__((always_inline)) inline void widened_block(const uint8_t* cp, cons
     }
   }
   const __m256 sv = _mm256_loadu_ps(s);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) {
-    const __m256i dot = _mm256_add_epi32(d[j], _mm256_set1_epi32(-128 * (hs[j] + hs[4 + j])));
-    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(xs[j])), acc[j]);
+    const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
+    _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[j]), scale, _mm256_load_ps(acc[j])));
+  }
+}
+
+// The widened prefill tile (widened_block): half h of the row block at rb (first row nb) x NT <= 8
+// tokens from token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs
+// at out; m: the half's lanes to store. Its sums live in memory (acc), the 16 registers holding 8
+// tokens' integer sums and a block's vectors: 8 tokens a block measured 1.12x 4 (wide8 vs q8_prefill_tile
+// at 128 tokens x 1024 -> 960, 1 thread, IQ4_NL codes), the stepped group pointers and the corrections
+// from TokenTiles another 1.05x together. The other arguments are q8_prefill_tile's.
+template <bool FOUR, int NT, ScaleType ST, int BPG>
+__attribute__((noinline)) void q8_widened_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
+                                               const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
+                                               __m256i m, float* out, int64_t ldo, const int8_t* codebook,
+                                               const float* pre) {
+  const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
+  __m256i lut_u = _mm256_setzero_si256();  // FOUR: the codebook's values + 128
+  if constexpr (FOUR)
+    lut_u = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
+                             _mm256_set1_epi8(char(0x80)));
+  const int16_t* aq16 = tt.tile_q16(tile);
+  const int32_t* awc = tt.tile_wc(tile);
+  const float* axs = tt.tile_xs(tile);
+  const float* aS = tt.tile_S(tile);
+  alignas(32) float acc[NT][8] = {};
+  alignas(32) float sv[8];  // F16 / F32 scales of the group
+  RowLaneGroupCursor cur(geo, rb);
+  for (int64_t g = 0; g < G; ++g, cur.next()) {
+    const uint8_t* gp = cur.group();
+    const uint8_t* params = gp + bpg * geo.code_bytes;
+    const float* sp = sv;
+    if constexpr (ST == ScaleType::Factored) sp = pre + 16 * g;
+    else _mm256_store_ps(sv, load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, 0, h));
+    for (int64_t jb = 0; jb < bpg; ++jb) {
+      const int64_t b = g * bpg + jb;
+      widened_block<FOUR, NT>(gp + jb * geo.code_bytes + 32 * h, aq16 + b * 128, awc + b * 4, axs + b * 4, next, lut_u,
+                              sp, acc);
+    }
+    if (zero == 0) continue;  // implied zero 0: no offset term
+    const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp), _mm256_set1_ps(float(-zero)))
+                     : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * g + 8)
+                                                 : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, 0, h);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j)
+      _mm256_store_ps(acc[j], _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(j / 4) * tt.gs * 4 + g * 4 + j % 4]),
+                                              _mm256_load_ps(acc[j])));
+  }
+  const int64_t n = nb + 8 * h;
+  const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    const __m256 a = _mm256_load_ps(acc[j]);
+    _mm256_maskstore_ps(out + j * ldo + n, m, bias ? _mm256_add_ps(a, bv) : a);
   }
 }
 
@@ -149,11 +213,9 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
   __m256i lut = _mm256_setzero_si256();  // LUT: the values (VNNI: value + 128 as an unsigned byte)
   if constexpr (LUT) lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
   if constexpr (LUT && VNNI) lut = _mm256_xor_si256(lut, _mm256_set1_epi8(char(0x80)));
-  constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();  // kSigned, one group a block
-  const __m256i lut_u = _mm256_xor_si256(lut, flip);                        // LUT, kWidened: value + 128
-  alignas(32) int8_t vals[kSigned && !kWidened ? 8 * 32 : 1];  // the block's values (w: their magnitudes)
+  static_assert(!widened_tile<VNNI, FOUR, LUT, NARROW, SG>(), "widened codes take q8_widened_tile");
+  alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // the block's values (w: their magnitudes)
   const int8_t* aq = tt.tile_q(tile);
-  const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
   const int32_t* ahs = tt.tile_hs(tile);
@@ -176,10 +238,6 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
-      if constexpr (kWidened) {
-        widened_block<FOUR, NT>(cp, aq16 + b * 128, ahs + b * 8, lut_u, sp[0], axs + b * 4, acc);
-        continue;
-      }
       __m256i w[8];  // w[i]: inputs 4i..4i+3 of the half's rows
 #pragma GCC unroll 8
       for (int v = 0; v < (FOUR ? 4 : 8); ++v) {

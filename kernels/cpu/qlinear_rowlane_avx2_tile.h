@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/qlinear_impl.h"
@@ -423,18 +424,16 @@ namespace llmctl::kernels::detail {
 
 namespace {
 
-// Tokens [0, T) in tiles of NMAX (2 or 4) and the remainder as one tile: tile(nt, t).
+// Tokens [0, T) in tiles of NMAX and the remainder as one tile: tile(nt, t).
 template <int NMAX, class Tile>
 void for_token_tiles(int64_t T, Tile&& tile) {
-  static_assert(NMAX == 2 || NMAX == 4);
+  static_assert(NMAX >= 1 && NMAX <= 8);
   int64_t t = 0;
   for (; t + NMAX <= T; t += NMAX) tile(std::integral_constant<int, NMAX>{}, t);
-  switch (T - t) {
-    case 1: tile(std::integral_constant<int, 1>{}, t); break;
-    case 2: if constexpr (NMAX > 2) tile(std::integral_constant<int, 2>{}, t); break;
-    case 3: if constexpr (NMAX > 3) tile(std::integral_constant<int, 3>{}, t); break;
-    default: break;
-  }
+  const int64_t rest = T - t;  // 0 .. NMAX - 1
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    ((rest == R + 1 ? tile(std::integral_constant<int, R + 1>{}, t) : void()), ...);
+  }(std::make_integer_sequence<int, NMAX - 1>{});
 }
 
 template <bool VNNI, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
@@ -497,34 +496,45 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
-        for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
-          const int64_t t = c0 + tc;
-          const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
-          if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
-            const RowLaneGeometry& cg = expand ? geo8 : geo;
-            auto prefill_tile = [&](auto bpg, auto five) {
-              q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
-                  cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
-                  w.narrow_base, fpre);
+        if constexpr (kWidened) {  // x.t > 3 here: prefill; up to 8 tokens
+          for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
+            auto widened = [&](auto bpg) {
+              q8_widened_tile<FOUR, nt(), ST, bpg()>(geo, z, rb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo,
+                                                     ldo, w.codebook, ST == ScaleType::Factored ? pre.data() : nullptr);
             };
-            using One = std::integral_constant<int, 1>;
-            using Any = std::integral_constant<int, 0>;
-            using No = std::false_type;
-            if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
-              if (w.narrow_five) {
-                if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
-                else prefill_tile(Any{}, std::true_type{});
-                return;
+            if (geo.blocks_per_group == 1) widened(std::integral_constant<int, 1>{});
+            else widened(std::integral_constant<int, 0>{});
+          });
+        } else {
+          for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
+            const int64_t t = c0 + tc;
+            const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
+            if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
+              const RowLaneGeometry& cg = expand ? geo8 : geo;
+              auto prefill_tile = [&](auto bpg, auto five) {
+                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
+                    cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
+                    w.narrow_base, fpre);
+              };
+              using One = std::integral_constant<int, 1>;
+              using Any = std::integral_constant<int, 0>;
+              using No = std::false_type;
+              if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
+                if (w.narrow_five) {
+                  if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
+                  else prefill_tile(Any{}, std::true_type{});
+                  return;
+                }
               }
+              if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
+              else prefill_tile(Any{}, No{});
+              return;
             }
-            if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
-            else prefill_tile(Any{}, No{});
-            return;
-          }
-          q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
-                                                               ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
-                                                               asum, fpre);
-        });
+            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
+                                                                 ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
+                                                                 asum, fpre);
+          });
+        }
       }
     }
   }

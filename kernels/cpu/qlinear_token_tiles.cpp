@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "kernels/kernel_check.h"
+
 namespace llmctl::kernels::detail {
 
 TokenTiles& thread_token_tiles() {
@@ -12,6 +14,7 @@ TokenTiles& thread_token_tiles() {
 
 void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
                        TokenTiles& tt, bool widen) {
+  KERNEL_CHECK(!widen || H) << "widened token tiles need the activations' half-block sums";
   const int64_t blocks = x.k / 32, tiles = (t1 - t0 + 3) / 4;
   tt.blocks = blocks, tt.gs = gs;
   tt.q.assign(size_t(tiles * blocks * 128), 0);
@@ -19,12 +22,14 @@ void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const floa
   tt.S.assign(size_t(tiles * gs * 4), 0.f);
   tt.hs.assign(H ? size_t(tiles * blocks * 8) : 0, 0);
   tt.q16.assign(widen ? size_t(tiles * blocks * 128) : 0, 0);
+  tt.wc.assign(widen ? size_t(tiles * blocks * 4) : 0, 0);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t tile = (t - t0) / 4, j = (t - t0) % 4;
     for (int64_t b = 0; b < blocks; ++b) {
       std::memcpy(tt.q.data() + (tile * blocks + b) * 128 + 32 * j, x.q + t * x.k + 32 * b, 32);
       tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
       if (!widen) continue;
+      tt.wc[size_t((tile * blocks + b) * 4 + j)] = -128 * (H[t * 2 * blocks + 2 * b] + H[t * 2 * blocks + 2 * b + 1]);
       const int8_t* a = x.q + t * x.k + 32 * b;
       int16_t* a16 = tt.q16.data() + (tile * blocks + b) * 128 + 32 * j;
       for (int i = 0; i < 32; i += 4)

@@ -19,17 +19,20 @@ namespace llmctl::kernels::detail {
 //   q16 [tiles][K / 32][4][32]  the int8 activations as int16, each quad of inputs 4i..4i+3 in the order
 //                               4i, 4i + 2, 4i + 1, 4i + 3 (vpmaddwd's pairs of the even and the odd
 //                               bytes of a 4-byte lane), or empty
+//   wc  [tiles][K / 32][4]      -128 x a block's integer sum (the widened tiles' correction for values
+//                               stored + 128), or empty; q16 and wc need H
 struct TokenTiles {
   int64_t blocks = 0, gs = 0;
   std::vector<int8_t> q;
   std::vector<float> xs, S;
-  std::vector<int32_t> hs;
+  std::vector<int32_t> hs, wc;
   std::vector<int16_t> q16;
   const int8_t* tile_q(int64_t tile) const { return q.data() + tile * blocks * 128; }
   const int16_t* tile_q16(int64_t tile) const { return q16.data() + tile * blocks * 128; }
   const float* tile_xs(int64_t tile) const { return xs.data() + tile * blocks * 4; }
   const float* tile_S(int64_t tile) const { return S.data() + tile * gs * 4; }
   const int32_t* tile_hs(int64_t tile) const { return hs.empty() ? nullptr : hs.data() + tile * blocks * 8; }
+  const int32_t* tile_wc(int64_t tile) const { return wc.data() + tile * blocks * 4; }
 };
 
 // Tokens interleaved at a time: the kernels run a prefill's tokens in chunks of this many, so that
@@ -41,7 +44,7 @@ constexpr int64_t kTokenChunk = 256;
 TokenTiles& thread_token_tiles();
 
 // Fills tt with tokens [t0, t1) of x (tile i: tokens t0 + 4i ..), from x, its group sums S [T, gs]
-// and (or null) its half-block sums H [T, K / 16]; q16 too where widen.
+// and (or null) its half-block sums H [T, K / 16]; q16 and wc too where widen (H then not null).
 void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
                        TokenTiles& tt, bool widen = false);
 

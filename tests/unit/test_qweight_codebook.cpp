@@ -267,7 +267,9 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
             kernels::detail::dequantize_row_rowlane(p.v4(), r, r4.data());
             CHECK(same_bits(r8, r4));
           }
-          std::vector<int64_t> counts = {1, 2, 3, 5};
+          // decode (1..3) and every prefill tile of the widened kernel (4..8 tokens, 9 and 13: a tile of 8
+          // and a remainder)
+          std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
           if (bi == 0 && zero == -1) counts.push_back(kernels::detail::kTokenChunk + 7);  // past one token chunk
           for (int64_t T : counts) {
             const auto x = randn(size_t(T * K), uint32_t(200 + T)), bias = randn(size_t(N), 201);
