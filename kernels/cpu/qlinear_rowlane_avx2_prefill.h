@@ -92,12 +92,56 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 // next / 32 elements in wc and xs).
 // cp: the block's codes (+ 32 x the half); a16: tile 0's int16 activations of the block (4 x 32); wc,
 // xs: its corrections and activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's outputs.
-template <bool FOUR, int NT>
-__attribute__((always_inline)) inline void widened_block(const uint8_t* cp, const int16_t* a16, const int32_t* wc,
+// quad(u, q) for each quad q of a block's codes at cp (inputs 4q..4q+3 of the half's 8 rows), u their
+// values + 128 as bytes: a codebook's looked up (lut_u: its values + 128), wide 8-bit codes as stored.
+template <bool FOUR, class Quad>
+__attribute__((always_inline)) inline void for_block_quads(const uint8_t* cp, __m256i lut_u, Quad&& quad) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 8
+  for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
+    const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+    if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
+      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(W, nib)), v);
+      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib)), 4 + v);
+    } else {
+      quad(W, v);
+    }
+  }
+}
+
+// The values + 128 of a quad zero-extended to 16 bits: those of each 4-byte lane's even bytes (inputs
+// 4q, 4q + 2 of a row), and of its odd ones (4q + 1, 4q + 3).
+inline __m256i even_bytes16(__m256i u) { return _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)); }
+inline __m256i odd_bytes16(__m256i u) { return _mm256_srli_epi16(u, 8); }
+
+// Half h of the row block at rb, its blocks' quads as widened_block takes them, once for all its
+// token tiles: block b's quad q at eo[16 b + 2 q] (even_bytes16) and eo[16 b + 2 q + 1] (odd).
+template <bool FOUR>
+void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8_t* codebook, __m256i* eo) {
+  __m256i lut_u = _mm256_setzero_si256();
+  if constexpr (FOUR)
+    lut_u = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
+                             _mm256_set1_epi8(char(0x80)));
+  RowLaneGroupCursor cur(geo, rb);
+  for (int64_t g = 0; g < geo.groups; ++g, cur.next())
+    for (int64_t jb = 0; jb < geo.blocks_per_group; ++jb) {
+      __m256i* out = eo + 16 * (g * geo.blocks_per_group + jb);
+      for_block_quads<FOUR>(cur.group() + jb * geo.code_bytes + 32 * h, lut_u, [&](__m256i u, int q) {
+        _mm256_store_si256(out + 2 * q, even_bytes16(u));
+        _mm256_store_si256(out + 2 * q + 1, odd_bytes16(u));
+      });
+    }
+}
+
+// One block of the widened tile. PRE: its quads from widen_half (src: the block's 16 vectors), else
+// decoded here (src: its codes + 32 x the half). a16: tile 0's int16 activations of the block (4 x 32);
+// wc, xs: its corrections and activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's
+// outputs.
+template <bool FOUR, int NT, bool PRE>
+__attribute__((always_inline)) inline void widened_block(const void* src, const int16_t* a16, const int32_t* wc,
                                                         const float* xs, int64_t next, __m256i lut_u, const float* s,
                                                         float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8);
-  const __m256i nib = _mm256_set1_epi8(0x0F), even = _mm256_set1_epi16(0x00FF);
   // the two tiles' activations through two base registers (their addresses per token and quad spilled
   // to the stack otherwise)
   const int8_t* a0 = reinterpret_cast<const int8_t*>(a16);
@@ -109,8 +153,7 @@ __attribute__((always_inline)) inline void widened_block(const uint8_t* cp, cons
   auto pair = [&](int j, int p) {  // token j's int16 activations p, p + 1 in every lane
     return bcast4((j < 4 ? a0 : a1) + 2 * (32 * (j % 4) + p));
   };
-  auto quad = [&](__m256i u, int q) {  // u: the values + 128 of inputs 4q..4q+3 of the 8 rows
-    const __m256i e = _mm256_and_si256(u, even), o = _mm256_srli_epi16(u, 8);
+  auto quad = [&](__m256i e, __m256i o, int q) {  // quad q: even_bytes16, odd_bytes16
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       d[j] = _mm256_add_epi32(d[j], _mm256_add_epi32(_mm256_madd_epi16(e, pair(j, 4 * q)),
@@ -120,15 +163,13 @@ __attribute__((always_inline)) inline void widened_block(const uint8_t* cp, cons
       asm("" : "+x"(d[j]));
     }
   };
+  if constexpr (PRE) {
+    const __m256i* eo = static_cast<const __m256i*>(src);
 #pragma GCC unroll 8
-  for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-    const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
-    if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
-      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(W, nib)), v);
-      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib)), 4 + v);
-    } else {
-      quad(W, v);  // stored code + 128
-    }
+    for (int q = 0; q < 8; ++q) quad(_mm256_load_si256(eo + 2 * q), _mm256_load_si256(eo + 2 * q + 1), q);
+  } else {
+    for_block_quads<FOUR>(static_cast<const uint8_t*>(src), lut_u,
+                          [&](__m256i u, int q) { quad(even_bytes16(u), odd_bytes16(u), q); });
   }
   const __m256 sv = _mm256_loadu_ps(s);
 #pragma GCC unroll 8
@@ -140,15 +181,17 @@ __attribute__((always_inline)) inline void widened_block(const uint8_t* cp, cons
 
 // The widened prefill tile (widened_block): half h of the row block at rb (first row nb) x NT <= 8
 // tokens from token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs
-// at out; m: the half's lanes to store. Its sums live in memory (acc), the 16 registers holding 8
-// tokens' integer sums and a block's vectors: 8 tokens a block measured 1.12x 4 (wide8 vs q8_prefill_tile
-// at 128 tokens x 1024 -> 960, 1 thread, IQ4_NL codes), the stepped group pointers and the corrections
-// from TokenTiles another 1.05x together. The other arguments are q8_prefill_tile's.
-template <bool FOUR, int NT, ScaleType ST, int BPG>
+// at out; m: the half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in
+// memory (acc), the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128
+// tokens x 1024 -> 960, 1 thread, IQ4_NL codes, an AVX2-only EPYC, cycles a block of 4 tokens: 66.8
+// for q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
+// pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not
+// for one tile). The other arguments are q8_prefill_tile's.
+template <bool FOUR, int NT, ScaleType ST, int BPG, bool PRE>
 __attribute__((noinline)) void q8_widened_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook,
-                                               const float* pre) {
+                                               const float* pre, const __m256i* eo) {
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   __m256i lut_u = _mm256_setzero_si256();  // FOUR: the codebook's values + 128
   if constexpr (FOUR)
@@ -169,8 +212,8 @@ __attribute__((noinline)) void q8_widened_tile(const RowLaneGeometry& geo, int z
     else _mm256_store_ps(sv, load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, 0, h));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
-      widened_block<FOUR, NT>(gp + jb * geo.code_bytes + 32 * h, aq16 + b * 128, awc + b * 4, axs + b * 4, next, lut_u,
-                              sp, acc);
+      const void* src = PRE ? static_cast<const void*>(eo + 16 * b) : gp + jb * geo.code_bytes + 32 * h;
+      widened_block<FOUR, NT, PRE>(src, aq16 + b * 128, awc + b * 4, axs + b * 4, next, lut_u, sp, acc);
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp), _mm256_set1_ps(float(-zero)))

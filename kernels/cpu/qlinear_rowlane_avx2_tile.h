@@ -451,6 +451,12 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const int32_t* asum = kSums ? qact_half_sums_of(x, own_sums) : nullptr;
   thread_local std::vector<float> pre;  // factored, prefill: expand_half's
   if (ST == ScaleType::Factored) pre.resize(size_t(16 * SG * geo.groups));
+  struct alignas(32) Vector32 {
+    uint8_t bytes[32];
+  };
+  thread_local std::vector<Vector32> widened;  // widened, prefill past 8 tokens: widen_half's
+  if (kWidened && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
+  __m256i* eo = reinterpret_cast<__m256i*>(widened.data());
   const int z = w.implied_zero;
   // 6 bits, more than one token tile: each row block unpacked once into the 8-bit layout, its tiles
   // then the 8-bit narrow ones (the same integers)
@@ -497,13 +503,23 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
         if constexpr (kWidened) {  // x.t > 3 here: prefill; up to 8 tokens
+          const bool decoded = c1 - c0 > 8;  // more than one tile: the half's quads decoded once
+          if (decoded) widen_half<FOUR>(geo, rb, h, w.codebook, eo);
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
-            auto widened = [&](auto bpg) {
-              q8_widened_tile<FOUR, nt(), ST, bpg()>(geo, z, rb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo,
-                                                     ldo, w.codebook, ST == ScaleType::Factored ? pre.data() : nullptr);
+            auto widened = [&](auto bpg, auto pre_decoded) {
+              q8_widened_tile<FOUR, nt(), ST, bpg(), pre_decoded()>(
+                  geo, z, rb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
+                  ST == ScaleType::Factored ? pre.data() : nullptr, eo);
             };
-            if (geo.blocks_per_group == 1) widened(std::integral_constant<int, 1>{});
-            else widened(std::integral_constant<int, 0>{});
+            auto with_bpg = [&](auto pre_decoded) {
+              if (geo.blocks_per_group == 1) widened(std::integral_constant<int, 1>{}, pre_decoded);
+              else widened(std::integral_constant<int, 0>{}, pre_decoded);
+            };
+            // the remainder tile decodes its own (one PRE instance per kind)
+            if constexpr (nt() == 8) {
+              if (decoded) return with_bpg(std::true_type{});
+            }
+            with_bpg(std::false_type{});
           });
         } else {
           for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
