@@ -2,7 +2,8 @@
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
 // of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
 // Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are), but signed values
-// without VNNI where a group is a block: those as 16-bit products, up to 8 tokens (q8_widened_tile).
+// without VNNI where a group is a block (as 16-bit products) and plain 4-bit codes without VNNI in
+// groups of 32 or more: those 8 tokens at a time (q8_tile8).
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -179,26 +180,66 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
   }
 }
 
-// The widened prefill tile (widened_block): half h of the row block at rb (first row nb) x NT <= 8
-// tokens from token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs
-// at out; m: the half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in
-// memory (acc), the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128
-// tokens x 1024 -> 960, 1 thread, IQ4_NL codes, an AVX2-only EPYC, cycles a block of 4 tokens: 66.8
-// for q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
-// pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not
-// for one tile). The other arguments are q8_prefill_tile's.
-template <bool FOUR, int NT, ScaleType ST, int BPG, bool PRE>
-__attribute__((noinline)) void q8_widened_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
+// One block of plain 4-bit codes (no codebook, no base) x NT <= 8 tokens, q8_prefill_tile's integers
+// (vpmaddubsw of codes and activations, 8 summed in 16 bits) with the block's vectors decoded one at a
+// time against every token (each token's 16-bit sums in a register) instead of all 8 at once against
+// one token's; a16 of widened_block is a8 here, tile 0's int8 activations of the block (4 x 32).
+template <int NT>
+__attribute__((always_inline)) inline void four_block(const uint8_t* cp, const int8_t* a8, const float* xs,
+                                                     int64_t next, const float* s, float (*acc)[8]) {
+  static_assert(NT >= 1 && NT <= 8);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const int8_t* a0 = a8;
+  const int8_t* a1 = a8 + next;
+  asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
+  __m256i d[NT];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+    const __m256i lo = _mm256_and_si256(W, nib), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) {  // low nibbles are inputs 4v + i, high 16 + 4v + i
+      const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4);
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a + 4 * v)),
+                                         _mm256_maddubs_epi16(hi, bcast4(a + 16 + 4 * v)));
+      d[j] = v == 0 ? p : _mm256_add_epi16(d[j], p);
+      asm("" : "+x"(d[j]));  // as in widened_block (1.5x slower without)
+    }
+  }
+  const __m256 sv = _mm256_loadu_ps(s);
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
+    _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(d[j], ones)), scale,
+                                            _mm256_load_ps(acc[j])));
+  }
+}
+
+// The prefill tile of 8 tokens, for signed values (WIDENED: widened_block; FOUR: a codebook's) and
+// plain 4-bit codes (four_block): half h of the row block at rb (first row nb) x NT <= 8 tokens from
+// token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the
+// half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
+// the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x
+// 1024 -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
+// q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
+// pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
+// one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike). The other arguments are
+// q8_prefill_tile's.
+template <bool WIDENED, bool FOUR, int NT, ScaleType ST, int BPG, bool PRE>
+__attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook,
                                                const float* pre, const __m256i* eo) {
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
-  __m256i lut_u = _mm256_setzero_si256();  // FOUR: the codebook's values + 128
-  if constexpr (FOUR)
+  static_assert(WIDENED || (FOUR && !PRE));
+  __m256i lut_u = _mm256_setzero_si256();  // WIDENED, FOUR: the codebook's values + 128
+  if constexpr (WIDENED && FOUR)
     lut_u = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
                              _mm256_set1_epi8(char(0x80)));
-  const int16_t* aq16 = tt.tile_q16(tile);
-  const int32_t* awc = tt.tile_wc(tile);
+  const int8_t* aq = WIDENED ? nullptr : tt.tile_q(tile);
+  const int16_t* aq16 = WIDENED ? tt.tile_q16(tile) : nullptr;
+  const int32_t* awc = WIDENED ? tt.tile_wc(tile) : nullptr;
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
   alignas(32) float acc[NT][8] = {};
@@ -212,8 +253,12 @@ __attribute__((noinline)) void q8_widened_tile(const RowLaneGeometry& geo, int z
     else _mm256_store_ps(sv, load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, 0, h));
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
-      const void* src = PRE ? static_cast<const void*>(eo + 16 * b) : gp + jb * geo.code_bytes + 32 * h;
-      widened_block<FOUR, NT, PRE>(src, aq16 + b * 128, awc + b * 4, axs + b * 4, next, lut_u, sp, acc);
+      const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
+      if constexpr (WIDENED)
+        widened_block<FOUR, NT, PRE>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
+                                     axs + b * 4, next, lut_u, sp, acc);
+      else
+        four_block<NT>(cp, aq + b * 128, axs + b * 4, next, sp, acc);
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp), _mm256_set1_ps(float(-zero)))
@@ -256,7 +301,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
   __m256i lut = _mm256_setzero_si256();  // LUT: the values (VNNI: value + 128 as an unsigned byte)
   if constexpr (LUT) lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
   if constexpr (LUT && VNNI) lut = _mm256_xor_si256(lut, _mm256_set1_epi8(char(0x80)));
-  static_assert(!widened_tile<VNNI, FOUR, LUT, NARROW, SG>(), "widened codes take q8_widened_tile");
+  static_assert(!eight_token_tile<VNNI, FOUR, TWO, LUT, NARROW, SG>(), "those codes take q8_tile8");
   alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // the block's values (w: their magnitudes)
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);

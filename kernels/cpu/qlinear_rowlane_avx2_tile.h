@@ -161,6 +161,13 @@ constexpr bool widened_tile() {
   return !VNNI && SG == 1 && (LUT || (!FOUR && !NARROW));
 }
 
+// Whether the prefill takes 8 tokens at a time (q8_tile8): widened codes, and plain 4-bit codes without
+// VNNI in groups of 32 or more (no codebook, no base).
+template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
+constexpr bool eight_token_tile() {
+  return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !TWO && !LUT && !NARROW && SG == 1);
+}
+
 // Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
 // group sg: 8 scales at pre[16 SG g + 8 sg], 8 offsets (if stored) at pre[16 SG g + 8 (SG + sg)]
 // (load_params8's values): once per half for all its token tiles (prefill), not once per tile.
@@ -445,6 +452,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
   constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
+  constexpr bool kEight = eight_token_tile<VNNI, FOUR, TWO, LUT, NARROW, SG>();
   constexpr bool kSums = uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened;
   // narrow, VNNI or widened codes: the activations' integer sums per half block
   thread_local std::vector<int32_t> own_sums;
@@ -502,21 +510,22 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
-        if constexpr (kWidened) {  // x.t > 3 here: prefill; up to 8 tokens
-          const bool decoded = c1 - c0 > 8;  // more than one tile: the half's quads decoded once
+        if constexpr (kEight) {  // x.t > 3 here: prefill; up to 8 tokens
+          // widened, more than one tile: the half's quads decoded once
+          const bool decoded = kWidened && c1 - c0 > 8;
           if (decoded) widen_half<FOUR>(geo, rb, h, w.codebook, eo);
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
-            auto widened = [&](auto bpg, auto pre_decoded) {
-              q8_widened_tile<FOUR, nt(), ST, bpg(), pre_decoded()>(
+            auto tile8 = [&](auto bpg, auto pre_decoded) {
+              q8_tile8<kWidened, FOUR, nt(), ST, bpg(), pre_decoded()>(
                   geo, z, rb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
                   ST == ScaleType::Factored ? pre.data() : nullptr, eo);
             };
             auto with_bpg = [&](auto pre_decoded) {
-              if (geo.blocks_per_group == 1) widened(std::integral_constant<int, 1>{}, pre_decoded);
-              else widened(std::integral_constant<int, 0>{}, pre_decoded);
+              if (geo.blocks_per_group == 1) tile8(std::integral_constant<int, 1>{}, pre_decoded);
+              else tile8(std::integral_constant<int, 0>{}, pre_decoded);
             };
             // the remainder tile decodes its own (one PRE instance per kind)
-            if constexpr (nt() == 8) {
+            if constexpr (kWidened && nt() == 8) {
               if (decoded) return with_bpg(std::true_type{});
             }
             with_bpg(std::false_type{});
