@@ -2,8 +2,8 @@
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
 // of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
 // Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are), but signed values
-// without VNNI where a group is a block (as 16-bit products) and plain 4-bit codes without VNNI in
-// groups of 32 or more: those 8 tokens at a time (q8_tile8).
+// without VNNI where a group is a block (as 16-bit products), plain 4-bit codes in groups of 32 or
+// more and narrow 8-bit codes, without VNNI: those 8 tokens at a time (q8_tile8).
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -21,13 +21,12 @@ namespace llmctl::kernels::detail {
 namespace {
 
 // The integer dot product of codes w[0..N) (w[i]: inputs 4i..4i+3 of 8 rows) with activations a[0..4N)
-// per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127), 8 bits in pairs
-// (2 x 63 x 127), or in fours when within 31 (FIVE: 4 x 2 x 31 x 127 = 31,496).
+// per row. vpmaddubsw: 4 bits summed in 16 bits (at most 8 products of 2 x 15 x 127).
 // VNNI: unsigned codes of any kind, vpdpbusd in two chains (its latency). SIGNED (a codebook's
 // values, or wide 8-bit codes, without VNNI): w holds |value| and sv the values (in memory: 16
 // registers hold one of the two), each product |value| x (activation with the value's sign) at most
 // 2 x 128 x 127 a pair, summed in 32 bits.
-template <bool VNNI, bool FOUR, int N, bool SIGNED = false, bool FIVE = false>
+template <bool VNNI, bool FOUR, int N, bool SIGNED = false>
 __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const int8_t* a, __m256i ones,
                                                       const int8_t* sv = nullptr) {
   if constexpr (SIGNED) {
@@ -53,27 +52,8 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
 #pragma GCC unroll 8
     for (int i = 1; i < N; ++i) d = _mm256_add_epi16(d, _mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)));
     return _mm256_madd_epi16(d, ones);
-  } else if constexpr (FIVE) {
-    auto four = [&](int i) {
-      return _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)),
-                                               _mm256_maddubs_epi16(w[i + 1], bcast4(a + 4 * i + 4))),
-                              _mm256_add_epi16(_mm256_maddubs_epi16(w[i + 2], bcast4(a + 4 * i + 8)),
-                                               _mm256_maddubs_epi16(w[i + 3], bcast4(a + 4 * i + 12))));
-    };
-    __m256i d32 = _mm256_madd_epi16(four(0), ones);
-#pragma GCC unroll 2
-    for (int i = 4; i < N; i += 4) d32 = _mm256_add_epi32(d32, _mm256_madd_epi16(four(i), ones));
-    return d32;
   } else {
-    __m256i d32 = _mm256_madd_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(a)), _mm256_maddubs_epi16(w[1], bcast4(a + 4))), ones);
-#pragma GCC unroll 4
-    for (int i = 2; i < N; i += 2) {
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[i], bcast4(a + 4 * i)),
-                                         _mm256_maddubs_epi16(w[i + 1], bcast4(a + 4 * i + 4)));
-      d32 = _mm256_add_epi32(d32, _mm256_madd_epi16(p, ones));
-    }
-    return d32;
+    static_assert(FOUR, "narrow 8-bit codes without VNNI take narrow_block");
   }
 }
 
@@ -216,58 +196,119 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
   }
 }
 
-// The prefill tile of 8 tokens, for signed values (WIDENED: widened_block; FOUR: a codebook's) and
-// plain 4-bit codes (four_block): half h of the row block at rb (first row nb) x NT <= 8 tokens from
-// token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the
-// half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
-// the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x
-// 1024 -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
-// q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
-// pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
-// one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike). The other arguments are
-// q8_prefill_tile's.
-template <bool WIDENED, bool FOUR, int NT, ScaleType ST, int BPG, bool PRE>
+// One block of narrow 8-bit codes (code - base: 0..63, or FIVE 0..31; the 6-bit ones unpacked) x NT
+// <= 8 tokens: vpmaddubsw's pairs of products summed in 16 bits by pairs (2 x 2 x 63 x 127), or FIVE
+// by fours (4 x 2 x 31 x 127 = 31,496), then in 32 bits, + base x the activations' sums; the vectors
+// a pair (four) at a time against every token. SG 2: the
+// block is two groups (inputs 0..15 and 16..31), each its own sums and scales s[sg]. a8, xs: as in
+// four_block; hs: tile 0's half-block sums of the block (hs[j], hs[4 + j]: token j's).
+template <int NT, int SG, bool FIVE>
+__attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
+                                                       const float* xs, int64_t next, int base, const float* const* s,
+                                                       float (*acc)[8]) {
+  static_assert(NT >= 1 && NT <= 8);
+  constexpr int V = 8 / SG, STEP = FIVE ? 4 : 2;  // vectors a group; summed in 16 bits
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* a0 = a8;
+  const int8_t* a1 = a8 + next;
+  asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
+#pragma GCC unroll 2
+  for (int sg = 0; sg < SG; ++sg) {
+    __m256i d[NT];
+#pragma GCC unroll 4
+    for (int v0 = sg * V; v0 < (sg + 1) * V; v0 += STEP) {
+      __m256i W[STEP];
+#pragma GCC unroll 4
+      for (int i = 0; i < STEP; ++i) W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v0;
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], bcast4(a)), _mm256_maddubs_epi16(W[1], bcast4(a + 4)));
+        if constexpr (FIVE)
+          p = _mm256_add_epi16(p, _mm256_add_epi16(_mm256_maddubs_epi16(W[2], bcast4(a + 8)),
+                                                   _mm256_maddubs_epi16(W[3], bcast4(a + 12))));
+        const __m256i p32 = _mm256_madd_epi16(p, ones);
+        d[j] = v0 == sg * V ? p32 : _mm256_add_epi32(d[j], p32);
+        asm("" : "+x"(d[j]));  // as in widened_block
+      }
+    }
+    const __m256 sv = _mm256_loadu_ps(s[sg]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) {
+      const int32_t* hj = hs + (j / 4) * (next / 16) + j % 4;  // hs of tile j / 4
+      const __m256i dot = _mm256_add_epi32(d[j], _mm256_set1_epi32(base * (SG == 2 ? hj[4 * sg] : hj[0] + hj[4])));
+      const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
+      _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, _mm256_load_ps(acc[j])));
+    }
+  }
+}
+
+// The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
+// codebook's, else wide 8-bit codes), four_block (plain 4-bit codes), narrow_block (narrow 8-bit
+// codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token tile `tile`
+// of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the half's lanes to
+// store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc), the 16 registers
+// holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024 -> 960, 1
+// thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for q8_prefill_tile's 4
+// tokens, 57 with 8 (with the corrections from TokenTiles and stepped group pointers), 50 with the
+// quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for one tile); plain 4-bit
+// codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (FIVE, group 32), 47.0 ->
+// 42.8 (0..63, group 16: Q6_K's). The other arguments are q8_prefill_tile's.
+enum class Tile8 { Widened, Four, Narrow };
+template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, bool FIVE>
 __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
-                                               const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
-                                               __m256i m, float* out, int64_t ldo, const int8_t* codebook,
-                                               const float* pre, const __m256i* eo) {
+                                        const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb, __m256i m,
+                                        float* out, int64_t ldo, const int8_t* codebook, int base, const float* pre,
+                                        const __m256i* eo) {
+  constexpr bool kWidened = KIND == Tile8::Widened;
+  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || (SG == 1 && !FIVE)) && (kWidened || !LUT));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
-  static_assert(WIDENED || (FOUR && !PRE));
-  __m256i lut_u = _mm256_setzero_si256();  // WIDENED, FOUR: the codebook's values + 128
-  if constexpr (WIDENED && FOUR)
+  __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128
+  if constexpr (LUT)
     lut_u = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
                              _mm256_set1_epi8(char(0x80)));
-  const int8_t* aq = WIDENED ? nullptr : tt.tile_q(tile);
-  const int16_t* aq16 = WIDENED ? tt.tile_q16(tile) : nullptr;
-  const int32_t* awc = WIDENED ? tt.tile_wc(tile) : nullptr;
+  const int8_t* aq = kWidened ? nullptr : tt.tile_q(tile);
+  const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
+  const int32_t* awc = kWidened ? tt.tile_wc(tile) : nullptr;
+  const int32_t* ahs = KIND == Tile8::Narrow ? tt.tile_hs(tile) : nullptr;
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
   alignas(32) float acc[NT][8] = {};
-  alignas(32) float sv[8];  // F16 / F32 scales of the group
+  alignas(32) float sv[SG][8];  // F16 / F32 scales of the group
   RowLaneGroupCursor cur(geo, rb);
   for (int64_t g = 0; g < G; ++g, cur.next()) {
     const uint8_t* gp = cur.group();
     const uint8_t* params = gp + bpg * geo.code_bytes;
-    const float* sp = sv;
-    if constexpr (ST == ScaleType::Factored) sp = pre + 16 * g;
-    else _mm256_store_ps(sv, load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, 0, h));
+    const float* sp[SG];
+    for (int sg = 0; sg < SG; ++sg) {
+      if constexpr (ST == ScaleType::Factored) {
+        sp[sg] = pre + 16 * SG * g + 8 * sg;
+      } else {
+        _mm256_store_ps(sv[sg], load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, sg, h));
+        sp[sg] = sv[sg];
+      }
+    }
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
-      if constexpr (WIDENED)
-        widened_block<FOUR, NT, PRE>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
-                                     axs + b * 4, next, lut_u, sp, acc);
+      if constexpr (kWidened)
+        widened_block<LUT, NT, PRE>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
+                                    axs + b * 4, next, lut_u, sp[0], acc);
+      else if constexpr (KIND == Tile8::Four)
+        four_block<NT>(cp, aq + b * 128, axs + b * 4, next, sp[0], acc);
       else
-        four_block<NT>(cp, aq + b * 128, axs + b * 4, next, sp, acc);
+        narrow_block<NT, SG, FIVE>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, sp, acc);
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
-    const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp), _mm256_set1_ps(float(-zero)))
-                     : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * g + 8)
-                                                 : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, 0, h);
+    for (int sg = 0; sg < SG; ++sg) {
+      const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp[sg]), _mm256_set1_ps(float(-zero)))
+                       : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
+                                                   : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, sg, h);
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; ++j)
-      _mm256_store_ps(acc[j], _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(j / 4) * tt.gs * 4 + g * 4 + j % 4]),
-                                              _mm256_load_ps(acc[j])));
+      for (int j = 0; j < NT; ++j)
+        _mm256_store_ps(acc[j], _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(j / 4) * tt.gs * 4 + (g * SG + sg) * 4 + j % 4]),
+                                                _mm256_load_ps(acc[j])));
+    }
   }
   const int64_t n = nb + 8 * h;
   const __m256 bv = bias ? _mm256_maskload_ps(bias + n, m) : _mm256_setzero_ps();
@@ -283,14 +324,11 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
 // expand_half (needed for ScaleType::Factored). The other arguments are q8_tile's. BPG: blocks per
 // group if fixed (1: groups of 32 or 16, every GGUF type's: the loops over groups and their blocks
 // then one, measured 1.05-1.2x by type), else 0 (geo's). TWO (with FOUR): 2-bit codes (nibble_vector).
-// FIVE (narrow 8-bit codes without VNNI): every code within 31 of the base (QWeightView::narrow_five).
-template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG,
-          bool FIVE = false>
+template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
                                                const float* pre) {
-  static_assert(!FIVE || (NARROW && !FOUR && !VNNI));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
   const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
@@ -301,7 +339,6 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
   __m256i lut = _mm256_setzero_si256();  // LUT: the values (VNNI: value + 128 as an unsigned byte)
   if constexpr (LUT) lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
   if constexpr (LUT && VNNI) lut = _mm256_xor_si256(lut, _mm256_set1_epi8(char(0x80)));
-  static_assert(!eight_token_tile<VNNI, FOUR, TWO, LUT, NARROW, SG>(), "those codes take q8_tile8");
   alignas(32) int8_t vals[kSigned ? 8 * 32 : 1];  // the block's values (w: their magnitudes)
   const int8_t* aq = tt.tile_q(tile);
   const float* axs = tt.tile_xs(tile);
@@ -354,7 +391,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
         const __m256 xs = _mm256_set1_ps(axs[b * 4 + j]);
 #pragma GCC unroll 2
         for (int sg = 0; sg < SG; ++sg) {  // group 16: inputs 0..15 (w[0..3]) and 16..31 (w[4..7])
-          __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned, FIVE>(w + 4 * sg, a + 16 * sg, ones,
+          __m256i d = codes_dot<VNNI, FOUR, 8 / SG, kSigned>(w + 4 * sg, a + 16 * sg, ones,
                                                                     kSigned ? vals + 128 * sg : nullptr);
           if constexpr (kCorrect) {  // the signed codes' dot product: + base x the activations' integer sum
             const int32_t* hs = ahs + 2 * b * 4 + j;  // half blocks 2b, 2b + 1 of this token

@@ -161,11 +161,12 @@ constexpr bool widened_tile() {
   return !VNNI && SG == 1 && (LUT || (!FOUR && !NARROW));
 }
 
-// Whether the prefill takes 8 tokens at a time (q8_tile8): widened codes, and plain 4-bit codes without
-// VNNI in groups of 32 or more (no codebook, no base).
+// Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, plain 4-bit
+// codes in groups of 32 or more (no codebook, no base), narrow 8-bit codes (and 6-bit ones unpacked).
 template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
 constexpr bool eight_token_tile() {
-  return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !TWO && !LUT && !NARROW && SG == 1);
+  return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() ||
+         (!VNNI && FOUR && !TWO && !LUT && !NARROW && SG == 1) || (!VNNI && !FOUR && NARROW);
 }
 
 // Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
@@ -510,50 +511,50 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
-        if constexpr (kEight) {  // x.t > 3 here: prefill; up to 8 tokens
+        if (kEight && prefill) {  // up to 8 tokens
           // widened, more than one tile: the half's quads decoded once
           const bool decoded = kWidened && c1 - c0 > 8;
           if (decoded) widen_half<FOUR>(geo, rb, h, w.codebook, eo);
+          const RowLaneGeometry& cg = expand ? geo8 : geo;
+          const uint8_t* crb = expand ? wide.data() : rb;
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
-            auto tile8 = [&](auto bpg, auto pre_decoded) {
-              q8_tile8<kWidened, FOUR, nt(), ST, bpg(), pre_decoded()>(
-                  geo, z, rb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
-                  ST == ScaleType::Factored ? pre.data() : nullptr, eo);
+            constexpr Tile8 kKind = kWidened ? Tile8::Widened : FOUR ? Tile8::Four : Tile8::Narrow;
+            auto tile8 = [&](auto bpg, auto pre_decoded, auto five) {
+              if constexpr (kEight)
+                q8_tile8<kKind, LUT, nt(), ST, SG, bpg(), pre_decoded(), five()>(
+                    cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook, w.narrow_base,
+                    ST == ScaleType::Factored ? pre.data() : nullptr, eo);
             };
-            auto with_bpg = [&](auto pre_decoded) {
-              if (geo.blocks_per_group == 1) tile8(std::integral_constant<int, 1>{}, pre_decoded);
-              else tile8(std::integral_constant<int, 0>{}, pre_decoded);
+            auto with_bpg = [&](auto pre_decoded, auto five) {
+              if (cg.blocks_per_group == 1) tile8(std::integral_constant<int, 1>{}, pre_decoded, five);
+              else tile8(std::integral_constant<int, 0>{}, pre_decoded, five);
             };
+            using No = std::false_type;
+            if constexpr (kKind == Tile8::Narrow) {  // codes within 31 of the base: sums of four
+              if (w.narrow_five) return with_bpg(No{}, std::true_type{});
+            }
             // the remainder tile decodes its own (one PRE instance per kind)
             if constexpr (kWidened && nt() == 8) {
-              if (decoded) return with_bpg(std::true_type{});
+              if (decoded) return with_bpg(std::true_type{}, No{});
             }
-            with_bpg(std::false_type{});
+            with_bpg(No{}, No{});
           });
         } else {
           for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {
             const int64_t t = c0 + tc;
             const float* fpre = ST == ScaleType::Factored ? pre.data() : nullptr;
-            if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
-              const RowLaneGeometry& cg = expand ? geo8 : geo;
-              auto prefill_tile = [&](auto bpg, auto five) {
-                q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg(), five()>(
-                    cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
-                    w.narrow_base, fpre);
-              };
-              using One = std::integral_constant<int, 1>;
-              using Any = std::integral_constant<int, 0>;
-              using No = std::false_type;
-              if constexpr (NARROW && !FOUR && !VNNI) {  // codes within 31 of the base: sums of four
-                if (w.narrow_five) {
-                  if (cg.blocks_per_group == 1) prefill_tile(One{}, std::true_type{});
-                  else prefill_tile(Any{}, std::true_type{});
-                  return;
-                }
+            if constexpr (!kEight) {
+              if (prefill) {  // 6-bit codes: unpacked (4 tokens: q8_tile's per-quad unpacking)
+                const RowLaneGeometry& cg = expand ? geo8 : geo;
+                auto prefill_tile = [&](auto bpg) {
+                  q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg()>(
+                      cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
+                      w.narrow_base, fpre);
+                };
+                if (cg.blocks_per_group == 1) prefill_tile(std::integral_constant<int, 1>{});
+                else prefill_tile(std::integral_constant<int, 0>{});
+                return;
               }
-              if (cg.blocks_per_group == 1) prefill_tile(One{}, No{});
-              else prefill_tile(Any{}, No{});
-              return;
             }
             q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
                                                                  ldo, h == 0 && t == 0, w.codebook, w.narrow_base,

@@ -382,14 +382,14 @@ TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide co
             CHECK(kernels::qweight_rowlane_block_bytes(8, K, group, st, zero) -
                       kernels::qweight_rowlane_block_bytes(6, K, group, st, zero) ==
                   K / 32 * 128);
-          for (int64_t T : {1, 2, 3, 4, 6, 9}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
+          for (int64_t T : {1, 2, 3, 4, 6, 9, 13}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
           if (cases % 10 == 0)  // a prefill longer than one token chunk (6 bits: unpacked per chunk)
             check_narrow_kernels(p, kernels::detail::kTokenChunk + 7, 12, 977);
           if (base == 0 || base == -128) {  // codes within 31 (Q5_K's 0..31): the AVX2 tile's sums of four
             NarrowPair p5;
             make_narrow(p5, bits, base, group, st, zero, N, K, uint32_t(800 + 10 * cases), 31);
             REQUIRE(p5.vn.narrow_five);
-            for (int64_t T : {1, 4, 6, 9}) check_narrow_kernels(p5, T, 5 + T, uint32_t(950 + T));
+            for (int64_t T : {1, 4, 6, 9, 13}) check_narrow_kernels(p5, T, 5 + T, uint32_t(950 + T));
           }
           ++cases;
         }
