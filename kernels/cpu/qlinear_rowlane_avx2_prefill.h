@@ -160,48 +160,61 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
   }
 }
 
-// One block of plain 4-bit codes (no codebook, no base) x NT <= 8 tokens, q8_prefill_tile's integers
-// (vpmaddubsw of codes and activations, 8 summed in 16 bits) with the block's vectors decoded one at a
-// time against every token (each token's 16-bit sums in a register) instead of all 8 at once against
-// one token's; a16 of widened_block is a8 here, tile 0's int8 activations of the block (4 x 32).
-template <int NT>
-__attribute__((always_inline)) inline void four_block(const uint8_t* cp, const int8_t* a8, const float* xs,
-                                                     int64_t next, const float* s, float (*acc)[8]) {
+// One block of 4-bit codes without a codebook (plain; NARROW: code - base; TWO: 2-bit codes, taken as
+// 4-bit ones are) x NT <= 8 tokens, q8_prefill_tile's integers (vpmaddubsw of codes and activations,
+// at most 8 summed in 16 bits; + base x the activations' sums if NARROW), the block's vectors decoded
+// one at a time against every token (each token's 16-bit sums in a register) instead of all 8 at
+// once against one token's. SG 2: the block is two groups, the low nibbles (inputs 0..15) and the high
+// ones (16..31), taken in two passes (their sums would not fit the registers together), each with
+// its scales s[sg]. a8, hs (NARROW), xs, next: as in narrow_block.
+template <int NT, int SG, bool TWO, bool NARROW>
+__attribute__((always_inline)) inline void four_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
+                                                     const float* xs, int64_t next, int base, const float* const* s,
+                                                     float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8);
-  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
   const int8_t* a0 = a8;
   const int8_t* a1 = a8 + next;
   asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
-  __m256i d[NT];
+#pragma GCC unroll 2
+  for (int sg = 0; sg < SG; ++sg) {
+    __m256i d[NT];
 #pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) {
-    const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
-    const __m256i lo = _mm256_and_si256(W, nib), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
+    for (int v = 0; v < 4; ++v) {
+      const __m256i W = nibble_vector<TWO>(cp, v);
+      const __m256i lo = _mm256_and_si256(W, nib);  // inputs 4v + i
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + i
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; ++j) {  // low nibbles are inputs 4v + i, high 16 + 4v + i
-      const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4);
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a + 4 * v)),
-                                         _mm256_maddubs_epi16(hi, bcast4(a + 16 + 4 * v)));
-      d[j] = v == 0 ? p : _mm256_add_epi16(d[j], p);
-      asm("" : "+x"(d[j]));  // as in widened_block (1.5x slower without)
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v;
+        const __m256i p = SG == 2 ? _mm256_maddubs_epi16(sg ? hi : lo, bcast4(a + 16 * sg))
+                                  : _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a)),
+                                                     _mm256_maddubs_epi16(hi, bcast4(a + 16)));
+        d[j] = v == 0 ? p : _mm256_add_epi16(d[j], p);
+        asm("" : "+x"(d[j]));  // as in widened_block (1.5x slower without)
+      }
     }
-  }
-  const __m256 sv = _mm256_loadu_ps(s);
-  const __m256i ones = _mm256_set1_epi16(1);
+    const __m256 sv = _mm256_loadu_ps(s[sg]);
 #pragma GCC unroll 8
-  for (int j = 0; j < NT; ++j) {
-    const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
-    _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(d[j], ones)), scale,
-                                            _mm256_load_ps(acc[j])));
+    for (int j = 0; j < NT; ++j) {
+      __m256i dot = _mm256_madd_epi16(d[j], ones);
+      if constexpr (NARROW) {
+        const int32_t* hj = hs + (j / 4) * (next / 16) + j % 4;  // hs of tile j / 4
+        dot = _mm256_add_epi32(dot, _mm256_set1_epi32(base * (SG == 2 ? hj[4 * sg] : hj[0] + hj[4])));
+      }
+      const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
+      _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, _mm256_load_ps(acc[j])));
+    }
   }
 }
 
 // One block of narrow 8-bit codes (code - base: 0..63, or FIVE 0..31; the 6-bit ones unpacked) x NT
 // <= 8 tokens: vpmaddubsw's pairs of products summed in 16 bits by pairs (2 x 2 x 63 x 127), or FIVE
 // by fours (4 x 2 x 31 x 127 = 31,496), then in 32 bits, + base x the activations' sums; the vectors
-// a pair (four) at a time against every token. SG 2: the
-// block is two groups (inputs 0..15 and 16..31), each its own sums and scales s[sg]. a8, xs: as in
-// four_block; hs: tile 0's half-block sums of the block (hs[j], hs[4 + j]: token j's).
+// a pair (four) at a time against every token. SG 2: the block is two groups (inputs 0..15 and
+// 16..31), each its own sums and scales s[sg]. a8: tile 0's int8 activations of the block (4 x 32);
+// hs: its half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; the second tile's
+// next (tt.blocks x 128) bytes of activations, next / 16 sums and next / 32 scales further.
 template <int NT, int SG, bool FIVE>
 __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
                                                        const float* xs, int64_t next, int base, const float* const* s,
@@ -244,8 +257,8 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 }
 
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
-// codebook's, else wide 8-bit codes), four_block (plain 4-bit codes), narrow_block (narrow 8-bit
-// codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token tile `tile`
+// codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
+// (narrow 8-bit codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token tile `tile`
 // of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the half's lanes to
 // store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc), the 16 registers
 // holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024 -> 960, 1
@@ -255,13 +268,15 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 // codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (FIVE, group 32), 47.0 ->
 // 42.8 (0..63, group 16: Q6_K's). The other arguments are q8_prefill_tile's.
 enum class Tile8 { Widened, Four, Narrow };
-template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, bool FIVE>
+template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, bool FIVE, bool TWO = false,
+          bool NARROW4 = false>
 __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                         const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb, __m256i m,
                                         float* out, int64_t ldo, const int8_t* codebook, int base, const float* pre,
                                         const __m256i* eo) {
   constexpr bool kWidened = KIND == Tile8::Widened;
-  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || (SG == 1 && !FIVE)) && (kWidened || !LUT));
+  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || !FIVE) && (kWidened || !LUT) &&
+                (!kWidened || SG == 1) && (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128
   if constexpr (LUT)
@@ -270,7 +285,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
   const int8_t* aq = kWidened ? nullptr : tt.tile_q(tile);
   const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
   const int32_t* awc = kWidened ? tt.tile_wc(tile) : nullptr;
-  const int32_t* ahs = KIND == Tile8::Narrow ? tt.tile_hs(tile) : nullptr;
+  const int32_t* ahs = KIND == Tile8::Narrow || NARROW4 ? tt.tile_hs(tile) : nullptr;
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
   alignas(32) float acc[NT][8] = {};
@@ -295,7 +310,8 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
         widened_block<LUT, NT, PRE>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
                                     axs + b * 4, next, lut_u, sp[0], acc);
       else if constexpr (KIND == Tile8::Four)
-        four_block<NT>(cp, aq + b * 128, axs + b * 4, next, sp[0], acc);
+        four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
+                                         sp, acc);
       else
         narrow_block<NT, SG, FIVE>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, sp, acc);
     }

@@ -161,12 +161,12 @@ constexpr bool widened_tile() {
   return !VNNI && SG == 1 && (LUT || (!FOUR && !NARROW));
 }
 
-// Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, plain 4-bit
-// codes in groups of 32 or more (no codebook, no base), narrow 8-bit codes (and 6-bit ones unpacked).
+// Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, 4-bit codes
+// without a codebook (plain, narrow, 2-bit), narrow 8-bit codes (and 6-bit ones unpacked). What is
+// left to q8_prefill_tile: codebooks and wide 8-bit codes in groups of 16.
 template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
 constexpr bool eight_token_tile() {
-  return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() ||
-         (!VNNI && FOUR && !TWO && !LUT && !NARROW && SG == 1) || (!VNNI && !FOUR && NARROW);
+  return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !LUT) || (!VNNI && !FOUR && NARROW);
 }
 
 // Factored scales of half h of the row block at rb as f32, per unit g (16 SG floats each) and its
@@ -521,7 +521,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
             constexpr Tile8 kKind = kWidened ? Tile8::Widened : FOUR ? Tile8::Four : Tile8::Narrow;
             auto tile8 = [&](auto bpg, auto pre_decoded, auto five) {
               if constexpr (kEight)
-                q8_tile8<kKind, LUT, nt(), ST, SG, bpg(), pre_decoded(), five()>(
+                q8_tile8<kKind, LUT, nt(), ST, SG, bpg(), pre_decoded(), five(), TWO, FOUR && NARROW>(
                     cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook, w.narrow_base,
                     ST == ScaleType::Factored ? pre.data() : nullptr, eo);
             };

@@ -472,7 +472,7 @@ TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the b
         INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
         NarrowPair p;
         make_narrow(p, 4, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
-        for (int64_t T : {1, 2, 3, 5}) check_narrow_kernels(p, T, 3 + T, uint32_t(1900 + T));
+        for (int64_t T : {1, 2, 3, 5, 9, 13}) check_narrow_kernels(p, T, 3 + T, uint32_t(1900 + T));
         ++cases;
       }
   CHECK(cases == 36);
