@@ -1,5 +1,6 @@
 // Codebooks (qlinear.h): 8-bit codes that take at most 16 values, as 4-bit positions in a table;
 // and narrow codes, all within 63 (15) of their least.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -39,12 +40,14 @@ bool qweight_codebook_positions(int64_t count, const uint8_t* codes, const int8_
 }
 
 CodeRange qweight_code_range(int64_t count, const uint8_t* codes) {
-  CodeRange r{127, -128};
+  // the codes + 128 as unsigned bytes: their least and greatest vectorize (SSE2's pminub / pmaxub; a
+  // signed byte's did not), and this runs over every code of a model at load
+  uint8_t lo = 255, hi = 0;
   for (int64_t i = 0; i < count; ++i) {
-    const int v = int8_t(codes[i]);
-    r.lo = v < r.lo ? v : r.lo, r.hi = v > r.hi ? v : r.hi;
+    const uint8_t u = codes[i] ^ 0x80;
+    lo = std::min(lo, u), hi = std::max(hi, u);
   }
-  return r;
+  return CodeRange{int(lo) - 128, int(hi) - 128};  // none: {127, -128}
 }
 
 bool qweight_compact_codes_ok(QLayout layout) { return layout == QLayout::RowLane16; }

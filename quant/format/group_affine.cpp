@@ -50,9 +50,13 @@ void GroupAffineWeight::validate() const {
   // Weights |scale x code + offset| up to kMaxWeightMagnitude, codes up to the largest magnitude
   // present (15 for 4 bits; for 8 bits up to 128, but a table format's are smaller: MXFP4's 12).
   int largest = 15;
-  if (bits == 8) {
-    largest = 1;
-    for (uint8_t c : codes) largest = std::max(largest, std::abs(int(int8_t(c))));  // one pass; it vectorizes
+  if (bits == 8) {  // one pass over the codes + 128 as unsigned bytes: their least and greatest vectorize
+    uint8_t lo = 255, hi = 0;  // (SSE2's pminub / pmaxub; a signed byte's abs and max did not)
+    for (uint8_t c : codes) {
+      const uint8_t u = c ^ 0x80;
+      lo = std::min(lo, u), hi = std::max(hi, u);
+    }
+    largest = std::max({1, int(hi) - 128, 128 - int(lo)});
   }
   const float max_scale = kMaxWeightMagnitude / float(largest);
   bool bounded = true;  // one branch-free pass; the message names the first value out of range
