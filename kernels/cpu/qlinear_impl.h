@@ -155,8 +155,9 @@ void with_scale_type(ScaleType st, F&& f) {
 }
 
 // Factored scales (qlinear.h): one row's `count` values v as D * float(m[i]) bit for bit, D an f16
-// (*d its bits), m int8; false when no such pair exists (or a value is not finite).
-bool factor_values(const float* v, int count, uint16_t* d, int8_t* m);
+// (*d its bits), m int8; false when no such pair exists (or a value is not finite). hint: a D (f16
+// bits) to try before the search's last resort (factor_search), 0 for none.
+bool factor_values(const float* v, int count, uint16_t* d, int8_t* m, uint16_t hint = 0);
 
 // qweight_dequantize_row for each layout.
 void dequantize_row_rows(const QWeightView& w, int64_t row, float* out);

@@ -17,8 +17,8 @@ namespace llmctl::kernels {
 
 namespace detail {
 
-bool factor_values_scalar(const float* v, int count, uint16_t* d, int8_t* m) {
-  return factor_search(v, count, d, m, [&](float D) {
+bool factor_values_scalar(const float* v, int count, uint16_t* d, int8_t* m, uint16_t hint) {
+  return factor_search(v, count, d, m, hint, [&](float D) {
     uint16_t h;
     if (!f16_candidate(D, &h)) return false;
     const float inv = 1.0f / D;  // q only picks the candidate m: the product check below decides
@@ -35,9 +35,9 @@ bool factor_values_scalar(const float* v, int count, uint16_t* d, int8_t* m) {
   });
 }
 
-bool factor_values(const float* v, int count, uint16_t* d, int8_t* m) {
-  if (count == kFactoredGroups && cpu_has_avx2()) return factor_values8_avx2(v, d, m);
-  return factor_values_scalar(v, count, d, m);
+bool factor_values(const float* v, int count, uint16_t* d, int8_t* m, uint16_t hint) {
+  if (count == kFactoredGroups && cpu_has_avx2()) return factor_values8_avx2(v, d, m, hint);
+  return factor_values_scalar(v, count, d, m, hint);
 }
 
 }  // namespace detail
@@ -48,8 +48,12 @@ bool qweight_factor(int64_t n, int64_t k, int group, const float* v, FactoredPar
   const int64_t count = n * (k / group);
   out->m.resize(size_t(count));
   out->d.resize(size_t(count / R));
-  for (int64_t i = 0; i < count; i += R)
-    if (!detail::factor_values(v + i, int(R), &out->d[size_t(i / R)], &out->m[size_t(i)])) return false;
+  const int64_t per_row = k / group;
+  for (int64_t i = 0; i < count; i += R) {
+    // the row's previous run's D as the search's hint (factor_search)
+    const uint16_t hint = i % per_row ? out->d[size_t(i / R - 1)] : uint16_t(0);
+    if (!detail::factor_values(v + i, int(R), &out->d[size_t(i / R)], &out->m[size_t(i)], hint)) return false;
+  }
   return true;
 }
 

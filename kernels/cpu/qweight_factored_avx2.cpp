@@ -11,9 +11,9 @@ namespace llmctl::kernels::detail {
 
 static_assert(kFactoredGroups == 8, "one AVX2 vector a run");
 
-bool factor_values8_avx2(const float* v, uint16_t* d, int8_t* m) {
+bool factor_values8_avx2(const float* v, uint16_t* d, int8_t* m, uint16_t hint) {
   const __m256 x = _mm256_loadu_ps(v);
-  return factor_search(v, 8, d, m, [&](float D) {
+  return factor_search(v, 8, d, m, hint, [&](float D) {
     uint16_t h;
     if (!f16_candidate(D, &h)) return false;
     const __m256 q = _mm256_mul_ps(x, _mm256_set1_ps(1.0f / D));

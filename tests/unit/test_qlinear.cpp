@@ -397,8 +397,10 @@ TEST_CASE("factor_values: the AVX2 run of eight finds the scalar's D and m, or n
     if (kind == 5 && rng() % 2) v[rng() % 8] = d * float(any(rng)) * 300.0f;  // out of an int8's reach
     uint16_t ds = 0xFFFF, dv = 0xFFFF;
     int8_t ms[8], mv[8];
-    const bool s = kernels::detail::factor_values_scalar(v, 8, &ds, ms);
-    const bool a = kernels::detail::factor_values8_avx2(v, &dv, mv);
+    // every other run with a hint: d (the previous run's D of its super-block) or an unrelated f16
+    const uint16_t hint = trial % 2 ? 0 : trial % 4 ? f32_to_f16(d) : f32_to_f16(0.37f);
+    const bool s = kernels::detail::factor_values_scalar(v, 8, &ds, ms, hint);
+    const bool a = kernels::detail::factor_values8_avx2(v, &dv, mv, hint);
     REQUIRE(s == a);
     if (s) {
       CHECK(ds == dv);
@@ -408,6 +410,32 @@ TEST_CASE("factor_values: the AVX2 run of eight finds the scalar's D and m, or n
   }
   CHECK(found > 5000);  // the kinds above give both outcomes often
   CHECK(none > 3000);
+}
+
+TEST_CASE("factor_values: a hint (the previous run's D) is tried before the search's last resort") {
+  // the second run of a Q6_K-like super-block: d x m, the largest |m| 76 (at no end the search tries
+  // first), every m even: the hint 2d reproduces the values as well as d does, and is taken when given
+  const float d = f16_to_f32(f32_to_f16(0.0123f));
+  const int ms[8] = {76, -12, 4, 0, -76, 32, 2, -2};
+  float v[8];
+  for (int i = 0; i < 8; ++i) v[i] = d * float(ms[i]);
+  for (bool simd : {false, true}) {
+    if (simd && !kernels::cpu_has_avx2()) continue;
+    uint16_t got = 0;
+    int8_t m[8];
+    auto run = [&](uint16_t hint) {
+      return simd ? kernels::detail::factor_values8_avx2(v, &got, m, hint)
+                  : kernels::detail::factor_values_scalar(v, 8, &got, m, hint);
+    };
+    REQUIRE(run(f32_to_f16(2 * d)));
+    CHECK(got == f32_to_f16(2 * d));
+    for (int i = 0; i < 8; ++i) CHECK(int(m[i]) == ms[i] / 2);
+    REQUIRE(run(0));  // no hint: the last resort, from 127 down, stops at 76
+    CHECK(got == f32_to_f16(d));
+    for (int i = 0; i < 8; ++i) CHECK(int(m[i]) == ms[i]);
+    REQUIRE(run(f32_to_f16(0.37f)));  // a hint that does not fit: the same as none
+    CHECK(got == f32_to_f16(d));
+  }
 }
 
 TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-block sums") {
