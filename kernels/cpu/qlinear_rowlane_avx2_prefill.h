@@ -1,9 +1,8 @@
 // The int8 mode's prefill tile of the AVX2 and AVX-VNNI row-lane kernels, included by
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
 // of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
-// Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are), but signed values
-// without VNNI where a group is a block (as 16-bit products), plain 4-bit codes in groups of 32 or
-// more and narrow 8-bit codes, without VNNI: those 8 tokens at a time (q8_tile8).
+// Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are); and without VNNI the
+// 8-token tile (q8_tile8) for every kind but codebooks and wide 8-bit codes in groups of 16.
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -57,22 +56,6 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
   }
 }
 
-// Signed values without VNNI (a codebook's, wide 8-bit codes'), one group a block (widened_tile), as
-// 16-bit products: each value + 128, a byte (a codebook's looked up so, a wide code's as stored), is
-// zero-extended to 16 bits twice, the even bytes of each 4-byte lane (mask) and the odd ones (shift),
-// and vpmaddwd takes them against the token's activations as int16 (TokenTiles::q16, in that order);
-// -128 x the activations' integer sum (TokenTiles::wc, each token's sum starting from it) then makes
-// the signed dot product, the same integer. Two vpmaddwd per 4 inputs x 8 rows a token, where moving
-// the values' signs to the activations took vpsignb + vpmaddubsw + vpmaddwd, and with no per-block
-// store and reload of the values (128 tokens, 1 thread, an AVX2-only EPYC: wide codes 1.05-1.19x, a
-// codebook's 1.00-1.05x). The block's vectors go one at a time against every token (each token's
-// integer sum in a register). A vpmaddwd and the vpaddd after it cost about 0.62 cycles there (0.5 for
-// vpmaddwd alone), twice a 4-bit code's vpmaddubsw + vpaddw for the same products: the bound of this
-// kind of code; what else a block costs (its codes' decoding, the f32 step per token) is spread over up
-// to 8 tokens, token j from token tile j / 4, slot j % 4 (the tiles `next` int16s apart in q16 and
-// next / 32 elements in wc and xs).
-// cp: the block's codes (+ 32 x the half); a16: tile 0's int16 activations of the block (4 x 32); wc,
-// xs: its corrections and activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's outputs.
 // quad(u, q) for each quad q of a block's codes at cp (inputs 4q..4q+3 of the half's 8 rows), u their
 // values + 128 as bytes: a codebook's looked up (lut_u: its values + 128), wide 8-bit codes as stored.
 template <bool FOUR, class Quad>
@@ -114,10 +97,23 @@ void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8
     }
 }
 
-// One block of the widened tile. PRE: its quads from widen_half (src: the block's 16 vectors), else
-// decoded here (src: its codes + 32 x the half). a16: tile 0's int16 activations of the block (4 x 32);
-// wc, xs: its corrections and activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's
-// outputs.
+// Signed values without VNNI (a codebook's, wide 8-bit codes'), one group a block (widened_tile), as
+// 16-bit products: each value + 128, a byte (a codebook's looked up so, a wide code's as stored), is
+// zero-extended to 16 bits twice, the even bytes of each 4-byte lane (mask) and the odd ones (shift),
+// and vpmaddwd takes them against the token's activations as int16 (TokenTiles::q16, in that order);
+// -128 x the activations' integer sum (TokenTiles::wc, each token's sum starting from it) then makes
+// the signed dot product, the same integer. Two vpmaddwd per 4 inputs x 8 rows a token, where moving
+// the values' signs to the activations took vpsignb + vpmaddubsw + vpmaddwd, and with no per-block
+// store and reload of the values (128 tokens, 1 thread, an AVX2-only EPYC: wide codes 1.05-1.19x, a
+// codebook's 1.00-1.05x). The block's vectors go one at a time against every token (each token's
+// integer sum in a register). A vpmaddwd and the vpaddd after it cost about 0.62 cycles there (0.5 for
+// vpmaddwd alone), twice a 4-bit code's vpmaddubsw + vpaddw for the same products: the bound of this
+// kind of code; what else a block costs (its codes' decoding, the f32 step per token) is spread over up
+// to 8 tokens, token j from token tile j / 4, slot j % 4 (the tiles `next` int16s apart in q16 and
+// next / 32 elements in wc and xs).
+// PRE: the block's quads from widen_half (src: its 16 vectors), else decoded here (src: its codes +
+// 32 x the half). a16: tile 0's int16 activations of the block (4 x 32); wc, xs: its corrections and
+// activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's outputs.
 template <bool FOUR, int NT, bool PRE>
 __attribute__((always_inline)) inline void widened_block(const void* src, const int16_t* a16, const int32_t* wc,
                                                         const float* xs, int64_t next, __m256i lut_u, const float* s,
@@ -258,10 +254,10 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
 // codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
-// (narrow 8-bit codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token tile `tile`
-// of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the half's lanes to
-// store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc), the 16 registers
-// holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024 -> 960, 1
+// (narrow 8-bit codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token
+// tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the
+// half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
+// the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024 -> 960, 1
 // thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for q8_prefill_tile's 4
 // tokens, 57 with 8 (with the corrections from TokenTiles and stepped group pointers), 50 with the
 // quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for one tile); plain 4-bit

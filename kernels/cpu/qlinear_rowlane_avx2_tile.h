@@ -508,7 +508,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
             }
         });
-      for (int h = 0; h < 2; ++h) {  // one half x up to 4 tokens (what the 16 registers hold)
+      for (int h = 0; h < 2; ++h) {  // one half at a time (what the 16 registers hold)
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
         if (kEight && prefill) {  // up to 8 tokens
@@ -556,9 +556,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 return;
               }
             }
-            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out,
-                                                                 ldo, h == 0 && t == 0, w.codebook, w.narrow_base,
-                                                                 asum, fpre);
+            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb,
+                                                                        m + h, out, ldo, h == 0 && t == 0, w.codebook,
+                                                                        w.narrow_base, asum, fpre);
           });
         }
       }
