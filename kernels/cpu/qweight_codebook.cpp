@@ -40,8 +40,8 @@ bool qweight_codebook_positions(int64_t count, const uint8_t* codes, const int8_
 }
 
 CodeRange qweight_code_range(int64_t count, const uint8_t* codes) {
-  // the codes + 128 as unsigned bytes: their least and greatest vectorize (SSE2's pminub / pmaxub; a
-  // signed byte's did not), and this runs over every code of a model at load
+  // the codes + 128 as unsigned bytes: their least and greatest 16 a vector (SSE2's pminub / pmaxub;
+  // signed bytes went 4 a vector, widened to int32), and this runs over every code of a model at load
   uint8_t lo = 255, hi = 0;
   for (int64_t i = 0; i < count; ++i) {
     const uint8_t u = codes[i] ^ 0x80;
