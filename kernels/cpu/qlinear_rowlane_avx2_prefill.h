@@ -274,6 +274,33 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
   }
 }
 
+// The scales of unit g's SG groups for half h (8 rows each): sp[sg], factored ones expanded in pre
+// (expand_half), others loaded into sv[sg].
+template <ScaleType ST, int SG>
+__attribute__((always_inline)) inline void unit_scales(const RowLaneGeometry& geo, const uint8_t* params,
+                                                      const float* pre, int64_t g, int h, float (*sv)[8],
+                                                      const float** sp) {
+  for (int sg = 0; sg < SG; ++sg) {
+    if constexpr (ST == ScaleType::Factored) {
+      sp[sg] = pre + 16 * SG * g + 8 * sg;
+    } else {
+      _mm256_store_ps(sv[sg], load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, sg, h));
+      sp[sg] = sv[sg];
+    }
+  }
+}
+
+// The offsets of unit g's group sg for half h (zero != 0): -zero x its scales s where implied, else
+// stored (factored ones expanded in pre).
+template <ScaleType ST, int SG>
+__attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry& geo, const uint8_t* params,
+                                                         const float* pre, const float* s, int zero, int64_t g,
+                                                         int sg, int h) {
+  if (!geo.offsets) return _mm256_mul_ps(_mm256_loadu_ps(s), _mm256_set1_ps(float(-zero)));
+  if constexpr (ST == ScaleType::Factored) return _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg));
+  else return load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, sg, h);
+}
+
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
 // codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
 // (narrow 8-bit codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token
@@ -313,14 +340,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
     const uint8_t* gp = cur.group();
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const float* sp[SG];
-    for (int sg = 0; sg < SG; ++sg) {
-      if constexpr (ST == ScaleType::Factored) {
-        sp[sg] = pre + 16 * SG * g + 8 * sg;
-      } else {
-        _mm256_store_ps(sv[sg], load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, sg, h));
-        sp[sg] = sv[sg];
-      }
-    }
+    unit_scales<ST, SG>(geo, params, pre, g, h, sv, sp);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
@@ -335,9 +355,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int sg = 0; sg < SG; ++sg) {
-      const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp[sg]), _mm256_set1_ps(float(-zero)))
-                       : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
-                                                   : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, sg, h);
+      const __m256 o = unit_offsets<ST, SG>(geo, params, pre, sp[sg], zero, g, sg, h);
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j)
         _mm256_store_ps(acc[j], _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(j / 4) * tt.gs * 4 + (g * SG + sg) * 4 + j % 4]),
@@ -386,14 +404,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
     const uint8_t* gp = rowlane_group(geo, rb, g);
     const uint8_t* params = gp + bpg * geo.code_bytes;
     const float* sp[SG];
-    for (int sg = 0; sg < SG; ++sg) {
-      if constexpr (ST == ScaleType::Factored) {
-        sp[sg] = pre + 16 * SG * g + 8 * sg;
-      } else {
-        _mm256_store_ps(sv[sg], load_params8<ST>(geo, params, _mm256_setzero_ps(), 0, sg, h));
-        sp[sg] = sv[sg];
-      }
-    }
+    unit_scales<ST, SG>(geo, params, pre, g, h, sv, sp);
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
@@ -437,9 +448,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int sg = 0; sg < SG; ++sg) {
-      const __m256 o = !geo.offsets ? _mm256_mul_ps(_mm256_loadu_ps(sp[sg]), _mm256_set1_ps(float(-zero)))
-                       : ST == ScaleType::Factored ? _mm256_loadu_ps(pre + 16 * SG * g + 8 * (SG + sg))
-                                                   : load_params8<ST>(geo, params, _mm256_setzero_ps(), 1, sg, h);
+      const __m256 o = unit_offsets<ST, SG>(geo, params, pre, sp[sg], zero, g, sg, h);
 #pragma GCC unroll 4
       for (int j = 0; j < NT; ++j) acc[j] = _mm256_fmadd_ps(o, _mm256_set1_ps(aS[(g * SG + sg) * 4 + j]), acc[j]);
     }
