@@ -3,9 +3,9 @@
 // same for every T and every [n0, n1) split; variants differ from each other in that order only.
 #pragma once
 #include <cstdint>
-#include <vector>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/qlinear.h"
 #include "kernels/scalar_types.h"

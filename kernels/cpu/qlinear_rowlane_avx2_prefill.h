@@ -56,6 +56,13 @@ __attribute__((always_inline)) inline __m256i codes_dot(const __m256i* w, const 
   }
 }
 
+// A token's block into its f32 sums in memory: acc += float(dot) x (the rows' scales sv x the token's
+// activation scale xs), q8_prefill_tile's operations in its order.
+__attribute__((always_inline)) inline void accumulate_token(float* acc, __m256i dot, __m256 sv, float xs) {
+  _mm256_store_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(xs)),
+                                       _mm256_load_ps(acc)));
+}
+
 // quad(u, q) for each quad q of a block's codes at cp (inputs 4q..4q+3 of the half's 8 rows), u their
 // values + 128 as bytes: a codebook's looked up (lut_u: its values + 128), wide 8-bit codes as stored.
 template <bool FOUR, class Quad>
@@ -151,8 +158,7 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
   const __m256 sv = _mm256_loadu_ps(s);
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) {
-    const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
-    _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[j]), scale, _mm256_load_ps(acc[j])));
+    accumulate_token(acc[j], d[j], sv, xs[(j / 4) * (next / 32) + j % 4]);
   }
 }
 
@@ -219,8 +225,7 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
     for (int j = 0; j < NT; ++j) {
       __m256i dot = _mm256_madd_epi16(d[j], ones);
       if (NARROW && base != 0) dot = _mm256_add_epi32(dot, _mm256_set1_epi32(corr[sg][j]));
-      const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
-      _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, _mm256_load_ps(acc[j])));
+      accumulate_token(acc[j], dot, sv, xs[(j / 4) * (next / 32) + j % 4]);
     }
   }
 }
@@ -268,8 +273,7 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       const __m256i dot = base != 0 ? _mm256_add_epi32(d[j], _mm256_set1_epi32(corr[sg][j])) : d[j];
-      const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xs[(j / 4) * (next / 32) + j % 4]));
-      _mm256_store_ps(acc[j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, _mm256_load_ps(acc[j])));
+      accumulate_token(acc[j], dot, sv, xs[(j / 4) * (next / 32) + j % 4]);
     }
   }
 }
