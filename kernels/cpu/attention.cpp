@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/attention_impl.h"
@@ -72,7 +73,50 @@ bool paged_attention_split_runs(KvQuant kind, int64_t head_dim, bool exact) {
 
 int64_t paged_attention_split_columns() { return detail::cpu_has_avx512_vnni() ? 16 : 8; }
 
-int32_t paged_attention_split_min_keys() { return detail::cpu_has_avx512_vnni() ? 256 : 1024; }
+namespace {
+
+struct CostPoint {
+  int32_t keys;
+  double cost;
+};
+
+// Piecewise linear in log2(keys) between the points, flat past either end.
+double interpolate(std::span<const CostPoint> curve, int32_t keys) {
+  if (keys <= curve[0].keys) return curve[0].cost;
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (keys <= curve[i].keys) {
+      const double a = std::log2(double(curve[i - 1].keys)), b = std::log2(double(curve[i].keys));
+      const double t = (std::log2(double(keys)) - a) / (b - a);
+      return curve[i - 1].cost + t * (curve[i].cost - curve[i - 1].cost);
+    }
+  return curve.back().cost;
+}
+
+// Measured with tools/llmctl_cpu_attention_bench (9 query heads, 3 kv heads, head_dim 64, 30 layers'
+// caches read in turn, 3 MB streamed between two) on an AVX2-only AMD EPYC (Zen 4), and checked
+// against the same choice in `bench latency` decode: per point the larger of the ratio on 1 thread and
+// the ratio on 2 threads over the whole heads' 9/10 balance.
+constexpr CostPoint kAvx2F32[] = {{64, 1.54},  {128, 1.24},  {256, 1.17},  {384, 1.16},  {512, 1.04},
+                                  {768, 0.95}, {1024, 0.90}, {1536, 0.82}, {2048, 0.77}, {4096, 0.71}};
+// int8 rows are dequantized once per query in both paths, and the stages add their passes to that:
+// decode with 1,500 and 3,000 keys on 2 threads ran 9-12% slower split, hence these above the bench.
+constexpr CostPoint kAvx2Int8[] = {{128, 1.6},   {256, 1.45},  {512, 1.38},
+                                   {1024, 1.30}, {2048, 1.27}, {4096, 1.20}};
+// AVX-512: measured only on 2 threads and 9 heads, where the stages won from 256 keys (2026-12-03,
+// a Sapphire Rapids class Xeon): from 256 keys the cost is set under 1 (the stages' choice on any
+// thread count, as before); below, AVX2's shape, high enough that 9 heads on 2 threads stay whole.
+constexpr CostPoint kAvx512[] = {{64, 1.25}, {128, 1.15}, {255, 1.12}, {256, 0.99}, {4096, 0.80}};
+
+}  // namespace
+
+double paged_attention_split_cost(int32_t keys) {
+  return detail::cpu_has_avx512_vnni() ? interpolate(kAvx512, keys) : interpolate(kAvx2F32, keys);
+}
+
+double paged_attention_split_cost(KvQuant kind, int32_t keys) {
+  (void)kind;  // fp8 splits only where AVX-512 reads it in place (paged_attention_split_runs)
+  return detail::cpu_has_avx512_vnni() ? interpolate(kAvx512, keys) : interpolate(kAvx2Int8, keys);
+}
 
 namespace {
 

@@ -106,9 +106,13 @@ struct SplitAttentionQueries {
 bool paged_attention_split_runs(int64_t head_dim);
 bool paged_attention_split_runs(KvQuant kind, int64_t head_dim, bool exact = false);
 int64_t paged_attention_split_columns();
-// The context length from which the stages beat the whole-head kernels on this CPU's variant, even on
-// 2 threads (measured: AVX-512 from 256 keys; AVX2 from about 1024, its value passes being narrower).
-int32_t paged_attention_split_min_keys();
+// The time the stages take for a decode token of `keys` keys over the whole-head kernels', both on
+// one thread, on this CPU's variant (a measured curve, attention.cpp): above 1 where their extra
+// passes cost more than reading each row once for a GQA group saves (short contexts, int8 rows on
+// AVX2), under 1 past a few thousand keys. Spread over threads the stages keep every thread busy,
+// where whole heads leave some idle: the caller weighs the two (cpu::split_decode_attention_pays).
+double paged_attention_split_cost(int32_t keys);
+double paged_attention_split_cost(KvQuant kind, int32_t keys);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
                                   float scale, int32_t j0, int32_t j1);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& cache,

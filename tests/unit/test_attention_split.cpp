@@ -230,3 +230,35 @@ TEST_CASE("decode attention in stages with exact open-block rows equals the whol
   CHECK_THROWS(kernels::paged_attention_split_scores(s, kernels::PagedKvView{kv.data(), kv.data(), 16, 1, 64}, t4, 1.0f,
                                                      0, 41));
 }
+
+TEST_CASE("a decode token takes the stages where their cost beats its heads run whole") {
+  // cost x items over threads against the busiest thread's whole heads
+  CHECK(cpu::split_decode_attention_pays(1.05, 9, 2));    // 4.7 heads' time a thread against 5
+  CHECK_FALSE(cpu::split_decode_attention_pays(1.12, 9, 2));  // 5.04 against 5
+  CHECK_FALSE(cpu::split_decode_attention_pays(1.0, 9, 1));   // one thread: only a cost under 1 pays
+  CHECK(cpu::split_decode_attention_pays(0.99, 9, 1));
+  CHECK(cpu::split_decode_attention_pays(1.7, 9, 16));        // 7 of 16 threads idle whole
+  CHECK_FALSE(cpu::split_decode_attention_pays(1.01, 32, 16));  // even
+  CHECK_FALSE(cpu::split_decode_attention_pays(0.5, 0, 2));
+  CHECK_FALSE(cpu::split_decode_attention_pays(0.5, 9, 0));
+  if (!kernels::paged_attention_split_runs(64)) LLMCTL_SKIP("no SIMD attention kernel on this CPU");
+  // the curves fall with the context (more of the time is reading rows the stages read once per group)
+  for (int kind = 0; kind < 2; ++kind) {
+    auto cost = [&](int32_t keys) {
+      return kind == 0 ? kernels::paged_attention_split_cost(keys)
+                       : kernels::paged_attention_split_cost(kernels::KvQuant::Int8, keys);
+    };
+    double last = cost(1);
+    for (int32_t keys = 2; keys <= 1 << 16; keys += std::max(1, keys / 7)) {
+      INFO("kind " << kind << " keys " << keys);
+      const double c = cost(keys);
+      CHECK(std::isfinite(c));
+      CHECK(c > 0.5);
+      CHECK(c <= last);
+      last = c;
+    }
+  }
+  // short contexts whole on one thread, long ones split
+  CHECK(kernels::paged_attention_split_cost(64) > 1.0);
+  CHECK(kernels::paged_attention_split_cost(4096) < 1.0);
+}

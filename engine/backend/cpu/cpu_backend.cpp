@@ -376,7 +376,7 @@ class CpuBackend final : public Backend {
     auto has_exact = [&](int s) { return !exact.empty() && exact[size_t(s)].k; };
     auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
     std::vector<Unit> units;
-    std::vector<int> copy_seqs;
+    std::vector<int> copy_seqs, singles;
     std::vector<cpu::SplitDecodeToken> split;
     auto split_runs = [&](int s) {
       return quant ? kernels::paged_attention_split_runs(qview.kind, D, has_exact(s))
@@ -390,9 +390,8 @@ class CpuBackend final : public Backend {
         copy_seqs.push_back(s);
         continue;
       }
-      if (q1 - q0 == 1 && split_runs(s) && cpu::split_decode_attention_pays(plan.positions[q0])) {
-        split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0],
-                         has_exact(s) ? &exact[size_t(s)] : nullptr});
+      if (q1 - q0 == 1 && split_runs(s)) {
+        singles.push_back(s);
         continue;
       }
       int t = q0;
@@ -401,6 +400,20 @@ class CpuBackend final : public Backend {
         units.push_back({t, 4, s});
       }
       for (; t < q1; ++t) units.push_back({t, 1, s});
+    }
+    // A decode token alone in its sequence goes to the stages where they beat its heads run whole
+    // beside the step's other whole heads (cpu::split_decode_attention_pays).
+    const int64_t whole_items = int64_t(units.size() + singles.size()) * hq;
+    for (int s : singles) {
+      const int q0 = plan.query_start[s];
+      const int32_t keys = plan.positions[q0] + 1;
+      const double cost =
+          quant ? kernels::paged_attention_split_cost(qview.kind, keys) : kernels::paged_attention_split_cost(keys);
+      if (cpu::split_decode_attention_pays(cost, whole_items, pool_.size()))
+        split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0],
+                         has_exact(s) ? &exact[size_t(s)] : nullptr});
+      else
+        units.push_back({q0, 1, s});
     }
     if (!copy_seqs.empty())
       attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, softcap, out);

@@ -17,8 +17,10 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
-bool split_decode_attention_pays(int32_t position) {
-  return position + 1 >= kernels::paged_attention_split_min_keys();
+bool split_decode_attention_pays(double cost, int64_t items, int threads) {
+  if (items <= 0 || threads <= 0) return false;
+  const int64_t busiest = (items + threads - 1) / threads;
+  return cost * double(items) < double(busiest * threads);
 }
 
 template <class View>

@@ -23,8 +23,11 @@ struct SplitDecodeToken {
 };
 
 // Whether a decode token's attention is worth the three passes over the pool this takes instead of
-// one: enough context that reading it dominates (kernels::paged_attention_split_min_keys).
-bool split_decode_attention_pays(int32_t position);
+// one. `cost`: the stages' time over the whole heads' on one thread (kernels::paged_attention_split_cost);
+// `items`: the query heads the step would run whole beside it, one item each, over `threads`. Whole,
+// the busiest thread takes ceil(items / threads) heads (5 of 9 on 2 threads, 1 of 9 on 16); split,
+// every thread about cost x items / threads.
+bool split_decode_attention_pays(double cost, int64_t items, int threads);
 
 class SplitDecodeAttention {
  public:
