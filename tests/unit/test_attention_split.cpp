@@ -155,7 +155,7 @@ TEST_CASE("the CPU backend's split decode attention equals each head run whole, 
       kernels::paged_attention_head(qkv.data() + t.row * W + h * D, cache, t.block_table, t.position, h / 3, 0.125f,
                                     scratch.data(), whole.data() + (t.row * hq + h) * D);
     }
-  for (int threads : {1, 2, 3})
+  for (int threads : {1, 2, 3, 16})  // 16: the chunk and column pieces sized for many threads
     for (int64_t max_floats : {int64_t(1) << 24, int64_t(1)}) {  // one pass; a pass per token
       ThreadPool pool(threads);
       cpu::SplitDecodeAttention split(max_floats);
