@@ -3,9 +3,9 @@
 // one item of the pool (kernels::paged_attention_head, as CpuBackend::attention runs it) and the
 // three stages over keys and columns (cpu::SplitDecodeAttention) -- for f32, int8 and fp8 caches,
 // at several context lengths and thread counts. The outputs of the two are the same bits (the unit
-// tests check it); only the time differs, and where one beats the other on 1 and 2 threads sets
-// kernels::paged_attention_split_cost's curves. Beside each measurement: the curve's cost and the
-// backend's choice from it (cpu::split_decode_attention_pays, the token alone in its step).
+// tests check it); only the time differs. Beside each measurement: kernels::paged_attention_split_cost's
+// curve (measured in the engine's decode steps) and the backend's choice from it
+// (cpu::split_decode_attention_pays, the token alone in its step).
 // Memory as in a decode step: --layers caches (blocks of 16 slots, shuffled, each slot all kv heads'
 // rows) read in turn, and between two calls the pool reads --stream-mb MB of other memory (a layer's
 // weights), so a layer's rows come from memory while the paths' own small buffers stay cached.

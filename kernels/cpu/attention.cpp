@@ -92,16 +92,16 @@ double interpolate(std::span<const CostPoint> curve, int32_t keys) {
   return curve.back().cost;
 }
 
-// Measured with tools/llmctl_cpu_attention_bench (9 query heads, 3 kv heads, head_dim 64, 30 layers'
-// caches read in turn, 3 MB streamed between two) on an AVX2-only AMD EPYC (Zen 4), and checked
-// against the same choice in `bench latency` decode: per point the larger of the ratio on 1 thread and
-// the ratio on 2 threads over the whole heads' 9/10 balance.
-constexpr CostPoint kAvx2F32[] = {{64, 1.54},  {128, 1.24},  {256, 1.17},  {384, 1.16},  {512, 1.04},
-                                  {768, 0.95}, {1024, 0.90}, {1536, 0.82}, {2048, 0.77}, {4096, 0.71}};
-// int8 rows are dequantized once per query in both paths, and the stages add their passes to that:
-// decode with 1,500 and 3,000 keys on 2 threads ran 9-12% slower split, hence these above the bench.
-constexpr CostPoint kAvx2Int8[] = {{128, 1.6},   {256, 1.45},  {512, 1.38},
-                                   {1024, 1.30}, {2048, 1.27}, {4096, 1.20}};
+// AVX2, measured on an AVX2-only AMD EPYC (Zen 4): the attention time of the default model's decode
+// steps (9 query heads, 3 kv heads, head_dim 64) each way, `bench latency` at 128-2048 keys on 1 and
+// 2 threads; per point the larger of the ratio on 1 thread and the ratio on 2 threads over the whole
+// heads' 9/10 balance. tools/llmctl_cpu_attention_bench finds the same from ~512 keys; below, where the
+// two paths are within a few percent, it favours whole heads (its memory is not a step's).
+constexpr CostPoint kAvx2F32[] = {{64, 1.20},   {128, 1.14},  {256, 1.11},  {512, 0.96},
+                                  {1024, 0.85}, {2048, 0.80}, {4096, 0.75}};
+// int8: each key row dequantized once for the group in the stages, once per query head whole.
+constexpr CostPoint kAvx2Int8[] = {{64, 1.15},   {128, 1.10},  {256, 1.08}, {512, 1.01},
+                                   {1024, 0.90}, {2048, 0.81}, {4096, 0.76}};
 // AVX-512: measured only on 2 threads and 9 heads, where the stages won from 256 keys (2026-12-03,
 // a Sapphire Rapids class Xeon): from 256 keys the cost is set under 1 (the stages' choice on any
 // thread count, as before); below, AVX2's shape, high enough that 9 heads on 2 threads stay whole.

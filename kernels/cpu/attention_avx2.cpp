@@ -318,19 +318,49 @@ bool four_queries(const float* const* q, const int32_t* positions, const View& c
 // and from cache by the others.
 constexpr int32_t kSplitKeyPass = 64;
 
+// Rows laid one after another (a pass's int8 / fp8 key rows as its loader gives them), read as F32Rows
+// reads a cache's.
+struct DenseRows {
+  using Row = F32Rows::Row;
+  const float* p;
+  int64_t D;
+  Row next() {
+    const Row r{p};
+    p += D;
+    return r;
+  }
+};
+
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
   if (s.exact) return false;  // exact rows come with fp8 caches, not read in place here
   return dispatch(c.head_dim, [&](auto C) {
-    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
-      for (int g = 0; g < s.group; ++g)
+    constexpr int64_t D = 16 * C();
+    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass) {
+      const int32_t k1 = std::min(j1, k0 + kSplitKeyPass);
+      if constexpr (std::is_same_v<View, PagedKvView>) {
+        for (int g = 0; g < s.group; ++g)
+          with_rows(
+              c, block_table, s.kvh, [&](auto krows, auto) { score_keys<C()>(s.q[g], krows, k0, k1, scale, s.scores[g]); },
+              k0);
+      } else {  // each row dequantized once for the group: the same f32 values its loader gives each query
+        alignas(32) float rows[kSplitKeyPass * D];
         with_rows(
             c, block_table, s.kvh,
             [&](auto krows, auto) {
-              score_keys<C()>(s.q[g], krows, k0, std::min(j1, k0 + kSplitKeyPass), scale, s.scores[g]);
+              for (int32_t j = 0; j < k1 - k0; ++j) {
+                const auto kr = krows.next();
+                for (int i = 0; i < 2 * C(); ++i) _mm256_store_ps(rows + j * D + 8 * i, kr.load(i));
+              }
             },
             k0);
+        for (int g = 0; g < s.group; ++g) {
+          DenseRows dense{rows, D};
+          score_keys<C()>(s.q[g], dense, k0, k1, scale, s.scores[g]);
+        }
+      }
+    }
   });
 }
 
