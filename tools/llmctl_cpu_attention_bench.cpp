@@ -10,7 +10,7 @@
 // rows) read in turn, and between two calls the pool reads --stream-mb MB of other memory (a layer's
 // weights), so a layer's rows come from memory while the paths' own small buffers stay cached.
 // Prints per (cache, keys, threads): the median microseconds of a call by each path, their ratio, the
-// curve's cost and the choice.
+// curve's cost and the choice; then a prompt's four-query tile at each context length (int8 and f32).
 // Options: --threads 1,2  --keys 128,256,512,1024,2048  --heads 9  --kv-heads 3  --head-dim 64
 //          --kv f32,int8,fp8  --calls 300  --layers 30  --stream-mb 3  --cpu-isa ISA
 #include <algorithm>
@@ -201,5 +201,42 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // A prompt's attention: four query tokens at positions keys - 4 .. keys - 1 through the four-query
+  // tile (kernels::paged_attention_heads4), every query head on one thread, the layers in turn.
+  std::printf("\nprefill tile: 4 query tokens x %d query heads, 1 thread\n%-5s %6s %12s %14s\n", hq, "kv", "keys",
+              "tile_us", "ns_per_q_key");
+  ThreadPool one(1);
+  const std::vector<float> q4 = randn(size_t(4 * hq * D), 5);
+  std::vector<float> out4(size_t(4 * hq * D));
+  for (const std::string& kind : kinds)
+    for (int n : keys) {
+      if (n < 4 || kind == "fp8") continue;
+      std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(n - 1)));
+      const int32_t positions[4] = {n - 4, n - 3, n - 2, n - 1};
+      std::vector<double> us;
+      for (int c = 0; c < calls; ++c) {
+        const int layer = c % layers;
+        const int32_t* table = cache.table.data() + int64_t(layer) * blocks;
+        stream(one, layer);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int h = 0; h < hq; ++h) {
+          const float* qp[4];
+          float *sp[4], *op[4];
+          for (int t = 0; t < 4; ++t) {
+            qp[t] = q4.data() + (t * hq + h) * D, op[t] = out4.data() + (t * hq + h) * D;
+            sp[t] = scratch.data() + t * kernels::paged_attention_scratch(n - 1);
+          }
+          const bool ran = kind == "f32" ? kernels::paged_attention_heads4(qp, positions, cache.f32(), table, h / (hq / hkv),
+                                                                           0.125f, sp, op)
+                                         : kernels::paged_attention_heads4_quant(qp, positions, cache.quant(true), table,
+                                                                                 h / (hq / hkv), 0.125f, sp, op);
+          if (!ran) return std::printf("no four-query kernel for head_dim %d here\n", D), 0;
+        }
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      const double m = median(us);
+      std::printf("%-5s %6d %12.1f %14.3f\n", kind.c_str(), n, m, 1000 * m / (4.0 * hq * (n - 2.5)));
+      std::fflush(stdout);
+    }
   return 0;
 }
