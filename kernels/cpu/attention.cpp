@@ -80,9 +80,10 @@ struct CostPoint {
   double cost;
 };
 
-// Piecewise linear in log2(keys) between the points, flat past either end.
+// Piecewise linear in log2(keys) between the points, flat past the last. Below the first (128 keys)
+// nothing was measured, and the three passes' hand-offs weigh more: infinite (never chosen).
 double interpolate(std::span<const CostPoint> curve, int32_t keys) {
-  if (keys <= curve[0].keys) return curve[0].cost;
+  if (keys < curve[0].keys) return INFINITY;
   for (size_t i = 1; i < curve.size(); ++i)
     if (keys <= curve[i].keys) {
       const double a = std::log2(double(curve[i - 1].keys)), b = std::log2(double(curve[i].keys));
@@ -97,15 +98,15 @@ double interpolate(std::span<const CostPoint> curve, int32_t keys) {
 // 2 threads; per point the larger of the ratio on 1 thread and the ratio on 2 threads over the whole
 // heads' 9/10 balance. tools/llmctl_cpu_attention_bench finds the same from ~512 keys; below, where the
 // two paths are within a few percent, it favours whole heads (its memory is not a step's).
-constexpr CostPoint kAvx2F32[] = {{64, 1.20},   {128, 1.14},  {256, 1.11},  {512, 0.96},
-                                  {1024, 0.85}, {2048, 0.80}, {4096, 0.75}};
+constexpr CostPoint kAvx2F32[] = {{128, 1.14},  {256, 1.11},  {512, 0.96}, {1024, 0.85},
+                                  {2048, 0.80}, {4096, 0.75}};
 // int8: each key row dequantized once for the group in the stages, once per query head whole.
-constexpr CostPoint kAvx2Int8[] = {{64, 1.15},   {128, 1.10},  {256, 1.08}, {512, 1.01},
-                                   {1024, 0.90}, {2048, 0.81}, {4096, 0.76}};
+constexpr CostPoint kAvx2Int8[] = {{128, 1.10},  {256, 1.08},  {512, 1.01}, {1024, 0.90},
+                                   {2048, 0.81}, {4096, 0.76}};
 // AVX-512: measured only on 2 threads and 9 heads, where the stages won from 256 keys (2026-12-03,
 // a Sapphire Rapids class Xeon): from 256 keys the cost is set under 1 (the stages' choice on any
 // thread count, as before); below, AVX2's shape, high enough that 9 heads on 2 threads stay whole.
-constexpr CostPoint kAvx512[] = {{64, 1.25}, {128, 1.15}, {255, 1.12}, {256, 0.99}, {4096, 0.80}};
+constexpr CostPoint kAvx512[] = {{128, 1.15}, {255, 1.12}, {256, 0.99}, {4096, 0.80}};
 
 }  // namespace
 

@@ -248,8 +248,9 @@ TEST_CASE("a decode token takes the stages where their cost beats its heads run 
       return kind == 0 ? kernels::paged_attention_split_cost(keys)
                        : kernels::paged_attention_split_cost(kernels::KvQuant::Int8, keys);
     };
-    double last = cost(1);
-    for (int32_t keys = 2; keys <= 1 << 16; keys += std::max(1, keys / 7)) {
+    CHECK(std::isinf(cost(127)));  // not measured below 128 keys: never split
+    double last = cost(128);
+    for (int32_t keys = 129; keys <= 1 << 16; keys += std::max(1, keys / 7)) {
       INFO("kind " << kind << " keys " << keys);
       const double c = cost(keys);
       CHECK(std::isfinite(c));
@@ -259,6 +260,7 @@ TEST_CASE("a decode token takes the stages where their cost beats its heads run 
     }
   }
   // short contexts whole on one thread, long ones split
-  CHECK(kernels::paged_attention_split_cost(64) > 1.0);
+  CHECK(kernels::paged_attention_split_cost(128) > 1.0);
   CHECK(kernels::paged_attention_split_cost(4096) < 1.0);
+  CHECK_FALSE(cpu::split_decode_attention_pays(kernels::paged_attention_split_cost(16), 9, 16));
 }
