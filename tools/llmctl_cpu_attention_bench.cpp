@@ -133,8 +133,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (hkv <= 0 || hq <= 0 || hq % hkv || keys.empty() || !kernels::paged_attention_split_runs(D)) {
-    std::fprintf(stderr, "%s: needs heads a multiple of kv-heads and a head_dim the split kernels take\n", argv[0]);
+  const bool bad_list = keys.empty() || threads.empty() || *std::min_element(keys.begin(), keys.end()) < 4 ||
+                        *std::max_element(keys.begin(), keys.end()) > (1 << 20) ||
+                        *std::min_element(threads.begin(), threads.end()) < 1;
+  if (hkv <= 0 || hq <= 0 || hq % hkv || bad_list || !kernels::paged_attention_split_runs(D)) {
+    std::fprintf(stderr,
+                 "%s: needs heads a multiple of kv-heads, keys 4..1048576, threads >= 1 and a head_dim the split "
+                 "kernels take\n",
+                 argv[0]);
     return 2;
   }
   const int max_keys = *std::max_element(keys.begin(), keys.end());
@@ -189,7 +195,8 @@ int main(int argc, char** argv) {
             stream(pool, layer);
             const auto t0 = std::chrono::steady_clock::now();
             run(staged, layer);
-            us[staged].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+            const auto t1 = std::chrono::steady_clock::now();
+            us[staged].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
           }
         const double a = median(us[0]), b = median(us[1]);
         const double cost = kind == "f32" ? kernels::paged_attention_split_cost(n)
@@ -226,10 +233,11 @@ int main(int argc, char** argv) {
             qp[t] = q4.data() + (t * hq + h) * D, op[t] = out4.data() + (t * hq + h) * D;
             sp[t] = scratch.data() + t * kernels::paged_attention_scratch(n - 1);
           }
-          const bool ran = kind == "f32" ? kernels::paged_attention_heads4(qp, positions, cache.f32(), table, h / (hq / hkv),
-                                                                           0.125f, sp, op)
-                                         : kernels::paged_attention_heads4_quant(qp, positions, cache.quant(true), table,
-                                                                                 h / (hq / hkv), 0.125f, sp, op);
+          const int64_t kvh = h / (hq / hkv);
+          const bool ran =
+              kind == "f32"
+                  ? kernels::paged_attention_heads4(qp, positions, cache.f32(), table, kvh, 0.125f, sp, op)
+                  : kernels::paged_attention_heads4_quant(qp, positions, cache.quant(true), table, kvh, 0.125f, sp, op);
           if (!ran) return std::printf("no four-query kernel for head_dim %d here\n", D), 0;
         }
         us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());

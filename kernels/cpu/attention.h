@@ -109,8 +109,9 @@ int64_t paged_attention_split_columns();
 // The time the stages take for a decode token of `keys` keys over the whole-head kernels', both on
 // one thread, on this CPU's variant (a measured curve, attention.cpp): above 1 for short contexts,
 // where their extra passes cost more than reading each row once for a GQA group saves, under 1 for
-// long ones; infinite under 128 keys (not measured there). Spread over threads the stages keep every thread busy, where whole heads leave some
-// idle: the caller weighs the two (cpu::split_decode_attention_pays).
+// long ones; infinite under 128 keys (not measured there). Spread over threads the stages keep every
+// thread busy, where whole heads leave some idle: the caller weighs the two
+// (cpu::split_decode_attention_pays).
 double paged_attention_split_cost(int32_t keys);
 double paged_attention_split_cost(KvQuant kind, int32_t keys);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,

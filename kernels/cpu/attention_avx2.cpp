@@ -342,8 +342,8 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
       if constexpr (std::is_same_v<View, PagedKvView>) {
         for (int g = 0; g < s.group; ++g)
           with_rows(
-              c, block_table, s.kvh, [&](auto krows, auto) { score_keys<C()>(s.q[g], krows, k0, k1, scale, s.scores[g]); },
-              k0);
+              c, block_table, s.kvh,
+              [&](auto krows, auto) { score_keys<C()>(s.q[g], krows, k0, k1, scale, s.scores[g]); }, k0);
       } else {  // each row dequantized once for the group: the same f32 values its loader gives each query
         alignas(32) float rows[kSplitKeyPass * D];
         with_rows(
