@@ -364,11 +364,21 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (the same chain of std::max in key order), the softmax, then
+// score_keys' maximum over keys [0, n) (its chain of std::max's value), the softmax, then
 // each e_j * inv, the product attention_head's values take.
 float split_softmax(float* scores, int32_t n) {
+  // score_keys' chain passes over NaNs (std::max(m, NaN) is m) and keeps the first of equal values: 8
+  // lanes of vmaxps(score, m), which returns m for a NaN or an equal score, then the lanes, give the
+  // same maximum but for the sign of a zero, which changes no e_j (x - 0 and x - -0 are equal but for
+  // x = -0, and e^+0 = e^-0).
+  __m256 lanes = _mm256_set1_ps(-INFINITY);
+  int32_t j = 0;
+  for (; j + 8 <= n; j += 8) lanes = _mm256_max_ps(_mm256_loadu_ps(scores + j), lanes);
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, lanes);
   float m = -INFINITY;
-  for (int32_t j = 0; j < n; ++j) m = std::max(m, scores[j]);
+  for (float x : lane) m = std::max(m, x);
+  for (; j < n; ++j) m = std::max(m, scores[j]);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 8)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
