@@ -191,6 +191,66 @@ void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t posi
   }
 }
 
+// Keys whose int8 / fp8 value rows the four-query tile dequantizes at a time (16 KB of f32 rows at
+// head_dim 64: L1).
+constexpr int32_t kValueBlock = 64;
+
+// attention_tile4's value passes over int8 / fp8 rows: each block of kValueBlock keys' rows dequantized
+// once into f32 rows that all 2 C passes read (in place, each value was dequantized once per pair of
+// queries), the passes' chains carried from block to block, so each still adds its keys in order.
+// Keys [0, shared) for the four queries, then each query's own keys up to n[t] from vrows0's rows.
+template <int C, class Rows>
+void tile4_values_by_blocks(const Rows& vrows0, int32_t shared, const int32_t* n, float* const* scores,
+                            const float* inv, float* const* out) {
+  constexpr int64_t D = 16 * C;
+  alignas(32) float rows[kValueBlock * D];
+  __m256 carry[2][C][2][2][2];  // [query pair][16-column piece][query of the pair][key parity][8 columns]
+  for (auto& pair : carry)
+    for (auto& piece : pair)
+      for (auto& query : piece)
+        for (auto& parity : query) parity[0] = parity[1] = _mm256_setzero_ps();
+  Rows vrows = vrows0;
+  for (int32_t j0 = 0; j0 < shared; j0 += kValueBlock) {  // shared and kValueBlock are even
+    const int32_t j1 = std::min(shared, j0 + kValueBlock);
+    for (int32_t j = j0; j < j1; ++j) {
+      const auto vr = vrows.next();
+      for (int i = 0; i < 2 * C; ++i) _mm256_store_ps(rows + (j - j0) * D + 8 * i, vr.load(i));
+    }
+    for (int pair = 0; pair < 2; ++pair)
+      for (int piece = 0; piece < C; ++piece) {
+        const int t0 = 2 * pair, d0 = 16 * piece;
+        auto& acc = carry[pair][piece];
+        for (int32_t j = j0; j < j1; j += 2)
+          for (int h = 0; h < 2; ++h) {
+            const float* row = rows + (j + h - j0) * D + d0;
+            const __m256 v0 = _mm256_load_ps(row), v1 = _mm256_load_ps(row + 8);
+            const __m256 p0 = _mm256_set1_ps(scores[t0][j + h] * inv[t0]);
+            const __m256 p1 = _mm256_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
+            acc[0][h][0] = _mm256_fmadd_ps(p0, v0, acc[0][h][0]);
+            acc[0][h][1] = _mm256_fmadd_ps(p0, v1, acc[0][h][1]);
+            acc[1][h][0] = _mm256_fmadd_ps(p1, v0, acc[1][h][0]);
+            acc[1][h][1] = _mm256_fmadd_ps(p1, v1, acc[1][h][1]);
+          }
+      }
+  }
+  for (int pair = 0; pair < 2; ++pair)
+    for (int piece = 0; piece < C; ++piece) {
+      const int t0 = 2 * pair, d0 = 2 * piece;
+      auto& acc = carry[pair][piece];
+      for (int t = 0; t < 2; ++t) {  // each query's other keys alone
+        Rows tail = vrows;
+        for (int32_t j = shared; j < n[t0 + t]; ++j) {
+          const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
+          const auto vr = tail.next();
+          acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
+          acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
+        }
+        for (int i = 0; i < 2; ++i)
+          _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
+      }
+    }
+}
+
 // Four query tokens of one sequence and query head at ascending positions: the results of four
 // attention_head calls, bit for bit (every product and sum the same operation in the same order),
 // with each key row of the keys all four read loaded once for the four (4 queries x 2 chains in 8
@@ -228,6 +288,10 @@ void attention_tile4(const float* const* q, const int32_t* positions, Rows krows
     Rows rest = krows;
     const float m = std::max(lane_max[t], score_keys<C>(q[t], rest, shared, n[t], scale, scores[t]));
     inv[t] = softmax_in_place(scores[t], n[t], m);
+  }
+  if constexpr (!std::is_same_v<Rows, F32Rows>) {
+    tile4_values_by_blocks<C>(vrows0, shared, n, scores, inv, out);
+    return;
   }
   for (int t0 = 0; t0 < 4; t0 += 2)
     for (int d0 = 0; d0 < 2 * C; d0 += 2) {  // 16 columns (2 loads of 8)
