@@ -191,6 +191,35 @@ void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t posi
   }
 }
 
+// One key of parity h into a query pair's chains (the four-query tile's value passes): its 16 value
+// columns v0, v1 times each query's probability p0, p1.
+inline void add_value(__m256 (&acc)[2][2][2], int h, __m256 v0, __m256 v1, float p0, float p1) {
+  const __m256 a = _mm256_set1_ps(p0), b = _mm256_set1_ps(p1);
+  acc[0][h][0] = _mm256_fmadd_ps(a, v0, acc[0][h][0]);
+  acc[0][h][1] = _mm256_fmadd_ps(a, v1, acc[0][h][1]);
+  acc[1][h][0] = _mm256_fmadd_ps(b, v0, acc[1][h][0]);
+  acc[1][h][1] = _mm256_fmadd_ps(b, v1, acc[1][h][1]);
+}
+
+// The end of the four-query tile's value pass over columns 8 d0 .. 8 d0 + 15 for queries t0, t0 + 1:
+// each query's keys past the `shared` ones (rows from `rows`, at key `shared`) into its chains acc[t],
+// then even + odd chains to its output.
+template <class Rows>
+void finish_pair(const Rows& rows, int32_t shared, const int32_t* n, int t0, int d0, float* const* scores,
+                 const float* inv, __m256 (&acc)[2][2][2], float* const* out) {
+  for (int t = 0; t < 2; ++t) {
+    Rows tail = rows;
+    for (int32_t j = shared; j < n[t0 + t]; ++j) {
+      const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
+      const auto vr = tail.next();
+      acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
+      acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
+    }
+    for (int i = 0; i < 2; ++i)
+      _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
+  }
+}
+
 // Keys whose int8 / fp8 value rows the four-query tile dequantizes at a time (16 KB of f32 rows at
 // head_dim 64: L1).
 constexpr int32_t kValueBlock = 64;
@@ -223,13 +252,8 @@ void tile4_values_by_blocks(const Rows& vrows0, int32_t shared, const int32_t* n
         for (int32_t j = j0; j < j1; j += 2)
           for (int h = 0; h < 2; ++h) {
             const float* row = rows + (j + h - j0) * D + d0;
-            const __m256 v0 = _mm256_load_ps(row), v1 = _mm256_load_ps(row + 8);
-            const __m256 p0 = _mm256_set1_ps(scores[t0][j + h] * inv[t0]);
-            const __m256 p1 = _mm256_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
-            acc[0][h][0] = _mm256_fmadd_ps(p0, v0, acc[0][h][0]);
-            acc[0][h][1] = _mm256_fmadd_ps(p0, v1, acc[0][h][1]);
-            acc[1][h][0] = _mm256_fmadd_ps(p1, v0, acc[1][h][0]);
-            acc[1][h][1] = _mm256_fmadd_ps(p1, v1, acc[1][h][1]);
+            add_value(acc, h, _mm256_load_ps(row), _mm256_load_ps(row + 8), scores[t0][j + h] * inv[t0],
+                      scores[t0 + 1][j + h] * inv[t0 + 1]);
           }
       }
   }
@@ -237,17 +261,7 @@ void tile4_values_by_blocks(const Rows& vrows0, int32_t shared, const int32_t* n
     for (int piece = 0; piece < C; ++piece) {
       const int t0 = 2 * pair, d0 = 2 * piece;
       auto& acc = carry[pair][piece];
-      for (int t = 0; t < 2; ++t) {  // each query's other keys alone
-        Rows tail = vrows;
-        for (int32_t j = shared; j < n[t0 + t]; ++j) {
-          const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
-          const auto vr = tail.next();
-          acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
-          acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
-        }
-        for (int i = 0; i < 2; ++i)
-          _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
-      }
+      finish_pair<Rows>(vrows, shared, n, t0, d0, scores, inv, acc, out);
     }
 }
 
@@ -302,25 +316,10 @@ void attention_tile4(const float* const* q, const int32_t* positions, Rows krows
       for (int32_t j = 0; j < shared; j += 2)  // shared is even
         for (int h = 0; h < 2; ++h) {
           const auto vr = vrows.next();
-          const __m256 v0 = vr.load(d0), v1 = vr.load(d0 + 1);
-          const __m256 p0 = _mm256_set1_ps(scores[t0][j + h] * inv[t0]);
-          const __m256 p1 = _mm256_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
-          acc[0][h][0] = _mm256_fmadd_ps(p0, v0, acc[0][h][0]);
-          acc[0][h][1] = _mm256_fmadd_ps(p0, v1, acc[0][h][1]);
-          acc[1][h][0] = _mm256_fmadd_ps(p1, v0, acc[1][h][0]);
-          acc[1][h][1] = _mm256_fmadd_ps(p1, v1, acc[1][h][1]);
+          add_value(acc, h, vr.load(d0), vr.load(d0 + 1), scores[t0][j + h] * inv[t0],
+                    scores[t0 + 1][j + h] * inv[t0 + 1]);
         }
-      for (int t = 0; t < 2; ++t) {  // each query's other keys alone
-        Rows tail = vrows;
-        for (int32_t j = shared; j < n[t0 + t]; ++j) {
-          const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
-          const auto vr = tail.next();
-          acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
-          acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
-        }
-        for (int i = 0; i < 2; ++i)
-          _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
-      }
+      finish_pair<Rows>(vrows, shared, n, t0, d0, scores, inv, acc, out);
     }
 }
 
