@@ -8,7 +8,8 @@
 //   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
 //           at a time (8 of the 16 registers).
 // And the four-query tile (paged_attention_heads4): key rows loaded once for four queries, value
-// rows once for two, the same operations per (query, key) in the same order.
+// rows once for two (int8 / fp8 ones dequantized once a block of keys for all four), the same
+// operations per (query, key) in the same order.
 #include <immintrin.h>
 
 #include <algorithm>
