@@ -248,11 +248,11 @@ void tile4_values_by_blocks(const Rows& vrows0, int32_t shared, const int32_t* n
     }
     for (int pair = 0; pair < 2; ++pair)
       for (int piece = 0; piece < C; ++piece) {
-        const int t0 = 2 * pair, d0 = 16 * piece;
+        const int t0 = 2 * pair, col = 16 * piece;
         auto& acc = carry[pair][piece];
         for (int32_t j = j0; j < j1; j += 2)
           for (int h = 0; h < 2; ++h) {
-            const float* row = rows + (j + h - j0) * D + d0;
+            const float* row = rows + (j + h - j0) * D + col;
             add_value(acc, h, _mm256_load_ps(row), _mm256_load_ps(row + 8), scores[t0][j + h] * inv[t0],
                       scores[t0 + 1][j + h] * inv[t0 + 1]);
           }
