@@ -366,60 +366,64 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
 
 TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equals single calls and the portable kernel") {
   if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C");
-  const int64_t B = 16, Hkv = 2, NB = 12;
+  const int64_t B = 16, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
   const std::vector<std::vector<int32_t>> position_sets = {{0, 1, 2, 3},     {2, 3, 4, 5},     {16, 17, 18, 19},
                                                            {37, 38, 39, 40}, {5, 9, 40, 41},   {99, 100, 150, 160},
                                                            {3, 4, 5, 6},     {63, 64, 65, 66}};
   int checked = 0;
-  for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
-    for (int64_t D : {32, 64, 96, 128})
-      for (const auto& pos : position_sets) {
-        const uint32_t seed = uint32_t(7 * D + pos[3] + 1000 * kind);
-        const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
-        const auto qs = randn(4 * D, seed + 2, 2.0f);
-        const QuantizedKv qkv(kind, k, v, D);
-        const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
-        std::vector<float> kf(k.size()), vf(v.size());
-        // the reference reads the dequantized cache (slot order kept: an identity block table over it)
-        if (kind > 0) {
-          std::vector<int32_t> all(static_cast<size_t>(NB));
-          for (int32_t b = 0; b < int32_t(NB); ++b) all[size_t(b)] = b;
-          kernels::dequantize_kv_positions(quant, all.data(), 0, int32_t(NB * B), kf.data(), vf.data());
-        }
-        const kernels::PagedKvView f32{kind ? kf.data() : k.data(), kind ? vf.data() : v.data(), B, Hkv, D};
-        for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
-          std::vector<std::vector<float>> s4(4), s1(4), s0(4), o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4, o0 = o4;
-          const float* q[4];
-          float *sp[4], *op[4];
-          for (int t = 0; t < 4; ++t) {
-            s4[size_t(t)].assign(size_t(kernels::paged_attention_scratch(pos[size_t(t)])), NAN);
-            s1[size_t(t)] = s0[size_t(t)] = s4[size_t(t)];
-            q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
+  // One kv head: an f32 cache's value rows read in place; two: copied a block of keys at a time.
+  for (int64_t Hkv : {1, 2})
+    for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
+      for (int64_t D : {32, 64, 96, 128})
+        for (const auto& pos : position_sets) {
+          const uint32_t seed = uint32_t(7 * D + pos[3] + 1000 * kind);
+          const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
+          const auto qs = randn(4 * D, seed + 2, 2.0f);
+          const QuantizedKv qkv(kind, k, v, D);
+          const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
+          std::vector<float> kf(k.size()), vf(v.size());
+          // the reference reads the dequantized cache (slot order kept: an identity block table over it)
+          if (kind > 0) {
+            std::vector<int32_t> all(static_cast<size_t>(NB));
+            for (int32_t b = 0; b < int32_t(NB); ++b) all[size_t(b)] = b;
+            kernels::dequantize_kv_positions(quant, all.data(), 0, int32_t(NB * B), kf.data(), vf.data());
           }
-          const bool ran4 =
-              kind == 0 ? kernels::detail::paged_attention_heads4_avx2(q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
-                        : kernels::detail::paged_attention_heads4_quant_avx2(q, pos.data(), quant, table.data(), kvh,
-                                                                             0.125f, sp, op);
-          REQUIRE(ran4);
-          for (int t = 0; t < 4; ++t) {
-            const size_t u = size_t(t);
-            const bool ran1 = kind == 0 ? kernels::detail::paged_attention_head_avx2(q[t], f32, table.data(), pos[u], kvh,
-                                                                                     0.125f, s1[u].data(), o1[u].data())
-                                        : kernels::detail::paged_attention_head_quant_avx2(
-                                              q[t], quant, table.data(), pos[u], kvh, 0.125f, s1[u].data(), o1[u].data());
-            REQUIRE(ran1);
-            kernels::detail::paged_attention_head_portable(q[t], f32, table.data(), pos[u], kvh, 0.125f, s0[u].data(),
-                                                           o0[u].data());
-            INFO("kind " << kind << " D " << D << " query " << t << " at " << pos[u] << " kvh " << kvh);
-            CHECK(std::memcmp(o4[u].data(), o1[u].data(), size_t(D) * 4) == 0);
-            CHECK(std::memcmp(o4[u].data(), o0[u].data(), size_t(D) * 4) == 0);
-            CHECK(std::memcmp(s4[u].data(), s1[u].data(), size_t(pos[u] + 1) * 4) == 0);
-            ++checked;
+          const kernels::PagedKvView f32{kind ? kf.data() : k.data(), kind ? vf.data() : v.data(), B, Hkv, D};
+          for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+            std::vector<std::vector<float>> s4(4), s1(4), s0(4);
+            std::vector<std::vector<float>> o4(4, std::vector<float>(size_t(D), NAN)), o1 = o4, o0 = o4;
+            const float* q[4];
+            float *sp[4], *op[4];
+            for (int t = 0; t < 4; ++t) {
+              s4[size_t(t)].assign(size_t(kernels::paged_attention_scratch(pos[size_t(t)])), NAN);
+              s1[size_t(t)] = s0[size_t(t)] = s4[size_t(t)];
+              q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
+            }
+            const bool ran4 = kind == 0 ? kernels::detail::paged_attention_heads4_avx2(q, pos.data(), f32, table.data(),
+                                                                                       kvh, 0.125f, sp, op)
+                                        : kernels::detail::paged_attention_heads4_quant_avx2(
+                                              q, pos.data(), quant, table.data(), kvh, 0.125f, sp, op);
+            REQUIRE(ran4);
+            for (int t = 0; t < 4; ++t) {
+              const size_t u = size_t(t);
+              const bool ran1 =
+                  kind == 0 ? kernels::detail::paged_attention_head_avx2(q[t], f32, table.data(), pos[u], kvh, 0.125f,
+                                                                         s1[u].data(), o1[u].data())
+                            : kernels::detail::paged_attention_head_quant_avx2(q[t], quant, table.data(), pos[u], kvh,
+                                                                               0.125f, s1[u].data(), o1[u].data());
+              REQUIRE(ran1);
+              kernels::detail::paged_attention_head_portable(q[t], f32, table.data(), pos[u], kvh, 0.125f, s0[u].data(),
+                                                             o0[u].data());
+              INFO("kind " << kind << " D " << D << " query " << t << " at " << pos[u] << " kvh " << kvh);
+              CHECK(std::memcmp(o4[u].data(), o1[u].data(), size_t(D) * 4) == 0);
+              CHECK(std::memcmp(o4[u].data(), o0[u].data(), size_t(D) * 4) == 0);
+              CHECK(std::memcmp(s4[u].data(), s1[u].data(), size_t(pos[u] + 1) * 4) == 0);
+              ++checked;
+            }
           }
         }
-      }
-  CHECK(checked == 3 * 4 * 8 * 2 * 4);
+  CHECK(checked == 3 * 4 * 8 * (1 + 2) * 4);
   const float* q[4] = {nullptr, nullptr, nullptr, nullptr};
   float *sp[4] = {}, *op[4] = {};
   const int32_t pos[4] = {0, 1, 2, 3}, t0[1] = {0};
