@@ -8,8 +8,9 @@
 //   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
 //           at a time (8 of the 16 registers).
 // And the four-query tile (paged_attention_heads4): key rows loaded once for four queries, value
-// rows once for two (int8 / fp8 ones dequantized once a block of keys for all four), the same
-// operations per (query, key) in the same order.
+// rows once for two (copied into L1 a block of keys at a time for all four, int8 / fp8 ones
+// dequantized, unless the cache is f32 with one kv head), the same operations per (query, key) in the
+// same order.
 #include <immintrin.h>
 
 #include <algorithm>
