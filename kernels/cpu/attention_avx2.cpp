@@ -84,7 +84,7 @@ struct Int8Rows {
       return _mm256_add_ps(prod, z);
     }
   };
-  Row next() {
+  [[gnu::always_inline]] Row next() {
     const int64_t at = slots.next() * heads + kvh;
     return {codes + at * D, _mm256_set1_ps(scale_zero[2 * at]), _mm256_set1_ps(scale_zero[2 * at + 1])};
   }
@@ -115,7 +115,7 @@ struct Fp8Rows {
       return _mm256_castsi256_ps(_mm256_xor_si256(v, sign));
     }
   };
-  Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
+  [[gnu::always_inline]] Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
 };
 
 // Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
