@@ -491,25 +491,20 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
       _mm256_storeu_ps(s.out[g0 + g] + d0 + 8 * i, _mm256_add_ps(acc[g][0][i], acc[g][1][i]));
 }
 
-// fn(G, P) as compile-time constants for a pass of G queries (1..4) over 8 P columns: P 4 for one
-// query (8 chains, as attention_head's passes), 2 for two or three (at most 12 of the 16 registers hold
-// chains), 1 for four; smaller where fewer columns are left. Returns P.
+// fn(G, P) as compile-time constants: G in 1..4, P 2 for G <= 3 (at most 12 of the 16 registers
+// hold chains), else 1.
 template <class Fn>
-int with_pass_shape(int G, int64_t columns_left, Fn&& fn) {
+void with_pass_shape(int G, bool wide, Fn&& fn) {
   using std::integral_constant;
-  const int widest = G == 1 ? 4 : G <= 3 ? 2 : 1;
-  const int P = std::min<int64_t>(widest, columns_left / 16 >= 2 ? 4 : columns_left / 16 == 1 ? 2 : 1);
-  switch (G * 8 + P) {
-    case 8 + 4: fn(integral_constant<int, 1>{}, integral_constant<int, 4>{}); break;
-    case 8 + 2: fn(integral_constant<int, 1>{}, integral_constant<int, 2>{}); break;
-    case 8 + 1: fn(integral_constant<int, 1>{}, integral_constant<int, 1>{}); break;
-    case 16 + 2: fn(integral_constant<int, 2>{}, integral_constant<int, 2>{}); break;
-    case 16 + 1: fn(integral_constant<int, 2>{}, integral_constant<int, 1>{}); break;
-    case 24 + 2: fn(integral_constant<int, 3>{}, integral_constant<int, 2>{}); break;
-    case 24 + 1: fn(integral_constant<int, 3>{}, integral_constant<int, 1>{}); break;
-    default: fn(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+  switch (G) {
+    case 1: return wide ? fn(integral_constant<int, 1>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 1>{}, integral_constant<int, 1>{});
+    case 2: return wide ? fn(integral_constant<int, 2>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 2>{}, integral_constant<int, 1>{});
+    case 3: return wide ? fn(integral_constant<int, 3>{}, integral_constant<int, 2>{})
+                        : fn(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+    default: return fn(integral_constant<int, 4>{}, integral_constant<int, 1>{});
   }
-  return P;
 }
 
 template <class View>
@@ -519,13 +514,17 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0);
-      int P = 1;
+      if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains), as attention_head's passes
+        with_rows(c, block_table, s.kvh,
+                  [&](auto, auto vrows) { split_values_pass<1, 4>(s, g0, vrows, s.position + 1, d); });
+        d += 32;
+        continue;
+      }
+      const bool wide = G <= 3 && d0 + width - d >= 16;
       with_rows(c, block_table, s.kvh, [&](auto, auto vrows) {
-        P = with_pass_shape(G, d0 + width - d, [&](auto g, auto p) {
-          split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d);
-        });
+        with_pass_shape(G, wide, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d); });
       });
-      d += 8 * P;
+      d += wide ? 16 : 8;
     }
   return true;
 }
