@@ -187,8 +187,8 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
                 run(true, 0, N, simd);
                 const int64_t c1 = 5 + T % 10, c2 = N - 3 - T % 10;  // cuts inside row blocks
                 run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
-                INFO(sv.name << " bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T
-                             << (i8 ? " int8" : " f32"));
+                INFO(std::string(sv.name) << " bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T
+                             << std::string(i8 ? " int8" : " f32"));
                 CHECK(same_bits(ref, simd));
                 CHECK(same_bits(ref, split));
                 // and the token rows one at a time
@@ -197,6 +197,7 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
                   if (i8) {
                     kernels::QActivations rows = a.q;
                     rows.t = 1, rows.q += t * K, rows.scale += t * K / 32, rows.sum += t * K / 16;
+                    rows.half_sum += t * K / 16;
                     sv.q8(rows, q.view(), bp, 0, N, alone.data() + t * N, N);
                   } else {
                     sv.f32(x.data() + t * K, 1, q.view(), bp, 0, N, alone.data() + t * N, N);
@@ -588,7 +589,8 @@ TEST_CASE("qlinear variants match a double reference, batch-invariantly, over a 
                 auto run = [&](int64_t t0, int64_t t1, int64_t n0, int64_t n1, std::vector<float>& out) {
                   if (!i8) return v.f32(x.data() + t0 * K, t1 - t0, view, bias.data(), n0, n1, out.data() + t0 * N, N);
                   kernels::QActivations rows = a.q;  // a token range of the same activations
-                  rows.t = t1 - t0, rows.q += t0 * K, rows.scale += t0 * K / 32, rows.sum += t0 * K / 16;
+                  rows.t = t1 - t0, rows.q += t0 * K, rows.scale += t0 * K / 32, rows.sum += t0 * K / 16,
+                  rows.half_sum += t0 * K / 16;
                   v.q8(rows, view, bias.data(), n0, n1, out.data() + t0 * N, N);
                 };
                 std::vector<float> out(size_t(T * N), NAN), alone(size_t(T * N), NAN), split(size_t(T * N), NAN);
