@@ -517,7 +517,18 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
   if (!avx512_attention_head_dim(c.head_dim)) return false;
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
-      const int G = std::min(4, s.group - g0), P = d0 + width - d >= 32 ? 2 : 1;
+      const int64_t left = d0 + width - d;
+      if (s.group == 1 && left >= 64) {  // one query: up to a whole row of 128 a pass (16 chains), not 32
+        with_rows(c, block_table, s.kvh, s.exact, 0, [&](auto kr) {
+          if (left >= 128)
+            split_values_pass<1, 8>(s, 0, kr, s.position + 1, d);
+          else
+            split_values_pass<1, 4>(s, 0, kr, s.position + 1, d);
+        });
+        d += left >= 128 ? 128 : 64;
+        continue;
+      }
+      const int G = std::min(4, s.group - g0), P = left >= 32 ? 2 : 1;
       with_rows(c, block_table, s.kvh, s.exact, 0, [&](auto kr) {
         with_pass_shape(G, P, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr, s.position + 1, d); });
       });
