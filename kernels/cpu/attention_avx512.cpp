@@ -183,20 +183,21 @@ inline float softmax_in_place(float* scores, int32_t n, float m) {
   return float(1.0 / tree16(part));
 }
 
-// P @ V of one query over keys [j, n) (vrows positioned at key j), continuing its even / odd chains.
-template <int C, class Rows>
+// P @ V of one query over keys [j, n) (vrows positioned at key j), continuing its even / odd chains;
+// the C vectors of columns from vector O on.
+template <int C, int O = 0, class Rows>
 void add_values(__m512 (&acc)[2][C], Rows& vrows, int32_t j, int32_t n, const float* e, float inv) {
   for (; j < n; ++j) {
     const __m512 p = _mm512_set1_ps(e[j] * inv);
     const auto vr = vrows.next();
     __m512* a = acc[j % 2];
-    for (int i = 0; i < C; ++i) a[i] = _mm512_fmadd_ps(p, vr.load(i), a[i]);
+    for (int i = 0; i < C; ++i) a[i] = _mm512_fmadd_ps(p, vr.load(O + i), a[i]);
   }
 }
 
-template <int C>
+template <int C, int O = 0>
 void store_out(const __m512 (&acc)[2][C], float* out) {
-  for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * i, _mm512_add_ps(acc[0][i], acc[1][i]));
+  for (int i = 0; i < C; ++i) _mm512_storeu_ps(out + 16 * (O + i), _mm512_add_ps(acc[0][i], acc[1][i]));
 }
 
 // P @ V of one query over keys [j, n) (vrows positioned at key j), two keys a step where the
@@ -246,7 +247,7 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
 // Four query tokens of one sequence and query head at ascending positions: the results of four
 // attention_head calls, bit for bit (every (query, key) product and sum is the same operation in
 // the same order), with each key row of the keys all four read loaded once for the four and each
-// value row once for two (C <= 4; the accumulators of two queries fill 16 registers). Exact rows
+// value row once for two (a slice of its columns at a time past head_dim 64). Exact rows
 // (from < n) start at a multiple of 4 no later than the first query (one open block): the keys
 // past the shared ones are all exact.
 template <int C, class Rows>
@@ -303,12 +304,16 @@ void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Ro
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * t + k]);
     inv[t] = softmax_in_place(scores[t], n[t], m);
   }
-  for (int t0 = 0; t0 < 4; t0 += 2) {
-    __m512 acc[2][2][C];  // [query of the pair][key parity]
-    for (int t = 0; t < 2; ++t)
-      for (int h = 0; h < 2; ++h)
-        for (int i = 0; i < C; ++i) acc[t][h][i] = _mm512_setzero_ps();
-    if constexpr (C <= 4) {
+  // P @ V: each pair of queries over a slice of at most 4 vectors of columns (their chains fill 16
+  // registers), each value row's slice loaded once for the pair; columns' chains are independent,
+  // so slicing changes no bits. Head sizes past 64 take two slices.
+  auto values = [&](auto width, auto offset) {
+    constexpr int W = width(), O = offset();
+    for (int t0 = 0; t0 < 4; t0 += 2) {
+      __m512 acc[2][2][W];  // [query of the pair][key parity]
+      for (int t = 0; t < 2; ++t)
+        for (int h = 0; h < 2; ++h)
+          for (int i = 0; i < W; ++i) acc[t][h][i] = _mm512_setzero_ps();
       auto shared_values = [&](auto& vr, int32_t j_begin, int32_t j_end) {
         for (int32_t j = j_begin; j < j_end; j += 2)  // both ends even
 #pragma GCC unroll 2
@@ -316,8 +321,8 @@ void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Ro
             const auto row = vr.next();
             const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
             const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
-            for (int i = 0; i < C; ++i) {
-              const __m512 v = row.load(i);
+            for (int i = 0; i < W; ++i) {
+              const __m512 v = row.load(O + i);
               acc[0][h][i] = _mm512_fmadd_ps(p0, v, acc[0][h][i]);
               acc[1][h][i] = _mm512_fmadd_ps(p1, v, acc[1][h][i]);
             }
@@ -332,23 +337,21 @@ void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Ro
       for (int t = 0; t < 2; ++t) {
         if (kr.from <= shared) {
           LinearRows tail = kr.vx_at(shared);
-          add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+          add_values<W, O>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
         } else {
           Rows tail = vr;
-          add_values<C>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
+          add_values<W, O>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
         }
-        store_out<C>(acc[t], out[t0 + t]);
-      }
-    } else {
-      for (int t = 0; t < 2; ++t) {
-        const int32_t nt = n[t0 + t], f = std::min(kr.from, nt);
-        Rows all = kr.vrows;
-        add_values<C>(acc[t], all, 0, f, scores[t0 + t], inv[t0 + t]);
-        LinearRows vx = kr.vx;
-        add_values<C>(acc[t], vx, f, nt, scores[t0 + t], inv[t0 + t]);
-        store_out<C>(acc[t], out[t0 + t]);
+        store_out<W, O>(acc[t], out[t0 + t]);
       }
     }
+  };
+  using std::integral_constant;
+  if constexpr (C <= 4) {
+    values(integral_constant<int, C>{}, integral_constant<int, 0>{});
+  } else {
+    values(integral_constant<int, 4>{}, integral_constant<int, 0>{});
+    values(integral_constant<int, C - 4>{}, integral_constant<int, 4>{});
   }
 }
 
