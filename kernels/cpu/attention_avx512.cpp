@@ -244,6 +244,97 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
   store_out<C>(acc, out);
 }
 
+// Keys whose int8 / fp8 value rows the four-query tile dequantizes at a time into f32 rows laid one
+// after another: 16 KB, in L1 (64 keys at head_dim 64, 32 at 128), so each code is dequantized once,
+// not once per pair of queries and slice. (f32 rows copied so were slower on a Sapphire Rapids class
+// Xeon, 8 kv heads x 128 too: 0.87-0.95x, where AVX2's tile on an EPYC gained from them.)
+template <int C>
+constexpr int32_t kValueBlock = 4096 / (16 * C) / 2 * 2;  // even: the passes take keys two at a time
+
+// One pass of a pair of queries (t0, t0 + 1) over a slice of W vectors from vector O of the copied
+// rows of keys [j0, j1) (both even), continuing the chains in acc ([query][parity][vector]).
+template <int W, int O, int C>
+void block_values_pass(__m512 (&acc)[2][2][4], const float* rows, int32_t j0, int32_t j1, int t0,
+                       float* const* scores, const float* inv) {
+  __m512 a[2][2][W];
+  for (int t = 0; t < 2; ++t)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < W; ++i) a[t][h][i] = acc[t][h][i];
+  for (int32_t j = j0; j < j1; j += 2)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const float* row = rows + (j + h - j0) * 16 * C + 16 * O;
+      const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
+      const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
+      for (int i = 0; i < W; ++i) {
+        const __m512 v = _mm512_load_ps(row + 16 * i);
+        a[0][h][i] = _mm512_fmadd_ps(p0, v, a[0][h][i]);
+        a[1][h][i] = _mm512_fmadd_ps(p1, v, a[1][h][i]);
+      }
+    }
+  for (int t = 0; t < 2; ++t)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < W; ++i) acc[t][h][i] = a[t][h][i];
+}
+
+// attention_tile4's P @ V over blocks of kValueBlock keys' rows dequantized once for all the passes
+// (in place, each row's slice is dequantized once per pair of queries), each pass's chains carried
+// from block to block, so each query still adds its keys in order: the same bits. Keys [0, shared)
+// for the four queries (the cache's rows to `from`, then exact ones), then each query's own keys up
+// to n[t].
+template <int C, class Rows>
+void tile4_values_by_blocks(const KeyRows<Rows>& kr, int32_t from, int32_t shared, const int32_t* n,
+                            float* const* scores, const float* inv, float* const* out) {
+  constexpr int32_t kBlock = kValueBlock<C>;
+  constexpr int kSlices = C <= 4 ? 1 : 2, W0 = C <= 4 ? C : 4;  // slices [0, W0), [W0, C)
+  alignas(64) float rows[kBlock * 16 * C];
+  __m512 carry[2][kSlices][2][2][4];  // [query pair][slice][query of the pair][key parity][vector]
+  for (auto& pair : carry)
+    for (auto& slice : pair)
+      for (auto& query : slice)
+        for (auto& parity : query)
+          for (auto& v : parity) v = _mm512_setzero_ps();
+  Rows vrows = kr.vrows;
+  LinearRows vx = from < shared ? kr.vx_at(from) : LinearRows{nullptr, 0};
+  for (int32_t j0 = 0; j0 < shared; j0 += kBlock) {  // shared and kBlock are even
+    const int32_t j1 = std::min(shared, j0 + kBlock), cut = std::clamp(from, j0, j1);
+    auto copy = [&](auto& src, int32_t a, int32_t b) {
+      for (int32_t j = a; j < b; ++j) {
+        const auto vr = src.next();
+        for (int i = 0; i < C; ++i) _mm512_store_ps(rows + (j - j0) * 16 * C + 16 * i, vr.load(i));
+      }
+    };
+    copy(vrows, j0, cut);
+    copy(vx, cut, j1);
+    for (int pair = 0; pair < 2; ++pair) {
+      block_values_pass<W0, 0, C>(carry[pair][0], rows, j0, j1, 2 * pair, scores, inv);
+      if constexpr (kSlices == 2) block_values_pass<C - 4, 4, C>(carry[pair][1], rows, j0, j1, 2 * pair, scores, inv);
+    }
+  }
+  auto finish = [&](auto width, auto offset, int pair, int slice) {
+    constexpr int W = width(), O = offset();
+    for (int t = 0; t < 2; ++t) {
+      const int q = 2 * pair + t;
+      __m512 acc[2][W];
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < W; ++i) acc[h][i] = carry[pair][slice][t][h][i];
+      if (kr.from <= shared) {
+        LinearRows tail = kr.vx_at(shared);
+        add_values<W, O>(acc, tail, shared, n[q], scores[q], inv[q]);
+      } else {
+        Rows tail = vrows;
+        add_values<W, O>(acc, tail, shared, n[q], scores[q], inv[q]);
+      }
+      store_out<W, O>(acc, out[q]);
+    }
+  };
+  using std::integral_constant;
+  for (int pair = 0; pair < 2; ++pair) {
+    finish(integral_constant<int, W0>{}, integral_constant<int, 0>{}, pair, 0);
+    if constexpr (kSlices == 2) finish(integral_constant<int, C - 4>{}, integral_constant<int, 4>{}, pair, 1);
+  }
+}
+
 // Four query tokens of one sequence and query head at ascending positions: the results of four
 // attention_head calls, bit for bit (every (query, key) product and sum is the same operation in
 // the same order), with each key row of the keys all four read loaded once for the four and each
@@ -304,6 +395,7 @@ void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Ro
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * t + k]);
     inv[t] = softmax_in_place(scores[t], n[t], m);
   }
+  if constexpr (!std::is_same_v<Rows, F32Rows>) return tile4_values_by_blocks<C>(kr, from, shared, n, scores, inv, out);
   // P @ V: each pair of queries over a slice of at most 4 vectors of columns (their chains fill 16
   // registers), each value row's slice loaded once for the pair; columns' chains are independent,
   // so slicing changes no bits. Head sizes past 64 take two slices.
