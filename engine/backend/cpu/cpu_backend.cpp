@@ -425,11 +425,14 @@ class CpuBackend final : public Backend {
     }
     const int group = hq / hkv;
     const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
+    // Heads outer, units inner: a thread's consecutive tiles read one kv head's rows (a GQA group's
+    // heads are consecutive), which stay in L2 / L3 from tile to tile; heads inner cycled through
+    // every head's rows (default model, 2,048-4,096-token prompts: 1.1-1.27x from this order).
     if (n > 0) pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
       std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(max_ctx)));
       for (int64_t i = i0; i < i1; ++i) {
-        const Unit& u = units[size_t(balanced_order(i / hq, n))];
-        const int64_t h = i % hq, kvh = h / group;
+        const Unit& u = units[size_t(balanced_order(i % n, n))];
+        const int64_t h = i / n, kvh = h / group;
         const int32_t* table = plan.block_table.data() + int64_t(u.seq) * plan.max_blocks_per_seq;
         const float* q[4];
         float *o[4], *sc[4];
