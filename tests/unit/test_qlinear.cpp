@@ -187,8 +187,8 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
                 run(true, 0, N, simd);
                 const int64_t c1 = 5 + T % 10, c2 = N - 3 - T % 10;  // cuts inside row blocks
                 run(true, 0, c1, split), run(true, c1, c2, split), run(true, c2, N, split);
-                INFO(std::string(sv.name) << " bits " << bits << " K " << K << " group " << group << " N " << N << " T " << T
-                             << std::string(i8 ? " int8" : " f32"));
+                INFO(std::string(sv.name) << " bits " << bits << " K " << K << " group " << group << " N " << N
+                                          << " T " << T << std::string(i8 ? " int8" : " f32"));
                 CHECK(same_bits(ref, simd));
                 CHECK(same_bits(ref, split));
                 // and the token rows one at a time
