@@ -637,7 +637,8 @@ class CpuBackend final : public Backend {
         pool_.parallel_for(int64_t(t1 - t0) * hq, [&](int64_t i0, int64_t i1) {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
           for (int64_t i = i0; i < i1; ++i) {
-            const int64_t t = t0 + balanced_order(i / hq, t1 - t0), h = i % hq;
+            // heads outer: a thread's consecutive queries read one kv head's rows of the copy
+            const int64_t t = t0 + balanced_order(i % (t1 - t0), t1 - t0), h = i / (t1 - t0);
             const int32_t pos = plan.positions[t] - base;
             const int32_t first = window > 0 ? std::max(0, plan.positions[t] - window + 1) - base : 0;
             // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
