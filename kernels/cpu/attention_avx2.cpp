@@ -229,7 +229,7 @@ void finish_pair(const Rows& rows, int32_t shared, const int32_t* n, int t0, int
 // row, 1-4 KB apart with 4-8 kv heads, which the hardware prefetchers do not follow across pages and
 // which evict each other from the few L1 sets they map to.
 template <int C>
-constexpr int32_t kValueBlock = 4096 / (16 * C);
+constexpr int32_t kValueBlock = 4096 / (16 * C) / 2 * 2;  // even: the passes take keys two at a time
 
 // attention_tile4's value passes over blocks of rows: each block of kValueBlock keys' rows copied (int8 /
 // fp8 ones dequantized) once into f32 rows that all 2 C passes read (in place, each value was read, or
