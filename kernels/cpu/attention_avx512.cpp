@@ -251,23 +251,24 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
 template <int C>
 constexpr int32_t kValueBlock = 4096 / (16 * C) / 2 * 2;  // even: the passes take keys two at a time
 
-// One pass of a pair of queries (t0, t0 + 1) over a slice of W vectors from vector O of the copied
-// rows of keys [j0, j1) (both even), continuing the chains in acc ([query][parity][vector]).
-template <int W, int O, int C>
-void block_values_pass(__m512 (&acc)[2][2][4], const float* rows, int32_t j0, int32_t j1, int t0,
-                       float* const* scores, const float* inv) {
-  __m512 a[2][2][W];
+// One pass of a pair of queries (t0, t0 + 1) over keys [j, end) (both even) of `rows` (positioned at
+// key j), the slice of W vectors from vector O, continuing the pair's chains acc[query][key parity]:
+// each row's slice loaded once for the two.
+template <int W, int O, class Rows>
+void pair_values(__m512 (&acc)[2][2][W], Rows& rows, int32_t j, int32_t end, int t0, float* const* scores,
+                 const float* inv) {
+  __m512 a[2][2][W];  // in registers for the loop
   for (int t = 0; t < 2; ++t)
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < W; ++i) a[t][h][i] = acc[t][h][i];
-  for (int32_t j = j0; j < j1; j += 2)
+  for (; j < end; j += 2)
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const float* row = rows + (j + h - j0) * 16 * C + 16 * O;
+      const auto row = rows.next();
       const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
       const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
       for (int i = 0; i < W; ++i) {
-        const __m512 v = _mm512_load_ps(row + 16 * i);
+        const __m512 v = row.load(O + i);
         a[0][h][i] = _mm512_fmadd_ps(p0, v, a[0][h][i]);
         a[1][h][i] = _mm512_fmadd_ps(p1, v, a[1][h][i]);
       }
@@ -275,6 +276,21 @@ void block_values_pass(__m512 (&acc)[2][2][4], const float* rows, int32_t j0, in
   for (int t = 0; t < 2; ++t)
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < W; ++i) acc[t][h][i] = a[t][h][i];
+}
+
+// The end of a query's slice after the shared keys: its own keys [shared, n) (exact rows where they
+// start by then, else the cache's, `after` positioned at key `shared`), then even + odd chains to out.
+template <int W, int O, class Rows>
+void finish_values(__m512 (&acc)[2][W], const KeyRows<Rows>& kr, const Rows& after, int32_t shared, int32_t n,
+                   const float* e, float inv, float* out) {
+  if (kr.from <= shared) {
+    LinearRows tail = kr.vx_at(shared);
+    add_values<W, O>(acc, tail, shared, n, e, inv);
+  } else {
+    Rows tail = after;
+    add_values<W, O>(acc, tail, shared, n, e, inv);
+  }
+  store_out<W, O>(acc, out);
 }
 
 // attention_tile4's P @ V over blocks of kValueBlock keys' rows dequantized once for all the passes
@@ -286,14 +302,9 @@ template <int C, class Rows>
 void tile4_values_by_blocks(const KeyRows<Rows>& kr, int32_t from, int32_t shared, const int32_t* n,
                             float* const* scores, const float* inv, float* const* out) {
   constexpr int32_t kBlock = kValueBlock<C>;
-  constexpr int kSlices = C <= 4 ? 1 : 2, W0 = C <= 4 ? C : 4;  // slices [0, W0), [W0, C)
+  constexpr int W0 = C <= 4 ? C : 4, W1 = C <= 4 ? 1 : C - 4;  // slices [0, W0), [4, C) past head_dim 64
   alignas(64) float rows[kBlock * 16 * C];
-  __m512 carry[2][kSlices][2][2][4];  // [query pair][slice][query of the pair][key parity][vector]
-  for (auto& pair : carry)
-    for (auto& slice : pair)
-      for (auto& query : slice)
-        for (auto& parity : query)
-          for (auto& v : parity) v = _mm512_setzero_ps();
+  __m512 carry0[2][2][2][W0] = {}, carry1[2][2][2][W1] = {};  // [query pair][query of the pair][parity]
   Rows vrows = kr.vrows;
   LinearRows vx = from < shared ? kr.vx_at(from) : LinearRows{nullptr, 0};
   for (int32_t j0 = 0; j0 < shared; j0 += kBlock) {  // shared and kBlock are even
@@ -307,31 +318,17 @@ void tile4_values_by_blocks(const KeyRows<Rows>& kr, int32_t from, int32_t share
     copy(vrows, j0, cut);
     copy(vx, cut, j1);
     for (int pair = 0; pair < 2; ++pair) {
-      block_values_pass<W0, 0, C>(carry[pair][0], rows, j0, j1, 2 * pair, scores, inv);
-      if constexpr (kSlices == 2) block_values_pass<C - 4, 4, C>(carry[pair][1], rows, j0, j1, 2 * pair, scores, inv);
+      LinearRows block{rows, 16 * C};
+      pair_values<W0, 0>(carry0[pair], block, j0, j1, 2 * pair, scores, inv);
+      if constexpr (C > 4) {
+        block = {rows, 16 * C};
+        pair_values<W1, 4>(carry1[pair], block, j0, j1, 2 * pair, scores, inv);
+      }
     }
   }
-  auto finish = [&](auto width, auto offset, int pair, int slice) {
-    constexpr int W = width(), O = offset();
-    for (int t = 0; t < 2; ++t) {
-      const int q = 2 * pair + t;
-      __m512 acc[2][W];
-      for (int h = 0; h < 2; ++h)
-        for (int i = 0; i < W; ++i) acc[h][i] = carry[pair][slice][t][h][i];
-      if (kr.from <= shared) {
-        LinearRows tail = kr.vx_at(shared);
-        add_values<W, O>(acc, tail, shared, n[q], scores[q], inv[q]);
-      } else {
-        Rows tail = vrows;
-        add_values<W, O>(acc, tail, shared, n[q], scores[q], inv[q]);
-      }
-      store_out<W, O>(acc, out[q]);
-    }
-  };
-  using std::integral_constant;
-  for (int pair = 0; pair < 2; ++pair) {
-    finish(integral_constant<int, W0>{}, integral_constant<int, 0>{}, pair, 0);
-    if constexpr (kSlices == 2) finish(integral_constant<int, C - 4>{}, integral_constant<int, 4>{}, pair, 1);
+  for (int q = 0; q < 4; ++q) {
+    finish_values<W0, 0>(carry0[q / 2][q % 2], kr, vrows, shared, n[q], scores[q], inv[q], out[q]);
+    if constexpr (C > 4) finish_values<W1, 4>(carry1[q / 2][q % 2], kr, vrows, shared, n[q], scores[q], inv[q], out[q]);
   }
 }
 
@@ -402,40 +399,15 @@ void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Ro
   auto values = [&](auto width, auto offset) {
     constexpr int W = width(), O = offset();
     for (int t0 = 0; t0 < 4; t0 += 2) {
-      __m512 acc[2][2][W];  // [query of the pair][key parity]
-      for (int t = 0; t < 2; ++t)
-        for (int h = 0; h < 2; ++h)
-          for (int i = 0; i < W; ++i) acc[t][h][i] = _mm512_setzero_ps();
-      auto shared_values = [&](auto& vr, int32_t j_begin, int32_t j_end) {
-        for (int32_t j = j_begin; j < j_end; j += 2)  // both ends even
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const auto row = vr.next();
-            const __m512 p0 = _mm512_set1_ps(scores[t0][j + h] * inv[t0]);
-            const __m512 p1 = _mm512_set1_ps(scores[t0 + 1][j + h] * inv[t0 + 1]);
-            for (int i = 0; i < W; ++i) {
-              const __m512 v = row.load(O + i);
-              acc[0][h][i] = _mm512_fmadd_ps(p0, v, acc[0][h][i]);
-              acc[1][h][i] = _mm512_fmadd_ps(p1, v, acc[1][h][i]);
-            }
-          }
-      };
+      __m512 acc[2][2][W] = {};  // [query of the pair][key parity]
       Rows vr = kr.vrows;
-      shared_values(vr, 0, from);
+      pair_values<W, O>(acc, vr, 0, from, t0, scores, inv);
       if (from < shared) {
         LinearRows vx = kr.vx_at(from);
-        shared_values(vx, from, shared);
+        pair_values<W, O>(acc, vx, from, shared, t0, scores, inv);
       }
-      for (int t = 0; t < 2; ++t) {
-        if (kr.from <= shared) {
-          LinearRows tail = kr.vx_at(shared);
-          add_values<W, O>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
-        } else {
-          Rows tail = vr;
-          add_values<W, O>(acc[t], tail, shared, n[t0 + t], scores[t0 + t], inv[t0 + t]);
-        }
-        store_out<W, O>(acc[t], out[t0 + t]);
-      }
+      for (int t = 0; t < 2; ++t)
+        finish_values<W, O>(acc[t], kr, vr, shared, n[t0 + t], scores[t0 + t], inv[t0 + t], out[t0 + t]);
     }
   };
   using std::integral_constant;
