@@ -12,7 +12,7 @@
 // Prints per (cache, keys, threads): the median microseconds of a call by each path, their ratio, the
 // curve's cost and the choice; then a prompt's four-query tile at each context length (int8 and f32).
 // Options: --threads 1,2  --keys 128,256,512,1024,2048  --heads 9  --kv-heads 3  --head-dim 64
-//          --kv f32,int8,fp8  --calls 300  --layers 30  --stream-mb 3  --cpu-isa ISA
+//          --kv f32,int8,fp8  --calls 300  --layers 30  --stream-mb 3  --cpu-isa ISA  --tiles 1,8
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -112,7 +112,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> threads = {1, 2}, keys = {128, 256, 512, 1024, 2048};
+  std::vector<int> threads = {1, 2}, keys = {128, 256, 512, 1024, 2048}, tile_counts = {1, 8};
   std::vector<std::string> kinds = {"f32", "int8", "fp8"};
   int hq = 9, hkv = 3, D = 64, calls = 300, layers = 30;
   double stream_mb = 3;
@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--threads") threads = int_list(argv[i + 1]);
     else if (a == "--keys") keys = int_list(argv[i + 1]);
+    else if (a == "--tiles") tile_counts = int_list(argv[i + 1]);
     else if (a == "--heads") hq = std::atoi(argv[i + 1]);
     else if (a == "--kv-heads") hkv = std::atoi(argv[i + 1]);
     else if (a == "--head-dim") D = std::atoi(argv[i + 1]);
@@ -208,43 +209,47 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // A prompt's attention: four query tokens at positions keys - 4 .. keys - 1 through the four-query
-  // tile (kernels::paged_attention_heads4), every query head on one thread, the layers in turn.
-  std::printf("\nprefill tile: 4 query tokens x %d query heads, 1 thread\n%-5s %6s %12s %14s\n", hq, "kv", "keys",
-              "tile_us", "ns_per_q_key");
+  // A prompt's attention: its last 4 x T query tokens (positions keys - 4T .. keys - 1) as T tiles of
+  // four (kernels::paged_attention_tiles), every query head on one thread, the layers in turn.
+  std::printf("\nprefill tiles: T tiles of 4 query tokens x %d query heads, 1 thread\n%-5s %6s %3s %12s %14s\n", hq,
+              "kv", "keys", "T", "call_us", "ns_per_q_key");
   ThreadPool one(1);
-  const std::vector<float> q4 = randn(size_t(4 * hq * D), 5);
-  std::vector<float> out4(size_t(4 * hq * D));
+  constexpr int kMaxQueries = 4 * kernels::kPagedAttentionMaxTiles;
+  const std::vector<float> qt = randn(size_t(kMaxQueries * hq * D), 5);
+  std::vector<float> out_t(size_t(kMaxQueries * hq * D));
   for (const std::string& kind : kinds)
-    for (int n : keys) {
-      if (n < 4 || kind == "fp8") continue;
-      std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(n - 1)));
-      const int32_t positions[4] = {n - 4, n - 3, n - 2, n - 1};
-      std::vector<double> us;
-      for (int c = 0; c < calls; ++c) {
-        const int layer = c % layers;
-        const int32_t* table = cache.table.data() + int64_t(layer) * blocks;
-        stream(one, layer);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int h = 0; h < hq; ++h) {
-          const float* qp[4];
-          float *sp[4], *op[4];
-          for (int t = 0; t < 4; ++t) {
-            qp[t] = q4.data() + (t * hq + h) * D, op[t] = out4.data() + (t * hq + h) * D;
-            sp[t] = scratch.data() + t * kernels::paged_attention_scratch(n - 1);
+    for (int n : keys)
+      for (int T : tile_counts) {
+        if (T < 1 || T > kernels::kPagedAttentionMaxTiles || n < 4 * T || kind == "fp8") continue;
+        std::vector<float> scratch(size_t(4 * T * kernels::paged_attention_scratch(n - 1)));
+        int32_t positions[kMaxQueries];
+        double pairs = 0;  // (query, key) products of a call, per head
+        for (int i = 0; i < 4 * T; ++i) positions[i] = n - 4 * T + i, pairs += positions[i] + 1;
+        std::vector<double> us;
+        for (int c = 0; c < calls; ++c) {
+          const int layer = c % layers;
+          const int32_t* table = cache.table.data() + int64_t(layer) * blocks;
+          stream(one, layer);
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int h = 0; h < hq; ++h) {
+            const float* qp[kMaxQueries];
+            float *sp[kMaxQueries], *op[kMaxQueries];
+            for (int i = 0; i < 4 * T; ++i) {
+              qp[i] = qt.data() + (i * hq + h) * D, op[i] = out_t.data() + (i * hq + h) * D;
+              sp[i] = scratch.data() + i * kernels::paged_attention_scratch(n - 1);
+            }
+            const int64_t kvh = h / (hq / hkv);
+            const bool ran = kind == "f32" ? kernels::paged_attention_tiles(T, qp, positions, cache.f32(), table, kvh,
+                                                                            0.125f, sp, op)
+                                           : kernels::paged_attention_tiles_quant(T, qp, positions, cache.quant(true),
+                                                                                  table, kvh, 0.125f, sp, op);
+            if (!ran) return std::printf("no tile kernel for head_dim %d here\n", D), 0;
           }
-          const int64_t kvh = h / (hq / hkv);
-          const bool ran =
-              kind == "f32"
-                  ? kernels::paged_attention_heads4(qp, positions, cache.f32(), table, kvh, 0.125f, sp, op)
-                  : kernels::paged_attention_heads4_quant(qp, positions, cache.quant(true), table, kvh, 0.125f, sp, op);
-          if (!ran) return std::printf("no four-query kernel for head_dim %d here\n", D), 0;
+          us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        const double m = median(us);
+        std::printf("%-5s %6d %3d %12.1f %14.3f\n", kind.c_str(), n, T, m, 1000 * m / (hq * pairs));
+        std::fflush(stdout);
       }
-      const double m = median(us);
-      std::printf("%-5s %6d %12.1f %14.3f\n", kind.c_str(), n, m, 1000 * m / (4.0 * hq * (n - 2.5)));
-      std::fflush(stdout);
-    }
   return 0;
 }

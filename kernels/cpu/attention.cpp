@@ -42,24 +42,26 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
-bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& c,
-                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                            float* const* out) {
+bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
+                           const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                           float* const* out) {
   if (detail::cpu_has_avx512_vnni())
-    return detail::paged_attention_heads4_avx512(q, positions, c, block_table, kvh, scale, scratch, out);
-  return cpu_has_avx2() && detail::paged_attention_heads4_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
+    return detail::paged_attention_tiles_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
+  return cpu_has_avx2() &&
+         detail::paged_attention_tiles_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
 }
 
-bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
-                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                                  float* const* out, const KvExactRows* exact) {
-  KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= positions[0]))
-      << "paged_attention_heads4_quant: exact rows from " << (exact ? exact->from : 0) << " for positions from "
-      << positions[0];
+bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
+                                 const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
+                                 float* const* scratch, float* const* out, const KvExactRows* exact) {
+  for (int t = 0; t < tiles && exact; ++t)
+    KERNEL_CHECK(exact->from >= 0 && exact->from <= positions[4 * t])
+        << "paged_attention_tiles_quant: exact rows from " << exact->from << " for a tile from " << positions[4 * t];
   if (!paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr)) return false;
   return detail::cpu_has_avx512_vnni()
-             ? detail::paged_attention_heads4_quant_avx512(q, positions, c, block_table, kvh, scale, scratch, out, exact)
-             : detail::paged_attention_heads4_quant_avx2(q, positions, c, block_table, kvh, scale, scratch, out);
+             ? detail::paged_attention_tiles_quant_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch,
+                                                          out, exact)
+             : detail::paged_attention_tiles_quant_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
 }
 
 bool paged_attention_split_runs(int64_t head_dim) {

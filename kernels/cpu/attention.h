@@ -62,19 +62,24 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out,
                                 const KvExactRows* exact = nullptr);
 
-// Four query tokens q[0..3] of one sequence, at ascending positions, and one query head: the results
-// of four paged_attention_head (cache) or paged_attention_head_quant (qcache) calls, bit for bit,
-// with each key row the four read loaded once for them (a prompt's attention reads its context
-// once per 4 tokens instead of per token). scratch[t]: paged_attention_scratch(positions[t]).
-// False, doing nothing, where no such kernel runs (AVX-512: head_dim a multiple of 16 up to 128;
-// AVX2: 32, 64, 96, 128, and for quantized caches where paged_attention_quant_in_place says so).
-bool paged_attention_heads4(const float* const* q, const int32_t* positions, const PagedKvView& cache,
-                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                            float* const* out);
-// With `exact`, the four queries share its rows: exact->from <= positions[0] (one open block).
-bool paged_attention_heads4_quant(const float* const* q, const int32_t* positions, const PagedKvQuantView& qcache,
-                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                                  float* const* out, const KvExactRows* exact = nullptr);
+// Tiles of four query tokens reading kv head kvh of one sequence: tile t is q[4t..4t+3] at ascending
+// positions positions[4t..4t+3]; tiles in any order (a GQA group's query heads on the same tokens, a
+// prompt's successive tokens on one head). The results of 4 x tiles paged_attention_head (cache) or
+// paged_attention_head_quant (qcache) calls, bit for bit, with each key row a tile reads loaded once
+// for its four queries instead of once per query, and (AVX-512) each row read from the cache once
+// for all the tiles, a block of rows at a time kept in L1 while every tile passes over it (a prompt's
+// attention then reads its context once per 4 x tiles tokens). scratch[i]:
+// paged_attention_scratch(positions[i]). False, doing nothing, where no such kernel runs (AVX-512:
+// head_dim a multiple of 16 up to 128; AVX2: 32, 64, 96, 128, and for quantized caches where
+// paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].
+inline constexpr int kPagedAttentionMaxTiles = 8;
+bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& cache,
+                           const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
+                           float* const* out);
+// With `exact`, all queries share its rows: exact->from <= positions[4t] for every tile (one open block).
+bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
+                                 const PagedKvQuantView& qcache, const int32_t* block_table, int64_t kvh, float scale,
+                                 float* const* scratch, float* const* out, const KvExactRows* exact = nullptr);
 
 // Decode attention spread over threads. Run whole, a token's query heads are one item each (9 heads
 // on 16 threads leave 7 idle) and each reads its kv head's whole context. Here one token at

@@ -540,16 +540,22 @@ bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, 
   return one_query(q, c, block_table, position, kvh, scale, scores, out);
 }
 
-bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
-                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                 float* const* out) {
-  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                float* const* out) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || !avx2_attention_head_dim(c.head_dim)) return false;
+  for (int t = 0; t < tiles; ++t)
+    four_queries(q + 4 * t, positions + 4 * t, c, block_table, kvh, scale, scores + 4 * t, out + 4 * t);
+  return true;
 }
 
-bool paged_attention_heads4_quant_avx2(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
-                                       const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                       float* const* out) {
-  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
+                                      const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
+                                      float* const* scores, float* const* out) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || !avx2_attention_head_dim(c.head_dim)) return false;
+  for (int t = 0; t < tiles; ++t)
+    four_queries(q + 4 * t, positions + 4 * t, c, block_table, kvh, scale, scores + 4 * t, out + 4 * t);
+  return true;
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -244,12 +244,13 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
   store_out<C>(acc, out);
 }
 
-// Keys whose int8 / fp8 value rows the four-query tile dequantizes at a time into f32 rows laid one
-// after another: 16 KB, in L1 (64 keys at head_dim 64, 32 at 128), so each code is dequantized once,
-// not once per pair of queries and slice. (f32 rows copied so were slower on a Sapphire Rapids class
-// Xeon, 8 kv heads x 128 too: 0.87-0.95x, where AVX2's tile on an EPYC gained from them.)
+// Keys a block of the tiles holds: their f32 rows (dequantized from int8 / fp8) laid one after
+// another, 16 KB, in L1 (64 keys at head_dim 64, 32 at 128) while every tile passes over them, so a
+// row is read from the cache (and dequantized) once per call, not once per tile, pair of queries and
+// slice. (Read in place, a paged cache's rows of one kv head are a slot apart, 4 KB for 8 kv heads
+// x 128: they evict each other from L1.) A multiple of 4: the tiles' shared keys go in groups of 4.
 template <int C>
-constexpr int32_t kValueBlock = 4096 / (16 * C) / 2 * 2;  // even: the passes take keys two at a time
+constexpr int32_t kKeyBlock = 4096 / (16 * C) / 4 * 4;
 
 // One pass of a pair of queries (t0, t0 + 1) over keys [j, end) (both even) of `rows` (positioned at
 // key j), the slice of W vectors from vector O, continuing the pair's chains acc[query][key parity]:
@@ -293,129 +294,126 @@ void finish_values(__m512 (&acc)[2][W], const KeyRows<Rows>& kr, const Rows& aft
   store_out<W, O>(acc, out);
 }
 
-// attention_tile4's P @ V over blocks of kValueBlock keys' rows dequantized once for all the passes
-// (in place, each row's slice is dequantized once per pair of queries), each pass's chains carried
-// from block to block, so each query still adds its keys in order: the same bits. Keys [0, shared)
-// for the four queries (the cache's rows to `from`, then exact ones), then each query's own keys up
-// to n[t].
+// Rows [j0, j1) as f32 into buf (row j at (j - j0) * 16C): the cache's (`cache`, at key j0) up to
+// `from`, then exact ones (`exact`, at key max(j0, from)); both loaders left at j1.
 template <int C, class Rows>
-void tile4_values_by_blocks(const KeyRows<Rows>& kr, int32_t from, int32_t shared, const int32_t* n,
-                            float* const* scores, const float* inv, float* const* out) {
-  constexpr int32_t kBlock = kValueBlock<C>;
-  constexpr int W0 = C <= 4 ? C : 4, W1 = C <= 4 ? 1 : C - 4;  // slices [0, W0), [4, C) past head_dim 64
-  alignas(64) float rows[kBlock * 16 * C];
-  __m512 carry0[2][2][2][W0] = {}, carry1[2][2][2][W1] = {};  // [query pair][query of the pair][parity]
-  Rows vrows = kr.vrows;
-  LinearRows vx = from < shared ? kr.vx_at(from) : LinearRows{nullptr, 0};
-  for (int32_t j0 = 0; j0 < shared; j0 += kBlock) {  // shared and kBlock are even
-    const int32_t j1 = std::min(shared, j0 + kBlock), cut = std::clamp(from, j0, j1);
-    auto copy = [&](auto& src, int32_t a, int32_t b) {
-      for (int32_t j = a; j < b; ++j) {
-        const auto vr = src.next();
-        for (int i = 0; i < C; ++i) _mm512_store_ps(rows + (j - j0) * 16 * C + 16 * i, vr.load(i));
-      }
-    };
-    copy(vrows, j0, cut);
-    copy(vx, cut, j1);
-    for (int pair = 0; pair < 2; ++pair) {
-      LinearRows block{rows, 16 * C};
-      pair_values<W0, 0>(carry0[pair], block, j0, j1, 2 * pair, scores, inv);
-      if constexpr (C > 4) {
-        block = {rows, 16 * C};
-        pair_values<W1, 4>(carry1[pair], block, j0, j1, 2 * pair, scores, inv);
+void load_block(Rows& cache, LinearRows& exact, int32_t from, int32_t j0, int32_t j1, float* buf) {
+  auto copy = [&](auto& src, int32_t a, int32_t b) {
+    for (int32_t j = a; j < b; ++j) {
+      const auto r = src.next();
+      for (int i = 0; i < C; ++i) _mm512_store_ps(buf + (j - j0) * 16 * C + 16 * i, r.load(i));
+    }
+  };
+  const int32_t cut = std::clamp(from, j0, j1);
+  copy(cache, j0, cut);
+  copy(exact, cut, j1);
+}
+
+// Scores of one tile's four queries q[0..3] for keys [j0, j1) (multiples of 4; rows at key j0), 16
+// (query, key) pairs a step, lane 4t + k = query t, key j + k; their maxima into vmax.
+template <int C, class Rows>
+void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float scale, float* const* scores,
+                 __m512& vmax) {
+  for (int32_t j = j0; j < j1; j += 4) {
+    __m512 a[16];
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const auto row = rows.next();
+#pragma GCC unroll 8
+      for (int i = 0; i < C; ++i) {
+        const __m512 kv = row.load(i);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) a[4 * t + k] = _mm512_fmadd_ps(_mm512_loadu_ps(q[t] + 16 * i), kv, a[4 * t + k]);
       }
     }
-  }
-  for (int q = 0; q < 4; ++q) {
-    finish_values<W0, 0>(carry0[q / 2][q % 2], kr, vrows, shared, n[q], scores[q], inv[q], out[q]);
-    if constexpr (C > 4) finish_values<W1, 4>(carry1[q / 2][q % 2], kr, vrows, shared, n[q], scores[q], inv[q], out[q]);
+    const __m512 s = _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale));
+    _mm_storeu_ps(scores[0] + j, _mm512_extractf32x4_ps(s, 0));
+    _mm_storeu_ps(scores[1] + j, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(scores[2] + j, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(scores[3] + j, _mm512_extractf32x4_ps(s, 3));
+    vmax = _mm512_max_ps(vmax, s);
   }
 }
 
-// Four query tokens of one sequence and query head at ascending positions: the results of four
-// attention_head calls, bit for bit (every (query, key) product and sum is the same operation in
-// the same order), with each key row of the keys all four read loaded once for the four and each
-// value row once for two (a slice of its columns at a time past head_dim 64). Exact rows
-// (from < n) start at a multiple of 4 no later than the first query (one open block): the keys
-// past the shared ones are all exact.
-template <int C, class Rows>
-void attention_tile4(const float* const* q, const int32_t* positions, KeyRows<Rows> kr, float scale,
-                     float* const* scores, float* const* out) {
-  int32_t n[4];
-  for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
-  const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
-  const int32_t from = std::min(kr.from, shared);
-  // 16 (query, key) pairs a step, lane 4t + k = query t, key j0 + k
-  __m512 vmax = _mm512_set1_ps(-INFINITY);
-  auto shared_scores = [&](auto& krows, int32_t j_begin, int32_t j_end) {
-    for (int32_t j0 = j_begin; j0 < j_end; j0 += 4) {
-      __m512 a[16];
-      for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const auto row = krows.next();
-#pragma GCC unroll 8
-        for (int i = 0; i < C; ++i) {
-          const __m512 kv = row.load(i);
-#pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t) a[4 * t + k] = _mm512_fmadd_ps(_mm512_loadu_ps(q[t] + 16 * i), kv, a[4 * t + k]);
-        }
-      }
-      const __m512 s = _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale));
-      _mm_storeu_ps(scores[0] + j0, _mm512_extractf32x4_ps(s, 0));
-      _mm_storeu_ps(scores[1] + j0, _mm512_extractf32x4_ps(s, 1));
-      _mm_storeu_ps(scores[2] + j0, _mm512_extractf32x4_ps(s, 2));
-      _mm_storeu_ps(scores[3] + j0, _mm512_extractf32x4_ps(s, 3));
-      vmax = _mm512_max_ps(vmax, s);
+// `tiles` tiles of four query tokens at ascending positions (tile t: q[4t..4t+3]) reading one kv
+// head: the results of attention_head for each query, bit for bit (every (query, key) product and sum
+// is the same operation in the same order). Tile t's keys [0, shared_t), shared_t = (its first
+// position + 1) rounded down to 4, are read a block at a time (kKeyBlock keys' rows in L1) by every
+// tile that reads them: key rows loaded once per block for a tile's four queries, value rows once per
+// pair of queries and slice of at most 4 vectors of columns (whose chains fill 16 registers; chains
+// of columns are independent, so slicing changes no bits); each pass's chains are carried from block
+// to block, so each query adds its keys in order. Each query's other keys [shared_t, position] alone.
+// Exact rows (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one
+// open block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the
+// cache's loaders at key j.
+template <int C, class Rows, class RowsAt>
+void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
+                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out) {
+  constexpr int32_t kBlock = kKeyBlock<C>;
+  constexpr int W0 = C <= 4 ? C : 4, W1 = C <= 4 ? 1 : C - 4;  // slices [0, W0), [4, C) past head_dim 64
+  const int queries = 4 * tiles;
+  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
+  for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
+  for (int t = 0; t < tiles; ++t) shared[t] = n[4 * t] / 4 * 4, all = std::max(all, shared[t]);
+  const int32_t from = std::min(kr.from, all);
+  alignas(64) float rows[kBlock * 16 * C];
+  auto blocks = [&](Rows cache, LinearRows exact, auto&& pass) {  // pass(tile, j0, end) over each block
+    for (int32_t j0 = 0; j0 < all; j0 += kBlock) {
+      const int32_t j1 = std::min(all, j0 + kBlock);
+      load_block<C>(cache, exact, from, j0, j1, rows);
+      for (int t = 0; t < tiles; ++t)
+        if (shared[t] > j0) pass(t, j0, std::min(j1, shared[t]));
     }
   };
-  Rows krows = kr.krows;
-  shared_scores(krows, 0, from);
-  if (from < shared) {
-    LinearRows kx = kr.kx_at(from);
-    shared_scores(kx, from, shared);
-  }
-  alignas(64) float lane_max[16];
-  _mm512_store_ps(lane_max, vmax);
-  float inv[4];
-  for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
+  const LinearRows exact_from = from < all ? kr.kx_at(from) : LinearRows{nullptr, 0};
+  __m512 vmax[kPagedAttentionMaxTiles];
+  for (int t = 0; t < tiles; ++t) vmax[t] = _mm512_set1_ps(-INFINITY);
+  blocks(kr.krows, exact_from, [&](int t, int32_t j0, int32_t end) {
+    tile_scores<C>(q + 4 * t, LinearRows{rows, 16 * C}, j0, end, scale, scores + 4 * t, vmax[t]);
+  });
+  float inv[4 * kPagedAttentionMaxTiles];
+  for (int i = 0; i < queries; ++i) {  // each query's other keys alone, then its softmax
+    const int t = i / 4;
     __m512 qv[C];
-    for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q[t] + 16 * i);
+    for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q[i] + 16 * c);
     float m;
-    if (kr.from <= shared) {
-      LinearRows rest = kr.kx_at(shared);
-      m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+    if (kr.from <= shared[t]) {
+      LinearRows rest = kr.kx_at(shared[t]);
+      m = score_keys<C>(qv, rest, shared[t], n[i], scale, scores[i]);
     } else {
-      Rows rest = krows;
-      m = score_keys<C>(qv, rest, shared, n[t], scale, scores[t]);
+      Rows rest = rows_at(shared[t]).krows;
+      m = score_keys<C>(qv, rest, shared[t], n[i], scale, scores[i]);
     }
-    for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * t + k]);
-    inv[t] = softmax_in_place(scores[t], n[t], m);
+    alignas(64) float lane_max[16];
+    _mm512_store_ps(lane_max, vmax[t]);
+    for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * (i % 4) + k]);
+    inv[i] = softmax_in_place(scores[i], n[i], m);
   }
-  if constexpr (!std::is_same_v<Rows, F32Rows>) return tile4_values_by_blocks<C>(kr, from, shared, n, scores, inv, out);
-  // P @ V: each pair of queries over a slice of at most 4 vectors of columns (their chains fill 16
-  // registers), each value row's slice loaded once for the pair; columns' chains are independent,
-  // so slicing changes no bits. Head sizes past 64 take two slices.
-  auto values = [&](auto width, auto offset) {
-    constexpr int W = width(), O = offset();
-    for (int t0 = 0; t0 < 4; t0 += 2) {
-      __m512 acc[2][2][W] = {};  // [query of the pair][key parity]
-      Rows vr = kr.vrows;
-      pair_values<W, O>(acc, vr, 0, from, t0, scores, inv);
-      if (from < shared) {
-        LinearRows vx = kr.vx_at(from);
-        pair_values<W, O>(acc, vx, from, shared, t0, scores, inv);
+  // [tile][query pair][query of the pair][key parity]
+  __m512 carry0[kPagedAttentionMaxTiles][2][2][2][W0], carry1[kPagedAttentionMaxTiles][2][2][2][W1];
+  for (int t = 0; t < tiles; ++t) {
+    std::fill_n(&carry0[t][0][0][0][0], 8 * W0, _mm512_setzero_ps());
+    std::fill_n(&carry1[t][0][0][0][0], 8 * W1, _mm512_setzero_ps());
+  }
+  const LinearRows exact_values = from < all ? kr.vx_at(from) : LinearRows{nullptr, 0};
+  blocks(kr.vrows, exact_values, [&](int t, int32_t j0, int32_t end) {
+    for (int pair = 0; pair < 2; ++pair) {
+      LinearRows block{rows, 16 * C};
+      pair_values<W0, 0>(carry0[t][pair], block, j0, end, 2 * pair, scores + 4 * t, inv + 4 * t);
+      if constexpr (C > 4) {
+        block = {rows, 16 * C};
+        pair_values<W1, 4>(carry1[t][pair], block, j0, end, 2 * pair, scores + 4 * t, inv + 4 * t);
       }
-      for (int t = 0; t < 2; ++t)
-        finish_values<W, O>(acc[t], kr, vr, shared, n[t0 + t], scores[t0 + t], inv[t0 + t], out[t0 + t]);
     }
-  };
-  using std::integral_constant;
-  if constexpr (C <= 4) {
-    values(integral_constant<int, C>{}, integral_constant<int, 0>{});
-  } else {
-    values(integral_constant<int, 4>{}, integral_constant<int, 0>{});
-    values(integral_constant<int, C - 4>{}, integral_constant<int, 4>{});
+  });
+  for (int i = 0; i < queries; ++i) {
+    const int t = i / 4;
+    const Rows after = rows_at(shared[t]).vrows;
+    auto& c0 = carry0[t][i % 4 / 2][i % 2];
+    finish_values<W0, 0>(c0, kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
+    if constexpr (C > 4)
+      finish_values<W1, 4>(carry1[t][i % 4 / 2][i % 2], kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
   }
 }
 
@@ -476,18 +474,30 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
   });
 }
 
-// Exact rows must start at a multiple of 4 (the shared keys' groups), at or before the first query.
+// Exact rows must start at a multiple of 4 (the shared keys' groups), at or before every tile's first
+// query.
 template <class View>
-bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
-                  int64_t kvh, float scale, float* const* scores, float* const* out,
-                  const KvExactRows* exact = nullptr) {
-  if (exact && (exact->from % 4 != 0 || exact->from > positions[0])) return false;
+bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
+                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
+                 const KvExactRows* exact = nullptr) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
+  if (exact && exact->from % 4 != 0) return false;
+  for (int t = 0; t < tiles && exact; ++t)
+    if (exact->from > positions[4 * t]) return false;
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, exact, 0,
-              [&](auto kr) { attention_tile4<C()>(q, positions, kr, scale, scores, out); });
+    with_rows(c, block_table, kvh, exact, 0, [&](auto kr) {
+      using Rows = decltype(kr);
+      auto rows_at = [&](int32_t j) {
+        Rows at = kr;
+        with_rows(c, block_table, kvh, exact, j, [&](auto r) {
+          if constexpr (std::is_same_v<decltype(r), Rows>) at = r;
+        });
+        return at;
+      };
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out);
+    });
   });
 }
-
 
 // Decode attention in stages (attention.h: paged_attention_split_*), each stage's per-query work
 // that of attention_head.
@@ -616,16 +626,17 @@ bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c
   return one_query(q, c, block_table, position, kvh, scale, scores, out, exact);
 }
 
-bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
-                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                   float* const* out) {
-  return four_queries(q, positions, c, block_table, kvh, scale, scores, out);
+bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                  float* const* out) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
 }
 
-bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
-                                         const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                         float* const* out, const KvExactRows* exact) {
-  return four_queries(q, positions, c, block_table, kvh, scale, scores, out, exact);
+bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
+                                        const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
+                                        float scale, float* const* scores, float* const* out,
+                                        const KvExactRows* exact) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact);
 }
 
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -127,20 +127,22 @@ bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c
 // The same on AVX2 (head_dim 32, 64, 96, 128).
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out);
-// Four query tokens at once (attention.h: paged_attention_heads4), f32 and quantized caches: AVX2
-// (the head sizes of paged_attention_head_avx2) and AVX-512.
-bool paged_attention_heads4_avx2(const float* const* q, const int32_t* positions, const PagedKvView& c,
-                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                 float* const* out);
-bool paged_attention_heads4_quant_avx2(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
-                                       const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                       float* const* out);
-bool paged_attention_heads4_avx512(const float* const* q, const int32_t* positions, const PagedKvView& c,
-                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                   float* const* out);
-bool paged_attention_heads4_quant_avx512(const float* const* q, const int32_t* positions, const PagedKvQuantView& c,
-                                         const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                         float* const* out, const KvExactRows* exact);
+// Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches:
+// AVX2 (the head sizes of paged_attention_head_avx2; a tile at a time) and AVX-512 (rows in blocks
+// shared by the tiles).
+bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                float* const* out);
+bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
+                                      const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
+                                      float* const* scores, float* const* out);
+bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
+                                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
+                                  float* const* out);
+bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
+                                        const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
+                                        float scale, float* const* scores, float* const* out,
+                                        const KvExactRows* exact);
 
 // The stages of attention.h's paged_attention_split_* (false, doing nothing, for head sizes the
 // variant does not take): AVX-512 over f32, int8 and fp8 caches; AVX2 over f32 and int8 ones.

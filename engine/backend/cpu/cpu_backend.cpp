@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_attention_items.h"
 #include "engine/backend/cpu/cpu_exact_rows.h"
 #include "engine/backend/cpu/cpu_sampling.h"
 #include "engine/backend/cpu/cpu_split_attention.h"
@@ -24,13 +25,6 @@
 namespace llmctl {
 
 namespace {
-
-// The k-th of n units of query tokens (a sequence's tokens in order, one or four a unit) in the order
-// attention hands them to threads: 0, n - 1, 1, n - 2, ... A causal prompt's later tokens read
-// longer contexts; contiguous ranges of this order (what parallel_for gives each thread) cost about
-// the same, where ranges of 0..n-1 left the thread with the last tokens three times the work of the
-// one with the first. Each token's result is the same whichever thread computes it.
-int64_t balanced_order(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
 
 kernels::WeightType weight_type(DType t) {
   switch (t) {
@@ -366,16 +360,13 @@ class CpuBackend final : public Backend {
     // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): every
     // sequence goes there, to the one kernel that soft-caps.
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
-    struct Unit {
-      int32_t first, count, seq;
-    };
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
     std::vector<cpu::StepExactRows> exact(exact_seqs.empty() ? 0 : size_t(plan.num_seqs()));
     if (!exact_seqs.empty()) cpu::prepare_exact_rows(*cache.exact, exact_seqs, qkv.ptr<float>(), W, hq, exact);
     auto has_exact = [&](int s) { return !exact.empty() && exact[size_t(s)].k; };
     auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
-    std::vector<Unit> units;
+    std::vector<cpu::AttentionUnit> units;
     std::vector<int> copy_seqs, singles;
     std::vector<cpu::SplitDecodeToken> split;
     auto split_runs = [&](int s) {
@@ -397,7 +388,7 @@ class CpuBackend final : public Backend {
       int t = q0;
       for (; t + 4 <= q1; t += 4) {
         if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B) break;
-        units.push_back({t, 4, s});
+        units.push_back({t, 4, s, has_exact(s)});  // a tile with exact rows shares them with no other
       }
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
@@ -424,37 +415,43 @@ class CpuBackend final : public Backend {
         split_attention_.run(pool_, split, qkv.ptr<float>(), W, view, hq, hkv, scale, out.ptr<float>());
     }
     const int group = hq / hkv;
-    const int64_t n = int64_t(units.size()), max_ctx = plan.max_context_len();
-    // Heads outer, units inner: a thread's consecutive tiles read one kv head's rows (a GQA group's
-    // heads are consecutive), which stay in L2 / L3 from tile to tile; heads inner cycled through
-    // every head's rows (default model, 2,048-4,096-token prompts: 1.1-1.27x from this order).
-    if (n > 0) pool_.parallel_for(n * hq, [&](int64_t i0, int64_t i1) {
-      std::vector<float> scratch(size_t(4 * kernels::paged_attention_scratch(max_ctx)));
+    const int64_t max_ctx = plan.max_context_len(), per_query = kernels::paged_attention_scratch(max_ctx);
+    const std::vector<cpu::AttentionItem> items =
+        cpu::attention_items(units, hq, group, kernels::kPagedAttentionMaxTiles, pool_.size());
+    if (!items.empty()) pool_.parallel_for(int64_t(items.size()), [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<float> scratch;
+      constexpr int kMaxQueries = 4 * kernels::kPagedAttentionMaxTiles;
+      if (scratch.size() < size_t(kMaxQueries * per_query)) scratch.resize(size_t(kMaxQueries * per_query));
       for (int64_t i = i0; i < i1; ++i) {
-        const Unit& u = units[size_t(balanced_order(i % n, n))];
-        const int64_t h = i / n, kvh = h / group;
-        const int32_t* table = plan.block_table.data() + int64_t(u.seq) * plan.max_blocks_per_seq;
-        const float* q[4];
-        float *o[4], *sc[4];
-        for (int j = 0; j < u.count; ++j) {
-          const int64_t t = u.first + j;
-          q[j] = qkv.ptr<float>() + t * W + h * D;
-          o[j] = out.ptr<float>() + t * hq * D + h * D;
-          sc[j] = scratch.data() + j * kernels::paged_attention_scratch(max_ctx);
-        }
-        const int32_t* pos = plan.positions.data() + u.first;
-        kernels::KvExactRows ex[4];
-        const kernels::KvExactRows* exact_of[4] = {};
-        if (has_exact(u.seq))
-          for (int j = 0; j < u.count; ++j)
-            ex[j] = exact[size_t(u.seq)].for_query(pos[j], B, kvh, D), exact_of[j] = &ex[j];
-        if (u.count == 4 &&
-            (quant ? kernels::paged_attention_heads4_quant(q, pos, qview, table, kvh, scale, sc, o, exact_of[0])
-                   : kernels::paged_attention_heads4(q, pos, view, table, kvh, scale, sc, o)))
+        const cpu::AttentionItem& item = items[size_t(i)];
+        const cpu::AttentionUnit& first = units[size_t(item.unit)];
+        const int64_t kvh = item.head / group;
+        const int32_t* table = plan.block_table.data() + int64_t(first.seq) * plan.max_blocks_per_seq;
+        const float* q[kMaxQueries];
+        float *o[kMaxQueries], *sc[kMaxQueries];
+        int32_t pos[kMaxQueries];
+        int queries = 0;  // tiles: unit by unit, a unit's four tokens for each head
+        for (int32_t u = item.unit; u < item.unit + item.units; ++u)
+          for (int h = item.head; h < item.head + item.heads; ++h)
+            for (int j = 0; j < units[size_t(u)].count; ++j, ++queries) {
+              const int64_t t = units[size_t(u)].first + j;
+              q[queries] = qkv.ptr<float>() + t * W + h * D;
+              o[queries] = out.ptr<float>() + t * hq * D + h * D;
+              sc[queries] = scratch.data() + queries * per_query;
+              pos[queries] = plan.positions[size_t(t)];
+            }
+        kernels::KvExactRows ex;
+        const kernels::KvExactRows* exact_of = nullptr;  // a tile with exact rows is alone in its item
+        if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
+        if (first.count == 4 &&
+            (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
+                                                          exact_of)
+                   : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o)))
           continue;
-        for (int j = 0; j < u.count; ++j) {
+        for (int j = 0; j < queries; ++j) {
+          if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[j], B, kvh, D);
           if (quant)  // int8 / fp8 rows dequantized in registers
-            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of[j]);
+            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of);
           else
             kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
         }
@@ -638,7 +635,7 @@ class CpuBackend final : public Backend {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
           for (int64_t i = i0; i < i1; ++i) {
             // heads outer: a thread's consecutive queries read one kv head's rows of the copy
-            const int64_t t = t0 + balanced_order(i % (t1 - t0), t1 - t0), h = i / (t1 - t0);
+            const int64_t t = t0 + cpu::balanced_order(i % (t1 - t0), t1 - t0), h = i / (t1 - t0);
             const int32_t pos = plan.positions[t] - base;
             const int32_t first = window > 0 ? std::max(0, plan.positions[t] - window + 1) - base : 0;
             // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
