@@ -7,16 +7,16 @@
 //           four 4-lane vectors;
 //   p @ V:  lanes are d; the even and odd keys' chains in separate accumulators, over 32 columns
 //           at a time (8 of the 16 registers).
-// And the four-query tile (paged_attention_heads4): key rows loaded once for four queries, value
-// rows once for two (copied into L1 a block of keys at a time for all four, int8 / fp8 ones
-// dequantized, unless the cache is f32 with one kv head), the same operations per (query, key) in the
-// same order.
+// And tiles of four queries (paged_attention_tiles): key rows loaded once for a tile's four queries,
+// value rows once for two, all copied into L1 a block of keys at a time for every tile (int8 / fp8
+// ones dequantized), the same operations per (query, key) in the same order.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/attention_impl.h"
 
@@ -223,74 +223,50 @@ void finish_pair(const Rows& rows, int32_t shared, const int32_t* n, int t0, int
   }
 }
 
-// Keys whose value rows the four-query tile copies (int8 / fp8 ones dequantized) at a time into f32
-// rows laid one after another: 16 KB, L1 (64 keys at head_dim 64, 32 at 128). In the cache a kv head's
-// rows are num_kv_heads x head_dim floats apart: passes of 16 columns straight over them read one line a
-// row, 1-4 KB apart with 4-8 kv heads, which the hardware prefetchers do not follow across pages and
-// which evict each other from the few L1 sets they map to.
+// Keys a block of the tiles holds: their f32 rows (dequantized from int8 / fp8) laid one after
+// another, 16 KB, in L1 (64 keys at head_dim 64, 32 at 128), which every tile's passes read before
+// the next block is loaded, so a row is read from the cache (and dequantized) once per call. In the
+// cache a kv head's rows are num_kv_heads x head_dim floats apart: passes straight over them read one
+// line a row, 1-4 KB apart with 4-8 kv heads, which the hardware prefetchers do not follow across
+// pages and which evict each other from the few L1 sets they map to. A multiple of 4: the tiles'
+// shared keys go in groups of 4.
 template <int C>
-constexpr int32_t kValueBlock = 4096 / (16 * C) / 2 * 2;  // even: the passes take keys two at a time
+constexpr int32_t kKeyBlock = 4096 / (16 * C) / 4 * 4;
 
-// attention_tile4's value passes over blocks of rows: each block of kValueBlock keys' rows copied (int8 /
-// fp8 ones dequantized) once into f32 rows that all 2 C passes read (in place, each value was read, or
-// dequantized, once per pair of queries), the passes' chains carried from block to block, so each still
-// adds its keys in order.
-// Keys [0, shared) for the four queries, then each query's own keys up to n[t] from vrows0's rows.
-template <int C, class Rows>
-void tile4_values_by_blocks(const Rows& vrows0, int32_t shared, const int32_t* n, float* const* scores,
-                            const float* inv, float* const* out) {
-  constexpr int64_t D = 16 * C;
-  constexpr int32_t kBlock = kValueBlock<C>;
-  alignas(32) float rows[kBlock * D];
-  __m256 carry[2][C][2][2][2];  // [query pair][16-column piece][query of the pair][key parity][8 columns]
-  for (auto& pair : carry)
-    for (auto& piece : pair)
-      for (auto& query : piece)
-        for (auto& parity : query) parity[0] = parity[1] = _mm256_setzero_ps();
-  Rows vrows = vrows0;
-  for (int32_t j0 = 0; j0 < shared; j0 += kBlock) {  // shared and kBlock are even
-    const int32_t j1 = std::min(shared, j0 + kBlock);
-    for (int32_t j = j0; j < j1; ++j) {
-      const auto vr = vrows.next();
-      for (int i = 0; i < 2 * C; ++i) _mm256_store_ps(rows + (j - j0) * D + 8 * i, vr.load(i));
-    }
-    for (int pair = 0; pair < 2; ++pair)
-      for (int piece = 0; piece < C; ++piece) {
-        const int t0 = 2 * pair, col = 16 * piece;
-        auto& acc = carry[pair][piece];
-        for (int32_t j = j0; j < j1; j += 2)
-          for (int h = 0; h < 2; ++h) {
-            const float* row = rows + (j + h - j0) * D + col;
-            add_value(acc, h, _mm256_load_ps(row), _mm256_load_ps(row + 8), scores[t0][j + h] * inv[t0],
-                      scores[t0 + 1][j + h] * inv[t0 + 1]);
-          }
-      }
+// A block's rows, one after another (a loader as the cache's).
+template <int C>
+struct BlockRows {
+  const float* p;
+  struct Row {
+    const float* p;
+    __m256 load(int i) const { return _mm256_load_ps(p + 8 * i); }
+  };
+  Row next() {
+    const float* r = p;
+    p += 16 * C;
+    return {r};
   }
-  for (int pair = 0; pair < 2; ++pair)
-    for (int piece = 0; piece < C; ++piece) {
-      const int t0 = 2 * pair, d0 = 2 * piece;
-      auto& acc = carry[pair][piece];
-      finish_pair<Rows>(vrows, shared, n, t0, d0, scores, inv, acc, out);
-    }
+};
+
+// The next `keys` rows of `rows` as f32 into buf.
+template <int C, class Rows>
+void load_block(Rows& rows, int32_t keys, float* buf) {
+  for (int32_t j = 0; j < keys; ++j) {
+    const auto r = rows.next();
+    for (int i = 0; i < 2 * C; ++i) _mm256_store_ps(buf + j * 16 * C + 8 * i, r.load(i));
+  }
 }
 
-// Four query tokens of one sequence and query head at ascending positions: the results of four
-// attention_head calls, bit for bit (every product and sum the same operation in the same order),
-// with each key row of the keys all four read loaded once for the four (4 queries x 2 chains in 8
-// registers), and each value row once for two (16 columns a pass: 2 queries x 2 parities x 2).
-// value_blocks: the value passes over blocks of rows copied into L1 (tile4_values_by_blocks), else
-// straight over the cache's rows (f32 rows only).
+// Scores of one tile's four queries q[0..3] for keys [j0, j1) (multiples of 4; rows at key j0): each
+// key row loaded once for the four (4 queries x 2 chains in 8 registers); their maxima into vmax
+// (lane t: query t).
 template <int C, class Rows>
-void attention_tile4(const float* const* q, const int32_t* positions, Rows krows, const Rows& vrows0, float scale,
-                     float* const* scores, float* const* out, bool value_blocks) {
-  int32_t n[4];
-  for (int t = 0; t < 4; ++t) n[t] = positions[t] + 1;
-  const int32_t shared = n[0] / 4 * 4;  // keys every query reads, in groups of 4
-  __m128 vmax = _mm_set1_ps(-INFINITY);  // lane t: query t
-  for (int32_t j0 = 0; j0 < shared; j0 += 4) {
-    __m128 sk[4];  // key j0 + k, lane t = query t
+void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float scale, float* const* scores,
+                 __m128& vmax) {
+  for (int32_t j = j0; j < j1; j += 4) {
+    __m128 sk[4];  // key j + k, lane t = query t
     for (int k = 0; k < 4; ++k) {
-      const auto kr = krows.next();
+      const auto kr = rows.next();
       __m256 lo[4], hi[4];
       for (int t = 0; t < 4; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
       for (int i = 0; i < C; ++i) {
@@ -303,35 +279,75 @@ void attention_tile4(const float* const* q, const int32_t* positions, Rows krows
       sk[k] = _mm_mul_ps(tree16x4(lo, hi), _mm_set1_ps(scale));
       vmax = _mm_max_ps(vmax, sk[k]);
     }
-    _MM_TRANSPOSE4_PS(sk[0], sk[1], sk[2], sk[3]);  // now sk[t]: query t, keys j0..j0 + 3
-    for (int t = 0; t < 4; ++t) _mm_storeu_ps(scores[t] + j0, sk[t]);
+    _MM_TRANSPOSE4_PS(sk[0], sk[1], sk[2], sk[3]);  // now sk[t]: query t, keys j..j + 3
+    for (int t = 0; t < 4; ++t) _mm_storeu_ps(scores[t] + j, sk[t]);
   }
-  alignas(16) float lane_max[4];
-  _mm_store_ps(lane_max, vmax);
-  float inv[4];
-  for (int t = 0; t < 4; ++t) {  // each query's other keys alone, then its softmax
-    Rows rest = krows;
-    const float m = std::max(lane_max[t], score_keys<C>(q[t], rest, shared, n[t], scale, scores[t]));
-    inv[t] = softmax_in_place(scores[t], n[t], m);
-  }
-  if (!std::is_same_v<Rows, F32Rows> || value_blocks) {
-    tile4_values_by_blocks<C>(vrows0, shared, n, scores, inv, out);
-    return;
-  }
-  for (int t0 = 0; t0 < 4; t0 += 2)
-    for (int d0 = 0; d0 < 2 * C; d0 += 2) {  // 16 columns (2 loads of 8)
-      __m256 acc[2][2][2];  // [query of the pair][key parity][8 columns]
-      for (auto& a : acc)
-        for (auto& b : a) b[0] = b[1] = _mm256_setzero_ps();
-      Rows vrows = vrows0;
-      for (int32_t j = 0; j < shared; j += 2)  // shared is even
-        for (int h = 0; h < 2; ++h) {
-          const auto vr = vrows.next();
-          add_value(acc, h, vr.load(d0), vr.load(d0 + 1), scores[t0][j + h] * inv[t0],
-                    scores[t0 + 1][j + h] * inv[t0 + 1]);
-        }
-      finish_pair<Rows>(vrows, shared, n, t0, d0, scores, inv, acc, out);
+}
+
+// `tiles` tiles of four query tokens at ascending positions (tile t: q[4t..4t+3]) reading one kv
+// head: the results of attention_head for each query, bit for bit (every product and sum the same
+// operation in the same order). Tile t's keys [0, shared_t), shared_t = (its first position + 1)
+// rounded down to 4, are read a block at a time (kKeyBlock keys' rows in L1) by every tile that reads
+// them: key rows loaded once per block for a tile's four queries, value rows once per pair of queries
+// and 16 columns (2 queries x 2 parities x 2 vectors of chains), each pass's chains carried from
+// block to block so each query adds its keys in order. Each query's other keys alone, from
+// rows_at(shared_t): the cache's loaders (keys, values) at that key.
+template <int C, class Rows, class RowsAt>
+void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const Rows& krows0,
+                     const Rows& vrows0, RowsAt&& rows_at, float scale, float* const* scores, float* const* out) {
+  constexpr int64_t D = 16 * C;
+  constexpr int32_t kBlock = kKeyBlock<C>;
+  const int queries = 4 * tiles;
+  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
+  for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
+  for (int t = 0; t < tiles; ++t) shared[t] = n[4 * t] / 4 * 4, all = std::max(all, shared[t]);
+  alignas(32) float rows[kBlock * D];
+  auto blocks = [&](Rows cache, auto&& pass) {  // pass(tile, j0, end) over each block
+    for (int32_t j0 = 0; j0 < all; j0 += kBlock) {
+      const int32_t j1 = std::min(all, j0 + kBlock);
+      load_block<C>(cache, j1 - j0, rows);
+      for (int t = 0; t < tiles; ++t)
+        if (shared[t] > j0) pass(t, j0, std::min(j1, shared[t]));
     }
+  };
+  __m128 vmax[kPagedAttentionMaxTiles];
+  for (int t = 0; t < tiles; ++t) vmax[t] = _mm_set1_ps(-INFINITY);
+  blocks(krows0, [&](int t, int32_t j0, int32_t end) {
+    tile_scores<C>(q + 4 * t, BlockRows<C>{rows}, j0, end, scale, scores + 4 * t, vmax[t]);
+  });
+  float inv[4 * kPagedAttentionMaxTiles];
+  for (int i = 0; i < queries; ++i) {  // each query's other keys alone, then its softmax
+    const int t = i / 4;
+    alignas(16) float lane_max[4];
+    _mm_store_ps(lane_max, vmax[t]);
+    Rows rest = rows_at(shared[t]).first;
+    const float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
+    inv[i] = softmax_in_place(scores[i], n[i], m);
+  }
+  // [tile][query pair][16-column piece][query of the pair][key parity][8 columns]
+  __m256 carry[kPagedAttentionMaxTiles][2][C][2][2][2];
+  for (int t = 0; t < tiles; ++t) std::fill_n(&carry[t][0][0][0][0][0], 16 * C, _mm256_setzero_ps());
+  blocks(vrows0, [&](int t, int32_t j0, int32_t end) {
+    for (int pair = 0; pair < 2; ++pair) {
+      const int t0 = 4 * t + 2 * pair;
+      for (int piece = 0; piece < C; ++piece) {
+        auto& acc = carry[t][pair][piece];
+        for (int32_t j = j0; j < end; j += 2)
+          for (int h = 0; h < 2; ++h) {
+            const float* row = rows + (j + h - j0) * D + 16 * piece;
+            add_value(acc, h, _mm256_load_ps(row), _mm256_load_ps(row + 8), scores[t0][j + h] * inv[t0],
+                      scores[t0 + 1][j + h] * inv[t0 + 1]);
+          }
+      }
+    }
+  });
+  for (int t = 0; t < tiles; ++t) {
+    const Rows after = rows_at(shared[t]).second;
+    for (int pair = 0; pair < 2; ++pair)
+      for (int piece = 0; piece < C; ++piece)
+        finish_pair<Rows>(after, shared[t], n + 4 * t, 2 * pair, 2 * piece, scores + 4 * t, inv + 4 * t,
+                          carry[t][pair][piece], out + 4 * t);
+  }
 }
 
 // fn(std::integral_constant<int, head_dim / 16>) for head_dim 32, 64, 96, 128 (P @ V of one query
@@ -376,17 +392,26 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 }
 
 template <class View>
-bool four_queries(const float* const* q, const int32_t* positions, const View& c, const int32_t* block_table,
-                  int64_t kvh, float scale, float* const* scores, float* const* out) {
-  // An f32 cache's rows straight where a kv head's rows lie one after another (one kv head): copying them
-  // cost 3-8% there; with more kv heads (rows num_kv_heads x head_dim apart) the copies were 1.1-2.5x faster.
-  const bool value_blocks = c.num_kv_heads > 1;
+bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
+                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh,
-              [&](auto k, auto v) { attention_tile4<C()>(q, positions, k, v, scale, scores, out, value_blocks); });
+    with_rows(c, block_table, kvh, [&](auto k, auto v) {
+      using Rows = decltype(k);
+      auto rows_at = [&](int32_t j) {  // (keys, values) at key j
+        std::pair<Rows, Rows> at{k, v};
+        with_rows(
+            c, block_table, kvh,
+            [&](auto kj, auto vj) {
+              if constexpr (std::is_same_v<decltype(kj), Rows>) at = {kj, vj};
+            },
+            j);
+        return at;
+      };
+      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out);
+    });
   });
 }
-
 
 // Decode attention in stages (attention.h: paged_attention_split_*), each stage's per-query work
 // that of attention_head.
@@ -543,19 +568,13 @@ bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, 
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                 float* const* out) {
-  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || !avx2_attention_head_dim(c.head_dim)) return false;
-  for (int t = 0; t < tiles; ++t)
-    four_queries(q + 4 * t, positions + 4 * t, c, block_table, kvh, scale, scores + 4 * t, out + 4 * t);
-  return true;
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
 }
 
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                       float* const* scores, float* const* out) {
-  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || !avx2_attention_head_dim(c.head_dim)) return false;
-  for (int t = 0; t < tiles; ++t)
-    four_queries(q + 4 * t, positions + 4 * t, c, block_table, kvh, scale, scores + 4 * t, out + 4 * t);
-  return true;
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
