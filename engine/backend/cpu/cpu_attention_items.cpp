@@ -12,16 +12,16 @@ struct Run {
   int32_t unit, units;
 };
 
-// A sequence's consecutive tiles in runs of at most `most` (a tile marked alone on its own); single
-// tokens as runs of one.
+// A sequence's consecutive tiles in runs of at most `most` (and of one block where they have one);
+// single tokens as runs of one.
 std::vector<Run> runs_of(const std::vector<AttentionUnit>& units, int most) {
   std::vector<Run> runs;
   for (int32_t u = 0; u < int32_t(units.size()); ++u) {
     const AttentionUnit& a = units[size_t(u)];
-    if (!runs.empty() && a.count == 4 && !a.alone) {
+    if (!runs.empty() && a.count == 4) {
       Run& r = runs.back();
       const AttentionUnit& b = units[size_t(r.unit)];
-      if (b.count == 4 && !b.alone && b.seq == a.seq && r.units < most) {
+      if (b.count == 4 && b.seq == a.seq && b.block == a.block && r.units < most) {
         ++r.units;
         continue;
       }

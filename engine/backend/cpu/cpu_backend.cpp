@@ -354,7 +354,8 @@ class CpuBackend final : public Backend {
     // rest. An int8 / fp8 context is read in place (rows dequantized in registers) where a kernel
     // does that; elsewhere each sequence goes to attention_over_copy.
     // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
-    // own block from `exact[s]`, and a unit of four stays inside one block.
+    // own block from `exact[s]`: a unit of four stays inside one block (the tokens before a block's
+    // start go singly) and shares an item only with its block's.
     // A sliding window: a sequence with a token past it (position >= window) goes to
     // attention_over_copy, whose contiguous copy of the context lets the single-token kernels start
     // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): every
@@ -386,10 +387,11 @@ class CpuBackend final : public Backend {
         continue;
       }
       int t = q0;
-      for (; t + 4 <= q1; t += 4) {
-        if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B) break;
-        units.push_back({t, 4, s, has_exact(s)});  // a tile with exact rows shares them with no other
-      }
+      while (t + 4 <= q1)
+        if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B)
+          units.push_back({t, 1, s}), ++t;  // singles up to the next block's start
+        else
+          units.push_back({t, 4, s, has_exact(s) ? plan.positions[t] / B : -1}), t += 4;  // exact rows: its block's
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
     // A decode token alone in its sequence goes to the stages where they beat its heads run whole
@@ -441,7 +443,7 @@ class CpuBackend final : public Backend {
               pos[queries] = plan.positions[size_t(t)];
             }
         kernels::KvExactRows ex;
-        const kernels::KvExactRows* exact_of = nullptr;  // a tile with exact rows is alone in its item
+        const kernels::KvExactRows* exact_of = nullptr;  // an item's tiles with exact rows share one block's
         if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
         if (first.count == 4 &&
             (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
