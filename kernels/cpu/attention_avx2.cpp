@@ -433,6 +433,20 @@ struct DenseRows {
   }
 };
 
+// Asks for the cache lines of elements [first, first + count) of the next `keys` rows of `rows`
+// (advanced past them): the stages read rows 1-4 KB apart, a page every few rows, which the hardware
+// prefetchers leave to the loads (each row's first line then missed, and the dequantizing loop keeps
+// few rows in flight). Issued a block of keys ahead of the rows read.
+template <class Rows>
+void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
+  for (int32_t j = 0; j < keys; ++j) {
+    const auto r = rows.next();
+    const char* begin = reinterpret_cast<const char*>(r.p + first);
+    const char* end = reinterpret_cast<const char*>(r.p + first + count);
+    for (const char* p = begin; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
+  }
+}
+
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
@@ -448,6 +462,10 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
               [&](auto krows, auto) { score_keys<C()>(s.q[g], krows, k0, k1, scale, s.scores[g]); }, k0);
       } else {  // each row dequantized once for the group: the same f32 values its loader gives each query
         alignas(32) float rows[kSplitKeyPass * D];
+        if (k1 < j1)
+          with_rows(
+              c, block_table, s.kvh,
+              [&](auto ahead, auto) { prefetch_rows(ahead, std::min(j1, k1 + kSplitKeyPass) - k1, 0, D); }, k1);
         with_rows(
             c, block_table, s.kvh,
             [&](auto krows, auto) {
@@ -516,6 +534,56 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
       _mm256_storeu_ps(s.out[g0 + g] + d0 + 8 * i, _mm256_add_ps(acc[g][0][i], acc[g][1][i]));
 }
 
+// split_values_pass over columns [d0, d0 + width) (a multiple of 8 P) in width / 8P passes, a block of
+// kSplitKeyPass keys' rows at a time copied (int8 dequantized) into L1 for all of them, each pass's
+// chains carried from block to block: the same operations in the same order. In place each pass
+// read every row again (a line or two of it, rows 1-4 KB apart) and dequantized its columns.
+template <int G, int P, class Rows>
+void split_values_blocks(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0, int64_t width) {
+  constexpr int kMaxSlices = 128 / (8 * P);
+  alignas(32) float rows[kSplitKeyPass * 128];
+  __m256 carry[kMaxSlices][G][2][P];
+  const int slices = int(width / (8 * P));
+  for (int sl = 0; sl < slices; ++sl) std::fill_n(&carry[sl][0][0][0], G * 2 * P, _mm256_setzero_ps());
+  const float* prob[G];
+  for (int g = 0; g < G; ++g) prob[g] = s.scores[g0 + g];
+  // int8 / fp8: the next block's rows asked for (f32 rows, 4-8 lines each, were slower so)
+  constexpr bool prefetch = !std::is_same_v<Rows, F32Rows>;
+  Rows ahead = vrows;
+  for (int32_t j = 0; prefetch && j < std::min(n, kSplitKeyPass); ++j) ahead.next();
+  for (int32_t k0 = 0; k0 < n; k0 += kSplitKeyPass) {  // k0 even
+    const int32_t k1 = std::min(n, k0 + kSplitKeyPass);
+    if (prefetch) prefetch_rows(ahead, std::min(n, k1 + kSplitKeyPass) - k1, d0, width);
+    for (int32_t j = k0; j < k1; ++j) {
+      auto row = vrows.next();
+      row.p += d0;
+      for (int i = 0; i < width / 8; ++i) _mm256_store_ps(rows + (j - k0) * width + 8 * i, row.load(i));
+    }
+    for (int sl = 0; sl < slices; ++sl) {
+      __m256 acc[G][2][P];
+      std::copy_n(&carry[sl][0][0][0], G * 2 * P, &acc[0][0][0]);
+      auto add_key = [&](int h, int32_t j) {
+        const float* r = rows + (j - k0) * width + 8 * P * sl;
+        __m256 v[P];
+        for (int i = 0; i < P; ++i) v[i] = _mm256_load_ps(r + 8 * i);
+        for (int g = 0; g < G; ++g) {
+          const __m256 p = _mm256_set1_ps(prob[g][j]);
+          for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
+        }
+      };
+      int32_t j = k0;
+      for (; j + 1 < k1; j += 2) add_key(0, j), add_key(1, j + 1);
+      if (j < k1) add_key(0, j);  // a last even key
+      std::copy_n(&acc[0][0][0], G * 2 * P, &carry[sl][0][0][0]);
+    }
+  }
+  for (int sl = 0; sl < slices; ++sl)
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < P; ++i)
+        _mm256_storeu_ps(s.out[g0 + g] + d0 + 8 * P * sl + 8 * i,
+                         _mm256_add_ps(carry[sl][g][0][i], carry[sl][g][1][i]));
+}
+
 // fn(G, P) as compile-time constants: G in 1..4, P 2 for G <= 3 (at most 12 of the 16 registers
 // hold chains), else 1.
 template <class Fn>
@@ -539,10 +607,11 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0);
-      if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains), as attention_head's passes
+      if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains) a pass, as attention_head's
+        const int64_t w = (d0 + width - d) / 32 * 32;
         with_rows(c, block_table, s.kvh,
-                  [&](auto, auto vrows) { split_values_pass<1, 4>(s, g0, vrows, s.position + 1, d); });
-        d += 32;
+                  [&](auto, auto vrows) { split_values_blocks<1, 4>(s, g0, vrows, s.position + 1, d, w); });
+        d += w;
         continue;
       }
       const bool wide = G <= 3 && d0 + width - d >= 16;
