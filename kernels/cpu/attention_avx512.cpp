@@ -506,22 +506,42 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
 // memory by the first query and from cache by the others.
 constexpr int32_t kSplitKeyPass = 64;
 
+// Asks for the cache lines of elements [first, first + count) of the next `keys` rows of `rows`
+// (advanced past them): the stages read rows 1-4 KB apart, a page every few rows, which the hardware
+// prefetchers leave to the loads. Issued a pass of keys ahead of the rows read (int8 / fp8 rows: f32
+// ones, 4-8 lines each, were slower so on AVX2).
+template <class Rows>
+void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
+  for (int32_t j = 0; j < keys; ++j) {
+    const auto r = rows.next();
+    const char* begin = reinterpret_cast<const char*>(r.p + first);
+    const char* end = reinterpret_cast<const char*>(r.p + first + count);
+    for (const char* p = begin; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
+  }
+}
+
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
   return dispatch(c.head_dim, [&](auto C) {
-    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass)
+    for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass) {
+      const int32_t k1 = std::min(j1, k0 + kSplitKeyPass);
+      if (std::is_same_v<View, PagedKvQuantView> && k1 < std::min(j1, s.exact ? s.exact->from : j1))
+        with_rows(c, block_table, s.kvh, nullptr, k1, [&](auto ahead) {
+          prefetch_rows(ahead.krows, std::min(j1, k1 + kSplitKeyPass) - k1, 0, c.head_dim);
+        });
       for (int g = 0; g < s.group; ++g)
         with_rows(c, block_table, s.kvh, s.exact, k0, [&](auto kr) {
           __m512 qv[C()];
           for (int i = 0; i < C(); ++i) qv[i] = _mm512_loadu_ps(s.q[g] + 16 * i);
-          const int32_t k1 = std::min(j1, k0 + kSplitKeyPass), cut = std::clamp(kr.from, k0, k1);
+          const int32_t cut = std::clamp(kr.from, k0, k1);
           score_keys<C()>(qv, kr.krows, k0, cut, scale, s.scores[g]);  // the cache's keys, then exact ones
           if (cut < k1) {
             LinearRows kx = kr.kx_at(cut);
             score_keys<C()>(qv, kx, cut, k1, scale, s.scores[g]);
           }
         });
+    }
   });
 }
 
@@ -561,8 +581,15 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, const KeyRows<Row
     }
   };
   auto keys = [&](auto rows, int32_t j, int32_t end) {  // j even
-    for (; j + 1 < end; j += 2) add_key(rows, 0, j), add_key(rows, 1, j + 1);
-    if (j < end) add_key(rows, 0, j);  // a last even key
+    constexpr bool prefetch = !std::is_same_v<decltype(rows), F32Rows> && !std::is_same_v<decltype(rows), LinearRows>;
+    auto ahead = rows;  // int8 / fp8: the next pass of keys' rows asked for
+    for (int32_t a = j; prefetch && a < std::min(end, j + kSplitKeyPass); ++a) ahead.next();
+    for (int32_t p0 = j; p0 < end; p0 += kSplitKeyPass) {  // kSplitKeyPass even
+      const int32_t p1 = std::min(end, p0 + kSplitKeyPass);
+      if (prefetch) prefetch_rows(ahead, std::min(end, p1 + kSplitKeyPass) - p1, d0, 16 * P);
+      for (j = p0; j + 1 < p1; j += 2) add_key(rows, 0, j), add_key(rows, 1, j + 1);
+      if (j < p1) add_key(rows, 0, j);  // a last even key
+    }
   };
   const int32_t cut = std::min(kr.from, n);  // the cache's keys, then exact ones (cut a multiple of 16)
   keys(kr.vrows, 0, cut);
