@@ -9,7 +9,8 @@
 # Environment: ISA forces llmctl's kernels (--cpu-isa), to set beside a llama.cpp built with
 # GGML_NATIVE=OFF GGML_AVX512=OFF (LLAMA_CPP_DIR: that build); KV_DTYPES (default "auto int8");
 # GGUF another model file (default: the default model's Q4_1); PREFILL=1 also times a D-token prompt
-# (llmctl `bench latency --output-len 1`, prompt tok/s, the default KV cache, beside `llama-bench -p D -n 0`).
+# (llmctl `bench latency --output-len 1`, prompt tok/s, the default KV cache, beside `llama-bench -p D -n 0`;
+# both warm up first: a run's first long prompt also faults in the KV cache's pages).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -33,7 +34,7 @@ for round in $(seq "$ROUNDS"); do
   for d in $DEPTHS; do
     if [ "${PREFILL:-0}" = 1 ]; then
       for bin in "${bins[@]}"; do
-        "$bin" bench latency -m "$GGUF" -t "$THREADS" --input-len "$d" --output-len 1 --repetitions 1 --warmup 0 \
+        "$bin" bench latency -m "$GGUF" -t "$THREADS" --input-len "$d" --output-len 1 --repetitions 1 --warmup 1 \
           --no-progress "${ISA_FLAGS[@]}" --json - 2>/dev/null |
           python3 -c "import json,sys; r=json.load(sys.stdin)['rows'][0]; print(f\"round $round prompt $d llmctl ($bin): prefill {r['pp_tok_s_median']:.1f} tok/s\")"
       done

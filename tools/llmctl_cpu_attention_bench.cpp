@@ -10,7 +10,8 @@
 // rows) read in turn, and between two calls the pool reads --stream-mb MB of other memory (a layer's
 // weights), so a layer's rows come from memory while the paths' own small buffers stay cached.
 // Prints per (cache, keys, threads): the median microseconds of a call by each path, their ratio, the
-// curve's cost and the choice; then a prompt's four-query tile at each context length (int8 and f32).
+// curve's cost and the choice; then a prompt's tiles of four query tokens, --tiles of them a call
+// (kernels::paged_attention_tiles), at each context length (int8 and f32).
 // Options: --threads 1,2  --keys 128,256,512,1024,2048  --heads 9  --kv-heads 3  --head-dim 64
 //          --kv f32,int8,fp8  --calls 300  --layers 30  --stream-mb 3  --cpu-isa ISA  --tiles 1,8
 #include <algorithm>

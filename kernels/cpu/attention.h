@@ -66,9 +66,9 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // positions positions[4t..4t+3]; tiles in any order (a GQA group's query heads on the same tokens, a
 // prompt's successive tokens on one head). The results of 4 x tiles paged_attention_head (cache) or
 // paged_attention_head_quant (qcache) calls, bit for bit, with each key row a tile reads loaded once
-// for its four queries instead of once per query, and (AVX-512) each row read from the cache once
-// for all the tiles, a block of rows at a time kept in L1 while every tile passes over it (a prompt's
-// attention then reads its context once per 4 x tiles tokens). scratch[i]:
+// for its four queries instead of once per query, and each row read from the cache once for all the
+// tiles, a block of rows at a time kept in L1 while every tile passes over it (a prompt's attention
+// then reads its context once per 4 x tiles tokens). scratch[i]:
 // paged_attention_scratch(positions[i]). False, doing nothing, where no such kernel runs (AVX-512:
 // head_dim a multiple of 16 up to 128; AVX2: 32, 64, 96, 128, and for quantized caches where
 // paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].

@@ -29,7 +29,8 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
     for (int64_t D : {16, 32, 64, 80, 96, 128})
       for (const auto& starts : tile_starts) {
         const kernels::KvQuant quant_kind = kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8;
-        if (!kernels::paged_attention_split_runs(D) || (kind > 0 && !kernels::paged_attention_quant_in_place(quant_kind, D)))
+        if (!kernels::paged_attention_split_runs(D) ||
+            (kind > 0 && !kernels::paged_attention_quant_in_place(quant_kind, D)))
           continue;  // no SIMD kernel for this head size or cache here (the caller runs single queries)
         const int tiles = int(starts.size()), queries = 4 * tiles;
         std::vector<int32_t> pos;

@@ -400,10 +400,11 @@ TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equ
               s1[size_t(t)] = s0[size_t(t)] = s4[size_t(t)];
               q[t] = qs.data() + t * D, sp[t] = s4[size_t(t)].data(), op[t] = o4[size_t(t)].data();
             }
-            const bool ran4 = kind == 0 ? kernels::detail::paged_attention_tiles_avx2(1, q, pos.data(), f32, table.data(),
-                                                                                       kvh, 0.125f, sp, op)
-                                        : kernels::detail::paged_attention_tiles_quant_avx2(1, 
-                                              q, pos.data(), quant, table.data(), kvh, 0.125f, sp, op);
+            using kernels::detail::paged_attention_tiles_avx2, kernels::detail::paged_attention_tiles_quant_avx2;
+            const bool ran4 = kind == 0
+                                  ? paged_attention_tiles_avx2(1, q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
+                                  : paged_attention_tiles_quant_avx2(1, q, pos.data(), quant, table.data(), kvh, 0.125f,
+                                                                     sp, op);
             REQUIRE(ran4);
             for (int t = 0; t < 4; ++t) {
               const size_t u = size_t(t);
@@ -428,7 +429,8 @@ TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equ
   float *sp[4] = {}, *op[4] = {};
   const int32_t pos[4] = {0, 1, 2, 3}, t0[1] = {0};
   const std::vector<float> z(48);
-  CHECK_FALSE(kernels::detail::paged_attention_tiles_avx2(1, q, pos, {z.data(), z.data(), 1, 1, 48}, t0, 0, 1.f, sp, op));
+  CHECK_FALSE(
+      kernels::detail::paged_attention_tiles_avx2(1, q, pos, {z.data(), z.data(), 1, 1, 48}, t0, 0, 1.f, sp, op));
 }
 
 TEST_CASE("attention_exp: within 2 ulp of e^x over [-87, 0], 0 below, NaN kept") {

@@ -46,7 +46,8 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
           }
           const bool ran =
               kind == 0 ? kernels::paged_attention_tiles(1, q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
-                        : kernels::paged_attention_tiles_quant(1, q, pos.data(), quant, table.data(), kvh, 0.125f, sp, op);
+                        : kernels::paged_attention_tiles_quant(1, q, pos.data(), quant, table.data(), kvh, 0.125f, sp,
+                                                               op);
           REQUIRE(ran);
           for (int t = 0; t < 4; ++t) {
             if (kind == 0)
@@ -119,11 +120,13 @@ TEST_CASE("exact rows beside an int8 / fp8 cache: in place equals the copy with 
           for (int tiles = 1; tiles <= 2; ++tiles)
             for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
               const kernels::KvExactRows exact{ek.data() + kvh * D, ev.data() + kvh * D, from, Hkv * D};
-              std::vector<std::vector<float>> s8(8, std::vector<float>(size_t(kernels::paged_attention_scratch(pos)), NAN));
+              const size_t ns = size_t(kernels::paged_attention_scratch(pos));
+              std::vector<std::vector<float>> s8(8, std::vector<float>(ns, NAN));
               std::vector<std::vector<float>> o8(8, std::vector<float>(size_t(D), NAN)), o1 = o8, s1 = s8;
               const float* qp[8];
               float *sp[8], *op[8];
-              for (int t = 0; t < 8; ++t) qp[t] = qs.data() + t * D, sp[t] = s8[size_t(t)].data(), op[t] = o8[size_t(t)].data();
+              for (int t = 0; t < 8; ++t)
+                qp[t] = qs.data() + t * D, sp[t] = s8[size_t(t)].data(), op[t] = o8[size_t(t)].data();
               REQUIRE(kernels::paged_attention_tiles_quant(tiles, qp, p8, view, table.data(), kvh, 0.125f, sp, op,
                                                            &exact));
               for (int t = 0; t < 4 * tiles; ++t) {
