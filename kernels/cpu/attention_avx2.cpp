@@ -359,6 +359,7 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
     case 64: fn(std::integral_constant<int, 4>{}); return true;
     case 96: fn(std::integral_constant<int, 6>{}); return true;
     case 128: fn(std::integral_constant<int, 8>{}); return true;
+    case 256: fn(std::integral_constant<int, 16>{}); return true;  // Gemma's
     default: return false;
   }
 }
@@ -608,7 +609,7 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0);
       if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains) a pass, as attention_head's
-        const int64_t w = (d0 + width - d) / 32 * 32;
+        const int64_t w = std::min<int64_t>(128, (d0 + width - d) / 32 * 32);  // split_values_blocks' most
         with_rows(c, block_table, s.kvh,
                   [&](auto, auto vrows) { split_values_blocks<1, 4>(s, g0, vrows, s.position + 1, d, w); });
         d += w;

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/attention_impl.h"
 
@@ -201,18 +202,18 @@ void store_out(const __m512 (&acc)[2][C], float* out) {
 }
 
 // P @ V of one query over keys [j, n) (vrows positioned at key j), two keys a step where the
-// chains' parity is known at compile time.
-template <int C, class Rows>
+// chains' parity is known at compile time; the C vectors of columns from vector O on.
+template <int C, int O = 0, class Rows>
 void add_value_pairs(__m512 (&acc)[2][C], Rows& vrows, int32_t j, int32_t n, const float* e, float inv) {
-  if (j < n && j % 2) add_values<C>(acc, vrows, j, j + 1, e, inv), ++j;
+  if (j < n && j % 2) add_values<C, O>(acc, vrows, j, j + 1, e, inv), ++j;
   for (; j + 1 < n; j += 2) {
     const __m512 p0 = _mm512_set1_ps(e[j] * inv), p1 = _mm512_set1_ps(e[j + 1] * inv);
     const auto v0 = vrows.next();
-    for (int i = 0; i < C; ++i) acc[0][i] = _mm512_fmadd_ps(p0, v0.load(i), acc[0][i]);
+    for (int i = 0; i < C; ++i) acc[0][i] = _mm512_fmadd_ps(p0, v0.load(O + i), acc[0][i]);
     const auto v1 = vrows.next();
-    for (int i = 0; i < C; ++i) acc[1][i] = _mm512_fmadd_ps(p1, v1.load(i), acc[1][i]);
+    for (int i = 0; i < C; ++i) acc[1][i] = _mm512_fmadd_ps(p1, v1.load(O + i), acc[1][i]);
   }
-  add_values<C>(acc, vrows, j, n, e, inv);  // a last even key
+  add_values<C, O>(acc, vrows, j, n, e, inv);  // a last even key
 }
 
 // The keys of a query: [0, from) through the cache's loaders (krows, vrows, at key 0) and
@@ -236,12 +237,22 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
   const float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
                            score_keys<C>(qv, kr.kx, from, n, scale, scores));
   const float inv = softmax_in_place(scores, n, m);
-  __m512 acc[2][C];
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < C; ++i) acc[h][i] = _mm512_setzero_ps();
-  add_value_pairs<C>(acc, kr.vrows, 0, from, scores, inv);
-  add_value_pairs<C>(acc, kr.vx, from, n, scores, inv);
-  store_out<C>(acc, out);
+  // P @ V over slices of at most 8 vectors of columns (16 chains; columns' chains are independent,
+  // so slicing changes no bits): one slice up to head_dim 128, two at 256
+  auto values = [&](auto width, auto offset) {
+    constexpr int W = width(), O = offset();
+    __m512 acc[2][W];
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < W; ++i) acc[h][i] = _mm512_setzero_ps();
+    Rows vrows = kr.vrows;
+    LinearRows vx = kr.vx;
+    add_value_pairs<W, O>(acc, vrows, 0, from, scores, inv);
+    add_value_pairs<W, O>(acc, vx, from, n, scores, inv);
+    store_out<W, O>(acc, out);
+  };
+  using std::integral_constant;
+  values(integral_constant<int, std::min(C, 8)>{}, integral_constant<int, 0>{});
+  if constexpr (C > 8) values(integral_constant<int, C - 8>{}, integral_constant<int, 8>{});
 }
 
 // Keys a block of the tiles holds: their f32 rows (dequantized from int8 / fp8) laid one after
@@ -252,11 +263,15 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
 template <int C>
 constexpr int32_t kKeyBlock = 4096 / (16 * C) / 4 * 4;
 
+// The tiles' value passes take slices of at most kSlice vectors of columns: a pair of queries' chains
+// (2 queries x 2 key parities) then fill 16 registers.
+constexpr int kSlice = 4;
+
 // One pass of a pair of queries (t0, t0 + 1) over keys [j, end) (both even) of `rows` (positioned at
-// key j), the slice of W vectors from vector O, continuing the pair's chains acc[query][key parity]:
-// each row's slice loaded once for the two.
+// key j), the slice of W <= kSlice vectors from vector O, continuing the pair's chains
+// acc[query][key parity][0, W): each row's slice loaded once for the two.
 template <int W, int O, class Rows>
-void pair_values(__m512 (&acc)[2][2][W], Rows& rows, int32_t j, int32_t end, int t0, float* const* scores,
+void pair_values(__m512 (&acc)[2][2][kSlice], Rows& rows, int32_t j, int32_t end, int t0, float* const* scores,
                  const float* inv) {
   __m512 a[2][2][W];  // in registers for the loop
   for (int t = 0; t < 2; ++t)
@@ -282,8 +297,11 @@ void pair_values(__m512 (&acc)[2][2][W], Rows& rows, int32_t j, int32_t end, int
 // The end of a query's slice after the shared keys: its own keys [shared, n) (exact rows where they
 // start by then, else the cache's, `after` positioned at key `shared`), then even + odd chains to out.
 template <int W, int O, class Rows>
-void finish_values(__m512 (&acc)[2][W], const KeyRows<Rows>& kr, const Rows& after, int32_t shared, int32_t n,
-                   const float* e, float inv, float* out) {
+void finish_values(const __m512 (&chains)[2][kSlice], const KeyRows<Rows>& kr, const Rows& after, int32_t shared,
+                   int32_t n, const float* e, float inv, float* out) {
+  __m512 acc[2][W];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < W; ++i) acc[h][i] = chains[h][i];
   if (kr.from <= shared) {
     LinearRows tail = kr.vx_at(shared);
     add_values<W, O>(acc, tail, shared, n, e, inv);
@@ -351,7 +369,7 @@ template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
                      RowsAt&& rows_at, float scale, float* const* scores, float* const* out) {
   constexpr int32_t kBlock = kKeyBlock<C>;
-  constexpr int W0 = C <= 4 ? C : 4, W1 = C <= 4 ? 1 : C - 4;  // slices [0, W0), [4, C) past head_dim 64
+  constexpr int kSlices = (C + kSlice - 1) / kSlice;  // of columns, for the value passes
   const int queries = 4 * tiles;
   int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
   for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
@@ -390,30 +408,31 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * (i % 4) + k]);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
-  // [tile][query pair][query of the pair][key parity]
-  __m512 carry0[kPagedAttentionMaxTiles][2][2][2][W0], carry1[kPagedAttentionMaxTiles][2][2][2][W1];
-  for (int t = 0; t < tiles; ++t) {
-    std::fill_n(&carry0[t][0][0][0][0], 8 * W0, _mm512_setzero_ps());
-    std::fill_n(&carry1[t][0][0][0][0], 8 * W1, _mm512_setzero_ps());
-  }
+  // [tile][slice][query pair][query of the pair][key parity][vector]
+  __m512 carry[kPagedAttentionMaxTiles][kSlices][2][2][2][kSlice];
+  for (int t = 0; t < tiles; ++t) std::fill_n(&carry[t][0][0][0][0][0], kSlices * 8 * kSlice, _mm512_setzero_ps());
+  // fn(W, O, s) for each slice s of W vectors from vector O, as compile-time constants
+  auto each_slice = [](auto&& fn) {
+    [&]<int... S>(std::integer_sequence<int, S...>) {
+      (fn(std::integral_constant<int, std::min(kSlice, C - kSlice * S)>{}, std::integral_constant<int, kSlice * S>{},
+          S),
+       ...);
+    }(std::make_integer_sequence<int, kSlices>{});
+  };
   const LinearRows exact_values = from < all ? kr.vx_at(from) : LinearRows{nullptr, 0};
   blocks(kr.vrows, exact_values, [&](int t, int32_t j0, int32_t end) {
-    for (int pair = 0; pair < 2; ++pair) {
-      LinearRows block{rows, 16 * C};
-      pair_values<W0, 0>(carry0[t][pair], block, j0, end, 2 * pair, scores + 4 * t, inv + 4 * t);
-      if constexpr (C > 4) {
-        block = {rows, 16 * C};
-        pair_values<W1, 4>(carry1[t][pair], block, j0, end, 2 * pair, scores + 4 * t, inv + 4 * t);
-      }
-    }
+    for (int pair = 0; pair < 2; ++pair)
+      each_slice([&](auto W, auto O, int sl) {
+        LinearRows block{rows, 16 * C};
+        pair_values<W(), O()>(carry[t][sl][pair], block, j0, end, 2 * pair, scores + 4 * t, inv + 4 * t);
+      });
   });
   for (int i = 0; i < queries; ++i) {
     const int t = i / 4;
     const Rows after = rows_at(shared[t]).vrows;
-    auto& c0 = carry0[t][i % 4 / 2][i % 2];
-    finish_values<W0, 0>(c0, kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
-    if constexpr (C > 4)
-      finish_values<W1, 4>(carry1[t][i % 4 / 2][i % 2], kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
+    each_slice([&](auto W, auto O, int sl) {
+      finish_values<W(), O()>(carry[t][sl][i % 4 / 2][i % 2], kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
+    });
   }
 }
 
@@ -430,6 +449,7 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
     case 96: fn(std::integral_constant<int, 6>{}); return true;
     case 112: fn(std::integral_constant<int, 7>{}); return true;
     case 128: fn(std::integral_constant<int, 8>{}); return true;
+    case 256: fn(std::integral_constant<int, 16>{}); return true;  // Gemma's
     default: return false;
   }
 }

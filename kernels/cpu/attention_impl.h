@@ -103,10 +103,10 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
 // The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
 // registers); the AVX2 ones: multiples of 32 up to 128 (P @ V of one query takes 32 columns a pass).
 inline bool avx512_attention_head_dim(int64_t head_dim) {
-  return head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128;
+  return (head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128) || head_dim == 256;
 }
 inline bool avx2_attention_head_dim(int64_t head_dim) {
-  return head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 128;
+  return (head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 128) || head_dim == 256;
 }
 
 // AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (avx512_attention_head_dim); they return false,

@@ -39,7 +39,7 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
   const int64_t unit = kernels::paged_attention_split_columns();
   int checked = 0;
   for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
-    for (int64_t D : {16, 32, 48, 64, 96, 128}) {
+    for (int64_t D : {16, 32, 48, 64, 96, 128, 256}) {
       if (!split_runs(kind, D)) continue;
       const uint32_t seed = uint32_t(31 * D + kind);
       const auto k = randn(size_t(NB * B * Hkv * D), seed), v = randn(size_t(NB * B * Hkv * D), seed + 1);
@@ -182,7 +182,7 @@ TEST_CASE("decode attention in stages with exact open-block rows equals the whol
   std::shuffle(table.begin(), table.end(), std::mt19937(9));
   int checked = 0;
   for (int kind = 1; kind < 3; ++kind)  // int8, fp8
-    for (int64_t D : {16, 64, 128})
+    for (int64_t D : {16, 64, 128, 256})
       for (int32_t pos : {0, 15, 16, 40, 100, 300}) {
         const uint32_t seed = uint32_t(500 * kind + D + pos);
         const auto k = randn(size_t(NB * B * Hkv * D), seed, 2.0f), v = randn(size_t(NB * B * Hkv * D), seed + 1, 2.0f);
@@ -217,7 +217,7 @@ TEST_CASE("decode attention in stages with exact open-block rows equals the whol
           }
         }
       }
-  CHECK(checked == 2 * 3 * 6 * 2 * 3);
+  CHECK(checked == 2 * 4 * 6 * 2 * 3);
   // exact rows off the 16-key grid, and with an f32 cache, are refused
   const std::vector<float> kv(size_t(4 * 16 * 64), 0.5f), q(64, 1.0f);
   std::vector<float> scores(size_t(kernels::paged_attention_scratch(40))), out(64);

@@ -26,7 +26,7 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
       {40, 41}, {0, 90, 37}, {100, 100, 3, 64, 160, 31, 120, 77}, {171, 0, 5, 6, 128, 129, 130, 15}};
   int checked = 0;
   for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
-    for (int64_t D : {16, 32, 64, 80, 96, 128})
+    for (int64_t D : {16, 32, 64, 80, 96, 128, 256})
       for (const auto& starts : tile_starts) {
         const kernels::KvQuant quant_kind = kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8;
         if (!kernels::paged_attention_split_runs(D) ||
@@ -69,8 +69,8 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
           }
         }
       }
-  // AVX-512: 3 kinds x {16, 32, 64, 80, 96, 128}; AVX2: f32 and int8 x {32, 64, 96, 128}
-  const int sizes = kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64) ? 3 * 6 : 2 * 4;
+  // AVX-512: 3 kinds x {16, 32, 64, 80, 96, 128, 256}; AVX2: f32 and int8 x {32, 64, 96, 128, 256}
+  const int sizes = kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64) ? 3 * 7 : 2 * 5;
   CHECK(checked == sizes * 2 * (2 + 3 + 8 + 8) * 4);
   // more tiles than a call takes, or none: nothing runs
   const std::vector<float> z(size_t(NB * B * Hkv * 64));

@@ -27,7 +27,7 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
       {0, 1, 2, 3}, {2, 3, 4, 5}, {16, 17, 18, 19}, {37, 38, 39, 40}, {5, 9, 40, 41}, {99, 100, 150, 160}};
   int checked = 0;
   for (int kind = 0; kind < 3; ++kind)  // f32, int8, fp8
-    for (int64_t D : {16, 64, 80, 128})
+    for (int64_t D : {16, 64, 80, 128, 256})
       for (const auto& pos : position_sets) {
         const uint32_t seed = uint32_t(100 * kind + D + pos[3]);
         const auto k = randn(NB * B * Hkv * D, seed), v = randn(NB * B * Hkv * D, seed + 1);
@@ -63,7 +63,7 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
           }
         }
       }
-  CHECK(checked == 3 * 4 * 6 * 2 * 4);
+  CHECK(checked == 3 * 5 * 6 * 2 * 4);
   const float* q[4] = {nullptr, nullptr, nullptr, nullptr};
   float *sp[4] = {}, *op[4] = {};
   const int32_t pos[4] = {0, 1, 2, 3}, t0[1] = {0};
@@ -78,7 +78,7 @@ TEST_CASE("exact rows beside an int8 / fp8 cache: in place equals the copy with 
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
   int checked = 0;
   for (int kind = 1; kind < 3; ++kind)  // int8, fp8
-    for (int64_t D : {16, 64, 128})
+    for (int64_t D : {16, 64, 128, 256})
       for (int32_t pos : {0, 5, 15, 16, 31, 40, 100, 160}) {
         const uint32_t seed = uint32_t(300 * kind + D + pos);
         const auto k = randn(NB * B * Hkv * D, seed, 2.0f), v = randn(NB * B * Hkv * D, seed + 1, 2.0f);
@@ -139,5 +139,5 @@ TEST_CASE("exact rows beside an int8 / fp8 cache: in place equals the copy with 
             }
         }
       }
-  CHECK(checked == 2 * 3 * 8 * 2 + 2 * 3 * 5 * 2 * (4 + 8));
+  CHECK(checked == 2 * 4 * 8 * 2 + 2 * 4 * 5 * 2 * (4 + 8));
 }
