@@ -187,6 +187,13 @@ void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQ
 void paged_attention_head_softcap(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                   int64_t kvh, float scale, float softcap, float* scores, float* out) {
   KERNEL_CHECK(softcap > 0 && std::isfinite(softcap)) << "paged_attention_head_softcap: softcap " << softcap;
+  // the SIMD kernels' scores, the cap scalar (std::tanh), as the portable kernel's, bit for bit
+  if (detail::cpu_has_avx512_vnni() &&
+      detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out, softcap))
+    return;
+  if (cpu_has_avx2() &&
+      detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out, softcap))
+    return;
   detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out, softcap);
 }
 

@@ -170,11 +170,12 @@ inline float softmax_in_place(float* scores, int32_t n, float m) {
   return float(1.0 / detail::tree16(sums));
 }
 
-template <int C, class Rows>  // C = head_dim / 16
+template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores
 void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t position, float scale, float* scores,
-                    float* out) {
+                    float* out, float softcap = 0.0f) {
   const int32_t n = position + 1;
-  const float m = score_keys<C>(q, krows, 0, n, scale, scores);
+  float m = score_keys<C>(q, krows, 0, n, scale, scores);
+  if (softcap > 0) m = softcap_scores(scores, n, softcap);
   const float inv = softmax_in_place(scores, n, m);
   for (int d0 = 0; d0 < 2 * C; d0 += 4) {  // 32 columns (4 loads of 8): 4 vectors x even / odd keys
     __m256 acc[2][4];
@@ -386,9 +387,10 @@ void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kv
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out) {
+               float* scores, float* out, float softcap = 0.0f) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out); });
+    with_rows(c, block_table, kvh,
+              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap); });
   });
 }
 
@@ -626,8 +628,8 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }  // namespace
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                               int64_t kvh, float scale, float* scores, float* out) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+                               int64_t kvh, float scale, float* scores, float* out, float softcap) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap);
 }
 
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,

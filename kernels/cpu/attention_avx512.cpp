@@ -229,13 +229,15 @@ struct KeyRows {
   LinearRows vx_at(int32_t j) const { return {vx.p + (j - from) * vx.stride, vx.stride}; }
 };
 
-template <int C, class Rows>  // C = head_dim / 16
-void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out) {
+template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores
+void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out,
+                    float softcap = 0.0f) {
   const int32_t n = position + 1, from = std::min(kr.from, n);
   __m512 qv[C];
   for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
-  const float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
-                           score_keys<C>(qv, kr.kx, from, n, scale, scores));
+  float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
+                     score_keys<C>(qv, kr.kx, from, n, scale, scores));
+  if (softcap > 0) m = softcap_scores(scores, n, softcap);
   const float inv = softmax_in_place(scores, n, m);
   // P @ V over slices of at most 8 vectors of columns (16 chains; columns' chains are independent,
   // so slicing changes no bits): one slice up to head_dim 128, two at 256
@@ -487,10 +489,10 @@ void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kv
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out, const KvExactRows* exact = nullptr) {
+               float* scores, float* out, const KvExactRows* exact = nullptr, float softcap = 0.0f) {
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, exact, 0,
-              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out); });
+              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out, softcap); });
   });
 }
 
@@ -663,8 +665,8 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }  // namespace
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                 int64_t kvh, float scale, float* scores, float* out) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+                                 int64_t kvh, float scale, float* scores, float* out, float softcap) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, nullptr, softcap);
 }
 
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,

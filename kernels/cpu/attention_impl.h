@@ -1,6 +1,7 @@
 // The variants behind attention.h's paged_attention_head (internal), and the scalar pieces of the
 // order they share.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -96,6 +97,17 @@ inline T tree16(const T* a) {
   return (p[0] + p[1]) + (p[2] + p[3]);
 }
 
+// Scores [0, n) soft-capped in place, softcap * tanh(score / softcap) as the portable kernel takes
+// them (scalar std::tanh: the same bits), and their maximum (the portable kernel's chain of std::max).
+inline float softcap_scores(float* scores, int32_t n, float softcap) {
+  float m = -INFINITY;
+  for (int32_t j = 0; j < n; ++j) {
+    scores[j] = softcap * std::tanh(scores[j] / softcap);
+    m = std::max(m, scores[j]);
+  }
+  return m;
+}
+
 // The portable kernel (any head_dim); softcap > 0: scores soft-capped (paged_attention_head_softcap).
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
@@ -112,10 +124,11 @@ inline bool avx2_attention_head_dim(int64_t head_dim) {
 // AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (avx512_attention_head_dim); they return false,
 // doing nothing, for other sizes. The portable kernel's results bit for bit. Call only where
 // cpu_has_avx2() (kernels/cpu/linear.h) / cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
+// softcap > 0: soft-capped scores (paged_attention_head_softcap), the cap itself scalar.
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                               int64_t kvh, float scale, float* scores, float* out);
+                               int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                 int64_t kvh, float scale, float* scores, float* out);
+                                 int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
 // The AVX-512 kernel reading an int8 or fp8 cache in place, each element dequantized in registers
 // exactly as dequantize_kv_row_int8 / _fp8 (kv_quant.h) compute it: the results of
 // dequantize_kv_positions followed by the f32 kernel, bit for bit, without the f32 copy. Same head

@@ -240,8 +240,8 @@ TEST_CASE("paged attention equals contiguous softmax attention over scattered bl
 }
 
 TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for bit (head_dim 16..128, 256)") {
-  using Variant =
-      bool (*)(const float*, const kernels::PagedKvView&, const int32_t*, int32_t, int64_t, float, float*, float*);
+  using Variant = bool (*)(const float*, const kernels::PagedKvView&, const int32_t*, int32_t, int64_t, float, float*,
+                           float*, float);
   std::vector<std::pair<const char*, Variant>> variants;
   if (kernels::cpu_has_avx2()) variants.push_back({"avx2", kernels::detail::paged_attention_head_avx2});
   if (kernels::detail::cpu_has_avx512_vnni())
@@ -261,7 +261,7 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
         for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
           const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
           std::vector<float> s1(ns, NAN), s2(ns, NAN), a(D, NAN), b(D, NAN);  // NaN scratch: never read
-          REQUIRE(variant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data()));
+          REQUIRE(variant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), 0.0f));
           kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s2.data(),
                                                          b.data());
           INFO(name << " D " << D << " ctx " << ctx << " kvh " << kvh);
@@ -279,7 +279,41 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
   for (const auto& v : variants)  // other head sizes: left to the portable kernel (AVX2: 48 too)
     for (int64_t D : {8, 48, 72, 144, 192})
       if (D != 48 || std::string(v.first) == "avx2")
-        CHECK_FALSE(v.second(z.data(), {z.data(), z.data(), 16, 1, D}, t0, 0, 0, 1.f, s.data(), o.data()));
+        CHECK_FALSE(v.second(z.data(), {z.data(), z.data(), 16, 1, D}, t0, 0, 0, 1.f, s.data(), o.data(), 0.0f));
+}
+
+TEST_CASE("soft-capped paged attention: the SIMD variants' scores, capped by the portable kernel's tanh, same bits") {
+  using kernels::detail::paged_attention_head_avx2, kernels::detail::paged_attention_head_avx512;
+  const bool avx512 = kernels::detail::cpu_has_avx512_vnni();
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2 (the portable kernel soft-caps)");
+  const int64_t B = 16, Hkv = 2, NB = 12;
+  const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
+  int checked = 0;
+  for (int variant = 0; variant < (avx512 ? 2 : 1); ++variant)
+    for (int64_t D : {64, 128, 256})
+      for (int32_t ctx : {1, 17, 100, 161})
+        for (float softcap : {50.0f, 3.0f}) {  // Gemma 2's, and one that caps nearly every score
+          const auto k = randn(NB * B * Hkv * D, 71 + ctx), v = randn(NB * B * Hkv * D, 72 + ctx);
+          const auto q = randn(D, 73 + ctx, 30.0f);  // scores of tens: the cap matters
+          const kernels::PagedKvView view{k.data(), v.data(), B, Hkv, D};
+          for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
+            const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
+            std::vector<float> s1(ns, NAN), s2(ns, NAN), s3(ns, NAN), a(D, NAN), b(D, NAN), c(D, NAN);
+            REQUIRE((variant == 0 ? paged_attention_head_avx2 : paged_attention_head_avx512)(
+                q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), softcap));
+            kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f,
+                                                           s2.data(), b.data(), softcap);
+            INFO("variant " << variant << " D " << D << " ctx " << ctx << " softcap " << softcap);
+            CHECK(std::memcmp(a.data(), b.data(), size_t(D) * 4) == 0);
+            CHECK(std::memcmp(s1.data(), s2.data(), size_t(ctx) * 4) == 0);
+            // and the cap changed the result (ctx > 1: the probabilities differ)
+            kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f,
+                                                           s3.data(), c.data());
+            if (ctx > 1) CHECK(std::memcmp(c.data(), b.data(), size_t(D) * 4) != 0);
+            ++checked;
+          }
+        }
+  CHECK(checked == (avx512 ? 2 : 1) * 3 * 4 * 2 * 2);
 }
 
 TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequantizing it first, bit for bit") {
