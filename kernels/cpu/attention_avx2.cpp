@@ -436,20 +436,6 @@ struct DenseRows {
   }
 };
 
-// Asks for the cache lines of elements [first, first + count) of the next `keys` rows of `rows`
-// (advanced past them): the stages read rows 1-4 KB apart, a page every few rows, which the hardware
-// prefetchers leave to the loads (each row's first line then missed, and the dequantizing loop keeps
-// few rows in flight). Issued a block of keys ahead of the rows read.
-template <class Rows>
-void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
-  for (int32_t j = 0; j < keys; ++j) {
-    const auto r = rows.next();
-    const char* begin = reinterpret_cast<const char*>(r.p + first);
-    const char* end = reinterpret_cast<const char*>(r.p + first + count);
-    for (const char* p = begin; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
-  }
-}
-
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {

@@ -528,20 +528,6 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
 // memory by the first query and from cache by the others.
 constexpr int32_t kSplitKeyPass = 64;
 
-// Asks for the cache lines of elements [first, first + count) of the next `keys` rows of `rows`
-// (advanced past them): the stages read rows 1-4 KB apart, a page every few rows, which the hardware
-// prefetchers leave to the loads. Issued a pass of keys ahead of the rows read (int8 / fp8 rows: f32
-// ones, 4-8 lines each, were slower so on AVX2).
-template <class Rows>
-void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
-  for (int32_t j = 0; j < keys; ++j) {
-    const auto r = rows.next();
-    const char* begin = reinterpret_cast<const char*>(r.p + first);
-    const char* end = reinterpret_cast<const char*>(r.p + first + count);
-    for (const char* p = begin; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
-  }
-}
-
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {

@@ -108,6 +108,22 @@ inline float softcap_scores(float* scores, int32_t n, float softcap) {
   return m;
 }
 
+// Asks for the cache lines of elements [first, first + count) of the next `keys` rows of a SIMD
+// variant's row loader (advanced past them; its rows' .p the first element): the decode stages read
+// rows 1-4 KB apart, a page every few rows, which the hardware prefetchers leave to the loads (each
+// row's first line then missed, and a loop dequantizing int8 / fp8 rows keeps few rows in flight).
+// The stages ask for them a pass of keys ahead; f32 rows (4-8 lines each) were slower so: left to the
+// hardware. (Rows are each variant's own types: every use is its own instantiation.)
+template <class Rows>
+void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
+  for (int32_t j = 0; j < keys; ++j) {
+    const auto r = rows.next();
+    const char* begin = reinterpret_cast<const char*>(r.p + first);
+    const char* end = reinterpret_cast<const char*>(r.p + first + count);
+    for (const char* p = begin; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+  }
+}
+
 // The portable kernel (any head_dim); softcap > 0: scores soft-capped (paged_attention_head_softcap).
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                    int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
