@@ -36,8 +36,9 @@ void paged_attention_head(const float* q, const PagedKvView& cache, const int32_
                           int64_t kvh, float scale, float* scratch, float* out);
 
 // paged_attention_head with Gemma 2's attention logit soft-capping: each score s (q . k * scale, in
-// the order above) becomes softcap * tanh(s / softcap) before the softmax. The portable order only
-// (no SIMD variant): the CPU backend runs it for soft-capped layers, over its contiguous copy.
+// the order above) becomes softcap * tanh(s / softcap) before the softmax, the cap by scalar
+// std::tanh wherever the scores come from (a SIMD variant's, the same bits): the CPU backend runs it
+// for soft-capped layers, over its contiguous copy.
 void paged_attention_head_softcap(const float* q, const PagedKvView& cache, const int32_t* block_table,
                                   int32_t position, int64_t kvh, float scale, float softcap, float* scratch, float* out);
 
@@ -54,9 +55,9 @@ struct KvExactRows {
 // The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
 // followed by paged_attention_head, bit for bit, without the f32 copy of the context; with `exact`,
 // the copy's rows [from, position] replaced by the exact ones first. Runs where
-// paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a multiple of 16 up to 128;
-// AVX2: int8 caches without exact rows, head_dim 32, 64, 96, 128); elsewhere the caller dequantizes
-// first.
+// paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a multiple of 16 up to
+// 128, or 256; AVX2: int8 caches without exact rows, head_dim 32, 64, 96, 128, 256); elsewhere the
+// caller dequantizes first.
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact = false);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out,
@@ -70,8 +71,8 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // tiles, a block of rows at a time kept in L1 while every tile passes over it (a prompt's attention
 // then reads its context once per 4 x tiles tokens). scratch[i]:
 // paged_attention_scratch(positions[i]). False, doing nothing, where no such kernel runs (AVX-512:
-// head_dim a multiple of 16 up to 128; AVX2: 32, 64, 96, 128, and for quantized caches where
-// paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].
+// head_dim a multiple of 16 up to 128, or 256; AVX2: 32, 64, 96, 128, 256, and for quantized caches
+// where paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].
 inline constexpr int kPagedAttentionMaxTiles = 8;
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& cache,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,

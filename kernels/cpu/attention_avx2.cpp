@@ -1,5 +1,5 @@
 // AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
-// head_dim 32, 64, 96 or 128, in attention.h's order bit for bit, over an f32 cache or, each row
+// head_dim 32, 64, 96, 128 or 256, in attention.h's order bit for bit, over an f32 cache or, each row
 // dequantized in registers by the loaders below, an int8 / fp8 one:
 //   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors; four keys at a time,
 //           for independent chains, and their four tree16 sums taken together by shuffles;
@@ -351,8 +351,8 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
   }
 }
 
-// fn(std::integral_constant<int, head_dim / 16>) for head_dim 32, 64, 96, 128 (P @ V of one query
-// takes 32 columns a pass); false for others.
+// fn(std::integral_constant<int, head_dim / 16>) for head_dim 32, 64, 96, 128, 256 (P @ V of one
+// query takes 32 columns a pass); false for others.
 template <class Fn>
 bool dispatch(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {

@@ -1,5 +1,5 @@
 // AVX-512 variant of paged_attention_head (attention.cpp picks it first), head_dim a multiple of 16
-// up to 128, in attention.h's order bit for bit, over an f32 cache or, dequantizing each row in
+// up to 128 or 256, in attention.h's order bit for bit, over an f32 cache or, dequantizing each row in
 // registers, an int8 / fp8 one (a query's own block then optionally from exact f32 rows: the keys
 // go in two segments, KeyRows):
 //   scores: 16 keys at a time, one 16-lane vector per key (lane l: its fma chain over d % 16 == l),
@@ -439,7 +439,8 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
 }
 
 // fn(std::integral_constant<int, head_dim / 16>) for the head sizes this variant takes (multiples of
-// 16 up to 128: the query and the 16 chains are 8 + 16 of the 32 registers); false for others.
+// 16 up to 128: the query and the 16 chains are 8 + 16 of the 32 registers; 256, the query then
+// partly read from L1 and the values in two slices); false for others.
 template <class Fn>
 bool dispatch(int64_t head_dim, Fn&& fn) {
   switch (head_dim) {

@@ -129,7 +129,8 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
                                    int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
 
 // The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
-// registers); the AVX2 ones: multiples of 32 up to 128 (P @ V of one query takes 32 columns a pass).
+// registers), and 256 (Gemma's: values in two slices); the AVX2 ones: multiples of 32 up to 128, and
+// 256 (P @ V of one query takes 32 columns a pass).
 inline bool avx512_attention_head_dim(int64_t head_dim) {
   return (head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128) || head_dim == 256;
 }
@@ -137,7 +138,7 @@ inline bool avx2_attention_head_dim(int64_t head_dim) {
   return (head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 128) || head_dim == 256;
 }
 
-// AVX2/FMA (head_dim 32, 64, 96, 128) and AVX-512 (avx512_attention_head_dim); they return false,
+// AVX2/FMA (head_dim 32, 64, 96, 128, 256) and AVX-512 (avx512_attention_head_dim); they return false,
 // doing nothing, for other sizes. The portable kernel's results bit for bit. Call only where
 // cpu_has_avx2() (kernels/cpu/linear.h) / cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
 // softcap > 0: soft-capped scores (paged_attention_head_softcap), the cap itself scalar.
@@ -153,7 +154,7 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out,
                                        const KvExactRows* exact);
-// The same on AVX2 (head_dim 32, 64, 96, 128).
+// The same on AVX2 (head_dim 32, 64, 96, 128, 256).
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out);
 // Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches:
