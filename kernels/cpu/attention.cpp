@@ -44,11 +44,13 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
 
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                           float* const* out) {
+                           float* const* out, float softcap) {
+  KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_tiles: softcap " << softcap;
   if (detail::cpu_has_avx512_vnni())
-    return detail::paged_attention_tiles_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
+    return detail::paged_attention_tiles_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch, out,
+                                                softcap);
   return cpu_has_avx2() &&
-         detail::paged_attention_tiles_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
+         detail::paged_attention_tiles_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out, softcap);
 }
 
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,

@@ -74,9 +74,10 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // head_dim a multiple of 16 up to 128, or 256; AVX2: 32, 64, 96, 128, 256, and for quantized caches
 // where paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].
 inline constexpr int kPagedAttentionMaxTiles = 8;
+// softcap > 0: each query's scores soft-capped as paged_attention_head_softcap's (the same bits).
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& cache,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                           float* const* out);
+                           float* const* out, float softcap = 0.0f);
 // With `exact`, all queries share its rows: exact->from <= positions[4t] for every tile (one open block).
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& qcache, const int32_t* block_table, int64_t kvh, float scale,

@@ -292,10 +292,12 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // them: key rows loaded once per block for a tile's four queries, value rows once per pair of queries
 // and 16 columns (2 queries x 2 parities x 2 vectors of chains), each pass's chains carried from
 // block to block so each query adds its keys in order. Each query's other keys alone, from
-// rows_at(shared_t): the cache's loaders (keys, values) at that key.
+// rows_at(shared_t): the cache's loaders (keys, values) at that key. softcap > 0: each query's scores
+// soft-capped as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const Rows& krows0,
-                     const Rows& vrows0, RowsAt&& rows_at, float scale, float* const* scores, float* const* out) {
+                     const Rows& vrows0, RowsAt&& rows_at, float scale, float* const* scores, float* const* out,
+                     float softcap) {
   constexpr int64_t D = 16 * C;
   constexpr int32_t kBlock = kKeyBlock<C>;
   const int queries = 4 * tiles;
@@ -322,7 +324,8 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     alignas(16) float lane_max[4];
     _mm_store_ps(lane_max, vmax[t]);
     Rows rest = rows_at(shared[t]).first;
-    const float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
+    float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
+    if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][query pair][16-column piece][query of the pair][key parity][8 columns]
@@ -396,7 +399,8 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
-                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out) {
+                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
+                 float softcap = 0.0f) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, [&](auto k, auto v) {
@@ -411,7 +415,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
             j);
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out);
+      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap);
     });
   });
 }
@@ -625,8 +629,8 @@ bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, 
 
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                float* const* out) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
+                                float* const* out, float softcap) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap);
 }
 
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,

@@ -366,10 +366,10 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // to block, so each query adds its keys in order. Each query's other keys [shared_t, position] alone.
 // Exact rows (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one
 // open block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the
-// cache's loaders at key j.
+// cache's loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
-                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out) {
+                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap) {
   constexpr int32_t kBlock = kKeyBlock<C>;
   constexpr int kSlices = (C + kSlice - 1) / kSlice;  // of columns, for the value passes
   const int queries = 4 * tiles;
@@ -408,6 +408,7 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     alignas(64) float lane_max[16];
     _mm512_store_ps(lane_max, vmax[t]);
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * (i % 4) + k]);
+    if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][slice][query pair][query of the pair][key parity][vector]
@@ -502,7 +503,7 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 const KvExactRows* exact = nullptr) {
+                 const KvExactRows* exact = nullptr, float softcap = 0.0f) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   if (exact && exact->from % 4 != 0) return false;
   for (int t = 0; t < tiles && exact; ++t)
@@ -517,7 +518,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
         });
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out);
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap);
     });
   });
 }
@@ -664,8 +665,8 @@ bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c
 
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                  float* const* out) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
+                                  float* const* out, float softcap) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, nullptr, softcap);
 }
 
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,

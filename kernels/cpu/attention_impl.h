@@ -162,13 +162,13 @@ bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, 
 // shared by the tiles).
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                float* const* out);
+                                float* const* out, float softcap = 0.0f);
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                       float* const* scores, float* const* out);
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                  float* const* out);
+                                  float* const* out, float softcap = 0.0f);
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,

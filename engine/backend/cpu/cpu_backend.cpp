@@ -358,8 +358,9 @@ class CpuBackend final : public Backend {
     // start go singly) and shares an item only with its block's.
     // A sliding window: a sequence with a token past it (position >= window) goes to
     // attention_over_copy, whose contiguous copy of the context lets the single-token kernels start
-    // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): every
-    // sequence goes there, to the one kernel that soft-caps.
+    // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): over
+    // an f32 cache the tiles and single-query kernels soft-cap (not the decode stages); over an int8 /
+    // fp8 one the sequence goes to attention_over_copy too.
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
@@ -378,11 +379,12 @@ class CpuBackend final : public Backend {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
-      if (slides || softcap > 0 || (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
+      if (slides || (softcap > 0 && quant) ||
+          (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
         copy_seqs.push_back(s);
         continue;
       }
-      if (q1 - q0 == 1 && split_runs(s)) {
+      if (q1 - q0 == 1 && softcap == 0 && split_runs(s)) {
         singles.push_back(s);
         continue;
       }
@@ -448,12 +450,14 @@ class CpuBackend final : public Backend {
         if (first.count == 4 &&
             (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
                                                           exact_of)
-                   : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o)))
+                   : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o, softcap)))
           continue;
         for (int j = 0; j < queries; ++j) {
           if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[j], B, kvh, D);
           if (quant)  // int8 / fp8 rows dequantized in registers
             kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of);
+          else if (softcap > 0)
+            kernels::paged_attention_head_softcap(q[j], view, table, pos[j], kvh, scale, softcap, sc[0], o[j]);
           else
             kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
         }
