@@ -157,9 +157,9 @@ bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c
 // The same on AVX2 (head_dim 32, 64, 96, 128, 256).
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out);
-// Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches:
-// AVX2 (the head sizes of paged_attention_head_avx2; a tile at a time) and AVX-512 (rows in blocks
-// shared by the tiles).
+// Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches,
+// rows in blocks shared by the tiles: AVX2 (the head sizes of paged_attention_head_avx2) and AVX-512.
+// softcap > 0 (f32 caches): scores soft-capped as paged_attention_head_softcap's.
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                 float* const* out, float softcap = 0.0f);

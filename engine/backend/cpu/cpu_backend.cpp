@@ -599,7 +599,7 @@ class CpuBackend final : public Backend {
   // context is copied (dequantized) once, not once per query token and head; then the f32 kernel
   // runs over the copy as a single block, a token with a window from its first key (the copy seen
   // from that row on), so the SIMD kernels run there too. The same results as in place. softcap > 0:
-  // the soft-capping kernel (portable order) instead.
+  // paged_attention_head_softcap instead (the SIMD kernels' scores, the portable kernel's cap).
   // With exact rows (exact[s].k set) the queries go block by block, the copy holding the block's
   // exact rows while its queries run.
   void attention_over_copy(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
