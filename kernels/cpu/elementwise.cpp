@@ -53,7 +53,7 @@ void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, floa
   }
 }
 
-void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+void detail::gelu_tanh_mul_rows_portable(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
   constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;  // sqrt(2 / pi)
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate_up + r * 2 * I;
@@ -61,9 +61,14 @@ void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1,
     float* o = out + r * I;
     for (int64_t i = 0; i < I; ++i) {
       const float x = g[i];
-      o[i] = 0.5f * x * (1.0f + std::tanh(kBeta * (x + kKappa * x * x * x))) * u[i];
+      o[i] = x / (1.0f + std::exp(-2.0f * (kBeta * (x + kKappa * x * x * x)))) * u[i];
     }
   }
+}
+
+void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+  if (cpu_has_avx2()) return detail::gelu_tanh_mul_rows_avx2(gate_up, I, r0, r1, out);
+  detail::gelu_tanh_mul_rows_portable(gate_up, I, r0, r1, out);
 }
 
 namespace {

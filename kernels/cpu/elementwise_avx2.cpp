@@ -1,6 +1,7 @@
-// AVX2 + FMA variants of silu_mul_rows and rms_norm_rows (elementwise.h), picked at run time where
-// cpu_has_avx2().
-// silu needs e^-g per element; libm's scalar expf was 6% of a quantized prefill. exp8 below is a
+// AVX2 + FMA variants of silu_mul_rows, gelu_tanh_mul_rows and rms_norm_rows (elementwise.h), picked
+// at run time where cpu_has_avx2().
+// silu needs e^-g per element; libm's scalar expf was 6% of a quantized prefill (and libm's tanhf,
+// through expm1f, 23% of a Gemma 3 shaped one's: GeGLU). exp8 below is a
 // vector e^x whose relative error is about 2 ulp; every element, the last partial vector of a row
 // included (masked), goes through the same code, so a row's result does not depend on the rows
 // beside it.
@@ -38,9 +39,18 @@ inline __m256 silu_mul8(__m256 g, __m256 u) {
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-}  // namespace
+// gelu_tanh(g) * u as g / (1 + e^(-2a)) * u, a = sqrt(2 / pi) (g + 0.044715 g^3) formed as the
+// portable variant forms it (elementwise.h). Below a = -44 e^(-2a) is clamped (exp8): g / 1.65e38.
+inline __m256 gelu_tanh_mul8(__m256 g, __m256 u) {
+  const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), g), g), g);
+  const __m256 a = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_add_ps(g, cube));
+  const __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), a));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
 
-void silu_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+// out[r] = act(gate, up) for rows [r0, r1) of gate_up[R, 2I], 8 at a time, the tail masked.
+template <class Act>
+void gated_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out, Act act) {
   const int64_t tail = I % 8;
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(tail)), lanes);  // lanes < tail
@@ -49,10 +59,19 @@ void silu_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1,
     const float* u = g + I;
     float* o = out + r * I;
     int64_t i = 0;
-    for (; i + 8 <= I; i += 8) _mm256_storeu_ps(o + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-    if (tail)
-      _mm256_maskstore_ps(o + i, mask, silu_mul8(_mm256_maskload_ps(g + i, mask), _mm256_maskload_ps(u + i, mask)));
+    for (; i + 8 <= I; i += 8) _mm256_storeu_ps(o + i, act(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (tail) _mm256_maskstore_ps(o + i, mask, act(_mm256_maskload_ps(g + i, mask), _mm256_maskload_ps(u + i, mask)));
   }
+}
+
+}  // namespace
+
+void silu_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+  gated_rows(gate_up, I, r0, r1, out, silu_mul8);
+}
+
+void gelu_tanh_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+  gated_rows(gate_up, I, r0, r1, out, gelu_tanh_mul8);
 }
 
 // rms_norm_rows_portable's operations: the residual sums and the outputs 8 floats at a time (each the

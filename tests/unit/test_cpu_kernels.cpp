@@ -14,6 +14,7 @@
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/elementwise_impl.h"
+#include "kernels/cpu/elementwise_impl.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_impl.h"
@@ -207,6 +208,38 @@ TEST_CASE("silu_mul over every range of inputs, row tails included, against doub
       }
     CHECK(bad == 0);
     kernels::silu_mul_rows(gu.data(), I, 1, 2, one.data());  // row 1 alone: the same bytes
+    CHECK(std::memcmp(one.data() + I, out.data() + I, size_t(I) * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("gelu_tanh_mul over every range of inputs, row tails included, against double") {
+  // GeGLU's tanh GELU (elementwise.h), the variant this CPU runs and the portable one: gates from tiny
+  // to where e^(-2a) leaves float's range both ways, rows with and without a partial vector.
+  for (int64_t I : {1, 7, 8, 9, 64, 6912 + 3}) {
+    const int64_t R = 3;
+    auto gu = randn(size_t(R * 2 * I), uint32_t(70 + I), 3.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < I; i += 3) gu[size_t(r * 2 * I + i)] *= float(1 << (i % 5 * 2));  // up to x 256
+    std::vector<float> out(size_t(R * I), NAN), one(size_t(2 * I), NAN), portable(size_t(R * I), NAN);
+    kernels::gelu_tanh_mul_rows(gu.data(), I, 0, R, out.data());
+    kernels::detail::gelu_tanh_mul_rows_portable(gu.data(), I, 0, R, portable.data());
+    for (const std::vector<float>* o : {&out, &portable}) {
+      int bad = 0;
+      double worst = 0;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < I; ++i) {
+          const double g = gu[size_t(r * 2 * I + i)], u = gu[size_t(r * 2 * I + I + i)];
+          const double a = 0.7978845608028654 * (g + 0.044715 * g * g * g);
+          // 0.5 g (1 + tanh(a)) without the cancellation of 1 + tanh(a) for a << 0 (in double too)
+          const double want = g / (1 + std::exp(-2 * a)) * u, got = (*o)[size_t(r * I + i)];
+          // a few ulp, and float's rounding of a times the slope 2 |a| of log sigmoid(2a)
+          const double tol = (4e-7 + 2.4e-7 * 2 * std::fabs(a)) * std::fabs(want) + 1e-30;
+          if (!(std::fabs(got - want) <= tol)) ++bad;
+          if (std::fabs(want) > 1e-25) worst = std::max(worst, std::fabs(got - want) / std::fabs(want));
+        }
+      CHECK_MESSAGE(bad == 0, "I " << I << std::string(o == &out ? "" : " (portable)") << ": worst relative error " << worst);
+    }
+    kernels::gelu_tanh_mul_rows(gu.data(), I, 1, 2, one.data());  // row 1 alone: the same bytes
     CHECK(std::memcmp(one.data() + I, out.data() + I, size_t(I) * sizeof(float)) == 0);
   }
 }
