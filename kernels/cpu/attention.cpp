@@ -1,8 +1,10 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention_impl.h"
@@ -12,14 +14,42 @@
 
 namespace llmctl::kernels {
 
+namespace {
+
+// A call's keys counted from `start` (attention.h: a sliding window's A), for the variants: the view
+// with first_key = start, positions and exact rows relative to it.
+template <class View>
+View window_view(const View& c, int32_t start) {
+  KERNEL_CHECK(c.first_key == 0) << "attention: a view's first_key is the kernels' own (callers pass first)";
+  View w = c;
+  w.first_key = start;
+  return w;
+}
+
+// Exact rows from key max(from, start) on, with `from` relative to start.
+KvExactRows window_exact(const KvExactRows& e, int32_t start) {
+  const int32_t skip = std::max(0, start - e.from);
+  return {e.k + int64_t(skip) * e.stride, e.v + int64_t(skip) * e.stride, e.from + skip - start, e.stride};
+}
+
+void check_first(int32_t first, int32_t position, const char* kernel) {
+  KERNEL_CHECK(first >= 0 && first <= position) << kernel << ": first key " << first << " for position " << position;
+}
+
+}  // namespace
+
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                          int64_t kvh, float scale, float* scores, float* out) {
+                          int64_t kvh, float scale, float* scores, float* out, int32_t first) {
+  check_first(first, position, "paged_attention_head");
+  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
+  const PagedKvView w = window_view(c, start);
   // the same results, faster, where a SIMD variant runs (attention_impl.h: most head sizes)
   if (detail::cpu_has_avx512_vnni() &&
-      detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out))
+      detail::paged_attention_head_avx512(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask))
     return;
-  if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out)) return;
-  detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out);
+  if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask))
+    return;
+  detail::paged_attention_head_portable(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask);
 }
 
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact) {
@@ -31,39 +61,81 @@ bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact) 
 }
 
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table, int32_t position,
-                                int64_t kvh, float scale, float* scores, float* out, const KvExactRows* exact) {
+                                int64_t kvh, float scale, float* scores, float* out, const KvExactRows* exact,
+                                int32_t first) {
   KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= position))
       << "paged_attention_head_quant: exact rows from " << (exact ? exact->from : 0) << " for position " << position;
+  check_first(first, position, "paged_attention_head_quant");
+  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
+  const PagedKvQuantView w = window_view(c, start);
+  KvExactRows ex;
+  if (exact) ex = window_exact(*exact, start);
   KERNEL_CHECK(paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr) &&
                (detail::cpu_has_avx512_vnni()
-                    ? detail::paged_attention_head_quant_avx512(q, c, block_table, position, kvh, scale, scores, out,
-                                                                exact)
-                    : detail::paged_attention_head_quant_avx2(q, c, block_table, position, kvh, scale, scores, out)))
+                    ? detail::paged_attention_head_quant_avx512(q, w, block_table, pos, kvh, scale, scores, out,
+                                                                exact ? &ex : nullptr, mask)
+                    : detail::paged_attention_head_quant_avx2(q, w, block_table, pos, kvh, scale, scores, out, mask)))
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
+namespace {
+
+// A tile call's keys counted from the lowest first's start: positions and masks relative to it.
+struct TileWindow {
+  int32_t start = 0;
+  int32_t positions[4 * kPagedAttentionMaxTiles], masks[4 * kPagedAttentionMaxTiles];
+};
+
+bool tile_window(int tiles, const int32_t* positions, const int32_t* firsts, TileWindow& w) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
+  int32_t lowest = INT32_MAX;
+  for (int i = 0; i < 4 * tiles; ++i) {
+    const int32_t first = firsts ? firsts[i] : 0;
+    check_first(first, positions[i], "paged_attention_tiles");
+    lowest = std::min(lowest, first);
+  }
+  w.start = attention_window_start(lowest);
+  for (int i = 0; i < 4 * tiles; ++i)
+    w.positions[i] = positions[i] - w.start, w.masks[i] = (firsts ? firsts[i] : 0) - w.start;
+  return true;
+}
+
+}  // namespace
+
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                           float* const* out, float softcap) {
+                           float* const* out, float softcap, const int32_t* firsts) {
   KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_tiles: softcap " << softcap;
+  TileWindow w;
+  if (!tile_window(tiles, positions, firsts, w)) return false;
+  const PagedKvView v = window_view(c, w.start);
+  const int32_t* masks = firsts ? w.masks : nullptr;
   if (detail::cpu_has_avx512_vnni())
-    return detail::paged_attention_tiles_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch, out,
-                                                softcap);
-  return cpu_has_avx2() &&
-         detail::paged_attention_tiles_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out, softcap);
+    return detail::paged_attention_tiles_avx512(tiles, q, w.positions, v, block_table, kvh, scale, scratch, out,
+                                                softcap, masks);
+  return cpu_has_avx2() && detail::paged_attention_tiles_avx2(tiles, q, w.positions, v, block_table, kvh, scale,
+                                                               scratch, out, softcap, masks);
 }
 
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                 float* const* scratch, float* const* out, const KvExactRows* exact) {
+                                 float* const* scratch, float* const* out, const KvExactRows* exact,
+                                 const int32_t* firsts) {
   for (int t = 0; t < tiles && exact; ++t)
     KERNEL_CHECK(exact->from >= 0 && exact->from <= positions[4 * t])
         << "paged_attention_tiles_quant: exact rows from " << exact->from << " for a tile from " << positions[4 * t];
   if (!paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr)) return false;
+  TileWindow w;
+  if (!tile_window(tiles, positions, firsts, w)) return false;
+  const PagedKvQuantView v = window_view(c, w.start);
+  const int32_t* masks = firsts ? w.masks : nullptr;
+  KvExactRows ex;
+  if (exact) ex = window_exact(*exact, w.start);
   return detail::cpu_has_avx512_vnni()
-             ? detail::paged_attention_tiles_quant_avx512(tiles, q, positions, c, block_table, kvh, scale, scratch,
-                                                          out, exact)
-             : detail::paged_attention_tiles_quant_avx2(tiles, q, positions, c, block_table, kvh, scale, scratch, out);
+             ? detail::paged_attention_tiles_quant_avx512(tiles, q, w.positions, v, block_table, kvh, scale, scratch,
+                                                          out, exact ? &ex : nullptr, masks)
+             : detail::paged_attention_tiles_quant_avx2(tiles, q, w.positions, v, block_table, kvh, scale, scratch, out,
+                                                        masks);
 }
 
 bool paged_attention_split_runs(int64_t head_dim) {
@@ -125,9 +197,27 @@ double paged_attention_split_cost(KvQuant kind, int32_t keys) {
 
 namespace {
 
+// The stages' queries and view with keys counted from the window's start (their `first`), the exact
+// rows relative to it (held in `ex`).
 template <class View>
-void split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
-                  int32_t j1) {
+std::pair<SplitAttentionQueries, View> split_window(const SplitAttentionQueries& s, const View& c, KvExactRows& ex) {
+  check_first(s.first, s.position, "paged_attention_split");
+  const int32_t start = attention_window_start(s.first);
+  SplitAttentionQueries w = s;
+  w.position = s.position - start;
+  w.first = 0;
+  if (s.exact) ex = window_exact(*s.exact, start), w.exact = &ex;
+  return {w, window_view(c, start)};
+}
+
+template <class View>
+void split_scores(const SplitAttentionQueries& window, const View& view, const int32_t* block_table, float scale,
+                  int32_t j0, int32_t j1) {
+  const int32_t start = attention_window_start(window.first);
+  KERNEL_CHECK(j0 >= start) << "paged_attention_split_scores: keys from " << j0 << ", the window's from " << start;
+  KvExactRows ex;
+  const auto [s, c] = split_window(window, view, ex);
+  j0 -= start, j1 -= start;
   KERNEL_CHECK(j0 >= 0 && j0 % 16 == 0 && j0 <= j1 && (j1 % 16 == 0 || j1 == s.position + 1) && j1 <= s.position + 1)
       << "paged_attention_split_scores: keys [" << j0 << ", " << j1 << ") for position " << s.position;
   KERNEL_CHECK(!s.exact || (s.exact->from >= 0 && s.exact->from % 16 == 0 && s.exact->from <= s.position))
@@ -139,8 +229,10 @@ void split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }
 
 template <class View>
-void split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
+void split_values(const SplitAttentionQueries& window, const View& view, const int32_t* block_table, int64_t d0,
                   int64_t width) {
+  KvExactRows ex;
+  const auto [s, c] = split_window(window, view, ex);
   const int64_t unit = paged_attention_split_columns();
   KERNEL_CHECK(d0 >= 0 && width >= 0 && d0 % unit == 0 && width % unit == 0 && d0 + width <= c.head_dim)
       << "paged_attention_split_values: columns [" << d0 << ", " << d0 + width << ") of " << c.head_dim;
@@ -165,10 +257,12 @@ void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQ
   split_scores(s, c, block_table, scale, j0, j1);
 }
 
-float paged_attention_split_softmax(float* scores, int32_t position) {
-  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, position);
+float paged_attention_split_softmax(float* scores, int32_t position, int32_t first) {
+  check_first(first, position, "paged_attention_split_softmax");
+  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
+  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, pos, mask);
   KERNEL_CHECK(cpu_has_avx2()) << "paged_attention_split_softmax: no kernel on this CPU";
-  return detail::paged_attention_split_softmax_avx2(scores, position);
+  return detail::paged_attention_split_softmax_avx2(scores, pos, mask);
 }
 
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
@@ -187,26 +281,29 @@ void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQ
 }
 
 void paged_attention_head_softcap(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                  int64_t kvh, float scale, float softcap, float* scores, float* out) {
+                                  int64_t kvh, float scale, float softcap, float* scores, float* out, int32_t first) {
   KERNEL_CHECK(softcap > 0 && std::isfinite(softcap)) << "paged_attention_head_softcap: softcap " << softcap;
+  check_first(first, position, "paged_attention_head_softcap");
+  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
+  const PagedKvView w = window_view(c, start);
   // the SIMD kernels' scores, the cap scalar (std::tanh), as the portable kernel's, bit for bit
   if (detail::cpu_has_avx512_vnni() &&
-      detail::paged_attention_head_avx512(q, c, block_table, position, kvh, scale, scores, out, softcap))
+      detail::paged_attention_head_avx512(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask))
     return;
   if (cpu_has_avx2() &&
-      detail::paged_attention_head_avx2(q, c, block_table, position, kvh, scale, scores, out, softcap))
+      detail::paged_attention_head_avx2(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask))
     return;
-  detail::paged_attention_head_portable(q, c, block_table, position, kvh, scale, scores, out, softcap);
+  detail::paged_attention_head_portable(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask);
 }
 
 namespace detail {
 
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                   int64_t kvh, float scale, float* scores, float* out, float softcap) {
+                                   int64_t kvh, float scale, float* scores, float* out, float softcap, int32_t mask) {
   const int64_t D = c.head_dim, B = c.block_size;
   const int32_t n = position + 1;
-  auto row = [&](const float* base, int32_t j) {
-    const int64_t slot = int64_t(block_table[j / B]) * B + j % B;
+  auto row = [&](const float* base, int32_t key) {
+    const int64_t j = c.first_key + key, slot = int64_t(block_table[j / B]) * B + j % B;
     return base + (slot * c.num_kv_heads + kvh) * D;
   };
   float m = -INFINITY;
@@ -218,6 +315,7 @@ void paged_attention_head_portable(const float* q, const PagedKvView& c, const i
     if (softcap > 0) scores[j] = softcap * std::tanh(scores[j] / softcap);
     m = std::max(m, scores[j]);
   }
+  if (mask > 0) m = mask_scores(scores, mask, n);
   double part[16] = {};
   for (int32_t j = 0; j < n; ++j) {
     scores[j] = attention_exp(scores[j] - m);

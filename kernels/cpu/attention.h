@@ -12,6 +12,14 @@
 //   inv      = float(1 / tree16 of 16 double partial sums, partial l adding e_j for j % 16 == l in order);
 //   out[d]   = even[d] + odd[d], where even (odd) is the fma chain over the even (odd) keys j, in
 //              order, of (e_j * inv) * v_j[d], from 0.
+//
+// A sliding window: a query given `first` reads keys [first, position] only. Its keys are counted
+// from A = first rounded down to a multiple of 16 (attention_window_start) and the keys [A, first)
+// masked: their scores become -inf after any soft-capping, the maximum is the chain of std::max over
+// the rest, and their e_j are then exactly 0, adding exact zeros to the sums and chains (their value
+// rows must be finite). Lanes (j % 16) and parities (j % 2) are the same counted from any multiple of
+// 16, so a query's results do not depend on where its keys are counted from: tiles count all their
+// queries' keys from the lowest one's A, each query masking up to its own first.
 #pragma once
 #include <cstdint>
 
@@ -23,24 +31,31 @@ struct PagedKvView {
   const float* k;  // [NB, B, Hkv, D]
   const float* v;
   int64_t block_size, num_kv_heads, head_dim;
+  // Key j of a kernel's call is the sequence's key first_key + j (the kernels set it for a sliding
+  // window; callers leave it 0).
+  int32_t first_key = 0;
 };
+
+// Where a window's kernels count its keys from (above): `first` rounded down to a multiple of 16.
+inline int32_t attention_window_start(int32_t first) { return first / 16 * 16; }
 
 // Floats of scratch paged_attention_head needs for a token at `position`: position + 1 rounded up
 // to a multiple of 16, and 16 more (the SIMD variants write whole groups of 16 scores, from any
 // multiple of 4).
 inline int64_t paged_attention_scratch(int64_t position) { return (position + 16) / 16 * 16 + 16; }
 
-// out[D] = softmax(q . K[0..position] * scale) @ V, for kv head kvh, in the order above. scratch:
-// paged_attention_scratch(position) floats.
+// out[D] = softmax(q . K[first..position] * scale) @ V, for kv head kvh, in the order above (first >
+// 0: a sliding window's). scratch: paged_attention_scratch(position) floats.
 void paged_attention_head(const float* q, const PagedKvView& cache, const int32_t* block_table, int32_t position,
-                          int64_t kvh, float scale, float* scratch, float* out);
+                          int64_t kvh, float scale, float* scratch, float* out, int32_t first = 0);
 
 // paged_attention_head with Gemma 2's attention logit soft-capping: each score s (q . k * scale, in
 // the order above) becomes softcap * tanh(s / softcap) before the softmax, the cap by scalar
 // std::tanh wherever the scores come from (a SIMD variant's, the same bits): the CPU backend runs it
 // for soft-capped layers, over its contiguous copy.
 void paged_attention_head_softcap(const float* q, const PagedKvView& cache, const int32_t* block_table,
-                                  int32_t position, int64_t kvh, float scale, float softcap, float* scratch, float* out);
+                                  int32_t position, int64_t kvh, float scale, float softcap, float* scratch, float* out,
+                                  int32_t first = 0);
 
 // Keys [from, position] of a query read exact, in f32, instead of from the quantized cache: a
 // sequence's open block kept beside an fp8 cache (engine/backend/kv_exact_rows.h). Key j's rows are
@@ -61,7 +76,7 @@ struct KvExactRows {
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact = false);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out,
-                                const KvExactRows* exact = nullptr);
+                                const KvExactRows* exact = nullptr, int32_t first = 0);
 
 // Tiles of four query tokens reading kv head kvh of one sequence: tile t is q[4t..4t+3] at ascending
 // positions positions[4t..4t+3]; tiles in any order (a GQA group's query heads on the same tokens, a
@@ -75,13 +90,16 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, c
 // where paged_attention_quant_in_place says so) or tiles is not in [1, kPagedAttentionMaxTiles].
 inline constexpr int kPagedAttentionMaxTiles = 8;
 // softcap > 0: each query's scores soft-capped as paged_attention_head_softcap's (the same bits).
+// firsts (may be null: all 0): each query's first key, a sliding window's (above; ascending within a
+// tile, as its positions).
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& cache,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
-                           float* const* out, float softcap = 0.0f);
+                           float* const* out, float softcap = 0.0f, const int32_t* firsts = nullptr);
 // With `exact`, all queries share its rows: exact->from <= positions[4t] for every tile (one open block).
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& qcache, const int32_t* block_table, int64_t kvh, float scale,
-                                 float* const* scratch, float* const* out, const KvExactRows* exact = nullptr);
+                                 float* const* scratch, float* const* out, const KvExactRows* exact = nullptr,
+                                 const int32_t* firsts = nullptr);
 
 // Decode attention spread over threads. Run whole, a token's query heads are one item each (9 heads
 // on 16 threads leave 7 idle) and each reads its kv head's whole context. Here one token at
@@ -99,6 +117,8 @@ bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t
 // each score, maximum, sum and chain is the same operations in the same order, only spread
 // differently. Runs where paged_attention_split_runs says so (the SIMD variants' head sizes; int8 /
 // fp8 caches where they are read in place, with exact rows where the variant reads those: AVX-512).
+// A sliding window (first > 0): the keys are [A, position], A = attention_window_start(first), j0 a
+// multiple of 16 from A, scores[g][j - A] key j's, stage 2 told `first` (it masks keys [A, first)).
 struct SplitAttentionQueries {
   const float* const* q;  // [group] queries (stage 1)
   float* const* scores;   // [group] scores, then stage 2's probabilities
@@ -109,6 +129,7 @@ struct SplitAttentionQueries {
   // int8 / fp8 caches: keys [exact->from, position] read from these rows instead (attention.h's
   // KvExactRows, at kv head kvh; from a multiple of 16), as paged_attention_head_quant takes them.
   const KvExactRows* exact = nullptr;
+  int32_t first = 0;  // the queries' first key (a sliding window's), stages 1 and 3
 };
 bool paged_attention_split_runs(int64_t head_dim);
 bool paged_attention_split_runs(KvQuant kind, int64_t head_dim, bool exact = false);
@@ -125,7 +146,7 @@ void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvV
                                   float scale, int32_t j0, int32_t j1);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& cache,
                                   const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax(float* scores, int32_t position);
+float paged_attention_split_softmax(float* scores, int32_t position, int32_t first = 0);
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
                                   int64_t d0, int64_t width);
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQuantView& cache,

@@ -170,12 +170,13 @@ inline float softmax_in_place(float* scores, int32_t n, float m) {
   return float(1.0 / detail::tree16(sums));
 }
 
-template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores
+template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores; mask: a window's
 void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t position, float scale, float* scores,
-                    float* out, float softcap = 0.0f) {
+                    float* out, float softcap = 0.0f, int32_t mask = 0) {
   const int32_t n = position + 1;
   float m = score_keys<C>(q, krows, 0, n, scale, scores);
   if (softcap > 0) m = softcap_scores(scores, n, softcap);
+  if (mask > 0) m = mask_scores(scores, mask, n);
   const float inv = softmax_in_place(scores, n, m);
   for (int d0 = 0; d0 < 2 * C; d0 += 4) {  // 32 columns (4 loads of 8): 4 vectors x even / odd keys
     __m256 acc[2][4];
@@ -293,11 +294,11 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // and 16 columns (2 queries x 2 parities x 2 vectors of chains), each pass's chains carried from
 // block to block so each query adds its keys in order. Each query's other keys alone, from
 // rows_at(shared_t): the cache's loaders (keys, values) at that key. softcap > 0: each query's scores
-// soft-capped as attention_head's.
+// soft-capped as attention_head's; masks (null: none) each query's window mask, as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const Rows& krows0,
                      const Rows& vrows0, RowsAt&& rows_at, float scale, float* const* scores, float* const* out,
-                     float softcap) {
+                     float softcap, const int32_t* masks) {
   constexpr int64_t D = 16 * C;
   constexpr int32_t kBlock = kKeyBlock<C>;
   const int queries = 4 * tiles;
@@ -326,6 +327,7 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     Rows rest = rows_at(shared[t]).first;
     float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
     if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
+    if (masks && masks[i] > 0) m = mask_scores(scores[i], masks[i], n[i]);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][query pair][16-column piece][query of the pair][key parity][8 columns]
@@ -369,7 +371,7 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
 }
 
 // The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
-// The loaders start at key `first`.
+// The loaders start at key `first` (after the view's first_key).
 template <class Fn>
 void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
   fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)});
@@ -378,29 +380,30 @@ void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn
 template <class Fn>
 void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
   const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
+  const int32_t at = c.first_key + first;
   if (c.kind == KvQuant::Int8)
-    fn(Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-       Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+    fn(Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+       Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
   else
-    fn(Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.k), _mm256_set1_ps(c.k_scale[kvh]),
+    fn(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k), _mm256_set1_ps(c.k_scale[kvh]),
                H, kvh, D},
-       Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.v), _mm256_set1_ps(c.v_scale[kvh]),
+       Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v), _mm256_set1_ps(c.v_scale[kvh]),
                H, kvh, D});
 }
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out, float softcap = 0.0f) {
+               float* scores, float* out, float softcap, int32_t mask) {
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh,
-              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap); });
+              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap, mask); });
   });
 }
 
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 float softcap = 0.0f) {
+                 float softcap, const int32_t* masks) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, [&](auto k, auto v) {
@@ -415,7 +418,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
             j);
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap);
+      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap, masks);
     });
   });
 }
@@ -477,9 +480,9 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (its chain of std::max's value), the softmax, then
-// each e_j * inv, the product attention_head's values take.
-float split_softmax(float* scores, int32_t n) {
+// score_keys' maximum over keys [0, n) (its chain of std::max's value; a window's: mask_scores', as
+// attention_head's), the softmax, then each e_j * inv, the product attention_head's values take.
+float split_softmax(float* scores, int32_t n, int32_t mask) {
   // score_keys' chain passes over NaNs (std::max(m, NaN) is m) and keeps the first of equal values: 8
   // lanes of vmaxps(score, m), which returns m for a NaN or an equal score, then the lanes, give the
   // same maximum but for the sign of a zero, which changes no e_j (x - 0 and x - -0 are equal but for
@@ -492,6 +495,7 @@ float split_softmax(float* scores, int32_t n) {
   float m = -INFINITY;
   for (float x : lane) m = std::max(m, x);
   for (; j < n; ++j) m = std::max(m, scores[j]);
+  if (mask > 0) m = mask_scores(scores, mask, n);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 8)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));
@@ -618,25 +622,26 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }  // namespace
 
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                               int64_t kvh, float scale, float* scores, float* out, float softcap) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap);
+                               int64_t kvh, float scale, float* scores, float* out, float softcap, int32_t mask) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap, mask);
 }
 
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
-                                     int32_t position, int64_t kvh, float scale, float* scores, float* out) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out);
+                                     int32_t position, int64_t kvh, float scale, float* scores, float* out,
+                                     int32_t mask) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, 0.0f, mask);
 }
 
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                float* const* out, float softcap) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap);
+                                float* const* out, float softcap, const int32_t* masks) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks);
 }
 
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                      float* const* scores, float* const* out) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out);
+                                      float* const* scores, float* const* out, const int32_t* masks) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, 0.0f, masks);
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
@@ -647,8 +652,8 @@ bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const Pag
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
   return split_scores(s, c, block_table, scale, j0, j1);
 }
-float paged_attention_split_softmax_avx2(float* scores, int32_t position) {
-  return split_softmax(scores, position + 1);
+float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask) {
+  return split_softmax(scores, position + 1, mask);
 }
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
                                        const int32_t* block_table, int64_t d0, int64_t width) {

@@ -229,15 +229,16 @@ struct KeyRows {
   LinearRows vx_at(int32_t j) const { return {vx.p + (j - from) * vx.stride, vx.stride}; }
 };
 
-template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores
+template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores; mask: a window's
 void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out,
-                    float softcap = 0.0f) {
+                    float softcap = 0.0f, int32_t mask = 0) {
   const int32_t n = position + 1, from = std::min(kr.from, n);
   __m512 qv[C];
   for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
   float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
                      score_keys<C>(qv, kr.kx, from, n, scale, scores));
   if (softcap > 0) m = softcap_scores(scores, n, softcap);
+  if (mask > 0) m = mask_scores(scores, mask, n);
   const float inv = softmax_in_place(scores, n, m);
   // P @ V over slices of at most 8 vectors of columns (16 chains; columns' chains are independent,
   // so slicing changes no bits): one slice up to head_dim 128, two at 256
@@ -366,10 +367,12 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // to block, so each query adds its keys in order. Each query's other keys [shared_t, position] alone.
 // Exact rows (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one
 // open block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the
-// cache's loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's.
+// cache's loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's; masks
+// (null: none) each query's window mask, as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
-                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap) {
+                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap,
+                     const int32_t* masks) {
   constexpr int32_t kBlock = kKeyBlock<C>;
   constexpr int kSlices = (C + kSlice - 1) / kSlice;  // of columns, for the value passes
   const int queries = 4 * tiles;
@@ -409,6 +412,7 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     _mm512_store_ps(lane_max, vmax[t]);
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * (i % 4) + k]);
     if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
+    if (masks && masks[i] > 0) m = mask_scores(scores[i], masks[i], n[i]);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][slice][query pair][query of the pair][key parity][vector]
@@ -465,7 +469,8 @@ KeyRows<Rows> key_rows(Rows k, Rows v, const KvExactRows* exact) {
   return {k, v, {exact->k, exact->stride}, {exact->v, exact->stride}, exact->from};
 }
 
-// The cache's loaders start at key `first` (the exact rows' positions are their own).
+// The cache's loaders start at key `first` (after the view's first_key; the exact rows' positions are
+// their own).
 template <class Fn>
 void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, int32_t first,
                Fn&& fn) {
@@ -477,24 +482,25 @@ template <class Fn>
 void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact,
                int32_t first, Fn&& fn) {
   const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
+  const int32_t at = c.first_key + first;
   if (c.kind == KvQuant::Int8)
-    fn(key_rows(Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-                Int8Rows{KvSlotCursor(block_table, B, first), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
+    fn(key_rows(Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+                Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
                 exact));
   else
-    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.k),
+    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k),
                         _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
-                Fp8Rows{KvSlotCursor(block_table, B, first), static_cast<const uint8_t*>(c.v),
+                Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v),
                         _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D},
                 exact));
 }
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out, const KvExactRows* exact = nullptr, float softcap = 0.0f) {
+               float* scores, float* out, const KvExactRows* exact, float softcap, int32_t mask) {
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, exact, 0,
-              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out, softcap); });
+              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out, softcap, mask); });
   });
 }
 
@@ -503,7 +509,7 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 const KvExactRows* exact = nullptr, float softcap = 0.0f) {
+                 const KvExactRows* exact, float softcap, const int32_t* masks) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   if (exact && exact->from % 4 != 0) return false;
   for (int t = 0; t < tiles && exact; ++t)
@@ -518,7 +524,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
         });
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap);
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks);
     });
   });
 }
@@ -555,15 +561,16 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (the same masked maxima in the same order), the softmax, then
-// each e_j * inv, the product add_values takes.
-float split_softmax(float* scores, int32_t n) {
+// score_keys' maximum over keys [0, n) (the same masked maxima in the same order; a window's:
+// mask_scores', as attention_head's), the softmax, then each e_j * inv, the product add_values takes.
+float split_softmax(float* scores, int32_t n, int32_t mask) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int32_t j = 0; j < n; j += 16) {
     const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j)) - 1);
     vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
   }
-  const float inv = softmax_in_place(scores, n, _mm512_reduce_max_ps(vmax));
+  const float m = mask > 0 ? mask_scores(scores, mask, n) : _mm512_reduce_max_ps(vmax);
+  const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 16)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));
   return inv;
@@ -653,27 +660,27 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }  // namespace
 
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                 int64_t kvh, float scale, float* scores, float* out, float softcap) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, nullptr, softcap);
+                                 int64_t kvh, float scale, float* scores, float* out, float softcap, int32_t mask) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, nullptr, softcap, mask);
 }
 
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                       const KvExactRows* exact) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, exact);
+                                       const KvExactRows* exact, int32_t mask) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, exact, 0.0f, mask);
 }
 
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                  float* const* out, float softcap) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, nullptr, softcap);
+                                  float* const* out, float softcap, const int32_t* masks) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, nullptr, softcap, masks);
 }
 
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,
-                                        const KvExactRows* exact) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact);
+                                        const KvExactRows* exact, const int32_t* masks) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact, 0.0f, masks);
 }
 
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
@@ -684,8 +691,8 @@ bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const P
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
   return split_scores(s, c, block_table, scale, j0, j1);
 }
-float paged_attention_split_softmax_avx512(float* scores, int32_t position) {
-  return split_softmax(scores, position + 1);
+float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask) {
+  return split_softmax(scores, position + 1, mask);
 }
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
                                          const int32_t* block_table, int64_t d0, int64_t width) {

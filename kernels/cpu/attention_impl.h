@@ -60,15 +60,15 @@ class KvSlotCursor {
   int64_t B_, skip_, slot_ = 0, left_ = 0;
 };
 
-// The f32 cache rows of keys first, first + 1, ... of one kv head: a row pointer stepped by the
-// slot stride inside a block.
+// The f32 cache rows of keys first, first + 1, ... of one kv head (counted from the view's first_key):
+// a row pointer stepped by the slot stride inside a block.
 class KvRowCursor {
  public:
   KvRowCursor(const float* base, const PagedKvView& c, const int32_t* block_table, int64_t kvh, int32_t first = 0)
-      : table_(block_table + first / c.block_size),
+      : table_(block_table + (c.first_key + first) / c.block_size),
         base_(base + kvh * c.head_dim),
         B_(c.block_size),
-        skip_(first % c.block_size),
+        skip_((c.first_key + first) % c.block_size),
         stride_(c.num_kv_heads * c.head_dim) {}
   const float* next() {
     if (left_ == 0) {
@@ -108,6 +108,15 @@ inline float softcap_scores(float* scores, int32_t n, float softcap) {
   return m;
 }
 
+// A sliding window's scores [0, mask) masked (attention.h): -inf, after any soft-capping; returns the
+// maximum of scores [mask, n) as a chain of std::max in key order.
+inline float mask_scores(float* scores, int32_t mask, int32_t n) {
+  float m = -INFINITY;
+  for (int32_t j = 0; j < mask; ++j) scores[j] = -INFINITY;
+  for (int32_t j = mask; j < n; ++j) m = std::max(m, scores[j]);
+  return m;
+}
+
 // Asks for the cache lines of elements [first, first + count) of the next `keys` rows of a SIMD
 // variant's row loader (advanced past them; its rows' .p the first element): the decode stages read
 // rows 1-4 KB apart, a page every few rows, which the hardware prefetchers leave to the loads (each
@@ -124,9 +133,13 @@ void prefetch_rows(Rows& rows, int32_t keys, int64_t first, int64_t count) {
   }
 }
 
+// The variants below take a window's keys counted from the view's first_key (attention.h), with
+// `mask` (a tile's: masks[i], null for none) leading keys masked.
+
 // The portable kernel (any head_dim); softcap > 0: scores soft-capped (paged_attention_head_softcap).
 void paged_attention_head_portable(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                   int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
+                                   int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f,
+                                   int32_t mask = 0);
 
 // The head sizes the AVX-512 kernels take: multiples of 16 up to 128 (the query and 16 chains in
 // registers), and 256 (Gemma's: values in two slices); the AVX2 ones: multiples of 32 up to 128, and
@@ -143,9 +156,11 @@ inline bool avx2_attention_head_dim(int64_t head_dim) {
 // cpu_has_avx2() (kernels/cpu/linear.h) / cpu_has_avx512_vnni() (kernels/cpu/qlinear_impl.h).
 // softcap > 0: soft-capped scores (paged_attention_head_softcap), the cap itself scalar.
 bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                               int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
+                               int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f,
+                               int32_t mask = 0);
 bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
-                                 int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f);
+                                 int64_t kvh, float scale, float* scores, float* out, float softcap = 0.0f,
+                                 int32_t mask = 0);
 // The AVX-512 kernel reading an int8 or fp8 cache in place, each element dequantized in registers
 // exactly as dequantize_kv_row_int8 / _fp8 (kv_quant.h) compute it: the results of
 // dequantize_kv_positions followed by the f32 kernel, bit for bit, without the f32 copy. Same head
@@ -153,26 +168,27 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 // With `exact` (may be null), keys [exact->from, position] come from its f32 rows.
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                       const KvExactRows* exact);
+                                       const KvExactRows* exact, int32_t mask = 0);
 // The same on AVX2 (head_dim 32, 64, 96, 128, 256).
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
-                                     int32_t position, int64_t kvh, float scale, float* scores, float* out);
+                                     int32_t position, int64_t kvh, float scale, float* scores, float* out,
+                                     int32_t mask = 0);
 // Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches,
 // rows in blocks shared by the tiles: AVX2 (the head sizes of paged_attention_head_avx2) and AVX-512.
 // softcap > 0 (f32 caches): scores soft-capped as paged_attention_head_softcap's.
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                 const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                float* const* out, float softcap = 0.0f);
+                                float* const* out, float softcap = 0.0f, const int32_t* masks = nullptr);
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                      float* const* scores, float* const* out);
+                                      float* const* scores, float* const* out, const int32_t* masks = nullptr);
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
-                                  float* const* out, float softcap = 0.0f);
+                                  float* const* out, float softcap = 0.0f, const int32_t* masks = nullptr);
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,
-                                        const KvExactRows* exact);
+                                        const KvExactRows* exact, const int32_t* masks = nullptr);
 
 // The stages of attention.h's paged_attention_split_* (false, doing nothing, for head sizes the
 // variant does not take): AVX-512 over f32, int8 and fp8 caches; AVX2 over f32 and int8 ones.
@@ -180,7 +196,7 @@ bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const P
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1);
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax_avx512(float* scores, int32_t position);
+float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask = 0);
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
                                          const int32_t* block_table, int64_t d0, int64_t width);
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
@@ -189,7 +205,7 @@ bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const Pag
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1);
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax_avx2(float* scores, int32_t position);
+float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask = 0);
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
                                        const int32_t* block_table, int64_t d0, int64_t width);
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,

@@ -27,6 +27,9 @@ struct PagedKvQuantView {
   const float* k_scale;
   const float* v_scale;
   int64_t block_size, num_kv_heads, head_dim;
+  // Key j of an attention kernel's call is the sequence's key first_key + j (attention.h: the kernels
+  // set it for a sliding window; callers leave it 0). dequantize_kv_positions does not read it.
+  int32_t first_key = 0;
 };
 
 // The keys and values of one sequence's positions [j0, j1), read through its block table, as f32:

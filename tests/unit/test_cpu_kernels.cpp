@@ -274,7 +274,7 @@ TEST_CASE("paged attention equals contiguous softmax attention over scattered bl
 
 TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for bit (head_dim 16..128, 256)") {
   using Variant = bool (*)(const float*, const kernels::PagedKvView&, const int32_t*, int32_t, int64_t, float, float*,
-                           float*, float);
+                           float*, float, int32_t);
   std::vector<std::pair<const char*, Variant>> variants;
   if (kernels::cpu_has_avx2()) variants.push_back({"avx2", kernels::detail::paged_attention_head_avx2});
   if (kernels::detail::cpu_has_avx512_vnni())
@@ -294,7 +294,7 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
         for (int64_t kvh = 0; kvh < Hkv; ++kvh) {
           const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
           std::vector<float> s1(ns, NAN), s2(ns, NAN), a(D, NAN), b(D, NAN);  // NaN scratch: never read
-          REQUIRE(variant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), 0.0f));
+          REQUIRE(variant(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), 0.0f, 0));
           kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s2.data(),
                                                          b.data());
           INFO(name << " D " << D << " ctx " << ctx << " kvh " << kvh);
@@ -312,7 +312,7 @@ TEST_CASE("paged attention: the SIMD variants equal the portable kernel bit for 
   for (const auto& v : variants)  // other head sizes: left to the portable kernel (AVX2: 48 too)
     for (int64_t D : {8, 48, 72, 144, 192})
       if (D != 48 || std::string(v.first) == "avx2")
-        CHECK_FALSE(v.second(z.data(), {z.data(), z.data(), 16, 1, D}, t0, 0, 0, 1.f, s.data(), o.data(), 0.0f));
+        CHECK_FALSE(v.second(z.data(), {z.data(), z.data(), 16, 1, D}, t0, 0, 0, 1.f, s.data(), o.data(), 0.0f, 0));
 }
 
 TEST_CASE("soft-capped paged attention: the SIMD variants' scores, capped by the portable kernel's tanh, same bits") {
@@ -333,7 +333,7 @@ TEST_CASE("soft-capped paged attention: the SIMD variants' scores, capped by the
             const size_t ns = size_t(kernels::paged_attention_scratch(ctx - 1));
             std::vector<float> s1(ns, NAN), s2(ns, NAN), s3(ns, NAN), a(D, NAN), b(D, NAN), c(D, NAN);
             REQUIRE((variant == 0 ? paged_attention_head_avx2 : paged_attention_head_avx512)(
-                q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), softcap));
+                q.data(), view, table.data(), ctx - 1, kvh, 0.125f, s1.data(), a.data(), softcap, 0));
             kernels::detail::paged_attention_head_portable(q.data(), view, table.data(), ctx - 1, kvh, 0.125f,
                                                            s2.data(), b.data(), softcap);
             INFO("variant " << variant << " D " << D << " ctx " << ctx << " softcap " << softcap);
