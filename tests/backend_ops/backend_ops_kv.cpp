@@ -235,6 +235,13 @@ void add_kv_cases(std::vector<OpCase>& t) {
                    attention_case(c, "decode", 64, 6, 2, 16, kDecode, window, 0.f, true);
                    attention_case(c, "mixed", 128, 16, 2, 32, kMixed, window, 0.f, true);
                    attention_case(c, "decode", 64, 6, 2, 16, kDecode, window, 0.3f, true);
+                   // blocks of 8 slots: the CPU reads windows in place only over blocks of a multiple of
+                   // 16 (where its keys' count starts, kernels/cpu/attention.h); these go through its
+                   // copy, whose rows before the window's first block are zeros
+                   if (c.be.device() == Device::CPU) {
+                     attention_case(c, "chunks", 64, 6, 2, 8, kChunks, window, 0.f, true);
+                     attention_case(c, "decode", 64, 6, 2, 8, kDecode, window, 0.f, true);
+                   }
                  }});
   // Soft-capped scores (Gemma 2): a cap near the scores' spread (random q, k: |s| up to about 1), so
   // tanh bends them; with and without a window.

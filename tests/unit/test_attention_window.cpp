@@ -114,6 +114,29 @@ TEST_CASE("sliding-window attention: keys [first, position] against double; keys
             CHECK(same_bits(capped, one_query(0, k2, v2, D, q.data(), position, first, kvh, 3.0f)));
             if (position > first) CHECK(!same_bits(capped, out));  // one key: its probability is 1 either way
           }
+          if (kind == 2 && kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, D, true)) {
+            // an fp8 cache with its open block's exact rows: the f32 kernel over the dequantized rows,
+            // the block's replaced by the exact ones
+            const QuantizedKv fp8(2, k, v, D);
+            const int32_t from = position / int32_t(kB) * int32_t(kB);
+            const kernels::KvExactRows ex{&k[size_t(row_of(from, kvh, D))], &v[size_t(row_of(from, kvh, D))], from,
+                                          kHkv * D};
+            std::vector<float> s1(size_t(kernels::paged_attention_scratch(position)), NAN), got(size_t(D), NAN);
+            kernels::paged_attention_head_quant(q.data(), fp8.view(kB, kHkv, D), kTable.data(), position, kvh,
+                                                kScale, s1.data(), got.data(), &ex, first);
+            std::vector<float> kd(k.size()), vd(v.size());
+            for (size_t r = 0; r < k.size() / size_t(D); ++r) {
+              const size_t o = r * size_t(D);
+              kernels::dequantize_kv_row_fp8(&fp8.kc[o], D, fp8.ks[0], &kd[o]);
+              kernels::dequantize_kv_row_fp8(&fp8.vc[o], D, fp8.vs[0], &vd[o]);
+            }
+            for (int32_t j = from; j <= position; ++j)
+              for (int64_t d = 0; d < D; ++d) {
+                kd[size_t(row_of(j, kvh, D) + d)] = k[size_t(row_of(j, kvh, D) + d)];
+                vd[size_t(row_of(j, kvh, D) + d)] = v[size_t(row_of(j, kvh, D) + d)];
+              }
+            CHECK(same_bits(got, one_query(0, kd, vd, D, q.data(), position, first, kvh)));
+          }
           ++checked;
         }
       }

@@ -356,11 +356,12 @@ class CpuBackend final : public Backend {
     // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
     // own block from `exact[s]`: a unit of four stays inside one block (the tokens before a block's
     // start go singly) and shares an item only with its block's.
-    // A sliding window: a sequence with a token past it (position >= window) goes to
-    // attention_over_copy, whose contiguous copy of the context lets the single-token kernels start
-    // at a token's first key (the paged kernels read from key 0). Soft-capped scores (Gemma 2): over
-    // an f32 cache the tiles and single-query kernels soft-cap (not the decode stages); over an int8 /
-    // fp8 one the sequence goes to attention_over_copy too.
+    // A sliding window: each token reads keys [first, position], first = max(0, position - window + 1)
+    // (kernels/cpu/attention.h), in place where its keys' count starts in first's own block (blocks
+    // of a multiple of 16 slots: the blocks before the window may be gone), else through
+    // attention_over_copy. Soft-capped scores (Gemma 2): over an f32 cache the tiles and single-query
+    // kernels soft-cap (not the decode stages); over an int8 / fp8 one the sequence goes to
+    // attention_over_copy too.
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
@@ -379,7 +380,7 @@ class CpuBackend final : public Backend {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
-      if (slides || (softcap > 0 && quant) ||
+      if ((slides && B % 16 != 0) || (softcap > 0 && quant) ||
           (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
         copy_seqs.push_back(s);
         continue;
@@ -401,12 +402,12 @@ class CpuBackend final : public Backend {
     const int64_t whole_items = int64_t(units.size() + singles.size()) * hq;
     for (int s : singles) {
       const int q0 = plan.query_start[s];
-      const int32_t keys = plan.positions[q0] + 1;
+      const int32_t keys = plan.positions[q0] + 1 - first_key(plan.positions[q0]);
       const double cost =
           quant ? kernels::paged_attention_split_cost(qview.kind, keys) : kernels::paged_attention_split_cost(keys);
       if (cpu::split_decode_attention_pays(cost, whole_items, pool_.size()))
         split.push_back({q0, plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq, plan.positions[q0],
-                         has_exact(s) ? &exact[size_t(s)] : nullptr});
+                         has_exact(s) ? &exact[size_t(s)] : nullptr, first_key(plan.positions[q0])});
       else
         units.push_back({q0, 1, s});
     }
@@ -428,12 +429,12 @@ class CpuBackend final : public Backend {
       if (scratch.size() < size_t(kMaxQueries * per_query)) scratch.resize(size_t(kMaxQueries * per_query));
       for (int64_t i = i0; i < i1; ++i) {
         const cpu::AttentionItem& item = items[size_t(i)];
-        const cpu::AttentionUnit& first = units[size_t(item.unit)];
+        const cpu::AttentionUnit& unit = units[size_t(item.unit)];
         const int64_t kvh = item.head / group;
-        const int32_t* table = plan.block_table.data() + int64_t(first.seq) * plan.max_blocks_per_seq;
+        const int32_t* table = plan.block_table.data() + int64_t(unit.seq) * plan.max_blocks_per_seq;
         const float* q[kMaxQueries];
         float *o[kMaxQueries], *sc[kMaxQueries];
-        int32_t pos[kMaxQueries];
+        int32_t pos[kMaxQueries], first[kMaxQueries];
         int queries = 0;  // tiles: unit by unit, a unit's four tokens for each head
         for (int32_t u = item.unit; u < item.unit + item.units; ++u)
           for (int h = item.head; h < item.head + item.heads; ++h)
@@ -443,23 +444,28 @@ class CpuBackend final : public Backend {
               o[queries] = out.ptr<float>() + t * hq * D + h * D;
               sc[queries] = scratch.data() + queries * per_query;
               pos[queries] = plan.positions[size_t(t)];
+              first[queries] = first_key(pos[queries]);
             }
         kernels::KvExactRows ex;
         const kernels::KvExactRows* exact_of = nullptr;  // an item's tiles with exact rows share one block's
-        if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
-        if (first.count == 4 &&
+        if (has_exact(unit.seq)) ex = exact[size_t(unit.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
+        const int32_t* firsts = window > 0 ? first : nullptr;
+        if (unit.count == 4 &&
             (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
-                                                          exact_of)
-                   : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o, softcap)))
+                                                          exact_of, firsts)
+                   : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o, softcap,
+                                                    firsts)))
           continue;
         for (int j = 0; j < queries; ++j) {
-          if (has_exact(first.seq)) ex = exact[size_t(first.seq)].for_query(pos[j], B, kvh, D);
+          if (has_exact(unit.seq)) ex = exact[size_t(unit.seq)].for_query(pos[j], B, kvh, D);
           if (quant)  // int8 / fp8 rows dequantized in registers
-            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of);
+            kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of,
+                                                first[j]);
           else if (softcap > 0)
-            kernels::paged_attention_head_softcap(q[j], view, table, pos[j], kvh, scale, softcap, sc[0], o[j]);
+            kernels::paged_attention_head_softcap(q[j], view, table, pos[j], kvh, scale, softcap, sc[0], o[j],
+                                                  first[j]);
           else
-            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j]);
+            kernels::paged_attention_head(q[j], view, table, pos[j], kvh, scale, sc[0], o[j], first[j]);
         }
       }
     });
@@ -595,11 +601,12 @@ class CpuBackend final : public Backend {
 
   // Attention of the sequences `seqs` over a contiguous f32 copy of each one's context: for an int8
   // or fp8 cache where no kernel reads it in place (kernels::paged_attention_quant_in_place: the
-  // CPU, the head size, the cache dtype), and for a sliding window. One sequence at a time: its
-  // context is copied (dequantized) once, not once per query token and head; then the f32 kernel
-  // runs over the copy as a single block, a token with a window from its first key (the copy seen
-  // from that row on), so the SIMD kernels run there too. The same results as in place. softcap > 0:
-  // paged_attention_head_softcap instead (the SIMD kernels' scores, the portable kernel's cap).
+  // CPU, the head size, the cache dtype, soft-capping), and for a sliding window over blocks whose
+  // slots are not a multiple of 16. One sequence at a time: its context is copied (dequantized) once,
+  // not once per query token and head; then the f32 kernel runs over the copy as a single block, a
+  // token with a window given its first key, so the SIMD kernels run there too. The same results as
+  // in place. softcap > 0: paged_attention_head_softcap instead (the SIMD kernels' scores, the
+  // portable kernel's cap).
   // With exact rows (exact[s].k set) the queries go block by block, the copy holding the block's
   // exact rows while its queries run.
   void attention_over_copy(const Tensor& qkv, const KvLayer& cache, const BatchPlan& plan,
@@ -611,48 +618,52 @@ class CpuBackend final : public Backend {
     const kernels::PagedKvQuantView qview = quant ? quant_view(cache, hkv) : kernels::PagedKvQuantView{};
     const int group = hq / hkv;
     const int32_t first_block[1] = {0};
+    auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
     std::vector<float> k, v;
     for (int s : seqs) {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       if (q0 == q1) continue;
-      // The copy holds positions [base, end): from the block of the first key any of its tokens reads
-      // (a sliding window's blocks before it may be gone), as rows [0, end - base).
+      // The copy holds positions [base, end) as rows [0, end - base): base the start of the keys' count
+      // (kernels::attention_window_start) of the lowest first key any of its tokens reads, a multiple
+      // of 16, so that each token's keys are counted as in place. Positions from `kept`, the start of
+      // that key's block, are copied; those before it (a sliding window's blocks before it may be gone;
+      // none where blocks are a multiple of 16 slots) are zeros, masked.
       const int32_t end = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
       const int32_t low = *std::min_element(plan.positions.begin() + q0, plan.positions.begin() + q1);
-      const int32_t base = (window > 0 ? std::max(0, low - window + 1) : 0) / B * B, n = end - base;
-      k.resize(size_t(n * row));
-      v.resize(size_t(n * row));
-      // block-aligned, so relative position j reads table[(base + j) / B] at offset j % B
-      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq + base / B;
-      auto dequantize = [&](int32_t j0, int32_t j1) {  // relative positions [j0, j1) into the copy
-        pool_.parallel_for(j1 - j0, [&](int64_t a, int64_t b) {
-          if (quant) return kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k.data(),
-                                                             v.data());
+      const int32_t kept = first_key(low) / B * B, base = kernels::attention_window_start(kept), n = end - base;
+      k.assign(size_t(n * row), 0.0f);
+      v.assign(size_t(n * row), 0.0f);
+      // block-aligned, so position kept + j reads table[j / B] at offset j % B
+      const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq + kept / B;
+      float *k_kept = k.data() + int64_t(kept - base) * row, *v_kept = v.data() + int64_t(kept - base) * row;
+      auto dequantize = [&](int32_t p0, int32_t p1) {  // positions [p0, p1) (from kept on) into the copy
+        const int32_t j0 = p0 - kept;
+        pool_.parallel_for(p1 - p0, [&](int64_t a, int64_t b) {
+          if (quant)
+            return kernels::dequantize_kv_positions(qview, table, int32_t(j0 + a), int32_t(j0 + b), k_kept, v_kept);
           for (int64_t j = j0 + a; j < j0 + b; ++j) {
             const int64_t slot = int64_t(table[j / B]) * B + j % B;
-            std::memcpy(k.data() + j * row, cache.k.ptr<float>() + slot * row, size_t(row) * 4);
-            std::memcpy(v.data() + j * row, cache.v.ptr<float>() + slot * row, size_t(row) * 4);
+            std::memcpy(k_kept + j * row, cache.k.ptr<float>() + slot * row, size_t(row) * 4);
+            std::memcpy(v_kept + j * row, cache.v.ptr<float>() + slot * row, size_t(row) * 4);
           }
         });
       };
-      dequantize(0, n);
+      dequantize(kept, end);
       auto run = [&](int t0, int t1) {
         pool_.parallel_for(int64_t(t1 - t0) * hq, [&](int64_t i0, int64_t i1) {
           std::vector<float> scratch(size_t(kernels::paged_attention_scratch(n - 1)));
+          const kernels::PagedKvView view{k.data(), v.data(), n, hkv, D};
           for (int64_t i = i0; i < i1; ++i) {
             // heads outer: a thread's consecutive queries read one kv head's rows of the copy
             const int64_t t = t0 + cpu::balanced_order(i % (t1 - t0), t1 - t0), h = i / (t1 - t0);
-            const int32_t pos = plan.positions[t] - base;
-            const int32_t first = window > 0 ? std::max(0, plan.positions[t] - window + 1) - base : 0;
-            // keys [first, pos]: the copy from row `first` on, read as keys [0, pos - first]
-            const kernels::PagedKvView view{k.data() + first * row, v.data() + first * row, n, hkv, D};
+            const int32_t pos = plan.positions[t] - base, first = first_key(plan.positions[t]) - base;
             const float* q = qkv.ptr<float>() + t * W + h * D;
             float* o = out.ptr<float>() + t * hq * D + h * D;
             if (softcap > 0)
-              kernels::paged_attention_head_softcap(q, view, first_block, pos - first, h / group, scale, softcap,
-                                                    scratch.data(), o);
+              kernels::paged_attention_head_softcap(q, view, first_block, pos, h / group, scale, softcap,
+                                                    scratch.data(), o, first);
             else
-              kernels::paged_attention_head(q, view, first_block, pos - first, h / group, scale, scratch.data(), o);
+              kernels::paged_attention_head(q, view, first_block, pos, h / group, scale, scratch.data(), o, first);
           }
         });
       };
@@ -668,7 +679,7 @@ class CpuBackend final : public Backend {
         std::copy_n(ex->k + at, count, k.begin() + int64_t(from - base) * row);
         std::copy_n(ex->v + at, count, v.begin() + int64_t(from - base) * row);
         run(t0, t1);
-        if (t1 < q1) dequantize(from - base, to - base);  // later blocks' queries read this one from the cache
+        if (t1 < q1) dequantize(from, to);  // later blocks' queries read this one from the cache
         t0 = t1;
       }
     }

@@ -43,7 +43,7 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
   const int64_t D = cache.head_dim, n = int64_t(tokens.size()), group = hq / hkv, threads = pool.size();
   int32_t max_position = 0;
   int64_t keys = 0;
-  for (const auto& t : tokens) max_position = std::max(max_position, t.position), keys += t.position + 1;
+  for (const auto& t : tokens) max_position = std::max(max_position, t.position), keys += t.position + 1 - t.first;
   const int64_t S = kernels::paged_attention_scratch(max_position);
   scores_.resize(size_t(n * hq * S));
 
@@ -64,6 +64,7 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
       p.out[size_t(g)] = out + t.row * hq * D + h * D;
     }
     kernels::SplitAttentionQueries s{p.q.data(), p.scores.data(), p.out.data(), int(group), t.position, kvh};
+    s.first = t.first;
     if (t.exact && t.exact->k) {
       p.exact = t.exact->for_query(t.position, int32_t(cache.block_size), kvh, D);
       s.exact = &p.exact;
@@ -71,7 +72,8 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
     return s;
   };
 
-  // 1. scores: (token, kv head, chunk of keys), chunks a multiple of 16 keys sized for the threads
+  // 1. scores: (token, kv head, chunk of keys), chunks a multiple of 16 keys sized for the threads, from
+  // the token's window's start
   struct KeyItem {
     int64_t token, kvh;
     int32_t j0, j1;
@@ -81,7 +83,8 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
   std::vector<KeyItem> items;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t kvh = 0; kvh < hkv; ++kvh)
-      for (int32_t j0 = 0; j0 <= tokens[size_t(i)].position; j0 += chunk)
+      for (int32_t j0 = kernels::attention_window_start(tokens[size_t(i)].first); j0 <= tokens[size_t(i)].position;
+           j0 += chunk)
         items.push_back({i, kvh, j0, std::min(tokens[size_t(i)].position + 1, j0 + chunk)});
   pool.parallel_for(int64_t(items.size()), [&](int64_t a, int64_t b) {
     Pointers p;
@@ -94,7 +97,8 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
   // 2. each query's softmax
   pool.parallel_for(n * hq, [&](int64_t a, int64_t b) {
     for (int64_t k = a; k < b; ++k)
-      kernels::paged_attention_split_softmax(scores_.data() + k * S, tokens[size_t(k / hq)].position);
+      kernels::paged_attention_split_softmax(scores_.data() + k * S, tokens[size_t(k / hq)].position,
+                                             tokens[size_t(k / hq)].first);
   });
   // 3. values: (token, kv head, piece of columns), pieces of whole SIMD vectors
   const int64_t unit = kernels::paged_attention_split_columns();

@@ -20,6 +20,7 @@ struct SplitDecodeToken {
   const int32_t* block_table;  // its sequence's
   int32_t position;
   const StepExactRows* exact = nullptr;  // its sequence's exact open-block rows (an fp8 cache), if any
+  int32_t first = 0;                     // its first key (a sliding window's; kernels/cpu/attention.h)
 };
 
 // Whether a decode token's attention is worth the three passes over the pool this takes instead of
