@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""A random Gemma 3 shaped model for CPU speed runs (docs/PERFORMANCE.md), made by transformers.
+
+The shape of Gemma 3 1B's layers (hidden 1152, 4 query heads and 1 kv head of 256, GeGLU MLP of
+6912, sliding window 512 on five layers of six, global layers with rope base 1e6 scaled by 8) in 12
+layers, with the default model's tokenizer (vocabulary 49,152) so that prompts tokenize as they do
+for it. Seeded; f32 safetensors. For a GGUF, llama.cpp's converter and llama-quantize:
+
+  python3 scripts/make-gemma3-bench-model.py OUT [TOKENIZER_DIR]
+  python3 $LLMCTL_HOME/llama.cpp/src/convert_hf_to_gguf.py OUT --outtype f16 --outfile OUT.f16.gguf
+  $LLMCTL_HOME/llama.cpp/build/bin/llama-quantize OUT.f16.gguf OUT.q4km.gguf Q4_K_M
+
+TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf).
+Needs torch and transformers.
+"""
+import os
+import shutil
+import sys
+
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    tokenizer = sys.argv[2] if len(sys.argv) == 3 else os.path.join(HOME, "models", "SmolLM2-135M-Instruct", "hf")
+    torch.manual_seed(11)
+    config = Gemma3TextConfig(
+        hidden_size=1152, intermediate_size=6912, num_hidden_layers=12, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=256, vocab_size=49152, max_position_embeddings=32768,
+        sliding_window=512, query_pre_attn_scalar=256, tie_word_embeddings=True, bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, initializer_range=0.02,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+    Gemma3ForCausalLM(config).to(torch.float32).save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tokenizer, name), os.path.join(out, name))
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
