@@ -649,7 +649,16 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
         d += left >= 128 ? 128 : 64;
         continue;
       }
-      const int G = std::min(4, s.group - g0), P = left >= 32 ? 2 : 1;
+      const int G = std::min(4, s.group - g0);
+      // two queries over f32 rows: 64 columns a pass (16 chains), half the passes over the rows (at 512-4,096
+      // keys x0.83-0.89 the time of 32; int8 / fp8 rows, and three queries, were slower so)
+      if (std::is_same_v<View, PagedKvView> && G == 2 && left >= 64) {
+        with_rows(c, block_table, s.kvh, s.exact, 0,
+                  [&](auto kr) { split_values_pass<2, 4>(s, g0, kr, s.position + 1, d); });
+        d += 64;
+        continue;
+      }
+      const int P = left >= 32 ? 2 : 1;
       with_rows(c, block_table, s.kvh, s.exact, 0, [&](auto kr) {
         with_pass_shape(G, P, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr, s.position + 1, d); });
       });

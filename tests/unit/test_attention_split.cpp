@@ -46,7 +46,7 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
       const test::QuantizedKv qkv(kind, k, v, D);
       const kernels::PagedKvView f32{k.data(), v.data(), B, Hkv, D};
       const kernels::PagedKvQuantView quant = qkv.view(B, Hkv, D);
-      for (int group : {1, 3, 5, 7})
+      for (int group : {1, 2, 3, 5, 6, 7})
         for (int32_t position : {0, 1, 15, 16, 17, 64, 200, 1000}) {
           const auto qs = randn(size_t(group * D), seed + uint32_t(position) + 7u * uint32_t(group), 2.0f);
           const size_t ns = size_t(kernels::paged_attention_scratch(position));
