@@ -62,7 +62,8 @@ bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact) 
 
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const int32_t* block_table, int32_t position,
                                 int64_t kvh, float scale, float* scores, float* out, const KvExactRows* exact,
-                                int32_t first) {
+                                int32_t first, float softcap) {
+  KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_head_quant: softcap " << softcap;
   KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= position))
       << "paged_attention_head_quant: exact rows from " << (exact ? exact->from : 0) << " for position " << position;
   check_first(first, position, "paged_attention_head_quant");
@@ -73,8 +74,9 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
   KERNEL_CHECK(paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr) &&
                (detail::cpu_has_avx512_vnni()
                     ? detail::paged_attention_head_quant_avx512(q, w, block_table, pos, kvh, scale, scores, out,
-                                                                exact ? &ex : nullptr, mask)
-                    : detail::paged_attention_head_quant_avx2(q, w, block_table, pos, kvh, scale, scores, out, mask)))
+                                                                exact ? &ex : nullptr, mask, softcap)
+                    : detail::paged_attention_head_quant_avx2(q, w, block_table, pos, kvh, scale, scores, out, mask,
+                                                              softcap)))
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
@@ -120,7 +122,8 @@ bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* posi
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                  float* const* scratch, float* const* out, const KvExactRows* exact,
-                                 const int32_t* firsts) {
+                                 const int32_t* firsts, float softcap) {
+  KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_tiles_quant: softcap " << softcap;
   for (int t = 0; t < tiles && exact; ++t)
     KERNEL_CHECK(exact->from >= 0 && exact->from <= positions[4 * t])
         << "paged_attention_tiles_quant: exact rows from " << exact->from << " for a tile from " << positions[4 * t];
@@ -133,9 +136,9 @@ bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t
   if (exact) ex = window_exact(*exact, w.start);
   return detail::cpu_has_avx512_vnni()
              ? detail::paged_attention_tiles_quant_avx512(tiles, q, w.positions, v, block_table, kvh, scale, scratch,
-                                                          out, exact ? &ex : nullptr, masks)
+                                                          out, exact ? &ex : nullptr, masks, softcap)
              : detail::paged_attention_tiles_quant_avx2(tiles, q, w.positions, v, block_table, kvh, scale, scratch, out,
-                                                        masks);
+                                                        masks, softcap);
 }
 
 bool paged_attention_split_runs(int64_t head_dim) {

@@ -68,15 +68,16 @@ struct KvExactRows {
 };
 
 // The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
-// followed by paged_attention_head, bit for bit, without the f32 copy of the context; with `exact`,
-// the copy's rows [from, position] replaced by the exact ones first. Runs where
+// followed by paged_attention_head (softcap > 0: paged_attention_head_softcap), bit for bit, without
+// the f32 copy of the context; with `exact`, the copy's rows [from, position] replaced by the exact
+// ones first. Runs where
 // paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a multiple of 16 up to
 // 128, or 256; AVX2: int8 caches without exact rows, head_dim 32, 64, 96, 128, 256); elsewhere the
 // caller dequantizes first.
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact = false);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out,
-                                const KvExactRows* exact = nullptr, int32_t first = 0);
+                                const KvExactRows* exact = nullptr, int32_t first = 0, float softcap = 0.0f);
 
 // Tiles of four query tokens reading kv head kvh of one sequence: tile t is q[4t..4t+3] at ascending
 // positions positions[4t..4t+3]; tiles in any order (a GQA group's query heads on the same tokens, a
@@ -99,7 +100,7 @@ bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* posi
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& qcache, const int32_t* block_table, int64_t kvh, float scale,
                                  float* const* scratch, float* const* out, const KvExactRows* exact = nullptr,
-                                 const int32_t* firsts = nullptr);
+                                 const int32_t* firsts = nullptr, float softcap = 0.0f);
 
 // Decode attention spread over threads. Run whole, a token's query heads are one item each (9 heads
 // on 16 threads leave 7 idle) and each reads its kv head's whole context. Here one token at

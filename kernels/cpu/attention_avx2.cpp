@@ -628,8 +628,8 @@ bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32
 
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                     int32_t mask) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, 0.0f, mask);
+                                     int32_t mask, float softcap) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap, mask);
 }
 
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
@@ -640,8 +640,8 @@ bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t*
 
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                      float* const* scores, float* const* out, const int32_t* masks) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, 0.0f, masks);
+                                      float* const* scores, float* const* out, const int32_t* masks, float softcap) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks);
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -675,8 +675,8 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                       const KvExactRows* exact, int32_t mask) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, exact, 0.0f, mask);
+                                       const KvExactRows* exact, int32_t mask, float softcap) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, exact, softcap, mask);
 }
 
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
@@ -688,8 +688,8 @@ bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,
-                                        const KvExactRows* exact, const int32_t* masks) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact, 0.0f, masks);
+                                        const KvExactRows* exact, const int32_t* masks, float softcap) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact, softcap, masks);
 }
 
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -1,7 +1,8 @@
 // Tiles of four query tokens (kernels/cpu/attention.h: paged_attention_tiles) against single-query
 // calls, bit for bit, on whichever SIMD kernels run here (ctest runs it natively and stepped down to
 // AVX2): up to 8 tiles a call over random f32, int8 and fp8 caches in scattered blocks, tiles whose
-// shared keys end in different blocks, in any order, the same tokens twice; soft-capped scores.
+// shared keys end in different blocks, in any order, the same tokens twice; soft-capped scores over
+// each cache.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -25,11 +26,11 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
   const std::vector<std::vector<int32_t>> tile_starts = {
       {40, 41}, {0, 90, 37}, {100, 100, 3, 64, 160, 31, 120, 77}, {171, 0, 5, 6, 128, 129, 130, 15}};
   int checked = 0;
-  for (int run = 0; run < 4; ++run)  // f32, int8, fp8; f32 with soft-capped scores (Gemma 2)
+  for (int run = 0; run < 6; ++run)  // f32, int8, fp8; each again with soft-capped scores (Gemma 2)
     for (int64_t D : {16, 32, 64, 80, 96, 128, 256})
       for (const auto& starts : tile_starts) {
-        const int kind = run == 3 ? 0 : run;
-        const float softcap = run == 3 ? 3.0f : 0.0f;  // caps nearly every score of these queries
+        const int kind = run % 3;
+        const float softcap = run >= 3 ? 3.0f : 0.0f;  // caps nearly every score of these queries
         const kernels::KvQuant quant_kind = kind == 1 ? kernels::KvQuant::Int8 : kernels::KvQuant::Fp8;
         if (!kernels::paged_attention_split_runs(D) ||
             (kind > 0 && !kernels::paged_attention_quant_in_place(quant_kind, D)))
@@ -56,17 +57,18 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
           REQUIRE((kind == 0 ? kernels::paged_attention_tiles(tiles, q.data(), pos.data(), f32, table.data(), kvh,
                                                               0.125f, sp.data(), op.data(), softcap)
                              : kernels::paged_attention_tiles_quant(tiles, q.data(), pos.data(), quant, table.data(),
-                                                                    kvh, 0.125f, sp.data(), op.data())));
+                                                                    kvh, 0.125f, sp.data(), op.data(), nullptr,
+                                                                    nullptr, softcap)));
           for (size_t i = 0; i < nq; ++i) {
             std::vector<float> s1(st[i].size(), NAN), o1(size_t(D), NAN);
-            if (softcap > 0)
+            if (kind == 0 && softcap > 0)
               kernels::paged_attention_head_softcap(q[i], f32, table.data(), pos[i], kvh, 0.125f, softcap, s1.data(),
                                                     o1.data());
             else if (kind == 0)
               kernels::paged_attention_head(q[i], f32, table.data(), pos[i], kvh, 0.125f, s1.data(), o1.data());
             else
               kernels::paged_attention_head_quant(q[i], quant, table.data(), pos[i], kvh, 0.125f, s1.data(),
-                                                  o1.data());
+                                                  o1.data(), nullptr, 0, softcap);
             INFO("kind " << kind << " softcap " << softcap << " D " << D << " tiles " << tiles << " query " << i << " at " << pos[i]);
             CHECK(std::memcmp(ot[i].data(), o1.data(), size_t(D) * 4) == 0);
             CHECK(std::memcmp(st[i].data(), s1.data(), size_t(pos[i] + 1) * 4) == 0);
@@ -74,8 +76,8 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
           }
         }
       }
-  // AVX-512: 4 runs x {16, 32, 64, 80, 96, 128, 256}; AVX2: f32 (twice) and int8 x {32, 64, 96, 128, 256}
-  const int sizes = kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64) ? 4 * 7 : 3 * 5;
+  // AVX-512: 6 runs x {16, 32, 64, 80, 96, 128, 256}; AVX2: f32 and int8 (twice each) x {32, 64, 96, 128, 256}
+  const int sizes = kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64) ? 6 * 7 : 4 * 5;
   CHECK(checked == sizes * 2 * (2 + 3 + 8 + 8) * 4);
   // more tiles than a call takes, or none: nothing runs
   const std::vector<float> z(size_t(NB * B * Hkv * 64));

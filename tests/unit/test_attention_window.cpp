@@ -1,5 +1,6 @@
 // Sliding-window attention read in place (kernels/cpu/attention.h: a query's `first` key): single
-// queries against a double-precision softmax over keys [first, position], the keys before `first`
+// queries against a double-precision softmax over keys [first, position] (int8 / fp8 in place against
+// the f32 kernel over their dequantized rows, soft-capped too), the keys before `first`
 // shown unread or masked (other values there change no bit, NaN before the window's start neither),
 // the SIMD kernels against the portable one bit for bit, tiles (whose keys are counted from the
 // lowest query's start) and the decode stages against single queries bit for bit, over f32, int8 and
@@ -42,7 +43,7 @@ std::vector<float> one_query(int kind, const std::vector<float>& k, const std::v
     kernels::paged_attention_head(q, f32, kTable.data(), position, kvh, kScale, s.data(), o.data(), first);
   else
     kernels::paged_attention_head_quant(q, QuantizedKv(kind, k, v, D).view(kB, kHkv, D), kTable.data(), position,
-                                        kvh, kScale, s.data(), o.data(), nullptr, first);
+                                        kvh, kScale, s.data(), o.data(), nullptr, first, softcap);
   return o;
 }
 
@@ -114,28 +115,40 @@ TEST_CASE("sliding-window attention: keys [first, position] against double; keys
             CHECK(same_bits(capped, one_query(0, k2, v2, D, q.data(), position, first, kvh, 3.0f)));
             if (position > first) CHECK(!same_bits(capped, out));  // one key: its probability is 1 either way
           }
-          if (kind == 2 && kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, D, true)) {
-            // an fp8 cache with its open block's exact rows: the f32 kernel over the dequantized rows,
-            // the block's replaced by the exact ones
-            const QuantizedKv fp8(2, k, v, D);
-            const int32_t from = position / int32_t(kB) * int32_t(kB);
-            const kernels::KvExactRows ex{&k[size_t(row_of(from, kvh, D))], &v[size_t(row_of(from, kvh, D))], from,
-                                          kHkv * D};
-            std::vector<float> s1(size_t(kernels::paged_attention_scratch(position)), NAN), got(size_t(D), NAN);
-            kernels::paged_attention_head_quant(q.data(), fp8.view(kB, kHkv, D), kTable.data(), position, kvh,
-                                                kScale, s1.data(), got.data(), &ex, first);
+          if (kind > 0) {
+            // int8 / fp8 in place: the f32 kernel over the dequantized rows (soft-capped too)
+            const QuantizedKv cache(kind, k, v, D);
             std::vector<float> kd(k.size()), vd(v.size());
             for (size_t r = 0; r < k.size() / size_t(D); ++r) {
               const size_t o = r * size_t(D);
-              kernels::dequantize_kv_row_fp8(&fp8.kc[o], D, fp8.ks[0], &kd[o]);
-              kernels::dequantize_kv_row_fp8(&fp8.vc[o], D, fp8.vs[0], &vd[o]);
-            }
-            for (int32_t j = from; j <= position; ++j)
-              for (int64_t d = 0; d < D; ++d) {
-                kd[size_t(row_of(j, kvh, D) + d)] = k[size_t(row_of(j, kvh, D) + d)];
-                vd[size_t(row_of(j, kvh, D) + d)] = v[size_t(row_of(j, kvh, D) + d)];
+              if (kind == 1) {
+                kernels::dequantize_kv_row_int8(reinterpret_cast<const int8_t*>(&cache.kc[o]), D, &cache.ks[2 * r],
+                                                &kd[o]);
+                kernels::dequantize_kv_row_int8(reinterpret_cast<const int8_t*>(&cache.vc[o]), D, &cache.vs[2 * r],
+                                                &vd[o]);
+              } else {
+                kernels::dequantize_kv_row_fp8(&cache.kc[o], D, cache.ks[0], &kd[o]);
+                kernels::dequantize_kv_row_fp8(&cache.vc[o], D, cache.vs[0], &vd[o]);
               }
-            CHECK(same_bits(got, one_query(0, kd, vd, D, q.data(), position, first, kvh)));
+            }
+            CHECK(same_bits(out, one_query(0, kd, vd, D, q.data(), position, first, kvh)));
+            CHECK(same_bits(one_query(kind, k, v, D, q.data(), position, first, kvh, 3.0f),
+                            one_query(0, kd, vd, D, q.data(), position, first, kvh, 3.0f)));
+            if (kind == 2 && kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, D, true)) {
+              // with its open block's exact rows: those replace the block's dequantized ones
+              const int32_t from = position / int32_t(kB) * int32_t(kB);
+              const kernels::KvExactRows ex{&k[size_t(row_of(from, kvh, D))], &v[size_t(row_of(from, kvh, D))], from,
+                                            kHkv * D};
+              std::vector<float> s1(size_t(kernels::paged_attention_scratch(position)), NAN), got(size_t(D), NAN);
+              kernels::paged_attention_head_quant(q.data(), cache.view(kB, kHkv, D), kTable.data(), position, kvh,
+                                                  kScale, s1.data(), got.data(), &ex, first);
+              for (int32_t j = from; j <= position; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                  kd[size_t(row_of(j, kvh, D) + d)] = k[size_t(row_of(j, kvh, D) + d)];
+                  vd[size_t(row_of(j, kvh, D) + d)] = v[size_t(row_of(j, kvh, D) + d)];
+                }
+              CHECK(same_bits(got, one_query(0, kd, vd, D, q.data(), position, first, kvh)));
+            }
           }
           ++checked;
         }
@@ -153,11 +166,11 @@ TEST_CASE("sliding-window attention: keys [first, position] against double; keys
 TEST_CASE("sliding-window tiles and decode stages equal single queries, bit for bit") {
   if (!kernels::paged_attention_split_runs(64)) LLMCTL_SKIP("no SIMD attention kernel on this CPU");
   int checked = 0;
-  for (int run = 0; run < 4; ++run)  // f32, int8, fp8; f32 soft-capped
+  for (int run = 0; run < 6; ++run)  // f32, int8, fp8; each soft-capped
     for (int64_t D : {16, 64, 128, 256})
       for (int32_t window : {5, 16, 33, 100}) {
-        const int kind = run == 3 ? 0 : run;
-        const float softcap = run == 3 ? 3.0f : 0.0f;
+        const int kind = run % 3;
+        const float softcap = run >= 3 ? 3.0f : 0.0f;
         if (!runs(kind, D) || !kernels::paged_attention_split_runs(D)) continue;
         const uint32_t seed = uint32_t(1000 * run + D + window);
         const auto k = randn(size_t(kNB * kB * kHkv * D), seed), v = randn(size_t(kNB * kB * kHkv * D), seed + 1);
@@ -186,7 +199,7 @@ TEST_CASE("sliding-window tiles and decode stages equal single queries, bit for 
                                                               kScale, sp.data(), op.data(), softcap, first.data())
                              : kernels::paged_attention_tiles_quant(tiles, q.data(), pos.data(), quant, kTable.data(),
                                                                     kvh, kScale, sp.data(), op.data(), nullptr,
-                                                                    first.data())));
+                                                                    first.data(), softcap)));
           for (int i = 0; i < queries; ++i) {
             INFO("run " << run << " D " << D << " window " << window << " query " << i << " position "
                         << pos[size_t(i)] << " first " << first[size_t(i)]);

@@ -359,9 +359,8 @@ class CpuBackend final : public Backend {
     // A sliding window: each token reads keys [first, position], first = max(0, position - window + 1)
     // (kernels/cpu/attention.h), in place where its keys' count starts in first's own block (blocks
     // of a multiple of 16 slots: the blocks before the window may be gone), else through
-    // attention_over_copy. Soft-capped scores (Gemma 2): over an f32 cache the tiles and single-query
-    // kernels soft-cap (not the decode stages); over an int8 / fp8 one the sequence goes to
-    // attention_over_copy too.
+    // attention_over_copy. Soft-capped scores (Gemma 2): the tiles and single-query kernels soft-cap
+    // (not the decode stages, so such a decode token runs its heads whole).
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
@@ -380,7 +379,7 @@ class CpuBackend final : public Backend {
       const int q0 = plan.query_start[s], q1 = plan.query_start[s + 1];
       const bool slides = q1 > q0 && first_key(*std::max_element(plan.positions.begin() + q0,
                                                                  plan.positions.begin() + q1)) > 0;
-      if ((slides && B % 16 != 0) || (softcap > 0 && quant) ||
+      if ((slides && B % 16 != 0) ||
           (quant && !kernels::paged_attention_quant_in_place(qview.kind, D, has_exact(s)))) {
         copy_seqs.push_back(s);
         continue;
@@ -452,7 +451,7 @@ class CpuBackend final : public Backend {
         const int32_t* firsts = window > 0 ? first : nullptr;
         if (unit.count == 4 &&
             (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
-                                                          exact_of, firsts)
+                                                          exact_of, firsts, softcap)
                    : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o, softcap,
                                                     firsts)))
           continue;
@@ -460,7 +459,7 @@ class CpuBackend final : public Backend {
           if (has_exact(unit.seq)) ex = exact[size_t(unit.seq)].for_query(pos[j], B, kvh, D);
           if (quant)  // int8 / fp8 rows dequantized in registers
             kernels::paged_attention_head_quant(q[j], qview, table, pos[j], kvh, scale, sc[0], o[j], exact_of,
-                                                first[j]);
+                                                first[j], softcap);
           else if (softcap > 0)
             kernels::paged_attention_head_softcap(q[j], view, table, pos[j], kvh, scale, softcap, sc[0], o[j],
                                                   first[j]);
@@ -601,7 +600,7 @@ class CpuBackend final : public Backend {
 
   // Attention of the sequences `seqs` over a contiguous f32 copy of each one's context: for an int8
   // or fp8 cache where no kernel reads it in place (kernels::paged_attention_quant_in_place: the
-  // CPU, the head size, the cache dtype, soft-capping), and for a sliding window over blocks whose
+  // CPU, the head size, the cache dtype), and for a sliding window over blocks whose
   // slots are not a multiple of 16. One sequence at a time: its context is copied (dequantized) once,
   // not once per query token and head; then the f32 kernel runs over the copy as a single block, a
   // token with a window given its first key, so the SIMD kernels run there too. The same results as
