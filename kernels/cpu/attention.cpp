@@ -260,12 +260,13 @@ void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQ
   split_scores(s, c, block_table, scale, j0, j1);
 }
 
-float paged_attention_split_softmax(float* scores, int32_t position, int32_t first) {
+float paged_attention_split_softmax(float* scores, int32_t position, int32_t first, float softcap) {
   check_first(first, position, "paged_attention_split_softmax");
+  KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_split_softmax: softcap " << softcap;
   const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
-  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, pos, mask);
+  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, pos, mask, softcap);
   KERNEL_CHECK(cpu_has_avx2()) << "paged_attention_split_softmax: no kernel on this CPU";
-  return detail::paged_attention_split_softmax_avx2(scores, pos, mask);
+  return detail::paged_attention_split_softmax_avx2(scores, pos, mask, softcap);
 }
 
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,

@@ -110,11 +110,12 @@ bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t
 //      memory once for the group. j0 a multiple of 16; j1 too, or position + 1 (the SIMD variants
 //      then write up to 15 floats past it: scores[g] holds paged_attention_scratch(position) floats);
 //   2. paged_attention_split_softmax: one query's scores [0, position] -> its probabilities in place,
-//      e^(score - max) x inv, where inv (returned) is 1 / the exponentials' sum;
+//      e^(score - max) x inv, where inv (returned) is 1 / the exponentials' sum (softcap > 0: the
+//      scores soft-capped first, as paged_attention_head_softcap's);
 //   3. paged_attention_split_values: columns [d0, d0 + width) of the group's outputs from stage 2's
 //      probabilities, each value row read once for the group; d0 and width multiples of
 //      paged_attention_split_columns().
-// The outputs are paged_attention_head's (paged_attention_head_quant's) for each query, bit for bit:
+// The outputs are paged_attention_head's (_softcap's, _quant's) for each query, bit for bit:
 // each score, maximum, sum and chain is the same operations in the same order, only spread
 // differently. Runs where paged_attention_split_runs says so (the SIMD variants' head sizes; int8 /
 // fp8 caches where they are read in place, with exact rows where the variant reads those: AVX-512).
@@ -147,7 +148,7 @@ void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvV
                                   float scale, int32_t j0, int32_t j1);
 void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQuantView& cache,
                                   const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax(float* scores, int32_t position, int32_t first = 0);
+float paged_attention_split_softmax(float* scores, int32_t position, int32_t first = 0, float softcap = 0.0f);
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& cache, const int32_t* block_table,
                                   int64_t d0, int64_t width);
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQuantView& cache,

@@ -480,9 +480,10 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (its chain of std::max's value; a window's: mask_scores', as
-// attention_head's), the softmax, then each e_j * inv, the product attention_head's values take.
-float split_softmax(float* scores, int32_t n, int32_t mask) {
+// score_keys' maximum over keys [0, n) (its chain of std::max's value; soft-capped scores' and a
+// window's: softcap_scores' and mask_scores', as attention_head's), the softmax, then each e_j * inv,
+// the product attention_head's values take.
+float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
   // score_keys' chain passes over NaNs (std::max(m, NaN) is m) and keeps the first of equal values: 8
   // lanes of vmaxps(score, m), which returns m for a NaN or an equal score, then the lanes, give the
   // same maximum but for the sign of a zero, which changes no e_j (x - 0 and x - -0 are equal but for
@@ -495,6 +496,7 @@ float split_softmax(float* scores, int32_t n, int32_t mask) {
   float m = -INFINITY;
   for (float x : lane) m = std::max(m, x);
   for (; j < n; ++j) m = std::max(m, scores[j]);
+  if (softcap > 0) m = softcap_scores(scores, n, softcap);
   if (mask > 0) m = mask_scores(scores, mask, n);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 8)  // up to the zeros softmax_in_place wrote to a multiple of 16
@@ -652,8 +654,8 @@ bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const Pag
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
   return split_scores(s, c, block_table, scale, j0, j1);
 }
-float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask) {
-  return split_softmax(scores, position + 1, mask);
+float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask, float softcap) {
+  return split_softmax(scores, position + 1, mask, softcap);
 }
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
                                        const int32_t* block_table, int64_t d0, int64_t width) {

@@ -561,15 +561,18 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
   });
 }
 
-// score_keys' maximum over keys [0, n) (the same masked maxima in the same order; a window's:
-// mask_scores', as attention_head's), the softmax, then each e_j * inv, the product add_values takes.
-float split_softmax(float* scores, int32_t n, int32_t mask) {
+// score_keys' maximum over keys [0, n) (the same masked maxima in the same order; soft-capped scores'
+// and a window's: softcap_scores' and mask_scores', as attention_head's), the softmax, then each
+// e_j * inv, the product add_values takes.
+float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int32_t j = 0; j < n; j += 16) {
     const __mmask16 live = __mmask16((1u << std::min<int32_t>(16, n - j)) - 1);
     vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
   }
-  const float m = mask > 0 ? mask_scores(scores, mask, n) : _mm512_reduce_max_ps(vmax);
+  float m = _mm512_reduce_max_ps(vmax);
+  if (softcap > 0) m = softcap_scores(scores, n, softcap);
+  if (mask > 0) m = mask_scores(scores, mask, n);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 16)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));
@@ -700,8 +703,8 @@ bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const P
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1) {
   return split_scores(s, c, block_table, scale, j0, j1);
 }
-float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask) {
-  return split_softmax(scores, position + 1, mask);
+float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask, float softcap) {
+  return split_softmax(scores, position + 1, mask, softcap);
 }
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
                                          const int32_t* block_table, int64_t d0, int64_t width) {

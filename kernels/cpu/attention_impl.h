@@ -198,7 +198,7 @@ bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const P
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1);
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask = 0);
+float paged_attention_split_softmax_avx512(float* scores, int32_t position, int32_t mask = 0, float softcap = 0.0f);
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
                                          const int32_t* block_table, int64_t d0, int64_t width);
 bool paged_attention_split_values_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,
@@ -207,7 +207,7 @@ bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const Pag
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1);
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,
                                        const int32_t* block_table, float scale, int32_t j0, int32_t j1);
-float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask = 0);
+float paged_attention_split_softmax_avx2(float* scores, int32_t position, int32_t mask = 0, float softcap = 0.0f);
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvView& c,
                                        const int32_t* block_table, int64_t d0, int64_t width);
 bool paged_attention_split_values_avx2(const SplitAttentionQueries& s, const PagedKvQuantView& c,

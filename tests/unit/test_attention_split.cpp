@@ -1,8 +1,9 @@
 // Decode attention in stages (kernels/cpu/attention.h: paged_attention_split_*) against the whole-head
 // kernels, bit for bit: random caches (f32, int8, fp8) over scattered blocks, GQA groups of 1 to 7
 // query heads, keys cut into chunks of several sizes and run in reverse, columns cut as the caller may,
-// exact open-block rows beside int8 / fp8 caches; and the CPU backend's SplitDecodeAttention over a
-// step's tokens (engine/backend/cpu/cpu_split_attention.h), in one pass and in several.
+// exact open-block rows beside int8 / fp8 caches, soft-capped scores; and the CPU backend's
+// SplitDecodeAttention over a step's tokens (engine/backend/cpu/cpu_split_attention.h), in one pass and
+// in several.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -52,17 +53,21 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
           const size_t ns = size_t(kernels::paged_attention_scratch(position));
           for (int64_t kvh = 0; kvh < Hkv; ++kvh)
             for (int32_t chunk : {16, 64, 256}) {
+              const float softcap = chunk == 64 ? 3.0f : 0.0f;  // Gemma 2's soft-capped scores, in one case of three
               // the reference: each query head whole
               std::vector<std::vector<float>> s1(size_t(group), std::vector<float>(ns, NAN)), o1 = s1;
               for (int g = 0; g < group; ++g) {
                 o1[size_t(g)].assign(size_t(D), NAN);
                 const float* q = qs.data() + g * D;
-                if (kind == 0)
+                if (kind == 0 && softcap > 0)
+                  kernels::paged_attention_head_softcap(q, f32, table.data(), position, kvh, 0.125f, softcap,
+                                                        s1[size_t(g)].data(), o1[size_t(g)].data());
+                else if (kind == 0)
                   kernels::paged_attention_head(q, f32, table.data(), position, kvh, 0.125f, s1[size_t(g)].data(),
                                                 o1[size_t(g)].data());
                 else
                   kernels::paged_attention_head_quant(q, quant, table.data(), position, kvh, 0.125f,
-                                                      s1[size_t(g)].data(), o1[size_t(g)].data());
+                                                      s1[size_t(g)].data(), o1[size_t(g)].data(), nullptr, 0, softcap);
               }
               // the stages, keys in chunks run last to first, columns in pieces of `unit` and the rest
               std::vector<std::vector<float>> s2 = s1, o2 = o1;
@@ -86,7 +91,7 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
                   kernels::paged_attention_split_scores(s, quant, table.data(), 0.125f, j0, j1);
               }
               for (int g = 0; g < group; ++g)
-                inv[size_t(g)] = kernels::paged_attention_split_softmax(sp[size_t(g)], position);
+                inv[size_t(g)] = kernels::paged_attention_split_softmax(sp[size_t(g)], position, 0, softcap);
               const int64_t first = chunk == 16 ? unit : D;  // one piece of `unit` columns, then the rest
               const int64_t cut = std::min(first, D);
               for (auto [d0, w] : {std::pair<int64_t, int64_t>{0, cut}, {cut, D - cut}})
@@ -98,7 +103,7 @@ TEST_CASE("decode attention in stages equals the whole-head kernels bit for bit"
                 }
               for (int g = 0; g < group; ++g) {
                 INFO("kind " << kind << " D " << D << " group " << group << " query " << g << " at " << position
-                             << " kvh " << kvh << " chunk " << chunk);
+                             << " kvh " << kvh << " chunk " << chunk << " softcap " << softcap);
                 CHECK(std::memcmp(o2[size_t(g)].data(), o1[size_t(g)].data(), size_t(D) * 4) == 0);
                 // stage 2 leaves the probabilities the whole kernel multiplies its values by: e_j x inv
                 bool probabilities = true;

@@ -207,7 +207,6 @@ TEST_CASE("sliding-window tiles and decode stages equal single queries, bit for 
             CHECK(same_bits(ot[size_t(i)], want));
             ++checked;
           }
-          if (softcap > 0) continue;  // the stages do not soft-cap
           // the decode stages for the last token, a GQA group of two queries on this kv head
           const int32_t position = pos.back(), f = first.back(), start = kernels::attention_window_start(f);
           std::vector<float> s0(size_t(kernels::paged_attention_scratch(position)), NAN), s1 = s0;
@@ -224,15 +223,15 @@ TEST_CASE("sliding-window tiles and decode stages equal single queries, bit for 
             else
               kernels::paged_attention_split_scores(sq, quant, kTable.data(), kScale, j0, j1);
           }
-          for (float* s : gs) kernels::paged_attention_split_softmax(s, position, f);
+          for (float* s : gs) kernels::paged_attention_split_softmax(s, position, f, softcap);
           const int64_t unit = kernels::paged_attention_split_columns();
           for (int64_t d0 = 0; d0 < D; d0 += unit)
             if (kind == 0)
               kernels::paged_attention_split_values(sq, f32, kTable.data(), d0, unit);
             else
               kernels::paged_attention_split_values(sq, quant, kTable.data(), d0, unit);
-          CHECK(same_bits(o0, one_query(kind, k, v, D, gq[0], position, f, kvh)));
-          CHECK(same_bits(o1, one_query(kind, k, v, D, gq[1], position, f, kvh)));
+          CHECK(same_bits(o0, one_query(kind, k, v, D, gq[0], position, f, kvh, softcap)));
+          CHECK(same_bits(o1, one_query(kind, k, v, D, gq[1], position, f, kvh, softcap)));
         }
       }
   CHECK(checked > 0);

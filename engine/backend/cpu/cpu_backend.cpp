@@ -359,8 +359,8 @@ class CpuBackend final : public Backend {
     // A sliding window: each token reads keys [first, position], first = max(0, position - window + 1)
     // (kernels/cpu/attention.h), in place where its keys' count starts in first's own block (blocks
     // of a multiple of 16 slots: the blocks before the window may be gone), else through
-    // attention_over_copy. Soft-capped scores (Gemma 2): the tiles and single-query kernels soft-cap
-    // (not the decode stages, so such a decode token runs its heads whole).
+    // attention_over_copy. Soft-capped scores (Gemma 2): every kernel soft-caps (the decode stages in
+    // their softmax).
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
@@ -384,7 +384,7 @@ class CpuBackend final : public Backend {
         copy_seqs.push_back(s);
         continue;
       }
-      if (q1 - q0 == 1 && softcap == 0 && split_runs(s)) {
+      if (q1 - q0 == 1 && split_runs(s)) {
         singles.push_back(s);
         continue;
       }
@@ -414,9 +414,9 @@ class CpuBackend final : public Backend {
       attention_over_copy(qkv, cache, plan, copy_seqs, exact, hq, hkv, scale, window, softcap, out);
     if (!split.empty()) {
       if (quant)
-        split_attention_.run(pool_, split, qkv.ptr<float>(), W, qview, hq, hkv, scale, out.ptr<float>());
+        split_attention_.run(pool_, split, qkv.ptr<float>(), W, qview, hq, hkv, scale, out.ptr<float>(), softcap);
       else
-        split_attention_.run(pool_, split, qkv.ptr<float>(), W, view, hq, hkv, scale, out.ptr<float>());
+        split_attention_.run(pool_, split, qkv.ptr<float>(), W, view, hq, hkv, scale, out.ptr<float>(), softcap);
     }
     const int group = hq / hkv;
     const int64_t max_ctx = plan.max_context_len(), per_query = kernels::paged_attention_scratch(max_ctx);

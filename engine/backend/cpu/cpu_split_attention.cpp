@@ -25,7 +25,7 @@ bool split_decode_attention_pays(double cost, int64_t items, int threads) {
 
 template <class View>
 void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv,
-                               int64_t W, const View& cache, int hq, int hkv, float scale, float* out) {
+                               int64_t W, const View& cache, int hq, int hkv, float scale, float* out, float softcap) {
   // Tokens a pass takes: their score rows within max_scratch_floats_ (one token at least).
   int32_t max_position = 0;
   for (const auto& t : tokens) max_position = std::max(max_position, t.position);
@@ -33,13 +33,14 @@ void SplitDecodeAttention::run(ThreadPool& pool, const std::vector<SplitDecodeTo
       std::max<int64_t>(1, max_scratch_floats_ / (int64_t(hq) * kernels::paged_attention_scratch(max_position)));
   for (size_t i = 0; i < tokens.size(); i += size_t(per_pass)) {
     const size_t end = std::min(tokens.size(), i + size_t(per_pass));
-    run_pass(pool, std::span(tokens.data() + i, end - i), qkv, W, cache, hq, hkv, scale, out);
+    run_pass(pool, std::span(tokens.data() + i, end - i), qkv, W, cache, hq, hkv, scale, out, softcap);
   }
 }
 
 template <class View>
 void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecodeToken> tokens, const float* qkv,
-                                    int64_t W, const View& cache, int hq, int hkv, float scale, float* out) {
+                                    int64_t W, const View& cache, int hq, int hkv, float scale, float* out,
+                                    float softcap) {
   const int64_t D = cache.head_dim, n = int64_t(tokens.size()), group = hq / hkv, threads = pool.size();
   int32_t max_position = 0;
   int64_t keys = 0;
@@ -94,11 +95,11 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
                                             scale, it.j0, it.j1);
     }
   });
-  // 2. each query's softmax
+  // 2. each query's softmax (its scores soft-capped first where softcap > 0)
   pool.parallel_for(n * hq, [&](int64_t a, int64_t b) {
     for (int64_t k = a; k < b; ++k)
       kernels::paged_attention_split_softmax(scores_.data() + k * S, tokens[size_t(k / hq)].position,
-                                             tokens[size_t(k / hq)].first);
+                                             tokens[size_t(k / hq)].first, softcap);
   });
   // 3. values: (token, kv head, piece of columns), pieces of whole SIMD vectors
   const int64_t unit = kernels::paged_attention_split_columns();
@@ -116,8 +117,8 @@ void SplitDecodeAttention::run_pass(ThreadPool& pool, std::span<const SplitDecod
 }
 
 template void SplitDecodeAttention::run(ThreadPool&, const std::vector<SplitDecodeToken>&, const float*, int64_t,
-                                        const kernels::PagedKvView&, int, int, float, float*);
+                                        const kernels::PagedKvView&, int, int, float, float*, float);
 template void SplitDecodeAttention::run(ThreadPool&, const std::vector<SplitDecodeToken>&, const float*, int64_t,
-                                        const kernels::PagedKvQuantView&, int, int, float, float*);
+                                        const kernels::PagedKvQuantView&, int, int, float, float*, float);
 
 }  // namespace llmctl::cpu

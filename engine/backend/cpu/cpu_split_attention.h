@@ -41,12 +41,12 @@ class SplitDecodeAttention {
   // kernels::PagedKvQuantView read in place (paged_attention_split_runs).
   template <class View>
   void run(ThreadPool& pool, const std::vector<SplitDecodeToken>& tokens, const float* qkv, int64_t W,
-           const View& cache, int hq, int hkv, float scale, float* out);
+           const View& cache, int hq, int hkv, float scale, float* out, float softcap = 0.0f);
 
  private:
   template <class View>
   void run_pass(ThreadPool& pool, std::span<const SplitDecodeToken> tokens, const float* qkv, int64_t W,
-                const View& cache, int hq, int hkv, float scale, float* out);
+                const View& cache, int hq, int hkv, float scale, float* out, float softcap);
 
   int64_t max_scratch_floats_;
   std::vector<float> scores_;  // [token, query head] scores, then probabilities
