@@ -70,10 +70,9 @@ struct KvExactRows {
 // The same over an int8 / fp8 cache read in place: the results of dequantize_kv_positions (kv_quant.h)
 // followed by paged_attention_head (softcap > 0: paged_attention_head_softcap), bit for bit, without
 // the f32 copy of the context; with `exact`, the copy's rows [from, position] replaced by the exact
-// ones first. Runs where
-// paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a multiple of 16 up to
-// 128, or 256; AVX2: int8 caches without exact rows, head_dim 32, 64, 96, 128, 256); elsewhere the
-// caller dequantizes first.
+// ones first. Runs where paged_attention_quant_in_place(kind, head_dim, exact) (AVX-512: head_dim a
+// multiple of 16 up to 128, or 256; AVX2: head_dim 32, 64, 96, 128, 256); elsewhere the caller
+// dequantizes first.
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact = false);
 void paged_attention_head_quant(const float* q, const PagedKvQuantView& cache, const int32_t* block_table,
                                 int32_t position, int64_t kvh, float scale, float* scratch, float* out,

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "kernels/cpu/attention_impl.h"
+#include "kernels/kernel_check.h"
 
 namespace llmctl::kernels::detail {
 
@@ -116,6 +117,54 @@ struct Fp8Rows {
     }
   };
   [[gnu::always_inline]] Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
+};
+
+// An int8 / fp8 cache's rows with its sequence's open block exact (attention.h: KvExactRows): keys
+// before `from` as the cache's loader gives them, keys from it on the exact f32 rows, in order (the
+// rows the f32 copy holds: dequantized, the open block's replaced by the exact ones). A row's p moves
+// whichever of its pointers it reads (the stages' column offsets), and p + n is where its element n
+// lies (prefetching).
+template <class Cache>
+struct ExactRows {
+  using CacheRow = typename Cache::Row;
+  using Code = std::remove_cv_t<std::remove_pointer_t<decltype(CacheRow::p)>>;
+  Cache cache;
+  const float* exact;  // the exact row of key max(at, from)
+  int64_t stride;
+  int32_t at, from;  // the next key; the first exact one
+  struct Ptr {
+    const Code* q;    // a cache row's codes, or null
+    const float* f;  // an exact row, or null
+    Ptr& operator+=(int64_t d) {
+      if (f)
+        f += d;
+      else
+        q += d;
+      return *this;
+    }
+    const char* operator+(int64_t d) const {
+      return f ? reinterpret_cast<const char*>(f + d) : reinterpret_cast<const char*>(q + d);
+    }
+  };
+  struct Row {
+    Ptr p;
+    CacheRow row;  // the cache row's scales
+    __m256 load(int i) const {
+      if (p.f) return _mm256_loadu_ps(p.f + 8 * i);
+      CacheRow r = row;
+      r.p = p.q;
+      return r.load(i);
+    }
+  };
+  [[gnu::always_inline]] Row next() {
+    if (at++ < from) {
+      const CacheRow r = cache.next();
+      return {{r.p, nullptr}, r};
+    }
+    const float* r = exact;
+    exact += stride;
+    return {{nullptr, r}, CacheRow{}};
+  }
 };
 
 // Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
@@ -371,14 +420,18 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
 }
 
 // The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
-// The loaders start at key `first` (after the view's first_key).
+// The loaders start at key `first` (after the view's first_key); with `exact` (an int8 / fp8 cache's
+// open block; its `from` in the same count as `first`), keys from exact->from on are its rows.
 template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0,
+               const KvExactRows* exact = nullptr) {
+  KERNEL_CHECK(!exact) << "attention: exact rows come with an int8 / fp8 cache only";
   fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)});
 }
 
+// The cache's own loaders (no exact rows), for with_rows.
 template <class Fn>
-void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0) {
+void with_cache_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first) {
   const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
   const int32_t at = c.first_key + first;
   if (c.kind == KvQuant::Int8)
@@ -391,35 +444,54 @@ void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kv
                H, kvh, D});
 }
 
+template <class Fn>
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0,
+               const KvExactRows* exact = nullptr) {
+  if (!exact) return with_cache_rows(c, block_table, kvh, fn, first);
+  const int64_t skip = std::max(0, first - exact->from);  // rows of the exact block before `first`
+  with_cache_rows(
+      c, block_table, kvh,
+      [&](auto k, auto v) {
+        using Cache = decltype(k);
+        fn(ExactRows<Cache>{k, exact->k + skip * exact->stride, exact->stride, first, exact->from},
+           ExactRows<Cache>{v, exact->v + skip * exact->stride, exact->stride, first, exact->from});
+      },
+      first);
+}
+
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
-               float* scores, float* out, float softcap, int32_t mask) {
+               float* scores, float* out, float softcap, int32_t mask, const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh,
-              [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap, mask); });
+    with_rows(
+        c, block_table, kvh,
+        [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap, mask); }, 0, exact);
   });
 }
 
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 float softcap, const int32_t* masks) {
+                 float softcap, const int32_t* masks, const KvExactRows* exact = nullptr) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(c, block_table, kvh, [&](auto k, auto v) {
-      using Rows = decltype(k);
-      auto rows_at = [&](int32_t j) {  // (keys, values) at key j
-        std::pair<Rows, Rows> at{k, v};
-        with_rows(
-            c, block_table, kvh,
-            [&](auto kj, auto vj) {
-              if constexpr (std::is_same_v<decltype(kj), Rows>) at = {kj, vj};
-            },
-            j);
-        return at;
-      };
-      attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap, masks);
-    });
+    with_rows(
+        c, block_table, kvh,
+        [&](auto k, auto v) {
+          using Rows = decltype(k);
+          auto rows_at = [&](int32_t j) {  // (keys, values) at key j
+            std::pair<Rows, Rows> at{k, v};
+            with_rows(
+                c, block_table, kvh,
+                [&](auto kj, auto vj) {
+                  if constexpr (std::is_same_v<decltype(kj), Rows>) at = {kj, vj};
+                },
+                j, exact);
+            return at;
+          };
+          attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap, masks);
+        },
+        0, exact);
   });
 }
 
@@ -446,7 +518,7 @@ struct DenseRows {
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
-  if (s.exact) return false;  // exact rows come with fp8 caches, not read in place here
+  if (std::is_same_v<View, PagedKvView> && s.exact) return false;  // exact rows come with fp8 caches
   return dispatch(c.head_dim, [&](auto C) {
     constexpr int64_t D = 16 * C();
     for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass) {
@@ -461,7 +533,8 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
         if (k1 < j1)
           with_rows(
               c, block_table, s.kvh,
-              [&](auto ahead, auto) { prefetch_rows(ahead, std::min(j1, k1 + kSplitKeyPass) - k1, 0, D); }, k1);
+              [&](auto ahead, auto) { prefetch_rows(ahead, std::min(j1, k1 + kSplitKeyPass) - k1, 0, D); }, k1,
+              s.exact);
         with_rows(
             c, block_table, s.kvh,
             [&](auto krows, auto) {
@@ -470,7 +543,7 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
                 for (int i = 0; i < 2 * C(); ++i) _mm256_store_ps(rows + j * D + 8 * i, kr.load(i));
               }
             },
-            k0);
+            k0, s.exact);
         for (int g = 0; g < s.group; ++g) {
           DenseRows dense{rows, D};
           score_keys<C()>(s.q[g], dense, k0, k1, scale, s.scores[g]);
@@ -602,21 +675,26 @@ void with_pass_shape(int G, bool wide, Fn&& fn) {
 template <class View>
 bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, int64_t d0,
                   int64_t width) {
-  if (!avx2_attention_head_dim(c.head_dim) || s.exact) return false;
+  if (!avx2_attention_head_dim(c.head_dim) || (std::is_same_v<View, PagedKvView> && s.exact)) return false;
   for (int g0 = 0; g0 < s.group; g0 += 4)
     for (int64_t d = d0; d < d0 + width;) {
       const int G = std::min(4, s.group - g0);
       if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains) a pass, as attention_head's
         const int64_t w = std::min<int64_t>(128, (d0 + width - d) / 32 * 32);  // split_values_blocks' most
-        with_rows(c, block_table, s.kvh,
-                  [&](auto, auto vrows) { split_values_blocks<1, 4>(s, g0, vrows, s.position + 1, d, w); });
+        with_rows(
+            c, block_table, s.kvh,
+            [&](auto, auto vrows) { split_values_blocks<1, 4>(s, g0, vrows, s.position + 1, d, w); }, 0, s.exact);
         d += w;
         continue;
       }
       const bool wide = G <= 3 && d0 + width - d >= 16;
-      with_rows(c, block_table, s.kvh, [&](auto, auto vrows) {
-        with_pass_shape(G, wide, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d); });
-      });
+      with_rows(
+          c, block_table, s.kvh,
+          [&](auto, auto vrows) {
+            with_pass_shape(G, wide,
+                            [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d); });
+          },
+          0, s.exact);
       d += wide ? 16 : 8;
     }
   return true;
@@ -630,8 +708,8 @@ bool paged_attention_head_avx2(const float* q, const PagedKvView& c, const int32
 
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                     int32_t mask, float softcap) {
-  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap, mask);
+                                     const KvExactRows* exact, int32_t mask, float softcap) {
+  return one_query(q, c, block_table, position, kvh, scale, scores, out, softcap, mask, exact);
 }
 
 bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
@@ -642,8 +720,9 @@ bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t*
 
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                      float* const* scores, float* const* out, const int32_t* masks, float softcap) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks);
+                                      float* const* scores, float* const* out, const KvExactRows* exact,
+                                      const int32_t* masks, float softcap) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks, exact);
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,

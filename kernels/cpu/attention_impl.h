@@ -169,10 +169,10 @@ bool paged_attention_head_avx512(const float* q, const PagedKvView& c, const int
 bool paged_attention_head_quant_avx512(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                        int32_t position, int64_t kvh, float scale, float* scores, float* out,
                                        const KvExactRows* exact, int32_t mask = 0, float softcap = 0.0f);
-// The same on AVX2 (head_dim 32, 64, 96, 128, 256).
+// The same on AVX2 (head_dim 32, 64, 96, 128, 256), exact rows too.
 bool paged_attention_head_quant_avx2(const float* q, const PagedKvQuantView& c, const int32_t* block_table,
                                      int32_t position, int64_t kvh, float scale, float* scores, float* out,
-                                     int32_t mask = 0, float softcap = 0.0f);
+                                     const KvExactRows* exact, int32_t mask = 0, float softcap = 0.0f);
 // Tiles of four query tokens at once (attention.h: paged_attention_tiles), f32 and quantized caches,
 // rows in blocks shared by the tiles: AVX2 (the head sizes of paged_attention_head_avx2) and AVX-512.
 // softcap > 0: scores soft-capped as paged_attention_head_softcap's (the quantized variants too).
@@ -181,8 +181,8 @@ bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t*
                                 float* const* out, float softcap = 0.0f, const int32_t* masks = nullptr);
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
-                                      float* const* scores, float* const* out, const int32_t* masks = nullptr,
-                                      float softcap = 0.0f);
+                                      float* const* scores, float* const* out, const KvExactRows* exact,
+                                      const int32_t* masks = nullptr, float softcap = 0.0f);
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                   float* const* out, float softcap = 0.0f, const int32_t* masks = nullptr);
@@ -193,7 +193,7 @@ bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const 
                                         float softcap = 0.0f);
 
 // The stages of attention.h's paged_attention_split_* (false, doing nothing, for head sizes the
-// variant does not take): AVX-512 over f32, int8 and fp8 caches; AVX2 over f32 and int8 ones.
+// variant does not take): over f32, int8 and fp8 caches (fp8 with its exact open-block rows).
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,
                                          const int32_t* block_table, float scale, int32_t j0, int32_t j1);
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvQuantView& c,

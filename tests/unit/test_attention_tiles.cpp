@@ -76,8 +76,8 @@ TEST_CASE("paged attention of several tiles of four query tokens equals single c
           }
         }
       }
-  // AVX-512: 6 runs x {16, 32, 64, 80, 96, 128, 256}; AVX2: f32 and int8 (twice each) x {32, 64, 96, 128, 256}
-  const int sizes = kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64) ? 6 * 7 : 4 * 5;
+  // 6 runs x AVX-512's {16, 32, 64, 80, 96, 128, 256} or AVX2's {32, 64, 96, 128, 256}
+  const int sizes = 6 * (kernels::paged_attention_split_runs(16) ? 7 : 5);
   CHECK(checked == sizes * 2 * (2 + 3 + 8 + 8) * 4);
   // more tiles than a call takes, or none: nothing runs
   const std::vector<float> z(size_t(NB * B * Hkv * 64));

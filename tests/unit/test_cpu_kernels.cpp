@@ -400,7 +400,7 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
           {  // the AVX2 kernel, fp8 included (not picked on AVX2 CPUs, but the same bits)
             std::vector<float> s3(ns, NAN), c3(size_t(D), NAN);
             REQUIRE(kernels::detail::paged_attention_head_quant_avx2(q.data(), view, table.data(), ctx - 1, kvh, 0.125f,
-                                                                     s3.data(), c3.data()));
+                                                                     s3.data(), c3.data(), nullptr));
             CHECK(std::memcmp(c3.data(), b.data(), size_t(D) * 4) == 0);
             CHECK(std::memcmp(s3.data(), s2.data(), size_t(ctx) * 4) == 0);
           }
@@ -426,7 +426,8 @@ TEST_CASE("paged attention over an int8 / fp8 cache read in place equals dequant
   }
   {
     std::vector<float> c(128, NAN);
-    REQUIRE(kernels::detail::paged_attention_head_quant_avx2(q.data(), view, one_block, 1, 0, 0.125f, s1.data(), c.data()));
+    REQUIRE(kernels::detail::paged_attention_head_quant_avx2(q.data(), view, one_block, 1, 0, 0.125f, s1.data(),
+                                                             c.data(), nullptr));
     CHECK(std::memcmp(c.data(), b.data(), 128 * 4) == 0);
   }
 }
@@ -471,7 +472,7 @@ TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equ
             const bool ran4 = kind == 0
                                   ? paged_attention_tiles_avx2(1, q, pos.data(), f32, table.data(), kvh, 0.125f, sp, op)
                                   : paged_attention_tiles_quant_avx2(1, q, pos.data(), quant, table.data(), kvh, 0.125f,
-                                                                     sp, op);
+                                                                     sp, op, nullptr);
             REQUIRE(ran4);
             for (int t = 0; t < 4; ++t) {
               const size_t u = size_t(t);
@@ -479,7 +480,8 @@ TEST_CASE("AVX2 paged attention of four query tokens (f32, int8, fp8 caches) equ
                   kind == 0 ? kernels::detail::paged_attention_head_avx2(q[t], f32, table.data(), pos[u], kvh, 0.125f,
                                                                          s1[u].data(), o1[u].data())
                             : kernels::detail::paged_attention_head_quant_avx2(q[t], quant, table.data(), pos[u], kvh,
-                                                                               0.125f, s1[u].data(), o1[u].data());
+                                                                               0.125f, s1[u].data(), o1[u].data(),
+                                                                               nullptr);
               REQUIRE(ran1);
               kernels::detail::paged_attention_head_portable(q[t], f32, table.data(), pos[u], kvh, 0.125f, s0[u].data(),
                                                              o0[u].data());

@@ -11,6 +11,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/kv_quant.h"
+#include "kernels/cpu/qlinear_impl.h"
 #include "tests/unit/attention_test_util.h"
 #include "tests/unit/skip.h"
 
@@ -19,7 +20,7 @@ using test::QuantizedKv;
 using test::randn;
 
 TEST_CASE("paged attention of four query tokens at once equals four single calls, bit for bit") {
-  if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64))
+  if (!kernels::detail::cpu_has_avx512_vnni())
     LLMCTL_SKIP("this CPU has no AVX-512 (the AVX2 four-token kernels have their own test below)");
   const int64_t B = 16, Hkv = 2, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
@@ -72,7 +73,7 @@ TEST_CASE("paged attention of four query tokens at once equals four single calls
 }
 
 TEST_CASE("exact rows beside an int8 / fp8 cache: in place equals the copy with the open block's rows replaced") {
-  if (!kernels::paged_attention_quant_in_place(kernels::KvQuant::Fp8, 64, true))
+  if (!kernels::detail::cpu_has_avx512_vnni())
     LLMCTL_SKIP("this CPU has no AVX-512 (the caller dequantizes the context and puts the exact rows in the copy)");
   const int64_t B = 16, Hkv = 2, NB = 12;
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 3, 1, 4, 10, 6};
