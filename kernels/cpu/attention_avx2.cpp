@@ -149,7 +149,7 @@ struct ExactRows {
   struct Row {
     Ptr p;
     CacheRow row;  // the cache row's scales
-    __m256 load(int i) const {
+    [[gnu::always_inline]] __m256 load(int i) const {
       if (p.f) return _mm256_loadu_ps(p.f + 8 * i);
       CacheRow r = row;
       r.p = p.q;
