@@ -133,7 +133,7 @@ struct ExactRows {
   int64_t stride;
   int32_t at, from;  // the next key; the first exact one
   struct Ptr {
-    const Code* q;    // a cache row's codes, or null
+    const Code* q;   // a cache row's codes, or null
     const float* f;  // an exact row, or null
     Ptr& operator+=(int64_t d) {
       if (f)
