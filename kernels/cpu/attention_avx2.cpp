@@ -518,7 +518,7 @@ struct DenseRows {
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
-  if (std::is_same_v<View, PagedKvView> && s.exact) return false;  // exact rows come with fp8 caches
+  if (std::is_same_v<View, PagedKvView> && s.exact) return false;  // exact rows come with int8 / fp8 caches
   return dispatch(c.head_dim, [&](auto C) {
     constexpr int64_t D = 16 * C();
     for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass) {
