@@ -36,20 +36,38 @@ void check_first(int32_t first, int32_t position, const char* kernel) {
   KERNEL_CHECK(first >= 0 && first <= position) << kernel << ": first key " << first << " for position " << position;
 }
 
+// One query's keys [first, position] as the variants take them: counted from `start`, its position
+// and mask relative to it.
+struct QueryWindow {
+  int32_t start, position, mask;
+};
+
+QueryWindow query_window(int32_t first, int32_t position, const char* kernel) {
+  check_first(first, position, kernel);
+  const int32_t start = attention_window_start(first);
+  return {start, position - start, first - start};
+}
+
+// paged_attention_head and _softcap: the same results, faster, where a SIMD variant runs
+// (attention_impl.h: most head sizes); the SIMD variants' cap is the portable kernel's scalar one.
+void head_f32(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position, int64_t kvh,
+              float scale, float* scores, float* out, float softcap, int32_t first, const char* kernel) {
+  const QueryWindow w = query_window(first, position, kernel);
+  const PagedKvView v = window_view(c, w.start);
+  if (detail::cpu_has_avx512_vnni() &&
+      detail::paged_attention_head_avx512(q, v, block_table, w.position, kvh, scale, scores, out, softcap, w.mask))
+    return;
+  if (cpu_has_avx2() &&
+      detail::paged_attention_head_avx2(q, v, block_table, w.position, kvh, scale, scores, out, softcap, w.mask))
+    return;
+  detail::paged_attention_head_portable(q, v, block_table, w.position, kvh, scale, scores, out, softcap, w.mask);
+}
+
 }  // namespace
 
 void paged_attention_head(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                           int64_t kvh, float scale, float* scores, float* out, int32_t first) {
-  check_first(first, position, "paged_attention_head");
-  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
-  const PagedKvView w = window_view(c, start);
-  // the same results, faster, where a SIMD variant runs (attention_impl.h: most head sizes)
-  if (detail::cpu_has_avx512_vnni() &&
-      detail::paged_attention_head_avx512(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask))
-    return;
-  if (cpu_has_avx2() && detail::paged_attention_head_avx2(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask))
-    return;
-  detail::paged_attention_head_portable(q, w, block_table, pos, kvh, scale, scores, out, 0.0f, mask);
+  head_f32(q, c, block_table, position, kvh, scale, scores, out, 0.0f, first, "paged_attention_head");
 }
 
 bool paged_attention_quant_in_place(KvQuant kind, int64_t head_dim, bool exact) {
@@ -68,17 +86,16 @@ void paged_attention_head_quant(const float* q, const PagedKvQuantView& c, const
   KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_head_quant: softcap " << softcap;
   KERNEL_CHECK(!exact || (exact->from >= 0 && exact->from <= position))
       << "paged_attention_head_quant: exact rows from " << (exact ? exact->from : 0) << " for position " << position;
-  check_first(first, position, "paged_attention_head_quant");
-  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
-  const PagedKvQuantView w = window_view(c, start);
+  const QueryWindow w = query_window(first, position, "paged_attention_head_quant");
+  const PagedKvQuantView v = window_view(c, w.start);
   KvExactRows ex;
-  if (exact) ex = window_exact(*exact, start);
+  if (exact) ex = window_exact(*exact, w.start);
   KERNEL_CHECK(paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr) &&
                (detail::cpu_has_avx512_vnni()
-                    ? detail::paged_attention_head_quant_avx512(q, w, block_table, pos, kvh, scale, scores, out,
-                                                                exact ? &ex : nullptr, mask, softcap)
-                    : detail::paged_attention_head_quant_avx2(q, w, block_table, pos, kvh, scale, scores, out,
-                                                              exact ? &ex : nullptr, mask, softcap)))
+                    ? detail::paged_attention_head_quant_avx512(q, v, block_table, w.position, kvh, scale, scores,
+                                                                out, exact ? &ex : nullptr, w.mask, softcap)
+                    : detail::paged_attention_head_quant_avx2(q, v, block_table, w.position, kvh, scale, scores, out,
+                                                              exact ? &ex : nullptr, w.mask, softcap)))
       << "paged_attention_head_quant: no in-place kernel for head_dim " << c.head_dim << " on this CPU";
 }
 
@@ -206,13 +223,12 @@ namespace {
 // rows relative to it (held in `ex`).
 template <class View>
 std::pair<SplitAttentionQueries, View> split_window(const SplitAttentionQueries& s, const View& c, KvExactRows& ex) {
-  check_first(s.first, s.position, "paged_attention_split");
-  const int32_t start = attention_window_start(s.first);
+  const QueryWindow qw = query_window(s.first, s.position, "paged_attention_split");
   SplitAttentionQueries w = s;
-  w.position = s.position - start;
+  w.position = qw.position;
   w.first = 0;
-  if (s.exact) ex = window_exact(*s.exact, start), w.exact = &ex;
-  return {w, window_view(c, start)};
+  if (s.exact) ex = window_exact(*s.exact, qw.start), w.exact = &ex;
+  return {w, window_view(c, qw.start)};
 }
 
 template <class View>
@@ -263,12 +279,12 @@ void paged_attention_split_scores(const SplitAttentionQueries& s, const PagedKvQ
 }
 
 float paged_attention_split_softmax(float* scores, int32_t position, int32_t first, float softcap) {
-  check_first(first, position, "paged_attention_split_softmax");
   KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_split_softmax: softcap " << softcap;
-  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
-  if (detail::cpu_has_avx512_vnni()) return detail::paged_attention_split_softmax_avx512(scores, pos, mask, softcap);
+  const QueryWindow w = query_window(first, position, "paged_attention_split_softmax");
+  if (detail::cpu_has_avx512_vnni())
+    return detail::paged_attention_split_softmax_avx512(scores, w.position, w.mask, softcap);
   KERNEL_CHECK(cpu_has_avx2()) << "paged_attention_split_softmax: no kernel on this CPU";
-  return detail::paged_attention_split_softmax_avx2(scores, pos, mask, softcap);
+  return detail::paged_attention_split_softmax_avx2(scores, w.position, w.mask, softcap);
 }
 
 void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvView& c, const int32_t* block_table,
@@ -289,17 +305,7 @@ void paged_attention_split_values(const SplitAttentionQueries& s, const PagedKvQ
 void paged_attention_head_softcap(const float* q, const PagedKvView& c, const int32_t* block_table, int32_t position,
                                   int64_t kvh, float scale, float softcap, float* scores, float* out, int32_t first) {
   KERNEL_CHECK(softcap > 0 && std::isfinite(softcap)) << "paged_attention_head_softcap: softcap " << softcap;
-  check_first(first, position, "paged_attention_head_softcap");
-  const int32_t start = attention_window_start(first), mask = first - start, pos = position - start;
-  const PagedKvView w = window_view(c, start);
-  // the SIMD kernels' scores, the cap scalar (std::tanh), as the portable kernel's, bit for bit
-  if (detail::cpu_has_avx512_vnni() &&
-      detail::paged_attention_head_avx512(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask))
-    return;
-  if (cpu_has_avx2() &&
-      detail::paged_attention_head_avx2(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask))
-    return;
-  detail::paged_attention_head_portable(q, w, block_table, pos, kvh, scale, scores, out, softcap, mask);
+  head_f32(q, c, block_table, position, kvh, scale, scores, out, softcap, first, "paged_attention_head_softcap");
 }
 
 namespace detail {

@@ -224,8 +224,7 @@ void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t posi
                     float* out, float softcap = 0.0f, int32_t mask = 0) {
   const int32_t n = position + 1;
   float m = score_keys<C>(q, krows, 0, n, scale, scores);
-  if (softcap > 0) m = softcap_scores(scores, n, softcap);
-  if (mask > 0) m = mask_scores(scores, mask, n);
+  m = cap_and_mask(scores, n, m, softcap, mask);
   const float inv = softmax_in_place(scores, n, m);
   for (int d0 = 0; d0 < 2 * C; d0 += 4) {  // 32 columns (4 loads of 8): 4 vectors x even / odd keys
     __m256 acc[2][4];
@@ -375,8 +374,7 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     _mm_store_ps(lane_max, vmax[t]);
     Rows rest = rows_at(shared[t]).first;
     float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
-    if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
-    if (masks && masks[i] > 0) m = mask_scores(scores[i], masks[i], n[i]);
+    m = cap_and_mask(scores[i], n[i], m, softcap, masks ? masks[i] : 0);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][query pair][16-column piece][query of the pair][key parity][8 columns]
@@ -554,8 +552,8 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }
 
 // score_keys' maximum over keys [0, n) (its chain of std::max's value; soft-capped scores' and a
-// window's: softcap_scores' and mask_scores', as attention_head's), the softmax, then each e_j * inv,
-// the product attention_head's values take.
+// window's: cap_and_mask's, as attention_head's), the softmax, then each e_j * inv, the product
+// attention_head's values take.
 float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
   // score_keys' chain passes over NaNs (std::max(m, NaN) is m) and keeps the first of equal values: 8
   // lanes of vmaxps(score, m), which returns m for a NaN or an equal score, then the lanes, give the
@@ -569,8 +567,7 @@ float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
   float m = -INFINITY;
   for (float x : lane) m = std::max(m, x);
   for (; j < n; ++j) m = std::max(m, scores[j]);
-  if (softcap > 0) m = softcap_scores(scores, n, softcap);
-  if (mask > 0) m = mask_scores(scores, mask, n);
+  m = cap_and_mask(scores, n, m, softcap, mask);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 8)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm256_storeu_ps(scores + j, _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv)));

@@ -237,8 +237,7 @@ void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float sc
   for (int i = 0; i < C; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
   float m = std::max(score_keys<C>(qv, kr.krows, 0, from, scale, scores),
                      score_keys<C>(qv, kr.kx, from, n, scale, scores));
-  if (softcap > 0) m = softcap_scores(scores, n, softcap);
-  if (mask > 0) m = mask_scores(scores, mask, n);
+  m = cap_and_mask(scores, n, m, softcap, mask);
   const float inv = softmax_in_place(scores, n, m);
   // P @ V over slices of at most 8 vectors of columns (16 chains; columns' chains are independent,
   // so slicing changes no bits): one slice up to head_dim 128, two at 256
@@ -411,8 +410,7 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     alignas(64) float lane_max[16];
     _mm512_store_ps(lane_max, vmax[t]);
     for (int k = 0; k < 4; ++k) m = std::max(m, lane_max[4 * (i % 4) + k]);
-    if (softcap > 0) m = softcap_scores(scores[i], n[i], softcap);
-    if (masks && masks[i] > 0) m = mask_scores(scores[i], masks[i], n[i]);
+    m = cap_and_mask(scores[i], n[i], m, softcap, masks ? masks[i] : 0);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][slice][query pair][query of the pair][key parity][vector]
@@ -562,8 +560,8 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
 }
 
 // score_keys' maximum over keys [0, n) (the same masked maxima in the same order; soft-capped scores'
-// and a window's: softcap_scores' and mask_scores', as attention_head's), the softmax, then each
-// e_j * inv, the product add_values takes.
+// and a window's: cap_and_mask's, as attention_head's), the softmax, then each e_j * inv, the product
+// add_values takes.
 float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int32_t j = 0; j < n; j += 16) {
@@ -571,8 +569,7 @@ float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
     vmax = _mm512_mask_max_ps(vmax, live, vmax, _mm512_maskz_loadu_ps(live, scores + j));
   }
   float m = _mm512_reduce_max_ps(vmax);
-  if (softcap > 0) m = softcap_scores(scores, n, softcap);
-  if (mask > 0) m = mask_scores(scores, mask, n);
+  m = cap_and_mask(scores, n, m, softcap, mask);
   const float inv = softmax_in_place(scores, n, m);
   for (int32_t j = 0; j < n; j += 16)  // up to the zeros softmax_in_place wrote to a multiple of 16
     _mm512_storeu_ps(scores + j, _mm512_mul_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(inv)));

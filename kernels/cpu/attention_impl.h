@@ -117,6 +117,14 @@ inline float mask_scores(float* scores, int32_t mask, int32_t n) {
   return m;
 }
 
+// The maximum a query's softmax takes from scores [0, n) whose own maximum is m: soft-capped first
+// (softcap > 0), then a window's [0, mask) masked (mask > 0), in that order (attention.h).
+inline float cap_and_mask(float* scores, int32_t n, float m, float softcap, int32_t mask) {
+  if (softcap > 0) m = softcap_scores(scores, n, softcap);
+  if (mask > 0) m = mask_scores(scores, mask, n);
+  return m;
+}
+
 // Asks for the cache lines of elements [first, first + count) of the next `keys` rows of a SIMD
 // variant's row loader (advanced past them; its rows' .p the first element): the decode stages read
 // rows 1-4 KB apart, a page every few rows, which the hardware prefetchers leave to the loads (each
