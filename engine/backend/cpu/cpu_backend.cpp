@@ -630,8 +630,10 @@ class CpuBackend final : public Backend {
       const int32_t end = *std::max_element(plan.positions.begin() + q0, plan.positions.begin() + q1) + 1;
       const int32_t low = *std::min_element(plan.positions.begin() + q0, plan.positions.begin() + q1);
       const int32_t kept = first_key(low) / B * B, base = kernels::attention_window_start(kept), n = end - base;
-      k.assign(size_t(n * row), 0.0f);
-      v.assign(size_t(n * row), 0.0f);
+      k.resize(size_t(n * row));
+      v.resize(size_t(n * row));
+      std::fill_n(k.begin(), int64_t(kept - base) * row, 0.0f);  // the rest is copied below
+      std::fill_n(v.begin(), int64_t(kept - base) * row, 0.0f);
       // block-aligned, so position kept + j reads table[j / B] at offset j % B
       const int32_t* table = plan.block_table.data() + int64_t(s) * plan.max_blocks_per_seq + kept / B;
       float *k_kept = k.data() + int64_t(kept - base) * row, *v_kept = v.data() + int64_t(kept - base) * row;
