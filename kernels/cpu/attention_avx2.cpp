@@ -1,6 +1,7 @@
 // AVX2/FMA variant of paged_attention_head (attention.cpp picks it where AVX-512 is absent), for
 // head_dim 32, 64, 96, 128 or 256, in attention.h's order bit for bit, over an f32 cache or, each row
-// dequantized in registers by the loaders below, an int8 / fp8 one:
+// dequantized in registers by the loaders below, an int8 / fp8 one (a query's own block then
+// optionally from exact f32 rows: the keys go in two runs, KeyRows, each loop over one loader):
 //   scores: per key, lanes 0..7 and 8..15 of its 16 fma chains in two vectors; four keys at a time,
 //           for independent chains, and their four tree16 sums taken together by shuffles;
 //   softmax: attention_exp 8 lanes at a time (the same operations), the 16 double partial sums in
@@ -119,53 +120,39 @@ struct Fp8Rows {
   [[gnu::always_inline]] Row next() { return {codes + (slots.next() * heads + kvh) * D, s}; }
 };
 
-// An int8 / fp8 cache's rows with its sequence's open block exact (attention.h: KvExactRows): keys
-// before `from` as the cache's loader gives them, keys from it on the exact f32 rows, in order (the
-// rows the f32 copy holds: dequantized, the open block's replaced by the exact ones). A row's p moves
-// whichever of its pointers it reads (the stages' column offsets), and p + n is where its element n
-// lies (prefetching).
-template <class Cache>
-struct ExactRows {
-  using CacheRow = typename Cache::Row;
-  using Code = std::remove_cv_t<std::remove_pointer_t<decltype(CacheRow::p)>>;
-  Cache cache;
-  const float* exact;  // the exact row of key max(at, from)
-  int64_t stride;
-  int32_t at, from;  // the next key; the first exact one
-  struct Ptr {
-    const Code* q;   // a cache row's codes, or null
-    const float* f;  // an exact row, or null
-    Ptr& operator+=(int64_t d) {
-      if (f)
-        f += d;
-      else
-        q += d;
-      return *this;
-    }
-    const char* operator+(int64_t d) const {
-      return f ? reinterpret_cast<const char*>(f + d) : reinterpret_cast<const char*>(q + d);
+// Exact f32 rows in a run, and a query's keys split between the cache's rows and them
+// (attention_impl.h).
+using LinearRows = LinearRowsOf<F32Rows::Row>;
+template <class Rows>
+using KeyRows = KeyRowsOf<Rows, LinearRows>;
+
+// Rows [j0, j1) of a query's keys as f32 into buf, `vectors` x 8 floats of each from column d0 (row j
+// at (j - j0) * 8 vectors): the cache's (`cache`, at key j0) before `from`, then the exact ones
+// (`exact`, at key max(j0, from)); both loaders left at j1.
+template <class Rows>
+[[gnu::always_inline]] inline void copy_rows(Rows& cache, LinearRows& exact, int32_t from, int32_t j0, int32_t j1,
+                                             int64_t d0, int vectors, float* buf) {
+  auto copy = [&](auto& src, int32_t a, int32_t b) __attribute__((always_inline)) {
+    for (int32_t j = a; j < b; ++j) {
+      auto r = src.next();
+      r.p += d0;
+      for (int i = 0; i < vectors; ++i) _mm256_store_ps(buf + (j - j0) * 8 * vectors + 8 * i, r.load(i));
     }
   };
-  struct Row {
-    Ptr p;
-    CacheRow row;  // the cache row's scales
-    [[gnu::always_inline]] __m256 load(int i) const {
-      if (p.f) return _mm256_loadu_ps(p.f + 8 * i);
-      CacheRow r = row;
-      r.p = p.q;
-      return r.load(i);
-    }
-  };
-  [[gnu::always_inline]] Row next() {
-    if (at++ < from) {
-      const CacheRow r = cache.next();
-      return {{r.p, nullptr}, r};
-    }
-    const float* r = exact;
-    exact += stride;
-    return {{nullptr, r}, CacheRow{}};
-  }
-};
+  const int32_t cut = std::clamp(from, j0, j1);
+  copy(cache, j0, cut);
+  copy(exact, cut, j1);
+}
+
+// add(h, j) for keys j .. end - 1 in order, h = j's parity (the even and odd keys' chains), two keys
+// a step so that h is a constant in the loop. The lambdas given it are always inlined: as calls their
+// captured chains lived on the stack (the decode stages' values 1.5x slower).
+template <class Add>
+[[gnu::always_inline]] inline void each_key(int32_t j, int32_t end, Add&& add) {
+  if (j < end && j % 2) add(1, j++);
+  for (; j + 1 < end; j += 2) add(0, j), add(1, j + 1);
+  if (j < end) add(0, j);  // a last even key
+}
 
 // Scores of keys [from, n) of one query (krows positioned at key from) into scores[from, n); returns
 // their maximum (-inf for none). Four keys at a time.
@@ -220,25 +207,26 @@ inline float softmax_in_place(float* scores, int32_t n, float m) {
 }
 
 template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores; mask: a window's
-void attention_head(const float* q, Rows krows, const Rows& vrows0, int32_t position, float scale, float* scores,
-                    float* out, float softcap = 0.0f, int32_t mask = 0) {
-  const int32_t n = position + 1;
-  float m = score_keys<C>(q, krows, 0, n, scale, scores);
+void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out,
+                    float softcap = 0.0f, int32_t mask = 0) {
+  const int32_t n = position + 1, from = std::min(kr.from, n);
+  float m = score_keys<C>(q, kr.krows, 0, from, scale, scores);  // the cache's keys, then exact ones
+  m = std::max(m, score_keys<C>(q, kr.kx, from, n, scale, scores));
   m = cap_and_mask(scores, n, m, softcap, mask);
   const float inv = softmax_in_place(scores, n, m);
   for (int d0 = 0; d0 < 2 * C; d0 += 4) {  // 32 columns (4 loads of 8): 4 vectors x even / odd keys
     __m256 acc[2][4];
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_setzero_ps();
-    Rows vrows = vrows0;
-    auto add_key = [&](int h, int32_t j) {
-      const __m256 p = _mm256_set1_ps(scores[j] * inv);
-      const auto vr = vrows.next();
-      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, vr.load(d0 + i), acc[h][i]);
+    auto add_keys = [&](auto rows, int32_t j, int32_t end) __attribute__((always_inline)) {  // rows at key j
+      each_key(j, end, [&](int h, int32_t k) __attribute__((always_inline)) {
+        const __m256 p = _mm256_set1_ps(scores[k] * inv);
+        const auto vr = rows.next();
+        for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, vr.load(d0 + i), acc[h][i]);
+      });
     };
-    int32_t j = 0;
-    for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
-    if (j < n) add_key(0, j);  // a last even key
+    add_keys(kr.vrows, 0, from);
+    add_keys(kr.vx, from, n);
     for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + 8 * (d0 + i), _mm256_add_ps(acc[0][i], acc[1][i]));
   }
 }
@@ -298,15 +286,6 @@ struct BlockRows {
   }
 };
 
-// The next `keys` rows of `rows` as f32 into buf.
-template <int C, class Rows>
-void load_block(Rows& rows, int32_t keys, float* buf) {
-  for (int32_t j = 0; j < keys; ++j) {
-    const auto r = rows.next();
-    for (int i = 0; i < 2 * C; ++i) _mm256_store_ps(buf + j * 16 * C + 8 * i, r.load(i));
-  }
-}
-
 // Scores of one tile's four queries q[0..3] for keys [j0, j1) (multiples of 4; rows at key j0): each
 // key row loaded once for the four (4 queries x 2 chains in 8 registers); their maxima into vmax
 // (lane t: query t).
@@ -340,31 +319,34 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // rounded down to 4, are read a block at a time (kKeyBlock keys' rows in L1) by every tile that reads
 // them: key rows loaded once per block for a tile's four queries, value rows once per pair of queries
 // and 16 columns (2 queries x 2 parities x 2 vectors of chains), each pass's chains carried from
-// block to block so each query adds its keys in order. Each query's other keys alone, from
-// rows_at(shared_t): the cache's loaders (keys, values) at that key. softcap > 0: each query's scores
-// soft-capped as attention_head's; masks (null: none) each query's window mask, as attention_head's.
+// block to block so each query adds its keys in order. Each query's other keys alone. Exact rows
+// (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one open
+// block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the cache's
+// loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's; masks (null:
+// none) each query's window mask, as attention_head's.
 template <int C, class Rows, class RowsAt>
-void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const Rows& krows0,
-                     const Rows& vrows0, RowsAt&& rows_at, float scale, float* const* scores, float* const* out,
-                     float softcap, const int32_t* masks) {
+void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
+                     RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap,
+                     const int32_t* masks) {
   constexpr int64_t D = 16 * C;
   constexpr int32_t kBlock = kKeyBlock<C>;
   const int queries = 4 * tiles;
   int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
   for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
   for (int t = 0; t < tiles; ++t) shared[t] = n[4 * t] / 4 * 4, all = std::max(all, shared[t]);
+  const int32_t from = std::min(kr.from, all);
   alignas(32) float rows[kBlock * D];
-  auto blocks = [&](Rows cache, auto&& pass) {  // pass(tile, j0, end) over each block
+  auto blocks = [&](Rows cache, LinearRows exact, auto&& pass) {  // pass(tile, j0, end) over each block
     for (int32_t j0 = 0; j0 < all; j0 += kBlock) {
       const int32_t j1 = std::min(all, j0 + kBlock);
-      load_block<C>(cache, j1 - j0, rows);
+      copy_rows(cache, exact, from, j0, j1, 0, 2 * C, rows);
       for (int t = 0; t < tiles; ++t)
         if (shared[t] > j0) pass(t, j0, std::min(j1, shared[t]));
     }
   };
   __m128 vmax[kPagedAttentionMaxTiles];
   for (int t = 0; t < tiles; ++t) vmax[t] = _mm_set1_ps(-INFINITY);
-  blocks(krows0, [&](int t, int32_t j0, int32_t end) {
+  blocks(kr.krows, from < all ? kr.kx_at(from) : LinearRows{nullptr, 0}, [&](int t, int32_t j0, int32_t end) {
     tile_scores<C>(q + 4 * t, BlockRows<C>{rows}, j0, end, scale, scores + 4 * t, vmax[t]);
   });
   float inv[4 * kPagedAttentionMaxTiles];
@@ -372,15 +354,16 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     const int t = i / 4;
     alignas(16) float lane_max[4];
     _mm_store_ps(lane_max, vmax[t]);
-    Rows rest = rows_at(shared[t]).first;
-    float m = std::max(lane_max[i % 4], score_keys<C>(q[i], rest, shared[t], n[i], scale, scores[i]));
+    auto rest = [&](auto rows) { return score_keys<C>(q[i], rows, shared[t], n[i], scale, scores[i]); };
+    float m = kr.from <= shared[t] ? rest(kr.kx_at(shared[t])) : rest(rows_at(shared[t]).krows);
+    m = std::max(lane_max[i % 4], m);
     m = cap_and_mask(scores[i], n[i], m, softcap, masks ? masks[i] : 0);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
   // [tile][query pair][16-column piece][query of the pair][key parity][8 columns]
   __m256 carry[kPagedAttentionMaxTiles][2][C][2][2][2];
   for (int t = 0; t < tiles; ++t) std::fill_n(&carry[t][0][0][0][0][0], 16 * C, _mm256_setzero_ps());
-  blocks(vrows0, [&](int t, int32_t j0, int32_t end) {
+  blocks(kr.vrows, from < all ? kr.vx_at(from) : LinearRows{nullptr, 0}, [&](int t, int32_t j0, int32_t end) {
     for (int pair = 0; pair < 2; ++pair) {
       const int t0 = 4 * t + 2 * pair;
       for (int piece = 0; piece < C; ++piece) {
@@ -395,11 +378,16 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     }
   });
   for (int t = 0; t < tiles; ++t) {
-    const Rows after = rows_at(shared[t]).second;
-    for (int pair = 0; pair < 2; ++pair)
-      for (int piece = 0; piece < C; ++piece)
-        finish_pair<Rows>(after, shared[t], n + 4 * t, 2 * pair, 2 * piece, scores + 4 * t, inv + 4 * t,
-                          carry[t][pair][piece], out + 4 * t);
+    auto finish = [&](const auto& after) {  // the tile's keys past the shared ones, at key shared[t]
+      for (int pair = 0; pair < 2; ++pair)
+        for (int piece = 0; piece < C; ++piece)
+          finish_pair(after, shared[t], n + 4 * t, 2 * pair, 2 * piece, scores + 4 * t, inv + 4 * t,
+                      carry[t][pair][piece], out + 4 * t);
+    };
+    if (kr.from <= shared[t])
+      finish(kr.vx_at(shared[t]));
+    else
+      finish(rows_at(shared[t]).vrows);
   }
 }
 
@@ -417,79 +405,65 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
   }
 }
 
-// The K and V loaders of a cache view for kv head kvh, passed to fn(krows, vrows).
-// The loaders start at key `first` (after the view's first_key); with `exact` (an int8 / fp8 cache's
-// open block; its `from` in the same count as `first`), keys from exact->from on are its rows.
+// The key rows of a cache view for kv head kvh with the exact ones (null: none; attention_impl.h:
+// KeyRows), passed to fn. The cache's loaders start at key `first` (after the view's first_key; the
+// exact rows' positions are their own).
 template <class Fn>
-void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0,
-               const KvExactRows* exact = nullptr) {
+void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, int32_t first,
+               Fn&& fn) {
   KERNEL_CHECK(!exact) << "attention: exact rows come with an int8 / fp8 cache only";
-  fn(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)}, F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)});
+  fn(key_rows<LinearRows>(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)},
+                          F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)}, nullptr));
 }
 
-// The cache's own loaders (no exact rows), for with_rows.
 template <class Fn>
-void with_cache_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first) {
+void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact,
+               int32_t first, Fn&& fn) {
   const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
   const int32_t at = c.first_key + first;
   if (c.kind == KvQuant::Int8)
-    fn(Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-       Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D});
+    fn(key_rows<LinearRows>(
+        Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+        Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D}, exact));
   else
-    fn(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k), _mm256_set1_ps(c.k_scale[kvh]),
-               H, kvh, D},
-       Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v), _mm256_set1_ps(c.v_scale[kvh]),
-               H, kvh, D});
-}
-
-template <class Fn>
-void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, Fn&& fn, int32_t first = 0,
-               const KvExactRows* exact = nullptr) {
-  if (!exact) return with_cache_rows(c, block_table, kvh, fn, first);
-  const int64_t skip = std::max(0, first - exact->from);  // rows of the exact block before `first`
-  with_cache_rows(
-      c, block_table, kvh,
-      [&](auto k, auto v) {
-        using Cache = decltype(k);
-        fn(ExactRows<Cache>{k, exact->k + skip * exact->stride, exact->stride, first, exact->from},
-           ExactRows<Cache>{v, exact->v + skip * exact->stride, exact->stride, first, exact->from});
-      },
-      first);
+    fn(key_rows<LinearRows>(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k),
+                                    _mm256_set1_ps(c.k_scale[kvh]), H, kvh, D},
+                            Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v),
+                                    _mm256_set1_ps(c.v_scale[kvh]), H, kvh, D},
+                            exact));
 }
 
 template <class View>
 bool one_query(const float* q, const View& c, const int32_t* block_table, int32_t position, int64_t kvh, float scale,
                float* scores, float* out, float softcap, int32_t mask, const KvExactRows* exact = nullptr) {
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(
-        c, block_table, kvh,
-        [&](auto k, auto v) { attention_head<C()>(q, k, v, position, scale, scores, out, softcap, mask); }, 0, exact);
+    with_rows(c, block_table, kvh, exact, 0,
+              [&](auto kr) { attention_head<C()>(q, kr, position, scale, scores, out, softcap, mask); });
   });
 }
 
+// Exact rows must start at a multiple of 4 (the shared keys' groups), at or before every tile's first
+// query.
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
                  float softcap, const int32_t* masks, const KvExactRows* exact = nullptr) {
   if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
+  if (exact && exact->from % 4 != 0) return false;
+  for (int t = 0; t < tiles && exact; ++t)
+    if (exact->from > positions[4 * t]) return false;
   return dispatch(c.head_dim, [&](auto C) {
-    with_rows(
-        c, block_table, kvh,
-        [&](auto k, auto v) {
-          using Rows = decltype(k);
-          auto rows_at = [&](int32_t j) {  // (keys, values) at key j
-            std::pair<Rows, Rows> at{k, v};
-            with_rows(
-                c, block_table, kvh,
-                [&](auto kj, auto vj) {
-                  if constexpr (std::is_same_v<decltype(kj), Rows>) at = {kj, vj};
-                },
-                j, exact);
-            return at;
-          };
-          attention_tiles<C()>(tiles, q, positions, k, v, rows_at, scale, scores, out, softcap, masks);
-        },
-        0, exact);
+    with_rows(c, block_table, kvh, exact, 0, [&](auto kr) {
+      using Rows = decltype(kr);
+      auto rows_at = [&](int32_t j) {  // the cache's loaders at key j
+        Rows at = kr;
+        with_rows(c, block_table, kvh, exact, j, [&](auto r) {
+          if constexpr (std::is_same_v<decltype(r), Rows>) at = r;
+        });
+        return at;
+      };
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks);
+    });
   });
 }
 
@@ -517,31 +491,25 @@ template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
   if (std::is_same_v<View, PagedKvView> && s.exact) return false;  // exact rows come with int8 / fp8 caches
+  const int32_t from = s.exact ? s.exact->from : INT32_MAX;
   return dispatch(c.head_dim, [&](auto C) {
     constexpr int64_t D = 16 * C();
     for (int32_t k0 = j0; k0 < j1; k0 += kSplitKeyPass) {
       const int32_t k1 = std::min(j1, k0 + kSplitKeyPass);
       if constexpr (std::is_same_v<View, PagedKvView>) {
         for (int g = 0; g < s.group; ++g)
-          with_rows(
-              c, block_table, s.kvh,
-              [&](auto krows, auto) { score_keys<C()>(s.q[g], krows, k0, k1, scale, s.scores[g]); }, k0);
+          with_rows(c, block_table, s.kvh, nullptr, k0,
+                    [&](auto kr) { score_keys<C()>(s.q[g], kr.krows, k0, k1, scale, s.scores[g]); });
       } else {  // each row dequantized once for the group: the same f32 values its loader gives each query
         alignas(32) float rows[kSplitKeyPass * D];
-        if (k1 < j1)
-          with_rows(
-              c, block_table, s.kvh,
-              [&](auto ahead, auto) { prefetch_rows(ahead, std::min(j1, k1 + kSplitKeyPass) - k1, 0, D); }, k1,
-              s.exact);
-        with_rows(
-            c, block_table, s.kvh,
-            [&](auto krows, auto) {
-              for (int32_t j = 0; j < k1 - k0; ++j) {
-                const auto kr = krows.next();
-                for (int i = 0; i < 2 * C(); ++i) _mm256_store_ps(rows + j * D + 8 * i, kr.load(i));
-              }
-            },
-            k0, s.exact);
+        if (k1 < std::min(j1, from))  // the next pass's cache rows asked for
+          with_rows(c, block_table, s.kvh, nullptr, k1, [&](auto ahead) {
+            prefetch_rows(ahead.krows, std::min({j1, from, k1 + kSplitKeyPass}) - k1, 0, D);
+          });
+        with_rows(c, block_table, s.kvh, s.exact, k0, [&](auto kr) {
+          LinearRows exact = k1 > from ? kr.kx_at(std::max(k0, from)) : LinearRows{nullptr, 0};
+          copy_rows(kr.krows, exact, from, k0, k1, 0, 2 * C(), rows);
+        });
         for (int g = 0; g < s.group; ++g) {
           DenseRows dense{rows, D};
           score_keys<C()>(s.q[g], dense, k0, k1, scale, s.scores[g]);
@@ -577,7 +545,7 @@ float split_softmax(float* scores, int32_t n, int32_t mask, float softcap) {
 // Columns [d0, d0 + 8 P) of queries g0 .. g0 + G - 1 over keys [0, n): each value row's columns
 // loaded once for the G queries, whose even / odd chains are attention_head's.
 template <int G, int P, class Rows>
-void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0) {
+void split_values_pass(const SplitAttentionQueries& s, int g0, const KeyRows<Rows>& kr, int32_t n, int64_t d0) {
   __m256 acc[G][2][P];
   const float* prob[G];
   for (int g = 0; g < G; ++g) {
@@ -585,19 +553,21 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_setzero_ps();
   }
-  auto add_key = [&](int h, int32_t j) {
-    auto row = vrows.next();
-    row.p += d0;
-    __m256 v[P];
-    for (int i = 0; i < P; ++i) v[i] = row.load(i);
-    for (int g = 0; g < G; ++g) {
-      const __m256 p = _mm256_set1_ps(prob[g][j]);
-      for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
-    }
+  auto keys = [&](auto rows, int32_t j, int32_t end) __attribute__((always_inline)) {  // rows at key j
+    each_key(j, end, [&](int h, int32_t k) __attribute__((always_inline)) {
+      auto row = rows.next();
+      row.p += d0;
+      __m256 v[P];
+      for (int i = 0; i < P; ++i) v[i] = row.load(i);
+      for (int g = 0; g < G; ++g) {
+        const __m256 p = _mm256_set1_ps(prob[g][k]);
+        for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
+      }
+    });
   };
-  int32_t j = 0;
-  for (; j + 1 < n; j += 2) add_key(0, j), add_key(1, j + 1);
-  if (j < n) add_key(0, j);  // a last even key
+  const int32_t cut = std::min(kr.from, n);  // the cache's keys, then exact ones
+  keys(kr.vrows, 0, cut);
+  if (cut < n) keys(kr.vx_at(cut), cut, n);
   for (int g = 0; g < G; ++g)
     for (int i = 0; i < P; ++i)
       _mm256_storeu_ps(s.out[g0 + g] + d0 + 8 * i, _mm256_add_ps(acc[g][0][i], acc[g][1][i]));
@@ -608,7 +578,8 @@ void split_values_pass(const SplitAttentionQueries& s, int g0, Rows vrows, int32
 // chains carried from block to block: the same operations in the same order. In place each pass
 // read every row again (a line or two of it, rows 1-4 KB apart) and dequantized its columns.
 template <int G, int P, class Rows>
-void split_values_blocks(const SplitAttentionQueries& s, int g0, Rows vrows, int32_t n, int64_t d0, int64_t width) {
+void split_values_blocks(const SplitAttentionQueries& s, int g0, const KeyRows<Rows>& kr, int32_t n, int64_t d0,
+                         int64_t width) {
   constexpr int kMaxSlices = 128 / (8 * P);
   alignas(32) float rows[kSplitKeyPass * 128];
   __m256 carry[kMaxSlices][G][2][P];
@@ -616,22 +587,21 @@ void split_values_blocks(const SplitAttentionQueries& s, int g0, Rows vrows, int
   for (int sl = 0; sl < slices; ++sl) std::fill_n(&carry[sl][0][0][0], G * 2 * P, _mm256_setzero_ps());
   const float* prob[G];
   for (int g = 0; g < G; ++g) prob[g] = s.scores[g0 + g];
-  // int8 / fp8: the next block's rows asked for (f32 rows, 4-8 lines each, were slower so)
+  const int32_t from = std::min(kr.from, n);
+  Rows cache = kr.vrows;
+  LinearRows exact = from < n ? kr.vx_at(from) : LinearRows{nullptr, 0};
+  // int8 / fp8: the next block's cache rows asked for (f32 rows, 4-8 lines each, were slower so)
   constexpr bool prefetch = !std::is_same_v<Rows, F32Rows>;
-  Rows ahead = vrows;
-  for (int32_t j = 0; prefetch && j < std::min(n, kSplitKeyPass); ++j) ahead.next();
+  Rows ahead = kr.vrows;
+  for (int32_t j = 0; prefetch && j < std::min(from, kSplitKeyPass); ++j) ahead.next();
   for (int32_t k0 = 0; k0 < n; k0 += kSplitKeyPass) {  // k0 even
     const int32_t k1 = std::min(n, k0 + kSplitKeyPass);
-    if (prefetch) prefetch_rows(ahead, std::min(n, k1 + kSplitKeyPass) - k1, d0, width);
-    for (int32_t j = k0; j < k1; ++j) {
-      auto row = vrows.next();
-      row.p += d0;
-      for (int i = 0; i < width / 8; ++i) _mm256_store_ps(rows + (j - k0) * width + 8 * i, row.load(i));
-    }
+    if (prefetch && k1 < from) prefetch_rows(ahead, std::min(from, k1 + kSplitKeyPass) - k1, d0, width);
+    copy_rows(cache, exact, from, k0, k1, d0, int(width / 8), rows);
     for (int sl = 0; sl < slices; ++sl) {
       __m256 acc[G][2][P];
       std::copy_n(&carry[sl][0][0][0], G * 2 * P, &acc[0][0][0]);
-      auto add_key = [&](int h, int32_t j) {
+      each_key(k0, k1, [&](int h, int32_t j) __attribute__((always_inline)) {
         const float* r = rows + (j - k0) * width + 8 * P * sl;
         __m256 v[P];
         for (int i = 0; i < P; ++i) v[i] = _mm256_load_ps(r + 8 * i);
@@ -639,10 +609,7 @@ void split_values_blocks(const SplitAttentionQueries& s, int g0, Rows vrows, int
           const __m256 p = _mm256_set1_ps(prob[g][j]);
           for (int i = 0; i < P; ++i) acc[g][h][i] = _mm256_fmadd_ps(p, v[i], acc[g][h][i]);
         }
-      };
-      int32_t j = k0;
-      for (; j + 1 < k1; j += 2) add_key(0, j), add_key(1, j + 1);
-      if (j < k1) add_key(0, j);  // a last even key
+      });
       std::copy_n(&acc[0][0][0], G * 2 * P, &carry[sl][0][0][0]);
     }
   }
@@ -678,20 +645,15 @@ bool split_values(const SplitAttentionQueries& s, const View& c, const int32_t* 
       const int G = std::min(4, s.group - g0);
       if (G == 1 && d0 + width - d >= 32) {  // one query: 32 columns (8 chains) a pass, as attention_head's
         const int64_t w = std::min<int64_t>(128, (d0 + width - d) / 32 * 32);  // split_values_blocks' most
-        with_rows(
-            c, block_table, s.kvh,
-            [&](auto, auto vrows) { split_values_blocks<1, 4>(s, g0, vrows, s.position + 1, d, w); }, 0, s.exact);
+        with_rows(c, block_table, s.kvh, s.exact, 0,
+                  [&](auto kr) { split_values_blocks<1, 4>(s, g0, kr, s.position + 1, d, w); });
         d += w;
         continue;
       }
       const bool wide = G <= 3 && d0 + width - d >= 16;
-      with_rows(
-          c, block_table, s.kvh,
-          [&](auto, auto vrows) {
-            with_pass_shape(G, wide,
-                            [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, vrows, s.position + 1, d); });
-          },
-          0, s.exact);
+      with_rows(c, block_table, s.kvh, s.exact, 0, [&](auto kr) {
+        with_pass_shape(G, wide, [&](auto g, auto p) { split_values_pass<g(), p()>(s, g0, kr, s.position + 1, d); });
+      });
       d += wide ? 16 : 8;
     }
   return true;

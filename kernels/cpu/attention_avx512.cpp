@@ -126,15 +126,7 @@ struct Fp8Rows {
 };
 
 // Exact f32 rows in a run (attention.h: KvExactRows), from a given key on.
-struct LinearRows {
-  const float* p;
-  int64_t stride;
-  F32Rows::Row next() {
-    const float* r = p;
-    p += stride;
-    return {r};
-  }
-};
+using LinearRows = LinearRowsOf<F32Rows::Row>;
 
 // Scores of the next `keys` keys (<= 16; the rest 0) into one vector, lane j = key j. Inlined with
 // keys = 16 for every group but the last, so the 16 chains stay in registers.
@@ -216,18 +208,9 @@ void add_value_pairs(__m512 (&acc)[2][C], Rows& vrows, int32_t j, int32_t n, con
   add_values<C, O>(acc, vrows, j, n, e, inv);  // a last even key
 }
 
-// The keys of a query: [0, from) through the cache's loaders (krows, vrows, at key 0) and
-// [from, n) from exact rows (kx, vx, at key `from`; none when from >= n). Each key's products and
-// sums are the same operations wherever its row comes from, so a split changes no bits.
+// A query's keys: the cache's up to `from`, then the exact rows (attention_impl.h).
 template <class Rows>
-struct KeyRows {
-  Rows krows, vrows;
-  LinearRows kx, vx;
-  int32_t from;
-  // exact rows positioned at key j >= from
-  LinearRows kx_at(int32_t j) const { return {kx.p + (j - from) * kx.stride, kx.stride}; }
-  LinearRows vx_at(int32_t j) const { return {vx.p + (j - from) * vx.stride, vx.stride}; }
-};
+using KeyRows = KeyRowsOf<Rows, LinearRows>;
 
 template <int C, class Rows>  // C = head_dim / 16; softcap > 0: soft-capped scores; mask: a window's
 void attention_head(const float* q, KeyRows<Rows> kr, int32_t position, float scale, float* scores, float* out,
@@ -460,20 +443,13 @@ bool dispatch(int64_t head_dim, Fn&& fn) {
   }
 }
 
-// The key rows of a cache view for kv head kvh, with the exact ones (null: none), passed to fn.
-template <class Rows>
-KeyRows<Rows> key_rows(Rows k, Rows v, const KvExactRows* exact) {
-  if (!exact) return {k, v, {nullptr, 0}, {nullptr, 0}, INT32_MAX};
-  return {k, v, {exact->k, exact->stride}, {exact->v, exact->stride}, exact->from};
-}
-
 // The cache's loaders start at key `first` (after the view's first_key; the exact rows' positions are
 // their own).
 template <class Fn>
 void with_rows(const PagedKvView& c, const int32_t* block_table, int64_t kvh, const KvExactRows* exact, int32_t first,
                Fn&& fn) {
-  fn(key_rows(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)},
-              F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)}, exact));
+  fn(key_rows<LinearRows>(F32Rows{KvRowCursor(c.k, c, block_table, kvh, first)},
+                          F32Rows{KvRowCursor(c.v, c, block_table, kvh, first)}, exact));
 }
 
 template <class Fn>
@@ -482,15 +458,15 @@ void with_rows(const PagedKvQuantView& c, const int32_t* block_table, int64_t kv
   const int64_t H = c.num_kv_heads, D = c.head_dim, B = c.block_size;
   const int32_t at = c.first_key + first;
   if (c.kind == KvQuant::Int8)
-    fn(key_rows(Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
-                Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D},
-                exact));
+    fn(key_rows<LinearRows>(
+        Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.k), c.k_scale, H, kvh, D},
+        Int8Rows{KvSlotCursor(block_table, B, at), static_cast<const int8_t*>(c.v), c.v_scale, H, kvh, D}, exact));
   else
-    fn(key_rows(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k),
-                        _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
-                Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v),
-                        _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D},
-                exact));
+    fn(key_rows<LinearRows>(Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.k),
+                                    _mm512_set1_ps(c.k_scale[kvh]), H, kvh, D},
+                            Fp8Rows{KvSlotCursor(block_table, B, at), static_cast<const uint8_t*>(c.v),
+                                    _mm512_set1_ps(c.v_scale[kvh]), H, kvh, D},
+                            exact));
 }
 
 template <class View>

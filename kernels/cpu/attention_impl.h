@@ -89,6 +89,41 @@ class KvRowCursor {
   int64_t B_, skip_, stride_, left_ = 0;
 };
 
+// Exact f32 rows in a run (attention.h: KvExactRows), from a given key on; Row: a SIMD variant's f32
+// row (its own type, so every use is that variant's instantiation).
+template <class RowType>
+struct LinearRowsOf {
+  using Row = RowType;
+  const float* p;
+  int64_t stride;
+  Row next() {
+    const float* r = p;
+    p += stride;
+    return {r};
+  }
+};
+
+// The keys of a query: [0, from) through the cache's loaders (krows, vrows, at key 0) and [from, n)
+// from exact rows (kx, vx, at key `from`; none when from >= n). Each key's products and sums are the
+// same operations wherever its row comes from, so splitting a loop at `from` changes no bits, and
+// keeps the choice of loader out of the loop.
+template <class Rows, class Linear>
+struct KeyRowsOf {
+  Rows krows, vrows;
+  Linear kx, vx;
+  int32_t from;
+  // exact rows positioned at key j >= from
+  Linear kx_at(int32_t j) const { return {kx.p + (j - from) * kx.stride, kx.stride}; }
+  Linear vx_at(int32_t j) const { return {vx.p + (j - from) * vx.stride, vx.stride}; }
+};
+
+// A cache's loaders with the exact rows (null: none, `from` past every key).
+template <class Linear, class Rows>
+KeyRowsOf<Rows, Linear> key_rows(Rows k, Rows v, const KvExactRows* exact) {
+  if (!exact) return {k, v, {nullptr, 0}, {nullptr, 0}, INT32_MAX};
+  return {k, v, {exact->k, exact->stride}, {exact->v, exact->stride}, exact->from};
+}
+
 // P0 + P1 + P2 + P3 in the order attention.h gives (float scores, double denominators).
 template <class T>
 inline T tree16(const T* a) {
