@@ -7,6 +7,9 @@
 # The SIMD flags are those /proc/cpuinfo lists, never -march=native: that turns AMX on, which the
 # virtual machines of this kind do not grant, and GGML_AVX_VNNI (the VEX-encoded AVX-VNNI) dies of
 # an illegal instruction on AMD EPYC machines that have AVX-512 VNNI but not AVX-VNNI.
+# LLAMA_CPU=avx2 builds for AVX2 / FMA / F16C alone whatever this CPU has: the baseline beside
+# llmctl's --cpu-isa avx2, and a build that runs on any AVX2 machine (scripts/gpu-carry.sh carries
+# it); give it its own LLAMA_CPP_DIR (the flags are read when the build folder is first made).
 set -euo pipefail
 LLAMA=${LLAMA_CPP_DIR:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/llama.cpp}
 TARGETS=("$@")
@@ -20,6 +23,7 @@ LLAMA_CPP_DIR="$LLAMA" "$(dirname "$0")/fetch-llama-cpp.sh"
 
 if [ ! -f "$LLAMA/build/CMakeCache.txt" ]; then
   flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  [[ "${LLAMA_CPU:-}" == avx2 ]] && flags="flags : avx avx2 fma f16c"
   has() { [[ " $flags " == *" $1 "* ]] && echo ON || echo OFF; }
   cmake -S "$LLAMA/src" -B "$LLAMA/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
     -DGGML_AVX="$(has avx)" -DGGML_AVX2="$(has avx2)" -DGGML_FMA="$(has fma)" -DGGML_F16C="$(has f16c)" \

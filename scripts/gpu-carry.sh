@@ -16,9 +16,12 @@
 #                    (the GPU tests, micro-benchmarks and formats need no model: the first calls run them)
 #   carry .carry/b:  (the next part; any stage that needs no model may run meanwhile)
 #   carry .carry/c:  scripts/gpu-carry.sh --unpack && LD_LIBRARY_PATH=$PWD/.carry/a/lib \
-#                      GPU_CHECK_STAGES="golden batching nccl pipeline quantized" scripts/gpu-check.sh .carry/a/build-gpu
+#                      GPU_CHECK_STAGES="golden batching nccl pipeline quantized cpu-threads" \
+#                      scripts/gpu-check.sh .carry/a/build-gpu
 # (bench/results/h200-gpu-check/README.md has the calls as the H200 run made them.)
 #
+# The tarball also holds llama.cpp's AVX2 build (.carry/a/llama-avx2): gpu-check's cpu-threads stage
+# (thread scaling on the GPU machine's cores, with the model) runs it beside llmctl --cpu-isa avx2.
 # --unpack extracts the tarball (once) and, when every part is there, joins the model into
 # $LLMCTL_HOME (default ~/.cache/llmctl); with parts missing it says which and still exits 0.
 set -euo pipefail
@@ -88,6 +91,18 @@ fi
 # WikiText-2 for gpu-check's perplexity runs (../shared does not travel).
 data=${SHARED_DATA:-../shared/data}/wikitext2-valid.txt
 [[ -f "$data" ]] && mkdir -p "$st/data" && cp "$data" "$st/data/"
+# llama.cpp built for AVX2 alone (llama-bench, llama-quantize and their libraries; CARRY_LLAMA=0: not),
+# the baseline of gpu-check's cpu-threads stage on the GPU machine's cores, whatever CPU that is.
+if [[ "${CARRY_LLAMA:-1}" == 1 ]]; then
+  llama=${LLAMA_AVX2_DIR:-$HOME_DIR/llama-avx2}
+  LLAMA_CPU=avx2 LLAMA_CPP_DIR="$llama" scripts/build-llama-cpp.sh llama-bench llama-quantize
+  mkdir -p "$st/llama-avx2"
+  for b in llama-bench llama-quantize; do strip -o "$st/llama-avx2/$b" "$llama/build/bin/$b"; done
+  for b in llama-bench llama-quantize; do ldd "$llama/build/bin/$b"; done | awk '$3 ~ /^\// {print $1, $3}' | sort -u |
+    grep -v -E "$skip_libs" | while read -r name lib; do  # under the name the loader asks for (no links)
+      strip --strip-unneeded -o "$st/llama-avx2/$name" "$lib"
+    done
+fi
 # One thread and a 64 MiB dictionary: the binaries share most of their code, and xz then stores it once.
 tar -C "$st" -cf - . | xz -T1 -9e >.carry/a/bins.tar.xz
 rm -rf "$st"

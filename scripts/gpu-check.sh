@@ -23,9 +23,10 @@
 # gpu-formats.log (random models from the default model's tokenizer, quantized int4 symmetric and
 # int8 asymmetric, on CUDA kept quantized and dequantized: perplexity equal within 1e-3, and which
 # one --quantized-weights auto chose).
+# cpu-threads.log (CPU thread scaling on this machine's cores, llmctl beside llama.cpp's AVX2 build).
 # GPU_CHECK_STAGES picks stages (default all): tests bench formats golden batching nccl pipeline
-# quantized. tests, bench and formats need no model, so a first call can run them while the model's
-# parts travel.
+# quantized cpu-threads. tests, bench and formats need no model, so a first call can run them while
+# the model's parts travel.
 # Benchmark flags can be given in GPU_BENCH_ARGS (default "--decode-batches 1,8,16,32"; e.g. "--layers 8"
 # or "--skip-model"); a second run measures the same model with int4 weights (GPU_BENCH_INT4=0: not).
 # Extra benchmark flags can also sweep offline throughput through the engine, e.g.
@@ -37,7 +38,7 @@ set -uo pipefail
 BUILD=${1:-build-gpu}
 if [[ -n "${OUT:-}" ]]; then RESULTS=${GPU_RESULTS:-/tmp/gpu-results}; else RESULTS=${GPU_RESULTS:-bench/results}; fi
 mkdir -p "$RESULTS"
-STAGES=" ${GPU_CHECK_STAGES:-tests bench formats golden batching nccl pipeline quantized} "
+STAGES=" ${GPU_CHECK_STAGES:-tests bench formats golden batching nccl pipeline quantized cpu-threads} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 publish() {  # everything so far into $OUT (the device tool brings back at most 8 files)
   [[ -n "${OUT:-}" && -d "$OUT" ]] || return 0
@@ -70,7 +71,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy
 
 GOLDEN_MODEL=${GOLDEN_MODEL:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
 HF_MODEL=${LLMCTL_HOME:-$HOME/.cache/llmctl}/models/SmolLM2-135M-Instruct/hf
-test_rc=0 bench_rc=0 formats_rc=0 golden_rc=0 batch_rc=0 nccl_rc=0 pp_rc=0 quant_rc=0
+test_rc=0 bench_rc=0 formats_rc=0 golden_rc=0 batch_rc=0 nccl_rc=0 pp_rc=0 quant_rc=0 threads_rc=0
 echo "gpu-check: stages:$STAGES"
 
 echo "== nvidia-smi"
@@ -335,8 +336,41 @@ fi
 fi
 publish
 
+# The GPU machine's CPU cores (16 where the device tool lends one; the dev machines have 2): llmctl's
+# CPU thread scaling (scripts/bench-cpu-threads.sh) on the default model's Q4_K_M (made by the
+# carried llama-quantize; the Q4_1 without it), on the CPU's own ISA alone, then forced to AVX2
+# beside the AVX2 build of llama.cpp that scripts/gpu-carry.sh carries. Reported, not gated
+# (CPU_THREADS: the thread counts, default 1, 2, 4, ... nproc).
+if want cpu-threads; then
+echo "== CPU thread scaling on this machine's cores"
+: >"$RESULTS/cpu-threads.log"
+llama=$PWD/.carry/a/llama-avx2
+if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl" ]]; then
+  tm=$GOLDEN_MODEL td=$(mktemp -d)
+  if [[ -x $llama/llama-quantize ]] && LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$llama \
+    "$llama/llama-quantize" --allow-requantize "$GOLDEN_MODEL" "$td/Q4_K_M.gguf" Q4_K_M "$(nproc)" >/dev/null 2>&1; then
+    tm=$td/Q4_K_M.gguf
+  fi
+  MODEL=$tm LLMCTL_BIN=$BUILD/llmctl LLMCTL_ARGS="--device cpu" LLAMA_BENCH=none REPS=1 \
+    scripts/bench-cpu-threads.sh "${CPU_THREADS:-}" 2>&1 | tee -a "$RESULTS/cpu-threads.log"
+  threads_rc=${PIPESTATUS[0]}
+  lb=$llama/llama-bench
+  [[ -x $lb ]] || lb=none
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$llama MODEL=$tm LLMCTL_BIN=$BUILD/llmctl \
+    LLMCTL_ARGS="--device cpu" ISA=avx2 LLAMA_BENCH=$lb REPS=2 scripts/bench-cpu-threads.sh "${CPU_THREADS:-}" 2>&1 | tee -a "$RESULTS/cpu-threads.log"
+  rc=${PIPESTATUS[0]}
+  threads_rc=$((threads_rc || rc))
+  rm -rf "$td"
+else
+  echo "gpu-check: cpu-threads skipped ($GOLDEN_MODEL or $BUILD/llmctl missing)" | tee -a "$RESULTS/cpu-threads.log"
+  threads_rc=1
+fi
+fi
+publish
+
 echo "gpu-check: stages:$STAGES tests rc=$test_rc bench rc=$bench_rc formats rc=$formats_rc golden rc=$golden_rc" \
-  "batching rc=$batch_rc nccl rc=$nccl_rc pipeline rc=$pp_rc quantized rc=$quant_rc; results in $RESULTS" |
+  "batching rc=$batch_rc nccl rc=$nccl_rc pipeline rc=$pp_rc quantized rc=$quant_rc cpu-threads rc=$threads_rc;" \
+  "results in $RESULTS" |
   tee "$RESULTS/gpu-check-summary.txt"
 publish
 [[ -n "${OUT:-}" && -d "$OUT" ]] && cp "$RESULTS/gpu-check-summary.txt" "$OUT/"
