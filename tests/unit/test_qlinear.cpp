@@ -869,6 +869,38 @@ TEST_CASE("cpu linear_group: every item's output is linear()'s, bit for bit (den
   }
 }
 
+TEST_CASE("cpu linear, a prompt split over tokens where rows are few for the threads: the same bits as one thread") {
+  // 16 threads over 3 chunks of 16 rows: the tokens go in ranges of 8 (cpu_backend.cpp: token_split)
+  const int64_t K = 64, N = 48;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const LinearWeight canonical = int4_g32_canonical(make_qw(4, 32, N, K, ScaleType::F16, 21));
+  for (ActQuantMode mode : {ActQuantMode::Int8, ActQuantMode::None})
+    for (int64_t T : {1, 9, 41, 64}) {
+      Tensor x = Tensor::empty_host(DType::F32, {T, K});
+      for (int64_t j = 0; j < T * K; ++j) x.ptr<float>()[j] = u(rng);
+      auto run = [&](int threads) {
+        auto be = make_cpu_backend(threads, mode);
+        const LinearWeight w = be->upload_quantized(canonical);
+        Tensor out = Tensor::empty_host(DType::F32, {T, N});
+        be->linear(x, w, nullptr, out);
+        return out;
+      };
+      const Tensor one = run(1), three = run(3), many = run(16);
+      INFO("T " << T << ", act-quant " << act_quant_name(mode));
+      CHECK(std::memcmp(one.data, three.data, one.nbytes()) == 0);
+      CHECK(std::memcmp(one.data, many.data, one.nbytes()) == 0);
+      auto be = make_cpu_backend(1, mode);  // each token alone
+      const LinearWeight w = be->upload_quantized(canonical);
+      for (int64_t t = 0; t < T; ++t) {
+        Tensor xt = Tensor::view(x.ptr<float>() + t * K, DType::F32, {1, K}, x.owner);
+        Tensor ot = Tensor::empty_host(DType::F32, {1, N});
+        be->linear(xt, w, nullptr, ot);
+        CHECK(std::memcmp(ot.data, one.ptr<float>() + t * N, N * sizeof(float)) == 0);
+      }
+    }
+}
+
 TEST_CASE("CpuBackend packing: K-quant f32 scales are kept factored where the kernels take them, same outputs") {
   for (int bits : {4, 8})
     for (int group : {16, 32})
