@@ -183,6 +183,13 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
   return QActivations{T, K, q, scale, sum, half_sum};
 }
 
+QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1) {
+  KERNEL_CHECK(0 <= t0 && t0 <= t1 && t1 <= x.t) << "qactivation_rows [" << t0 << ", " << t1 << ") of " << x.t;
+  const int64_t K = x.k;  // per row: K codes, K / 32 scales, K / 16 sums and integer sums
+  return QActivations{t1 - t0, K, x.q + t0 * K, x.scale + t0 * K / 32, x.sum + t0 * K / 16,
+                      x.half_sum ? x.half_sum + t0 * K / 16 : nullptr};
+}
+
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf) {
   return quantize_activation_rows(x, T, K, 0, T, buf);
 }

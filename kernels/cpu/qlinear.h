@@ -177,6 +177,9 @@ QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* bu
 // The same for rows [t0, t1) only, written where quantize_activations puts them (threads split the
 // rows; each row's bytes do not depend on the split). Returns the view of all T rows.
 QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf);
+// Rows [t0, t1) of x as a view of their own (the kernels then compute those tokens alone: a token's
+// results do not depend on the rows beside it).
+QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1);
 
 // out[t * ldo + n] for t < T, n in [n0, n1).
 void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,

@@ -186,9 +186,9 @@ class CpuBackend final : public Backend {
     const TokenSplit split = token_split(T, chunks, pool_.size());
     // pieces: split-major (piece p: tokens of split p / chunks, rows of chunk p % chunks)
     pool_.parallel_for(chunks * split.count, [&](int64_t p0, int64_t p1) {
-      for (int64_t s0 = p0 / chunks; s0 * chunks < p1; ++s0) {  // the token splits this range covers
-        const int64_t t0 = std::min(T, s0 * split.tokens), t1 = std::min(T, t0 + split.tokens);
-        const int64_t c0 = std::max(p0, s0 * chunks) - s0 * chunks, c1 = std::min(p1, (s0 + 1) * chunks) - s0 * chunks;
+      for (int64_t s = p0 / chunks; s * chunks < p1; ++s) {  // the token ranges this piece covers
+        const int64_t t0 = std::min(T, s * split.tokens), t1 = std::min(T, t0 + split.tokens);
+        const int64_t c0 = std::max(p0, s * chunks) - s * chunks, c1 = std::min(p1, (s + 1) * chunks) - s * chunks;
         if (t0 < t1) linear_rows(segs, qx, xp, t0, t1, K, N, b, c0 * chunk, std::min(N, c1 * chunk), out);
       }
     });  // one piece a thread (a thread late to start still leaves its piece to the others): a decode
@@ -208,6 +208,7 @@ class CpuBackend final : public Backend {
   };
   static TokenSplit token_split(int64_t T, int64_t chunks, int threads) {
     constexpr int64_t kTile = 8;
+    if (T <= 0) return {1, kTile};  // no tokens: pieces with empty ranges
     auto evenness = [&](int64_t pieces) {  // mean pieces a thread / the most any thread gets
       return double(pieces) / double(threads) / double((pieces + threads - 1) / threads);
     };
@@ -222,12 +223,8 @@ class CpuBackend final : public Backend {
   void linear_rows(const std::vector<CpuQSegment>& segs, const kernels::QActivations& qx, const float* xp,
                    int64_t t0, int64_t t1, int64_t K, int64_t N, const float* b, int64_t n0, int64_t n1,
                    Tensor& out) {
-    kernels::QActivations qt = qx;  // tokens [t0, t1) of the quantized rows (qlinear.h's layout)
-    if (act_quant_ == ActQuantMode::Int8) {
-      qt.t = t1 - t0;
-      qt.q += t0 * K, qt.scale += t0 * K / 32, qt.sum += t0 * K / 16;
-      if (qt.half_sum) qt.half_sum += t0 * K / 16;
-    }
+    const kernels::QActivations qt =
+        act_quant_ == ActQuantMode::Int8 ? kernels::qactivation_rows(qx, t0, t1) : kernels::QActivations{};
     float* o = out.ptr<float>() + t0 * N;
     for (const CpuQSegment& seg : segs) {
       const int64_t row0 = seg.row0, rows = seg.view.n;
