@@ -9,7 +9,8 @@
 # forces llmctl's kernels (--cpu-isa; set it to avx2 beside a llama.cpp built GGML_NATIVE=OFF
 # GGML_AVX512=OFF); REPS repetitions per count (default 3, the median reported); DEPTH: decode
 # after a prompt of that many tokens (default 0: decode right after PROMPT_TOKENS);
-# LLMCTL_ARGS: more flags for llmctl (e.g. "--device cpu" for a CUDA build on a GPU machine).
+# LLMCTL_ARGS: more flags for llmctl (e.g. "--device cpu" for a CUDA build on a GPU machine);
+# RUN_TIMEOUT: seconds one run may take (default 300; a run past it fails the script).
 # Decode on a small model is bound by the work between the parallel loops and by memory bandwidth
 # sooner than prefill: the table shows where each stops scaling.
 set -euo pipefail
@@ -22,6 +23,7 @@ PP=${2:-128}
 TG=${3:-64}
 REPS=${REPS:-3}
 DEPTH=${DEPTH:-0}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 cores=$(nproc)
 if [[ -n "${1:-}" ]]; then
   THREADS=${1//,/ }
@@ -43,23 +45,35 @@ echo "model: $MODEL; prompt $PP, decode $TG tokens after $((DEPTH > 0 ? DEPTH : 
 echo "llmctl: $LLMCTL ${isa[*]} ${extra[*]}"
 ((llama)) && echo "llama.cpp: $LLAMA_BENCH" || echo "llama.cpp: none"
 
-# llmctl: prefill tok/s of a PP-token prompt, decode tok/s after DEPTH (or PP) tokens
-run_llmctl() {
+CTX=$((DEPTH > 0 ? DEPTH : PP))
+# one run of a program; its output (JSON or CSV) read by FIELD (a python expression of r, the first
+# row); a failure or a run past RUN_TIMEOUT ends the script with a message
+value() {  # FORMAT FIELD WHAT COMMAND...
+  local format=$1 field=$2 what=$3 out
+  shift 3
+  out=$(timeout "$RUN_TIMEOUT" "$@" 2>/dev/null) &&
+    python3 -c "
+import csv, io, json, sys
+r = json.loads(sys.argv[1])['rows'][0] if sys.argv[2] == 'json' else next(csv.DictReader(io.StringIO(sys.argv[1])))
+print($field)" "$out" "$format" 2>/dev/null && return 0
+  echo "bench-cpu-threads: $what failed or ran past ${RUN_TIMEOUT} s" >&2
+  exit 1
+}
+run_llmctl() {  # prefill tok/s of a PP-token prompt; decode tok/s of TG tokens after CTX
   local t=$1 pp tg
-  pp=$("$LLMCTL" bench latency -m "$MODEL" -t "$t" --input-len "$PP" --output-len 1 --repetitions 1 --warmup 1 \
-    --no-progress "${isa[@]}" "${extra[@]}" --json - 2>/dev/null |
-    python3 -c "import json, sys; print(json.load(sys.stdin)['rows'][0]['pp_tok_s_median'])")
-  tg=$("$LLMCTL" bench latency -m "$MODEL" -t "$t" --input-len "$((DEPTH > 0 ? DEPTH : PP))" --output-len "$TG" \
-    --repetitions 1 --warmup 1 --no-progress "${isa[@]}" "${extra[@]}" --json - 2>/dev/null |
-    python3 -c "import json, sys; print(1000 / json.load(sys.stdin)['rows'][0]['tpot_ms_median'])")
+  local common=(bench latency -m "$MODEL" -t "$t" --repetitions 1 --warmup 1 --no-progress --json -)
+  pp=$(value json "r['pp_tok_s_median']" "llmctl at $t threads" \
+    "$LLMCTL" "${common[@]}" --input-len "$PP" --output-len 1 "${isa[@]}" "${extra[@]}") || exit 1
+  tg=$(value json "1000 / r['tpot_ms_median']" "llmctl at $t threads" \
+    "$LLMCTL" "${common[@]}" --input-len "$CTX" --output-len "$TG" "${isa[@]}" "${extra[@]}") || exit 1
   echo "$pp $tg"
 }
-run_llama() {  # the same two measurements: a PP-token prompt; TG tokens decoded after DEPTH (or PP)
+run_llama() {  # the same two measurements
   local t=$1 pp tg
-  pp=$("$LLAMA_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n 0 -r 1 -o csv 2>/dev/null |
-    python3 -c "import csv, sys; print(next(csv.DictReader(sys.stdin))['avg_ts'])")
-  tg=$("$LLAMA_BENCH" -m "$MODEL" -t "$t" -p 0 -n "$TG" -d "$((DEPTH > 0 ? DEPTH : PP))" -r 1 -o csv 2>/dev/null |
-    python3 -c "import csv, sys; print(next(csv.DictReader(sys.stdin))['avg_ts'])")
+  pp=$(value csv "r['avg_ts']" "llama-bench at $t threads" "$LLAMA_BENCH" -m "$MODEL" -t "$t" -p "$PP" -n 0 -r 1 \
+    -o csv) || exit 1
+  tg=$(value csv "r['avg_ts']" "llama-bench at $t threads" "$LLAMA_BENCH" -m "$MODEL" -t "$t" -p 0 -n "$TG" -d "$CTX" \
+    -r 1 -o csv) || exit 1
   echo "$pp $tg"
 }
 median() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
