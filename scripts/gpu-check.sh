@@ -357,7 +357,8 @@ if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl" ]]; then
   lb=$llama/llama-bench
   [[ -x $lb ]] || lb=none
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$llama MODEL=$tm LLMCTL_BIN=$BUILD/llmctl \
-    LLMCTL_ARGS="--device cpu" ISA=avx2 LLAMA_BENCH=$lb REPS=2 scripts/bench-cpu-threads.sh "${CPU_THREADS:-}" 2>&1 | tee -a "$RESULTS/cpu-threads.log"
+    LLMCTL_ARGS="--device cpu" ISA=avx2 LLAMA_BENCH=$lb REPS=2 scripts/bench-cpu-threads.sh "${CPU_THREADS:-}" 2>&1 |
+    tee -a "$RESULTS/cpu-threads.log"
   rc=${PIPESTATUS[0]}
   threads_rc=$((threads_rc || rc))
   rm -rf "$td"
