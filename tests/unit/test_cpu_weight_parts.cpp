@@ -1,7 +1,8 @@
 // The CPU backend's weights of fused parts (LinearWeight::part_rows: q / k / v, gate / up): each part
 // packed in its own form where the forms differ (a codebook part beside 2-bit and 6-bit ones), the
 // outputs of each part's rows those of the part packed alone, bit for bit, in both activation modes
-// and any thread count; parts whose forms agree are one packing.
+// and any thread count (16 over a prompt: its tokens in ranges too); parts whose forms agree are one
+// packing.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -105,7 +106,7 @@ TEST_CASE("CpuBackend packing: fused parts of different forms each in its own, e
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (ActQuantMode mode : {ActQuantMode::Int8, ActQuantMode::None})
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 16}) {  // 16 threads over 9 chunks: a prompt's tokens split in ranges too
       auto be = make_cpu_backend(threads, mode);
       const LinearWeight packed = be->upload_quantized(fused), whole = be->upload_quantized(common);
       const std::vector<CpuQSegment> segs = cpu_qweight_segments(packed);
@@ -122,7 +123,7 @@ TEST_CASE("CpuBackend packing: fused parts of different forms each in its own, e
       CHECK((segs[2].view.bits == 6 && segs[2].view.narrow_base == -32 && segs[2].view.group == 16));
       CHECK(packed.data.nbytes() < whole.data.nbytes());
       CHECK_THROWS(cpu_qweight_view(packed));  // a weight of parts has no single view
-      for (int64_t T : {1, 3, 6}) {
+      for (int64_t T : {1, 3, 6, 19}) {
         Tensor x = Tensor::empty_host(DType::F32, {T, kK}), bias = Tensor::empty_host(DType::F32, {N});
         for (int64_t i = 0; i < T * kK; ++i) x.ptr<float>()[i] = nd(rng);
         for (int64_t i = 0; i < N; ++i) bias.ptr<float>()[i] = nd(rng);
