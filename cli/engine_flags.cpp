@@ -20,7 +20,8 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "weight dtype: f32, f16 or bf16 (default: as stored; a GGUF's quantized blocks run as they are, and "
                 "on the CPU --dtype asks for a dense copy instead)");
   s->add_option("--device", f.device, "auto, cpu or cuda (auto: the GPU when one is present)")->capture_default_str();
-  s->add_option("-t,--threads", f.threads, "CPU threads (default: all cores; with -tp N, each rank's share)")
+  s->add_option("-t,--threads", f.threads,
+                "CPU threads (default: one per physical core this process may use; with -tp N, each rank's share)")
       ->check(CLI::Range(0, kMaxThreads));
   s->add_option("-c,--ctx-size,--max-model-len", f.max_model_len,
                 "context length in tokens, prompt and output together (default: the model's)")

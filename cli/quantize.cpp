@@ -53,7 +53,7 @@ Runner add_quantize(CLI::App& app) {
   s->add_option("--awq-search-samples", o->awq_search_samples,
                 "awq: calibration samples the scale search runs on (0: all)")->capture_default_str();
   s->add_option("--device", *device, "cpu (cuda: not implemented for quantize yet)")->capture_default_str();
-  s->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")
+  s->add_option("-t,--threads", o->threads, "CPU threads (0: one per physical core this process may use)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
   return [o, device, asym]() -> int {

@@ -8,8 +8,8 @@
 #include <future>
 #include <iostream>
 #include <string>
-#include <thread>
 
+#include "engine/core/cpu_topology.h"
 #include "engine/core/error.h"
 #include "engine/core/mapped_file.h"
 #include "engine/executor/local_executor.h"
@@ -154,12 +154,11 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   LLM_REQUIRE(device != "cuda") << "--device cuda: this llmctl was built without CUDA";
 #endif
   // Ranks share the node's cores unless --threads says otherwise.
-  const int threads = opts.threads > 0 || ranks == 1
-                          ? opts.threads
-                          : std::max(1, int(std::thread::hardware_concurrency()) / ranks);
+  const int threads =
+      opts.threads > 0 || ranks == 1 ? opts.threads : std::max(1, default_cpu_threads() / ranks);
   if (!rt.backend) {
     rt.backend = make_cpu_backend(threads, opts.act_quant, opts.cpu_kernels);
-    rt.threads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    rt.threads = threads > 0 ? threads : default_cpu_threads();
   }
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;
   // otherwise the checkpoint dequantizes them as it always has.

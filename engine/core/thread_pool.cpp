@@ -1,5 +1,6 @@
 #include "engine/core/thread_pool.h"
 
+#include "engine/core/cpu_topology.h"
 #include "engine/core/error.h"
 
 #include <algorithm>
@@ -35,7 +36,7 @@ inline void cpu_relax(int i) {
 
 ThreadPool::ThreadPool(int num_threads) {
   LLM_REQUIRE(num_threads <= kMaxThreads) << num_threads << " threads: at most " << kMaxThreads;
-  if (num_threads <= 0) num_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (num_threads <= 0) num_threads = default_cpu_threads();
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

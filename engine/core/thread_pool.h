@@ -31,7 +31,7 @@ constexpr int kBalanceRounds = 3;
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // 0 = hardware concurrency
+  explicit ThreadPool(int num_threads);  // 0 = default_cpu_threads() (cpu_topology.h)
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
 
@@ -40,7 +40,7 @@ class ThreadPool {
   // pieces of falling size (above), for loops whose calls cost little beside their work.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool balanced = false);
 
-  static ThreadPool& global();             // sized by set_global_threads or the core count
+  static ThreadPool& global();             // sized by set_global_threads or default_cpu_threads()
   static void set_global_threads(int n);   // call before the first global()
 
  private:

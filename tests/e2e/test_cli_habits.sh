@@ -95,6 +95,15 @@ assert m['weights'].startswith('Q4_1 GGUF, run quantized') and m['threads'] >= 1
 " && grep -q "| model .*| weights .*| threads |" "$TMP/table" && pass "bench --json -: JSON on stdout, table (model, weights, threads) on stderr" \
   || fail "bench --json -: $(head -c 300 "$TMP/b.json") / $(head -3 "$TMP/table")"
 [ ! -e ./- ] && pass "no file named '-'" || fail "a file named '-' was written"
+# The default thread count: one per physical core this process may use (an affinity mask bounds it).
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  taskset -c 0 "$LLMCTL" bench latency -m "$GGUF" --batch 1 --input-len 8 --output-len 2 --repetitions 1 --warmup 0 \
+    --no-progress --json - >"$TMP/t.json" 2>/dev/null
+  python3 -c "import json; m = json.load(open('$TMP/t.json'))['meta']; assert m['threads'] == 1, m" \
+    && pass "taskset -c 0: one thread by default" || fail "taskset -c 0: $(head -c 300 "$TMP/t.json")"
+else
+  echo "skip taskset -c 0 (no taskset, or one CPU)"
+fi
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
