@@ -47,7 +47,8 @@ std::string cpu_quota_line() {
 
 int compute_default() {
   const int online = int(std::max(1u, std::thread::hardware_concurrency()));
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> efficiency = parse_cpu_list(read_line("/sys/devices/cpu_atom/cpus"));  // hybrid CPUs
+  const std::vector<int> cpus = performance_cpus(allowed_cpus(), efficiency);
   int n = cpus.empty() ? online : physical_cores(cpus, [](int cpu) {
     return read_line("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
   });
@@ -65,6 +66,32 @@ int physical_cores(const std::vector<int>& cpus, const std::function<std::string
     cores.insert(s.empty() ? "cpu " + std::to_string(cpu) : s);  // unknown: a core of its own
   }
   return int(cores.size());
+}
+
+std::vector<int> parse_cpu_list(const std::string& list) {
+  constexpr long kMaxCpu = 65535;
+  std::set<int> cpus;
+  std::istringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    long a = 0, b = 0;
+    char dash = 0, extra = 0;
+    std::istringstream one(item);
+    if (!(one >> a)) return {};
+    b = a;
+    if (one >> dash && (dash != '-' || !(one >> b))) return {};
+    if (one >> extra || a < 0 || b < a || b > kMaxCpu) return {};
+    for (long c = a; c <= b; ++c) cpus.insert(int(c));
+  }
+  return {cpus.begin(), cpus.end()};
+}
+
+std::vector<int> performance_cpus(const std::vector<int>& allowed, const std::vector<int>& efficiency) {
+  const std::set<int> slow(efficiency.begin(), efficiency.end());
+  std::vector<int> fast;
+  for (int c : allowed)
+    if (!slow.count(c)) fast.push_back(c);
+  return fast.empty() ? allowed : fast;
 }
 
 int quota_cpus(const std::string& cpu_max) {

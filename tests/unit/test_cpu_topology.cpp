@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/core/cpu_topology.h"
 
@@ -25,6 +26,32 @@ TEST_CASE("physical_cores: SMT siblings count once, among the allowed CPUs only"
   CHECK(physical_cores({0, 1, 2, 3}, [&](int c) { return ranges.at(c); }) == 2);
   CHECK(physical_cores({0, 1, 2}, [](int c) { return std::to_string(c); }) == 3);  // no SMT
   CHECK(physical_cores({0, 1, 2}, [](int) { return std::string(); }) == 3);        // unreadable: each alone
+}
+
+TEST_CASE("parse_cpu_list: sysfs CPU lists; anything malformed is no list") {
+  CHECK(parse_cpu_list("0-3,8,10-11") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list("5") == std::vector<int>{5});
+  CHECK(parse_cpu_list("16-23") == std::vector<int>{16, 17, 18, 19, 20, 21, 22, 23});
+  CHECK(parse_cpu_list("3,1,2-2") == std::vector<int>{1, 2, 3});
+  for (const char* bad : {"", "x", "3-", "-1", "5-3", "1-2-3", "1;2", "2x", "0-70000"}) {
+    INFO(bad);
+    CHECK(parse_cpu_list(bad).empty());
+  }
+}
+
+TEST_CASE("performance_cpus: a hybrid CPU's efficiency cores left out, unless only they are allowed") {
+  // 6 P-cores with SMT (0-11) and 8 E-cores (12-19), as an Intel hybrid laptop part lists them
+  std::vector<int> all;
+  for (int c = 0; c < 20; ++c) all.push_back(c);
+  const std::vector<int> atoms = parse_cpu_list("12-19");
+  const std::vector<int> fast = performance_cpus(all, atoms);
+  CHECK(fast.size() == 12);
+  CHECK(fast.back() == 11);
+  auto siblings = [](int c) { return std::to_string(c / 2 * 2) + "-" + std::to_string(c / 2 * 2 + 1); };
+  CHECK(physical_cores(fast, siblings) == 6);
+  CHECK(performance_cpus({12, 13}, atoms) == std::vector<int>{12, 13});  // taskset to E-cores: kept
+  CHECK(performance_cpus({0, 12}, atoms) == std::vector<int>{0});
+  CHECK(performance_cpus({0, 1}, {}) == std::vector<int>{0, 1});  // not hybrid
 }
 
 TEST_CASE("quota_cpus: a cgroup cpu.max line as whole CPUs, rounded up; none for 'max' or anything else") {
