@@ -6,8 +6,8 @@
 #        THREADS: a comma-separated list (default 1,2,4,8,16,... up to nproc, and nproc itself)
 # Environment: MODEL (default: the default model's Q4_1 GGUF); LLMCTL_BIN (default build/llmctl);
 # LLAMA_BENCH (default: $LLMCTL_HOME/llama.cpp/build/bin/llama-bench; "none": llmctl alone); ISA
-# forces llmctl's kernels (--cpu-isa; set it to avx2 beside a llama.cpp built GGML_NATIVE=OFF
-# GGML_AVX512=OFF); REPS repetitions per count (default 3, the median reported); DEPTH: decode
+# forces llmctl's kernels (--cpu-isa; avx2 beside the llama.cpp that `LLAMA_CPU=avx2
+# LLAMA_CPP_DIR=... scripts/build-llama-cpp.sh` builds); REPS repetitions per count (default 3, the median reported); DEPTH: decode
 # after a prompt of that many tokens (default 0: decode right after PROMPT_TOKENS);
 # LLMCTL_ARGS: more flags for llmctl (e.g. "--device cpu" for a CUDA build on a GPU machine);
 # RUN_TIMEOUT: seconds one run may take (default 300; a run past it fails the script).
