@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/kernel_check.h"
@@ -474,19 +473,6 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
 // and from cache by the others.
 constexpr int32_t kSplitKeyPass = 64;
 
-// Rows laid one after another (a pass's int8 / fp8 key rows as its loader gives them), read as F32Rows
-// reads a cache's.
-struct DenseRows {
-  using Row = F32Rows::Row;
-  const float* p;
-  int64_t D;
-  Row next() {
-    const Row r{p};
-    p += D;
-    return r;
-  }
-};
-
 template <class View>
 bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* block_table, float scale, int32_t j0,
                   int32_t j1) {
@@ -511,7 +497,7 @@ bool split_scores(const SplitAttentionQueries& s, const View& c, const int32_t* 
           copy_rows(kr.krows, exact, from, k0, k1, 0, 2 * C(), rows);
         });
         for (int g = 0; g < s.group; ++g) {
-          DenseRows dense{rows, D};
+          LinearRows dense{rows, D};  // the pass's rows, one after another
           score_keys<C()>(s.q[g], dense, k0, k1, scale, s.scores[g]);
         }
       }
