@@ -56,7 +56,8 @@ MODEL="$HOME_DIR/$MODEL_REL"
 rm -rf .carry/? .carry/rest.* .carry/mpi .carry/stage
 st=.carry/stage  # what the tarball holds: build-gpu/, lib/, mpi/
 mkdir -p "$st/build-gpu/tests" "$st/lib" .carry/a
-bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize llmctl_random_model tests/llmctl_gpu_tests)
+bins=(llmctl llmctl_score llmctl_gpu_bench llmctl_tokenize llmctl_random_model llmctl_thread_pool_bench
+      tests/llmctl_gpu_tests)
 for b in "${bins[@]}"; do strip -o "$st/build-gpu/$b" "$BUILD/$b"; done
 # Libraries beyond libc/libstdc++, OpenSSL, zlib and CUDA (the GPU image has those; carrying them would
 # also reach its python3 through LD_LIBRARY_PATH), as this machine resolves them.

@@ -339,11 +339,17 @@ publish
 # The GPU machine's CPU cores (16 where the device tool lends one; the dev machines have 2): llmctl's
 # CPU thread scaling (scripts/bench-cpu-threads.sh) on the default model's Q4_K_M (made by the
 # carried llama-quantize; the Q4_1 without it), on the CPU's own ISA alone, then forced to AVX2
-# beside the AVX2 build of llama.cpp that scripts/gpu-carry.sh carries. Reported, not gated
-# (CPU_THREADS: the thread counts, default 1, 2, 4, ... nproc).
+# beside the AVX2 build of llama.cpp that scripts/gpu-carry.sh carries; first the thread pool's
+# hand-off alone (tools/llmctl_thread_pool_bench.cpp). Reported, not gated (CPU_THREADS: the thread
+# counts, default 1, 2, 4, ... nproc).
 if want cpu-threads; then
 echo "== CPU thread scaling on this machine's cores"
 : >"$RESULTS/cpu-threads.log"
+if [[ -x "$BUILD/llmctl_thread_pool_bench" ]]; then  # the pool's hand-off alone, ns per loop
+  counts=${CPU_THREADS:-}
+  [[ -n $counts ]] || counts=$(n=1; c=""; while ((n < $(nproc))); do c+="$n,"; n=$((n * 2)); done; echo "$c$(nproc)")
+  "$BUILD/llmctl_thread_pool_bench" --threads "$counts" --calls 5000 --reps 5 2>&1 | tee -a "$RESULTS/cpu-threads.log"
+fi
 llama=$PWD/.carry/a/llama-avx2
 if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl" ]]; then
   tm=$GOLDEN_MODEL td=$(mktemp -d)

@@ -1,22 +1,30 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part.
 // parallel_for splits [0, n) into contiguous pieces, always the same for one n, thread count and
-// `balanced`, which the threads claim in order as they finish the last: one a thread, or (balanced)
-// pieces of falling size, a quarter of [0, n) in the first two of two threads, then an eighth,
-// ... (kBalanceRounds rounds, then the rest in equal parts): a thread slowed by another process or
-// on a slower core takes fewer, and the first pieces are long (long streams for the prefetchers).
-// Each index is handled by the same code path whatever the thread count or timing (results never
-// depend on them). An exception thrown by fn on any thread stops the claiming of further pieces and
-// is rethrown by parallel_for once every thread is done with fn (the first one, if several).
+// `balanced`: one a thread, or (balanced) pieces of falling size, a quarter of [0, n) in the first
+// two of two threads, then an eighth, ... (kBalanceRounds rounds, then the rest in equal parts).
+// Thread i takes piece i first (the caller is thread 0), then (balanced) the later pieces in order
+// from a shared counter. A piece no thread has claimed by then (its thread slowed by another
+// process, or asleep) is taken by any thread in a balanced loop, else by the caller once it has
+// waited a moment (kStealAfter spins). The caller waits for the pieces, not for the threads: a
+// worker that never got to a loop does not hold it up. Each index is handled by the same code path
+// whatever the thread count or timing (results never depend on them). An exception thrown by fn
+// on any thread stops the claiming of further pieces and is rethrown by parallel_for once every
+// piece is done or dropped (the first one, if several).
 // Hand-off: a decode step runs a few hundred short parallel_for calls, so workers (and the caller,
 // waiting for them) first spin on atomics for a short while and only then sleep on a condition
-// variable: a futex wake per call would cost more than many of the loops themselves. One caller
-// at a time (parallel_for is not reentrant).
+// variable: a futex wake per call would cost more than many of the loops themselves. What one call
+// moves between cores is kept small: the job (one cache line, read by every thread), each piece's
+// claim (its own line, which its usual owner last wrote) and each thread's count of pieces done
+// (its own line, which the caller reads); no counter that every thread updates at the start and
+// end of every loop (their updates of one line queue up one after another). One caller at a time
+// (parallel_for is not reentrant).
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,7 +43,7 @@ class ThreadPool {
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
 
-  int size() const { return int(workers_.size()) + 1; }
+  int size() const { return threads_; }
   // fn(begin, end) over disjoint ranges covering [0, n); returns when all are done. balanced: in
   // pieces of falling size (above), for loops whose calls cost little beside their work.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool balanced = false);
@@ -44,22 +52,50 @@ class ThreadPool {
   static void set_global_threads(int n);   // call before the first global()
 
  private:
-  void worker_loop();
+  static constexpr size_t kLine = 64;
+  // One job as a thread read it: its generation, the loop and its pieces.
+  struct Job {
+    uint64_t generation;
+    const std::function<void(int64_t, int64_t)>* fn;
+    int64_t n, pieces;
+    bool balanced;
+  };
+  struct alignas(kLine) Claim {  // the generation whose job last claimed this piece
+    std::atomic<uint64_t> generation{0};
+  };
+  struct alignas(kLine) DoneCount {  // pieces a thread finished or dropped, all jobs (written by it alone)
+    std::atomic<uint64_t> pieces{0};
+  };
+  void worker_loop(int index);
+  bool read_job(uint64_t generation, Job& job) const;  // false: a newer job came meanwhile
+  void run_pieces(int index, const Job& job);           // its own piece, then (balanced) the counter's
+  void steal_pieces(int index, const Job& job, int64_t upto);  // runs pieces [0, upto) no thread claimed
+  bool claim(const Job& job, int64_t p);                // piece p for this job (once, by one thread)
+  void run_piece(int index, const Job& job, int64_t p);
+  int64_t piece_start(const Job& job, int64_t p) const;  // the first index of piece p
+  uint64_t done_pieces() const;                          // the sum of every thread's DoneCount
+
+  int threads_ = 1;
   std::vector<std::thread> workers_;
-  std::mutex mu_;  // guards sleepers_ / caller_waiting_ and the condition variables' waits
-  std::condition_variable cv_start_, cv_done_;
-  void run_pieces();  // claims and runs pieces of the current job until none is left
-  int64_t piece_start(int64_t p) const;  // the first index of piece p (job_pieces_: job_n_)
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;  // published by generation_'s release
-  int64_t job_n_ = 0, job_pieces_ = 0;
-  bool job_balanced_ = false;
-  std::exception_ptr job_error_;  // the first exception of the current job (guarded by mu_)
-  std::atomic<int64_t> next_piece_{0};
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::unique_ptr<Claim[]> claims_;    // size() * (kBalanceRounds + 1)
+  std::unique_ptr<DoneCount[]> done_;  // size()
+  uint64_t expected_done_ = 0;         // the caller's: pieces of every job so far
+  // The job, in one cache line with its generation (even, +2 a job): the fields of job g in buffer
+  // (g / 2) % 2, written before the generation; a reader checks the generation is unchanged after
+  // reading them (the buffer is written again only two jobs later).
+  struct alignas(kLine) Published {
+    std::atomic<uint64_t> generation{0};
+    std::atomic<const std::function<void(int64_t, int64_t)>*> fn[2] = {nullptr, nullptr};
+    std::atomic<int64_t> n_balanced[2] = {0, 0};  // n * 2 + balanced
+  };
+  Published job_;
   std::atomic<bool> stop_{false};
-  int sleepers_ = 0;             // workers blocked on cv_start_
-  bool caller_waiting_ = false;  // the caller blocked on cv_done_
+  alignas(kLine) std::atomic<int64_t> next_piece_{0};  // balanced: the next of the later pieces
+  alignas(kLine) std::atomic<int> sleepers_{0};        // workers blocked on cv_start_
+  std::atomic<bool> caller_waiting_{false};            // the caller blocked on cv_done_
+  std::mutex mu_;  // guards job_error_ and the condition variables' waits
+  std::condition_variable cv_start_, cv_done_;
+  std::exception_ptr job_error_;  // the first exception of the current job
 };
 
 }  // namespace llmctl

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -102,5 +103,37 @@ TEST_CASE("thread pool: an exception in any piece reaches the caller, and the po
         CHECK(calls.load() >= 1);
         CHECK(pieces_of(pool, 1000, balanced).size() >= 1);  // and the next loop covers its indices
       }
+  }
+}
+
+TEST_CASE("thread pool: many loops of every kind back to back, workers asleep or late, each index once") {
+  // Loops of one piece a thread and balanced ones, of 0-3,000 indices, pieces that take no time or
+  // up to 50 us, pauses that let the workers fall asleep, throwing pieces: each loop's indices are
+  // handled once (a thread still on an older loop must not claim a piece of a newer one).
+  std::mt19937 rng(1234);
+  for (int threads : {2, 3, 4, 8}) {
+    ThreadPool pool(threads);
+    for (int loop = 0; loop < 400; ++loop) {
+      CAPTURE(threads);
+      CAPTURE(loop);
+      const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
+      const bool balanced = rng() % 2 == 0, throws = rng() % 16 == 0;
+      const int slow_us = rng() % 4 == 0 ? int(rng() % 50) : 0;
+      if (rng() % 32 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers asleep
+      std::vector<std::atomic<int>> hits(size_t(std::max<int64_t>(n, 1)));
+      const int64_t bad = n > 0 ? int64_t(rng() % uint64_t(n)) : 0;
+      auto body = [&](int64_t b, int64_t e) {
+        if (slow_us && b == 0) std::this_thread::sleep_for(std::chrono::microseconds(slow_us));
+        for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+        if (throws && b <= bad && bad < e) throw std::runtime_error("piece");
+      };
+      if (throws && n > 0) {
+        CHECK_THROWS_AS(pool.parallel_for(n, body, balanced), std::runtime_error);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(hits[size_t(i)].load() <= 1);
+      } else {
+        pool.parallel_for(n, body, balanced);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(hits[size_t(i)].load() == 1);
+      }
+    }
   }
 }
