@@ -256,4 +256,6 @@ const char* qlinear_isa() {
   return "scalar";
 }
 
+bool qlinear_read_bound() { return detail::g_isa == detail::Isa::Avx512; }
+
 }  // namespace llmctl::kernels

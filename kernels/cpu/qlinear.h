@@ -196,6 +196,11 @@ void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out);
 // the CPU has,
 // unless select_cpu_kernels stepped down.
 const char* qlinear_isa();
+// Whether a pass of a few tokens over a quantized weight is bound by reading its bytes on that
+// level, so that its parts cost what they weigh: AVX-512 (a decode step's linears, rdtsc per piece:
+// Q6_K's row blocks 1.38x Q4_K's time, 1.44x their bytes). On AVX2 unpacking narrow codes costs about
+// as much as reading them (Q5_0's 6-bit row blocks took 1.25x the time of Q8_0's 8-bit ones).
+bool qlinear_read_bound();
 // For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
 // CPU has), "avx512-vnni", "avx-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown
 // name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One

@@ -9,6 +9,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_attention_items.h"
 #include "engine/backend/cpu/cpu_exact_rows.h"
+#include "engine/backend/cpu/cpu_linear_pieces.h"
 #include "engine/backend/cpu/cpu_sampling.h"
 #include "engine/backend/cpu/cpu_split_attention.h"
 #include "engine/backend/cpu/cpu_quantized_weight.h"
@@ -183,40 +184,20 @@ class CpuBackend final : public Backend {
       }
     }
     const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
-    const TokenSplit split = token_split(T, chunks, pool_.size());
-    // pieces: split-major (piece p: tokens of split p / chunks, rows of chunk p % chunks)
-    pool_.parallel_for(chunks * split.count, [&](int64_t p0, int64_t p1) {
+    const cpu::TokenSplit split = cpu::token_split(T, chunks, pool_.size());
+    const std::vector<int64_t> bounds = cpu::linear_piece_bounds(segs, N, T, split, pool_.size());
+    // units: split-major (unit u: tokens of split u / chunks, rows of chunk u % chunks)
+    pool_.parallel_for(int64_t(bounds.size()) - 1, [&](int64_t q0, int64_t q1) {
+      const int64_t p0 = bounds[size_t(q0)], p1 = bounds[size_t(q1)];
       for (int64_t s = p0 / chunks; s * chunks < p1; ++s) {  // the token ranges this piece covers
         const int64_t t0 = std::min(T, s * split.tokens), t1 = std::min(T, t0 + split.tokens);
         const int64_t c0 = std::max(p0, s * chunks) - s * chunks, c1 = std::min(p1, (s + 1) * chunks) - s * chunks;
-        if (t0 < t1) linear_rows(segs, qx, xp, t0, t1, K, N, b, c0 * chunk, std::min(N, c1 * chunk), out);
+        if (t0 < t1 && c0 < c1) linear_rows(segs, qx, xp, t0, t1, K, N, b, c0 * chunk, std::min(N, c1 * chunk), out);
       }
     });  // one piece a thread (a thread late to start still leaves its piece to the others): a decode
          // step's linears in 8 balanced pieces cost the default model's Q4_0 decode 10% (Q8_0 7%, Q6_K
          // 6%, IQ4_XS 2%, Q4_K_M 1%; an idle 2-core AVX2 EPYC, once the tiles were fast), 4 a thread
          // 6%, 2 a thread 2%: each piece a call with its own setup and its own cold start
-  }
-
-  // A prompt's tokens in `count` ranges of `tokens` (a multiple of 8, the prefill tiles' height) where
-  // a linear's chunks of 16 rows fall unevenly on the threads: each thread's piece is then a block of
-  // rows for a range of tokens. Each token's row of the result does not depend on the tokens computed
-  // beside it (qlinear.h), so a split changes no bits; a weight's rows are read once per range. At 16
-  // threads the default model's 576-row linears have 36 chunks, 2.25 a thread: the slowest thread does
-  // 3, the step waits for it a quarter of the time; in 3 ranges, 6.75 a thread, 7 the most.
-  struct TokenSplit {
-    int64_t count, tokens;
-  };
-  static TokenSplit token_split(int64_t T, int64_t chunks, int threads) {
-    constexpr int64_t kTile = 8;
-    if (T <= 0) return {1, kTile};  // no tokens: pieces with empty ranges
-    auto evenness = [&](int64_t pieces) {  // mean pieces a thread / the most any thread gets
-      return double(pieces) / double(threads) / double((pieces + threads - 1) / threads);
-    };
-    int64_t count = 1;
-    const int64_t most = (T + kTile - 1) / kTile;
-    while (count < most && evenness(chunks * count) < 0.95) ++count;
-    const int64_t tokens = ((T + count - 1) / count + kTile - 1) / kTile * kTile;
-    return {(T + tokens - 1) / tokens, tokens};
   }
 
   // Output rows [n0, n1) (whole chunks of 16: each in one part) for tokens [t0, t1) of x.
