@@ -141,11 +141,15 @@ bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* posi
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                  float* const* scratch, float* const* out, const KvExactRows* exact,
-                                 const int32_t* firsts, float softcap) {
+                                 const int32_t* firsts, float softcap, const int32_t* exact_froms) {
   KERNEL_CHECK(softcap >= 0 && std::isfinite(softcap)) << "paged_attention_tiles_quant: softcap " << softcap;
-  for (int t = 0; t < tiles && exact; ++t)
-    KERNEL_CHECK(exact->from >= 0 && exact->from <= positions[4 * t])
-        << "paged_attention_tiles_quant: exact rows from " << exact->from << " for a tile from " << positions[4 * t];
+  KERNEL_CHECK(exact || !exact_froms) << "paged_attention_tiles_quant: tiles' exact keys without exact rows";
+  for (int t = 0; t < tiles && exact; ++t) {
+    const int32_t from = exact_froms ? exact_froms[t] : exact->from;
+    KERNEL_CHECK(exact->from >= 0 && exact->from <= from && from <= positions[4 * t])
+        << "paged_attention_tiles_quant: exact rows from " << exact->from << ", tile " << t << "'s from " << from
+        << ", for a tile from " << positions[4 * t];
+  }
   if (!paged_attention_quant_in_place(c.kind, c.head_dim, exact != nullptr)) return false;
   TileWindow w;
   if (!tile_window(tiles, positions, firsts, w)) return false;
@@ -153,11 +157,14 @@ bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t
   const int32_t* masks = firsts ? w.masks : nullptr;
   KvExactRows ex;
   if (exact) ex = window_exact(*exact, w.start);
+  int32_t froms[kPagedAttentionMaxTiles];  // relative to the window's start, as ex.from
+  for (int t = 0; t < tiles && exact_froms; ++t) froms[t] = std::max(exact_froms[t], w.start) - w.start;
+  const int32_t* tile_froms = exact_froms ? froms : nullptr;
   return detail::cpu_has_avx512_vnni()
              ? detail::paged_attention_tiles_quant_avx512(tiles, q, w.positions, v, block_table, kvh, scale, scratch,
-                                                          out, exact ? &ex : nullptr, masks, softcap)
+                                                          out, exact ? &ex : nullptr, masks, softcap, tile_froms)
              : detail::paged_attention_tiles_quant_avx2(tiles, q, w.positions, v, block_table, kvh, scale, scratch, out,
-                                                        exact ? &ex : nullptr, masks, softcap);
+                                                        exact ? &ex : nullptr, masks, softcap, tile_froms);
 }
 
 bool paged_attention_split_runs(int64_t head_dim) {

@@ -95,11 +95,17 @@ inline constexpr int kPagedAttentionMaxTiles = 8;
 bool paged_attention_tiles(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& cache,
                            const int32_t* block_table, int64_t kvh, float scale, float* const* scratch,
                            float* const* out, float softcap = 0.0f, const int32_t* firsts = nullptr);
-// With `exact`, all queries share its rows: exact->from <= positions[4t] for every tile (one open block).
+// With `exact`, the queries read keys from exact->from on from its rows: exact->from <= positions[4t]
+// for every tile (one open block). exact_froms (null: exact->from for every tile): tile t's own first
+// exact key instead, in [exact->from, positions[4t]]; its keys before it come from the cache (a
+// prompt's tiles in several blocks, each reading its own block's keys exact, as paged_attention_head_quant
+// with that block's rows would; the rows serve every key from exact->from on). False, doing nothing,
+// where a from is not a multiple of 4.
 bool paged_attention_tiles_quant(int tiles, const float* const* q, const int32_t* positions,
                                  const PagedKvQuantView& qcache, const int32_t* block_table, int64_t kvh, float scale,
                                  float* const* scratch, float* const* out, const KvExactRows* exact = nullptr,
-                                 const int32_t* firsts = nullptr, float softcap = 0.0f);
+                                 const int32_t* firsts = nullptr, float softcap = 0.0f,
+                                 const int32_t* exact_froms = nullptr);
 
 // Decode attention spread over threads. Run whole, a token's query heads are one item each (9 heads
 // on 16 threads leave 7 idle) and each reads its kv head's whole context. Here one token at

@@ -242,19 +242,24 @@ inline void add_value(__m256 (&acc)[2][2][2], int h, __m256 v0, __m256 v1, float
 }
 
 // The end of the four-query tile's value pass over columns 8 d0 .. 8 d0 + 15 for queries t0, t0 + 1:
-// each query's keys past the `shared` ones (rows from `rows`, at key `shared`) into its chains acc[t],
-// then even + odd chains to its output.
+// each query's keys past the `shared` ones (the cache's from `rows`, at key `shared`, before `from`;
+// exact ones from `exact`, at key `from`, on) into its chains acc[t], then even + odd chains to its
+// output.
 template <class Rows>
-void finish_pair(const Rows& rows, int32_t shared, const int32_t* n, int t0, int d0, float* const* scores,
-                 const float* inv, __m256 (&acc)[2][2][2], float* const* out) {
+void finish_pair(const Rows& rows, const LinearRows& exact, int32_t from, int32_t shared, const int32_t* n, int t0,
+                 int d0, float* const* scores, const float* inv, __m256 (&acc)[2][2][2], float* const* out) {
   for (int t = 0; t < 2; ++t) {
-    Rows tail = rows;
-    for (int32_t j = shared; j < n[t0 + t]; ++j) {
-      const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
-      const auto vr = tail.next();
-      acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
-      acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
-    }
+    auto add = [&](auto tail, int32_t j0, int32_t j1) __attribute__((always_inline)) {
+      for (int32_t j = j0; j < j1; ++j) {
+        const __m256 p = _mm256_set1_ps(scores[t0 + t][j] * inv[t0 + t]);
+        const auto vr = tail.next();
+        acc[t][j % 2][0] = _mm256_fmadd_ps(p, vr.load(d0), acc[t][j % 2][0]);
+        acc[t][j % 2][1] = _mm256_fmadd_ps(p, vr.load(d0 + 1), acc[t][j % 2][1]);
+      }
+    };
+    const int32_t cut = std::clamp(from, shared, n[t0 + t]);
+    add(rows, shared, cut);
+    add(exact, cut, n[t0 + t]);
     for (int i = 0; i < 2; ++i)
       _mm256_storeu_ps(out[t0 + t] + 8 * (d0 + i), _mm256_add_ps(acc[t][0][i], acc[t][1][i]));
   }
@@ -319,20 +324,27 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // them: key rows loaded once per block for a tile's four queries, value rows once per pair of queries
 // and 16 columns (2 queries x 2 parities x 2 vectors of chains), each pass's chains carried from
 // block to block so each query adds its keys in order. Each query's other keys alone. Exact rows
-// (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one open
-// block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the cache's
-// loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's; masks (null:
-// none) each query's window mask, as attention_head's.
+// (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query; tile t reads
+// them from froms[t] (null: kr.from; a multiple of 4 in [kr.from, its first query]), the cache's rows
+// before. A tile whose from is past kr.from shares only keys before kr.from (the blocks hold exact
+// rows from there); its keys from there on go alone, the cache's then the exact ones. rows_at(j): the
+// KeyRows with the cache's loaders at key j. softcap > 0: each query's scores soft-capped as
+// attention_head's; masks (null: none) each query's window mask, as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
                      RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap,
-                     const int32_t* masks) {
+                     const int32_t* masks, const int32_t* froms) {
   constexpr int64_t D = 16 * C;
   constexpr int32_t kBlock = kKeyBlock<C>;
   const int queries = 4 * tiles;
-  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
+  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], tfrom[kPagedAttentionMaxTiles], all = 0;
   for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
-  for (int t = 0; t < tiles; ++t) shared[t] = n[4 * t] / 4 * 4, all = std::max(all, shared[t]);
+  for (int t = 0; t < tiles; ++t) {
+    tfrom[t] = froms ? froms[t] : kr.from;
+    shared[t] = n[4 * t] / 4 * 4;
+    if (tfrom[t] > kr.from) shared[t] = std::min(shared[t], kr.from);
+    all = std::max(all, shared[t]);
+  }
   const int32_t from = std::min(kr.from, all);
   alignas(32) float rows[kBlock * D];
   auto blocks = [&](Rows cache, LinearRows exact, auto&& pass) {  // pass(tile, j0, end) over each block
@@ -353,9 +365,16 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     const int t = i / 4;
     alignas(16) float lane_max[4];
     _mm_store_ps(lane_max, vmax[t]);
-    auto rest = [&](auto rows) { return score_keys<C>(q[i], rows, shared[t], n[i], scale, scores[i]); };
-    float m = kr.from <= shared[t] ? rest(kr.kx_at(shared[t])) : rest(rows_at(shared[t]).krows);
-    m = std::max(lane_max[i % 4], m);
+    const int32_t cut = std::clamp(tfrom[t], shared[t], n[i]);  // the cache's keys, then exact ones
+    float m = lane_max[i % 4];
+    if (shared[t] < cut) {
+      auto rest = rows_at(shared[t]).krows;
+      m = std::max(m, score_keys<C>(q[i], rest, shared[t], cut, scale, scores[i]));
+    }
+    if (cut < n[i]) {
+      LinearRows rest = kr.kx_at(cut);
+      m = std::max(m, score_keys<C>(q[i], rest, cut, n[i], scale, scores[i]));
+    }
     m = cap_and_mask(scores[i], n[i], m, softcap, masks ? masks[i] : 0);
     inv[i] = softmax_in_place(scores[i], n[i], m);
   }
@@ -376,17 +395,14 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
       }
     }
   });
-  for (int t = 0; t < tiles; ++t) {
-    auto finish = [&](const auto& after) {  // the tile's keys past the shared ones, at key shared[t]
-      for (int pair = 0; pair < 2; ++pair)
-        for (int piece = 0; piece < C; ++piece)
-          finish_pair(after, shared[t], n + 4 * t, 2 * pair, 2 * piece, scores + 4 * t, inv + 4 * t,
-                      carry[t][pair][piece], out + 4 * t);
-    };
-    if (kr.from <= shared[t])
-      finish(kr.vx_at(shared[t]));
-    else
-      finish(rows_at(shared[t]).vrows);
+  for (int t = 0; t < tiles; ++t) {  // the tile's keys past the shared ones: the cache's, then exact ones
+    const int32_t cut = std::max(tfrom[t], shared[t]);
+    const Rows after = rows_at(shared[t]).vrows;
+    const LinearRows exact = cut < n[4 * t + 3] ? kr.vx_at(cut) : LinearRows{nullptr, 0};
+    for (int pair = 0; pair < 2; ++pair)
+      for (int piece = 0; piece < C; ++piece)
+        finish_pair(after, exact, cut, shared[t], n + 4 * t, 2 * pair, 2 * piece, scores + 4 * t, inv + 4 * t,
+                    carry[t][pair][piece], out + 4 * t);
   }
 }
 
@@ -446,11 +462,14 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 float softcap, const int32_t* masks, const KvExactRows* exact = nullptr) {
-  if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
+                 float softcap, const int32_t* masks, const KvExactRows* exact = nullptr,
+                 const int32_t* froms = nullptr) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || (froms && !exact)) return false;
   if (exact && exact->from % 4 != 0) return false;
-  for (int t = 0; t < tiles && exact; ++t)
-    if (exact->from > positions[4 * t]) return false;
+  for (int t = 0; t < tiles && exact; ++t) {
+    const int32_t from = froms ? froms[t] : exact->from;
+    if (from % 4 != 0 || from < exact->from || from > positions[4 * t]) return false;
+  }
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, exact, 0, [&](auto kr) {
       using Rows = decltype(kr);
@@ -461,7 +480,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
         });
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks);
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks, froms);
     });
   });
 }
@@ -666,8 +685,8 @@ bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t*
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                       float* const* scores, float* const* out, const KvExactRows* exact,
-                                      const int32_t* masks, float softcap) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks, exact);
+                                      const int32_t* masks, float softcap, const int32_t* exact_froms) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, softcap, masks, exact, exact_froms);
 }
 
 bool paged_attention_split_scores_avx2(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -279,20 +279,22 @@ void pair_values(__m512 (&acc)[2][2][kSlice], Rows& rows, int32_t j, int32_t end
       for (int i = 0; i < W; ++i) acc[t][h][i] = a[t][h][i];
 }
 
-// The end of a query's slice after the shared keys: its own keys [shared, n) (exact rows where they
-// start by then, else the cache's, `after` positioned at key `shared`), then even + odd chains to out.
+// The end of a query's slice after the shared keys: its own keys [shared, n), the cache's (`after`
+// positioned at key `shared`) before `from`, exact ones from it; then even + odd chains to out.
 template <int W, int O, class Rows>
-void finish_values(const __m512 (&chains)[2][kSlice], const KeyRows<Rows>& kr, const Rows& after, int32_t shared,
-                   int32_t n, const float* e, float inv, float* out) {
+void finish_values(const __m512 (&chains)[2][kSlice], const KeyRows<Rows>& kr, const Rows& after, int32_t from,
+                   int32_t shared, int32_t n, const float* e, float inv, float* out) {
   __m512 acc[2][W];
   for (int h = 0; h < 2; ++h)
     for (int i = 0; i < W; ++i) acc[h][i] = chains[h][i];
-  if (kr.from <= shared) {
-    LinearRows tail = kr.vx_at(shared);
-    add_values<W, O>(acc, tail, shared, n, e, inv);
-  } else {
+  const int32_t cut = std::clamp(from, shared, n);
+  if (shared < cut) {
     Rows tail = after;
-    add_values<W, O>(acc, tail, shared, n, e, inv);
+    add_values<W, O>(acc, tail, shared, cut, e, inv);
+  }
+  if (cut < n) {
+    LinearRows tail = kr.vx_at(cut);
+    add_values<W, O>(acc, tail, cut, n, e, inv);
   }
   store_out<W, O>(acc, out);
 }
@@ -347,20 +349,27 @@ void tile_scores(const float* const* q, Rows rows, int32_t j0, int32_t j1, float
 // pair of queries and slice of at most 4 vectors of columns (whose chains fill 16 registers; chains
 // of columns are independent, so slicing changes no bits); each pass's chains are carried from block
 // to block, so each query adds its keys in order. Each query's other keys [shared_t, position] alone.
-// Exact rows (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query (one
-// open block): keys past a tile's shared ones are then all exact. rows_at(j): the KeyRows with the
-// cache's loaders at key j. softcap > 0: each query's scores soft-capped as attention_head's; masks
-// (null: none) each query's window mask, as attention_head's.
+// Exact rows (kr.from < INT32_MAX) start at a multiple of 4 no later than any tile's first query;
+// tile t reads them from froms[t] (null: kr.from; a multiple of 4 in [kr.from, its first query]), the
+// cache's rows before. A tile whose from is past kr.from shares only keys before kr.from (the blocks
+// hold exact rows from there); its keys from there on go alone, the cache's then the exact ones.
+// rows_at(j): the KeyRows with the cache's loaders at key j. softcap > 0: each query's scores
+// soft-capped as attention_head's; masks (null: none) each query's window mask, as attention_head's.
 template <int C, class Rows, class RowsAt>
 void attention_tiles(int tiles, const float* const* q, const int32_t* positions, const KeyRows<Rows>& kr,
                      RowsAt&& rows_at, float scale, float* const* scores, float* const* out, float softcap,
-                     const int32_t* masks) {
+                     const int32_t* masks, const int32_t* froms) {
   constexpr int32_t kBlock = kKeyBlock<C>;
   constexpr int kSlices = (C + kSlice - 1) / kSlice;  // of columns, for the value passes
   const int queries = 4 * tiles;
-  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], all = 0;
+  int32_t n[4 * kPagedAttentionMaxTiles], shared[kPagedAttentionMaxTiles], tfrom[kPagedAttentionMaxTiles], all = 0;
   for (int i = 0; i < queries; ++i) n[i] = positions[i] + 1;
-  for (int t = 0; t < tiles; ++t) shared[t] = n[4 * t] / 4 * 4, all = std::max(all, shared[t]);
+  for (int t = 0; t < tiles; ++t) {
+    tfrom[t] = froms ? froms[t] : kr.from;
+    shared[t] = n[4 * t] / 4 * 4;
+    if (tfrom[t] > kr.from) shared[t] = std::min(shared[t], kr.from);
+    all = std::max(all, shared[t]);
+  }
   const int32_t from = std::min(kr.from, all);
   alignas(64) float rows[kBlock * 16 * C];
   auto blocks = [&](Rows cache, LinearRows exact, auto&& pass) {  // pass(tile, j0, end) over each block
@@ -382,13 +391,15 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     const int t = i / 4;
     __m512 qv[C];
     for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q[i] + 16 * c);
-    float m;
-    if (kr.from <= shared[t]) {
-      LinearRows rest = kr.kx_at(shared[t]);
-      m = score_keys<C>(qv, rest, shared[t], n[i], scale, scores[i]);
-    } else {
+    float m = -INFINITY;
+    const int32_t cut = std::clamp(tfrom[t], shared[t], n[i]);  // the cache's keys, then exact ones
+    if (shared[t] < cut) {
       Rows rest = rows_at(shared[t]).krows;
-      m = score_keys<C>(qv, rest, shared[t], n[i], scale, scores[i]);
+      m = score_keys<C>(qv, rest, shared[t], cut, scale, scores[i]);
+    }
+    if (cut < n[i]) {
+      LinearRows rest = kr.kx_at(cut);
+      m = std::max(m, score_keys<C>(qv, rest, cut, n[i], scale, scores[i]));
     }
     alignas(64) float lane_max[16];
     _mm512_store_ps(lane_max, vmax[t]);
@@ -419,7 +430,8 @@ void attention_tiles(int tiles, const float* const* q, const int32_t* positions,
     const int t = i / 4;
     const Rows after = rows_at(shared[t]).vrows;
     each_slice([&](auto W, auto O, int sl) {
-      finish_values<W(), O()>(carry[t][sl][i % 4 / 2][i % 2], kr, after, shared[t], n[i], scores[i], inv[i], out[i]);
+      finish_values<W(), O()>(carry[t][sl][i % 4 / 2][i % 2], kr, after, tfrom[t], shared[t], n[i], scores[i], inv[i],
+                              out[i]);
     });
   }
 }
@@ -479,15 +491,17 @@ bool one_query(const float* q, const View& c, const int32_t* block_table, int32_
 }
 
 // Exact rows must start at a multiple of 4 (the shared keys' groups), at or before every tile's first
-// query.
+// query; so must each tile's own from (froms).
 template <class View>
 bool query_tiles(int tiles, const float* const* q, const int32_t* positions, const View& c,
                  const int32_t* block_table, int64_t kvh, float scale, float* const* scores, float* const* out,
-                 const KvExactRows* exact, float softcap, const int32_t* masks) {
-  if (tiles < 1 || tiles > kPagedAttentionMaxTiles) return false;
+                 const KvExactRows* exact, float softcap, const int32_t* masks, const int32_t* froms = nullptr) {
+  if (tiles < 1 || tiles > kPagedAttentionMaxTiles || (froms && !exact)) return false;
   if (exact && exact->from % 4 != 0) return false;
-  for (int t = 0; t < tiles && exact; ++t)
-    if (exact->from > positions[4 * t]) return false;
+  for (int t = 0; t < tiles && exact; ++t) {
+    const int32_t from = froms ? froms[t] : exact->from;
+    if (from % 4 != 0 || from < exact->from || from > positions[4 * t]) return false;
+  }
   return dispatch(c.head_dim, [&](auto C) {
     with_rows(c, block_table, kvh, exact, 0, [&](auto kr) {
       using Rows = decltype(kr);
@@ -498,7 +512,7 @@ bool query_tiles(int tiles, const float* const* q, const int32_t* positions, con
         });
         return at;
       };
-      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks);
+      attention_tiles<C()>(tiles, q, positions, kr, rows_at, scale, scores, out, softcap, masks, froms);
     });
   });
 }
@@ -664,8 +678,9 @@ bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_
 bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const int32_t* positions,
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,
-                                        const KvExactRows* exact, const int32_t* masks, float softcap) {
-  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact, softcap, masks);
+                                        const KvExactRows* exact, const int32_t* masks, float softcap,
+                                        const int32_t* exact_froms) {
+  return query_tiles(tiles, q, positions, c, block_table, kvh, scale, scores, out, exact, softcap, masks, exact_froms);
 }
 
 bool paged_attention_split_scores_avx512(const SplitAttentionQueries& s, const PagedKvView& c,

@@ -225,7 +225,8 @@ bool paged_attention_tiles_avx2(int tiles, const float* const* q, const int32_t*
 bool paged_attention_tiles_quant_avx2(int tiles, const float* const* q, const int32_t* positions,
                                       const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh, float scale,
                                       float* const* scores, float* const* out, const KvExactRows* exact,
-                                      const int32_t* masks = nullptr, float softcap = 0.0f);
+                                      const int32_t* masks = nullptr, float softcap = 0.0f,
+                                      const int32_t* exact_froms = nullptr);
 bool paged_attention_tiles_avx512(int tiles, const float* const* q, const int32_t* positions, const PagedKvView& c,
                                   const int32_t* block_table, int64_t kvh, float scale, float* const* scores,
                                   float* const* out, float softcap = 0.0f, const int32_t* masks = nullptr);
@@ -233,7 +234,7 @@ bool paged_attention_tiles_quant_avx512(int tiles, const float* const* q, const 
                                         const PagedKvQuantView& c, const int32_t* block_table, int64_t kvh,
                                         float scale, float* const* scores, float* const* out,
                                         const KvExactRows* exact, const int32_t* masks = nullptr,
-                                        float softcap = 0.0f);
+                                        float softcap = 0.0f, const int32_t* exact_froms = nullptr);
 
 // The stages of attention.h's paged_attention_split_* (false, doing nothing, for head sizes the
 // variant does not take): over f32, int8 and fp8 caches (fp8 with its exact open-block rows).

@@ -1,7 +1,6 @@
 // The CPU backend's attention work items (engine/backend/cpu/cpu_attention_items.h): every query
 // token of every query head exactly once, tiles of one sequence and one kv head per item, at most the
-// kernel's tile count, tiles with exact rows only with their block's, and the largest shape that
-// leaves each thread 4 items.
+// kernel's tile count, and the largest shape that leaves each thread 4 items.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -18,10 +17,9 @@ using cpu::AttentionUnit;
 namespace {
 
 // A sequence of `tokens` prompt tokens from row `first`: tiles of 4, then single tokens.
-// With blocks of `block` tokens (exact rows), each tile is marked with its block.
-void add_sequence(std::vector<AttentionUnit>& units, int32_t first, int32_t tokens, int32_t seq, int32_t block = 0) {
+void add_sequence(std::vector<AttentionUnit>& units, int32_t first, int32_t tokens, int32_t seq) {
   int32_t t = first;
-  for (; t + 4 <= first + tokens; t += 4) units.push_back({t, 4, seq, block > 0 ? (t - first) / block : -1});
+  for (; t + 4 <= first + tokens; t += 4) units.push_back({t, 4, seq});
   for (; t < first + tokens; ++t) units.push_back({t, 1, seq});
 }
 
@@ -45,7 +43,6 @@ int check_items(const std::vector<AttentionUnit>& units, const std::vector<Atten
       for (int32_t u = it.unit; u < it.unit + it.units; ++u) {
         CHECK(units[size_t(u)].count == 4);
         CHECK(units[size_t(u)].seq == a.seq);
-        CHECK(units[size_t(u)].block == a.block);
       }
     }
     for (int32_t u = it.unit; u < it.unit + it.units; ++u)
@@ -93,17 +90,17 @@ TEST_CASE("attention items: every query token and head once, tiles as large as t
       if (threads == 64) CHECK(most == 1);  // 16 tiles x 8 heads: as many items as there can be
     }
   }
-  SUBCASE("several sequences, decode tokens and tiles with exact rows") {
+  SUBCASE("several sequences, decode tokens and tiles") {
     std::vector<AttentionUnit> units;
     add_sequence(units, 0, 37, 0);
     add_sequence(units, 37, 1, 1);
-    add_sequence(units, 38, 40, 2, 16);  // blocks of 16: runs of at most 4 tiles
+    add_sequence(units, 38, 40, 2);
     add_sequence(units, 78, 8, 3);
     const auto one = cpu::attention_items(units, 2, 1, 8, 1);
     CHECK(check_items(units, one, 2, 1, 8) == 8);  // sequence 0's 9 tiles: 8 + 1
-    int exact_runs = 0;
-    for (const AttentionItem& it : one) exact_runs += units[size_t(it.unit)].seq == 2 && it.units == 4;
-    CHECK(exact_runs == 2 * 2);  // blocks 0 and 1 (4 tiles each) on each of 2 heads; block 2's 2 tiles
+    int long_runs = 0;
+    for (const AttentionItem& it : one) long_runs += units[size_t(it.unit)].seq == 2 && it.units == 8;
+    CHECK(long_runs == 2);  // sequence 2's 10 tiles: 8 + 2 on each of 2 heads
     for (int threads : {1, 3})
       for (auto [hq, group] : {std::pair{4, 1}, {8, 4}, {12, 12}, {16, 16}}) {
         CAPTURE(hq);

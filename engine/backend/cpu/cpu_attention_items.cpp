@@ -12,8 +12,7 @@ struct Run {
   int32_t unit, units;
 };
 
-// A sequence's consecutive tiles in runs of at most `most` (and of one block where they have one);
-// single tokens as runs of one.
+// A sequence's consecutive tiles in runs of at most `most`; single tokens as runs of one.
 std::vector<Run> runs_of(const std::vector<AttentionUnit>& units, int most) {
   std::vector<Run> runs;
   for (int32_t u = 0; u < int32_t(units.size()); ++u) {
@@ -21,7 +20,7 @@ std::vector<Run> runs_of(const std::vector<AttentionUnit>& units, int most) {
     if (!runs.empty() && a.count == 4) {
       Run& r = runs.back();
       const AttentionUnit& b = units[size_t(r.unit)];
-      if (b.count == 4 && b.seq == a.seq && b.block == a.block && r.units < most) {
+      if (b.count == 4 && b.seq == a.seq && r.units < most) {
         ++r.units;
         continue;
       }

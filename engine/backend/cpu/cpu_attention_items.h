@@ -12,8 +12,6 @@ namespace llmctl::cpu {
 
 struct AttentionUnit {
   int32_t first, count, seq;  // query rows [first, first + count) of sequence seq; count 4 or 1
-  int32_t block = -1;         // >= 0: a tile that shares an item only with tiles of the same block
-                              // (their queries read that block's exact rows, cpu_exact_rows.h)
 };
 
 struct AttentionItem {

@@ -408,9 +408,9 @@ class CpuBackend final : public Backend {
       int t = q0;
       while (t + 4 <= q1)
         if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B)
-          units.push_back({t, 1, s}), ++t;  // singles up to the next block's start
+          units.push_back({t, 1, s}), ++t;  // singles up to the next block's start (a tile reads one block's exact rows)
         else
-          units.push_back({t, 4, s, has_exact(s) ? plan.positions[t] / B : -1}), t += 4;  // exact rows: its block's
+          units.push_back({t, 4, s}), t += 4;
       for (; t < q1; ++t) units.push_back({t, 1, s});
     }
     // A decode token alone in its sequence goes to the stages where they beat its heads run whole
@@ -462,13 +462,19 @@ class CpuBackend final : public Backend {
               pos[queries] = plan.positions[size_t(t)];
               first[queries] = first_key(pos[queries]);
             }
+        // Exact rows: from the first tile's block on (the rows of a step's blocks lie one after
+        // another, cpu_exact_rows.h); each tile reads its own block's from them, earlier keys from the cache.
         kernels::KvExactRows ex;
-        const kernels::KvExactRows* exact_of = nullptr;  // an item's tiles with exact rows share one block's
-        if (has_exact(unit.seq)) ex = exact[size_t(unit.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
+        const kernels::KvExactRows* exact_of = nullptr;
+        int32_t froms[kernels::kPagedAttentionMaxTiles];
+        if (has_exact(unit.seq)) {
+          ex = exact[size_t(unit.seq)].for_query(pos[0], B, kvh, D), exact_of = &ex;
+          for (int t = 0; 4 * t < queries && unit.count == 4; ++t) froms[t] = pos[4 * t] / B * B;
+        }
         const int32_t* firsts = window > 0 ? first : nullptr;
         if (unit.count == 4 &&
             (quant ? kernels::paged_attention_tiles_quant(queries / 4, q, pos, qview, table, kvh, scale, sc, o,
-                                                          exact_of, firsts, softcap)
+                                                          exact_of, firsts, softcap, exact_of ? froms : nullptr)
                    : kernels::paged_attention_tiles(queries / 4, q, pos, view, table, kvh, scale, sc, o, softcap,
                                                     firsts)))
           continue;
