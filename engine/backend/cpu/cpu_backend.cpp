@@ -407,8 +407,8 @@ class CpuBackend final : public Backend {
       }
       int t = q0;
       while (t + 4 <= q1)
-        if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B)
-          units.push_back({t, 1, s}), ++t;  // singles up to the next block's start (a tile reads one block's exact rows)
+        if (has_exact(s) && plan.positions[t] / B != plan.positions[t + 3] / B)  // a tile reads one block's exact rows
+          units.push_back({t, 1, s}), ++t;  // singles up to the next block's start
         else
           units.push_back({t, 4, s}), t += 4;
       for (; t < q1; ++t) units.push_back({t, 1, s});
