@@ -372,7 +372,7 @@ class CpuBackend final : public Backend {
     // does that; elsewhere each sequence goes to attention_over_copy.
     // With exact open-block rows (an fp8 cache, kv_exact_rows.h), a sequence's queries read their
     // own block from `exact[s]`: a unit of four stays inside one block (the tokens before a block's
-    // start go singly) and shares an item only with its block's.
+    // start go singly); an item's tiles may lie in several blocks (the kernels' exact_froms).
     // A sliding window: each token reads keys [first, position], first = max(0, position - window + 1)
     // (kernels/cpu/attention.h), in place where its keys' count starts in first's own block (blocks
     // of a multiple of 16 slots: the blocks before the window may be gone), else through
@@ -381,9 +381,11 @@ class CpuBackend final : public Backend {
     LLM_CHECK(softcap >= 0 && std::isfinite(softcap)) << "attention: softcap " << softcap;
     const int32_t B = int32_t(cache.k.dim(1));
     const std::vector<cpu::StepSeq> exact_seqs = exact_step(qkv, cache, plan, hq);
-    std::vector<cpu::StepExactRows> exact(exact_seqs.empty() ? 0 : size_t(plan.num_seqs()));
+    std::vector<cpu::StepExactRows>& exact = exact_rows_;  // its gathered rows' buffers kept from call to call
+    if (!exact_seqs.empty() && exact.size() < size_t(plan.num_seqs())) exact.resize(size_t(plan.num_seqs()));
+    for (cpu::StepExactRows& e : exact) e.k = e.v = nullptr;
     if (!exact_seqs.empty()) cpu::prepare_exact_rows(*cache.exact, exact_seqs, qkv.ptr<float>(), W, hq, exact);
-    auto has_exact = [&](int s) { return !exact.empty() && exact[size_t(s)].k; };
+    auto has_exact = [&](int s) { return !exact_seqs.empty() && exact[size_t(s)].k; };
     auto first_key = [&](int32_t position) { return window > 0 ? std::max(0, position - window + 1) : 0; };
     std::vector<cpu::AttentionUnit> units;
     std::vector<int> copy_seqs, singles;
@@ -691,7 +693,7 @@ class CpuBackend final : public Backend {
           }
         });
       };
-      const cpu::StepExactRows* ex = exact.empty() || !exact[size_t(s)].k ? nullptr : &exact[size_t(s)];
+      const cpu::StepExactRows* ex = size_t(s) >= exact.size() || !exact[size_t(s)].k ? nullptr : &exact[size_t(s)];
       if (!ex) {
         run(q0, q1);
         continue;
@@ -735,6 +737,9 @@ class CpuBackend final : public Backend {
   ActQuantMode act_quant_;
   std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
   std::vector<float> perm_scratch_;   // an act-order weight's input with its columns gathered
+  // A step's exact KV rows by sequence (attention): a prompt's are gathered into buffers of a few MB,
+  // which allocated afresh each layer cost their page faults every time (8.8% of an fp8 prompt).
+  std::vector<cpu::StepExactRows> exact_rows_;
   HostArena weight_arena_;  // packed weights under a huge page, on huge pages (host_arena.h)
   cpu::SplitDecodeAttention split_attention_;  // long decode contexts' attention (its scratch kept)
 };
