@@ -9,14 +9,12 @@
 //   gap G:  the empty loop after G ns of serial work on the caller (workers back to spinning)
 // Prints one row per thread count: the median over --reps batches of --calls calls, in ns per call.
 // Options: --threads 1,2,4  --calls 20000  --reps 7  --work-ns 2000  --gap-ns 1000
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <sstream>
-#include <string>
 #include <vector>
 
 #include "engine/core/cpu_topology.h"
@@ -26,14 +24,6 @@ using namespace llmctl;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::atoi(item.c_str()));
-  return v;
-}
 
 void busy_ns(int64_t ns) {
   const auto end = Clock::now() + std::chrono::nanoseconds(ns);
@@ -57,42 +47,23 @@ double median_ns(int calls, int reps, F&& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> threads;
+  CLI::App app{"ThreadPool hand-off microbenchmark (tools/llmctl_thread_pool_bench.cpp)"};
+  std::vector<int> threads = {1, 2};
   int calls = 20000, reps = 7;
   int64_t work_ns = 2000, gap_ns = 1000;
-  for (int i = 1; i < argc; ++i) {
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(next());
-    else if (!std::strcmp(argv[i], "--calls")) calls = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--work-ns")) work_ns = std::atoll(next());
-    else if (!std::strcmp(argv[i], "--gap-ns")) gap_ns = std::atoll(next());
-    else {
-      std::fprintf(stderr, "unknown option %s (see the header of tools/llmctl_thread_pool_bench.cpp)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (threads.empty()) threads = {1, 2};
-  if (calls < 1 || reps < 1 || work_ns < 0 || gap_ns < 0) {
-    std::fprintf(stderr, "--calls and --reps must be positive, --work-ns and --gap-ns not negative\n");
-    return 2;
-  }
+  app.add_option("--threads", threads, "thread counts")->delimiter(',')->check(CLI::Range(1, kMaxThreads));
+  app.add_option("--calls", calls, "calls a batch")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "batches (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--work-ns", work_ns, "each piece's spin in the second column")->check(CLI::NonNegativeNumber);
+  app.add_option("--gap-ns", gap_ns, "the caller's own work before each call in the third")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
   std::printf("default threads here: %d; ns per parallel_for, median of %d x %d calls\n", default_cpu_threads(), reps,
               calls);
   std::printf("| threads | empty | spin %lld ns (excess) | gap %lld ns + empty (excess) |\n", (long long)work_ns,
               (long long)gap_ns);
   std::printf("|---|---|---|---|\n");
   for (int t : threads) {
-    if (t < 1 || t > kMaxThreads) {
-      std::fprintf(stderr, "--threads: %d is not a thread count\n", t);
-      return 2;
-    }
     ThreadPool pool(t);
     const int64_t n = pool.size();
     const auto nothing = [](int64_t, int64_t) {};
