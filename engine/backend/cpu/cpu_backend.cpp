@@ -185,7 +185,8 @@ class CpuBackend final : public Backend {
     }
     const int64_t chunk = 16, chunks = (N + chunk - 1) / chunk;
     const cpu::TokenSplit split = cpu::token_split(T, chunks, pool_.size());
-    const std::vector<int64_t> bounds = cpu::linear_piece_bounds(segs, N, T, split, pool_.size());
+    std::vector<int64_t>& bounds = piece_bounds_;
+    cpu::linear_piece_bounds(segs, N, T, split, pool_.size(), bounds);
     // units: split-major (unit u: tokens of split u / chunks, rows of chunk u % chunks)
     pool_.parallel_for(int64_t(bounds.size()) - 1, [&](int64_t q0, int64_t q1) {
       const int64_t p0 = bounds[size_t(q0)], p1 = bounds[size_t(q1)];
@@ -737,6 +738,7 @@ class CpuBackend final : public Backend {
   ActQuantMode act_quant_;
   std::vector<uint8_t> act_scratch_;  // the int8 activations of the last quantized linear
   std::vector<float> perm_scratch_;   // an act-order weight's input with its columns gathered
+  std::vector<int64_t> piece_bounds_;  // the last quantized linear's pieces (cpu_linear_pieces.h)
   // A step's exact KV rows by sequence (attention): a prompt's are gathered into buffers of a few MB,
   // which allocated afresh each layer cost their page faults every time (8.8% of an fp8 prompt).
   std::vector<cpu::StepExactRows> exact_rows_;

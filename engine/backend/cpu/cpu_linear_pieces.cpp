@@ -33,19 +33,19 @@ TokenSplit token_split(int64_t T, int64_t chunks, int threads) {
   return {(T + tokens - 1) / tokens, tokens};
 }
 
-std::vector<int64_t> linear_piece_bounds(const std::vector<CpuQSegment>& segs, int64_t N, int64_t T,
-                                         const TokenSplit& split, int threads) {
+void linear_piece_bounds(const std::vector<CpuQSegment>& segs, int64_t N, int64_t T, const TokenSplit& split,
+                         int threads, std::vector<int64_t>& bounds) {
   LLM_CHECK(threads >= 1 && !segs.empty() && split.count >= 1) << "linear pieces: " << threads << " threads, "
                                                                << segs.size() << " parts";
   const int64_t chunks = (N + kChunk - 1) / kChunk, units = chunks * split.count;
   const int pieces = int(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
-  std::vector<int64_t> bounds(size_t(pieces) + 1);
+  bounds.resize(size_t(pieces) + 1);
   bool same_bytes = true;
   for (const CpuQSegment& s : segs) same_bytes = same_bytes && chunk_bytes(s.view) == chunk_bytes(segs[0].view);
   // (a step this short is one token range)
   if (T > kReadBoundTokens || same_bytes || split.count != 1 || !kernels::qlinear_read_bound()) {
     for (int p = 0; p <= pieces; ++p) bounds[size_t(p)] = units * p / pieces;
-    return bounds;
+    return;
   }
   std::vector<int64_t> sum(static_cast<size_t>(units) + 1, 0);  // sum[c]: the bytes of the chunks before c
   for (const CpuQSegment& s : segs) {
@@ -65,7 +65,6 @@ std::vector<int64_t> linear_piece_bounds(const std::vector<CpuQSegment>& segs, i
     bounds[size_t(p)] = std::max(bounds[size_t(p) - 1], u);
   }
   bounds[size_t(pieces)] = units;
-  return bounds;
 }
 
 }  // namespace llmctl::cpu

@@ -34,7 +34,8 @@ TokenSplit token_split(int64_t T, int64_t chunks, int threads);
 // give (Q6_K's chunk 1.15x Q4_K's time on AVX-512, 1.44x its bytes; Q8_0's 1.8x Q5_0's on AVX2,
 // 1.3x): they stay shared by count.
 inline constexpr int64_t kReadBoundTokens = 4;
-std::vector<int64_t> linear_piece_bounds(const std::vector<CpuQSegment>& segs, int64_t N, int64_t T,
-                                         const TokenSplit& split, int threads);
+// (bounds: the caller's, its capacity kept: a decode step asks this of every linear)
+void linear_piece_bounds(const std::vector<CpuQSegment>& segs, int64_t N, int64_t T, const TokenSplit& split,
+                         int threads, std::vector<int64_t>& bounds);
 
 }  // namespace llmctl::cpu
