@@ -137,3 +137,24 @@ TEST_CASE("thread pool: many loops of every kind back to back, workers asleep or
     }
   }
 }
+
+TEST_CASE("thread pool: tiny loops back to back with more threads than cores, each index once") {
+  // Workers descheduled at any point (8 threads, a second of loops of a few hundred nanoseconds): some
+  // wake on a job that finished without them, and must not claim a piece of a later one (a claim
+  // made that way ran an old loop's function or left the caller waiting forever, in 4 runs of 4).
+  ThreadPool pool(8);
+  std::vector<std::atomic<int>> hits(64);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int64_t loops = 0, wrong = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    const int64_t n = 8 + loops % 56;
+    for (int64_t i = 0; i < n; ++i) hits[size_t(i)].store(0, std::memory_order_relaxed);
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+    }, /*balanced=*/loops % 3 == 0);
+    for (int64_t i = 0; i < n; ++i) wrong += hits[size_t(i)].load() != 1;
+    ++loops;
+  }
+  CHECK(loops > 1000);
+  CHECK(wrong == 0);
+}
