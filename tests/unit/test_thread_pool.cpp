@@ -1,7 +1,8 @@
 // ThreadPool::parallel_for: every index of [0, n) handled once, in pieces that depend only on n, the
 // thread count and `balanced` (never on which thread claims them, or when), balanced pieces falling
 // in size from a quarter of [0, n) (two threads), a thread held up leaving its pieces to others, and
-// an exception thrown in a piece on any thread reaching the caller.
+// an exception thrown in a piece on any thread reaching the caller; and loops of every kind back to
+// back, with workers asleep, late or descheduled, each index handled once.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -109,7 +110,7 @@ TEST_CASE("thread pool: an exception in any piece reaches the caller, and the po
 TEST_CASE("thread pool: many loops of every kind back to back, workers asleep or late, each index once") {
   // Loops of one piece a thread and balanced ones, of 0-3,000 indices, pieces that take no time or
   // up to 50 us, pauses that let the workers fall asleep, throwing pieces: each loop's indices are
-  // handled once (a thread still on an older loop must not claim a piece of a newer one).
+  // handled once (at most once where a piece threw).
   std::mt19937 rng(1234);
   for (int threads : {2, 3, 4, 8}) {
     ThreadPool pool(threads);
