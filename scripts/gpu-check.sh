@@ -346,9 +346,8 @@ if want cpu-threads; then
 echo "== CPU thread scaling on this machine's cores"
 : >"$RESULTS/cpu-threads.log"
 if [[ -x "$BUILD/llmctl_thread_pool_bench" ]]; then  # the pool's hand-off alone, ns per loop
-  counts=${CPU_THREADS:-}
-  [[ -n $counts ]] || counts=$(n=1; c=""; while ((n < $(nproc))); do c+="$n,"; n=$((n * 2)); done; echo "$c$(nproc)")
-  "$BUILD/llmctl_thread_pool_bench" --threads "$counts" --calls 5000 --reps 5 2>&1 | tee -a "$RESULTS/cpu-threads.log"
+  "$BUILD/llmctl_thread_pool_bench" ${CPU_THREADS:+--threads "$CPU_THREADS"} --calls 5000 --reps 5 2>&1 |
+    tee -a "$RESULTS/cpu-threads.log"
 fi
 llama=$PWD/.carry/a/llama-avx2
 if [[ -f "$GOLDEN_MODEL" && -x "$BUILD/llmctl" ]]; then

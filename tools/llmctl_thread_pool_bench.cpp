@@ -8,7 +8,8 @@
 //           W; the excess is the hand-off with the workers busy until the end
 //   gap G:  the empty loop after G ns of serial work on the caller (workers back to spinning)
 // Prints one row per thread count: the median over --reps batches of --calls calls, in ns per call.
-// Options: --threads 1,2,4  --calls 20000  --reps 7  --work-ns 2000  --gap-ns 1000
+// Options: --threads 1,2,4 (default 1, 2, 4, ... and the default thread count, cpu_topology.h)
+// --calls 20000  --reps 7  --work-ns 2000  --gap-ns 1000
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -48,7 +49,7 @@ double median_ns(int calls, int reps, F&& body) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ThreadPool hand-off microbenchmark (tools/llmctl_thread_pool_bench.cpp)"};
-  std::vector<int> threads = {1, 2};
+  std::vector<int> threads;
   int calls = 20000, reps = 7;
   int64_t work_ns = 2000, gap_ns = 1000;
   app.add_option("--threads", threads, "thread counts")->delimiter(',')->check(CLI::Range(1, kMaxThreads));
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--gap-ns", gap_ns, "the caller's own work before each call in the third")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+  if (threads.empty()) {
+    for (int t = 1; t < default_cpu_threads(); t *= 2) threads.push_back(t);
+    threads.push_back(default_cpu_threads());
+  }
   std::printf("default threads here: %d; ns per parallel_for, median of %d x %d calls\n", default_cpu_threads(), reps,
               calls);
   std::printf("| threads | empty | spin %lld ns (excess) | gap %lld ns + empty (excess) |\n", (long long)work_ns,
