@@ -139,7 +139,7 @@ void ThreadPool::steal_pieces(int index, const Job& job, int64_t upto) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool balanced) {
+void ThreadPool::parallel_for(int64_t n, LoopFn fn, bool balanced) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);

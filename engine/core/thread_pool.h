@@ -23,10 +23,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace llmctl {
@@ -37,6 +38,24 @@ constexpr int kMaxThreads = 1024;
 // Rounds of halving pieces a balanced parallel_for makes (then one more round of equal parts).
 constexpr int kBalanceRounds = 3;
 
+// fn(begin, end) as parallel_for takes it: a reference to the caller's callable, which outlives the
+// call (parallel_for returns only when every piece is done). Unlike a std::function it never
+// allocates: a decode step passes a few hundred lambdas, most capturing more than std::function
+// holds in place.
+class LoopFn {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, LoopFn> && std::is_invocable_v<F&, int64_t, int64_t>)
+  LoopFn(F&& f)  // NOLINT(google-explicit-constructor): every lambda passed to parallel_for
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, int64_t begin, int64_t end) { (*static_cast<std::remove_reference_t<F>*>(o))(begin, end); }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);  // 0 = default_cpu_threads() (cpu_topology.h)
@@ -46,7 +65,7 @@ class ThreadPool {
   int size() const { return threads_; }
   // fn(begin, end) over disjoint ranges covering [0, n); returns when all are done. balanced: in
   // pieces of falling size (above), for loops whose calls cost little beside their work.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool balanced = false);
+  void parallel_for(int64_t n, LoopFn fn, bool balanced = false);
 
   static ThreadPool& global();             // sized by set_global_threads or default_cpu_threads()
   static void set_global_threads(int n);   // call before the first global()
@@ -56,7 +75,7 @@ class ThreadPool {
   // One job as a thread read it: its generation, the loop and its pieces.
   struct Job {
     uint64_t generation;
-    const std::function<void(int64_t, int64_t)>* fn;
+    const LoopFn* fn;
     int64_t n, pieces;
     bool balanced;
   };
@@ -85,7 +104,7 @@ class ThreadPool {
   // reading them (the buffer is written again only two jobs later).
   struct alignas(kLine) Published {
     std::atomic<uint64_t> generation{0};
-    std::atomic<const std::function<void(int64_t, int64_t)>*> fn[2] = {nullptr, nullptr};
+    std::atomic<const LoopFn*> fn[2] = {nullptr, nullptr};
     std::atomic<int64_t> n_balanced[2] = {0, 0};  // n * 2 + balanced
   };
   Published job_;
