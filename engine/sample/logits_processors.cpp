@@ -37,6 +37,11 @@ void apply_repetition_penalty(float* logits, int vocab, const SamplingParams& p,
     if (!s.in_prompt(id)) penalize(id);  // once per id, whatever the count
 }
 
+bool edits_logits(const SamplingParams& p, const SequenceState& s) {
+  return !p.logit_bias.empty() || (s.num_generated() < p.min_tokens && !s.stop_ids.empty()) ||
+         p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
+}
+
 void process_logits(float* logits, int vocab, const SamplingParams& p, const SequenceState& s) {
   apply_logit_bias(logits, vocab, p);
   apply_min_tokens(logits, vocab, p, s);

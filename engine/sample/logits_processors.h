@@ -25,6 +25,9 @@ void apply_logit_bias(float* logits, int vocab, const SamplingParams& p);
 void apply_min_tokens(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
 void apply_presence_frequency(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
 void apply_repetition_penalty(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
+// Whether stages 1-4 can change any entry of a row for this request and state (false: the row may be
+// read as it is, without a copy to edit).
+bool edits_logits(const SamplingParams& p, const SequenceState& s);
 // Stages 1-4 in order.
 void process_logits(float* logits, int vocab, const SamplingParams& p, const SequenceState& s);
 

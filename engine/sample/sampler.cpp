@@ -21,14 +21,20 @@ SampleResult sample(const float* logits, int vocab, const SamplingParams& params
   // Scratch reused across calls on this thread (a row is ~50k entries; no state survives a call).
   thread_local std::vector<float> work;
   thread_local Candidates c;
-  work.assign(logits, logits + vocab);
-  process_logits(work.data(), vocab, params, state);
+  // A greedy draw nothing edits reads the row as it is (a decode step's serial work: the copy of
+  // ~50k entries cost more than the arg max).
+  const float* row = logits;
+  if (!params.greedy() || edits_logits(params, state)) {
+    work.assign(logits, logits + vocab);
+    process_logits(work.data(), vocab, params, state);
+    row = work.data();
+  }
   int token;
   if (params.greedy()) {
-    token = argmax(work.data(), vocab);
-    LLM_CHECK(work[size_t(token)] != -INFINITY) << "every token is suppressed (no token can be drawn)";
+    token = argmax(row, vocab);
+    LLM_CHECK(row[token] != -INFINITY) << "every token is suppressed (no token can be drawn)";
   } else {
-    truncate_candidates(work.data(), vocab, params, c);
+    truncate_candidates(row, vocab, params, c);
     token = draw_candidate(c, counter_uniform(state.seed, step));
   }
   // Logprobs cost two more passes over the row: only when asked for, or to rank best_of.

@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "engine/sample/detokenizer.h"
+#include "engine/sample/logits_processors.h"
 #include "engine/sample/sampler.h"
 
 using namespace llmctl;
@@ -26,6 +28,43 @@ TEST_CASE("greedy picks the arg max; repetition penalty changes it") {
   CHECK(pick(l, p, {}, 1, 0) == 1);
   p.repetition_penalty = 1.2f;
   CHECK(pick(l, p, {1}, 1, 0) == 2);  // 2.0 / 1.2 < 1.9
+}
+
+TEST_CASE("greedy: each edit alone moves the arg max; a row nothing edits is read in place") {
+  // Token 0 leads; each edit below, alone, makes token 1 the arg max (a greedy draw reads the row
+  // without a copy only where edits_logits says nothing edits it).
+  const std::vector<float> l = {2.0f, 1.9f, -1.0f, 0.5f};
+  auto greedy = [&](SamplingParams p, const std::vector<int>& prompt, const std::vector<int>& eos,
+                    const std::vector<int>& generated) {
+    p.temperature = 0;
+    SequenceState st(p, prompt, 1, 0, eos);
+    for (int t : generated) st.append(t, 0.0f);
+    const bool edits = edits_logits(p, st);
+    return std::pair{sample(l.data(), int(l.size()), p, st, 0).token, edits};
+  };
+  CHECK(greedy({}, {}, {0}, {}) == std::pair{0, false});
+  SamplingParams bias;
+  bias.logit_bias = {{1, 1.0f}};
+  CHECK(greedy(bias, {}, {}, {}) == std::pair{1, true});
+  SamplingParams min_tokens;
+  min_tokens.min_tokens = 2;
+  CHECK(greedy(min_tokens, {}, {0}, {}) == std::pair{1, true});         // EOS 0 held back
+  CHECK(greedy(min_tokens, {}, {0}, {3, 3}) == std::pair{0, false});    // min_tokens reached
+  CHECK(greedy(min_tokens, {}, {}, {}) == std::pair{0, false});         // nothing to hold back
+  SamplingParams presence;
+  presence.presence_penalty = 0.5f;
+  CHECK(greedy(presence, {}, {}, {0}) == std::pair{1, true});
+  SamplingParams frequency;
+  frequency.frequency_penalty = 0.5f;
+  CHECK(greedy(frequency, {}, {}, {0}) == std::pair{1, true});
+  SamplingParams repetition;
+  repetition.repetition_penalty = 1.5f;
+  CHECK(greedy(repetition, {0}, {}, {}) == std::pair{1, true});
+  const std::vector<float> suppressed = {-INFINITY, -INFINITY};
+  SamplingParams p;
+  p.temperature = 0;
+  SequenceState st(p, {}, 1, 0, {});
+  CHECK_THROWS_WITH(sample(suppressed.data(), 2, p, st, 0), doctest::Contains("every token is suppressed"));
 }
 
 TEST_CASE("same seed, same draws; sampling frequencies follow the distribution") {

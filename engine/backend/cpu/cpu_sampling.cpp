@@ -27,6 +27,10 @@ int32_t draw(const float* row, int width, const SampleJob& j) {
   const int vocab = j.vocab > 0 ? std::min(j.vocab, width) : width;
   thread_local std::vector<float> work;
   thread_local Candidates c;
+  if (j.temperature == 0 && j.edits.empty()) {  // the row as it is (no copy)
+    const int token = argmax(row, vocab);
+    return row[token] == -INFINITY ? -1 : token;
+  }
   work.assign(row, row + vocab);
   apply_edits(work.data(), vocab, j);
   if (j.temperature == 0) {
