@@ -67,7 +67,10 @@ LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
 }
 
 namespace {
-uint64_t weight_bytes(const LinearWeight& w) { return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes(); }
+uint64_t weight_bytes(const LinearWeight& w) {
+  if (w.packed_view && w.packed_view->data == w.data.data) return w.packed_view->bytes;
+  return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes();
+}
 }  // namespace
 
 void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {

@@ -8,6 +8,7 @@
 // Shapes: N = output features (rows of W), K = input features, out[T, N] = x[T, K] @ W[N, K]^T.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,16 @@ struct ShardSpec {
   std::vector<ShardPart> parts;  // along the split dim, in order; their heads * head_size sum to its size
 };
 
+// What a backend read from its own packed weight when it packed it (the CPU backend: each part's
+// kernel view), so that a step's hundred linear calls do not parse the packed bytes again, each a
+// few cold cache lines on the step's serial path. A backend derives its own; it describes the bytes
+// at `data` alone (a weight whose data points elsewhere is read afresh).
+struct PackedWeightView {
+  const void* data = nullptr;  // the LinearWeight::data.data it was read from
+  uint64_t bytes = 0;          // the weight's bytes: data, scales and zeros
+  virtual ~PackedWeightView() = default;
+};
+
 struct LinearWeight {
   WeightFormat format = WeightFormat::DenseF32;
   int64_t n = 0, k = 0;  // this rank's logical [N, K] (the slice the op multiplies by)
@@ -83,6 +94,7 @@ struct LinearWeight {
   // part in its own. Empty: one part.
   std::vector<int64_t> part_rows;
   ShardSpec shard;      // the slice of the full weight held here (Replicated, world 1 without TP)
+  std::shared_ptr<const PackedWeightView> packed_view;  // set by the backend that packed it, if it keeps one
 };
 
 // An input_perm, if any, is a host I32 [K] permutation of 0..K-1 on a quantized weight; throws

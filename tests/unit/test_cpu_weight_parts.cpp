@@ -164,3 +164,45 @@ TEST_CASE("CpuBackend packing: fused parts of one form (gate / up) are one packi
   const LinearWeight odd = fuse({part(40, 16, 16, 6, two_bit), part(24, 16, 16, 7, six_bit)});
   CHECK(cpu_qweight_segments(pack_cpu_quantized(odd)).size() == 1);
 }
+
+TEST_CASE("CpuBackend packing: a packed weight keeps its parts' views; a copy with other bytes is read afresh") {
+  const LinearWeight fused = fuse({split(part(64, 32, 32, 11, iq4_level), 16), part(32, 16, 16, 12, two_bit)});
+  const LinearWeight packed = pack_cpu_quantized(fused);
+  std::vector<CpuQSegment> scratch;
+  const std::vector<CpuQSegment>& kept = cpu_qweight_parts(packed, scratch);
+  CHECK(scratch.empty());  // read at packing, not now
+  const std::vector<CpuQSegment> read = cpu_qweight_segments(packed);
+  REQUIRE(kept.size() == read.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    CHECK(kept[i].row0 == read[i].row0);
+    const kernels::QWeightView &k = kept[i].view, &r = read[i].view;
+    CHECK((k.bits == r.bits && k.n == r.n && k.k == r.k && k.group == r.group && k.layout == r.layout &&
+           k.packed == r.packed && k.scale_type == r.scale_type && k.scale == r.scale && k.offset == r.offset &&
+           k.implied_zero == r.implied_zero && k.scale_d == r.scale_d && k.offset_d == r.offset_d &&
+           k.codebook == r.codebook && k.narrow_base == r.narrow_base && k.narrow_five == r.narrow_five));
+  }
+  REQUIRE(packed.packed_view);
+  CHECK(packed.packed_view->bytes == packed.data.nbytes() + packed.scales.nbytes() + packed.zeros.nbytes());
+
+  // The same bytes elsewhere: the view (pointers into the first copy) is not used for them.
+  LinearWeight moved = packed;
+  moved.data = Tensor::empty_host(DType::U8, packed.data.shape);
+  std::memcpy(moved.data.data, packed.data.data, packed.data.nbytes());
+  const std::vector<CpuQSegment>& fresh = cpu_qweight_parts(moved, scratch);
+  CHECK(&fresh == &scratch);
+  REQUIRE(fresh.size() == read.size());
+  const auto* base = moved.data.ptr<uint8_t>();
+  for (const CpuQSegment& s : fresh)
+    CHECK((s.view.packed >= base && s.view.packed < base + moved.data.nbytes()));
+
+  // Both run the same numbers, each through its own bytes.
+  auto be = make_cpu_backend(2, ActQuantMode::Int8);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Tensor x = Tensor::empty_host(DType::F32, {3, kK});
+  for (int64_t i = 0; i < 3 * kK; ++i) x.ptr<float>()[i] = nd(rng);
+  Tensor a = Tensor::empty_host(DType::F32, {3, packed.n}), b = Tensor::empty_host(DType::F32, {3, packed.n});
+  be->linear(x, packed, nullptr, a);
+  be->linear(x, moved, nullptr, b);
+  CHECK(std::memcmp(a.data, b.data, a.nbytes()) == 0);
+}

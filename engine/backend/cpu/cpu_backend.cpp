@@ -100,7 +100,8 @@ class CpuBackend final : public Backend {
 
   // Rows of the packed table dequantized one at a time (the values the float table would hold).
   void embed_quantized(const LinearWeight& table, const DeviceBatch& b, Tensor& out, int64_t vocab_begin) override {
-    const std::vector<CpuQSegment> segs = cpu_qweight_segments(table);
+    std::vector<CpuQSegment> scratch;
+    const std::vector<CpuQSegment>& segs = cpu_qweight_parts(table, scratch);
     const int64_t H = table.k;
     std::vector<float> packed_order(table.input_perm.empty() ? 0 : size_t(H));
     for_each_embedded(b, out, H, table.n, vocab_begin, [&](int64_t id, float* o) {
@@ -151,7 +152,8 @@ class CpuBackend final : public Backend {
   // pool in chunks of 16 as the dense linear does; each row's result does not depend on the split.
   void linear_quantized(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
     check_f32(x, "linear input");
-    const std::vector<CpuQSegment> segs = cpu_qweight_segments(w);  // one, or fused parts each in its form
+    std::vector<CpuQSegment> scratch;
+    const std::vector<CpuQSegment>& segs = cpu_qweight_parts(w, scratch);  // one, or fused parts each in its form
     const int64_t T = x.dim(0), K = x.dim(1), N = w.n;
     LLM_CHECK(x.rank() == 2 && K == w.k && out.dim(0) == T && out.dim(1) == N)
         << "linear shapes: x " << x.shape_str() << " w " << weight_format_name(w.format) << " [" << w.n << ", " << w.k
@@ -245,7 +247,9 @@ class CpuBackend final : public Backend {
           << "linear_group shapes: x " << g.x.shape_str() << " w [" << g.w->n << ", " << g.w->k << "] out "
           << g.out.shape_str();
       const bool quantized = !is_dense(g.w->format);
-      if (quantized && (!g.w->input_perm.empty() || cpu_qweight_segments(*g.w).size() > 1)) {  // on its own
+      std::vector<CpuQSegment> scratch;
+      const std::vector<CpuQSegment>* parts = quantized ? &cpu_qweight_parts(*g.w, scratch) : nullptr;
+      if (quantized && (!g.w->input_perm.empty() || parts->size() > 1)) {  // on its own
         Tensor out = g.out;
         dispatch_linear(g.x, *g.w, nullptr, out);
         continue;
@@ -255,7 +259,7 @@ class CpuBackend final : public Backend {
           << "linear_group: a " << weight_format_name(g.w->format) << " weight holds " << dtype_name(g.w->data.dtype)
           << " " << g.w->data.shape_str();
       Job j{&g, quantized, {}, {}, T, K, N, rows, chunks, act_bytes};
-      if (quantized) j.view = cpu_qweight_view(*g.w);
+      if (quantized) j.view = parts->front().view;
       if (quantized && act_quant_ == ActQuantMode::Int8) act_bytes += (kernels::qactivation_bytes(T, K) + 63) / 64 * 64;
       rows += T;
       chunks += (N + chunk - 1) / chunk;

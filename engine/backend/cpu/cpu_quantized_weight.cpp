@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "engine/core/error.h"
@@ -374,6 +375,16 @@ bool is_segmented(const LinearWeight& w) {
          std::memcmp(w.data.ptr<uint8_t>() + w.data.dim(1) - 8, kSegmentsTag, 4) == 0;
 }
 
+// The weight with what its kernels read from it kept beside it (CpuPackedView).
+LinearWeight with_view(LinearWeight w) {
+  auto v = std::make_shared<CpuPackedView>();
+  v->parts = cpu_qweight_segments(w);
+  v->data = w.data.data;
+  v->bytes = w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes();
+  w.packed_view = std::move(v);
+  return w;
+}
+
 }  // namespace
 
 LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool, HostArena* arena) {
@@ -389,11 +400,18 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool,
               dtype_size(c.dtype) == 1)
         << weight_format_name(canonical.format) << ": canonical codes must be host u8 [" << canonical.n << ", "
         << canonical.k << "], got " << dtype_name(c.dtype) << " " << c.shape_str();
-    return pack_parts(canonical, pool, arena);  // each part's codes checked as pack_whole checks a weight's
+    return with_view(pack_parts(canonical, pool, arena));  // each part's codes checked as pack_whole checks a weight's
   }
   LinearWeight out = pack_whole(canonical, pool, arena);
   out.part_rows.clear();
-  return out;
+  return with_view(std::move(out));
+}
+
+const std::vector<CpuQSegment>& cpu_qweight_parts(const LinearWeight& w, std::vector<CpuQSegment>& scratch) {
+  const auto* v = dynamic_cast<const CpuPackedView*>(w.packed_view.get());
+  if (v && v->data == w.data.data) return v->parts;
+  scratch = cpu_qweight_segments(w);
+  return scratch;
 }
 
 std::vector<CpuQSegment> cpu_qweight_segments(const LinearWeight& w) {

@@ -48,4 +48,12 @@ struct CpuQSegment {
 };
 std::vector<CpuQSegment> cpu_qweight_segments(const LinearWeight& packed);
 
+// What pack_cpu_quantized read from the weight it packed (LinearWeight::packed_view): its parts.
+struct CpuPackedView final : PackedWeightView {
+  std::vector<CpuQSegment> parts;  // cpu_qweight_segments of the packed weight
+};
+// The packed weight's parts: its CpuPackedView's when it has one for these bytes, else read from the
+// bytes into `scratch` (cpu_qweight_segments: a weight packed elsewhere, or a copy with other data).
+const std::vector<CpuQSegment>& cpu_qweight_parts(const LinearWeight& packed, std::vector<CpuQSegment>& scratch);
+
 }  // namespace llmctl
