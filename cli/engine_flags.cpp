@@ -71,10 +71,11 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "none"}));
   s->add_option("--cpu-isa", f.cpu_isa,
-                "CPU kernels, for measurements and A/B runs: auto (the best this CPU has), or step down to "
-                "avx512-vnni, avx-vnni (AVX2 with VEX vpdpbusd), avx2 or scalar")
+                "CPU kernels, for measurements and A/B runs: auto (the best this CPU has), amx (AVX-512 VNNI "
+                "with AMX tiles for prompts), or step down to avx512-vnni, avx-vnni (AVX2 with VEX vpdpbusd), "
+                "avx2 or scalar")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "avx512-vnni", "avx-vnni", "avx2", "scalar"}));
+      ->check(CLI::IsMember({"auto", "amx", "avx512-vnni", "avx-vnni", "avx2", "scalar"}));
   s->add_option("--cpu-qweight-layout", f.cpu_qweight_layout,
                 "CPU quantized weights, for measurements: auto (16-row lanes where the SIMD kernels take them) or "
                 "rows (the row-major layout)")

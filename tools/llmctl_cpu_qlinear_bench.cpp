@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--shapes")) only_shapes = "," + std::string(argv[i + 1]) + ",";
     else if (!std::strcmp(argv[i], "--act")) only_act = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|avx512-vnni|avx-vnni|avx2|scalar]"
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|amx|avx512-vnni|avx-vnni|avx2|scalar]"
                    " [--shapes qkv,h1024,...] [--act int8|none]\n",
                    argv[0]);
       return 2;
@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
   } shapes[] = {{"qkv", 576, 960},     {"gate_up", 576, 3072},    {"down", 1536, 576},
                 {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152},
                 {"up1024", 1024, 5632},  {"down2816", 2816, 1024}};
-  std::printf("qlinear isa %s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::cpu_has_avx2() ? "yes" : "no");
+  std::printf("qlinear isa %s%s, dense avx2 %s\n", kernels::qlinear_isa(), kernels::qlinear_amx() ? " + amx" : "",
+              kernels::cpu_has_avx2() ? "yes" : "no");
   // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
   // call / threads (on a shared machine, what the kernel costs when it has the cores).
   std::printf("%-8s %11s %4s %3s %-21s %10s %9s %9s %9s %9s\n", "shape", "K->N", "T", "thr", "weights", "median_us",

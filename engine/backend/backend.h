@@ -266,7 +266,7 @@ class Backend {
 // here before any weight is packed; nullopt keeps the process's choice (the best the CPU has, unless
 // an earlier backend stepped down).
 struct CpuKernelOptions {
-  std::string isa = "auto";  // auto | avx512-vnni | avx-vnni | avx2 | scalar
+  std::string isa = "auto";  // auto | amx | avx512-vnni | avx-vnni | avx2 | scalar
   bool rows_layout = false;  // quantized weights in the Rows layout, not RowLane16
 };
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8,

@@ -7,6 +7,12 @@
 #include <string>
 #include <string_view>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/qlinear_impl.h"
 #include "kernels/kernel_check.h"
@@ -33,6 +39,24 @@ bool has_avx_vnni() {
   return false;
 #endif
 }
+bool has_amx_int8() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!has_avx512_vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return false;  // AMX-TILE, AMX-INT8
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));  // (OSXSAVE: AVX-512's check above needs it)
+    if ((lo & (3u << 17)) != (3u << 17)) return false;          // the OS saves the tile state
+    // Linux lends the tile data state to a process that asks (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
+    // a machine or VM that does not grant it leaves AMX off.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
 Isa best_isa() {
   if (has_avx512_vnni()) return Isa::Avx512;
   if (has_avx_vnni()) return Isa::AvxVnni;
@@ -40,6 +64,7 @@ Isa best_isa() {
   return Isa::Scalar;
 }
 Isa g_isa = best_isa();
+bool g_amx = g_isa == Isa::Avx512 && has_amx_int8();  // the int8 row-lane prefill on AMX tiles
 bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 }  // namespace
 
@@ -67,6 +92,8 @@ void check_rowlane_kind(const QWeightView& w) {
 }
 
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
+bool cpu_has_amx_int8() { return has_amx_int8(); }
+bool amx_selected() { return g_amx; }
 bool cpu_has_avx_vnni() { return has_avx_vnni(); }
 
 void qact_half_sums(const QActivations& x, int32_t* H) {
@@ -209,7 +236,10 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
                      float* out, int64_t ldo) {
   detail::check_scale_layout(w);
   switch (detail::g_isa) {
-    case detail::Isa::Avx512: return detail::qlinear_rows_q8_avx512(x, w, bias, n0, n1, out, ldo);
+    case detail::Isa::Avx512:
+      if (detail::g_amx && w.layout == QLayout::RowLane16 && x.t >= 16)  // a whole tile of 16 tokens
+        return detail::qlinear_rows_q8_rowlane_amx(x, w, bias, n0, n1, out, ldo);
+      return detail::qlinear_rows_q8_avx512(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::Avx2: return detail::qlinear_rows_q8_avx2(x, w, bias, n0, n1, out, ldo);
     case detail::Isa::AvxVnni:
       if (w.layout == QLayout::RowLane16) return detail::qlinear_rows_q8_rowlane_avxvnni(x, w, bias, n0, n1, out, ldo);
@@ -228,7 +258,12 @@ void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
 void select_cpu_kernels(std::string_view isa, bool rows_layout) {
   using detail::Isa;
   Isa want = detail::best_isa();
-  if (isa == "avx512-vnni") {
+  bool amx = want == Isa::Avx512 && detail::has_amx_int8();
+  if (isa == "amx") {
+    if (!detail::has_amx_int8())
+      KERNEL_FAIL() << "--cpu-isa amx: this CPU (or its OS) offers no AMX-INT8 tiles beside AVX-512 VNNI";
+    want = Isa::Avx512;
+  } else if (isa == "avx512-vnni") {
     if (!detail::has_avx512_vnni()) KERNEL_FAIL() << "--cpu-isa avx512-vnni: this CPU lacks AVX-512 VNNI";
     want = Isa::Avx512;
   } else if (isa == "avx-vnni") {
@@ -240,9 +275,12 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout) {
   } else if (isa == "scalar") {
     want = Isa::Scalar;
   } else if (isa != "auto") {
-    KERNEL_FAIL() << "unknown CPU kernel ISA '" << std::string(isa) << "' (auto, avx512-vnni, avx-vnni, avx2 or scalar)";
+    KERNEL_FAIL() << "unknown CPU kernel ISA '" << std::string(isa)
+                  << "' (auto, amx, avx512-vnni, avx-vnni, avx2 or scalar)";
   }
+  if (isa != "auto" && isa != "amx") amx = false;
   detail::g_isa = want;
+  detail::g_amx = amx;
   detail::g_rows_layout = rows_layout;
 }
 
@@ -255,6 +293,8 @@ const char* qlinear_isa() {
   }
   return "scalar";
 }
+
+bool qlinear_amx() { return detail::g_amx; }
 
 bool qlinear_read_bound() { return detail::g_isa == detail::Isa::Avx512; }
 

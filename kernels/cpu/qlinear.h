@@ -196,14 +196,17 @@ void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out);
 // the CPU has,
 // unless select_cpu_kernels stepped down.
 const char* qlinear_isa();
+// Whether the int8 mode's prompts (16 tokens or more) over row-lane weights run on AMX tiles (at the
+// avx512-vnni level, where the CPU and OS offer AMX-INT8: Sapphire Rapids and later; the same bits).
+bool qlinear_amx();
 // Whether a pass of a few tokens over a quantized weight is bound by reading its bytes on that
 // level, so that its parts cost what they weigh: AVX-512 (a decode step's linears, rdtsc per piece:
 // Q6_K's row blocks 1.38x Q4_K's time, 1.44x their bytes). On AVX2 unpacking narrow codes costs about
 // as much as reading them (Q5_0's 6-bit row blocks took 1.25x the time of Q8_0's 8-bit ones).
 bool qlinear_read_bound();
 // For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
-// CPU has), "avx512-vnni", "avx-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown
-// name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One
+// CPU has), "amx" (avx512-vnni with AMX prompts), "avx512-vnni" (without), "avx-vnni", "avx2" or
+// "scalar" (throws KernelError for one the CPU lacks or an unknown name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One
 // choice per process, made before any weight is packed (the CPU backend's construction).
 void select_cpu_kernels(std::string_view isa, bool rows_layout);
 

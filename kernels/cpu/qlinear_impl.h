@@ -58,6 +58,12 @@ LLMCTL_QLINEAR_VARIANT(rowlane_scalar)
 LLMCTL_QLINEAR_VARIANT(rowlane_avx2)
 LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 #undef LLMCTL_QLINEAR_VARIANT
+// AMX (AMX-TILE + AMX-INT8 beside AVX-512 VNNI, the OS granting the tile state): the row-lane int8
+// mode's whole tiles of 16 tokens (qlinear_rowlane_amx.h; the last T % 16 tokens run AVX-512's).
+bool cpu_has_amx_int8();  // the CPU and OS can run it (CPUID, XCR0, Linux's permission; checked once)
+bool amx_selected();      // select_cpu_kernels picked it (auto where cpu_has_amx_int8, or "amx")
+void qlinear_rows_q8_rowlane_amx(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
+                                 int64_t n1, float* out, int64_t ldo);
 // AVX-VNNI: the row-lane int8 mode only (qlinear_rowlane_avxvnni.cpp); everything else runs AVX2's.
 void qlinear_rows_q8_rowlane_avxvnni(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                      int64_t n1, float* out, int64_t ldo);

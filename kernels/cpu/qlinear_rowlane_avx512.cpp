@@ -335,6 +335,7 @@ __m512i book_bytes(const int8_t* codebook) {
 }  // namespace llmctl::kernels::detail
 
 #include "kernels/cpu/qlinear_rowlane_avx512_prefill.h"
+#include "kernels/cpu/qlinear_rowlane_amx.h"
 
 namespace llmctl::kernels::detail {
 
@@ -450,6 +451,17 @@ void qlinear_rows_q8_rowlane_avx512(const QActivations& x, const QWeightView& w,
                                     int64_t n1, float* out, int64_t ldo) {
   with_weight_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto st, auto sg) {
     q8_rows<four(), two(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+  });
+}
+
+void qlinear_rows_q8_rowlane_amx(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                                 float* out, int64_t ldo) {
+  with_weight_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto st, auto sg) {
+    const int64_t tiled = x.t / 16 * 16;
+    if (tiled > 0) q8_rows_amx<four(), two(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    if (tiled < x.t)
+      q8_rows<four(), two(), six(), lut(), narrow(), st(), sg()>(qactivation_rows(x, tiled, x.t), w, bias, n0, n1,
+                                                                 out + tiled * ldo, ldo);
   });
 }
 

@@ -137,8 +137,8 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
   }
 }
 
-TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9 (and past one "
-          "prefill token chunk), odd N, any split") {
+TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9, 16, 35 "
+          "(and past one prefill token chunk), odd N, any split") {
   struct RowLaneSimd {
     const char* name;
     decltype(&kernels::detail::qlinear_rows_q8_rowlane_scalar) q8;
@@ -157,6 +157,10 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
     simds.push_back({"avx-vnni", kernels::detail::qlinear_rows_q8_rowlane_avxvnni, kernels::detail::qlinear_rows_f32_rowlane_avx2});
   else
     MESSAGE("this CPU has no AVX-VNNI: the AVX-VNNI row-lane kernel is not tested here");
+  if (kernels::detail::cpu_has_amx_int8())  // its int8 prompts (its f32 mode is AVX-512's)
+    simds.push_back({"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
+  else
+    MESSAGE("this CPU (or its OS) has no AMX-INT8: the AMX row-lane prefill is not tested here");
   if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");
   for (const RowLaneSimd& sv : simds) {
     int cases = 0;
@@ -167,8 +171,9 @@ TEST_CASE("row-lane kernels: AVX-512 and AVX2 equal the scalar reference bit for
             if (K % group) continue;
             const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
             const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
-            // every token count a tile sees; a prefill longer than one token chunk (its chunks' seam)
-            std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+            // every token count a tile sees (AMX: one tile of 16, two and a rest); a prefill longer than
+            // one token chunk (its chunks' seam)
+            std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 35};
             if (cases % 6 == 0) counts.push_back(kernels::detail::kTokenChunk + 7);
             for (int64_t T : counts) {
               const auto x = randn(size_t(T * K), uint32_t(600 + cases * 10 + T)), bias = randn(size_t(N), uint32_t(7 + T));

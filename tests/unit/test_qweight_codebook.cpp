@@ -95,6 +95,10 @@ std::vector<RowLaneKernels> codebook_kernels() {
                  kernels::detail::qlinear_rows_f32_rowlane_avx512});
   else
     MESSAGE("this CPU has no AVX-512 VNNI (or a step-down ISA was chosen): the AVX-512 row-lane kernels are not tested here");
+  if (kernels::detail::cpu_has_amx_int8())  // its int8 prompts (its f32 mode is AVX-512's)
+    k.push_back({"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
+  else
+    MESSAGE("this CPU (or its OS) has no AMX-INT8: the AMX row-lane prefill is not tested here");
   return k;
 }
 
@@ -269,7 +273,7 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
           }
           // decode (1..3) and every prefill tile of the widened kernel (4..8 tokens, 9 and 13: a tile of 8
           // and a remainder)
-          std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+          std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 35};  // 35: AMX's tiles of 16 and a rest
           if (bi == 0 && zero == -1) counts.push_back(kernels::detail::kTokenChunk + 7);  // past one token chunk
           for (int64_t T : counts) {
             const auto x = randn(size_t(T * K), uint32_t(200 + T)), bias = randn(size_t(N), 201);
@@ -382,14 +386,14 @@ TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide co
             CHECK(kernels::qweight_rowlane_block_bytes(8, K, group, st, zero) -
                       kernels::qweight_rowlane_block_bytes(6, K, group, st, zero) ==
                   K / 32 * 128);
-          for (int64_t T : {1, 2, 3, 4, 6, 9, 13}) check_narrow_kernels(p, T, 5 + T, uint32_t(900 + T));
+          for (int64_t T : {1, 2, 3, 4, 6, 9, 13, 35}) check_narrow_kernels(p, T, 5 + T % 16, uint32_t(900 + T));
           if (cases % 10 == 0)  // a prefill longer than one token chunk (6 bits: unpacked per chunk)
             check_narrow_kernels(p, kernels::detail::kTokenChunk + 7, 12, 977);
           if (base == 0 || base == -128) {  // codes within 31 (Q5_K's 0..31): the AVX2 tile's sums of four
             NarrowPair p5;
             make_narrow(p5, bits, base, group, st, zero, N, K, uint32_t(800 + 10 * cases), 31);
             REQUIRE(p5.vn.narrow_five);
-            for (int64_t T : {1, 4, 6, 9, 13}) check_narrow_kernels(p5, T, 5 + T, uint32_t(950 + T));
+            for (int64_t T : {1, 4, 6, 9, 13, 35}) check_narrow_kernels(p5, T, 5 + T % 16, uint32_t(950 + T));
           }
           ++cases;
         }

@@ -57,7 +57,8 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   std::string name() const override {
     return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
-           ", quantized " + kernels::qlinear_isa() + ", act-quant " + act_quant_name(act_quant_) + ")";
+           ", quantized " + kernels::qlinear_isa() + (kernels::qlinear_amx() ? " + amx" : "") + ", act-quant " +
+           act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
