@@ -9,8 +9,8 @@
 // the layout stores them) into its 16 x 16 exact integer dot products, which take q8_prefill_tile's
 // f32 operations per (row, token) in its order (one convert, one FMA by scale x activation scale; per
 // group the offsets' FMA; the bias): the results are its bits, and so the scalar reference's. Groups
-// of 16: a product per half block (inputs 0..15, then 16..31). Three units are in flight: two in
-// the tile unit while the third's products are scaled.
+// of 16: a product per half block (inputs 0..15, then 16..31). A unit's products are scaled while the
+// tile unit works on the next one.
 // Row blocks outer (values written once), tiles of 16 tokens inner; a call's last T % 16 tokens go to
 // the AVX-512 kernel.
 #pragma once
@@ -20,9 +20,8 @@ namespace llmctl::kernels::detail {
 
 namespace {
 
-// The tiles: 0..3 the products (16 tokens x 16 rows of int32), 4, 5 activations (16 tokens x the
-// inputs of a unit: 32, or 16 for groups of 16), 6, 7 codes (the unit's input quads x 16 rows):
-// three units in flight, two in the tile unit while the third's products are scaled.
+// The tiles: 0, 1 the products (16 tokens x 16 rows of int32), 4, 5 activations (16 tokens x the
+// inputs of a unit: 32, or 16 for groups of 16), 6, 7 codes (the unit's input quads x 16 rows).
 struct alignas(64) AmxTileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
@@ -33,7 +32,7 @@ template <int SG>
 const AmxTileConfig& amx_tile_config() {
   static const AmxTileConfig c = [] {
     AmxTileConfig t;
-    for (int i : {0, 1, 2, 3}) t.rows[i] = 16, t.colsb[i] = 64;
+    for (int i : {0, 1}) t.rows[i] = 16, t.colsb[i] = 64;
     for (int i : {4, 5}) t.rows[i] = 16, t.colsb[i] = uint16_t(32 / SG);
     for (int i : {6, 7}) t.rows[i] = uint8_t(8 / SG), t.colsb[i] = 64;
     return t;
@@ -80,8 +79,8 @@ __m512i book_values(const int8_t* codebook) {
 }
 
 // Tokens t0 .. t0 + 15 x the row block at rb (values, 8-bit layout: geometry geo) whose first row is
-// nb: the outputs of its lanes in m. S: x's group sums [T, gs]. c: 1 KB of 64-byte aligned scratch.
-// Units (a block of 32 inputs; groups of 16: each half) in order, three in flight.
+// nb: the outputs of its lanes in m. S: x's group sums [T, gs]. c: 2 KB of 64-byte aligned scratch.
+// Units (a block of 32 inputs; groups of 16: each half) in order.
 // The tile's activations are at a, unit after unit, each 16 tokens x 32 / SG bytes (amx_pack_tokens).
 template <ScaleType ST, int SG, int BPG>
 void amx_tile16(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const QActivations& x, const int8_t* a,
@@ -105,9 +104,9 @@ void amx_tile16(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const Q
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  // unit u's products (in c) into acc: x its scale x the tokens' activation scales; after a group's
+  // unit u's products (at p) into acc: x its scale x the tokens' activation scales; after a group's
   // last unit its offsets x S
-  auto finish = [&](int64_t u) __attribute__((always_inline)) {
+  auto finish = [&](int64_t u, const int32_t* p) __attribute__((always_inline)) {
     const int64_t b = u / SG, g = b / bpg;
     const int sg = int(u % SG);
     const uint8_t* gp = rowlane_group(geo, rb, g);
@@ -116,7 +115,7 @@ void amx_tile16(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const Q
     const __m512 s = load_params16<ST>(geo, params, hdr, 0, sg);
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
-      const __m512 d = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j));
+      const __m512 d = _mm512_cvtepi32_ps(_mm512_load_si512(p + 16 * j));
       acc[j] = _mm512_fmadd_ps(d, _mm512_mul_ps(s, _mm512_set1_ps(xs[j * kb + b])), acc[j]);
     }
     if (zero == 0 || u % per_group != per_group - 1) return;  // implied zero 0: no offset term
@@ -128,23 +127,20 @@ void amx_tile16(const RowLaneGeometry& geo, int zero, const uint8_t* rb, const Q
       for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t0 + j) * gs + g * SG + h]), acc[j]);
     }
   };
-  // Unit u's products are in tile u % 4; while they are scaled, units u + 1 and u + 2 are in the
-  // tile unit (u + 2 loaded into the activation and code tiles u's product has just freed).
-#define LLMCTL_AMX_STEP(P, A, B, NEXT, u)                       \
-  do {                                                         \
-    _tile_stored(P, c, 64);                                    \
-    if ((u) + 2 < units) LLMCTL_AMX_ISSUE(NEXT, A, B, (u) + 2); \
-    finish(u);                                                 \
-  } while (0)
-  LLMCTL_AMX_ISSUE(0, 4, 6, 0);
-  if (units > 1) LLMCTL_AMX_ISSUE(1, 5, 7, 1);
-  for (int64_t u = 0; u < units; u += 4) {
-    LLMCTL_AMX_STEP(0, 4, 6, 2, u);
-    if (u + 1 < units) LLMCTL_AMX_STEP(1, 5, 7, 3, u + 1);
-    if (u + 2 < units) LLMCTL_AMX_STEP(2, 4, 6, 0, u + 2);
-    if (u + 3 < units) LLMCTL_AMX_STEP(3, 5, 7, 1, u + 3);
+  // Unit u's products go to tile u % 2, then to c[u % 2]; they are scaled after unit u + 1 is issued
+  // and stored, so that their loads find stores made a unit earlier (a tile store does not forward to
+  // loads) and the tile unit works on u + 1 meanwhile.
+  for (int64_t u = 0; u < units; u += 2) {
+    LLMCTL_AMX_ISSUE(0, 4, 6, u);
+    _tile_stored(0, c, 64);
+    if (u > 0) finish(u - 1, c + 256);
+    if (u + 1 < units) {
+      LLMCTL_AMX_ISSUE(1, 5, 7, u + 1);
+      _tile_stored(1, c + 256, 64);
+    }
+    finish(u, c);
   }
-#undef LLMCTL_AMX_STEP
+  if (units % 2 == 0) finish(units - 1, c + 256);
 #undef LLMCTL_AMX_ISSUE
   const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + nb) : _mm512_setzero_ps();
 #pragma GCC unroll 16
@@ -181,7 +177,7 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
   thread_local std::vector<int8_t> packed;
   packed.resize(size_t(tiles * 16 * x.k));
   amx_pack_tokens<SG>(x, tiles, packed.data());
-  alignas(64) int32_t c[256];
+  alignas(64) int32_t c[512];
   _tile_loadconfig(&amx_tile_config<SG>());
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
     // the row block's values once, then every token tile over them (from L1 / L2)
