@@ -114,17 +114,26 @@ void amx_pack_tokens(const QActivations& x, int64_t tiles, int8_t* out) {
       for (int64_t r = 0; r < 16; ++r, out += kUnit) std::memcpy(out, x.q + (16 * t + r) * K + u * kUnit, kUnit);
 }
 
-// Tokens t0 .. t0 + 15 (their activations at a: amx_pack_tokens) x the row block rb whose first row is
-// nb: the outputs of its lanes in m. S: x's group sums [T, gs]; BPG: blocks a group if fixed (1: every
-// GGUF type's groups: no division a unit), else 0 (bpg's); c: 2 KB of 64-byte aligned scratch. Units
-// (a block of 32 inputs; groups of 16: each half) in order.
+// A tile of 16 tokens' activations as amx_tile16 reads them: codes (amx_pack_tokens), and the scales
+// and group sums with the 16 tokens' values of a block (group) side by side.
+struct AmxTokens {
+  const int8_t* q;
+  const float* xs;  // [K / 32][16]
+  const float* S;   // [groups x SG][16]
+};
+
+// Tokens t0 .. t0 + 15 (tt) x the row block rb whose first row is nb: the outputs of its lanes in m.
+// K: inputs; BPG: blocks a group if fixed (1: every GGUF type's groups: no division a unit), else 0
+// (bpg's); c: 2 KB of 64-byte aligned scratch. Units (a block of 32 inputs; groups of 16: each half)
+// in order.
 template <int SG, int BPG>
-void amx_tile16(const AmxRowBlock& rb, int64_t bpg_, bool offsets, const QActivations& x, const int8_t* a,
-                const float* S, int64_t gs, int64_t t0, const float* bias, int64_t nb, __mmask16 m, float* out,
-                int64_t ldo, int32_t* c) {
+void amx_tile16(const AmxRowBlock& rb, int64_t bpg_, bool offsets, int64_t K, const AmxTokens& tt, int64_t t0,
+                const float* bias, int64_t nb, __mmask16 m, float* out, int64_t ldo, int32_t* c) {
   const int64_t bpg = BPG ? BPG : bpg_;
-  const int64_t kb = x.k / 32, units = x.k / (32 / SG), per_group = bpg * SG;
-  const float* xs = x.scale + t0 * kb;
+  const int64_t units = K / (32 / SG), per_group = bpg * SG;
+  const int8_t* a = tt.q;
+  const float* xs = tt.xs;
+  const float* S = tt.S;
   const uint8_t* values = rb.values.data();
   // unit u into product tile P (activations A, values B)
 #define LLMCTL_AMX_ISSUE(P, A, B, u)                          \
@@ -145,14 +154,14 @@ void amx_tile16(const AmxRowBlock& rb, int64_t bpg_, bool offsets, const QActiva
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       const __m512 d = _mm512_cvtepi32_ps(_mm512_load_si512(p + 16 * j));
-      acc[j] = _mm512_fmadd_ps(d, _mm512_mul_ps(s, _mm512_set1_ps(xs[j * kb + b])), acc[j]);
+      acc[j] = _mm512_fmadd_ps(d, _mm512_mul_ps(s, _mm512_set1_ps(xs[b * 16 + j])), acc[j]);
     }
     if (!offsets || u % per_group != per_group - 1) return;
 #pragma GCC unroll 2
     for (int h = 0; h < SG; ++h) {
       const __m512 o = _mm512_loadu_ps(rb.offsets.data() + 16 * (g * SG + h));
 #pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(t0 + j) * gs + g * SG + h]), acc[j]);
+      for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(o, _mm512_set1_ps(S[(g * SG + h) * 16 + j]), acc[j]);
     }
   };
   // Step u issues unit u into product tile u % 4 (activations and values into pair u % 2), stores
@@ -196,6 +205,14 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
   thread_local std::vector<int8_t> packed;
   packed.resize(size_t(tiles * 16 * x.k));
   amx_pack_tokens<SG>(x, tiles, packed.data());
+  const int64_t kb = x.k / 32;
+  thread_local std::vector<float> xs_t, S_t;  // per tile [K / 32][16], [gs][16]
+  xs_t.resize(size_t(tiles * kb * 16));
+  S_t.resize(size_t(tiles * gs * 16));
+  for (int64_t t = 0; t < tiles * 16; ++t) {
+    for (int64_t b = 0; b < kb; ++b) xs_t[size_t((t / 16 * kb + b) * 16 + t % 16)] = x.scale[t * kb + b];
+    for (int64_t g = 0; g < gs; ++g) S_t[size_t((t / 16 * gs + g) * 16 + t % 16)] = S[size_t(t * gs + g)];
+  }
   alignas(64) int32_t c[512];
   _tile_loadconfig(&amx_tile_config<SG>());
   for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
@@ -203,12 +220,12 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
     amx_row_block<FOUR, TWO, SIX, LUT, uses_base<FOUR, LUT, NARROW>(), ST, SG>(
         geo, w.implied_zero, w.packed + (nb / 16) * geo.row_block_bytes, book, base, rb);
     const __mmask16 m = lane_mask(nb, n0, n1);
-    for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const AmxTokens tt{packed.data() + t * 16 * x.k, xs_t.data() + t * kb * 16, S_t.data() + t * gs * 16};
       geo.blocks_per_group == 1
-          ? amx_tile16<SG, 1>(rb, 1, w.implied_zero != 0, x, packed.data() + t * 16 * x.k, S.data(), gs, 16 * t, bias,
-                              nb, m, out, ldo, c)
-          : amx_tile16<SG, 0>(rb, geo.blocks_per_group, w.implied_zero != 0, x, packed.data() + t * 16 * x.k, S.data(),
-                              gs, 16 * t, bias, nb, m, out, ldo, c);
+          ? amx_tile16<SG, 1>(rb, 1, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, out, ldo, c)
+          : amx_tile16<SG, 0>(rb, geo.blocks_per_group, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, out, ldo, c);
+    }
   }
   _tile_release();
 }
