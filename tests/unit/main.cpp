@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     try {
-      const std::string_view native = llmctl::kernels::qlinear_isa();  // (auto: the best the CPU has)
+      // (auto: the best the CPU has; "amx" where AVX-512 comes with AMX, so that avx512-vnni steps down)
+      const std::string_view native = llmctl::kernels::qlinear_amx() ? "amx" : llmctl::kernels::qlinear_isa();
       if (step_down_only && isa == native) {
         std::printf("SKIPPED: this CPU's own kernels are %.*s: the plain entry runs them\n", int(native.size()),
                     native.data());
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
       std::printf("SKIPPED: %s\n", e.what());
       return 77;
     }
-    std::printf("CPU kernels: %s\n", llmctl::kernels::qlinear_isa());
+    std::printf("CPU kernels: %s%s\n", llmctl::kernels::qlinear_isa(), llmctl::kernels::qlinear_amx() ? " + amx" : "");
   }
   doctest::Context ctx;
   ctx.applyCommandLine(int(args.size()), args.data());
