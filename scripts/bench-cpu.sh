@@ -10,7 +10,7 @@
 # Usage: scripts/bench-cpu.sh [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]   (defaults: nproc 128 64)
 # Environment: QUANT=0 leaves out the quantized rows; OUT (default /tmp/llmctl-bench-cpu) holds the
 # made GGUFs and checkpoint; GGUF_TYPES the llama-quantize types made from the Q4_1 (default Q8_0 Q4_0
-# Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS); ISA (avx2, avx-vnni, avx512-vnni, scalar) forces llmctl's kernels
+# Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS); ISA (amx, avx512-vnni, avx-vnni, avx2, scalar) forces llmctl's kernels
 # (--cpu-isa) for the runs on a machine that has more, to set beside a llama.cpp built with
 # GGML_NATIVE=OFF GGML_AVX512=OFF (LLAMA_CPP_DIR: that build). Accuracy per type: bench-cpu-ppl.sh.
 set -euo pipefail

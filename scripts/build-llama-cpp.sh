@@ -4,9 +4,12 @@
 # src/, build/bin/<target>, VERSION. Only what is missing is built.
 # Usage: scripts/build-llama-cpp.sh [TARGET...]
 #        (default: llama-bench llama-server llama-quantize llama-perplexity)
-# The SIMD flags are those /proc/cpuinfo lists, never -march=native: that turns AMX on, which the
-# virtual machines of this kind do not grant, and GGML_AVX_VNNI (the VEX-encoded AVX-VNNI) dies of
-# an illegal instruction on AMD EPYC machines that have AVX-512 VNNI but not AVX-VNNI.
+# The SIMD flags are those /proc/cpuinfo lists, never -march=native: that turns AMX on, which some
+# virtual machines do not grant and with which this version's llama-bench dies of an illegal
+# instruction even where it is granted (a tile load before any tile configuration, in its AMX matmul:
+# Q4_0, Q8_0 and Q4_K_M, one thread or two, on a Sapphire Rapids class VM), and GGML_AVX_VNNI (the
+# VEX-encoded AVX-VNNI) dies of an illegal instruction on AMD EPYC machines that have AVX-512 VNNI
+# but not AVX-VNNI.
 # LLAMA_CPU=avx2 builds for AVX2 / FMA / F16C alone whatever this CPU has: the baseline beside
 # llmctl's --cpu-isa avx2, and a build that runs on any AVX2 machine (scripts/gpu-carry.sh carries
 # it); give it its own LLAMA_CPP_DIR (the flags are read when the build folder is first made).

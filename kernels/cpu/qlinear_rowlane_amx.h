@@ -186,16 +186,15 @@ void amx_tile16(const AmxRowBlock& rb, int64_t bpg_, bool offsets, int64_t K, co
     _mm512_mask_storeu_ps(out + (t0 + j) * ldo + nb, m, bias ? _mm512_add_ps(acc[j], bv) : acc[j]);
 }
 
-// Tokens [0, x.t / 16 * 16) of x on AMX (the caller runs the rest).
+// Tokens [0, x.t / 16 * 16) of x on AMX (the caller runs the rest), kTokenChunk at a time (the copies
+// of their activations bounded, as TokenTiles' are).
 template <bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
                  int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   KERNEL_CHECK(geo.halves == SG) << "row-lane kernel for " << SG << " groups a unit given " << geo.halves;
-  const int64_t tiles = x.t / 16, gs = geo.groups * SG;
-  thread_local std::vector<float> S;
-  S.resize(static_cast<size_t>(tiles * 16 * gs));
-  qact_group_sums(qactivation_rows(x, 0, tiles * 16), w.group, S.data());
+  static_assert(kTokenChunk % 16 == 0, "chunks of whole tiles");
+  const int64_t gs = geo.groups * SG, kb = x.k / 32;
   const int base = NARROW ? w.narrow_base : -128;  // code = stored value + base (8 bits, narrow)
   const __m512i book = book_values(LUT ? w.codebook : nullptr);
   thread_local AmxRowBlock rb;
@@ -203,28 +202,34 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
   rb.scales.resize(size_t(gs * 16));
   rb.offsets.resize(size_t(gs * 16));
   thread_local std::vector<int8_t> packed;
-  packed.resize(size_t(tiles * 16 * x.k));
-  amx_pack_tokens<SG>(x, tiles, packed.data());
-  const int64_t kb = x.k / 32;
-  thread_local std::vector<float> xs_t, S_t;  // per tile [K / 32][16], [gs][16]
-  xs_t.resize(size_t(tiles * kb * 16));
-  S_t.resize(size_t(tiles * gs * 16));
-  for (int64_t t = 0; t < tiles * 16; ++t) {
-    for (int64_t b = 0; b < kb; ++b) xs_t[size_t((t / 16 * kb + b) * 16 + t % 16)] = x.scale[t * kb + b];
-    for (int64_t g = 0; g < gs; ++g) S_t[size_t((t / 16 * gs + g) * 16 + t % 16)] = S[size_t(t * gs + g)];
-  }
+  thread_local std::vector<float> S, xs_t, S_t;  // S_t, xs_t per tile: [gs][16], [K / 32][16]
   alignas(64) int32_t c[512];
   _tile_loadconfig(&amx_tile_config<SG>());
-  for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
-    // the row block once, then every token tile over it (from L1 / L2)
-    amx_row_block<FOUR, TWO, SIX, LUT, uses_base<FOUR, LUT, NARROW>(), ST, SG>(
-        geo, w.implied_zero, w.packed + (nb / 16) * geo.row_block_bytes, book, base, rb);
-    const __mmask16 m = lane_mask(nb, n0, n1);
-    for (int64_t t = 0; t < tiles; ++t) {
-      const AmxTokens tt{packed.data() + t * 16 * x.k, xs_t.data() + t * kb * 16, S_t.data() + t * gs * 16};
-      geo.blocks_per_group == 1
-          ? amx_tile16<SG, 1>(rb, 1, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, out, ldo, c)
-          : amx_tile16<SG, 0>(rb, geo.blocks_per_group, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, out, ldo, c);
+  for (int64_t c0 = 0; c0 + 16 <= x.t; c0 += kTokenChunk) {
+    const int64_t tiles = std::min(kTokenChunk, x.t - c0) / 16;
+    const QActivations xc = qactivation_rows(x, c0, c0 + tiles * 16);
+    S.resize(size_t(tiles * 16 * gs));
+    qact_group_sums(xc, w.group, S.data());
+    packed.resize(size_t(tiles * 16 * x.k));
+    amx_pack_tokens<SG>(xc, tiles, packed.data());
+    xs_t.resize(size_t(tiles * kb * 16));
+    S_t.resize(size_t(tiles * gs * 16));
+    for (int64_t t = 0; t < tiles * 16; ++t) {
+      for (int64_t b = 0; b < kb; ++b) xs_t[size_t((t / 16 * kb + b) * 16 + t % 16)] = xc.scale[t * kb + b];
+      for (int64_t g = 0; g < gs; ++g) S_t[size_t((t / 16 * gs + g) * 16 + t % 16)] = S[size_t(t * gs + g)];
+    }
+    for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
+      // the row block once, then every token tile over it (from L1 / L2)
+      amx_row_block<FOUR, TWO, SIX, LUT, uses_base<FOUR, LUT, NARROW>(), ST, SG>(
+          geo, w.implied_zero, w.packed + (nb / 16) * geo.row_block_bytes, book, base, rb);
+      const __mmask16 m = lane_mask(nb, n0, n1);
+      for (int64_t t = 0; t < tiles; ++t) {
+        const AmxTokens tt{packed.data() + t * 16 * x.k, xs_t.data() + t * kb * 16, S_t.data() + t * gs * 16};
+        float* o = out + c0 * ldo;
+        geo.blocks_per_group == 1
+            ? amx_tile16<SG, 1>(rb, 1, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, o, ldo, c)
+            : amx_tile16<SG, 0>(rb, geo.blocks_per_group, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, o, ldo, c);
+      }
     }
   }
   _tile_release();
