@@ -13,21 +13,14 @@ for it. Seeded; f32 safetensors. For a GGUF, llama.cpp's converter and llama-qua
 TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf).
 Needs torch and transformers.
 """
-import os
-import shutil
-import sys
-
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
+from bench_model_common import out_and_tokenizer, save
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    out = sys.argv[1]
-    tokenizer = sys.argv[2] if len(sys.argv) == 3 else os.path.join(HOME, "models", "SmolLM2-135M-Instruct", "hf")
+    out, tokenizer = out_and_tokenizer(__doc__)
     torch.manual_seed(11)
     config = Gemma3TextConfig(
         hidden_size=1152, intermediate_size=6912, num_hidden_layers=12, num_attention_heads=4,
@@ -36,10 +29,7 @@ def main():
         eos_token_id=2, pad_token_id=0, initializer_range=0.02,
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
-    Gemma3ForCausalLM(config).to(torch.float32).save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(tokenizer, name), os.path.join(out, name))
-    print(out)
+    save(Gemma3ForCausalLM(config), torch.float32, out, tokenizer)
 
 
 if __name__ == "__main__":

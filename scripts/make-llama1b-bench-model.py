@@ -14,31 +14,21 @@ most CPU users run, where every step streams its weights from memory. Seeded; f1
 TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf).
 Needs torch and transformers.
 """
-import os
-import shutil
-import sys
-
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-HOME = os.environ.get("LLMCTL_HOME", os.path.expanduser("~/.cache/llmctl"))
+from bench_model_common import out_and_tokenizer, save
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    out = sys.argv[1]
-    tokenizer = sys.argv[2] if len(sys.argv) == 3 else os.path.join(HOME, "models", "SmolLM2-135M-Instruct", "hf")
+    out, tokenizer = out_and_tokenizer(__doc__)
     torch.manual_seed(12)
     config = LlamaConfig(
         hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
         num_key_value_heads=8, head_dim=64, vocab_size=49152, max_position_embeddings=8192,
         rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
         pad_token_id=0, initializer_range=0.02)
-    LlamaForCausalLM(config).to(torch.float16).save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(tokenizer, name), os.path.join(out, name))
-    print(out)
+    save(LlamaForCausalLM(config), torch.float16, out, tokenizer)
 
 
 if __name__ == "__main__":

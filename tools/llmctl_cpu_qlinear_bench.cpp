@@ -173,8 +173,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--shapes")) only_shapes = "," + std::string(argv[i + 1]) + ",";
     else if (!std::strcmp(argv[i], "--act")) only_act = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300] [--cpu-isa auto|amx|avx512-vnni|avx-vnni|avx2|scalar]"
-                   " [--shapes qkv,h1024,...] [--act int8|none]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300]"
+                   " [--cpu-isa auto|amx|avx512-vnni|avx-vnni|avx2|scalar] [--shapes qkv,h1024,...]"
+                   " [--act int8|none]\n",
                    argv[0]);
       return 2;
     }

@@ -48,7 +48,9 @@ class LoopFn {
     requires(!std::is_same_v<std::remove_cvref_t<F>, LoopFn> && std::is_invocable_v<F&, int64_t, int64_t>)
   LoopFn(F&& f)  // NOLINT(google-explicit-constructor): every lambda passed to parallel_for
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
-        call_([](void* o, int64_t begin, int64_t end) { (*static_cast<std::remove_reference_t<F>*>(o))(begin, end); }) {}
+        call_([](void* o, int64_t begin, int64_t end) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(begin, end);
+        }) {}
   void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
 
  private:

@@ -206,8 +206,9 @@ bool qlinear_amx();
 bool qlinear_read_bound();
 // For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
 // CPU has), "amx" (avx512-vnni with AMX prompts), "avx512-vnni" (without), "avx-vnni", "avx2" or
-// "scalar" (throws KernelError for one the CPU lacks or an unknown name); rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout). One
-// choice per process, made before any weight is packed (the CPU backend's construction).
+// "scalar" (throws KernelError for one the CPU lacks or an unknown name); rows_layout keeps quantized
+// weights in the Rows layout (qweight_preferred_layout). One choice per process, made before any
+// weight is packed (the CPU backend's construction).
 void select_cpu_kernels(std::string_view isa, bool rows_layout);
 
 }  // namespace llmctl::kernels

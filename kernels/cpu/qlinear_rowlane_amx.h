@@ -96,9 +96,10 @@ void amx_row_block(const RowLaneGeometry& geo, int zero, const uint8_t* rb, __m5
     for (int h = 0; h < SG; ++h) {
       const __m512 sc = load_params16<ST>(geo, params, hdr, 0, h);
       _mm512_storeu_ps(out.scales.data() + 16 * (g * SG + h), sc);
-      if (zero != 0)
-        _mm512_storeu_ps(out.offsets.data() + 16 * (g * SG + h),
-                         geo.offsets ? load_params16<ST>(geo, params, hdr, 1, h) : _mm512_mul_ps(sc, _mm512_set1_ps(float(-zero))));
+      if (zero == 0) continue;  // no offset term
+      const __m512 o = geo.offsets ? load_params16<ST>(geo, params, hdr, 1, h)
+                                   : _mm512_mul_ps(sc, _mm512_set1_ps(float(-zero)));
+      _mm512_storeu_ps(out.offsets.data() + 16 * (g * SG + h), o);
     }
   }
 }

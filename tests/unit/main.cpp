@@ -28,8 +28,10 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string_view isa = a.substr(10);
-    if (isa != "auto" && isa != "amx" && isa != "avx512-vnni" && isa != "avx-vnni" && isa != "avx2" && isa != "scalar") {
-      std::printf("--cpu-isa=%.*s: expected auto, amx, avx512-vnni, avx-vnni, avx2 or scalar\n", int(isa.size()), isa.data());
+    if (isa != "auto" && isa != "amx" && isa != "avx512-vnni" && isa != "avx-vnni" && isa != "avx2" &&
+        isa != "scalar") {
+      std::printf("--cpu-isa=%.*s: expected auto, amx, avx512-vnni, avx-vnni, avx2 or scalar\n", int(isa.size()),
+                  isa.data());
       return 2;
     }
     try {

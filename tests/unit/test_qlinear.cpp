@@ -158,7 +158,8 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
   else
     MESSAGE("this CPU has no AVX-VNNI: the AVX-VNNI row-lane kernel is not tested here");
   if (kernels::detail::cpu_has_amx_int8())  // its int8 prompts (its f32 mode is AVX-512's)
-    simds.push_back({"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
+    simds.push_back(
+        {"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
   else
     MESSAGE("this CPU (or its OS) has no AMX-INT8: the AMX row-lane prefill is not tested here");
   if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");

@@ -96,7 +96,8 @@ std::vector<RowLaneKernels> codebook_kernels() {
   else
     MESSAGE("this CPU has no AVX-512 VNNI (or a step-down ISA was chosen): the AVX-512 row-lane kernels are not tested here");
   if (kernels::detail::cpu_has_amx_int8())  // its int8 prompts (its f32 mode is AVX-512's)
-    k.push_back({"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
+    k.push_back(
+        {"amx", kernels::detail::qlinear_rows_q8_rowlane_amx, kernels::detail::qlinear_rows_f32_rowlane_avx512});
   else
     MESSAGE("this CPU (or its OS) has no AMX-INT8: the AMX row-lane prefill is not tested here");
   return k;
