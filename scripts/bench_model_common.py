@@ -1,6 +1,14 @@
-"""What the random bench-model scripts (make-*-bench-model.py) share: their arguments (OUT
-[TOKENIZER_DIR], the default model's checkout by default) and the writing of the model with that
-tokenizer beside it."""
+"""What the random bench-model scripts (make-*-bench-model.py) share: their arguments and the writing
+of the model with a tokenizer beside it.
+
+  python3 scripts/make-NAME-bench-model.py OUT [TOKENIZER_DIR]
+
+TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf),
+so that prompts tokenize as they do for it. For a GGUF, llama.cpp's converter and llama-quantize:
+
+  python3 $LLMCTL_HOME/llama.cpp/src/convert_hf_to_gguf.py OUT --outtype f16 --outfile OUT.f16.gguf
+  $LLMCTL_HOME/llama.cpp/build/bin/llama-quantize OUT.f16.gguf OUT.q4km.gguf Q4_K_M
+"""
 import os
 import shutil
 import sys

@@ -4,14 +4,11 @@
 The shape of Gemma 3 1B's layers (hidden 1152, 4 query heads and 1 kv head of 256, GeGLU MLP of
 6912, sliding window 512 on five layers of six, global layers with rope base 1e6 scaled by 8) in 12
 layers, with the default model's tokenizer (vocabulary 49,152) so that prompts tokenize as they do
-for it. Seeded; f32 safetensors. For a GGUF, llama.cpp's converter and llama-quantize:
+for it. Seeded; f32 safetensors.
 
   python3 scripts/make-gemma3-bench-model.py OUT [TOKENIZER_DIR]
-  python3 $LLMCTL_HOME/llama.cpp/src/convert_hf_to_gguf.py OUT --outtype f16 --outfile OUT.f16.gguf
-  $LLMCTL_HOME/llama.cpp/build/bin/llama-quantize OUT.f16.gguf OUT.q4km.gguf Q4_K_M
 
-TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf).
-Needs torch and transformers.
+(the GGUF from it, and TOKENIZER_DIR: scripts/bench_model_common.py). Needs torch and transformers.
 """
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig

@@ -5,14 +5,11 @@ The shape of Llama 3.2 1B's layers (hidden 2048, 32 query heads and 8 kv heads o
 8192, rope base 500000) in its 16 layers, tied embeddings, with the default model's tokenizer
 (vocabulary 49,152, so prompts tokenize as they do for it): 1.07 billion parameters, the size class
 most CPU users run, where every step streams its weights from memory. Seeded; f16 safetensors
-(2.1 GB). For a GGUF, llama.cpp's converter and llama-quantize:
+(2.1 GB).
 
   python3 scripts/make-llama1b-bench-model.py OUT [TOKENIZER_DIR]
-  python3 $LLMCTL_HOME/llama.cpp/src/convert_hf_to_gguf.py OUT --outtype f16 --outfile OUT.f16.gguf
-  $LLMCTL_HOME/llama.cpp/build/bin/llama-quantize OUT.f16.gguf OUT.q4km.gguf Q4_K_M
 
-TOKENIZER_DIR defaults to the default model's checkout ($LLMCTL_HOME/models/SmolLM2-135M-Instruct/hf).
-Needs torch and transformers.
+(the GGUF from it, and TOKENIZER_DIR: scripts/bench_model_common.py). Needs torch and transformers.
 """
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
