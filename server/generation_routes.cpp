@@ -74,6 +74,10 @@ bool stream_step(Stream& s, http::StreamSink& sink) {
     s.ended = true;
   }
   current_request().completion_tokens = s.completion_tokens();
+  // Its place among --max-concurrent-requests is free before the client reads the last event: a client
+  // that sends its next request on seeing [DONE] must not find it still taken (the HTTP worker lets
+  // go of the stream only after the write returns, later under load).
+  if (s.ended) s.slot.reset();
   if (!out.empty() && !sink.write(out)) return fail();
   if (s.ended) sink.done();
   return true;

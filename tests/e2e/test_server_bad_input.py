@@ -251,6 +251,21 @@ try:
           "past --request-timeout the stream ends with an error event")
     # A generous wait: under a loaded CI machine the aborted stream can take seconds to be reaped.
     check(srv.wait_idle(30) and srv.normal_request_works(), "after the timeout the server serves again")
+    # A stream read to its [DONE], then at once the next request: its place is already free (no wait).
+    streamed_to_done = []
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+            body = json.dumps({"prompt": "Hi", "max_tokens": 2, "stream": True}).encode()
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            data = b""
+            while b"[DONE]" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            streamed_to_done.append(b"[DONE]" in data and srv.normal_request_works())
+    check(all(streamed_to_done), f"the request after a stream's [DONE] is served: {streamed_to_done.count(True)} of 20")
 
     # SIGINT while a stream runs: a final event, exit 0
     events.clear()
