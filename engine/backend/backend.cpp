@@ -68,7 +68,7 @@ LinearWeight Backend::upload_quantized(const LinearWeight& canonical) {
 
 namespace {
 uint64_t weight_bytes(const LinearWeight& w) {
-  if (w.packed_view && w.packed_view->data == w.data.data) return w.packed_view->bytes;
+  if (const PackedWeightView* v = packed_view_of(w)) return v->bytes;
   return w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes();
 }
 }  // namespace

@@ -97,6 +97,11 @@ struct LinearWeight {
   std::shared_ptr<const PackedWeightView> packed_view;  // set by the backend that packed it, if it keeps one
 };
 
+// w.packed_view where it describes w's bytes, else null (a copy of w whose data points elsewhere).
+inline const PackedWeightView* packed_view_of(const LinearWeight& w) {
+  return w.packed_view && w.packed_view->data == w.data.data ? w.packed_view.get() : nullptr;
+}
+
 // An input_perm, if any, is a host I32 [K] permutation of 0..K-1 on a quantized weight; throws
 // (internal error, naming the weight's format and the bad entry) otherwise. Backends call it on upload.
 void check_input_perm(const LinearWeight& w);

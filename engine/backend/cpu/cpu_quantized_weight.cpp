@@ -408,8 +408,7 @@ LinearWeight pack_cpu_quantized(const LinearWeight& canonical, ThreadPool* pool,
 }
 
 const std::vector<CpuQSegment>& cpu_qweight_parts(const LinearWeight& w, std::vector<CpuQSegment>& scratch) {
-  const auto* v = dynamic_cast<const CpuPackedView*>(w.packed_view.get());
-  if (v && v->data == w.data.data) return v->parts;
+  if (const auto* v = dynamic_cast<const CpuPackedView*>(packed_view_of(w))) return v->parts;
   scratch = cpu_qweight_segments(w);
   return scratch;
 }
