@@ -177,25 +177,29 @@ void qlinear_rows_f32_rowlane_scalar(const float* x, int64_t T, const QWeightVie
   check_rowlane_kind(w);
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
   const int64_t K = w.k, G = geo.groups;
+  std::vector<float> wv(static_cast<size_t>(K));  // a row's values in the order the sums take them
+  std::vector<int> input(static_cast<size_t>(K));  // and the input each multiplies
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* rb = w.packed + (n / 16) * geo.row_block_bytes;
     const int r = int(n % 16);
+    for (int64_t g = 0, e = 0; g < G; ++g) {
+      const uint8_t* gp = rowlane_group(geo, rb, g);
+      const std::pair<float, float> so[2] = {group_scale_offset(w, geo, rb, g, 0, r),
+                                             group_scale_offset(w, geo, rb, g, geo.halves - 1, r)};
+      for (int64_t j = 0; j < geo.blocks_per_group; ++j)
+        for (int step = 0; step < 32; ++step, ++e) {
+          const int i = f32_input(w.bits, step);
+          const auto [s, o] = so[geo.halves == 2 && i >= 16];  // group 16: inputs 16..31 are the second
+          wv[size_t(e)] = std::fma(float(value_of(w, gp + j * geo.code_bytes, r, i)), s, o);
+          input[size_t(e)] = int((g * geo.blocks_per_group + j) * 32 + i);
+        }
+    }
     for (int64_t t = 0; t < T; ++t) {
       const float* xr = x + t * K;
       float a[4] = {0, 0, 0, 0};
-      for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* gp = rowlane_group(geo, rb, g);
-        const std::pair<float, float> so[2] = {group_scale_offset(w, geo, rb, g, 0, r),
-                                               group_scale_offset(w, geo, rb, g, geo.halves - 1, r)};
-        for (int64_t j = 0; j < geo.blocks_per_group; ++j) {
-          const int64_t b = g * geo.blocks_per_group + j;
-          for (int step = 0; step < 32; ++step) {
-            const int i = f32_input(w.bits, step);
-            const auto [s, o] = so[geo.halves == 2 && i >= 16];  // group 16: inputs 16..31 are the second
-            const float wv = std::fma(float(value_of(w, gp + j * geo.code_bytes, r, i)), s, o);
-            a[i % 4] = std::fma(xr[b * 32 + i], wv, a[i % 4]);
-          }
-        }
+      for (int64_t e = 0; e < K; ++e) {
+        const int i = input[size_t(e)];
+        a[i % 4] = std::fma(xr[i], wv[size_t(e)], a[i % 4]);
       }
       const float sum = (a[0] + a[1]) + (a[2] + a[3]);
       out[t * ldo + n] = bias ? sum + bias[n] : sum;
