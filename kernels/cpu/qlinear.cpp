@@ -2,6 +2,7 @@
 // (qlinear_scalar.cpp, qlinear_avx2.cpp, qlinear_avx512.cpp).
 #include "kernels/cpu/qlinear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -104,6 +105,21 @@ void qact_half_sums(const QActivations& x, int32_t* H) {
   }
 }
 
+void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int8_t* tile_q, float* tile_scale,
+                      float* tile_sum) {
+  KERNEL_CHECK(0 <= t0 && t0 <= t1 && t1 <= x.t / 16 * 16) << "AMX tiles of tokens [" << t0 << ", " << t1 << ") of "
+                                                           << x.t;
+  const int64_t K = x.k, blocks = K / 32;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t tile = t / 16, j = t % 16;
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::memcpy(tile_q + ((tile * blocks + b) * 16 + j) * 32, x.q + t * K + b * 32, 32);
+      tile_scale[(tile * blocks + b) * 16 + j] = x.scale[t * blocks + b];
+    }
+    for (int64_t h = 0; h < 2 * blocks; ++h) tile_sum[(tile * 2 * blocks + h) * 16 + j] = x.sum[t * 2 * blocks + h];
+  }
+}
+
 const int32_t* qact_half_sums_of(const QActivations& x, std::vector<int32_t>& scratch) {
   if (x.half_sum) return x.half_sum;
   scratch.resize(size_t(x.t * (x.k / 16)));
@@ -157,11 +173,20 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 
 namespace {
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
-}  // namespace
 
-size_t qactivation_bytes(int64_t T, int64_t K) {
+// The buffer: q, scale, sum, half_sum [T rows each], then (prompts of 16 tokens or more: room
+// whether or not AMX runs, so that the size does not depend on the kernels chosen) tile_q,
+// tile_scale, tile_sum [T / 16 x 16 rows each].
+size_t qactivation_rows_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
+size_t qactivation_tile_bytes(int64_t T, int64_t K) {
+  const int64_t T16 = T / 16 * 16;
+  return round64(size_t(T16 * K)) + round64(size_t(T16 * K / 32) * 4) + round64(size_t(T16 * K / 16) * 4);
+}
+}  // namespace
+
+size_t qactivation_bytes(int64_t T, int64_t K) { return qactivation_rows_bytes(T, K) + qactivation_tile_bytes(T, K); }
 
 namespace detail {
 void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,
@@ -207,14 +232,28 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
     detail::quantize_act_blocks_avx2(x, b0, b1, q, scale, sum, half_sum);
   else
     detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum, half_sum);
-  return QActivations{T, K, q, scale, sum, half_sum};
+  QActivations view{T, K, q, scale, sum, half_sum};
+  if (detail::g_amx && T >= 16) {  // the AMX kernel's tiles, from the rows just written (in cache)
+    const int64_t T16 = T / 16 * 16;
+    uint8_t* tiles = base + qactivation_rows_bytes(T, K);
+    view.tile_q = reinterpret_cast<int8_t*>(tiles);
+    view.tile_scale = reinterpret_cast<float*>(tiles + round64(size_t(T16 * K)));
+    view.tile_sum = reinterpret_cast<float*>(tiles + round64(size_t(T16 * K)) + round64(size_t(T16 * K / 32) * 4));
+    if (t0 < std::min(t1, T16))
+      detail::qact_write_tiles(view, t0, std::min(t1, T16), const_cast<int8_t*>(view.tile_q),
+                               const_cast<float*>(view.tile_scale), const_cast<float*>(view.tile_sum));
+  }
+  return view;
 }
 
 QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1) {
   KERNEL_CHECK(0 <= t0 && t0 <= t1 && t1 <= x.t) << "qactivation_rows [" << t0 << ", " << t1 << ") of " << x.t;
   const int64_t K = x.k;  // per row: K codes, K / 32 scales, K / 16 sums and integer sums
-  return QActivations{t1 - t0, K, x.q + t0 * K, x.scale + t0 * K / 32, x.sum + t0 * K / 16,
-                      x.half_sum ? x.half_sum + t0 * K / 16 : nullptr};
+  QActivations v{t1 - t0, K, x.q + t0 * K, x.scale + t0 * K / 32, x.sum + t0 * K / 16,
+                 x.half_sum ? x.half_sum + t0 * K / 16 : nullptr};
+  if (x.tile_q && t0 % 16 == 0)  // tiles of 16 from its first token: x's, from tile t0 / 16
+    v.tile_q = x.tile_q + t0 * K, v.tile_scale = x.tile_scale + t0 * K / 32, v.tile_sum = x.tile_sum + t0 * K / 16;
+  return v;
 }
 
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf) {

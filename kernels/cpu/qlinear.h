@@ -169,6 +169,15 @@ struct QActivations {
   // [T, K / 16] the codes' integer sums per 16 (quantize_activations writes them; null: the kernels
   // that need them add them up themselves)
   const int32_t* half_sum = nullptr;
+  // The same tokens in whole tiles of 16 for the AMX kernel, built once by the quantizer (where AMX
+  // runs) instead of by each thread that takes some of the rows; null elsewhere, and in a view that
+  // does not start at a tile. For tokens [0, T / 16 x 16):
+  //   tile_q     [T / 16][K / 32][16][32]  a block's codes, token after token
+  //   tile_scale [T / 16][K / 32][16]      scale, the tile's 16 tokens side by side
+  //   tile_sum   [T / 16][K / 16][16]      sum, likewise
+  const int8_t* tile_q = nullptr;
+  const float* tile_scale = nullptr;
+  const float* tile_sum = nullptr;
 };
 // Bytes of the buffer quantize_activations needs for [T, K].
 size_t qactivation_bytes(int64_t T, int64_t K);

@@ -6,7 +6,8 @@
 // values they stand for (a code, a codebook's value, a stored or narrow code plus its base: the
 // integers the other kernels' sums come to), block after block, in the layout's order (input quads x
 // 16 rows: the tile operand as it is), and its scales and offsets as f32 (load_params16's values).
-// A call's activations are copied likewise, 16 tokens x 32 bytes a block. Then one tdpbssd multiplies
+// A call's activations come likewise, 16 tokens x 32 bytes a block: from the quantizer (tile_q, written
+// once for every thread's rows) or, without them, copied here. Then one tdpbssd multiplies
 // 16 tokens' activations by a block's values into its 16 x 16 exact integer dot products, which take
 // q8_prefill_tile's f32 operations per (row, token) in its order (one convert, one FMA by scale x
 // activation scale; per group the offsets' FMA; the bias): the results are its bits, and so the
@@ -104,21 +105,22 @@ void amx_row_block(const RowLaneGeometry& geo, int zero, const uint8_t* rb, __m5
   }
 }
 
-// Tokens [0, tiles x 16) of x as the tiles read them: tile after tile, unit (32 / SG inputs) after
-// unit, 16 tokens x 32 / SG bytes each (contiguous lines, where x's rows are K bytes apart).
-template <int SG>
-void amx_pack_tokens(const QActivations& x, int64_t tiles, int8_t* out) {
-  constexpr int64_t kUnit = 32 / SG;
-  const int64_t K = x.k, units = K / kUnit;
-  for (int64_t t = 0; t < tiles; ++t)
-    for (int64_t u = 0; u < units; ++u)
-      for (int64_t r = 0; r < 16; ++r, out += kUnit) std::memcpy(out, x.q + (16 * t + r) * K + u * kUnit, kUnit);
+// Each group's sum of its half blocks' sums (tile_sum), per token of `tiles` tiles: S [tiles][K /
+// group][16], qact_group_sums' values (its additions, in its order, 16 tokens at a time).
+void amx_group_sums(const float* tile_sum, int64_t tiles, int64_t K, int group, float* S) {
+  const int64_t halves = K / 16, per = group / 16;
+  for (int64_t t = 0; t < tiles; ++t, tile_sum += halves * 16)
+    for (int64_t g = 0; g < K / group; ++g, S += 16) {
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t i = 0; i < per; ++i) s = _mm512_add_ps(s, _mm512_loadu_ps(tile_sum + (g * per + i) * 16));
+      _mm512_storeu_ps(S, s);
+    }
 }
 
-// A tile of 16 tokens' activations as amx_tile16 reads them: codes (amx_pack_tokens), and the scales
-// and group sums with the 16 tokens' values of a block (group) side by side.
+// A tile of 16 tokens' activations as amx_tile16 reads them: codes (QActivations::tile_q's), and the
+// scales and group sums with the 16 tokens' values of a block (group) side by side.
 struct AmxTokens {
-  const int8_t* q;
+  const int8_t* q;  // [K / 32][16][32]
   const float* xs;  // [K / 32][16]
   const float* S;   // [groups x SG][16]
 };
@@ -139,7 +141,7 @@ void amx_tile16(const AmxRowBlock& rb, int64_t bpg_, bool offsets, int64_t K, co
   // unit u into product tile P (activations A, values B)
 #define LLMCTL_AMX_ISSUE(P, A, B, u)                          \
   do {                                                        \
-    _tile_loadd(A, a + (u) * (512 / SG), 32 / SG);            \
+    _tile_loadd(A, a + (u) / SG * 512 + (u) % SG * 16, 32);   \
     _tile_loadd(B, values + (u) * (512 / SG), 64);            \
     _tile_zero(P);                                            \
     _tile_dpbssd(P, A, B);                                    \
@@ -202,30 +204,31 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
   rb.values.resize(size_t(w.k * 16));
   rb.scales.resize(size_t(gs * 16));
   rb.offsets.resize(size_t(gs * 16));
-  thread_local std::vector<int8_t> packed;
-  thread_local std::vector<float> S, xs_t, S_t;  // S_t, xs_t per tile: [gs][16], [K / 32][16]
+  thread_local std::vector<int8_t> own_q;  // the tiles where x comes without them
+  thread_local std::vector<float> own_scale, own_sum, S_t;  // S_t: [tiles][gs][16]
   alignas(64) int32_t c[512];
   _tile_loadconfig(&amx_tile_config<SG>());
   for (int64_t c0 = 0; c0 + 16 <= x.t; c0 += kTokenChunk) {
     const int64_t tiles = std::min(kTokenChunk, x.t - c0) / 16;
     const QActivations xc = qactivation_rows(x, c0, c0 + tiles * 16);
-    S.resize(size_t(tiles * 16 * gs));
-    qact_group_sums(xc, w.group, S.data());
-    packed.resize(size_t(tiles * 16 * x.k));
-    amx_pack_tokens<SG>(xc, tiles, packed.data());
-    xs_t.resize(size_t(tiles * kb * 16));
-    S_t.resize(size_t(tiles * gs * 16));
-    for (int64_t t = 0; t < tiles * 16; ++t) {
-      for (int64_t b = 0; b < kb; ++b) xs_t[size_t((t / 16 * kb + b) * 16 + t % 16)] = xc.scale[t * kb + b];
-      for (int64_t g = 0; g < gs; ++g) S_t[size_t((t / 16 * gs + g) * 16 + t % 16)] = S[size_t(t * gs + g)];
+    const int8_t* tile_q = xc.tile_q;
+    const float *tile_scale = xc.tile_scale, *tile_sum = xc.tile_sum;
+    if (!tile_q) {  // a view that does not start at a tile, or activations quantized without them
+      own_q.resize(size_t(tiles * 16 * x.k));
+      own_scale.resize(size_t(tiles * 16 * kb));
+      own_sum.resize(size_t(tiles * 16 * 2 * kb));
+      qact_write_tiles(xc, 0, tiles * 16, own_q.data(), own_scale.data(), own_sum.data());
+      tile_q = own_q.data(), tile_scale = own_scale.data(), tile_sum = own_sum.data();
     }
+    S_t.resize(size_t(tiles * gs * 16));
+    if (w.implied_zero != 0) amx_group_sums(tile_sum, tiles, x.k, w.group, S_t.data());  // offsets x S
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       // the row block once, then every token tile over it (from L1 / L2)
       amx_row_block<FOUR, TWO, SIX, LUT, uses_base<FOUR, LUT, NARROW>(), ST, SG>(
           geo, w.implied_zero, w.packed + (nb / 16) * geo.row_block_bytes, book, base, rb);
       const __mmask16 m = lane_mask(nb, n0, n1);
       for (int64_t t = 0; t < tiles; ++t) {
-        const AmxTokens tt{packed.data() + t * 16 * x.k, xs_t.data() + t * kb * 16, S_t.data() + t * gs * 16};
+        const AmxTokens tt{tile_q + t * 16 * x.k, tile_scale + t * kb * 16, S_t.data() + t * gs * 16};
         float* o = out + c0 * ldo;
         geo.blocks_per_group == 1
             ? amx_tile16<SG, 1>(rb, 1, w.implied_zero != 0, x.k, tt, 16 * t, bias, nb, m, o, ldo, c)

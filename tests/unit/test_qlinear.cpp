@@ -197,6 +197,18 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
                                           << " T " << T << std::string(i8 ? " int8" : " f32"));
                 CHECK(same_bits(ref, simd));
                 CHECK(same_bits(ref, split));
+                if (i8 && T >= 16 && sv.q8 == kernels::detail::qlinear_rows_q8_rowlane_amx) {
+                  // AMX: the quantizer's tiles where AMX runs (a.q, above), else the kernel's own
+                  kernels::QActivations own = a.q;
+                  own.tile_q = nullptr, own.tile_scale = nullptr, own.tile_sum = nullptr;
+                  std::vector<float> o(size_t(T * N), NAN);
+                  sv.q8(own, q.view(), bp, 0, N, o.data(), N);
+                  CHECK(same_bits(ref, o));
+                  // and tokens from the third on (a view whose tiles start off the quantizer's)
+                  std::vector<float> late(size_t((T - 3) * N), NAN);
+                  sv.q8(kernels::qactivation_rows(a.q, 3, T), q.view(), bp, 0, N, late.data(), N);
+                  CHECK(std::memcmp(late.data(), ref.data() + 3 * N, late.size() * 4) == 0);
+                }
                 // and the token rows one at a time
                 std::vector<float> alone(size_t(T * N), NAN);
                 for (int64_t t = 0; t < T; ++t) {
@@ -474,6 +486,43 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
   CHECK(std::memcmp(parts.scale, a.q.scale, size_t(T * K / 32) * 4) == 0);
   CHECK(std::memcmp(parts.sum, a.q.sum, size_t(T * K / 16) * 4) == 0);
   CHECK(std::memcmp(parts.half_sum, a.q.half_sum, size_t(T * K / 16) * 4) == 0);
+}
+
+TEST_CASE("quantize_activations: AMX's tiles (where AMX runs) hold each token's codes, scales and sums in the "
+          "documented order, whatever the split; views keep them from a tile's first token") {
+  const int64_t T = 37, K = 96, blocks = K / 32;  // two whole tiles and 5 tokens besides
+  const auto x = randn(size_t(T * K), 17);
+  const ActBuf a(x.data(), T, K);
+  if (!kernels::qlinear_amx()) {
+    CHECK(a.q.tile_q == nullptr);
+    LLMCTL_SKIP("AMX does not run here: the quantizer writes no tiles");
+  }
+  REQUIRE(a.q.tile_q != nullptr);
+  int bad = 0;
+  for (int64_t t = 0; t < 32; ++t) {
+    const int64_t tile = t / 16, j = t % 16;
+    for (int64_t b = 0; b < blocks; ++b) {
+      bad += std::memcmp(a.q.tile_q + ((tile * blocks + b) * 16 + j) * 32, a.q.q + t * K + b * 32, 32) != 0;
+      bad += a.q.tile_scale[(tile * blocks + b) * 16 + j] != a.q.scale[t * blocks + b];
+    }
+    for (int64_t h = 0; h < 2 * blocks; ++h)
+      bad += a.q.tile_sum[(tile * 2 * blocks + h) * 16 + j] != a.q.sum[t * 2 * blocks + h];
+  }
+  CHECK(bad == 0);
+  // rows quantized in three parts (as the backend's threads do, cuts inside tiles) give the same tiles
+  std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
+  void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+  kernels::quantize_activation_rows(x.data(), T, K, 21, T, p);
+  kernels::quantize_activation_rows(x.data(), T, K, 0, 5, p);
+  const kernels::QActivations parts = kernels::quantize_activation_rows(x.data(), T, K, 5, 21, p);
+  CHECK(std::memcmp(parts.tile_q, a.q.tile_q, size_t(32 * K)) == 0);
+  CHECK(std::memcmp(parts.tile_scale, a.q.tile_scale, size_t(32 * blocks) * 4) == 0);
+  CHECK(std::memcmp(parts.tile_sum, a.q.tile_sum, size_t(32 * 2 * blocks) * 4) == 0);
+  const kernels::QActivations from16 = kernels::qactivation_rows(a.q, 16, T), from5 = kernels::qactivation_rows(a.q, 5, T);
+  CHECK(from16.tile_q == a.q.tile_q + 16 * K);
+  CHECK(from16.tile_scale == a.q.tile_scale + 16 * blocks);
+  CHECK(from16.tile_sum == a.q.tile_sum + 32 * blocks);
+  CHECK(from5.tile_q == nullptr);
 }
 
 TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {

@@ -21,7 +21,9 @@ int64_t chunk_bytes(const kernels::QWeightView& v) {
 }  // namespace
 
 TokenSplit token_split(int64_t T, int64_t chunks, int threads) {
-  constexpr int64_t kTile = 8;
+  // ranges of whole prefill tiles: 8 tokens, 16 where AMX runs (a range from a tile of 16 reads the
+  // quantizer's tiles, QActivations::tile_q, where one from its middle would copy its own)
+  const int64_t kTile = kernels::qlinear_amx() ? 16 : 8;
   if (T <= 0) return {1, kTile};  // no tokens: pieces with empty ranges
   auto evenness = [&](int64_t pieces) {  // mean pieces a thread / the most any thread gets
     return double(pieces) / double(threads) / double((pieces + threads - 1) / threads);

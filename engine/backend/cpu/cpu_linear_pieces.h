@@ -11,9 +11,9 @@
 
 namespace llmctl::cpu {
 
-// A prompt's tokens in `count` ranges of `tokens` (a multiple of 8, the prefill tiles' height) where
-// a linear's chunks of 16 rows fall unevenly on the threads: each thread's piece is then a block of
-// rows for a range of tokens. A weight's rows are read once per range. At 16 threads the default
+// A prompt's tokens in `count` ranges of `tokens` (a multiple of the prefill tiles' height: 8, 16 on
+// AMX) where a linear's chunks of 16 rows fall unevenly on the threads: each thread's piece is then a
+// block of rows for a range of tokens. A weight's rows are read once per range. At 16 threads the default
 // model's 576-row linears have 36 chunks, 2.25 a thread: the slowest thread does 3, the step waits
 // for it a quarter of the time; in 3 ranges, 6.75 a thread, 7 the most.
 struct TokenSplit {
