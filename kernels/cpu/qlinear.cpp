@@ -105,18 +105,24 @@ void qact_half_sums(const QActivations& x, int32_t* H) {
   }
 }
 
-void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int8_t* tile_q, float* tile_scale,
-                      float* tile_sum) {
-  KERNEL_CHECK(0 <= t0 && t0 <= t1 && t1 <= x.t / 16 * 16) << "AMX tiles of tokens [" << t0 << ", " << t1 << ") of "
-                                                           << x.t;
-  const int64_t K = x.k, blocks = K / 32;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t tile = t / 16, j = t % 16;
+void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, int8_t* q, float* scale, float* sum,
+                      int32_t* half_sum) {
+  KERNEL_CHECK(rows > 0 && 0 <= t0 && t0 <= t1 && t1 <= x.t) << "tiles of " << rows << " of tokens [" << t0 << ", "
+                                                             << t1 << ") of " << x.t;
+  const int64_t K = x.k, blocks = K / 32, end = t1 == x.t ? (t1 + rows - 1) / rows * rows : t1;
+  for (int64_t t = t0; t < end; ++t) {
+    const int64_t tile = t / rows, j = t % rows;
+    const bool pad = t >= x.t;
     for (int64_t b = 0; b < blocks; ++b) {
-      std::memcpy(tile_q + ((tile * blocks + b) * 16 + j) * 32, x.q + t * K + b * 32, 32);
-      tile_scale[(tile * blocks + b) * 16 + j] = x.scale[t * blocks + b];
+      int8_t* qt = q + ((tile * blocks + b) * rows + j) * 32;
+      pad ? void(std::memset(qt, 0, 32)) : void(std::memcpy(qt, x.q + t * K + b * 32, 32));
+      scale[(tile * blocks + b) * rows + j] = pad ? 0.f : x.scale[t * blocks + b];
     }
-    for (int64_t h = 0; h < 2 * blocks; ++h) tile_sum[(tile * 2 * blocks + h) * 16 + j] = x.sum[t * 2 * blocks + h];
+    for (int64_t h = 0; h < 2 * blocks; ++h) {
+      const int64_t at = (tile * 2 * blocks + h) * rows + j;
+      if (sum) sum[at] = pad ? 0.f : x.sum[t * 2 * blocks + h];
+      if (half_sum) half_sum[at] = pad ? 0 : x.half_sum[t * 2 * blocks + h];
+    }
   }
 }
 
@@ -174,15 +180,24 @@ void qweight_unpack(int bits, int64_t n, int64_t k, const uint8_t* packed, uint8
 namespace {
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
-// The buffer: q, scale, sum, half_sum [T rows each], then (prompts of 16 tokens or more: room
-// whether or not AMX runs, so that the size does not depend on the kernels chosen) tile_q,
-// tile_scale, tile_sum [T / 16 x 16 rows each].
+// The buffer: q, scale, sum, half_sum [T rows each], then (16 tokens or more: tiles of 16 where AMX
+// runs; 4 or more: of 4 where the AVX-512 or AVX2 tiles run; room for either whatever runs, so that
+// the size does not depend on the kernels chosen) tile_q, tile_scale, tile_sum or tile_half_sum
+// [(T + 3) / 4 x 4 rows each].
 size_t qactivation_rows_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
+int64_t tile_room_rows(int64_t T) { return T >= 4 ? (T + 3) / 4 * 4 : 0; }
 size_t qactivation_tile_bytes(int64_t T, int64_t K) {
-  const int64_t T16 = T / 16 * 16;
-  return round64(size_t(T16 * K)) + round64(size_t(T16 * K / 32) * 4) + round64(size_t(T16 * K / 16) * 4);
+  const int64_t R = tile_room_rows(T);
+  return round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4) + round64(size_t(R * K / 16) * 4);
+}
+// The tile height the chosen kernels read: 16 (AMX), 4 (the AVX-512 and AVX2 prefill tiles) or none.
+int act_tile_rows(int64_t T) {
+  if (detail::g_amx) return T >= 16 ? 16 : 0;
+  const bool avx = detail::g_isa == detail::Isa::Avx512 || detail::g_isa == detail::Isa::Avx2 ||
+                   detail::g_isa == detail::Isa::AvxVnni;
+  return avx && T >= 4 ? 4 : 0;
 }
 }  // namespace
 
@@ -233,15 +248,17 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
   else
     detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum, half_sum);
   QActivations view{T, K, q, scale, sum, half_sum};
-  if (detail::g_amx && T >= 16) {  // the AMX kernel's tiles, from the rows just written (in cache)
-    const int64_t T16 = T / 16 * 16;
+  if (const int rows = act_tile_rows(T)) {  // the prefill kernels' tiles, from the rows just written
+    const int64_t R = tile_room_rows(T);
     uint8_t* tiles = base + qactivation_rows_bytes(T, K);
-    view.tile_q = reinterpret_cast<int8_t*>(tiles);
-    view.tile_scale = reinterpret_cast<float*>(tiles + round64(size_t(T16 * K)));
-    view.tile_sum = reinterpret_cast<float*>(tiles + round64(size_t(T16 * K)) + round64(size_t(T16 * K / 32) * 4));
-    if (t0 < std::min(t1, T16))
-      detail::qact_write_tiles(view, t0, std::min(t1, T16), const_cast<int8_t*>(view.tile_q),
-                               const_cast<float*>(view.tile_scale), const_cast<float*>(view.tile_sum));
+    auto* tq = reinterpret_cast<int8_t*>(tiles);
+    auto* ts = reinterpret_cast<float*>(tiles + round64(size_t(R * K)));
+    uint8_t* sums = tiles + round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4);
+    float* tsum = rows == 16 ? reinterpret_cast<float*>(sums) : nullptr;
+    int32_t* thalf = rows == 16 ? nullptr : reinterpret_cast<int32_t*>(sums);
+    view.tile_rows = rows, view.tile_q = tq, view.tile_scale = ts, view.tile_sum = tsum, view.tile_half_sum = thalf;
+    const int64_t whole = rows == 16 ? T / 16 * 16 : T;  // AMX: whole tiles only
+    if (t0 < std::min(t1, whole)) detail::qact_write_tiles(view, t0, std::min(t1, whole), rows, tq, ts, tsum, thalf);
   }
   return view;
 }
@@ -251,8 +268,13 @@ QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1) {
   const int64_t K = x.k;  // per row: K codes, K / 32 scales, K / 16 sums and integer sums
   QActivations v{t1 - t0, K, x.q + t0 * K, x.scale + t0 * K / 32, x.sum + t0 * K / 16,
                  x.half_sum ? x.half_sum + t0 * K / 16 : nullptr};
-  if (x.tile_q && t0 % 16 == 0)  // tiles of 16 from its first token: x's, from tile t0 / 16
-    v.tile_q = x.tile_q + t0 * K, v.tile_scale = x.tile_scale + t0 * K / 32, v.tile_sum = x.tile_sum + t0 * K / 16;
+  const int rows = x.tile_rows;
+  // x's tiles from tile t0 / rows (tiles of 4 are padded: the view's last one must be x's last, or whole)
+  if (rows && t0 % rows == 0 && (rows == 16 || t1 == x.t || (t1 - t0) % rows == 0)) {
+    v.tile_rows = rows, v.tile_q = x.tile_q + t0 * K, v.tile_scale = x.tile_scale + t0 * K / 32;
+    v.tile_sum = x.tile_sum ? x.tile_sum + t0 * K / 16 : nullptr;
+    v.tile_half_sum = x.tile_half_sum ? x.tile_half_sum + t0 * K / 16 : nullptr;
+  }
   return v;
 }
 

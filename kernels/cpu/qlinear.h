@@ -169,15 +169,20 @@ struct QActivations {
   // [T, K / 16] the codes' integer sums per 16 (quantize_activations writes them; null: the kernels
   // that need them add them up themselves)
   const int32_t* half_sum = nullptr;
-  // The same tokens in whole tiles of 16 for the AMX kernel, built once by the quantizer (where AMX
-  // runs) instead of by each thread that takes some of the rows; null elsewhere, and in a view that
-  // does not start at a tile. For tokens [0, T / 16 x 16):
-  //   tile_q     [T / 16][K / 32][16][32]  a block's codes, token after token
-  //   tile_scale [T / 16][K / 32][16]      scale, the tile's 16 tokens side by side
-  //   tile_sum   [T / 16][K / 16][16]      sum, likewise
+  // The same tokens in tiles of tile_rows (0: none) for the prefill kernels, written by the quantizer
+  // once instead of by each thread that takes some of the rows: tiles of 16 where AMX runs (whole
+  // tiles only: T / 16 of them), of 4 for the AVX-512 and AVX2 ones (TokenTiles; (T + 3) / 4, the last
+  // padded with tokens of zeros). A view keeps them where it starts at a tile (and, for tiles of 4,
+  // ends at one or at x's end).
+  //   tile_q        [tiles][K / 32][tile_rows][32]  a block's codes, token after token
+  //   tile_scale    [tiles][K / 32][tile_rows]      scale, the tile's tokens side by side
+  //   tile_sum      [tiles][K / 16][tile_rows]      sum, likewise (tiles of 16)
+  //   tile_half_sum [tiles][K / 16][tile_rows]      half_sum, likewise (tiles of 4)
+  int tile_rows = 0;
   const int8_t* tile_q = nullptr;
   const float* tile_scale = nullptr;
   const float* tile_sum = nullptr;
+  const int32_t* tile_half_sum = nullptr;
 };
 // Bytes of the buffer quantize_activations needs for [T, K].
 size_t qactivation_bytes(int64_t T, int64_t K);

@@ -40,10 +40,11 @@ void qact_half_sums(const QActivations& x, int32_t* H);
 // Those sums for x: the quantizer's (x.half_sum) where x carries them, else added up into scratch
 // (activations built without them).
 const int32_t* qact_half_sums_of(const QActivations& x, std::vector<int32_t>& scratch);
-// Tokens [t0, t1) of x (t1 <= x.t / 16 x 16) into the AMX tile arrays QActivations describes
-// (tile_q, tile_scale, tile_sum for x's whole tiles, from token 0).
-void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int8_t* tile_q, float* tile_scale,
-                      float* tile_sum);
+// Tokens [t0, t1) of x into the tile arrays QActivations describes for tiles of `rows` tokens from
+// token 0 (sum, half_sum: either may be null, not written), and where t1 is x.t the padding of the
+// last tile (tokens of zeros up to whole tiles).
+void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, int8_t* q, float* scale, float* sum,
+                      int32_t* half_sum);
 
 // Scale/offset element i of a row as f32.
 inline float load_scale(ScaleType st, const void* p, int64_t i) {

@@ -211,13 +211,14 @@ void q8_rows_amx(const QActivations& x, const QWeightView& w, const float* bias,
   for (int64_t c0 = 0; c0 + 16 <= x.t; c0 += kTokenChunk) {
     const int64_t tiles = std::min(kTokenChunk, x.t - c0) / 16;
     const QActivations xc = qactivation_rows(x, c0, c0 + tiles * 16);
+    const bool shared = xc.tile_rows == 16;
     const int8_t* tile_q = xc.tile_q;
     const float *tile_scale = xc.tile_scale, *tile_sum = xc.tile_sum;
-    if (!tile_q) {  // a view that does not start at a tile, or activations quantized without them
+    if (!shared) {  // a view that does not start at a tile, or activations quantized without them
       own_q.resize(size_t(tiles * 16 * x.k));
       own_scale.resize(size_t(tiles * 16 * kb));
       own_sum.resize(size_t(tiles * 16 * 2 * kb));
-      qact_write_tiles(xc, 0, tiles * 16, own_q.data(), own_scale.data(), own_sum.data());
+      qact_write_tiles(xc, 0, tiles * 16, 16, own_q.data(), own_scale.data(), own_sum.data(), nullptr);
       tile_q = own_q.data(), tile_scale = own_scale.data(), tile_sum = own_sum.data();
     }
     S_t.resize(size_t(tiles * gs * 16));

@@ -21,17 +21,22 @@ namespace llmctl::kernels::detail {
 //                               bytes of a 4-byte lane), or empty
 //   wc  [tiles][K / 32][4]      -128 x a block's integer sum (the widened tiles' correction for values
 //                               stored + 128), or empty; q16 and wc need H
+// q, xs and hs are read where they lie: the quantizer's (QActivations' tiles of 4, built once for
+// every thread) or this buffer's own vectors (built here where x comes without them).
 struct TokenTiles {
   int64_t blocks = 0, gs = 0;
   std::vector<int8_t> q;
   std::vector<float> xs, S;
   std::vector<int32_t> hs, wc;
   std::vector<int16_t> q16;
-  const int8_t* tile_q(int64_t tile) const { return q.data() + tile * blocks * 128; }
+  const int8_t* qp = nullptr;
+  const float* xsp = nullptr;
+  const int32_t* hsp = nullptr;  // null: no half-block sums
+  const int8_t* tile_q(int64_t tile) const { return qp + tile * blocks * 128; }
   const int16_t* tile_q16(int64_t tile) const { return q16.data() + tile * blocks * 128; }
-  const float* tile_xs(int64_t tile) const { return xs.data() + tile * blocks * 4; }
+  const float* tile_xs(int64_t tile) const { return xsp + tile * blocks * 4; }
   const float* tile_S(int64_t tile) const { return S.data() + tile * gs * 4; }
-  const int32_t* tile_hs(int64_t tile) const { return hs.empty() ? nullptr : hs.data() + tile * blocks * 8; }
+  const int32_t* tile_hs(int64_t tile) const { return hsp ? hsp + tile * blocks * 8 : nullptr; }
   const int32_t* tile_wc(int64_t tile) const { return wc.data() + tile * blocks * 4; }
 };
 
@@ -45,6 +50,7 @@ TokenTiles& thread_token_tiles();
 
 // Fills tt with tokens [t0, t1) of x (tile i: tokens t0 + 4i ..), from x, its group sums S [T, gs]
 // and (or null) its half-block sums H [T, K / 16]; q16 and wc too where widen (H then not null).
+// Codes, scales and half-block sums are x's own tiles where it has them from t0 (tiles of 4).
 void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const float* S, int64_t gs, const int32_t* H,
                        TokenTiles& tt, bool widen = false);
 

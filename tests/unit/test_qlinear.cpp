@@ -197,13 +197,21 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
                                           << " T " << T << std::string(i8 ? " int8" : " f32"));
                 CHECK(same_bits(ref, simd));
                 CHECK(same_bits(ref, split));
-                if (i8 && T >= 16 && sv.q8 == kernels::detail::qlinear_rows_q8_rowlane_amx) {
-                  // AMX: the quantizer's tiles where AMX runs (a.q, above), else the kernel's own
-                  kernels::QActivations own = a.q;
-                  own.tile_q = nullptr, own.tile_scale = nullptr, own.tile_sum = nullptr;
-                  std::vector<float> o(size_t(T * N), NAN);
-                  sv.q8(own, q.view(), bp, 0, N, o.data(), N);
-                  CHECK(same_bits(ref, o));
+                if (i8 && T >= 4) {
+                  // the prefill tiles of the activations: the quantizer's where the chosen kernels read
+                  // them (a.q, above), built here for this kernel (AMX: 16 tokens, else 4), and none (the
+                  // kernel builds its own)
+                  const bool amx = sv.q8 == kernels::detail::qlinear_rows_q8_rowlane_amx;
+                  for (int rows : {amx ? 16 : 4, 0}) {
+                    if (rows > T) continue;
+                    std::vector<float> o(size_t(T * N), NAN);
+                    if (rows)
+                      sv.q8(TileBuf(a.q, rows).view, q.view(), bp, 0, N, o.data(), N);
+                    else
+                      sv.q8(without_tiles(a.q), q.view(), bp, 0, N, o.data(), N);
+                    INFO("activation tiles of " << rows);
+                    CHECK(same_bits(ref, o));
+                  }
                   // and tokens from the third on (a view whose tiles start off the quantizer's)
                   std::vector<float> late(size_t((T - 3) * N), NAN);
                   sv.q8(kernels::qactivation_rows(a.q, 3, T), q.view(), bp, 0, N, late.data(), N);
@@ -488,41 +496,54 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
   CHECK(std::memcmp(parts.half_sum, a.q.half_sum, size_t(T * K / 16) * 4) == 0);
 }
 
-TEST_CASE("quantize_activations: AMX's tiles (where AMX runs) hold each token's codes, scales and sums in the "
-          "documented order, whatever the split; views keep them from a tile's first token") {
-  const int64_t T = 37, K = 96, blocks = K / 32;  // two whole tiles and 5 tokens besides
+TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4 on AVX-512 / AVX2) hold each "
+          "token's codes, scales and sums in the documented order, whatever the split; views keep them from a tile") {
+  const int64_t T = 37, K = 96, blocks = K / 32;  // two tiles of 16 and 5 tokens besides; 9 of 4 and one
   const auto x = randn(size_t(T * K), 17);
   const ActBuf a(x.data(), T, K);
-  if (!kernels::qlinear_amx()) {
-    CHECK(a.q.tile_q == nullptr);
-    LLMCTL_SKIP("AMX does not run here: the quantizer writes no tiles");
-  }
-  REQUIRE(a.q.tile_q != nullptr);
+  const int rows = a.q.tile_rows;
+  const std::string isa = kernels::qlinear_isa();
+  CHECK(rows == (kernels::qlinear_amx() ? 16 : isa == "scalar" ? 0 : 4));
+  if (rows == 0) LLMCTL_SKIP("the scalar kernels read no tiles: the quantizer writes none");
+  const int64_t tiles = rows == 16 ? T / 16 : (T + 3) / 4;
   int bad = 0;
-  for (int64_t t = 0; t < 32; ++t) {
-    const int64_t tile = t / 16, j = t % 16;
+  for (int64_t t = 0; t < tiles * rows; ++t) {
+    const int64_t tile = t / rows, j = t % rows;
+    const bool pad = t >= T;  // tiles of 4: the last one's tokens past T are zeros
     for (int64_t b = 0; b < blocks; ++b) {
-      bad += std::memcmp(a.q.tile_q + ((tile * blocks + b) * 16 + j) * 32, a.q.q + t * K + b * 32, 32) != 0;
-      bad += a.q.tile_scale[(tile * blocks + b) * 16 + j] != a.q.scale[t * blocks + b];
+      const int8_t* q = a.q.tile_q + ((tile * blocks + b) * rows + j) * 32;
+      for (int i = 0; i < 32; ++i) bad += q[i] != (pad ? 0 : a.q.q[t * K + b * 32 + i]);
+      bad += a.q.tile_scale[(tile * blocks + b) * rows + j] != (pad ? 0.f : a.q.scale[t * blocks + b]);
     }
-    for (int64_t h = 0; h < 2 * blocks; ++h)
-      bad += a.q.tile_sum[(tile * 2 * blocks + h) * 16 + j] != a.q.sum[t * 2 * blocks + h];
+    for (int64_t h = 0; h < 2 * blocks; ++h) {
+      const int64_t at = (tile * 2 * blocks + h) * rows + j;
+      if (rows == 16) bad += a.q.tile_sum[at] != a.q.sum[t * 2 * blocks + h];
+      else bad += a.q.tile_half_sum[at] != (pad ? 0 : a.q.half_sum[t * 2 * blocks + h]);
+    }
   }
   CHECK(bad == 0);
+  CHECK((rows == 16 ? a.q.tile_half_sum == nullptr : a.q.tile_sum == nullptr));
   // rows quantized in three parts (as the backend's threads do, cuts inside tiles) give the same tiles
   std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
   void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
   kernels::quantize_activation_rows(x.data(), T, K, 21, T, p);
   kernels::quantize_activation_rows(x.data(), T, K, 0, 5, p);
   const kernels::QActivations parts = kernels::quantize_activation_rows(x.data(), T, K, 5, 21, p);
-  CHECK(std::memcmp(parts.tile_q, a.q.tile_q, size_t(32 * K)) == 0);
-  CHECK(std::memcmp(parts.tile_scale, a.q.tile_scale, size_t(32 * blocks) * 4) == 0);
-  CHECK(std::memcmp(parts.tile_sum, a.q.tile_sum, size_t(32 * 2 * blocks) * 4) == 0);
+  CHECK(std::memcmp(parts.tile_q, a.q.tile_q, size_t(tiles * rows * K)) == 0);
+  CHECK(std::memcmp(parts.tile_scale, a.q.tile_scale, size_t(tiles * rows * blocks) * 4) == 0);
+  if (rows == 16) CHECK(std::memcmp(parts.tile_sum, a.q.tile_sum, size_t(tiles * rows * 2 * blocks) * 4) == 0);
+  else CHECK(std::memcmp(parts.tile_half_sum, a.q.tile_half_sum, size_t(tiles * rows * 2 * blocks) * 4) == 0);
+  // views: from a tile's first token (and, tiles of 4, to x's end or a tile's end) they keep x's tiles
   const kernels::QActivations from16 = kernels::qactivation_rows(a.q, 16, T), from5 = kernels::qactivation_rows(a.q, 5, T);
+  CHECK(from16.tile_rows == rows);
   CHECK(from16.tile_q == a.q.tile_q + 16 * K);
   CHECK(from16.tile_scale == a.q.tile_scale + 16 * blocks);
-  CHECK(from16.tile_sum == a.q.tile_sum + 32 * blocks);
+  CHECK(from5.tile_rows == 0);
   CHECK(from5.tile_q == nullptr);
+  if (rows == 4) {
+    CHECK(kernels::qactivation_rows(a.q, 8, 16).tile_rows == 4);
+    CHECK(kernels::qactivation_rows(a.q, 8, 18).tile_rows == 0);  // its last tile would hold x's 19th token
+  }
 }
 
 TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {
