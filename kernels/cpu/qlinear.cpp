@@ -10,6 +10,7 @@
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
+#include <emmintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -106,9 +107,10 @@ void qact_half_sums(const QActivations& x, int32_t* H) {
 }
 
 void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, int8_t* q, float* scale, float* sum,
-                      int32_t* half_sum) {
+                      int32_t* half_sum, int16_t* q16, int32_t* wc) {
   KERNEL_CHECK(rows > 0 && 0 <= t0 && t0 <= t1 && t1 <= x.t) << "tiles of " << rows << " of tokens [" << t0 << ", "
                                                              << t1 << ") of " << x.t;
+  KERNEL_CHECK(!(q16 || wc) || (rows == 4 && x.half_sum)) << "int16 tiles: tiles of 4, from the half-block sums";
   const int64_t K = x.k, blocks = K / 32, end = t1 == x.t ? (t1 + rows - 1) / rows * rows : t1;
   for (int64_t t = t0; t < end; ++t) {
     const int64_t tile = t / rows, j = t % rows;
@@ -117,6 +119,24 @@ void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, i
       int8_t* qt = q + ((tile * blocks + b) * rows + j) * 32;
       pad ? void(std::memset(qt, 0, 32)) : void(std::memcpy(qt, x.q + t * K + b * 32, 32));
       scale[(tile * blocks + b) * rows + j] = pad ? 0.f : x.scale[t * blocks + b];
+      if (!q16) continue;  // (interleave_tokens' widened tiles: the same values)
+      int16_t* a16 = q16 + ((tile * blocks + b) * 4 + j) * 32;
+      int32_t& c = wc[(tile * blocks + b) * 4 + j];
+      if (pad) {
+        std::fill(a16, a16 + 32, int16_t(0)), c = 0;
+        continue;
+      }
+      // 16 codes at a time: sign-extended to int16 (SSE2, every x86-64), then each quad's middle swapped
+      for (int i = 0; i < 32; i += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.q + t * K + b * 32 + i));
+        const __m128i sign = _mm_cmpgt_epi8(_mm_setzero_si128(), v);
+        for (int h = 0; h < 2; ++h) {
+          __m128i w = h ? _mm_unpackhi_epi8(v, sign) : _mm_unpacklo_epi8(v, sign);
+          w = _mm_shufflehi_epi16(_mm_shufflelo_epi16(w, _MM_SHUFFLE(3, 1, 2, 0)), _MM_SHUFFLE(3, 1, 2, 0));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(a16 + i + 8 * h), w);
+        }
+      }
+      c = -128 * (x.half_sum[t * 2 * blocks + 2 * b] + x.half_sum[t * 2 * blocks + 2 * b + 1]);
     }
     for (int64_t h = 0; h < 2 * blocks; ++h) {
       const int64_t at = (tile * 2 * blocks + h) * rows + j;
@@ -188,9 +208,10 @@ size_t qactivation_rows_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
 int64_t tile_room_rows(int64_t T) { return T >= 4 ? (T + 3) / 4 * 4 : 0; }
-size_t qactivation_tile_bytes(int64_t T, int64_t K) {
+size_t qactivation_tile_bytes(int64_t T, int64_t K) {  // then tile_q16, tile_wc
   const int64_t R = tile_room_rows(T);
-  return round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4) + round64(size_t(R * K / 16) * 4);
+  return round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4) + round64(size_t(R * K / 16) * 4) +
+         round64(size_t(R * K) * 2) + round64(size_t(R * K / 32) * 4);
 }
 // The tile height the chosen kernels read: 16 (AMX), 4 (the AVX-512 and AVX2 prefill tiles) or none.
 int act_tile_rows(int64_t T) {
@@ -236,7 +257,8 @@ void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* 
 }
 }  // namespace detail
 
-QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf) {
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
+                                      bool widened) {
   auto* base = static_cast<uint8_t*>(buf);
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
@@ -257,8 +279,17 @@ QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int6
     float* tsum = rows == 16 ? reinterpret_cast<float*>(sums) : nullptr;
     int32_t* thalf = rows == 16 ? nullptr : reinterpret_cast<int32_t*>(sums);
     view.tile_rows = rows, view.tile_q = tq, view.tile_scale = ts, view.tile_sum = tsum, view.tile_half_sum = thalf;
+    int16_t* q16 = nullptr;
+    int32_t* wc = nullptr;
+    if (widened && rows == 4) {
+      uint8_t* wide = sums + round64(size_t(R * K / 16) * 4);
+      q16 = reinterpret_cast<int16_t*>(wide);
+      wc = reinterpret_cast<int32_t*>(wide + round64(size_t(R * K) * 2));
+      view.tile_q16 = q16, view.tile_wc = wc;
+    }
     const int64_t whole = rows == 16 ? T / 16 * 16 : T;  // AMX: whole tiles only
-    if (t0 < std::min(t1, whole)) detail::qact_write_tiles(view, t0, std::min(t1, whole), rows, tq, ts, tsum, thalf);
+    if (t0 < std::min(t1, whole))
+      detail::qact_write_tiles(view, t0, std::min(t1, whole), rows, tq, ts, tsum, thalf, q16, wc);
   }
   return view;
 }
@@ -274,6 +305,8 @@ QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1) {
     v.tile_rows = rows, v.tile_q = x.tile_q + t0 * K, v.tile_scale = x.tile_scale + t0 * K / 32;
     v.tile_sum = x.tile_sum ? x.tile_sum + t0 * K / 16 : nullptr;
     v.tile_half_sum = x.tile_half_sum ? x.tile_half_sum + t0 * K / 16 : nullptr;
+    v.tile_q16 = x.tile_q16 ? x.tile_q16 + t0 * K : nullptr;
+    v.tile_wc = x.tile_wc ? x.tile_wc + t0 * K / 32 : nullptr;
   }
   return v;
 }
@@ -343,6 +376,12 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout) {
   detail::g_isa = want;
   detail::g_amx = amx;
   detail::g_rows_layout = rows_layout;
+}
+
+bool qlinear_widens_activations(const QWeightView& w) {
+  // qlinear_rowlane_avx2_tile.h's widened_tile: no VNNI, a unit a group, a codebook or wide 8-bit codes
+  return detail::g_isa == detail::Isa::Avx2 && w.layout == QLayout::RowLane16 && w.group % 32 == 0 &&
+         (w.codebook != nullptr || (w.bits == 8 && w.narrow_base == kWideCodes));
 }
 
 const char* qlinear_isa() {

@@ -178,19 +178,31 @@ struct QActivations {
   //   tile_scale    [tiles][K / 32][tile_rows]      scale, the tile's tokens side by side
   //   tile_sum      [tiles][K / 16][tile_rows]      sum, likewise (tiles of 16)
   //   tile_half_sum [tiles][K / 16][tile_rows]      half_sum, likewise (tiles of 4)
+  // and, asked for (quantize_activation_rows' widened: weights qlinear_widens_activations names), the
+  // codes as int16 for the AVX2 tiles that widen them (tiles of 4):
+  //   tile_q16      [tiles][K / 32][4][32]  each quad of inputs 4i..4i+3 as 4i, 4i + 2, 4i + 1, 4i + 3
+  //   tile_wc       [tiles][K / 32][4]      -128 x a block's integer sum
   int tile_rows = 0;
   const int8_t* tile_q = nullptr;
   const float* tile_scale = nullptr;
   const float* tile_sum = nullptr;
   const int32_t* tile_half_sum = nullptr;
+  const int16_t* tile_q16 = nullptr;
+  const int32_t* tile_wc = nullptr;
 };
 // Bytes of the buffer quantize_activations needs for [T, K].
 size_t qactivation_bytes(int64_t T, int64_t K);
 // Quantizes x [T, K] f32 into buf (qactivation_bytes long, 64-byte aligned); the view points into it.
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf);
 // The same for rows [t0, t1) only, written where quantize_activations puts them (threads split the
-// rows; each row's bytes do not depend on the split). Returns the view of all T rows.
-QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf);
+// rows; each row's bytes do not depend on the split). Returns the view of all T rows. widened: the
+// int16 tiles too (every call for the same buffer passes the same).
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
+                                      bool widened = false);
+// Whether the chosen kernels' prefill over w widens the activations to int16 (AVX2 without VNNI:
+// codebooks and wide 8-bit codes in groups of 32 or more): quantize_activation_rows then writes them
+// once for every thread (widened) where otherwise each thread would.
+bool qlinear_widens_activations(const QWeightView& w);
 // Rows [t0, t1) of x as a view of their own (the kernels then compute those tokens alone: a token's
 // results do not depend on the rows beside it).
 QActivations qactivation_rows(const QActivations& x, int64_t t0, int64_t t1);

@@ -18,10 +18,16 @@ void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const floa
   const int64_t blocks = x.k / 32, tiles = (t1 - t0 + 3) / 4;
   // x's tiles: from a tile's first token, and to x's end or a tile's (its last tile padded as ours)
   const bool shared = x.tile_rows == 4 && t0 % 4 == 0 && (t1 == x.t || t1 % 4 == 0);
+  const bool shared_wide = widen && shared && x.tile_q16;
   tt.blocks = blocks, tt.gs = gs;
   tt.S.assign(size_t(tiles * gs * 4), 0.f);
-  tt.q16.assign(widen ? size_t(tiles * blocks * 128) : 0, 0);
-  tt.wc.assign(widen ? size_t(tiles * blocks * 4) : 0, 0);
+  if (shared_wide) {
+    tt.q16p = x.tile_q16 + t0 / 4 * blocks * 128, tt.wcp = x.tile_wc + t0 / 4 * blocks * 4;
+  } else {
+    tt.q16.assign(widen ? size_t(tiles * blocks * 128) : 0, 0);
+    tt.wc.assign(widen ? size_t(tiles * blocks * 4) : 0, 0);
+    tt.q16p = tt.q16.data(), tt.wcp = tt.wc.data();
+  }
   if (shared) {
     tt.qp = x.tile_q + t0 / 4 * blocks * 128, tt.xsp = x.tile_scale + t0 / 4 * blocks * 4;
     tt.hsp = H ? x.tile_half_sum + t0 / 4 * blocks * 8 : nullptr;
@@ -42,7 +48,7 @@ void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const floa
       if (H)
         for (int64_t hb = 0; hb < 2 * blocks; ++hb) tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
     }
-    if (!widen) continue;
+    if (!widen || shared_wide) continue;
     for (int64_t b = 0; b < blocks; ++b) {
       tt.wc[size_t((tile * blocks + b) * 4 + j)] = -128 * (H[t * 2 * blocks + 2 * b] + H[t * 2 * blocks + 2 * b + 1]);
       const int8_t* a = x.q + t * x.k + 32 * b;

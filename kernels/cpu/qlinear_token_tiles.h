@@ -21,8 +21,8 @@ namespace llmctl::kernels::detail {
 //                               bytes of a 4-byte lane), or empty
 //   wc  [tiles][K / 32][4]      -128 x a block's integer sum (the widened tiles' correction for values
 //                               stored + 128), or empty; q16 and wc need H
-// q, xs and hs are read where they lie: the quantizer's (QActivations' tiles of 4, built once for
-// every thread) or this buffer's own vectors (built here where x comes without them).
+// q, xs, hs (and q16, wc) are read where they lie: the quantizer's (QActivations' tiles of 4, built
+// once for every thread) or this buffer's own vectors (built here where x comes without them).
 struct TokenTiles {
   int64_t blocks = 0, gs = 0;
   std::vector<int8_t> q;
@@ -32,12 +32,14 @@ struct TokenTiles {
   const int8_t* qp = nullptr;
   const float* xsp = nullptr;
   const int32_t* hsp = nullptr;  // null: no half-block sums
+  const int16_t* q16p = nullptr;  // widened: q16 and wc likewise
+  const int32_t* wcp = nullptr;
   const int8_t* tile_q(int64_t tile) const { return qp + tile * blocks * 128; }
-  const int16_t* tile_q16(int64_t tile) const { return q16.data() + tile * blocks * 128; }
+  const int16_t* tile_q16(int64_t tile) const { return q16p + tile * blocks * 128; }
   const float* tile_xs(int64_t tile) const { return xsp + tile * blocks * 4; }
   const float* tile_S(int64_t tile) const { return S.data() + tile * gs * 4; }
   const int32_t* tile_hs(int64_t tile) const { return hsp ? hsp + tile * blocks * 8 : nullptr; }
-  const int32_t* tile_wc(int64_t tile) const { return wc.data() + tile * blocks * 4; }
+  const int32_t* tile_wc(int64_t tile) const { return wcp + tile * blocks * 4; }
 };
 
 // Tokens interleaved at a time: the kernels run a prefill's tokens in chunks of this many, so that

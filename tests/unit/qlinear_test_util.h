@@ -122,26 +122,30 @@ struct ActBuf {
   double deq(int64_t t, int64_t k) const { return double(q.q[t * q.k + k]) * q.scale[(t * q.k + k) / 32]; }
 };
 
-// x's tiles of `rows` tokens (16: AMX's, whole tiles; 4: the AVX-512 and AVX2 tiles', padded), as
-// the quantizer writes them where those kernels run, and x's view with them.
+// x's tiles of `rows` tokens (16: AMX's, whole tiles; 4: the AVX-512 and AVX2 tiles', padded, with
+// the int16 ones), as the quantizer writes them where those kernels run, and x's view with them.
 struct TileBuf {
   std::vector<int8_t> q;
   std::vector<float> scale, sum;
-  std::vector<int32_t> half;
+  std::vector<int32_t> half, wc;
+  std::vector<int16_t> q16;
   kernels::QActivations view;
   TileBuf(const kernels::QActivations& x, int rows) : view(x) {
     const int64_t end = rows == 16 ? x.t / 16 * 16 : (x.t + 3) / 4 * 4;
     q.assign(size_t(end * x.k), 0x5A), scale.assign(size_t(end * x.k / 32), NAN);
     sum.assign(size_t(end * x.k / 16), NAN), half.assign(size_t(end * x.k / 16), -7);
+    if (rows == 4) q16.assign(size_t(end * x.k), -9), wc.assign(size_t(end * x.k / 32), -7);
     kernels::detail::qact_write_tiles(x, 0, rows == 16 ? end : x.t, rows, q.data(), scale.data(), sum.data(),
-                                      half.data());
+                                      half.data(), rows == 4 ? q16.data() : nullptr, rows == 4 ? wc.data() : nullptr);
     view.tile_rows = rows, view.tile_q = q.data(), view.tile_scale = scale.data(), view.tile_sum = sum.data();
     view.tile_half_sum = half.data();
+    if (rows == 4) view.tile_q16 = q16.data(), view.tile_wc = wc.data();
   }
 };
 // x without tiles (each kernel builds its own).
 inline kernels::QActivations without_tiles(kernels::QActivations x) {
   x.tile_rows = 0, x.tile_q = nullptr, x.tile_scale = nullptr, x.tile_sum = nullptr, x.tile_half_sum = nullptr;
+  x.tile_q16 = nullptr, x.tile_wc = nullptr;
   return x;
 }
 

@@ -544,6 +544,44 @@ TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4
     CHECK(kernels::qactivation_rows(a.q, 8, 16).tile_rows == 4);
     CHECK(kernels::qactivation_rows(a.q, 8, 18).tile_rows == 0);  // its last tile would hold x's 19th token
   }
+  // widened (asked for): the codes as int16, each quad's middle two swapped, and -128 x a block's sum
+  CHECK(a.q.tile_q16 == nullptr);
+  const kernels::QActivations wide = kernels::quantize_activation_rows(x.data(), T, K, 0, T, p, true);
+  if (rows == 16) {
+    CHECK(wide.tile_q16 == nullptr);  // AMX's tiles take none
+    return;
+  }
+  REQUIRE(wide.tile_q16 != nullptr);
+  bad = 0;
+  for (int64_t t = 0; t < tiles * 4; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int16_t* a16 = wide.tile_q16 + ((t / 4 * blocks + b) * 4 + t % 4) * 32;
+      const int order[4] = {0, 2, 1, 3};
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int code = t < T ? a.q.q[t * K + b * 32 + i / 4 * 4 + order[i % 4]] : 0;
+        bad += a16[i] != code;
+        sum += code;
+      }
+      bad += wide.tile_wc[(t / 4 * blocks + b) * 4 + t % 4] != -128 * sum;
+    }
+  CHECK(bad == 0);
+  CHECK(kernels::qactivation_rows(wide, 4, T).tile_q16 == wide.tile_q16 + 4 * K);
+}
+
+TEST_CASE("qlinear_widens_activations: the AVX2 tiles without VNNI over codebooks and wide 8-bit codes") {
+  const QW eight = make_qw(8, 32, 32, 64, ScaleType::F16, 3).as(kernels::QLayout::RowLane16),
+           four = make_qw(4, 32, 32, 64, ScaleType::F16, 4).as(kernels::QLayout::RowLane16),
+           eight16 = make_qw(8, 16, 32, 64, ScaleType::F16, 5).as(kernels::QLayout::RowLane16);
+  const kernels::QWeightView v8 = eight.view(), v4 = four.view(), v8g16 = eight16.view();
+  kernels::QWeightView book = v4;
+  const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  book.codebook = values;
+  const bool avx2 = std::string(kernels::qlinear_isa()) == "avx2";
+  CHECK(kernels::qlinear_widens_activations(v8) == avx2);
+  CHECK(kernels::qlinear_widens_activations(book) == avx2);
+  CHECK_FALSE(kernels::qlinear_widens_activations(v4));
+  CHECK_FALSE(kernels::qlinear_widens_activations(v8g16));  // groups of 16: two groups a unit
 }
 
 TEST_CASE("the activation quantizer's AVX2 variant gives the scalar variant's bytes") {

@@ -180,9 +180,11 @@ class CpuBackend final : public Backend {
       if (T == 1) {
         qx = kernels::quantize_activations(xp, T, K, buf);
       } else {  // rows split over the pool (each row's bytes do not depend on the split)
-        qx = kernels::quantize_activation_rows(xp, T, K, 0, 0, buf);  // the view
+        bool widened = false;  // a part's prefill takes them as int16: written once, for every thread
+        for (const CpuQSegment& seg : segs) widened = widened || kernels::qlinear_widens_activations(seg.view);
+        qx = kernels::quantize_activation_rows(xp, T, K, 0, 0, buf, widened);  // the view
         pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
-          kernels::quantize_activation_rows(xp, T, K, t0, t1, buf);
+          kernels::quantize_activation_rows(xp, T, K, t0, t1, buf, widened);
         });
       }
     }
@@ -280,15 +282,16 @@ class CpuBackend final : public Backend {
       const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
       uint8_t* base = act_scratch_.data() + (64 - at % 64) % 64;
       for (Job& j : jobs)
-        if (j.quantized)
-          j.qx = kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, 0, 0, base + j.act_offset);  // the view
+        if (j.quantized)  // the view
+          j.qx = kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, 0, 0, base + j.act_offset,
+                                                   kernels::qlinear_widens_activations(j.view));
       pool_.parallel_for(rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1;) {
           const Job& j = jobs[job_of(r, &Job::row0)];
           const int64_t end = std::min(r1, j.row0 + j.T);
           if (j.quantized)
             kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, r - j.row0, end - j.row0,
-                                              base + j.act_offset);
+                                              base + j.act_offset, kernels::qlinear_widens_activations(j.view));
           r = end;
         }
       });
