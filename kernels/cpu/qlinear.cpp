@@ -2,6 +2,10 @@
 // (qlinear_scalar.cpp, qlinear_avx2.cpp, qlinear_avx512.cpp).
 #include "kernels/cpu/qlinear.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,7 +14,6 @@
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
-#include <emmintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -126,6 +129,7 @@ void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, i
         std::fill(a16, a16 + 32, int16_t(0)), c = 0;
         continue;
       }
+#if defined(__SSE2__)
       // 16 codes at a time: sign-extended to int16 (SSE2, every x86-64), then each quad's middle swapped
       for (int i = 0; i < 32; i += 16) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.q + t * K + b * 32 + i));
@@ -136,6 +140,11 @@ void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, i
           _mm_storeu_si128(reinterpret_cast<__m128i*>(a16 + i + 8 * h), w);
         }
       }
+#else
+      const int8_t* a = x.q + t * K + b * 32;
+      for (int i = 0; i < 32; i += 4)
+        a16[i] = a[i], a16[i + 1] = a[i + 2], a16[i + 2] = a[i + 1], a16[i + 3] = a[i + 3];
+#endif
       c = -128 * (x.half_sum[t * 2 * blocks + 2 * b] + x.half_sum[t * 2 * blocks + 2 * b + 1]);
     }
     for (int64_t h = 0; h < 2 * blocks; ++h) {
@@ -202,8 +211,8 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
 // The buffer: q, scale, sum, half_sum [T rows each], then (16 tokens or more: tiles of 16 where AMX
 // runs; 4 or more: of 4 where the AVX-512 or AVX2 tiles run; room for either whatever runs, so that
-// the size does not depend on the kernels chosen) tile_q, tile_scale, tile_sum or tile_half_sum
-// [(T + 3) / 4 x 4 rows each].
+// the size does not depend on the kernels chosen) tile_q, tile_scale, tile_sum or tile_half_sum,
+// tile_q16, tile_wc [(T + 3) / 4 x 4 rows each].
 size_t qactivation_rows_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
@@ -213,9 +222,10 @@ size_t qactivation_tile_bytes(int64_t T, int64_t K) {  // then tile_q16, tile_wc
   return round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4) + round64(size_t(R * K / 16) * 4) +
          round64(size_t(R * K) * 2) + round64(size_t(R * K / 32) * 4);
 }
-// The tile height the chosen kernels read: 16 (AMX), 4 (the AVX-512 and AVX2 prefill tiles) or none.
+// The tile height the chosen kernels read: 16 (AMX), 4 (the AVX-512 and AVX2 prefill tiles; AVX-512's
+// too where AMX runs but the prompt is under a tile of 16) or none.
 int act_tile_rows(int64_t T) {
-  if (detail::g_amx) return T >= 16 ? 16 : 0;
+  if (detail::g_amx && T >= 16) return 16;
   const bool avx = detail::g_isa == detail::Isa::Avx512 || detail::g_isa == detail::Isa::Avx2 ||
                    detail::g_isa == detail::Isa::AvxVnni;
   return avx && T >= 4 ? 4 : 0;

@@ -46,7 +46,8 @@ void interleave_tokens(const QActivations& x, int64_t t0, int64_t t1, const floa
         tt.xs[size_t((tile * blocks + b) * 4 + j)] = x.scale[t * blocks + b];
       }
       if (H)
-        for (int64_t hb = 0; hb < 2 * blocks; ++hb) tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
+        for (int64_t hb = 0; hb < 2 * blocks; ++hb)
+          tt.hs[size_t((tile * 2 * blocks + hb) * 4 + j)] = H[t * 2 * blocks + hb];
     }
     if (!widen || shared_wide) continue;
     for (int64_t b = 0; b < blocks; ++b) {

@@ -534,7 +534,8 @@ TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4
   if (rows == 16) CHECK(std::memcmp(parts.tile_sum, a.q.tile_sum, size_t(tiles * rows * 2 * blocks) * 4) == 0);
   else CHECK(std::memcmp(parts.tile_half_sum, a.q.tile_half_sum, size_t(tiles * rows * 2 * blocks) * 4) == 0);
   // views: from a tile's first token (and, tiles of 4, to x's end or a tile's end) they keep x's tiles
-  const kernels::QActivations from16 = kernels::qactivation_rows(a.q, 16, T), from5 = kernels::qactivation_rows(a.q, 5, T);
+  const kernels::QActivations from16 = kernels::qactivation_rows(a.q, 16, T);
+  const kernels::QActivations from5 = kernels::qactivation_rows(a.q, 5, T);
   CHECK(from16.tile_rows == rows);
   CHECK(from16.tile_q == a.q.tile_q + 16 * K);
   CHECK(from16.tile_scale == a.q.tile_scale + 16 * blocks);

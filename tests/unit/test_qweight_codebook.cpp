@@ -192,7 +192,8 @@ void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t 
     kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
     CHECK(same_bits(o, want8));
     if (!int8_only) {
-      kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N), kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
+      kv.f32(x.data(), T, p.vn, bias.data(), 0, cut, f.data(), N);
+      kv.f32(x.data(), T, p.vn, bias.data(), cut, N, f.data(), N);
       CHECK(same_bits(f, want32));
     }
     kernels::QActivations bare = a.q;  // without the quantizer's half-block sums: the kernel adds them up
