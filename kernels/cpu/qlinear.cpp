@@ -212,15 +212,15 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 // The buffer: q, scale, sum, half_sum [T rows each], then (16 tokens or more: tiles of 16 where AMX
 // runs; 4 or more: of 4 where the AVX-512 or AVX2 tiles run; room for either whatever runs, so that
 // the size does not depend on the kernels chosen) tile_q, tile_scale, tile_sum or tile_half_sum,
-// tile_q16, tile_wc [(T + 3) / 4 x 4 rows each].
+// and where asked (widened) tile_q16, tile_wc [(T + 3) / 4 x 4 rows each].
 size_t qactivation_rows_bytes(int64_t T, int64_t K) {
   return round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4) + 2 * round64(size_t(T * K / 16) * 4);
 }
 int64_t tile_room_rows(int64_t T) { return T >= 4 ? (T + 3) / 4 * 4 : 0; }
-size_t qactivation_tile_bytes(int64_t T, int64_t K) {  // then tile_q16, tile_wc
+size_t qactivation_tile_bytes(int64_t T, int64_t K, bool widened) {
   const int64_t R = tile_room_rows(T);
   return round64(size_t(R * K)) + round64(size_t(R * K / 32) * 4) + round64(size_t(R * K / 16) * 4) +
-         round64(size_t(R * K) * 2) + round64(size_t(R * K / 32) * 4);
+         (widened ? round64(size_t(R * K) * 2) + round64(size_t(R * K / 32) * 4) : 0);
 }
 // The tile height the chosen kernels read: 16 (AMX), 4 (the AVX-512 and AVX2 prefill tiles; AVX-512's
 // too where AMX runs but the prompt is under a tile of 16) or none.
@@ -232,7 +232,9 @@ int act_tile_rows(int64_t T) {
 }
 }  // namespace
 
-size_t qactivation_bytes(int64_t T, int64_t K) { return qactivation_rows_bytes(T, K) + qactivation_tile_bytes(T, K); }
+size_t qactivation_bytes(int64_t T, int64_t K, bool widened) {
+  return qactivation_rows_bytes(T, K) + qactivation_tile_bytes(T, K, widened);
+}
 
 namespace detail {
 void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* q, float* scale, float* sum,

@@ -190,13 +190,15 @@ struct QActivations {
   const int16_t* tile_q16 = nullptr;
   const int32_t* tile_wc = nullptr;
 };
-// Bytes of the buffer quantize_activations needs for [T, K].
-size_t qactivation_bytes(int64_t T, int64_t K);
+// Bytes of the buffer quantize_activations needs for [T, K] (widened: quantize_activation_rows'
+// int16 tiles too).
+size_t qactivation_bytes(int64_t T, int64_t K, bool widened = false);
 // Quantizes x [T, K] f32 into buf (qactivation_bytes long, 64-byte aligned); the view points into it.
 QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* buf);
 // The same for rows [t0, t1) only, written where quantize_activations puts them (threads split the
 // rows; each row's bytes do not depend on the split). Returns the view of all T rows. widened: the
-// int16 tiles too (every call for the same buffer passes the same).
+// int16 tiles too (every call for the same buffer passes the same, and the buffer is
+// qactivation_bytes(T, K, true) long).
 QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
                                       bool widened = false);
 // Whether the chosen kernels' prefill over w widens the activations to int16 (AVX2 without VNNI:

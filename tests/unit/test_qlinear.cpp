@@ -524,7 +524,8 @@ TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4
   CHECK(bad == 0);
   CHECK((rows == 16 ? a.q.tile_half_sum == nullptr : a.q.tile_sum == nullptr));
   // rows quantized in three parts (as the backend's threads do, cuts inside tiles) give the same tiles
-  std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
+  // (the buffer sized for the int16 tiles below too)
+  std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K, true) + 64, 0xCD);
   void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
   kernels::quantize_activation_rows(x.data(), T, K, 21, T, p);
   kernels::quantize_activation_rows(x.data(), T, K, 0, 5, p);

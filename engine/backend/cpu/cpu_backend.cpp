@@ -173,15 +173,15 @@ class CpuBackend final : public Backend {
     }
     kernels::QActivations qx;
     if (act_quant_ == ActQuantMode::Int8) {
-      const size_t need = kernels::qactivation_bytes(T, K) + 64;
+      bool widened = false;  // a part's prefill takes them as int16: written once, for every thread
+      for (const CpuQSegment& seg : segs) widened = widened || kernels::qlinear_widens_activations(seg.view);
+      const size_t need = kernels::qactivation_bytes(T, K, widened) + 64;
       if (act_scratch_.size() < need) act_scratch_.resize(need);
       const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
       void* buf = act_scratch_.data() + (64 - at % 64) % 64;
       if (T == 1) {
         qx = kernels::quantize_activations(xp, T, K, buf);
       } else {  // rows split over the pool (each row's bytes do not depend on the split)
-        bool widened = false;  // a part's prefill takes them as int16: written once, for every thread
-        for (const CpuQSegment& seg : segs) widened = widened || kernels::qlinear_widens_activations(seg.view);
         qx = kernels::quantize_activation_rows(xp, T, K, 0, 0, buf, widened);  // the view
         pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
           kernels::quantize_activation_rows(xp, T, K, t0, t1, buf, widened);
@@ -263,7 +263,8 @@ class CpuBackend final : public Backend {
           << " " << g.w->data.shape_str();
       Job j{&g, quantized, {}, {}, T, K, N, rows, chunks, act_bytes};
       if (quantized) j.view = parts->front().view;
-      if (quantized && act_quant_ == ActQuantMode::Int8) act_bytes += (kernels::qactivation_bytes(T, K) + 63) / 64 * 64;
+      if (quantized && act_quant_ == ActQuantMode::Int8)
+        act_bytes += (kernels::qactivation_bytes(T, K, kernels::qlinear_widens_activations(j.view)) + 63) / 64 * 64;
       rows += T;
       chunks += (N + chunk - 1) / chunk;
       jobs.push_back(j);
