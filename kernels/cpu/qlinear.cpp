@@ -119,10 +119,12 @@ void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, i
     const int64_t tile = t / rows, j = t % rows;
     const bool pad = t >= x.t;
     for (int64_t b = 0; b < blocks; ++b) {
-      int8_t* qt = q + ((tile * blocks + b) * rows + j) * 32;
-      pad ? void(std::memset(qt, 0, 32)) : void(std::memcpy(qt, x.q + t * K + b * 32, 32));
-      scale[(tile * blocks + b) * rows + j] = pad ? 0.f : x.scale[t * blocks + b];
-      if (!q16) continue;  // (interleave_tokens' widened tiles: the same values)
+      if (q) {
+        int8_t* qt = q + ((tile * blocks + b) * rows + j) * 32;
+        pad ? void(std::memset(qt, 0, 32)) : void(std::memcpy(qt, x.q + t * K + b * 32, 32));
+      }
+      if (scale) scale[(tile * blocks + b) * rows + j] = pad ? 0.f : x.scale[t * blocks + b];
+      if (!q16) continue;
       int16_t* a16 = q16 + ((tile * blocks + b) * 4 + j) * 32;
       int32_t& c = wc[(tile * blocks + b) * 4 + j];
       if (pad) {

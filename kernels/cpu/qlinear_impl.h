@@ -41,8 +41,9 @@ void qact_half_sums(const QActivations& x, int32_t* H);
 // (activations built without them).
 const int32_t* qact_half_sums_of(const QActivations& x, std::vector<int32_t>& scratch);
 // Tokens [t0, t1) of x into the tile arrays QActivations describes for tiles of `rows` tokens from
-// token 0 (sum, half_sum, q16 and wc may be null, not written; q16 and wc: tiles of 4, x with its
-// half_sum), and where t1 is x.t the padding of the last tile (tokens of zeros up to whole tiles).
+// token 0 (any may be null, not written; q16 and wc: tiles of 4, x with its half_sum), and where t1
+// is x.t the padding of the last tile (tokens of zeros up to whole tiles). The quantizer's tiles, and
+// the kernels' own where x comes without them (interleave_tokens, the AMX kernel).
 void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, int8_t* q, float* scale, float* sum,
                       int32_t* half_sum, int16_t* q16 = nullptr, int32_t* wc = nullptr);
 

@@ -173,8 +173,9 @@ class CpuBackend final : public Backend {
     }
     kernels::QActivations qx;
     if (act_quant_ == ActQuantMode::Int8) {
-      bool widened = false;  // a part's prefill takes them as int16: written once, for every thread
-      for (const CpuQSegment& seg : segs) widened = widened || kernels::qlinear_widens_activations(seg.view);
+      bool widened = false;  // a prompt over a part that takes them as int16: written once, for every thread
+      if (T > 1)
+        for (const CpuQSegment& seg : segs) widened = widened || kernels::qlinear_widens_activations(seg.view);
       const size_t need = kernels::qactivation_bytes(T, K, widened) + 64;
       if (act_scratch_.size() < need) act_scratch_.resize(need);
       const auto at = reinterpret_cast<uintptr_t>(act_scratch_.data());
@@ -237,6 +238,7 @@ class CpuBackend final : public Backend {
       kernels::QActivations qx;
       int64_t T, K, N, row0, chunk0;  // row0 / chunk0: its first row / chunk in the group's lists
       size_t act_offset;
+      bool widened;  // its activations' int16 tiles written once (kernels::qlinear_widens_activations)
     };
     constexpr int64_t chunk = 16;
     std::vector<Job> jobs;
@@ -261,10 +263,10 @@ class CpuBackend final : public Backend {
                               g.w->data.dim(0) == N && g.w->data.dim(1) == K))
           << "linear_group: a " << weight_format_name(g.w->format) << " weight holds " << dtype_name(g.w->data.dtype)
           << " " << g.w->data.shape_str();
-      Job j{&g, quantized, {}, {}, T, K, N, rows, chunks, act_bytes};
-      if (quantized) j.view = parts->front().view;
+      Job j{&g, quantized, {}, {}, T, K, N, rows, chunks, act_bytes, false};
+      if (quantized) j.view = parts->front().view, j.widened = T > 1 && kernels::qlinear_widens_activations(j.view);
       if (quantized && act_quant_ == ActQuantMode::Int8)
-        act_bytes += (kernels::qactivation_bytes(T, K, kernels::qlinear_widens_activations(j.view)) + 63) / 64 * 64;
+        act_bytes += (kernels::qactivation_bytes(T, K, j.widened) + 63) / 64 * 64;
       rows += T;
       chunks += (N + chunk - 1) / chunk;
       jobs.push_back(j);
@@ -284,15 +286,14 @@ class CpuBackend final : public Backend {
       uint8_t* base = act_scratch_.data() + (64 - at % 64) % 64;
       for (Job& j : jobs)
         if (j.quantized)  // the view
-          j.qx = kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, 0, 0, base + j.act_offset,
-                                                   kernels::qlinear_widens_activations(j.view));
+          j.qx = kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, 0, 0, base + j.act_offset, j.widened);
       pool_.parallel_for(rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1;) {
           const Job& j = jobs[job_of(r, &Job::row0)];
           const int64_t end = std::min(r1, j.row0 + j.T);
           if (j.quantized)
             kernels::quantize_activation_rows(j.g->x.ptr<float>(), j.T, j.K, r - j.row0, end - j.row0,
-                                              base + j.act_offset, kernels::qlinear_widens_activations(j.view));
+                                              base + j.act_offset, j.widened);
           r = end;
         }
       });
