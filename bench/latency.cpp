@@ -1,23 +1,35 @@
 #include "bench/latency.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "bench/dataset.h"
 #include "bench/progress.h"
 #include "bench/run_meta.h"
 #include "bench/stats.h"
+#include "bench/thread_model_clock.h"
 #include "engine/core/error.h"
 
 namespace llmctl::bench {
 
 namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 struct RunTimes {
   double prefill = 0, tpot = 0, e2e = 0;
+  // a modelled pool (--simulate-threads): the run's wall time on one thread and its loops
+  double wall = 0;
+  LoopAccount loops;
 };
 
-// One batch, all submitted at once; false when stopped before it finished.
-bool run_batch(Engine& engine, const std::vector<BenchRequest>& reqs, const std::atomic<bool>* stop, RunTimes& t) {
+// One batch, all submitted at once; false when stopped before it finished. Times on the modelled
+// threads' clock where the backend's are modelled.
+bool run_batch(Engine& engine, const Backend& backend, const std::vector<BenchRequest>& reqs,
+               const std::atomic<bool>* stop, RunTimes& t) {
+  ThreadModelClock clock(backend);
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;
@@ -27,6 +39,9 @@ bool run_batch(Engine& engine, const std::vector<BenchRequest>& reqs, const std:
     sp.max_tokens = r.output_len;
     ids.push_back(engine.submit(r.prompt_ids, sp));
   }
+  const LoopAccount loops0 = clock.account();
+  const double wall0 = clock.modelled() ? now_seconds() : 0;
+  clock.mark();
   double t0 = 1e300;
   while (engine.has_unfinished()) {
     if (stop && stop->load()) {
@@ -35,19 +50,39 @@ bool run_batch(Engine& engine, const std::vector<BenchRequest>& reqs, const std:
       return false;
     }
     engine.step();
+    clock.mark();
   }
   double first = 0, last = 0, tpot = 0;
   std::vector<RequestResult> res;
   for (auto id : ids) res.push_back(*engine.take_result(id));
-  for (const auto& r : res) t0 = std::min(t0, r.submit_seconds);
+  for (const auto& r : res) t0 = std::min(t0, clock.at(r.submit_seconds));
   for (const auto& r : res) {
-    first = std::max(first, r.first_token_seconds - t0);
-    last = std::max(last, r.finish_seconds - t0);
+    const double first_token = clock.at(r.first_token_seconds), finish = clock.at(r.finish_seconds);
+    first = std::max(first, first_token - t0);
+    last = std::max(last, finish - t0);
     const size_t n = r.outputs.at(0).token_ids.size();
-    if (n > 1) tpot += (r.finish_seconds - r.first_token_seconds) / double(n - 1);
+    if (n > 1) tpot += (finish - first_token) / double(n - 1);
   }
   t = {first, tpot / double(res.size()), last};
+  if (clock.modelled()) {
+    const LoopAccount loops1 = clock.account();
+    t.wall = now_seconds() - wall0;
+    t.loops = {loops1.loops - loops0.loops, loops1.work_s - loops0.work_s, loops1.critical_s - loops0.critical_s};
+  }
   return true;
+}
+
+// A modelled pool's split of the timed runs: the caller's time outside the loops (serial on any
+// number of threads) against the loops' time on the modelled threads, and how evenly the loops'
+// work spread over them.
+void put_thread_model(nlohmann::ordered_json& row, const RunTimes& m, int threads) {
+  const double serial = std::max(0.0, m.wall - m.loops.work_s), modelled = serial + m.loops.critical_s;
+  row["modelled_threads"] = threads;
+  row["loops"] = m.loops.loops;
+  row["one_thread_s"] = m.wall;
+  row["modelled_s"] = modelled;
+  row["serial_share"] = modelled > 0 ? serial / modelled : 0.0;
+  row["loop_efficiency"] = m.loops.critical_s > 0 ? m.loops.work_s / (threads * m.loops.critical_s) : 0.0;
 }
 }  // namespace
 
@@ -78,6 +113,8 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
   rep.meta = run_meta(&rt);
   rep.meta["config"] = {{"repetitions", o.repetitions}, {"warmup", o.warmup}, {"seed", o.seed},
                         {"kv_cache_bytes", o.engine.kv_cache_bytes}, {"ignore_eos", true}, {"prefix_caching", false}};
+  const bool modelled_threads = ThreadModelClock(*rt.backend).modelled();
+  if (modelled_threads) rep.meta["config"]["modelled_threads"] = rt.threads;
   const int64_t cases = int64_t(o.batches.size() * o.input_lens.size() * o.output_lens.size());
   Progress bar("bench latency", cases * (o.repetitions + o.warmup), o.progress);
   int64_t done = 0;
@@ -92,6 +129,7 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
         if (cfg.sched.max_num_batched_tokens <= 0) cfg.sched.max_num_batched_tokens = std::max(batch * in, batch);
         Engine engine(*rt.executor, *rt.tokenizer, cfg);
         std::vector<double> prefill, tpot, e2e, pp, tg;
+        RunTimes modelled;  // the timed runs' wall time and loops, summed (a modelled pool)
         for (int r = 0; r < o.warmup + o.repetitions; ++r) {
           DatasetOptions d;
           d.num_prompts = batch;
@@ -99,12 +137,16 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
           d.output_len = out;
           d.seed = ++seed;
           RunTimes t;
-          if (!run_batch(engine, make_requests(d, rt.tokenizer.get()), o.stop, t)) {
+          if (!run_batch(engine, *rt.backend, make_requests(d, rt.tokenizer.get()), o.stop, t)) {
             rep.interrupted = true;
             break;
           }
           bar.update(++done);
           if (r < o.warmup) continue;
+          modelled.wall += t.wall;
+          modelled.loops.loops += t.loops.loops;
+          modelled.loops.work_s += t.loops.work_s;
+          modelled.loops.critical_s += t.loops.critical_s;
           prefill.push_back(t.prefill);
           tpot.push_back(t.tpot);
           e2e.push_back(t.e2e);
@@ -125,6 +167,7 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
         put_summary(row, "e2e_ms", summarize(e2e), 1000.0);
         put_summary(row, "pp_tok_s", summarize(pp));
         put_summary(row, "tg_tok_s", summarize(tg));
+        if (modelled.loops.loops > 0) put_thread_model(row, modelled, rt.threads);
         rep.rows.push_back(row);
       }
     }
@@ -134,6 +177,10 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
                {"repetitions", "reps", 0},     {"prefill_ms_mean", "prefill ms", 1}, {"prefill_ms_std", "std", 1},
                {"pp_tok_s_mean", "pp tok/s", 1}, {"tpot_ms_mean", "TPOT ms", 2},     {"tpot_ms_std", "std", 2},
                {"tg_tok_s_mean", "tg tok/s", 1}, {"e2e_ms_mean", "E2E ms", 1},       {"e2e_ms_std", "std", 1}};
+  if (modelled_threads) {
+    rep.table.push_back({"serial_share", "serial", 3});
+    rep.table.push_back({"loop_efficiency", "loop eff", 3});
+  }
   return rep;
 }
 

@@ -9,6 +9,10 @@
 //   e2e_ms       when the last request finished
 //   pp_tok_s     batch * input_len / prefill;  tg_tok_s  batch * (output_len - 1) / (e2e - prefill)
 // Each is reported as mean, std (sample), min, median, p90, p99 and max over the repetitions.
+// With a modelled pool (--simulate-threads; bench/thread_model_clock.h) every time is the modelled
+// threads', and each case also reports, over its timed runs: serial_share, the share of the
+// modelled time spent outside the pool's loops, and loop_efficiency, the loops' work over threads x
+// their modelled time (1 when every loop splits evenly and no thread repeats another's work).
 #pragma once
 #include <atomic>
 #include <vector>

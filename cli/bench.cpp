@@ -129,6 +129,10 @@ Runner add_bench(CLI::App& app) {
   lat->add_option("--max-num-batched-tokens", a->engine.max_num_batched_tokens,
                   "new tokens per step (default: the whole batch's prompts in one step)");
   lat->add_option("--seed", a->seed, "seed for the random prompts")->capture_default_str();
+  lat->add_flag("--simulate-threads", a->engine.simulate_threads,
+                "CPU: run every loop on one core and report the times -t threads would take, each loop's pieces "
+                "at once (the engine's own scaling: how work splits, what runs between loops; not the memory's "
+                "bandwidth or the cores' hand-offs)");
   add_output_flags(lat, *a);
 
   auto* sv = b->add_subcommand("serve", "streaming client against an OpenAI-compatible server");

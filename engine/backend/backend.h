@@ -21,6 +21,7 @@
 #include "engine/backend/kv_exact_rows.h"
 #include "engine/backend/linear_weight.h"
 #include "engine/core/batch_plan.h"
+#include "engine/core/loop_account.h"
 #include "engine/core/sample_job.h"
 #include "engine/core/tensor.h"
 
@@ -130,6 +131,9 @@ class Backend {
   // its first enqueued op to its last); 0 where not measured.
   virtual void step_timer_begin() {}
   virtual double step_timer_end() { return 0; }
+  // A CPU backend whose threads are modelled (CpuKernelOptions::simulate_threads): its loops so far;
+  // nullopt where its threads are real.
+  virtual std::optional<LoopAccount> thread_model_account() const { return std::nullopt; }
 
   // Sampling: with caps().sampling, sample() returns one token per job from logits [R, V] (f32, on
   // the backend's device: no row is copied to the host); -1 for a job whose every candidate is
@@ -268,6 +272,10 @@ class Backend {
 struct CpuKernelOptions {
   std::string isa = "auto";  // auto | amx | avx512-vnni | avx-vnni | avx2 | scalar
   bool rows_layout = false;  // quantized weights in the Rows layout, not RowLane16
+  // The loops run on the calling thread alone and num_threads are modelled (ThreadPool::Model::
+  // Simulated; Backend::thread_model_account): for measuring the engine's scaling past the cores
+  // at hand.
+  bool simulate_threads = false;
 };
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8,
                                           const std::optional<CpuKernelOptions>& kernels = std::nullopt);

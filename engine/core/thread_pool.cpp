@@ -37,12 +37,14 @@ inline void cpu_relax(int i) {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, Model model) {
   LLM_REQUIRE(num_threads <= kMaxThreads) << num_threads << " threads: at most " << kMaxThreads;
   if (num_threads <= 0) num_threads = default_cpu_threads();
   threads_ = num_threads;
+  simulated_ = model == Model::Simulated;
   claims_ = std::make_unique<Claim[]>(size_t(num_threads) * (kBalanceRounds + 1));
   done_ = std::make_unique<DoneCount[]>(size_t(num_threads));
+  if (simulated_) return;
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -141,7 +143,7 @@ void ThreadPool::steal_pieces(int index, const Job& job, int64_t upto) {
 
 void ThreadPool::parallel_for(int64_t n, LoopFn fn, bool balanced) {
   if (n <= 0) return;
-  if (workers_.empty() || n == 1) {
+  if (size() == 1 || n == 1) {
     fn(0, n);
     return;
   }
@@ -151,6 +153,10 @@ void ThreadPool::parallel_for(int64_t n, LoopFn fn, bool balanced) {
   job.n = n;
   job.balanced = balanced && n >= int64_t(size()) << kBalanceRounds;  // else one piece a thread
   job.pieces = job.balanced ? int64_t(size()) * (kBalanceRounds + 1) : size();
+  if (simulated_) {
+    run_simulated(job);
+    return;
+  }
   // The fence orders the buffer's new fields after the last job's generation for a reader that
   // lingers on a job two back (read_job).
   std::atomic_thread_fence(std::memory_order_release);

@@ -18,6 +18,10 @@
 // (its own line, which the caller reads); no counter that every thread updates at the start and
 // end of every loop (their updates of one line queue up one after another). One caller at a time
 // (parallel_for is not reentrant).
+// A modelled pool (ThreadPool(n, ThreadPool::Model::Simulated)) starts no thread: the caller runs
+// every piece, each timed, and the pool adds up what n threads would have taken (LoopAccount). It
+// measures the engine's own scaling (how loops split, work every thread repeats, what runs between
+// loops) on a machine with fewer cores, not the machine's (memory bandwidth, caches, hand-offs).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +33,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "engine/core/loop_account.h"
 
 namespace llmctl {
 
@@ -60,11 +66,14 @@ class LoopFn {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // 0 = default_cpu_threads() (cpu_topology.h)
+  enum class Model { Threads, Simulated };
+  explicit ThreadPool(int num_threads, Model model = Model::Threads);  // 0 = default_cpu_threads() (cpu_topology.h)
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
 
   int size() const { return threads_; }
+  bool simulated() const { return simulated_; }
+  const LoopAccount& account() const { return account_; }  // a modelled pool's (zeros otherwise)
   // fn(begin, end) over disjoint ranges covering [0, n); returns when all are done. balanced: in
   // pieces of falling size (above), for loops whose calls cost little beside their work.
   void parallel_for(int64_t n, LoopFn fn, bool balanced = false);
@@ -95,8 +104,11 @@ class ThreadPool {
   void run_piece(int index, const Job& job, int64_t p);
   int64_t piece_start(const Job& job, int64_t p) const;  // the first index of piece p
   uint64_t done_pieces() const;                          // the sum of every thread's DoneCount
+  void run_simulated(const Job& job);                    // a modelled pool's parallel_for (thread_pool_model.cpp)
 
   int threads_ = 1;
+  bool simulated_ = false;
+  LoopAccount account_;
   std::vector<std::thread> workers_;
   std::unique_ptr<Claim[]> claims_;    // size() * (kBalanceRounds + 1)
   std::unique_ptr<DoneCount[]> done_;  // size()

@@ -159,3 +159,45 @@ TEST_CASE("thread pool: tiny loops back to back with more threads than cores, ea
   CHECK(loops > 1000);
   CHECK(wrong == 0);
 }
+
+TEST_CASE("thread pool, modelled: the real pool's pieces, all on the caller, and the loops' account") {
+  for (int threads : {2, 3, 16})
+    for (int64_t n : {2, 7, 16, 17, 100, 1000, 12345})
+      for (bool balanced : {false, true}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(balanced);
+        ThreadPool real(threads), modelled(threads, ThreadPool::Model::Simulated);
+        CHECK(modelled.simulated());
+        CHECK(modelled.size() == threads);
+        CHECK(pieces_of(modelled, n, balanced) == pieces_of(real, n, balanced));
+        const auto caller = std::this_thread::get_id();
+        std::atomic<double> sink{0};
+        modelled.parallel_for(n, [&](int64_t b, int64_t e) {
+          CHECK(std::this_thread::get_id() == caller);
+          double x = 0;
+          for (int64_t i = b; i < e; ++i)
+            for (int k = 0; k < 200; ++k) x += double(i ^ k) * 1e-9;
+          sink.store(sink.load() + x);
+        }, balanced);
+        const LoopAccount& a = modelled.account();
+        CHECK(a.loops == 2);
+        CHECK(a.work_s > 0);
+        CHECK(a.critical_s <= a.work_s);
+        CHECK(a.critical_s >= a.work_s / threads * (1 - 1e-9));
+        CHECK(real.account().loops == 0);
+      }
+}
+
+TEST_CASE("thread pool, modelled: a loop takes its busiest thread's time as the pool hands pieces out") {
+  const double one[] = {3, 1, 1};  // one piece a thread: the longest piece
+  CHECK(modelled_loop_seconds(one, 3) == 3);
+  CHECK(modelled_loop_seconds(one, 4) == 3);
+  // balanced, 2 threads: 5 | 1, then 2 -> thread 1 (3), 2 -> thread 1 (5), 1 -> thread 0 (the lower
+  // index of a tie: 6), 1 -> 1 (6), 1 -> 0 (7), 1 -> 1 (7)
+  const double balanced[] = {5, 1, 2, 2, 1, 1, 1, 1};
+  CHECK(modelled_loop_seconds(balanced, 2) == 7);
+  const double late[] = {1, 1, 4, 1, 1, 1};  // 1 | 1, 4 -> 0 (5), 1 -> 1, 1 -> 1, 1 -> 1 (4)
+  CHECK(modelled_loop_seconds(late, 2) == 5);
+  CHECK(modelled_loop_seconds(late, 1) == 9);
+}

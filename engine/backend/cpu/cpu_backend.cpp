@@ -43,7 +43,9 @@ void check_f32(const Tensor& t, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, ActQuantMode act_quant) : pool_(threads), act_quant_(act_quant) {
+  CpuBackend(int threads, ActQuantMode act_quant, bool simulate_threads)
+      : pool_(threads, simulate_threads ? ThreadPool::Model::Simulated : ThreadPool::Model::Threads),
+        act_quant_(act_quant) {
     caps_.weight_formats = {WeightFormat::DenseF32, WeightFormat::DenseF16, WeightFormat::DenseBF16,
                             WeightFormat::Int4Group, WeightFormat::Int8Group};
     caps_.input_perm = true;
@@ -55,8 +57,12 @@ class CpuBackend final : public Backend {
   }
 
   Device device() const override { return Device::CPU; }
+  std::optional<LoopAccount> thread_model_account() const override {
+    if (!pool_.simulated()) return std::nullopt;
+    return pool_.account();
+  }
   std::string name() const override {
-    return "cpu (" + std::to_string(pool_.size()) + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
+    return "cpu (" + std::to_string(pool_.size()) + (pool_.simulated() ? " modelled" : "") + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
            ", quantized " + kernels::qlinear_isa() + (kernels::qlinear_amx() ? " + amx" : "") + ", act-quant " +
            act_quant_name(act_quant_) + ")";
   }
@@ -767,7 +773,7 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quan
       throw InputError(e.what());
     }
   }
-  return std::make_unique<CpuBackend>(num_threads, act_quant);
+  return std::make_unique<CpuBackend>(num_threads, act_quant, kernels && kernels->simulate_threads);
 }
 
 }  // namespace llmctl
