@@ -182,6 +182,8 @@ Runner add_bench(CLI::App& app) {
       o.warmup = a->warmup;
       o.seed = a->seed;
       Runtime rt = load_engine_runtime(a->engine);
+      LLM_REQUIRE(!a->engine.simulate_threads || rt.backend->thread_model_account())
+          << "--simulate-threads models the CPU backend's threads; this run is on " << rt.backend->name();
       o.engine = engine_config(a->engine, lat);
       o.engine.sched.max_num_batched_tokens =
           lat->count("--max-num-batched-tokens") ? a->engine.max_num_batched_tokens : 0;

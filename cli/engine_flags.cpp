@@ -163,7 +163,8 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
-  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows", f.simulate_threads};
+  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows"};
+  ro.simulate_threads = f.simulate_threads;
   const auto qw = parse_quantized_weights(f.quantized_weights);
   LLM_REQUIRE(qw) << "--quantized-weights " << f.quantized_weights << ": expected auto, keep or dequantize";
   ro.quantized_weights = *qw;

@@ -22,7 +22,7 @@ struct EngineFlags {
   int tensor_parallel = 1, pipeline_parallel = 1;
   int pp_micro_batches = 0, pp_steps_in_flight = 0;  // -pp, for measurements: 0 = the engine's choice
   bool comm_stats = false, nccl_single_rank = false;   // for measurements
-  bool simulate_threads = false;  // bench latency --simulate-threads (CpuKernelOptions::simulate_threads)
+  bool simulate_threads = false;  // bench latency --simulate-threads (RuntimeOptions::simulate_threads)
   bool enforce_eager = false, deterministic = false, kv_fp8_exact_open_block = true;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   double kv_cache_gb = 1.0, gpu_memory_utilization = 0.9;

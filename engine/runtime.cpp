@@ -157,7 +157,7 @@ static void load_rank(Runtime& rt, const RuntimeOptions& opts) {
   const int threads =
       opts.threads > 0 || ranks == 1 ? opts.threads : std::max(1, default_cpu_threads() / ranks);
   if (!rt.backend) {
-    rt.backend = make_cpu_backend(threads, opts.act_quant, opts.cpu_kernels);
+    rt.backend = make_cpu_backend(threads, opts.act_quant, opts.cpu_kernels, opts.simulate_threads);
     rt.threads = threads > 0 ? threads : default_cpu_threads();
   }
   // The backend is chosen first: quantized linears stay quantized only for one that runs them;

@@ -36,6 +36,7 @@ struct RuntimeOptions {
   bool kv_fp8_exact_open_block = true;               // --kv-fp8-exact-open-block
   ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
   CpuKernelOptions cpu_kernels;                      // --cpu-isa, --cpu-qweight-layout (make_cpu_backend)
+  bool simulate_threads = false;  // bench latency --simulate-threads: the CPU's threads modelled (make_cpu_backend)
   QuantizedWeights quantized_weights = QuantizedWeights::Auto;  // --quantized-weights
   // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by
   // mpirun (engine/parallel/launcher.h); 1 = this process alone.

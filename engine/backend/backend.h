@@ -131,7 +131,7 @@ class Backend {
   // its first enqueued op to its last); 0 where not measured.
   virtual void step_timer_begin() {}
   virtual double step_timer_end() { return 0; }
-  // A CPU backend whose threads are modelled (CpuKernelOptions::simulate_threads): its loops so far;
+  // A CPU backend whose threads are modelled (make_cpu_backend's simulate_threads): its loops so far;
   // nullopt where its threads are real.
   virtual std::optional<LoopAccount> thread_model_account() const { return std::nullopt; }
 
@@ -272,12 +272,12 @@ class Backend {
 struct CpuKernelOptions {
   std::string isa = "auto";  // auto | amx | avx512-vnni | avx-vnni | avx2 | scalar
   bool rows_layout = false;  // quantized weights in the Rows layout, not RowLane16
-  // The loops run on the calling thread alone and num_threads are modelled (ThreadPool::Model::
-  // Simulated; Backend::thread_model_account): for measuring the engine's scaling past the cores
-  // at hand.
-  bool simulate_threads = false;
 };
+// simulate_threads: the loops run on the calling thread alone and num_threads are modelled
+// (ThreadPool::Model::Simulated; Backend::thread_model_account), for measuring the engine's scaling
+// past the cores at hand.
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0, ActQuantMode act_quant = ActQuantMode::Int8,
-                                          const std::optional<CpuKernelOptions>& kernels = std::nullopt);
+                                          const std::optional<CpuKernelOptions>& kernels = std::nullopt,
+                                          bool simulate_threads = false);
 
 }  // namespace llmctl

@@ -44,22 +44,27 @@ void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const fl
 }
 
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
-  if (cpu_has_avx2()) return detail::silu_mul_rows_avx2(gate_up, I, r0, r1, out);
+  silu_mul_cols(gate_up, I, r0, r1, 0, I, out);
+}
+
+void silu_mul_cols(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  if (cpu_has_avx2()) return detail::silu_mul_cols_avx2(gate_up, I, r0, r1, c0, c1, out);
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate_up + r * 2 * I;
     const float* u = g + I;
     float* o = out + r * I;
-    for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = c0; i < c1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
 }
 
-void detail::gelu_tanh_mul_rows_portable(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
+void detail::gelu_tanh_mul_cols_portable(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0,
+                                         int64_t c1, float* out) {
   constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;  // sqrt(2 / pi)
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate_up + r * 2 * I;
     const float* u = g + I;
     float* o = out + r * I;
-    for (int64_t i = 0; i < I; ++i) {
+    for (int64_t i = c0; i < c1; ++i) {
       const float x = g[i];
       o[i] = x / (1.0f + std::exp(-2.0f * (kBeta * (x + kKappa * x * x * x)))) * u[i];
     }
@@ -67,8 +72,12 @@ void detail::gelu_tanh_mul_rows_portable(const float* gate_up, int64_t I, int64_
 }
 
 void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
-  if (cpu_has_avx2()) return detail::gelu_tanh_mul_rows_avx2(gate_up, I, r0, r1, out);
-  detail::gelu_tanh_mul_rows_portable(gate_up, I, r0, r1, out);
+  gelu_tanh_mul_cols(gate_up, I, r0, r1, 0, I, out);
+}
+
+void gelu_tanh_mul_cols(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  if (cpu_has_avx2()) return detail::gelu_tanh_mul_cols_avx2(gate_up, I, r0, r1, c0, c1, out);
+  detail::gelu_tanh_mul_cols_portable(gate_up, I, r0, r1, c0, c1, out);
 }
 
 namespace {

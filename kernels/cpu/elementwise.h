@@ -21,11 +21,16 @@ void head_rms_norm_rows(float* qkv, int64_t D, int64_t hq, int64_t hkv, const fl
 
 // Rows [r0, r1) of gate_up[R, 2I] -> out[R, I] = silu(gate) * up.
 void silu_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
+// The same for columns [c0, c1) of those rows only (threads sharing a decode step's wide row): each
+// value is computed on its own, the same bits however rows and columns are split (likewise
+// gelu_tanh_mul_cols).
+void silu_mul_cols(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out);
 // out[r, i] = gelu_tanh(gate_up[r, i]) * gate_up[r, I + i] for rows [r0, r1) (GeGLU). PyTorch's
 // gelu(approximate="tanh") is 0.5 g (1 + tanh(a)), a = sqrt(2 / pi) (g + 0.044715 g^3); here, in f32,
 // g / (1 + e^(-2a)): the same function without the cancellation in 1 + tanh(a) for a << 0, which
 // leaves the tanh form in f32 only a few correct bits there (results ~1e-7 of g and below).
 void gelu_tanh_mul_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out);
+void gelu_tanh_mul_cols(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out);
 
 // Rotate-half RoPE (HF layout) on one head vector x[D] at `position`: pairs (i, i + D/2) rotated by
 // angle = float(position) * inv_freq[i], computed in f32 like the reference implementation.

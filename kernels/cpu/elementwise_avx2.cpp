@@ -1,4 +1,4 @@
-// AVX2 + FMA variants of silu_mul_rows, gelu_tanh_mul_rows and rms_norm_rows (elementwise.h), picked
+// AVX2 + FMA variants of silu_mul_cols, gelu_tanh_mul_cols and rms_norm_rows (elementwise.h), picked
 // at run time where cpu_has_avx2().
 // silu needs e^-g per element; libm's scalar expf was 6% of a quantized prefill (and libm's tanhf,
 // through expm1f, 23% of a Gemma 3 shaped one's: GeGLU). exp8 below is a
@@ -48,30 +48,32 @@ inline __m256 gelu_tanh_mul8(__m256 g, __m256 u) {
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-// out[r] = act(gate, up) for rows [r0, r1) of gate_up[R, 2I], 8 at a time, the tail masked.
+// out[r, c] = act(gate, up) for rows [r0, r1), columns [c0, c1) of gate_up[R, 2I], 8 at a time, the
+// tail masked (each lane on its own: the same value in any group of 8).
 template <class Act>
-void gated_rows(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out, Act act) {
-  const int64_t tail = I % 8;
+void gated_cols(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out, Act act) {
+  const int64_t tail = (c1 - c0) % 8;
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(tail)), lanes);  // lanes < tail
   for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate_up + r * 2 * I;
     const float* u = g + I;
     float* o = out + r * I;
-    int64_t i = 0;
-    for (; i + 8 <= I; i += 8) _mm256_storeu_ps(o + i, act(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    int64_t i = c0;
+    for (; i + 8 <= c1; i += 8) _mm256_storeu_ps(o + i, act(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
     if (tail) _mm256_maskstore_ps(o + i, mask, act(_mm256_maskload_ps(g + i, mask), _mm256_maskload_ps(u + i, mask)));
   }
 }
 
 }  // namespace
 
-void silu_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
-  gated_rows(gate_up, I, r0, r1, out, silu_mul8);
+void silu_mul_cols_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  gated_cols(gate_up, I, r0, r1, c0, c1, out, silu_mul8);
 }
 
-void gelu_tanh_mul_rows_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, float* out) {
-  gated_rows(gate_up, I, r0, r1, out, gelu_tanh_mul8);
+void gelu_tanh_mul_cols_avx2(const float* gate_up, int64_t I, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             float* out) {
+  gated_cols(gate_up, I, r0, r1, c0, c1, out, gelu_tanh_mul8);
 }
 
 // rms_norm_rows_portable's operations: the residual sums and the outputs 8 floats at a time (each the

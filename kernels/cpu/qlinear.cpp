@@ -230,7 +230,7 @@ int act_tile_rows(int64_t T) {
   if (detail::g_amx && T >= 16) return 16;
   const bool avx = detail::g_isa == detail::Isa::Avx512 || detail::g_isa == detail::Isa::Avx2 ||
                    detail::g_isa == detail::Isa::AvxVnni;
-  return avx && T >= 4 ? 4 : 0;
+  return avx && T >= kActTileMinRows ? 4 : 0;
 }
 }  // namespace
 
@@ -271,19 +271,34 @@ void quantize_act_blocks_scalar(const float* x, int64_t b0, int64_t b1, int8_t* 
 }
 }  // namespace detail
 
-QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
-                                      bool widened) {
+namespace {
+// The rows' part of quantize_activation_rows' buffer (codes, scales, sums, integer half-block sums),
+// blocks [b0, b1) of x's T K / 32 written; their view.
+QActivations quantize_row_blocks(const float* x, int64_t T, int64_t K, int64_t b0, int64_t b1, void* buf) {
   auto* base = static_cast<uint8_t*>(buf);
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* scale = reinterpret_cast<float*>(base + round64(size_t(T * K)));
   auto* sum = reinterpret_cast<float*>(base + round64(size_t(T * K)) + round64(size_t(T * K / 32) * 4));
   auto* half_sum = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(sum) + round64(size_t(T * K / 16) * 4));
-  const int64_t b0 = t0 * K / 32, b1 = t1 * K / 32;  // blocks never straddle rows: K % 32 == 0
   if (cpu_has_avx2())
     detail::quantize_act_blocks_avx2(x, b0, b1, q, scale, sum, half_sum);
   else
     detail::quantize_act_blocks_scalar(x, b0, b1, q, scale, sum, half_sum);
-  QActivations view{T, K, q, scale, sum, half_sum};
+  return QActivations{T, K, q, scale, sum, half_sum};
+}
+}  // namespace
+
+QActivations quantize_activation_blocks(const float* x, int64_t T, int64_t K, int64_t b0, int64_t b1, void* buf) {
+  KERNEL_CHECK(act_tile_rows(T) == 0 && 0 <= b0 && b0 <= b1 && b1 <= T * K / 32)
+      << "quantize_activation_blocks [" << b0 << ", " << b1 << ") of " << T << " x " << K / 32 << " blocks";
+  return quantize_row_blocks(x, T, K, b0, b1, buf);
+}
+
+QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
+                                      bool widened) {
+  auto* base = static_cast<uint8_t*>(buf);
+  // blocks never straddle rows: K % 32 == 0
+  QActivations view = quantize_row_blocks(x, T, K, t0 * K / 32, t1 * K / 32, buf);
   if (const int rows = act_tile_rows(T)) {  // the prefill kernels' tiles, from the rows just written
     const int64_t R = tile_room_rows(T);
     uint8_t* tiles = base + qactivation_rows_bytes(T, K);

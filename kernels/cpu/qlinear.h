@@ -201,6 +201,12 @@ QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* bu
 // qactivation_bytes(T, K, true) long).
 QActivations quantize_activation_rows(const float* x, int64_t T, int64_t K, int64_t t0, int64_t t1, void* buf,
                                       bool widened = false);
+// Rows from which the quantizer writes the prefill kernels' tiles (QActivations::tile_rows; AMX: 16).
+inline constexpr int64_t kActTileMinRows = 4;
+// The same for blocks [b0, b1) of x's T x K / 32 (row-major) only, where T < kActTileMinRows (no
+// tiles: a decode step's few rows, whose blocks threads split). Each block's bytes
+// do not depend on the split. Returns the view of all T rows.
+QActivations quantize_activation_blocks(const float* x, int64_t T, int64_t K, int64_t b0, int64_t b1, void* buf);
 // Whether the chosen kernels' prefill over w widens the activations to int16 (AVX2 without VNNI:
 // codebooks and wide 8-bit codes in groups of 32 or more): quantize_activation_rows then writes them
 // once for every thread (widened) where otherwise each thread would.

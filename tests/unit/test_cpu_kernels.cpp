@@ -189,6 +189,21 @@ TEST_CASE("silu_mul and rope against their definitions") {
   CHECK(std::memcmp(many.data(), each.data(), many.size() * sizeof(float)) == 0);
 }
 
+// A gated activation's columns in pieces (cols(r0, r1, c0, c1, out): rows [r0, r1), columns [c0, c1))
+// give `whole`'s bytes, each piece writing its columns alone: cut at 0, 3, 8 and 13 columns, at a
+// third of the row, and each row apart.
+template <class Cols>
+bool columns_split_alike(int64_t I, int64_t R, const std::vector<float>& whole, Cols cols) {
+  std::vector<float> split(size_t(R * I), NAN);
+  std::vector<int64_t> cuts = {0};
+  for (int64_t c : {int64_t(3), int64_t(8), int64_t(13), I / 3 + 1})
+    if (c > cuts.back() && c < I) cuts.push_back(c);
+  cuts.push_back(I);
+  for (int64_t r = 0; r < R; ++r)
+    for (size_t p = 0; p + 1 < cuts.size(); ++p) cols(r, r + 1, cuts[p], cuts[p + 1], split.data());
+  return std::memcmp(split.data(), whole.data(), whole.size() * sizeof(float)) == 0;
+}
+
 TEST_CASE("silu_mul over every range of inputs, row tails included, against double") {
   // Row lengths with and without a partial vector; gates from tiny to beyond e^x's float range
   // (|g| > 88: e^-g clamped), so every path of the vector exp is reached.
@@ -209,6 +224,9 @@ TEST_CASE("silu_mul over every range of inputs, row tails included, against doub
     CHECK(bad == 0);
     kernels::silu_mul_rows(gu.data(), I, 1, 2, one.data());  // row 1 alone: the same bytes
     CHECK(std::memcmp(one.data() + I, out.data() + I, size_t(I) * sizeof(float)) == 0);
+    CHECK(columns_split_alike(I, R, out, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* o) {
+      kernels::silu_mul_cols(gu.data(), I, r0, r1, c0, c1, o);
+    }));
   }
 }
 
@@ -222,7 +240,7 @@ TEST_CASE("gelu_tanh_mul over every range of inputs, row tails included, against
       for (int64_t i = 0; i < I; i += 3) gu[size_t(r * 2 * I + i)] *= float(1 << (i % 5 * 2));  // up to x 256
     std::vector<float> out(size_t(R * I), NAN), one(size_t(2 * I), NAN), portable(size_t(R * I), NAN);
     kernels::gelu_tanh_mul_rows(gu.data(), I, 0, R, out.data());
-    kernels::detail::gelu_tanh_mul_rows_portable(gu.data(), I, 0, R, portable.data());
+    kernels::detail::gelu_tanh_mul_cols_portable(gu.data(), I, 0, R, 0, I, portable.data());
     for (const std::vector<float>* o : {&out, &portable}) {
       int bad = 0;
       double worst = 0;
@@ -241,6 +259,12 @@ TEST_CASE("gelu_tanh_mul over every range of inputs, row tails included, against
     }
     kernels::gelu_tanh_mul_rows(gu.data(), I, 1, 2, one.data());  // row 1 alone: the same bytes
     CHECK(std::memcmp(one.data() + I, out.data() + I, size_t(I) * sizeof(float)) == 0);
+    CHECK(columns_split_alike(I, R, out, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* o) {
+      kernels::gelu_tanh_mul_cols(gu.data(), I, r0, r1, c0, c1, o);
+    }));
+    CHECK(columns_split_alike(I, R, portable, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* o) {
+      kernels::detail::gelu_tanh_mul_cols_portable(gu.data(), I, r0, r1, c0, c1, o);
+    }));
   }
 }
 

@@ -496,6 +496,38 @@ TEST_CASE("quantize_activations: per-32 absmax scale, round to nearest, half-blo
   CHECK(std::memcmp(parts.half_sum, a.q.half_sum, size_t(T * K / 16) * 4) == 0);
 }
 
+TEST_CASE("quantize_activation_blocks: a decode step's rows in ranges of blocks give the rows' bytes") {
+  for (int64_t T : {1, 2, 3})
+    for (int64_t K : {32, 4096 + 96}) {
+      CAPTURE(T);
+      CAPTURE(K);
+      const auto x = randn(size_t(T * K), uint32_t(60 + T));
+      ActBuf whole(x.data(), T, K);
+      std::vector<uint8_t> raw(kernels::qactivation_bytes(T, K) + 64, 0xCD);
+      void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+      const int64_t blocks = T * K / 32;
+      kernels::QActivations parts{};
+      // ranges of 1, 5, 16 and the rest, across row ends, the last first
+      std::vector<int64_t> cuts = {0};
+      for (int64_t c : {int64_t(1), int64_t(6), int64_t(22)})
+        if (c < blocks) cuts.push_back(c);
+      cuts.push_back(blocks);
+      for (size_t i = cuts.size() - 1; i-- > 0;) parts = kernels::quantize_activation_blocks(x.data(), T, K, cuts[i], cuts[i + 1], p);
+      CHECK(parts.t == T);
+      CHECK(parts.tile_rows == 0);
+      CHECK(std::memcmp(parts.q, whole.q.q, size_t(T * K)) == 0);
+      CHECK(std::memcmp(parts.scale, whole.q.scale, size_t(blocks) * 4) == 0);
+      CHECK(std::memcmp(parts.sum, whole.q.sum, size_t(blocks * 2) * 4) == 0);
+      CHECK(std::memcmp(parts.half_sum, whole.q.half_sum, size_t(blocks * 2) * 4) == 0);
+    }
+  // rows with tiles are quantize_activation_rows' (and blocks past the end are refused)
+  const auto x = randn(size_t(8 * 64), 70);
+  std::vector<uint8_t> raw(kernels::qactivation_bytes(8, 64) + 64);
+  void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+  if (kernels::qlinear_isa() != std::string("scalar")) CHECK_THROWS(kernels::quantize_activation_blocks(x.data(), 8, 64, 0, 2, p));
+  CHECK_THROWS(kernels::quantize_activation_blocks(x.data(), 1, 64, 0, 3, p));
+}
+
 TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4 on AVX-512 / AVX2) hold each "
           "token's codes, scales and sums in the documented order, whatever the split; views keep them from a tile") {
   const int64_t T = 37, K = 96, blocks = K / 32;  // two tiles of 16 and 5 tokens besides; 9 of 4 and one
@@ -1015,6 +1047,38 @@ TEST_CASE("cpu linear, a prompt split over tokens where rows are few for the thr
         CHECK(std::memcmp(ot.data, one.ptr<float>() + t * N, N * sizeof(float)) == 0);
       }
     }
+}
+
+TEST_CASE("cpu decode step, wide rows: activations quantized and gated in pieces, the same bits on any threads") {
+  // K 4,096 + 64 (130 blocks): a decode step's rows quantized by the threads together; gated
+  // activations 2,048 + 5 wide, split in columns where rows are fewer than threads (cpu_backend.cpp)
+  const int64_t K = 4096 + 64, N = 40, I = 2048 + 5;
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  const LinearWeight canonical = int4_g32_canonical(make_qw(4, 32, N, K, ScaleType::F16, 23));
+  for (int64_t T : {1, 2, 3, 5}) {
+    Tensor x = Tensor::empty_host(DType::F32, {T, K}), gate_up = Tensor::empty_host(DType::F32, {T, 2 * I});
+    for (int64_t j = 0; j < T * K; ++j) x.ptr<float>()[j] = u(rng);
+    for (int64_t j = 0; j < T * 2 * I; ++j) gate_up.ptr<float>()[j] = u(rng) * 4;
+    auto run = [&](int threads, bool modelled) {
+      auto be = make_cpu_backend(threads, ActQuantMode::Int8, std::nullopt, modelled);
+      CHECK(be->thread_model_account().has_value() == modelled);
+      const LinearWeight w = be->upload_quantized(canonical);
+      std::vector<Tensor> out = {Tensor::empty_host(DType::F32, {T, N}), Tensor::empty_host(DType::F32, {T, I}),
+                                 Tensor::empty_host(DType::F32, {T, I})};
+      be->linear(x, w, nullptr, out[0]);
+      be->silu_mul(gate_up, out[1]);
+      be->gelu_tanh_mul(gate_up, out[2]);
+      if (modelled) CHECK(be->thread_model_account()->loops >= 3);
+      return out;
+    };
+    const auto one = run(1, false), two = run(2, false), many = run(16, true);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("T " << T << ", output " << i);
+      CHECK(std::memcmp(one[i].data, two[i].data, one[i].nbytes()) == 0);
+      CHECK(std::memcmp(one[i].data, many[i].data, one[i].nbytes()) == 0);
+    }
+  }
 }
 
 TEST_CASE("CpuBackend packing: K-quant f32 scales are kept factored where the kernels take them, same outputs") {
