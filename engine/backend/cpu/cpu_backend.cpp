@@ -110,14 +110,14 @@ class CpuBackend final : public Backend {
     std::vector<CpuQSegment> scratch;
     const std::vector<CpuQSegment>& segs = cpu_qweight_parts(table, scratch);
     const int64_t H = table.k;
-    std::vector<float> packed_order(table.input_perm.empty() ? 0 : size_t(H));
     for_each_embedded(b, out, H, table.n, vocab_begin, [&](int64_t id, float* o) {
       size_t s = segs.size() - 1;  // the part holding row id
       while (segs[s].row0 > id) --s;
       const kernels::QWeightView& view = segs[s].view;
       id -= segs[s].row0;
-      if (packed_order.empty()) return kernels::qweight_dequantize_row(view, id, o);
-      kernels::qweight_dequantize_row(view, id, packed_order.data());  // act-order: packed column j is perm[j]
+      if (table.input_perm.empty()) return kernels::qweight_dequantize_row(view, id, o);
+      std::vector<float> packed_order(static_cast<size_t>(H));  // act-order: packed column j is perm[j]
+      kernels::qweight_dequantize_row(view, id, packed_order.data());
       const int32_t* perm = table.input_perm.ptr<int32_t>();
       for (int64_t j = 0; j < H; ++j) o[perm[j]] = packed_order[size_t(j)];
     });
@@ -382,11 +382,15 @@ class CpuBackend final : public Backend {
     const int64_t D = cache.k.dim(3), W = qkv.dim(1), row = hkv * D;
     const auto& slots = b.plan->slot_mapping;
     if (cache.quant != KvCacheDtype::Auto) return write_kv_quant(qkv, slots, hq, hkv, cache);
-    for (size_t t = 0; t < slots.size(); ++t) {
-      const float* src = qkv.ptr<float>() + t * W + hq * D;
-      std::memcpy(cache.k.ptr<float>() + int64_t(slots[t]) * row, src, row * 4);
-      std::memcpy(cache.v.ptr<float>() + int64_t(slots[t]) * row, src + row, row * 4);
-    }
+    // a prompt's rows over the pool (each token its own slot): 23 MB for 512 tokens of the default
+    // model, which one thread copying left the others waiting
+    pool_.parallel_for(int64_t(slots.size()), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* src = qkv.ptr<float>() + t * W + hq * D;
+        std::memcpy(cache.k.ptr<float>() + int64_t(slots[size_t(t)]) * row, src, row * 4);
+        std::memcpy(cache.v.ptr<float>() + int64_t(slots[size_t(t)]) * row, src + row, row * 4);
+      }
+    });
   }
 
   void attention(const Tensor& qkv, const KvLayer& cache, const DeviceBatch& b, int hq, int hkv, float scale,
@@ -633,20 +637,22 @@ class CpuBackend final : public Backend {
  private:
   // fill(id, row) for each token whose id is in this rank's rows [vocab_begin, vocab_begin + V) of
   // out [T, H] (id relative to vocab_begin); zero rows for the others (another rank's vocabulary:
-  // the runner checked the ids).
+  // the runner checked the ids). A prompt's tokens over the pool.
   template <class Fill>
   void for_each_embedded(const DeviceBatch& b, Tensor& out, int64_t H, int64_t V, int64_t vocab_begin, Fill fill) {
     check_f32(out, "embed output");
     const auto& ids = b.plan->token_ids;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      LLM_CHECK(ids[t] >= 0) << "token id " << ids[t] << " is negative";
-      float* o = out.ptr<float>() + t * H;
-      const int64_t id = int64_t(ids[t]) - vocab_begin;
-      if (id < 0 || id >= V)
-        std::fill(o, o + H, 0.0f);
-      else
-        fill(id, o);
-    }
+    for (int32_t id : ids) LLM_CHECK(id >= 0) << "token id " << id << " is negative";
+    pool_.parallel_for(int64_t(ids.size()), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* o = out.ptr<float>() + t * H;
+        const int64_t id = int64_t(ids[size_t(t)]) - vocab_begin;
+        if (id < 0 || id >= V)
+          std::fill(o, o + H, 0.0f);
+        else
+          fill(id, o);
+      }
+    });
   }
 
   static kernels::PagedKvQuantView quant_view(const KvLayer& cache, int hkv) {
