@@ -512,7 +512,8 @@ TEST_CASE("quantize_activation_blocks: a decode step's rows in ranges of blocks 
       for (int64_t c : {int64_t(1), int64_t(6), int64_t(22)})
         if (c < blocks) cuts.push_back(c);
       cuts.push_back(blocks);
-      for (size_t i = cuts.size() - 1; i-- > 0;) parts = kernels::quantize_activation_blocks(x.data(), T, K, cuts[i], cuts[i + 1], p);
+      for (size_t i = cuts.size() - 1; i-- > 0;)
+        parts = kernels::quantize_activation_blocks(x.data(), T, K, cuts[i], cuts[i + 1], p);
       CHECK(parts.t == T);
       CHECK(parts.tile_rows == 0);
       CHECK(std::memcmp(parts.q, whole.q.q, size_t(T * K)) == 0);
@@ -524,7 +525,8 @@ TEST_CASE("quantize_activation_blocks: a decode step's rows in ranges of blocks 
   const auto x = randn(size_t(8 * 64), 70);
   std::vector<uint8_t> raw(kernels::qactivation_bytes(8, 64) + 64);
   void* p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
-  if (kernels::qlinear_isa() != std::string("scalar")) CHECK_THROWS(kernels::quantize_activation_blocks(x.data(), 8, 64, 0, 2, p));
+  if (kernels::qlinear_isa() != std::string("scalar"))
+    CHECK_THROWS(kernels::quantize_activation_blocks(x.data(), 8, 64, 0, 2, p));
   CHECK_THROWS(kernels::quantize_activation_blocks(x.data(), 1, 64, 0, 3, p));
 }
 

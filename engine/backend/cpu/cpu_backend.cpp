@@ -62,7 +62,8 @@ class CpuBackend final : public Backend {
     return pool_.account();
   }
   std::string name() const override {
-    return "cpu (" + std::to_string(pool_.size()) + (pool_.simulated() ? " modelled" : "") + " threads, " + (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
+    return "cpu (" + std::to_string(pool_.size()) + (pool_.simulated() ? " modelled" : "") + " threads, " +
+           (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
            ", quantized " + kernels::qlinear_isa() + (kernels::qlinear_amx() ? " + amx" : "") + ", act-quant " +
            act_quant_name(act_quant_) + ")";
   }
