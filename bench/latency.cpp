@@ -67,7 +67,8 @@ bool run_batch(Engine& engine, const Backend& backend, const std::vector<BenchRe
   if (clock.modelled()) {
     const LoopAccount loops1 = clock.account();
     t.wall = now_seconds() - wall0;
-    t.loops = {loops1.loops - loops0.loops, loops1.work_s - loops0.work_s, loops1.critical_s - loops0.critical_s};
+    t.loops = {loops1.loops - loops0.loops, loops1.work_s - loops0.work_s, loops1.inside_s - loops0.inside_s,
+               loops1.critical_s - loops0.critical_s};
   }
   return true;
 }
@@ -76,7 +77,7 @@ bool run_batch(Engine& engine, const Backend& backend, const std::vector<BenchRe
 // number of threads) against the loops' time on the modelled threads, and how evenly the loops'
 // work spread over them.
 void put_thread_model(nlohmann::ordered_json& row, const RunTimes& m, int threads) {
-  const double serial = std::max(0.0, m.wall - m.loops.work_s), modelled = serial + m.loops.critical_s;
+  const double serial = std::max(0.0, m.wall - m.loops.inside_s), modelled = serial + m.loops.critical_s;
   row["modelled_threads"] = threads;
   row["loops"] = m.loops.loops;
   row["one_thread_s"] = m.wall;
@@ -146,6 +147,7 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
           modelled.wall += t.wall;
           modelled.loops.loops += t.loops.loops;
           modelled.loops.work_s += t.loops.work_s;
+          modelled.loops.inside_s += t.loops.inside_s;
           modelled.loops.critical_s += t.loops.critical_s;
           prefill.push_back(t.prefill);
           tpot.push_back(t.tpot);

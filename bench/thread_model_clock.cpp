@@ -14,7 +14,7 @@ void ThreadModelClock::mark() {
   if (!modelled_) return;
   const LoopAccount a = account();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  marks_.push_back({wall, a.work_s - a.critical_s});
+  marks_.push_back({wall, a.inside_s - a.critical_s});
 }
 
 double ThreadModelClock::at(double t) const {

@@ -2,7 +2,7 @@
 // --simulate-threads; engine/core/loop_account.h). The backend runs every loop's pieces on one
 // thread; a timestamp taken during step k becomes the wall time less what the loops before it,
 // step k's included, would have saved on the modelled threads (each loop's pieces at once rather
-// than one after another). Where the backend's threads are real, times stay as they are.
+// than one after another, with the model's own timing). Where the backend's threads are real, times stay as they are.
 #pragma once
 #include <vector>
 

@@ -35,6 +35,7 @@ class ForwardingBackend : public Backend {
   void clear_graphs() override { inner_.clear_graphs(); }
   void step_timer_begin() override { inner_.step_timer_begin(); }
   double step_timer_end() override { return inner_.step_timer_end(); }
+  std::optional<LoopAccount> thread_model_account() const override { return inner_.thread_model_account(); }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
     return inner_.sample(logits, jobs);
   }

@@ -8,10 +8,11 @@ namespace llmctl {
 // A modelled pool's loops so far. Each loop's pieces go to its threads as a real pool first hands
 // them out (thread i piece i; a balanced loop's later pieces, in order, to whichever thread is free
 // first), so the loop would take its busiest thread's time. Time outside the loops is the caller's
-// alone either way: n threads would take the wall time less work_s - critical_s.
+// alone either way: n threads would take the wall time less inside_s - critical_s.
 struct LoopAccount {
   uint64_t loops = 0;     // parallel_for calls (of more than one piece)
-  double work_s = 0;      // every piece's time, summed: what the caller took
+  double work_s = 0;      // every piece's time, summed
+  double inside_s = 0;    // the loops' time on the caller: work_s and the model's own timing of it
   double critical_s = 0;  // each loop's busiest thread's time, summed: what n threads would take
 };
 

@@ -184,6 +184,7 @@ TEST_CASE("thread pool, modelled: the real pool's pieces, all on the caller, and
         CHECK(a.loops == 2);
         CHECK(a.work_s > 0);
         CHECK(a.critical_s <= a.work_s);
+        CHECK(a.work_s <= a.inside_s);
         CHECK(a.critical_s >= a.work_s / threads * (1 - 1e-9));
         CHECK(real.account().loops == 0);
       }
