@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`llmctl bench latency` on the default model: a 2 x 1 x 1 matrix with 2 repetitions after a
 warm-up; each case reports prefill, TPOT and E2E with their spread, consistent with each other
-(prefill <= E2E, the fastest prefill gives the highest pp tok/s); JSON, CSV and SVG checked.
+(prefill <= E2E, the fastest prefill gives the highest pp tok/s); JSON, CSV and SVG checked. With
+--simulate-threads (8 modelled threads): the modelled time below the one-thread wall time, its serial
+share and loop efficiency fractions, the backend named as modelled.
 Usage: test_bench_latency.py BUILD_DIR
 """
 import os
@@ -37,4 +39,18 @@ for r in rep["rows"]:
 check_csv(out["csv"], rep)
 texts = check_svg(out["svg"], min_series=3)
 assert "b1 i32 o6" in texts and "b4 i32 o6" in texts, texts
+for r in rep["rows"]:
+    assert "serial_share" not in r and "loop_efficiency" not in r  # real threads: no model
+
+p = run([llmctl, "bench", "latency", "--model", model, "-t", "8", "--simulate-threads", "--input-len", "64",
+         "--output-len", "8", "--repetitions", "2", "--warmup", "1", "--json", out["json"]])
+print(p.stdout)
+rep = load(out["json"])
+assert rep["meta"]["config"]["modelled_threads"] == 8, rep["meta"]["config"]
+assert "8 modelled threads" in str(rep["meta"]), rep["meta"]
+(r,) = rep["rows"]
+assert r["modelled_threads"] == 8 and r["loops"] > 0
+assert 0 < r["modelled_s"] < r["one_thread_s"], r
+assert 0 < r["serial_share"] < 1 and 0 < r["loop_efficiency"] <= 1, r
+assert 0 < r["prefill_ms_min"] <= r["e2e_ms_min"] <= 1000 * r["one_thread_s"]
 print("bench latency: OK")
