@@ -1,7 +1,6 @@
 #include "bench/latency.h"
 
 #include <algorithm>
-#include <chrono>
 #include <sstream>
 
 #include "bench/dataset.h"
@@ -14,10 +13,6 @@
 namespace llmctl::bench {
 
 namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct RunTimes {
   double prefill = 0, tpot = 0, e2e = 0;
   // a modelled pool (--simulate-threads): the run's wall time on one thread and its loops
@@ -39,8 +34,6 @@ bool run_batch(Engine& engine, const Backend& backend, const std::vector<BenchRe
     sp.max_tokens = r.output_len;
     ids.push_back(engine.submit(r.prompt_ids, sp));
   }
-  const LoopAccount loops0 = clock.account();
-  const double wall0 = clock.modelled() ? now_seconds() : 0;
   clock.mark();
   double t0 = 1e300;
   while (engine.has_unfinished()) {
@@ -63,13 +56,7 @@ bool run_batch(Engine& engine, const Backend& backend, const std::vector<BenchRe
     const size_t n = r.outputs.at(0).token_ids.size();
     if (n > 1) tpot += (finish - first_token) / double(n - 1);
   }
-  t = {first, tpot / double(res.size()), last};
-  if (clock.modelled()) {
-    const LoopAccount loops1 = clock.account();
-    t.wall = now_seconds() - wall0;
-    t.loops = {loops1.loops - loops0.loops, loops1.work_s - loops0.work_s, loops1.inside_s - loops0.inside_s,
-               loops1.critical_s - loops0.critical_s};
-  }
+  t = {first, tpot / double(res.size()), last, clock.span_wall(), clock.span_loops()};
   return true;
 }
 
@@ -145,10 +132,7 @@ Report run_latency(Runtime& rt, const LatencyOptions& o) {
           bar.update(++done);
           if (r < o.warmup) continue;
           modelled.wall += t.wall;
-          modelled.loops.loops += t.loops.loops;
-          modelled.loops.work_s += t.loops.work_s;
-          modelled.loops.inside_s += t.loops.inside_s;
-          modelled.loops.critical_s += t.loops.critical_s;
+          modelled.loops += t.loops;
           prefill.push_back(t.prefill);
           tpot.push_back(t.tpot);
           e2e.push_back(t.e2e);

@@ -12,9 +12,10 @@ LoopAccount ThreadModelClock::account() const { return backend_.thread_model_acc
 
 void ThreadModelClock::mark() {
   if (!modelled_) return;
-  const LoopAccount a = account();
+  last_ = account();
+  if (marks_.empty()) first_ = last_;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  marks_.push_back({wall, a.inside_s - a.critical_s});
+  marks_.push_back({wall, last_.inside_s - last_.critical_s});
 }
 
 double ThreadModelClock::at(double t) const {

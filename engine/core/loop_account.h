@@ -14,6 +14,14 @@ struct LoopAccount {
   double work_s = 0;      // every piece's time, summed
   double inside_s = 0;    // the loops' time on the caller: work_s and the model's own timing of it
   double critical_s = 0;  // each loop's busiest thread's time, summed: what n threads would take
+
+  LoopAccount& operator+=(const LoopAccount& o) {
+    loops += o.loops, work_s += o.work_s, inside_s += o.inside_s, critical_s += o.critical_s;
+    return *this;
+  }
+  LoopAccount operator-(const LoopAccount& o) const {  // the loops between two accounts
+    return {loops - o.loops, work_s - o.work_s, inside_s - o.inside_s, critical_s - o.critical_s};
+  }
 };
 
 // One loop's time on `threads` threads from its pieces' times, in the order the pool numbers them
