@@ -12,10 +12,9 @@ LoopAccount ThreadModelClock::account() const { return backend_.thread_model_acc
 
 void ThreadModelClock::mark() {
   if (!modelled_) return;
-  last_ = account();
-  if (marks_.empty()) first_ = last_;
+  const LoopAccount loops = account();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  marks_.push_back({wall, last_.inside_s - last_.critical_s});
+  marks_.push_back({wall, loops});
 }
 
 double ThreadModelClock::at(double t) const {
@@ -23,7 +22,7 @@ double ThreadModelClock::at(double t) const {
   // the first mark at or after t: the step t was taken in ended there
   auto it = std::lower_bound(marks_.begin(), marks_.end(), t, [](const Mark& m, double v) { return m.wall < v; });
   if (it == marks_.end()) --it;
-  return t - it->saved;
+  return t - (it->loops.inside_s - it->loops.critical_s);
 }
 
 }  // namespace llmctl::bench

@@ -21,16 +21,18 @@ class ThreadModelClock {
   LoopAccount account() const;  // the loops so far (zeros where the threads are real)
   // From the first mark to the last: the wall time on one thread and the loops run
   double span_wall() const { return marks_.size() < 2 ? 0 : marks_.back().wall - marks_.front().wall; }
-  LoopAccount span_loops() const { return marks_.size() < 2 ? LoopAccount{} : last_ - first_; }
+  LoopAccount span_loops() const {
+    return marks_.size() < 2 ? LoopAccount{} : marks_.back().loops - marks_.front().loops;
+  }
 
  private:
   struct Mark {
-    double wall, saved;
+    double wall;
+    LoopAccount loops;  // the account then: the loops so far saved inside_s - critical_s
   };
   const Backend& backend_;
   bool modelled_ = false;
   std::vector<Mark> marks_;
-  LoopAccount first_, last_;  // the accounts at the first and the last mark
 };
 
 }  // namespace llmctl::bench
