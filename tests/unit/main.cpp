@@ -14,6 +14,9 @@
 
 #include "kernels/cpu/qlinear.h"
 #include "skip.h"
+#include "source_dir.h"
+
+const char* llmctl::test::source_dir() { return LLMCTL_SOURCE_DIR; }
 
 int main(int argc, char** argv) {
   std::vector<char*> args;

@@ -11,13 +11,14 @@
 #include "engine/core/tensor.h"
 #include "engine/model/safetensors.h"
 #include "quant/format/quantized_linear.h"
+#include "source_dir.h"
 
 namespace llmctl::test {
 
 struct QuantFixture {
   std::shared_ptr<SafetensorsFile> file;
 
-  static std::string path() { return std::string(LLMCTL_SOURCE_DIR) + "/tests/golden/quant/gptq_fixture.safetensors"; }
+  static std::string path() { return std::string(llmctl::test::source_dir()) + "/tests/golden/quant/gptq_fixture.safetensors"; }
   // nullptr when the file is absent (the test then skips).
   static std::unique_ptr<QuantFixture> open() {
     if (!std::filesystem::exists(path())) return nullptr;

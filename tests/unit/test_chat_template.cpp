@@ -12,13 +12,14 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/chat_template.h"
+#include "source_dir.h"
 
 using llmctl::InputError;
 using nlohmann::ordered_json;
 
 namespace {
 
-const std::string kDir = std::string(LLMCTL_SOURCE_DIR) + "/tests/golden/chat_templates/";
+const std::string kDir = std::string(llmctl::test::source_dir()) + "/tests/golden/chat_templates/";
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

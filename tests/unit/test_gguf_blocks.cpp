@@ -7,6 +7,7 @@
 
 #include "engine/model/gguf.h"
 #include "quant/format/gguf_blocks.h"
+#include "source_dir.h"
 
 using namespace llmctl;
 
@@ -26,7 +27,7 @@ TEST_CASE("gguf blocks: layout table") {
 }
 
 TEST_CASE("gguf blocks: bit-exact with gguf.quants.dequantize") {
-  auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
+  auto g = GgufFile::open(std::string(llmctl::test::source_dir()) + "/tests/unit/data/gguf_blocks_ref.gguf");
   const char* types[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                          "IQ4_NL", "IQ4_XS", "MXFP4"};
   for (const char* name : types) {

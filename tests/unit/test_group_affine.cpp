@@ -17,6 +17,7 @@
 #include "quant/format/group_affine.h"
 #include "quant/format/half_float.h"
 #include "tests/unit/gguf_test_blocks.h"
+#include "tests/unit/source_dir.h"
 
 using namespace llmctl;
 using quant::GroupAffineWeight;
@@ -110,7 +111,7 @@ TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) gi
 }
 
 TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly") {
-  auto g = GgufFile::open(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/gguf_blocks_ref.gguf");
+  auto g = GgufFile::open(std::string(llmctl::test::source_dir()) + "/tests/unit/data/gguf_blocks_ref.gguf");
   for (const char* name :
        {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K", "Q3_K"}) {
     CAPTURE(name);

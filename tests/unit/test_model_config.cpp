@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/model/config.h"
 #include "engine/model/layers/rope.h"
+#include "source_dir.h"
 
 using namespace llmctl;
 using nlohmann::json;
@@ -177,7 +178,7 @@ TEST_CASE("config: Phi-3 with LongRoPE (4.x's su spelling and 5.x's), and partia
 
 TEST_CASE("config: transformers 5's rope_parameters read as 4.x's rope_theta + rope_scaling (configs transformers wrote)") {
   auto load = [](const char* name) {
-    std::ifstream f(std::string(LLMCTL_SOURCE_DIR) + "/tests/unit/data/hf_configs/" + name + ".json");
+    std::ifstream f(std::string(llmctl::test::source_dir()) + "/tests/unit/data/hf_configs/" + name + ".json");
     REQUIRE(f.good());
     return json::parse(f);
   };

@@ -15,6 +15,7 @@
 #include "quant/algo/dense_layer.h"
 #include "quant/algo/family_calibration.h"
 #include "tiny_config.h"
+#include "source_dir.h"
 
 using namespace llmctl;
 
@@ -183,7 +184,7 @@ TEST_CASE("awq: Gemma 2 and 3 (sandwich norms run as 1 + w, GeGLU, soft-capping,
   for (const char* name : {"tiny_gemma2", "tiny_gemma3"}) {
     CAPTURE(name);
     Fixture fx;
-    fx.ck = load_checkpoint(std::string(LLMCTL_SOURCE_DIR) + "/tests/golden/families/" + name);
+    fx.ck = load_checkpoint(std::string(llmctl::test::source_dir()) + "/tests/golden/families/" + name);
     fx.c = fx.ck.config;
     fx.samples.clear();
     std::mt19937 rng(5);

@@ -17,6 +17,7 @@
 #include "quant/format/checkpoint_layout.h"
 #include "quant/format/half_float.h"
 #include "skip.h"
+#include "source_dir.h"
 
 using namespace llmctl;
 using namespace llmctl::quant;
@@ -453,7 +454,7 @@ TEST_CASE("quant layouts: compressed-tensors zero points stored unpacked as sign
 }
 
 TEST_CASE("quant layouts: reference fixtures unpack exactly and pack back to the same bytes") {
-  const std::string dir = std::string(LLMCTL_SOURCE_DIR) + "/tests/golden/quant/";
+  const std::string dir = std::string(llmctl::test::source_dir()) + "/tests/golden/quant/";
   if (!std::filesystem::exists(dir + "layout_fixtures.json")) LLMCTL_SKIP("tests/golden/quant/layout_fixtures.json absent");
   std::ifstream in(dir + "layout_fixtures.json");
   const json meta = json::parse(in);
