@@ -27,14 +27,8 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 echo "test.sh: tests passed at ${SECONDS} s"
 
 if [ "${1:-}" != "--no-sanitize" ]; then
-  # -O0 -g1 (line tables, for the sanitizers' stack traces; the numeric layers keep -O1, see
-  # CMakeLists.txt): compile time is most of this step on 2 cores without ccache, and this takes
-  # 2,633 s of it where -O1 everywhere took 4,502 s.
-  cmake -S . -B "$BUILD_DIR-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DLLMCTL_SANITIZE=ON -DLLMCTL_CUDA=OFF >/dev/null
-  # Unit tests and the fuzz corpora (tests/fuzz: seeds and saved regressions) under the sanitizers.
-  cmake --build "$BUILD_DIR-asan" -j "$JOBS" --target llmctl_unit_tests llmctl_fuzz_replay
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir "$BUILD_DIR-asan" -L cpu -R '^(unit|fuzz)\.' --output-on-failure -j "$JOBS"
+  source scripts/sanitizer-pass.sh
+  sanitizer_build "$BUILD_DIR-asan" "$JOBS"
+  sanitizer_tests "$BUILD_DIR-asan" "$JOBS"
 fi
 echo "test.sh: all tests passed (${SECONDS} s)"

@@ -21,14 +21,11 @@ step "Release built"
 ctest --test-dir build -L cpu -R '^unit\.' -j "$jobs" --output-on-failure > "$work/unit.log" 2>&1
 echo "unit tests: exit $?: $(grep 'tests passed' "$work/unit.log")"
 step "Release unit tests run"
-# the sanitizer pass exactly as scripts/test.sh configures it
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DLLMCTL_SANITIZE=ON -DLLMCTL_CUDA=OFF >/dev/null || exit 1
-cmake --build build-asan -j "$jobs" --target llmctl_unit_tests llmctl_fuzz_replay > "$work/asan-build.log" 2>&1 ||
+source scripts/sanitizer-pass.sh  # the sanitizer pass as scripts/test.sh runs it
+sanitizer_build build-asan "$jobs" > "$work/asan-build.log" 2>&1 ||
   { step "sanitizer build FAILED"; tail -30 "$work/asan-build.log"; exit 1; }
 step "sanitizer build built"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan -L cpu -R '^(unit|fuzz)\.' -j "$jobs" --output-on-failure > "$work/asan-tests.log" 2>&1
+sanitizer_tests build-asan "$jobs" > "$work/asan-tests.log" 2>&1
 echo "sanitizer tests: exit $?: $(grep 'tests passed' "$work/asan-tests.log")"
 step "sanitizer tests run"
 echo "ccache: $(grep -c '^direct_cache_hit' "$CCACHE_STATSLOG") hits, $(grep -c '^cache_miss' "$CCACHE_STATSLOG") misses"

@@ -18,9 +18,7 @@ namespace llmctl::test {
 struct QuantFixture {
   std::shared_ptr<SafetensorsFile> file;
 
-  static std::string path() {
-    return std::string(llmctl::test::source_dir()) + "/tests/golden/quant/gptq_fixture.safetensors";
-  }
+  static std::string path() { return std::string(source_dir()) + "/tests/golden/quant/gptq_fixture.safetensors"; }
   // nullptr when the file is absent (the test then skips).
   static std::unique_ptr<QuantFixture> open() {
     if (!std::filesystem::exists(path())) return nullptr;
