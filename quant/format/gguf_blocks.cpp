@@ -4,6 +4,8 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "quant/format/gguf_code_blocks.h"
+
 // Bit-exactness with the numpy reference needs each multiply and add rounded on its own: no FMA.
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -136,7 +138,7 @@ const char* ggml_type_label(uint32_t type) {
 bool ggml_can_dequantize(uint32_t type) {
   for (uint32_t t : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u})
     if (t == type) return true;
-  return false;
+  return ggml_code_block_type(type);  // the IQ grid and ternary formats (gguf_code_blocks.h)
 }
 
 void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb) {
@@ -295,6 +297,7 @@ bool dequantize_row(uint32_t type, const void* src, float* dst, int64_t n) {
     case 20: dequantize_iq4_nl(s, dst, nb); break;
     case 23: dequantize_iq4_xs(s, dst, nb); break;
     case 39: dequantize_mxfp4(s, dst, nb); break;
+    default: dequantize_code_blocks(type, s, dst, nb); break;
   }
   return true;
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "quant/format/gguf_blocks.h"
+#include "quant/format/gguf_code_blocks.h"
 #include "quant/format/half_float.h"
 
 // The scales are the products gguf_blocks.cpp computes (d * sc, dmin * m), rounded the same way.
@@ -151,6 +152,13 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
           }
       break;
     }
+    default: {  // the IQ grid and ternary formats: codes times a group's scale, no offset
+      int8_t c[256];
+      ggml_code_block_decode(type, b, c, scale);
+      for (int i = 0; i < 256; ++i) codes[i] = uint8_t(c[i]);
+      for (int g = 0; g < 256 / ggml_code_block_group(type); ++g) offset[g] = kNoOffset;
+      break;
+    }
   }
 }
 
@@ -161,7 +169,7 @@ bool gguf_group_affine_supported(uint32_t type) {
     case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kQ2_K: case kQ3_K: case kQ4_K: case kQ5_K:
     case kQ6_K: case kIQ4_NL: case kIQ4_XS: case kMXFP4: return true;
   }
-  return false;
+  return ggml_code_block_type(type);
 }
 
 void check_gguf_group_affine_shape(uint32_t type, size_t nbytes, int64_t n, int64_t k) {
@@ -183,7 +191,10 @@ namespace {
 int gguf_group_affine_bits(uint32_t type) {
   return (type == kQ4_0 || type == kQ4_1 || type == kQ2_K || type == kQ4_K) ? 4 : 8;
 }
-int gguf_group_affine_group(uint32_t type) { return (type == kQ2_K || type == kQ3_K || type == kQ6_K) ? 16 : 32; }
+int gguf_group_affine_group(uint32_t type) {
+  if (ggml_code_block_type(type)) return ggml_code_block_group(type);
+  return (type == kQ2_K || type == kQ3_K || type == kQ6_K) ? 16 : 32;
+}
 }  // namespace
 
 GroupAffineWeight gguf_group_affine_shell(uint32_t type, size_t nbytes, int64_t n, int64_t k) {

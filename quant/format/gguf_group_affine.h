@@ -15,7 +15,8 @@
 //   IQ4_NL  8-bit codes table[q] (IQ4's 16 values),  group 32, scale d,             offset 0
 //   IQ4_XS  8-bit codes table[q],                    group 32, scale d * (ls - 32), offset 0
 //   MXFP4   8-bit codes 2 x e2m1[q],                 group 32, scale 2^(e - 128),   offset 0
-// Other types (the other IQ types, TQ1_0, ...) are not converted: a loader dequantizes them to dense.
+//   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0: 8-bit codes, group 16 or 32, scale,
+//           offset 0, as gguf_code_blocks.h decodes them (IQ1's codes in eighths: 8 g +- 1, scale dl / 8)
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -26,9 +26,20 @@ inline std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt
     case 10: halves = {80, 82}; break;
     case 11: halves = {108}; break;
     case 14: halves = {208}; break;
+    case 16: case 17: case 18: case 19: case 21: case 22: halves = {0}; break;  // IQ2_*, IQ3_*, IQ1_S
+    case 34: halves = {52}; break;                                              // TQ1_0
+    case 35: halves = {64}; break;                                              // TQ2_0
   }
   if (type == 39)  // MXFP4: e8m0 scales from subnormal (0, 1) to 2^13, not past f16's range
     for (int64_t i = 0; i < blocks; ++i) b[size_t(i) * l.type_size] = uint8_t(i % 3 == 0 ? i % 2 : 100 + rng() % 40);
+  if (type == 29)  // IQ1_M: its f16 scale is the top nibbles of the 16-bit words at bytes 48..55
+    for (int64_t i = 0; i < blocks; ++i) {
+      const uint16_t h = quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f);
+      for (int w = 0; w < 4; ++w) {
+        uint8_t& top = b[size_t(i) * l.type_size + 49 + 2 * w];
+        top = uint8_t((top & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
+      }
+    }
   for (int64_t i = 0; i < blocks; ++i)
     for (size_t off : halves) {
       uint16_t h;

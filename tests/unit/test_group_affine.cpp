@@ -48,7 +48,8 @@ GroupAffineWeight random_weight(int bits, int64_t n, int64_t k, int group, std::
 
 TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") {
   std::mt19937 rng(1234);
-  const uint32_t types[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39};  // ..., Q2_K, Q3_K, ..., MXFP4
+  // ..., Q2_K, Q3_K, ..., MXFP4, then the IQ grid and ternary formats (IQ2_XXS ... TQ2_0)
+  const uint32_t types[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39, 16, 17, 18, 19, 21, 22, 29, 34, 35};
   for (uint32_t type : types) {
     const std::string label = quant::ggml_type_label(type);
     CAPTURE(label);
@@ -63,7 +64,8 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
     REQUIRE(w.has_value());
     w->validate();
     CHECK(w->bits == (type == 2 || type == 3 || type == 10 || type == 12 ? 4 : 8));
-    CHECK(w->group == (type == 10 || type == 11 || type == 14 ? 16 : 32));
+    const bool sixteen = type == 10 || type == 11 || type == 14 || type == 17 || type == 22 || type == 29;
+    CHECK(w->group == (sixteen ? 16 : 32));
     const std::vector<float> got = quant::dequantize(*w);
     CHECK(count_unequal(got, ref) == 0);
     int64_t differing_bits = 0, nonzero = 0;
@@ -78,7 +80,7 @@ TEST_CASE("group affine: GGUF block types convert bit for bit (random blocks)") 
 
 TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) give the whole conversion's bytes") {
   std::mt19937 rng(4321);
-  for (uint32_t type : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u}) {
+  for (uint32_t type : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u, 16u, 19u, 29u, 34u}) {
     const std::string label = quant::ggml_type_label(type);
     CAPTURE(label);
     quant::GgmlBlockLayout l;
@@ -104,17 +106,20 @@ TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) gi
     short_scales.scale.pop_back();
     CHECK_THROWS_AS(quant::gguf_group_affine_convert(type, blocks.data(), 0, count, short_scales), std::invalid_argument);
     // another type's blocks into this shell (Q4_K's 4-bit codes, or Q6_K's 8-bit codes in groups of 16)
-    const uint32_t other = type == 14 || type == 11 ? 12 : 14;
+    const uint32_t other = type == 14 || type == 11 || type == 29 ? 12 : 14;
     CHECK_THROWS_AS(quant::gguf_group_affine_convert(other, blocks.data(), 0, 1, w), std::invalid_argument);
   }
   CHECK_THROWS_AS(quant::gguf_group_affine_shell(2, 18 * 3, 2, 64), std::invalid_argument);  // bytes of 3 blocks, not 4
 }
 
 TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly") {
-  auto g = GgufFile::open(std::string(llmctl::test::source_dir()) + "/tests/unit/data/gguf_blocks_ref.gguf");
-  for (const char* name :
-       {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K", "Q3_K"}) {
+  const std::string data = std::string(llmctl::test::source_dir()) + "/tests/unit/data/";
+  auto blocks = GgufFile::open(data + "gguf_blocks_ref.gguf"), codes = GgufFile::open(data + "gguf_code_blocks_ref.gguf");
+  for (const char* name : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4",
+                           "Q2_K", "Q3_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0",
+                           "TQ2_0"}) {
     CAPTURE(name);
+    auto& g = codes->find_tensor(std::string(name) + ".q") ? codes : blocks;
     const GgufTensorInfo* q = g->find_tensor(std::string(name) + ".q");
     REQUIRE(q);
     Tensor ref = g->load(*g->find_tensor(std::string(name) + ".ref"));
