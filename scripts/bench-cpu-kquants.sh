@@ -8,7 +8,8 @@
 # Rounds alternate llmctl `generate --json` and `llama-bench -r 1` file by file (a VM's speed drifts);
 # each line: round, type, program, prefill and decode tok/s (llmctl also its decode bytes a token).
 # Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
-# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS), OUT (default
+# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; IQ1_*, IQ2_XXS/XS/S get an importance
+# matrix made by llama-imatrix on tinyshakespeare), OUT (default
 # /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
 # GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
@@ -27,7 +28,7 @@ OUT=${OUT:-/tmp/llmctl-bench-kquants}
 TYPES=${TYPES:-Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
 
 "$ROOT/scripts/fetch-model.sh" --dense
-LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/build-llama-cpp.sh" llama-bench llama-quantize
+LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/build-llama-cpp.sh" llama-bench llama-quantize llama-imatrix
 mkdir -p "$OUT"
 if [ ! -f "$OUT/hf/config.json" ]; then
   "$(dirname "$LLMCTL")/llmctl_random_model" "$BASE" "$OUT/hf" --hidden 1024 --heads 16 --kv-heads 4 --layers 12 \
@@ -37,8 +38,15 @@ if [ ! -f "$OUT/f16.gguf" ]; then
   "$PYTHON" "$HOME_DIR/llama.cpp/src/convert_hf_to_gguf.py" "$OUT/hf" --outtype f16 --outfile "$OUT/f16.gguf" >/dev/null 2>&1
 fi
 for t in $TYPES; do
-  [ -f "$OUT/$t.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" \
-    >/dev/null 2>&1
+  [ -f "$OUT/$t.gguf" ] && continue
+  imatrix=()
+  case "$t" in  # the types llama-quantize makes only with an importance matrix (of this random model's f16)
+    IQ1_S|IQ1_M|IQ2_XXS|IQ2_XS|IQ2_S|Q2_K_S)
+      [ -f "$OUT/imatrix.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-imatrix" -m "$OUT/f16.gguf" \
+        -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" --chunks 20 -c 512 -t "$THREADS" >/dev/null 2>&1
+      imatrix=(--imatrix "$OUT/imatrix.gguf") ;;
+  esac
+  "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "${imatrix[@]}" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
 done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"

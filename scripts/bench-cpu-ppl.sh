@@ -21,7 +21,7 @@ OUT=${OUT:-/tmp/llmctl-bench-cpu}
 TEXT="$ROOT/../shared/data/wikitext2-valid.txt"
 
 "$ROOT/scripts/fetch-model.sh"
-LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize llama-perplexity
+LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize llama-perplexity llama-imatrix
 mkdir -p "$OUT"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS, $TOKENS tokens"
 printf '| %-7s | %-13s | %-13s | %-13s | %-18s |\n' GGUF "int8 act" "f32 act" "dense f32" "llama-perplexity"
@@ -32,7 +32,7 @@ ppl() {  # MODEL FLAGS...: "mean NLL / perplexity" of llmctl bench ppl
 }
 for t in ${GGUF_TYPES:-Q4_0 Q8_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}; do
   f="$OUT/$t.gguf"
-  [ -f "$f" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$f" "$t" "$THREADS" >/dev/null 2>&1
+  LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/make-gguf-type.sh" "$t" "$OUT" "$THREADS"
   lp=$("$LLAMA/build/bin/llama-perplexity" -m "$f" -f "$TEXT" -c 512 -t "$THREADS" --chunks $((TOKENS / 512)) 2>&1 |
     sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
   printf '| %-7s | %-13s | %-13s | %-13s | %-18s |\n' "$t" "$(ppl "$f")" "$(ppl "$f" --act-quant none)" \

@@ -49,11 +49,9 @@ for dtype in f32 bf16; do run_llmctl "$dtype" "$MODEL_DIR/hf" --dtype "$dtype"; 
 
 OUT=${OUT:-/tmp/llmctl-bench-cpu}
 mkdir -p "$OUT"
-LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize
+LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/build-llama-cpp.sh" llama-quantize llama-imatrix
 TYPES=${GGUF_TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
-for t in $TYPES; do
-  [ -f "$OUT/$t.gguf" ] || "$LLAMA/build/bin/llama-quantize" --allow-requantize "$GGUF" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
-done
+for t in $TYPES; do LLAMA_CPP_DIR="$LLAMA" "$ROOT/scripts/make-gguf-type.sh" "$t" "$OUT" "$THREADS"; done
 for gs in 32 64; do
   [ -d "$OUT/int4-g$gs-asym" ] || "$LLMCTL" quantize "$MODEL_DIR/hf" "$OUT/int4-g$gs-asym" --method rtn --group-size "$gs" \
     --asym --threads "$THREADS" 2>/dev/null

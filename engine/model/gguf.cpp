@@ -339,7 +339,8 @@ Tensor GgufFile::load(const GgufTensorInfo& t, bool keep_float) const {
   LLM_REQUIRE(is_float || quant::ggml_can_dequantize(type))
       << path() << ": tensor '" << t.name << "' has type " << quant::ggml_type_label(type)
       << ", which llmctl cannot dequantize (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-         "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)";
+         "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, "
+         "MXFP4, TQ1_0, TQ2_0)";
   Tensor out = Tensor::empty_host(DType::F32, shape);
   float* dst = out.ptr<float>();
   quant::GgmlBlockLayout l;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Makes OUT/TYPE.gguf from the default model's Q4_1 GGUF with llama.cpp's llama-quantize
+# (--allow-requantize), as the CPU benchmarks compare types. The types llama-quantize makes only with
+# an importance matrix (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, Q2_K_S) get one, made once into
+# OUT/imatrix.gguf by llama-imatrix on tinyshakespeare (40 chunks of 512 tokens; not the WikiText the
+# perplexity runs score). Nothing is done when the file exists. Needs llama.cpp's tools built
+# (scripts/build-llama-cpp.sh llama-quantize llama-imatrix).
+# Usage: scripts/make-gguf-type.sh TYPE OUT [THREADS]
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+TYPE=$1
+OUT=$2
+THREADS=${3:-$(nproc)}
+HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
+GGUF="$HOME_DIR/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
+[ -f "$OUT/$TYPE.gguf" ] && exit 0
+mkdir -p "$OUT"
+imatrix=()
+case "$TYPE" in
+  IQ1_S|IQ1_M|IQ2_XXS|IQ2_XS|IQ2_S|Q2_K_S)
+    if [ ! -f "$OUT/imatrix.gguf" ]; then
+      "$LLAMA/build/bin/llama-imatrix" -m "$GGUF" -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" \
+        --chunks 40 -c 512 -t "$THREADS" >"$OUT/imatrix.log" 2>&1
+    fi
+    imatrix=(--imatrix "$OUT/imatrix.gguf") ;;
+esac
+"$LLAMA/build/bin/llama-quantize" --allow-requantize "${imatrix[@]}" "$GGUF" "$OUT/$TYPE.gguf" "$TYPE" "$THREADS" \
+  >"$OUT/$TYPE.quantize.log" 2>&1
