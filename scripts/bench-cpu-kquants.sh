@@ -8,7 +8,7 @@
 # Rounds alternate llmctl `generate --json` and `llama-bench -r 1` file by file (a VM's speed drifts);
 # each line: round, type, program, prefill and decode tok/s (llmctl also its decode bytes a token).
 # Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
-# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; IQ1_*, IQ2_XXS/XS/S get an importance
+# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; IQ1_*, IQ2_*, IQ3_* get an importance
 # matrix made by llama-imatrix on tinyshakespeare), OUT (default
 # /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
@@ -41,7 +41,7 @@ for t in $TYPES; do
   [ -f "$OUT/$t.gguf" ] && continue
   imatrix=()
   case "$t" in  # the types llama-quantize makes only with an importance matrix (of this random model's f16)
-    IQ1_S|IQ1_M|IQ2_XXS|IQ2_XS|IQ2_S|Q2_K_S)
+    IQ1_*|IQ2_*|IQ3_*|Q2_K_S)
       [ -f "$OUT/imatrix.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-imatrix" -m "$OUT/f16.gguf" \
         -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" --chunks 20 -c 512 -t "$THREADS" >/dev/null 2>&1
       imatrix=(--imatrix "$OUT/imatrix.gguf") ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes OUT/TYPE.gguf from the default model's Q4_1 GGUF with llama.cpp's llama-quantize
 # (--allow-requantize), as the CPU benchmarks compare types. The types llama-quantize makes only with
-# an importance matrix (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, Q2_K_S) get one, made once into
+# an importance matrix (IQ1_*, IQ2_*, and IQ3_* for their mixes' IQ2 tensors; Q2_K_S) get one, made once into
 # OUT/imatrix.gguf by llama-imatrix on tinyshakespeare (40 chunks of 512 tokens; not the WikiText the
 # perplexity runs score). Nothing is done when the file exists. Needs llama.cpp's tools built
 # (scripts/build-llama-cpp.sh llama-quantize llama-imatrix).

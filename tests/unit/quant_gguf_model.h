@@ -18,7 +18,8 @@ namespace llmctl::test::qgguf {
 
 
 constexpr uint32_t kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
-                   kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23;
+                   kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kIQ2_XXS = 16, kIQ2_XS = 17, kIQ3_XXS = 18, kIQ1_S = 19,
+                   kIQ3_S = 21, kIQ2_S = 22, kIQ1_M = 29, kTQ1_0 = 34, kTQ2_0 = 35;
 // Hidden 256 and intermediate 512: the K of every linear is a whole number of 256-element K-quant
 // super-blocks. Head dim 64, 4 query heads over 2 KV heads.
 constexpr int64_t H = 256, I = 512, V = 64, NH = 4, NKV = 2, HD = 64, L = 2;
@@ -39,14 +40,26 @@ inline Bytes random_blocks(uint32_t type, int64_t elements, float mag, std::mt19
     case kQ2_K: halves = {80, 82}; break;
     case kQ3_K: halves = {108}; break;
     case kQ6_K: halves = {208}; break;
+    case kIQ2_XXS: case kIQ2_XS: case kIQ2_S: case kIQ3_XXS: case kIQ3_S: case kIQ1_S: halves = {0}; break;
+    case kTQ1_0: halves = {52}; break;
+    case kTQ2_0: halves = {64}; break;
+    case kIQ1_M: break;  // its f16 is the top nibbles of the 16-bit words at bytes 48..55 (below)
     default: FAIL("no scale layout for type " << type);
   }
   std::uniform_real_distribution<float> u(0.5f, 1.0f);
-  for (int64_t i = 0; i < nb; ++i)
+  for (int64_t i = 0; i < nb; ++i) {
     for (size_t off : halves) {
       const uint16_t h = quant::f32_to_half_bits((rng() % 2 ? -1.0f : 1.0f) * u(rng) * mag);
       b[size_t(i) * l.type_size + off] = uint8_t(h), b[size_t(i) * l.type_size + off + 1] = uint8_t(h >> 8);
     }
+    if (type == kIQ1_M) {
+      const uint16_t h = quant::f32_to_half_bits((rng() % 2 ? -1.0f : 1.0f) * u(rng) * mag);
+      for (int w = 0; w < 4; ++w) {
+        uint8_t& top = b[size_t(i) * l.type_size + 49 + 2 * w];
+        top = uint8_t((top & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
+      }
+    }
+  }
   return b;
 }
 
@@ -62,6 +75,10 @@ inline float scale_for(uint32_t type) {
     case kIQ4_XS: return 0.00002f;  // values up to 127, sub-block scales up to 32
     case kQ4_K: case kQ5_K: return 0.0005f;
     case kQ6_K: return 0.00002f;
+    case kIQ2_XXS: case kIQ2_XS: case kIQ2_S: return 0.0003f;  // grid values up to 43, sub-block scales up to 3.9
+    case kIQ3_XXS: case kIQ3_S: return 0.0001f;                // values up to 62 x 7.75, 15 x 31
+    case kIQ1_S: case kIQ1_M: return 0.003f;                   // g + delta up to 1.125, sub-block scales up to 15
+    case kTQ1_0: case kTQ2_0: return 0.03f;                    // codes -1..1 (TQ2_0: 2)
   }
   return 0.001f;
 }

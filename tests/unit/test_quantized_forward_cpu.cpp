@@ -33,10 +33,18 @@ TEST_CASE("quantized GGUF on the CPU backend's kernels: the dense logits within 
   // An untied table in a block type (as llama-quantize writes most models' token_embd): packed too.
   Layout untied_q6k = uniform("Q4_K, untied Q6_K table, Q8_0 output", kQ4_K);
   untied_q6k.embed = kQ6_K, untied_q6k.output = kQ8_0;
+  // The IQ grid and ternary formats (8-bit codes: a codebook of at most 16 values, narrow 4-bit codes),
+  // fused q / k / v and gate / up of different forms run part by part; a tied IQ2_XS table.
+  Layout grids{"IQ grid and ternary mix", {}, kIQ2_S};
+  grids.types = {{"attn_q", kIQ2_XXS}, {"attn_k", kIQ3_XXS}, {"attn_v", kIQ1_S},  {"attn_output", kIQ3_S},
+                 {"ffn_gate", kIQ1_M},  {"ffn_up", kTQ1_0},   {"ffn_down", kTQ2_0}};
+  Layout tied_iq2 = uniform("IQ2_XS, tied IQ2_XS table", kIQ2_XS);
+  tied_iq2.embed = kIQ2_XS;
   const Layout layouts[] = {uniform("Q4_0", kQ4_0),     uniform("Q8_0", kQ8_0),     uniform("Q4_K", kQ4_K),
                             uniform("Q6_K", kQ6_K),     uniform("Q2_K", kQ2_K),     uniform("Q3_K", kQ3_K),
                             uniform("IQ4_NL", kIQ4_NL), mixed,                      tied_q8,
-                            tied_q4k,                   tied_iq4,                   untied_q6k};
+                            tied_q4k,                   tied_iq4,                   untied_q6k,
+                            grids,                      tied_iq2};
   ScratchDir dir("qfwd_cpu");
   uint32_t seed = 70;
   for (const Layout& layout : layouts) {
