@@ -23,6 +23,7 @@
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "quant/format/checkpoint_layout.h"
+#include "quant/format/gguf_blocks.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/unit/format_test_util.h"
 #include "tests/unit/tiny_config.h"
@@ -234,6 +235,21 @@ void gguf_seeds() {
       gemma.tensor(p + name + ".weight", 0, {kn.first, kn.second}, ones(kn.first * kn.second));
   }
   seed("gguf", "gemma2_softcap.gguf", gemma.build());
+
+  // The IQ grid and ternary formats (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ3_S, IQ2_S, IQ1_M, TQ1_0, TQ2_0):
+  // a tensor of two random 256-element rows each (every grid index and sign pattern the bytes give;
+  // f16 scales included, so some are inf or NaN), dequantized and converted by the harness.
+  GgufBuilder grids;
+  grids.kv_str("general.architecture", "llama");
+  std::mt19937 grid_rng(38);
+  for (uint32_t type : {16u, 17u, 18u, 19u, 21u, 22u, 29u, 34u, 35u}) {
+    quant::GgmlBlockLayout l;
+    if (!quant::ggml_block_layout(type, &l)) throw std::runtime_error("no layout for a grid type");
+    Bytes b(2 * l.type_size);
+    for (uint8_t& x : b) x = uint8_t(grid_rng());
+    grids.tensor(std::string("grid.") + quant::ggml_type_label(type), type, {256, 2}, b);
+  }
+  seed("gguf", "grid_types.gguf", grids.build());
 
   GgufBuilder empty;
   seed("gguf", "empty.gguf", empty.build());
