@@ -2,7 +2,7 @@
 // qlinear_rowlane_avx2_tile.h after its helpers: half h of a row block x up to 4 tokens, every kind
 // of code (4-bit plain, narrow or a codebook's; 8-bit narrow, the 6-bit ones once unpacked; 8-bit wide,
 // Q8_0's and int8 checkpoints', signed without VNNI as a codebook's values are); and without VNNI the
-// 8-token tile (q8_tile8) for every kind but codebooks and wide 8-bit codes in groups of 16.
+// 8-token tile (q8_tile8) for every kind.
 // Weight-stationary: a block's codes are decoded once into 8 registers (4 bits: the low and high
 // nibbles of its 4 vectors, through the codebook if any; 8 bits: its 8 vectors), register i then
 // holding the 4 inputs 4i..4i+3 of each of the half's 8 rows, and every token's activations are
@@ -104,7 +104,78 @@ void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8
     }
 }
 
-// Signed values without VNNI (a codebook's, wide 8-bit codes'), one group a block (widened_tile), as
+// base x the activations' integer sums of a block's NT tokens, per group of the block (SG 2: its two
+// halves; SG 1: both halves summed): corr[sg][j], 4 tokens a vector operation instead of scalar
+// arithmetic, a multiply and a broadcast from a register each. The tiles skip it for base 0 (Q5_K's
+// codes; the harness: 35.3 -> 30.5 cycles a block of 4 tokens); vectorized, Q6_K's prefill x1.05
+// (generate, ABBA pairs). hs, next: as in narrow_block.
+template <int NT, int SG>
+__attribute__((always_inline)) inline void base_corrections(const int32_t* hs, int64_t next, int base,
+                                                           int32_t (*corr)[8]) {
+  const __m128i b = _mm_set1_epi32(base);
+#pragma GCC unroll 2
+  for (int u = 0; u < (NT > 4 ? 2 : 1); ++u) {  // token tile u: tokens 4u..4u+3
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hs + u * (next / 16)));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hs + u * (next / 16) + 4));
+    if constexpr (SG == 2) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(corr[0] + 4 * u), _mm_mullo_epi32(h0, b));
+      _mm_store_si128(reinterpret_cast<__m128i*>(corr[1] + 4 * u), _mm_mullo_epi32(h1, b));
+    } else {
+      _mm_store_si128(reinterpret_cast<__m128i*>(corr[0] + 4 * u), _mm_mullo_epi32(_mm_add_epi32(h0, h1), b));
+    }
+  }
+}
+
+// widened_block's groups of 16: group sg's four quads (4 sg .. 4 sg + 3) against every token, from
+// -128 x the token's half-block sum sg, then its scales s[sg]; the integers and the f32 steps per
+// (row, token) in q8_prefill_tile's order (group 0, then group 1, block by block).
+template <bool FOUR, int NT, bool PRE>
+__attribute__((always_inline)) inline void widened_halves(const void* src, const int16_t* a16, const int32_t* hs,
+                                                         const float* xs, int64_t next, __m256i lut_u,
+                                                         const float* const* s, float (*acc)[8]) {
+  const int8_t* a0 = reinterpret_cast<const int8_t*>(a16);
+  const int8_t* a1 = reinterpret_cast<const int8_t*>(a16 + next);
+  asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
+  alignas(16) int32_t corr[2][8];
+  base_corrections<NT, 2>(hs, next, -128, corr);
+  auto pair = [&](int j, int p) { return bcast4((j < 4 ? a0 : a1) + 2 * (32 * (j % 4) + p)); };
+#pragma GCC unroll 2
+  for (int sg = 0; sg < 2; ++sg) {
+    __m256i d[NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) d[j] = _mm256_set1_epi32(corr[sg][j]);
+    auto quad = [&](__m256i e, __m256i o, int q) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        d[j] = _mm256_add_epi32(d[j], _mm256_add_epi32(_mm256_madd_epi16(e, pair(j, 4 * q)),
+                                                       _mm256_madd_epi16(o, pair(j, 4 * q + 2))));
+        asm("" : "+x"(d[j]));  // as in widened_block
+      }
+    };
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const int q = 4 * sg + v;
+      if constexpr (PRE) {
+        const __m256i* eo = static_cast<const __m256i*>(src);
+        quad(_mm256_load_si256(eo + 2 * q), _mm256_load_si256(eo + 2 * q + 1), q);
+      } else if constexpr (FOUR) {  // vector v's low nibbles are quad v, its high ones quad 4 + v
+        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(src) + 64 * v));
+        const __m256i c = _mm256_and_si256(sg ? _mm256_srli_epi16(W, 4) : W, _mm256_set1_epi8(0x0F));
+        const __m256i u = _mm256_shuffle_epi8(lut_u, c);
+        quad(even_bytes16(u), odd_bytes16(u), q);
+      } else {  // wide 8-bit codes: vector q is quad q
+        const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(src) + 64 * q));
+        quad(even_bytes16(u), odd_bytes16(u), q);
+      }
+    }
+    const __m256 sv = _mm256_loadu_ps(s[sg]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) accumulate_token(acc[j], d[j], sv, xs[(j / 4) * (next / 32) + j % 4]);
+  }
+}
+
+// Signed values without VNNI (a codebook's, wide 8-bit codes'), one group a block (widened_tile; groups of
+// 16: widened_halves), as
 // 16-bit products: each value + 128, a byte (a codebook's looked up so, a wide code's as stored), is
 // zero-extended to 16 bits twice, the even bytes of each 4-byte lane (mask) and the odd ones (shift),
 // and vpmaddwd takes them against the token's activations as int16 (TokenTiles::q16, in that order);
@@ -120,12 +191,18 @@ void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8
 // next / 32 elements in wc and xs).
 // PRE: the block's quads from widen_half (src: its 16 vectors), else decoded here (src: its codes +
 // 32 x the half). a16: tile 0's int16 activations of the block (4 x 32); wc, xs: its corrections and
-// activation scales (4 each); s: the 8 rows' scales; acc[j]: token j's outputs.
-template <bool FOUR, int NT, bool PRE>
+// activation scales (4 each); s[sg]: the 8 rows' scales of group sg; acc[j]: token j's outputs.
+// SG 2 (groups of 16: IQ2_XS / IQ2_S / IQ1_M codebooks): the block's quads 0..3 (inputs 0..15) and
+// 4..7 (16..31) in two passes, each from -128 x its half-block sums (hs, as narrow_block's) instead of wc.
+template <bool FOUR, int NT, bool PRE, int SG = 1>
 __attribute__((always_inline)) inline void widened_block(const void* src, const int16_t* a16, const int32_t* wc,
-                                                        const float* xs, int64_t next, __m256i lut_u, const float* s,
-                                                        float (*acc)[8]) {
+                                                        const int32_t* hs, const float* xs, int64_t next,
+                                                        __m256i lut_u, const float* const* s, float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8);
+  if constexpr (SG == 2) {
+    widened_halves<FOUR, NT, PRE>(src, a16, hs, xs, next, lut_u, s, acc);
+    return;
+  }
   // the two tiles' activations through two base registers (their addresses per token and quad spilled
   // to the stack otherwise)
   const int8_t* a0 = reinterpret_cast<const int8_t*>(a16);
@@ -155,32 +232,10 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
     for_block_quads<FOUR>(static_cast<const uint8_t*>(src), lut_u,
                           [&](__m256i u, int q) { quad(even_bytes16(u), odd_bytes16(u), q); });
   }
-  const __m256 sv = _mm256_loadu_ps(s);
+  const __m256 sv = _mm256_loadu_ps(s[0]);
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) {
     accumulate_token(acc[j], d[j], sv, xs[(j / 4) * (next / 32) + j % 4]);
-  }
-}
-
-// base x the activations' integer sums of a block's NT tokens, per group of the block (SG 2: its two
-// halves; SG 1: both halves summed): corr[sg][j], 4 tokens a vector operation instead of scalar
-// arithmetic, a multiply and a broadcast from a register each. The tiles skip it for base 0 (Q5_K's
-// codes; the harness: 35.3 -> 30.5 cycles a block of 4 tokens); vectorized, Q6_K's prefill x1.05
-// (generate, ABBA pairs). hs, next: as in narrow_block.
-template <int NT, int SG>
-__attribute__((always_inline)) inline void base_corrections(const int32_t* hs, int64_t next, int base,
-                                                           int32_t (*corr)[8]) {
-  const __m128i b = _mm_set1_epi32(base);
-#pragma GCC unroll 2
-  for (int u = 0; u < (NT > 4 ? 2 : 1); ++u) {  // token tile u: tokens 4u..4u+3
-    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hs + u * (next / 16)));
-    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hs + u * (next / 16) + 4));
-    if constexpr (SG == 2) {
-      _mm_store_si128(reinterpret_cast<__m128i*>(corr[0] + 4 * u), _mm_mullo_epi32(h0, b));
-      _mm_store_si128(reinterpret_cast<__m128i*>(corr[1] + 4 * u), _mm_mullo_epi32(h1, b));
-    } else {
-      _mm_store_si128(reinterpret_cast<__m128i*>(corr[0] + 4 * u), _mm_mullo_epi32(_mm_add_epi32(h0, h1), b));
-    }
   }
 }
 
@@ -325,7 +380,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
                                         const __m256i* eo) {
   constexpr bool kWidened = KIND == Tile8::Widened;
   static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || !FIVE) && (kWidened || !LUT) &&
-                (!kWidened || SG == 1) && (KIND == Tile8::Four || (!TWO && !NARROW4)));
+                (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128
   if constexpr (LUT)
@@ -334,7 +389,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
   const int8_t* aq = kWidened ? nullptr : tt.tile_q(tile);
   const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
   const int32_t* awc = kWidened ? tt.tile_wc(tile) : nullptr;
-  const int32_t* ahs = KIND == Tile8::Narrow || NARROW4 ? tt.tile_hs(tile) : nullptr;
+  const int32_t* ahs = KIND == Tile8::Narrow || NARROW4 || (kWidened && SG == 2) ? tt.tile_hs(tile) : nullptr;
   const float* axs = tt.tile_xs(tile);
   const float* aS = tt.tile_S(tile);
   alignas(32) float acc[NT][8] = {};
@@ -349,8 +404,8 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
       if constexpr (kWidened)
-        widened_block<LUT, NT, PRE>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
-                                    axs + b * 4, next, lut_u, sp[0], acc);
+        widened_block<LUT, NT, PRE, SG>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
+                                        SG == 2 ? ahs + b * 8 : nullptr, axs + b * 4, next, lut_u, sp, acc);
       else if constexpr (KIND == Tile8::Four)
         four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
                                          sp, acc);

@@ -155,15 +155,15 @@ constexpr bool uses_base() {
 }
 
 // Whether the prefill tile takes a block's signed values (a codebook's, wide 8-bit codes') as 16-bit
-// products (widened_block): without VNNI, one group a block; the tokens' activations as int16 then.
+// products (widened_block): without VNNI, in groups of 32 or 16; the tokens' activations as int16 then.
 template <bool VNNI, bool FOUR, bool LUT, bool NARROW, int SG>
 constexpr bool widened_tile() {
-  return !VNNI && SG == 1 && (LUT || (!FOUR && !NARROW));
+  return !VNNI && (LUT || (!FOUR && !NARROW));
 }
 
 // Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, 4-bit codes
-// without a codebook (plain, narrow, 2-bit), narrow 8-bit codes (and 6-bit ones unpacked). What is
-// left to q8_prefill_tile: codebooks and wide 8-bit codes in groups of 16.
+// without a codebook (plain, narrow, 2-bit), narrow 8-bit codes (and 6-bit ones unpacked): every
+// kind (q8_prefill_tile is VNNI's, and 6-bit codes' when they are not unpacked).
 template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
 constexpr bool eight_token_tile() {
   return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !LUT) || (!VNNI && !FOUR && NARROW);
