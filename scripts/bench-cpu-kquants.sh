@@ -43,10 +43,12 @@ for t in $TYPES; do
   case "$t" in  # the types llama-quantize makes only with an importance matrix (of this random model's f16)
     IQ1_*|IQ2_*|IQ3_*|Q2_K_S)
       [ -f "$OUT/imatrix.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-imatrix" -m "$OUT/f16.gguf" \
-        -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" --chunks 20 -c 512 -t "$THREADS" >/dev/null 2>&1
+        -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" --chunks 20 -c 512 -t "$THREADS" \
+        >/dev/null 2>&1
       imatrix=(--imatrix "$OUT/imatrix.gguf") ;;
   esac
-  "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "${imatrix[@]}" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" >/dev/null 2>&1
+  "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "${imatrix[@]}" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" \
+    >/dev/null 2>&1
 done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"

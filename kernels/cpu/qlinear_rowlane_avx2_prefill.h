@@ -136,6 +136,7 @@ __attribute__((always_inline)) inline void widened_halves(const void* src, const
   const int8_t* a0 = reinterpret_cast<const int8_t*>(a16);
   const int8_t* a1 = reinterpret_cast<const int8_t*>(a16 + next);
   asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
+  [[maybe_unused]] const auto* cp = static_cast<const uint8_t*>(src);  // not PRE: the codes
   alignas(16) int32_t corr[2][8];
   base_corrections<NT, 2>(hs, next, -128, corr);
   auto pair = [&](int j, int p) { return bcast4((j < 4 ? a0 : a1) + 2 * (32 * (j % 4) + p)); };
@@ -159,12 +160,12 @@ __attribute__((always_inline)) inline void widened_halves(const void* src, const
         const __m256i* eo = static_cast<const __m256i*>(src);
         quad(_mm256_load_si256(eo + 2 * q), _mm256_load_si256(eo + 2 * q + 1), q);
       } else if constexpr (FOUR) {  // vector v's low nibbles are quad v, its high ones quad 4 + v
-        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(src) + 64 * v));
+        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
         const __m256i c = _mm256_and_si256(sg ? _mm256_srli_epi16(W, 4) : W, _mm256_set1_epi8(0x0F));
         const __m256i u = _mm256_shuffle_epi8(lut_u, c);
         quad(even_bytes16(u), odd_bytes16(u), q);
       } else {  // wide 8-bit codes: vector q is quad q
-        const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(src) + 64 * q));
+        const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * q));
         quad(even_bytes16(u), odd_bytes16(u), q);
       }
     }

@@ -101,7 +101,8 @@ void iq1_s(const uint8_t* b, int8_t* codes, float* scales) {
   for (int ib = 0; ib < 8; ++ib) {  // 32 elements: qh holds 4 x 3 high index bits, 3 scale bits, delta's sign
     const uint32_t h = u16_at(b + 34 + 2 * ib);
     scales[ib] = d * float(2 * ((h >> 12) & 7) + 1) * 0.125f;
-    for (int l = 0; l < 4; ++l) iq1_entry(qs[4 * ib + l] | ((h >> (3 * l)) & 7) << 8, h & 0x8000, codes + 32 * ib + 8 * l);
+    for (int l = 0; l < 4; ++l)
+      iq1_entry(qs[4 * ib + l] | ((h >> (3 * l)) & 7) << 8, h & 0x8000, codes + 32 * ib + 8 * l);
   }
 }
 

@@ -114,7 +114,8 @@ TEST_CASE("group affine: GGUF blocks converted in ranges (a loader's threads) gi
 
 TEST_CASE("group affine: GGUF reference tensors (gguf.quants) convert exactly") {
   const std::string data = std::string(llmctl::test::source_dir()) + "/tests/unit/data/";
-  auto blocks = GgufFile::open(data + "gguf_blocks_ref.gguf"), codes = GgufFile::open(data + "gguf_code_blocks_ref.gguf");
+  auto blocks = GgufFile::open(data + "gguf_blocks_ref.gguf");
+  auto codes = GgufFile::open(data + "gguf_code_blocks_ref.gguf");
   for (const char* name : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4",
                            "Q2_K", "Q3_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0",
                            "TQ2_0"}) {
