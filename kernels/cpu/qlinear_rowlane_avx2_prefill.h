@@ -175,8 +175,8 @@ __attribute__((always_inline)) inline void widened_halves(const void* src, const
   }
 }
 
-// Signed values without VNNI (a codebook's, wide 8-bit codes'), one group a block (widened_tile; groups of
-// 16: widened_halves), as
+// Signed values without VNNI (a codebook's, wide 8-bit codes'), a block's group of 32 (widened_tile) or
+// its two groups of 16 (widened_halves, called from here), as
 // 16-bit products: each value + 128, a byte (a codebook's looked up so, a wide code's as stored), is
 // zero-extended to 16 bits twice, the even bytes of each 4-byte lane (mask) and the odd ones (shift),
 // and vpmaddwd takes them against the token's activations as int16 (TokenTiles::q16, in that order);

@@ -163,7 +163,7 @@ constexpr bool widened_tile() {
 
 // Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, 4-bit codes
 // without a codebook (plain, narrow, 2-bit), narrow 8-bit codes (and 6-bit ones unpacked): every
-// kind (q8_prefill_tile is VNNI's, and 6-bit codes' when they are not unpacked).
+// kind (q8_prefill_tile is left to VNNI's tiles).
 template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
 constexpr bool eight_token_tile() {
   return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !LUT) || (!VNNI && !FOUR && NARROW);
