@@ -8,13 +8,12 @@
 # The GGUFs are the ones scripts/bench-cpu.sh makes with llama-quantize from the default model's Q4_1.
 # Usage: scripts/bench-cpu-ppl.sh [THREADS] [TOKENS]   (defaults: nproc 4096)
 # Environment: OUT (default /tmp/llmctl-bench-cpu, where bench-cpu.sh put the GGUFs), GGUF_TYPES (default
-# Q4_0 Q8_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; a missing file is made as bench-cpu.sh makes it).
+# Q4_0 Q8_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; a missing file is made by scripts/make-gguf-type.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
 TOKENS=${2:-4096}
 HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
-GGUF="$HOME_DIR/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
 LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
 OUT=${OUT:-/tmp/llmctl-bench-cpu}
