@@ -23,7 +23,7 @@ constexpr float kNoOffset = -0.0f;
 
 enum : uint32_t {
   kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
-  kIQ4_NL = 20, kIQ4_XS = 23, kMXFP4 = 39
+  kIQ4_NL = 20, kIQ4_XS = 23, kMXFP4 = 39, kTQ1_0 = 34, kTQ2_0 = 35
 };
 
 float f16_at(const uint8_t* p) { return half_bits_to_f32(uint16_t(p[0] | (p[1] << 8))); }
@@ -152,11 +152,15 @@ void convert_block(uint32_t type, const uint8_t* b, uint8_t* codes, float* scale
           }
       break;
     }
-    default: {  // the IQ grid and ternary formats: codes times a group's scale, no offset
+    default: {  // the IQ grid and ternary formats: codes times a group's scale (gguf_code_blocks.h)
       int8_t c[256];
       ggml_code_block_decode(type, b, c, scale);
-      for (int i = 0; i < 256; ++i) codes[i] = uint8_t(c[i]);
-      for (int g = 0; g < 256 / ggml_code_block_group(type); ++g) offset[g] = kNoOffset;
+      // The ternary formats' codes q - 1 are stored as q (0..2; 3 in TQ2_0) under offset -d, so that the
+      // loader keeps them in 2 bits: d q + (-d) is d (q - 1), exactly (3 d has at most 13 significant bits),
+      // but for the sign of a zero (+0 where the reference gives -0 for a negative d, as in Q4_0).
+      const bool ternary = type == kTQ1_0 || type == kTQ2_0;
+      for (int i = 0; i < 256; ++i) codes[i] = uint8_t(ternary ? c[i] + 1 : c[i]);
+      for (int g = 0; g < 256 / ggml_code_block_group(type); ++g) offset[g] = ternary ? -scale[g] : kNoOffset;
       break;
     }
   }

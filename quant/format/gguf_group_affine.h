@@ -1,6 +1,7 @@
 // GGUF block types in group-affine form (group_affine.h), exactly: dequantize() of the result gives
 // gguf_blocks.h's dequantize_row values bit for bit (for finite block scales; a zero may differ in
-// sign only, -0 vs +0, in Q4_0, where the reference computes d * (q - 8) and this d * q + (-8 * d)).
+// sign only, -0 vs +0, in Q4_0, where the reference computes d * (q - 8) and this d * q + (-8 * d), and
+// in TQ1_0 / TQ2_0 alike: d * (q - 1) against d * q + (-d)).
 // "offset 0" below is stored as -0.0f (x + -0 is x, bit for bit).
 //   Q4_0  4-bit codes q,        group 32, scale d,        offset -8 * d
 //   Q4_1  4-bit codes q,        group 32, scale d,        offset m
@@ -15,8 +16,9 @@
 //   IQ4_NL  8-bit codes table[q] (IQ4's 16 values),  group 32, scale d,             offset 0
 //   IQ4_XS  8-bit codes table[q],                    group 32, scale d * (ls - 32), offset 0
 //   MXFP4   8-bit codes 2 x e2m1[q],                 group 32, scale 2^(e - 128),   offset 0
-//   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0: 8-bit codes, group 16 or 32, scale,
-//           offset 0, as gguf_code_blocks.h decodes them (IQ1's codes in eighths: 8 g +- 1, scale dl / 8)
+//   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: 8-bit codes, group 16 or 32, scale, offset 0, as
+//           gguf_code_blocks.h decodes them (IQ1's codes in eighths: 8 g +- 1, scale dl / 8)
+//   TQ1_0, TQ2_0  8-bit codes q (0..2; TQ2_0 also 3), group 32, scale d, offset -d (2-bit codes at load)
 #pragma once
 #include <cstddef>
 #include <cstdint>
