@@ -8,8 +8,8 @@
 # Rounds alternate llmctl `generate --json` and `llama-bench -r 1` file by file (a VM's speed drifts);
 # each line: round, type, program, prefill and decode tok/s (llmctl also its decode bytes a token).
 # Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
-# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; IQ1_*, IQ2_*, IQ3_* get an importance
-# matrix made by llama-imatrix on tinyshakespeare), OUT (default
+# Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; made by make-gguf-type.sh,
+# with an importance matrix for IQ1_*, IQ2_*, IQ3_*), OUT (default
 # /tmp/llmctl-bench-kquants), PYTHON (an interpreter with torch, for the converter; default python3),
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
 # GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
@@ -38,17 +38,7 @@ if [ ! -f "$OUT/f16.gguf" ]; then
   "$PYTHON" "$HOME_DIR/llama.cpp/src/convert_hf_to_gguf.py" "$OUT/hf" --outtype f16 --outfile "$OUT/f16.gguf" >/dev/null 2>&1
 fi
 for t in $TYPES; do
-  [ -f "$OUT/$t.gguf" ] && continue
-  imatrix=()
-  case "$t" in  # the types llama-quantize makes only with an importance matrix (of this random model's f16)
-    IQ1_*|IQ2_*|IQ3_*|Q2_K_S)
-      [ -f "$OUT/imatrix.gguf" ] || "$HOME_DIR/llama.cpp/build/bin/llama-imatrix" -m "$OUT/f16.gguf" \
-        -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" --chunks 20 -c 512 -t "$THREADS" \
-        >/dev/null 2>&1
-      imatrix=(--imatrix "$OUT/imatrix.gguf") ;;
-  esac
-  "$HOME_DIR/llama.cpp/build/bin/llama-quantize" "${imatrix[@]}" "$OUT/f16.gguf" "$OUT/$t.gguf" "$t" "$THREADS" \
-    >/dev/null 2>&1
+  LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/make-gguf-type.sh" "$t" "$OUT" "$THREADS" "$OUT/f16.gguf"
 done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Makes OUT/TYPE.gguf from the default model's Q4_1 GGUF with llama.cpp's llama-quantize
-# (--allow-requantize), as the CPU benchmarks compare types. The types llama-quantize makes only with
-# an importance matrix (IQ1_*, IQ2_*, and IQ3_* for their mixes' IQ2 tensors; Q2_K_S) get one, made once into
-# OUT/imatrix.gguf by llama-imatrix on tinyshakespeare (40 chunks of 512 tokens; not the WikiText the
-# perplexity runs score). Nothing is done when the file exists. Needs llama.cpp's tools built
-# (scripts/build-llama-cpp.sh llama-quantize llama-imatrix).
-# Usage: scripts/make-gguf-type.sh TYPE OUT [THREADS]
+# Makes OUT/TYPE.gguf from SOURCE (default: the default model's Q4_1 GGUF) with llama.cpp's
+# llama-quantize (--allow-requantize), as the CPU benchmarks compare types. The types llama-quantize
+# makes only with an importance matrix (IQ1_*, IQ2_*, and IQ3_* for their mixes' IQ2 tensors; Q2_K_S) get
+# one, made once from SOURCE into OUT/imatrix.gguf by llama-imatrix on tinyshakespeare (40 chunks of 512
+# tokens; not the WikiText the perplexity runs score). Nothing is done when the file exists. Needs
+# llama.cpp's tools built (scripts/build-llama-cpp.sh llama-quantize llama-imatrix).
+# Usage: scripts/make-gguf-type.sh TYPE OUT [THREADS] [SOURCE]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TYPE=$1
 OUT=$2
 THREADS=${3:-$(nproc)}
 HOME_DIR=${LLMCTL_HOME:-$HOME/.cache/llmctl}
-GGUF="$HOME_DIR/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF=${4:-$HOME_DIR/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
 LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
 [ -f "$OUT/$TYPE.gguf" ] && exit 0
 mkdir -p "$OUT"

@@ -11,6 +11,14 @@
 
 namespace llmctl::qtest {
 
+// IQ1_M's block scale h (f16 bits): its nibble w is the top nibble of the 16-bit word w at bytes 48..55.
+inline void put_iq1m_scale(uint8_t* block, uint16_t h) {
+  for (int w = 0; w < 4; ++w) {
+    uint8_t& top = block[49 + 2 * w];
+    top = uint8_t((top & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
+  }
+}
+
 // Random blocks of a GGML type: random bytes, with every f16 field a random half below 1 in
 // magnitude (normal or subnormal; real blocks' scales are ~1e-3, and GroupAffineWeight::validate
 // refuses scales that could make weights over 65504: inf/NaN and huge ones are excluded here).
@@ -32,14 +40,9 @@ inline std::vector<uint8_t> random_blocks(uint32_t type, int64_t blocks, std::mt
   }
   if (type == 39)  // MXFP4: e8m0 scales from subnormal (0, 1) to 2^13, not past f16's range
     for (int64_t i = 0; i < blocks; ++i) b[size_t(i) * l.type_size] = uint8_t(i % 3 == 0 ? i % 2 : 100 + rng() % 40);
-  if (type == 29)  // IQ1_M: its f16 scale is the top nibbles of the 16-bit words at bytes 48..55
-    for (int64_t i = 0; i < blocks; ++i) {
-      const uint16_t h = quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f);
-      for (int w = 0; w < 4; ++w) {
-        uint8_t& top = b[size_t(i) * l.type_size + 49 + 2 * w];
-        top = uint8_t((top & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
-      }
-    }
+  if (type == 29)  // IQ1_M: its f16 scale split over four words
+    for (int64_t i = 0; i < blocks; ++i)
+      put_iq1m_scale(&b[size_t(i) * l.type_size], quant::f32_to_half_bits(float(int(rng() % 2001) - 1000) / 1024.0f));
   for (int64_t i = 0; i < blocks; ++i)
     for (size_t off : halves) {
       uint16_t h;

@@ -11,6 +11,7 @@
 
 #include "engine/model/checkpoint.h"
 #include "format_test_util.h"
+#include "gguf_test_blocks.h"
 #include "quant/format/gguf_blocks.h"
 #include "quant/format/half_float.h"
 
@@ -52,13 +53,9 @@ inline Bytes random_blocks(uint32_t type, int64_t elements, float mag, std::mt19
       const uint16_t h = quant::f32_to_half_bits((rng() % 2 ? -1.0f : 1.0f) * u(rng) * mag);
       b[size_t(i) * l.type_size + off] = uint8_t(h), b[size_t(i) * l.type_size + off + 1] = uint8_t(h >> 8);
     }
-    if (type == kIQ1_M) {
-      const uint16_t h = quant::f32_to_half_bits((rng() % 2 ? -1.0f : 1.0f) * u(rng) * mag);
-      for (int w = 0; w < 4; ++w) {
-        uint8_t& top = b[size_t(i) * l.type_size + 49 + 2 * w];
-        top = uint8_t((top & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
-      }
-    }
+    if (type == kIQ1_M)
+      qtest::put_iq1m_scale(&b[size_t(i) * l.type_size],
+                            quant::f32_to_half_bits((rng() % 2 ? -1.0f : 1.0f) * u(rng) * mag));
   }
   return b;
 }
