@@ -87,6 +87,8 @@ void check_scale_layout(const QWeightView& w) {
       << "6-bit codes are taken by the row-lane kernels only, as narrow codes";
   KERNEL_CHECK(w.bits != 2 || (w.layout == QLayout::RowLane16 && w.narrow_base == kWideCodes && !w.codebook))
       << "2-bit codes are taken by the row-lane kernels only, as codes 0..3";
+  KERNEL_CHECK(w.out_shift == 0 || (w.layout == QLayout::RowLane16 && w.out_shift > 0 && w.out_shift <= 64))
+      << "scales stored times 2^" << w.out_shift << ": the row-lane layout's, a shift of 1..64";
 }
 
 void check_rowlane_kind(const QWeightView& w) {
@@ -344,9 +346,22 @@ QActivations quantize_activations(const float* x, int64_t T, int64_t K, void* bu
   return quantize_activation_rows(x, T, K, 0, T, buf);
 }
 
-void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
-                      float* out, int64_t ldo) {
-  detail::check_scale_layout(w);
+namespace {
+
+// A weight whose scales (and offsets) are stored times 2^out_shift (QWeightView::out_shift): its
+// kernel's rows [n0, n1) of T tokens, computed without the bias, times 2^-out_shift (exact: a power
+// of two), then the bias added: the sums a weight of the unshifted scales gives, bit for bit.
+void unshift_rows(const QWeightView& w, int64_t T, const float* bias, int64_t n0, int64_t n1, float* out,
+                  int64_t ldo) {
+  const float back = std::ldexp(1.0f, -w.out_shift);
+  for (int64_t t = 0; t < T; ++t) {
+    float* o = out + t * ldo;
+    for (int64_t n = n0; n < n1; ++n) o[n] = bias ? o[n] * back + bias[n] : o[n] * back;
+  }
+}
+
+void rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+              int64_t ldo) {
   switch (detail::g_isa) {
     case detail::Isa::Avx512: return detail::qlinear_rows_f32_avx512(x, T, w, bias, n0, n1, out, ldo);
     case detail::Isa::Avx2:
@@ -355,9 +370,8 @@ void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const flo
   }
 }
 
-void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
-                     float* out, int64_t ldo) {
-  detail::check_scale_layout(w);
+void rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
+             int64_t ldo) {
   switch (detail::g_isa) {
     case detail::Isa::Avx512:
       if (detail::g_amx && w.layout == QLayout::RowLane16 && x.t >= 16)  // a whole tile of 16 tokens
@@ -371,10 +385,32 @@ void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* b
   }
 }
 
+}  // namespace
+
+void qlinear_rows_f32(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                      float* out, int64_t ldo) {
+  detail::check_scale_layout(w);
+  if (w.out_shift == 0) return rows_f32(x, T, w, bias, n0, n1, out, ldo);
+  rows_f32(x, T, w, nullptr, n0, n1, out, ldo);
+  unshift_rows(w, T, bias, n0, n1, out, ldo);
+}
+
+void qlinear_rows_q8(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1,
+                     float* out, int64_t ldo) {
+  detail::check_scale_layout(w);
+  if (w.out_shift == 0) return rows_q8(x, w, bias, n0, n1, out, ldo);
+  rows_q8(x, w, nullptr, n0, n1, out, ldo);
+  unshift_rows(w, x.t, bias, n0, n1, out, ldo);
+}
+
 void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
   KERNEL_CHECK(row >= 0 && row < w.n) << "dequantize row " << row << " of " << w.n;
   detail::check_scale_layout(w);
-  if (w.layout == QLayout::RowLane16) return detail::dequantize_row_rowlane(w, row, out);
+  if (w.layout == QLayout::RowLane16) {
+    detail::dequantize_row_rowlane(w, row, out);
+    if (w.out_shift != 0) unshift_rows(w, 1, nullptr, 0, w.k, out, w.k);  // scale x code + offset, times 2^-s
+    return;
+  }
   detail::dequantize_row_rows(w, row, out);
 }
 

@@ -42,6 +42,10 @@
 // its codes and 16 int8 m (and 16 m'), in place of the 16 f16/f32 scales (offsets). In the Rows
 // layout QWeightView::scale (offset) point to the m [n, k / group] and scale_d (offset_d) to the D
 // [n, k / group / 8]. The AVX-512 Rows kernels do not take them (qweight_factored_ok).
+// Shifted scales (QWeightView::out_shift = s > 0, RowLane16): the weight's scales and offsets are
+// stored times 2^s, for D that would be f16 subnormals otherwise (GGUF IQ2_XXS's d / 8 for d below
+// 2^-11); qlinear_rows_* and qweight_dequantize_row multiply their results by 2^-s (then add the
+// bias): every product and sum was 2^s times the unshifted one, exactly, so the values are the same.
 // Codebook (QWeightView::codebook; RowLane16 with 4-bit codes: qweight_compact_codes_ok, as for
 // narrow codes): code c stands for the int8 codebook[c],
 // w = scale * codebook[c] + offset. An 8-bit weight whose codes take at most 16 values (GGUF IQ4_NL /
@@ -90,6 +94,7 @@ struct QWeightView {
   // Narrow 8- or 6-bit codes that are all within 31 of the base (GGUF Q5_K / Q5_0 / Q5_1's 0..31):
   // the AVX2 prefill tile sums four vpmaddubsw in 16 bits (at most 8 x 31 x 127), not two.
   bool narrow_five = false;
+  int out_shift = 0;  // RowLane16: scales and offsets stored times 2^out_shift (above); 0: as they are
 };
 
 // Factored scales as the packers take them: values [n, G] (G = k / group, a multiple of 8) as

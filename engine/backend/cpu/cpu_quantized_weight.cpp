@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -36,9 +37,10 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 // are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
 // stored in when not the format's (int32 0: the format's; 2, 4 or 6) and, for codes stored from a
 // base (narrow), the base (int32; kWideCodes: not narrow), and whether narrow 8- or 6-bit codes are
-// all within 31 of it (int32 0 or 1: QWeightView::narrow_five). Zero bytes after the scale type: neither.
+// all within 31 of it (int32 0 or 1: QWeightView::narrow_five), and the power of two factored scales
+// are stored times (int32 s: 2^s, QWeightView::out_shift). Zero bytes after the scale type: neither.
 constexpr char kRowLaneTag[4] = {'R', 'L', '1', '6'};
-constexpr int64_t kDescriptorBytes = 44;
+constexpr int64_t kDescriptorBytes = 48;
 // A weight of fused parts packed each in its own form (pack_parts): data U8 [1, bytes], the parts'
 // packed data one after another, then per part 4 int64 (rows, byte offset, row block bytes, group),
 // the part count (int64) and this tag.
@@ -89,6 +91,41 @@ bool factor_params(const LinearWeight& w, kernels::QLayout layout, bool offsets,
   if (w.scales.dtype != DType::F32 || !kernels::qweight_factored_ok(layout)) return false;
   return factor_rows(pool, w.n, w.k, w.group_size, w.scales.ptr<float>(), scale) &&
          (!offsets || factor_rows(pool, w.n, w.k, w.group_size, w.zeros.ptr<float>(), offset));
+}
+
+// f32 scales (and offsets) that factor so only after a multiplication by a power of two: an f16 D
+// for d / 8 (GGUF IQ2_XXS, IQ2_XS, IQ1_S / IQ1_M) or d / 4 (IQ3_XXS) is a subnormal, and inexact,
+// for block scales d below 2^-11 (2^-12): most of a model's whose weights are about 0.02. Every value
+// times 2^s (exact in f32), s the largest that keeps them below 2^14, is factored instead, and the
+// kernels multiply their results by 2^-s (QWeightView::out_shift): the same values in the factored
+// bytes (IQ2_XXS: 4.3 bits a weight, not 5). False where they do not factor so either.
+bool factor_shifted(const LinearWeight& w, bool offsets, kernels::FactoredParams* scale,
+                    kernels::FactoredParams* offset, int32_t* shift, ThreadPool* pool) {
+  if (w.scales.dtype != DType::F32 || !kernels::qweight_factored_ok(kernels::QLayout::RowLane16)) return false;
+  const int64_t count = w.n * (w.k / w.group_size);
+  float top = 0.0f;
+  for (const Tensor* t : {&w.scales, offsets ? &w.zeros : nullptr}) {
+    if (!t) continue;
+    const float* v = t->ptr<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      if (!std::isfinite(v[i])) return false;
+      top = std::max(top, std::fabs(v[i]));
+    }
+  }
+  int e = 0;
+  std::frexp(top, &e);  // top < 2^e
+  const int s = 14 - e;
+  if (top == 0.0f || s <= 0 || s > 64) return false;  // zeros factor as they are; large values need no shift
+  std::vector<float> shifted(static_cast<size_t>(count));
+  auto shifted_values = [&](const Tensor& t) {
+    const float* v = t.ptr<float>();
+    for (int64_t i = 0; i < count; ++i) shifted[size_t(i)] = std::ldexp(v[i], s);
+    return shifted.data();
+  };
+  if (!factor_rows(pool, w.n, w.k, w.group_size, shifted_values(w.scales), scale)) return false;
+  if (offsets && !factor_rows(pool, w.n, w.k, w.group_size, shifted_values(w.zeros), offset)) return false;
+  *shift = s;
+  return true;
 }
 
 // qweight_code_range of the codes [n, k], by runs of rows.
@@ -188,7 +225,9 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool, HostAre
     const int group = canonical.group_size;
     const int zero = kernels::qweight_implied_zero(bits, N, K, group, st, canonical.scales.data, canonical.zeros.data);
     kernels::FactoredParams fs, fo;
-    const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo, pool);
+    int32_t shift = 0;
+    const bool factored = factor_params(canonical, kernels::QLayout::RowLane16, zero < 0, &fs, &fo, pool) ||
+                          factor_shifted(canonical, zero < 0, &fs, &fo, &shift, pool);
     if (factored) st = kernels::ScaleType::Factored;
     // 8-bit codes within 15 of their least (Q3_K's -4..3): 4-bit codes from it (narrow 4-bit: the
     // plain 4-bit kernels, half the bytes; from 0: plain 4-bit codes, a 4-bit part fused with an
@@ -251,6 +290,7 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool, HostAre
     std::memcpy(d + blocks * bb + 32, &stored_bits, 4);
     std::memcpy(d + blocks * bb + 36, &base, 4);
     std::memcpy(d + blocks * bb + 40, &five, 4);
+    std::memcpy(d + blocks * bb + 44, &shift, 4);
     out.scales = out.zeros = Tensor{};  // their copies are inside data: the kernels read those
     return out;
   }
@@ -453,12 +493,13 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const auto* d = w.data.ptr<uint8_t>();
     const bool tagged = w.data.dtype == DType::U8 && w.data.rank() == 2 && w.data.dim(0) == blocks + 1 &&
                         w.data.dim(1) >= kDescriptorBytes && std::memcmp(d + blocks * w.data.dim(1), kRowLaneTag, 4) == 0;
-    int32_t zero = -2, code = -1, codebook = -1, stored = -1, base = 0, five = -1;
+    int32_t zero = -2, code = -1, codebook = -1, stored = -1, base = 0, five = -1, shift = -1;
     const int format_bits = v.bits;
     if (tagged) {
       const uint8_t* desc = d + blocks * w.data.dim(1);
       std::memcpy(&zero, desc + 4, 4), std::memcpy(&code, desc + 8, 4), std::memcpy(&codebook, desc + 12, 4);
       std::memcpy(&stored, desc + 32, 4), std::memcpy(&base, desc + 36, 4), std::memcpy(&five, desc + 40, 4);
+      std::memcpy(&shift, desc + 44, 4);
       if (stored != 0) v.bits = stored;
       if (codebook == 1) v.codebook = reinterpret_cast<const int8_t*>(desc + 16);
       v.narrow_base = stored != 0 ? base : kernels::kWideCodes;
@@ -473,13 +514,14 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
                                        : stored == 6 && format_bits == 8 && narrow && codebook == 0;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || codebook == 1) && kind_ok &&
               (five == 0 || (five == 1 && narrow && v.bits >= 6)) &&
-              (!narrow || (base >= -128 && base <= 127)) &&
+              (!narrow || (base >= -128 && base <= 127)) && (shift == 0 || (code == 2 && shift > 0 && shift <= 64)) &&
               w.data.dim(1) == kernels::qweight_rowlane_block_bytes(v.bits, w.k, w.group_size, v.scale_type, zero))
         << weight_format_name(w.format) << " [" << w.n << ", " << w.k << "]: packed row-lane data must be u8 [" << blocks + 1
         << ", row block bytes] with its descriptor row, got " << dtype_name(w.data.dtype) << " " << w.data.shape_str()
         << " (was it made by upload_quantized?)";
     v.layout = kernels::QLayout::RowLane16;
     v.implied_zero = zero;
+    v.out_shift = shift;
     v.packed = d;
     return v;
   }

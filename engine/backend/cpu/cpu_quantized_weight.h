@@ -14,7 +14,9 @@
 //                         the bits 8-bit codes are stored in when narrow (int32 0: not narrow; 6:
 //                         within 63 of their least, as GGUF Q6_K / Q5_K, stored code - base; 4:
 //                         within 15, as Q3_K) and the base (int32); whether narrow codes are all
-//                         within 31 of it (int32 0/1, as Q5_K);
+//                         within 31 of it (int32 0/1, as Q5_K); the power of two factored scales
+//                         are stored times (int32 s: 2^s, for D that would be f16 subnormals,
+//                         as GGUF IQ2_XXS's; 0 none);
 //                         scales and zeros left empty (the kernels read the copies in data)
 #pragma once
 #include <vector>
