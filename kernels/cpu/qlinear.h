@@ -157,9 +157,9 @@ inline int qweight_narrow_base(int64_t count, const uint8_t* codes, int span = 6
 // scale * -z (GGUF Q8_0 / Q5_0: -0.0, Q4_0: -8 x scale); else -1.
 int qweight_implied_zero(int bits, int64_t n, int64_t k, int group, ScaleType st, const void* scale, const void* offset);
 // The layout a backend should pack (bits, group) weights in on this CPU: RowLane16 where the
-// AVX-512 or AVX2 variant runs and group % 32 == 0, or the AVX2 one and group 16 (the AVX-512
-// row-lane kernels take no groups of 16); else Rows. Every variant runs both layouts for the groups
-// it takes (the scalar one runs RowLane16 through its reference: correct, slow, never picked here).
+// AVX-512 or AVX2 variant (AVX-VNNI's too) runs and group is 16 or a multiple of 32; else Rows. Every
+// variant runs both layouts for the groups it takes (the scalar one runs RowLane16 through its
+// reference: correct, slow, never picked here).
 // select_cpu_kernels(..., rows_layout = true) keeps Rows everywhere (to measure the two).
 QLayout qweight_preferred_layout(int bits, int group);
 
