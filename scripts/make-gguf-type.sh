@@ -18,12 +18,17 @@ LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
 mkdir -p "$OUT"
 imatrix=()
 case "$TYPE" in
-  IQ1_S|IQ1_M|IQ2_XXS|IQ2_XS|IQ2_S|Q2_K_S)
+  IQ1_S|IQ1_M|IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_XS|IQ3_S|IQ3_M|Q2_K_S)
     if [ ! -f "$OUT/imatrix.gguf" ]; then
       "$LLAMA/build/bin/llama-imatrix" -m "$GGUF" -f "$ROOT/../shared/data/tinyshakespeare.txt" -o "$OUT/imatrix.gguf" \
         --chunks 40 -c 512 -t "$THREADS" >"$OUT/imatrix.log" 2>&1
     fi
     imatrix=(--imatrix "$OUT/imatrix.gguf") ;;
 esac
-"$LLAMA/build/bin/llama-quantize" --allow-requantize "${imatrix[@]}" "$GGUF" "$OUT/$TYPE.gguf" "$TYPE" "$THREADS" \
-  >"$OUT/$TYPE.quantize.log" 2>&1
+if ! "$LLAMA/build/bin/llama-quantize" --allow-requantize "${imatrix[@]}" "$GGUF" "$OUT/$TYPE.gguf" "$TYPE" "$THREADS" \
+  >"$OUT/$TYPE.quantize.log" 2>&1; then
+  rm -f "$OUT/$TYPE.gguf"  # a partial file would be taken as made next time
+  echo "make-gguf-type: llama-quantize $TYPE failed ($OUT/$TYPE.quantize.log):" >&2
+  tail -n 3 "$OUT/$TYPE.quantize.log" >&2
+  exit 1
+fi
