@@ -368,6 +368,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
   const bool prefill = x.t >= 4 && (!SIX || expand);
   TokenTiles& tt = thread_token_tiles();
+  thread_local std::vector<float> pre;  // expand_factored's
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt);
@@ -375,6 +376,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
       const bool two = pairs && nb + 16 < n1;
+      // factored scales multiplied out once for the chunk's token tiles (more than one)
+      const float* fpre = nullptr;
+      if constexpr (ST == ScaleType::Factored) {
+        if (prefill && c1 - c0 > 4) {
+          pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
+          expand_factored<SG>(geo, rb, two ? 2 : 1, pre.data());
+          fpre = pre.data();
+        }
+      }
       if (expand)
         for (int i = 0; i < (two ? 2 : 1); ++i)
           rowlane_six_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
@@ -392,7 +402,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         const RowLaneGeometry& cg = expand ? geo8 : geo;
         auto prefill_tile = [&](auto rbs, auto bpg) {
           q8_prefill_tile<rbs(), nt(), FOUR, TWO, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,
-                                                                        nb, m, out + t * ldo, ldo);
+                                                                        nb, m, out + t * ldo, ldo, fpre);
         };
         using One = std::integral_constant<int, 1>;
         using Two = std::integral_constant<int, 2>;
