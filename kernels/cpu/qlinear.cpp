@@ -354,9 +354,12 @@ namespace {
 void unshift_rows(const QWeightView& w, int64_t T, const float* bias, int64_t n0, int64_t n1, float* out,
                   int64_t ldo) {
   const float back = std::ldexp(1.0f, -w.out_shift);
-  for (int64_t t = 0; t < T; ++t) {
+  for (int64_t t = 0; t < T; ++t) {  // two loops, each vectorized (a branch per element was 1% of a prompt)
     float* o = out + t * ldo;
-    for (int64_t n = n0; n < n1; ++n) o[n] = bias ? o[n] * back + bias[n] : o[n] * back;
+    if (bias)
+      for (int64_t n = n0; n < n1; ++n) o[n] = o[n] * back + bias[n];
+    else
+      for (int64_t n = n0; n < n1; ++n) o[n] *= back;
   }
 }
 

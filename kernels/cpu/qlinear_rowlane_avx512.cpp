@@ -376,10 +376,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       const __mmask16 m[2] = {lane_mask(nb, n0, n1), lane_mask(nb + 16, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
       const bool two = pairs && nb + 16 < n1;
-      // factored scales multiplied out once for the chunk's token tiles (more than one)
+      // factored scales multiplied out once for the chunk's token tiles (q8_prefill_tile takes them so)
       const float* fpre = nullptr;
       if constexpr (ST == ScaleType::Factored) {
-        if (prefill && c1 - c0 > 4) {
+        if (prefill) {
           pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
           expand_factored<SG>(geo, rb, two ? 2 : 1, pre.data());
           fpre = pre.data();

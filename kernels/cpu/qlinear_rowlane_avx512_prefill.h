@@ -23,7 +23,7 @@ inline int64_t factored_slot(int64_t G, int SG, int i, int64_t g, int which, int
 
 // The factored scales and offsets of row blocks rb .. rb + blocks - 1 as f32 (load_params16's D x m,
 // the same bits) into pre (factored_slot; 2 x blocks x groups x 2 x SG x 16 floats): once a row block
-// instead of once a token tile (4 multiplies a group and row block, 6-13% of an IQ2 prompt's time).
+// instead of once a token tile.
 template <int SG>
 void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, float* pre) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
@@ -42,8 +42,9 @@ void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, 
 // first token's outputs at out); m[i]: row block i's lanes to store. The other arguments are
 // q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF type's groups; measured
 // faster, the loops over groups and their blocks then one), else 0 (geo's). TWO (with FOUR): 2-bit
-// codes (nibble_vector). pre (ScaleType::Factored, or null): the row blocks' scales and offsets as
-// expand_factored wrote them, loaded instead of multiplied out again in every token tile.
+// codes (nibble_vector). pre (ScaleType::Factored): the row blocks' scales and offsets as
+// expand_factored wrote them, loaded instead of multiplied out again in every token tile (and the
+// tile then holds no registers for that: with them it spilled accumulators, 7% of an IQ2_XXS prompt).
 template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
                                                __m512i book, const TokenTiles& tt, int64_t tile, const float* bias,
@@ -71,8 +72,10 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
         const uint8_t* params = gp[i] + bpg * geo.code_bytes;
-        s[i][sg] = ST == ScaleType::Factored && pre ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 0, sg))
-                                                    : load_params16<ST>(geo, params, hdr[i], 0, sg);
+        if constexpr (ST == ScaleType::Factored)
+          s[i][sg] = _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 0, sg));
+        else
+          s[i][sg] = load_params16<ST>(geo, params, hdr[i], 0, sg);
       }
     }
     for (int64_t jb = 0; jb < bpg; ++jb) {
@@ -127,9 +130,9 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
         const uint8_t* params = gp[i] + bpg * geo.code_bytes;
-        const __m512 o = !geo.offsets ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
-                         : ST == ScaleType::Factored && pre ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
-                                                            : load_params16<ST>(geo, params, hdr[i], 1, sg);
+        const __m512 o = !geo.offsets                 ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
+                         : ST == ScaleType::Factored ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
+                                                     : load_params16<ST>(geo, params, hdr[i], 1, sg);
 #pragma GCC unroll 4
         for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(aS[(g * SG + sg) * 4 + j]), acc[i][j]);
       }
