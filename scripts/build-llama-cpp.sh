@@ -12,7 +12,9 @@
 # but not AVX-VNNI.
 # LLAMA_CPU=avx2 builds for AVX2 / FMA / F16C alone whatever this CPU has: the baseline beside
 # llmctl's --cpu-isa avx2, and a build that runs on any AVX2 machine (scripts/gpu-carry.sh carries
-# it); give it its own LLAMA_CPP_DIR (the flags are read when the build folder is first made).
+# it); LLAMA_CPU=avx-vnni adds AVX-VNNI (an Alder Lake-class client CPU: beside --cpu-isa avx-vnni,
+# on a CPU that has it); give each its own LLAMA_CPP_DIR (the flags are read when the build folder is
+# first made).
 set -euo pipefail
 LLAMA=${LLAMA_CPP_DIR:-${LLMCTL_HOME:-$HOME/.cache/llmctl}/llama.cpp}
 TARGETS=("$@")
@@ -27,6 +29,7 @@ LLAMA_CPP_DIR="$LLAMA" "$(dirname "$0")/fetch-llama-cpp.sh"
 if [ ! -f "$LLAMA/build/CMakeCache.txt" ]; then
   flags=$(grep -m1 '^flags' /proc/cpuinfo)
   [[ "${LLAMA_CPU:-}" == avx2 ]] && flags="flags : avx avx2 fma f16c"
+  [[ "${LLAMA_CPU:-}" == avx-vnni ]] && flags="flags : avx avx2 fma f16c avx_vnni"
   has() { [[ " $flags " == *" $1 "* ]] && echo ON || echo OFF; }
   cmake -S "$LLAMA/src" -B "$LLAMA/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
     -DGGML_AVX="$(has avx)" -DGGML_AVX2="$(has avx2)" -DGGML_FMA="$(has fma)" -DGGML_F16C="$(has f16c)" \
