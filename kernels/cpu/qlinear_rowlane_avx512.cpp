@@ -378,7 +378,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       const bool two = pairs && nb + 16 < n1;
       // factored scales multiplied out once for the chunk's token tiles (q8_prefill_tile takes them so)
       const float* fpre = nullptr;
-      if constexpr (ST == ScaleType::Factored) {
+      if constexpr (uses_factored_buffer<ST, LUT>()) {
         if (prefill) {
           pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
           expand_factored<SG>(geo, rb, two ? 2 : 1, pre.data());

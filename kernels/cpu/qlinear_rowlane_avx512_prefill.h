@@ -21,6 +21,14 @@ inline int64_t factored_slot(int64_t G, int SG, int i, int64_t g, int which, int
   return (((i * G + g) * 2 + which) * SG + sg) * 16;
 }
 
+// Whether the prefill tile loads factored scales from expand_factored's buffer rather than multiplying
+// them out itself: for plain and narrow codes (K-quants: Q4_K_M prompts 0.90-0.95x the time, 4 pairs),
+// not for codebooks (IQ2_XXS, IQ3_S: 1.04-1.15x the time with it, on a Zen 5; why was not found).
+template <ScaleType ST, bool LUT>
+constexpr bool uses_factored_buffer() {
+  return ST == ScaleType::Factored && !LUT;
+}
+
 // The factored scales and offsets of row blocks rb .. rb + blocks - 1 as f32 (load_params16's D x m,
 // the same bits) into pre (factored_slot; 2 x blocks x groups x 2 x SG x 16 floats): once a row block
 // instead of once a token tile.
@@ -42,7 +50,7 @@ void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, 
 // first token's outputs at out); m[i]: row block i's lanes to store. The other arguments are
 // q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF type's groups; measured
 // faster, the loops over groups and their blocks then one), else 0 (geo's). TWO (with FOUR): 2-bit
-// codes (nibble_vector). pre (ScaleType::Factored): the row blocks' scales and offsets as
+// codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and offsets as
 // expand_factored wrote them, loaded instead of multiplied out again in every token tile.
 template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
@@ -71,7 +79,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
         const uint8_t* params = gp[i] + bpg * geo.code_bytes;
-        if constexpr (ST == ScaleType::Factored)
+        if constexpr (uses_factored_buffer<ST, LUT>())
           s[i][sg] = _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 0, sg));
         else
           s[i][sg] = load_params16<ST>(geo, params, hdr[i], 0, sg);
@@ -129,9 +137,10 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
         const uint8_t* params = gp[i] + bpg * geo.code_bytes;
-        const __m512 o = !geo.offsets                 ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
-                         : ST == ScaleType::Factored ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
-                                                     : load_params16<ST>(geo, params, hdr[i], 1, sg);
+        constexpr bool kBuffer = uses_factored_buffer<ST, LUT>();
+        const __m512 o = !geo.offsets ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
+                         : kBuffer    ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
+                                      : load_params16<ST>(geo, params, hdr[i], 1, sg);
 #pragma GCC unroll 4
         for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(aS[(g * SG + sg) * 4 + j]), acc[i][j]);
       }
