@@ -368,7 +368,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
   const bool prefill = x.t >= 4 && (!SIX || expand);
   TokenTiles& tt = thread_token_tiles();
-  thread_local std::vector<float> pre;  // expand_factored's
+  thread_local std::vector<float> pre;  // expand_factored's: a row block pair's
+  if (uses_factored_buffer<ST, LUT>() && prefill) pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt);
@@ -380,7 +381,6 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       const float* fpre = nullptr;
       if constexpr (uses_factored_buffer<ST, LUT>()) {
         if (prefill) {
-          pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
           expand_factored<SG>(geo, rb, two ? 2 : 1, pre.data());
           fpre = pre.data();
         }

@@ -35,15 +35,16 @@ constexpr bool uses_factored_buffer() {
 template <int SG>
 void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, float* pre) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  for (int i = 0; i < blocks; ++i)
+  for (int i = 0; i < blocks; ++i) {
+    const uint8_t* r = rb + i * geo.row_block_bytes;
     for (int64_t g = 0; g < G; ++g) {
-      const uint8_t* r = rb + i * geo.row_block_bytes;
       const uint8_t* params = rowlane_group(geo, r, g) + bpg * geo.code_bytes;
       for (int which = 0; which < (geo.offsets ? 2 : 1); ++which)
         for (int sg = 0; sg < SG; ++sg)
           _mm512_storeu_ps(pre + factored_slot(G, SG, i, g, which, sg),
                            load_params16<ScaleType::Factored>(geo, params, rowlane_header(geo, r, g), which, sg));
     }
+  }
 }
 
 // Row blocks rb .. rb + RB - 1 (first row nb) x the NT first tokens of token tile `tile` of tt (its
@@ -78,11 +79,10 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
       hdr[i] = rowlane_header(geo, rb + i * geo.row_block_bytes, g);
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
-        const uint8_t* params = gp[i] + bpg * geo.code_bytes;
         if constexpr (uses_factored_buffer<ST, LUT>())
           s[i][sg] = _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 0, sg));
         else
-          s[i][sg] = load_params16<ST>(geo, params, hdr[i], 0, sg);
+          s[i][sg] = load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 0, sg);
       }
     }
     for (int64_t jb = 0; jb < bpg; ++jb) {
@@ -136,11 +136,10 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
     for (int i = 0; i < RB; ++i)
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
-        const uint8_t* params = gp[i] + bpg * geo.code_bytes;
         constexpr bool kBuffer = uses_factored_buffer<ST, LUT>();
         const __m512 o = !geo.offsets ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
                          : kBuffer    ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
-                                      : load_params16<ST>(geo, params, hdr[i], 1, sg);
+                                      : load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1, sg);
 #pragma GCC unroll 4
         for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(aS[(g * SG + sg) * 4 + j]), acc[i][j]);
       }
