@@ -97,16 +97,19 @@ LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937&
   return w;
 }
 
-// A GGUF IQ4_NL-like weight: int8 group 32, codes from its 16 levels, f16 scales, no offsets; the
-// CPU backend packs it as 4-bit positions in a codebook where its kernels take one (qlinear.h);
-// codebook = false puts a 17th value into the last row, so that it keeps the 8-bit codes.
-LinearWeight iq4nl(int64_t N, int64_t K, bool codebook, std::mt19937& rng) {
-  static const int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// GGUF codebooks' values: IQ4_NL's 16 levels, IQ2's grid values with their signs (+-8, 25, 43).
+const std::vector<int8_t> kIQ4NL = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const std::vector<int8_t> kIQ2 = {-43, -25, -8, 8, 25, 43};
+
+// A GGUF IQ4_NL-like weight: int8 group 32, codes from its 16 levels (or those of `levels`), f16 scales,
+// no offsets; the CPU backend packs it as 4-bit positions in a codebook where its kernels take one
+// (qlinear.h); codebook = false puts a 17th value into the last row, so that it keeps the 8-bit codes.
+LinearWeight iq4nl(int64_t N, int64_t K, bool codebook, std::mt19937& rng, const std::vector<int8_t>& levels = kIQ4NL) {
   LinearWeight w;
   w.format = WeightFormat::Int8Group;
   w.n = N, w.k = K, w.group_size = 32;
   w.data = Tensor::empty_host(DType::I8, {N, K});
-  for (int64_t i = 0; i < N * K; ++i) w.data.ptr<int8_t>()[i] = kLevels[rng() % 16];
+  for (int64_t i = 0; i < N * K; ++i) w.data.ptr<int8_t>()[i] = levels[rng() % levels.size()];
   if (!codebook) w.data.ptr<int8_t>()[N * K - 1] = 0;
   w.scales = random_tensor(DType::F16, {N, K / 32}, rng, 1e-4f, 1e-3f);
   w.zeros = Tensor::empty_host(DType::F16, {N, K / 32});
@@ -224,6 +227,12 @@ int main(int argc, char** argv) {
             const std::string what = std::string(codebook ? "iq4nl book" : "iq4nl i8") + " act " + act_quant_name(aq);
             report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
+          {  // an IQ2-like codebook (values spanning 86: narrow codes on AVX2 without VNNI), groups of 32
+            const LinearWeight w = be->upload_quantized(iq4nl(s.N, s.K, true, rng, kIQ2));
+            const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
+            report((std::string("iq2 book g32 act ") + act_quant_name(aq)).c_str(), bytes,
+                   time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
+          }
           if (s.K % 256 != 0) continue;
           for (int bits : {4, 8})
             for (bool factored : {false, true}) {
@@ -233,13 +242,17 @@ int main(int argc, char** argv) {
                                        " act " + act_quant_name(aq);
               report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
             }
-          for (bool book : {false, true}) {  // Q3_K-like: codes -4..3 (narrow 4-bit), or one far code (codebook)
+          // Q3_K-like: codes -4..3 (narrow 4-bit), or one far code (a codebook); IQ2_XS-like: IQ2's values,
+          // factored scales in groups of 16
+          for (const char* kind : {"q3k narrow4", "q3k book", "iq2 book g16"}) {
+            const bool iq2 = kind[0] == 'i';
             LinearWeight q3 = kquant(8, s.N, s.K, true, rng);
-            for (int64_t i = 0; i < s.N * s.K; ++i) q3.data.ptr<uint8_t>()[i] = uint8_t(int8_t(int(rng() % 8) - 4));
-            if (book) q3.data.ptr<uint8_t>()[s.N * s.K - 1] = 100;
+            for (int64_t i = 0; i < s.N * s.K; ++i)
+              q3.data.ptr<uint8_t>()[i] = uint8_t(iq2 ? kIQ2[rng() % kIQ2.size()] : int8_t(int(rng() % 8) - 4));
+            if (std::string(kind) == "q3k book") q3.data.ptr<uint8_t>()[s.N * s.K - 1] = 100;
             const LinearWeight w = be->upload_quantized(q3);
             const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
-            report((std::string(book ? "q3k book act " : "q3k narrow4 act ") + act_quant_name(aq)).c_str(), bytes,
+            report((std::string(kind) + " act " + act_quant_name(aq)).c_str(), bytes,
                    time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
           const LinearWeight w = be->upload_quantized(kquant(8, s.N, s.K, true, rng, /*wide=*/true));

@@ -447,9 +447,11 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout) {
 }
 
 bool qlinear_widens_activations(const QWeightView& w) {
-  // qlinear_rowlane_avx2_tile.h's widened_tile: no VNNI, a unit a group, a codebook or wide 8-bit codes
+  // qlinear_rowlane_avx2_tile.h's widened_tile: no VNNI, a unit a group, a codebook (one too wide to be
+  // taken as narrow codes: detail::codebook_narrow_step) or wide 8-bit codes
   return detail::g_isa == detail::Isa::Avx2 && w.layout == QLayout::RowLane16 && w.group % 32 == 0 &&
-         (w.codebook != nullptr || (w.bits == 8 && w.narrow_base == kWideCodes));
+         (w.codebook != nullptr ? detail::codebook_narrow_step(w.codebook) == 0
+                                : w.bits == 8 && w.narrow_base == kWideCodes);
 }
 
 const char* qlinear_isa() {

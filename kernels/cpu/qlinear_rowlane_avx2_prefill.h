@@ -286,19 +286,29 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
   }
 }
 
-// One block of narrow 8-bit codes (code - base: 0..63, or FIVE 0..31; the 6-bit ones unpacked) x NT
-// <= 8 tokens: vpmaddubsw's pairs of products summed in 16 bits by pairs (2 x 2 x 63 x 127), or FIVE
-// by fours (4 x 2 x 31 x 127 = 31,496), then in 32 bits, + base x the activations' sums; the vectors
-// a pair (four) at a time against every token. SG 2: the block is two groups (inputs 0..15 and
-// 16..31), each its own sums and scales s[sg]. a8: tile 0's int8 activations of the block (4 x 32);
-// hs: its half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; the second tile's
-// next (tt.blocks x 128) bytes of activations, next / 16 sums and next / 32 scales further.
-template <int NT, int SG, bool FIVE>
+// Quad q of a block's 4-bit codebook positions at cp (vector q % 4: its low nibbles are quads 0..3,
+// its high ones 4..7), looked up in lut (16 bytes, broadcast to both lanes).
+__attribute__((always_inline)) inline __m256i book_quad(const uint8_t* cp, int q, __m256i lut) {
+  const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (q % 4)));
+  return _mm256_shuffle_epi8(lut, _mm256_and_si256(q < 4 ? W : _mm256_srli_epi16(W, 4), _mm256_set1_epi8(0x0F)));
+}
+
+// One block of narrow 8-bit codes (code - base: 0..63 with STEP 2, 0..31 with STEP 4; the 6-bit ones
+// unpacked) x NT <= 8 tokens: vpmaddubsw's pairs of products summed in 16 bits STEP at a time (2 x 2 x
+// 63 x 127, 4 x 2 x 31 x 127), then in 32 bits, + base x the activations' sums; the vectors STEP at a
+// time against every token. BOOK: the codes are 4-bit codebook positions and lut their values - base
+// (codebook_narrow_step: STEP 1 for values spanning up to 128, 2 x 128 x 127), one vpmaddubsw and a
+// vpmaddwd a quad and token where a codebook's signed values widened to 16 bits took two vpmaddwd
+// and twice the broadcasts (widened_block). SG 2: the block is two groups (inputs 0..15 and 16..31),
+// each its own sums and scales s[sg]. a8: tile 0's int8 activations of the block (4 x 32); hs: its
+// half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; the second tile's next
+// (tt.blocks x 128) bytes of activations, next / 16 sums and next / 32 scales further.
+template <int NT, int SG, int STEP, bool BOOK = false>
 __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
-                                                       const float* xs, int64_t next, int base, const float* const* s,
-                                                       float (*acc)[8]) {
-  static_assert(NT >= 1 && NT <= 8);
-  constexpr int V = 8 / SG, STEP = FIVE ? 4 : 2;  // vectors a group; summed in 16 bits
+                                                       const float* xs, int64_t next, int base, __m256i lut,
+                                                       const float* const* s, float (*acc)[8]) {
+  static_assert(NT >= 1 && NT <= 8 && (STEP == 1 || STEP == 2 || STEP == 4));
+  constexpr int V = 8 / SG;  // vectors (quads) a group
   const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* a0 = a8;
   const int8_t* a1 = a8 + next;
@@ -308,16 +318,18 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 #pragma GCC unroll 2
   for (int sg = 0; sg < SG; ++sg) {
     __m256i d[NT];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v0 = sg * V; v0 < (sg + 1) * V; v0 += STEP) {
       __m256i W[STEP];
 #pragma GCC unroll 4
-      for (int i = 0; i < STEP; ++i) W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
+      for (int i = 0; i < STEP; ++i)
+        W[i] = BOOK ? book_quad(cp, v0 + i, lut) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v0;
-        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], bcast4(a)), _mm256_maddubs_epi16(W[1], bcast4(a + 4)));
-        if constexpr (FIVE)
+        __m256i p = _mm256_maddubs_epi16(W[0], bcast4(a));
+        if constexpr (STEP >= 2) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(W[1], bcast4(a + 4)));
+        if constexpr (STEP == 4)
           p = _mm256_add_epi16(p, _mm256_add_epi16(_mm256_maddubs_epi16(W[2], bcast4(a + 8)),
                                                    _mm256_maddubs_epi16(W[3], bcast4(a + 12))));
         const __m256i p32 = _mm256_madd_epi16(p, ones);
@@ -363,30 +375,31 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
 // codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
-// (narrow 8-bit codes; FIVE). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token
+// (narrow 8-bit codes summed STEP vpmaddubsw at a time; LUT: a codebook's values - base, as
+// codebook_narrow_step takes them). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token
 // tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the
 // half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
 // the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024
 // -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
 // q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
 // pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
-// one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (FIVE,
+// one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (STEP 4,
 // group 32), 47.0 -> 42.8 (0..63, group 16: Q6_K's). The other arguments are q8_prefill_tile's.
 enum class Tile8 { Widened, Four, Narrow };
-template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, bool FIVE, bool TWO = false,
+template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, int STEP, bool TWO = false,
           bool NARROW4 = false>
 __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                         const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb, __m256i m,
                                         float* out, int64_t ldo, const int8_t* codebook, int base, const float* pre,
                                         const __m256i* eo) {
   constexpr bool kWidened = KIND == Tile8::Widened;
-  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || !FIVE) && (kWidened || !LUT) &&
+  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || STEP == 2) && (KIND != Tile8::Four || !LUT) &&
                 (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
-  __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128
+  __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128 (widened), or - base (narrow)
   if constexpr (LUT)
-    lut_u = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
-                             _mm256_set1_epi8(char(0x80)));
+    lut_u = _mm256_sub_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
+                            _mm256_set1_epi8(char(kWidened ? -128 : base)));
   const int8_t* aq = kWidened ? nullptr : tt.tile_q(tile);
   const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
   const int32_t* awc = kWidened ? tt.tile_wc(tile) : nullptr;
@@ -411,7 +424,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
         four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
                                          sp, acc);
       else
-        narrow_block<NT, SG, FIVE>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, sp, acc);
+        narrow_block<NT, SG, STEP, LUT>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, lut_u, sp, acc);
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int sg = 0; sg < SG; ++sg) {

@@ -463,8 +463,12 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   struct alignas(32) Vector32 {
     uint8_t bytes[32];
   };
+  // a codebook whose values span up to 128: narrow codes (value - its least) summed book_step vpmaddubsw at
+  // a time, not widened
+  const int book_step = kWidened && LUT ? codebook_narrow_step(w.codebook) : 0;
+  const bool widen = kWidened && book_step == 0;
   thread_local std::vector<Vector32> widened;  // widened, prefill past 8 tokens: widen_half's
-  if (kWidened && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
+  if (widen && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
   __m256i* eo = reinterpret_cast<__m256i*>(widened.data());
   const int z = w.implied_zero;
   // 6 bits, more than one token tile: each row block unpacked once into the 8-bit layout, its tiles
@@ -478,7 +482,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill)
-      interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt, kWidened);
+      interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt, widen);
     for (int64_t nb = n0 / 16 * 16; nb < n1; nb += 16) {
       const __m256i m[2] = {lane_mask8(nb, n0, n1), lane_mask8(nb + 8, n0, n1)};
       const uint8_t* rb = w.packed + (nb / 16) * geo.row_block_bytes;
@@ -513,31 +517,44 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
         if (kEight && prefill) {  // up to 8 tokens
           // widened, more than one tile: the half's quads decoded once
-          const bool decoded = kWidened && c1 - c0 > 8;
+          const bool decoded = widen && c1 - c0 > 8;
           if (decoded) widen_half<FOUR>(geo, rb, h, w.codebook, eo);
           const RowLaneGeometry& cg = expand ? geo8 : geo;
           const uint8_t* crb = expand ? wide.data() : rb;
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
-            constexpr Tile8 kKind = kWidened ? Tile8::Widened : FOUR ? Tile8::Four : Tile8::Narrow;
-            auto tile8 = [&](auto bpg, auto pre_decoded, auto five) {
+            auto tile8 = [&](auto kind, auto bpg, auto pre_decoded, auto step) {
               if constexpr (kEight)
-                q8_tile8<kKind, LUT, nt(), ST, SG, bpg(), pre_decoded(), five(), TWO, FOUR && NARROW>(
-                    cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook, w.narrow_base,
-                    ST == ScaleType::Factored ? pre.data() : nullptr, eo);
+                q8_tile8<kind(), LUT, nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
+                    cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
+                    book_step ? int(w.codebook[0]) : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
+                    eo);
             };
-            auto with_bpg = [&](auto pre_decoded, auto five) {
-              if (cg.blocks_per_group == 1) tile8(std::integral_constant<int, 1>{}, pre_decoded, five);
-              else tile8(std::integral_constant<int, 0>{}, pre_decoded, five);
+            auto with_bpg = [&](auto kind, auto pre_decoded, auto step) {
+              if (cg.blocks_per_group == 1) tile8(kind, std::integral_constant<int, 1>{}, pre_decoded, step);
+              else tile8(kind, std::integral_constant<int, 0>{}, pre_decoded, step);
             };
             using No = std::false_type;
-            if constexpr (kKind == Tile8::Narrow) {  // codes within 31 of the base: sums of four
-              if (w.narrow_five) return with_bpg(No{}, std::true_type{});
+            using Step2 = std::integral_constant<int, 2>;
+            using Step4 = std::integral_constant<int, 4>;
+            using Narrow = std::integral_constant<Tile8, Tile8::Narrow>;
+            if constexpr (kWidened) {
+              using Widened = std::integral_constant<Tile8, Tile8::Widened>;
+              if constexpr (LUT) {  // a codebook as narrow codes
+                if (book_step == 1) return with_bpg(Narrow{}, No{}, std::integral_constant<int, 1>{});
+                if (book_step == 2) return with_bpg(Narrow{}, No{}, Step2{});
+                if (book_step == 4) return with_bpg(Narrow{}, No{}, Step4{});
+              }
+              // the remainder tile decodes its own (one PRE instance per kind)
+              if constexpr (nt() == 8) {
+                if (decoded) return with_bpg(Widened{}, std::true_type{}, Step2{});
+              }
+              with_bpg(Widened{}, No{}, Step2{});
+            } else if constexpr (FOUR) {
+              with_bpg(std::integral_constant<Tile8, Tile8::Four>{}, No{}, Step2{});
+            } else {  // codes within 31 of the base: sums of four
+              if (w.narrow_five) return with_bpg(Narrow{}, No{}, Step4{});
+              with_bpg(Narrow{}, No{}, Step2{});
             }
-            // the remainder tile decodes its own (one PRE instance per kind)
-            if constexpr (kWidened && nt() == 8) {
-              if (decoded) return with_bpg(std::true_type{}, No{});
-            }
-            with_bpg(No{}, No{});
           });
         } else {
           for_token_tiles<4>(c1 - c0, [&](auto nt, int64_t tc) {

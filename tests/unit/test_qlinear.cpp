@@ -605,7 +605,7 @@ TEST_CASE("quantize_activations: the prefill kernels' tiles (16 tokens on AMX, 4
   CHECK(kernels::qactivation_rows(wide, 4, T).tile_q16 == wide.tile_q16 + 4 * K);
 }
 
-TEST_CASE("qlinear_widens_activations: the AVX2 tiles without VNNI over codebooks and wide 8-bit codes") {
+TEST_CASE("qlinear_widens_activations: the AVX2 tiles without VNNI over wide codebooks and wide 8-bit codes") {
   const QW eight = make_qw(8, 32, 32, 64, ScaleType::F16, 3).as(kernels::QLayout::RowLane16),
            four = make_qw(4, 32, 32, 64, ScaleType::F16, 4).as(kernels::QLayout::RowLane16),
            eight16 = make_qw(8, 16, 32, 64, ScaleType::F16, 5).as(kernels::QLayout::RowLane16);
@@ -613,9 +613,13 @@ TEST_CASE("qlinear_widens_activations: the AVX2 tiles without VNNI over codebook
   kernels::QWeightView book = v4;
   const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   book.codebook = values;
+  kernels::QWeightView grid = v4;  // IQ2's values spanning 86: narrow codes instead (codebook_narrow_step)
+  const int8_t grid_values[16] = {-43, -25, -8, 8, 25, 43, 43, 43, 43, 43, 43, 43, 43, 43, 43, 43};
+  grid.codebook = grid_values;
   const bool avx2 = std::string(kernels::qlinear_isa()) == "avx2";
   CHECK(kernels::qlinear_widens_activations(v8) == avx2);
   CHECK(kernels::qlinear_widens_activations(book) == avx2);
+  CHECK_FALSE(kernels::qlinear_widens_activations(grid));
   CHECK_FALSE(kernels::qlinear_widens_activations(v4));
   CHECK_FALSE(kernels::qlinear_widens_activations(v8g16));  // groups of 16: two groups a unit
 }

@@ -29,11 +29,13 @@ using kernels::ScaleType;
 
 namespace {
 
-// GGUF IQ4_NL's levels, Q3_K's codes, and 16 values with both int8 extremes.
+// GGUF IQ4_NL's levels, Q3_K's codes, 16 values with both int8 extremes, and IQ2's grid values with
+// their signs (spanning 86: the AVX2 tiles without VNNI take them as narrow codes, one vpmaddubsw at a time).
 const std::vector<std::vector<int>> kBooks = {
     {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
     {-4, -3, -2, -1, 0, 1, 2, 3},
     {-128, -100, -77, -50, -9, -3, -1, 0, 2, 5, 31, 64, 90, 101, 126, 127},
+    {-43, -25, -8, 8, 25, 43},
 };
 
 // q's 8-bit codes redrawn from book.
@@ -312,7 +314,56 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
           }
           ++cases;
         }
-  CHECK(cases == 54);
+  CHECK(cases == 72);
+}
+
+TEST_CASE("codebooks spanning up to 128 (IQ grids): the AVX2 tiles' narrow sums at their 16-bit bounds, the 8-bit bits") {
+  // codebook_narrow_step at its boundaries: a table from lo to hi (ascending)
+  auto step = [](int lo, int hi) {
+    int8_t t[16];
+    for (int j = 0; j < 16; ++j) t[j] = int8_t(lo + (hi - lo) * j / 15);
+    return kernels::detail::codebook_narrow_step(t);
+  };
+  CHECK(step(-4, 3) == 4);
+  CHECK(step(-16, 15) == 4);
+  CHECK(step(-16, 16) == 2);
+  CHECK(step(0, 63) == 2);
+  CHECK(step(0, 64) == 1);
+  CHECK(step(-43, 43) == 1);
+  CHECK(step(-64, 64) == 1);
+  CHECK(step(-64, 65) == 0);
+  CHECK(step(-127, 113) == 0);
+  // each step's widest book; rows whose codes all take its greatest value against activations all +-127
+  // (every vpmaddubsw pair 2 x span x 127, STEP of them summed in 16 bits: a step too large for the span
+  // wraps), the other rows random; group 16 (two groups a block) and 32, prefill tiles of 8 and a rest
+  const std::vector<std::vector<int>> books = {{-64, -40, -8, 0, 25, 64}, {-31, -5, 0, 7, 32}, {-16, -1, 0, 3, 15}};
+  int cases = 0;
+  for (const auto& book : books)
+    for (int group : {16, 32}) {
+      const int64_t N = 16 * 2 + 3, K = 256;
+      QW q = make_qw(8, group, N, K, ScaleType::F16, uint32_t(300 + cases));
+      draw_codes(q, book, uint32_t(310 + cases));
+      for (int64_t n = 0; n < 16; ++n)
+        for (int64_t k = 0; k < K; ++k) q.codes[size_t(n * K + k)] = uint8_t(int8_t(book.back()));
+      const Pair p = make_pair(q, -1, false);
+      REQUIRE(kernels::detail::codebook_narrow_step(p.table) == (cases < 2 ? 1 : cases < 4 ? 2 : 4));
+      for (float sign : {1.0f, -1.0f})
+        for (int64_t T : {8, 13}) {
+          std::vector<float> x(size_t(T * K), 0.5f * sign);
+          for (int64_t t = 1; t < T; t += 2)  // odd tokens random
+            for (int64_t k = 0; k < K; ++k) x[size_t(t * K + k)] = randn(1, uint32_t(t * K + k))[0];
+          const ActBuf a(x.data(), T, K);
+          std::vector<float> want(size_t(T * N)), o(size_t(T * N), NAN);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), nullptr, 0, N, want.data(), N);
+          for (const RowLaneKernels& kv : codebook_kernels()) {
+            INFO(kv.name << " book " << cases / 2 << " group " << group << " T " << T << " sign " << sign);
+            kv.q8(a.q, p.v4(), nullptr, 0, N, o.data(), N);
+            CHECK(same_bits(o, want));
+          }
+        }
+      ++cases;
+    }
+  CHECK(cases == 6);
 }
 
 TEST_CASE("codebook: refused by the kernels that do not take one, and for 8-bit codes") {
