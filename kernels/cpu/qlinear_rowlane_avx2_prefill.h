@@ -323,7 +323,8 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
       __m256i W[STEP];
 #pragma GCC unroll 4
       for (int i = 0; i < STEP; ++i)
-        W[i] = BOOK ? book_quad(cp, v0 + i, lut) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
+        W[i] = BOOK ? book_quad(cp, v0 + i, lut)
+                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v0;

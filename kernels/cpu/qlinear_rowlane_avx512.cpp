@@ -18,7 +18,7 @@
 //              accumulator input % 4 (a codebook's values by one vpermd of it as int32).
 //   Groups of 16: a block's inputs 0..15 (low nibbles, or vectors 0..3 of 8 bits) and 16..31 are
 //   two groups, each with its own integer dot product, scale and offset.
-// A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks; 1 x 4
+// A tile is RB row blocks x NT tokens: int8 mode 2 x 4 (each broadcast feeds two row blocks; 1 x 8
 // for groups of 16; from 4 tokens q8_prefill_tile, qlinear_rowlane_avx512_prefill.h, else q8_tile),
 // f32 mode 1 x 4; the weight codes are loaded and split once for the NT tokens. The operations per
 // (row, token), and their order, are those of the scalar reference (qlinear_rowlane.cpp) whatever
@@ -407,15 +407,27 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         using One = std::integral_constant<int, 1>;
         using Two = std::integral_constant<int, 2>;
         using Any = std::integral_constant<int, 0>;
-        if (prefill && two) cg.blocks_per_group == 1 ? prefill_tile(Two{}, One{}) : prefill_tile(Two{}, Any{});
-        else if (prefill) cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
-        else if (two)
+        if constexpr (nt() > 4) {  // groups of 16's prefill (below)
+          cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
+        } else if (prefill && two) {
+          cg.blocks_per_group == 1 ? prefill_tile(Two{}, One{}) : prefill_tile(Two{}, Any{});
+        } else if (prefill) {
+          cg.blocks_per_group == 1 ? prefill_tile(One{}, One{}) : prefill_tile(One{}, Any{});
+        } else if (two)
           q8_tile<2, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum, base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
         else
           q8_tile<1, nt(), FOUR, TWO, SIX, LUT, kBased, ST, SG>(geo, z, rb, x, asum, base, book, S.data(), t, bias,
                                                       nb, m, out, ldo, t == 0);
       };
+      // groups of 16 (one row block a tile): two token tiles at a time, each block's codes decoded once
+      // for 8 tokens
+      if constexpr (SG == 2) {
+        if (prefill) {
+          for_token_tiles<8>(c1 - c0, tile);
+          continue;
+        }
+      }
       for_token_tiles<4>(c1 - c0, tile);
     }
   }

@@ -317,7 +317,7 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
   CHECK(cases == 72);
 }
 
-TEST_CASE("codebooks spanning up to 128 (IQ grids): the AVX2 tiles' narrow sums at their 16-bit bounds, the 8-bit bits") {
+TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow sums at their 16-bit bounds, 8-bit bits") {
   // codebook_narrow_step at its boundaries: a table from lo to hi (ascending)
   auto step = [](int lo, int hi) {
     int8_t t[16];
