@@ -50,10 +50,10 @@ void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, 
 }
 
 // Row blocks rb .. rb + RB - 1 (first row nb) x the NT first tokens of token tile `tile` of tt (NT > 4:
-// tiles `tile` and tile + 1; its first token's outputs at out); m[i]: row block i's lanes to store. The other arguments are
-// q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF type's groups; measured
-// faster, the loops over groups and their blocks then one), else 0 (geo's). TWO (with FOUR): 2-bit
-// codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and offsets as
+// tiles `tile` and tile + 1; its first token's outputs at out); m[i]: row block i's lanes to store.
+// The other arguments are q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF
+// type's groups; measured faster, the loops over groups and their blocks then one), else 0 (geo's).
+// TWO (with FOUR): 2-bit codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and offsets as
 // expand_factored wrote them, loaded instead of multiplied out again in every token tile.
 template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
@@ -145,7 +145,8 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
                                       : load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1, sg);
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j)
-          acc[i][j] = _mm512_fmadd_ps(o, _mm512_set1_ps(aS[(j / 4) * tt.gs * 4 + (g * SG + sg) * 4 + j % 4]), acc[i][j]);
+          acc[i][j] =
+              _mm512_fmadd_ps(o, _mm512_set1_ps(aS[(j / 4) * tt.gs * 4 + (g * SG + sg) * 4 + j % 4]), acc[i][j]);
       }
   }
 #pragma GCC unroll 2
