@@ -134,13 +134,13 @@ class RowLaneGroupCursor {
   int64_t group_bytes_, header_bytes_, per_super_, left_;
 };
 
-// The row block at rb of a 6-bit weight (geometry g6) rewritten at out in the 8-bit layout (g8, the
-// same weight's geometry at 8 bits): the same headers and parameters, each block's 384 code bytes
-// unpacked into 512 by unpack_block(src, dst) (the ISA's). Prefill unpacks a row block once for
-// all its token tiles this way, then runs the 8-bit narrow tiles on it.
+// The row block at rb of a 6-bit weight (geometry g6; or a 4-bit codebook's) rewritten at out in the
+// 8-bit layout (g8, the same weight's geometry at 8 bits): the same headers and parameters, each block's
+// 384 (128) code bytes unpacked into 512 by unpack_block(src, dst) (the ISA's). Prefill unpacks a row
+// block once for all its token tiles this way, then runs the 8-bit narrow tiles on it.
 template <class Unpack>
-void rowlane_six_to_eight(const RowLaneGeometry& g6, const RowLaneGeometry& g8, const uint8_t* rb, uint8_t* out,
-                          Unpack&& unpack_block) {
+void rowlane_unpack_to_eight(const RowLaneGeometry& g6, const RowLaneGeometry& g8, const uint8_t* rb, uint8_t* out,
+                             Unpack&& unpack_block) {
   const int64_t bpg = g6.blocks_per_group;
   for (int64_t g = 0; g < g6.groups; ++g) {
     if ((g & (g6.super_groups - 1)) == 0 && g6.header_bytes)

@@ -467,14 +467,20 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // a time, not widened
   const int book_step = kWidened && LUT ? codebook_narrow_step(w.codebook) : 0;
   const bool widen = kWidened && book_step == 0;
+  __m256i book_n = _mm256_setzero_si256();  // the codebook's values - the least, as bytes
+  if (book_step)
+    book_n = _mm256_sub_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))),
+                             _mm256_set1_epi8(w.codebook[0]));
   thread_local std::vector<Vector32> widened;  // widened, prefill past 8 tokens: widen_half's
   if (widen && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
   __m256i* eo = reinterpret_cast<__m256i*>(widened.data());
   const int z = w.implied_zero;
-  // 6 bits, more than one token tile: each row block unpacked once into the 8-bit layout, its tiles
-  // then the 8-bit narrow ones (the same integers)
-  const bool expand = SIX && x.t > 4;
-  const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
+  // 6 bits, more than one token tile, and a codebook taken as narrow codes, more than one tile of 8:
+  // each row block unpacked once into the 8-bit layout (a codebook's values - its least), its tiles then
+  // the 8-bit narrow ones (the same integers)
+  const bool book_expand = book_step > 0 && x.t > 8;
+  const bool expand = (SIX && x.t > 4) || book_expand;
+  const RowLaneGeometry geo8 = SIX || LUT ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes));
   const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
@@ -502,16 +508,26 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if (x.t == 3) both_halves(std::integral_constant<int, 3>{});
         continue;
       }
-      if (expand)
-        rowlane_six_to_eight(geo, geo8, rb, wide.data(), [](const uint8_t* src, uint8_t* dst) {
-          for (int h = 0; h < 2; ++h)
-            for (int p = 0; p < 2; ++p) {
-              __m256i q[4];
-              six_bit_quad(src + 32 * h, p, q);
-              for (int v = 0; v < 4; ++v)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
-            }
-        });
+      if constexpr (SIX) {
+        if (expand)
+          rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [](const uint8_t* src, uint8_t* dst) {
+            for (int h = 0; h < 2; ++h)
+              for (int p = 0; p < 2; ++p) {
+                __m256i q[4];
+                six_bit_quad(src + 32 * h, p, q);
+                for (int v = 0; v < 4; ++v)
+                  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 * p + v) + 32 * h), q[v]);
+              }
+          });
+      }
+      if constexpr (LUT) {
+        if (book_expand)
+          rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [&](const uint8_t* src, uint8_t* dst) {
+            for (int h = 0; h < 2; ++h)
+              for (int q = 0; q < 8; ++q)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h), book_quad(src + 32 * h, q, book_n));
+          });
+      }
       for (int h = 0; h < 2; ++h) {  // one half at a time (what the 16 registers hold)
         if (!any_lane(nb + 8 * h, n0, n1)) continue;
         if constexpr (ST == ScaleType::Factored) expand_half<SG>(geo, rb, h, pre.data());
@@ -522,38 +538,42 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
           const RowLaneGeometry& cg = expand ? geo8 : geo;
           const uint8_t* crb = expand ? wide.data() : rb;
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
-            auto tile8 = [&](auto kind, auto bpg, auto pre_decoded, auto step) {
+            auto tile8 = [&](auto kind, auto bpg, auto pre_decoded, auto step, auto lut) {
               if constexpr (kEight)
-                q8_tile8<kind(), LUT, nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
+                q8_tile8<kind(), lut(), nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
                     cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
                     book_step ? int(w.codebook[0]) : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
                     eo);
             };
-            auto with_bpg = [&](auto kind, auto pre_decoded, auto step) {
-              if (cg.blocks_per_group == 1) tile8(kind, std::integral_constant<int, 1>{}, pre_decoded, step);
-              else tile8(kind, std::integral_constant<int, 0>{}, pre_decoded, step);
+            auto with_bpg = [&](auto kind, auto pre_decoded, auto step, auto lut) {
+              if (cg.blocks_per_group == 1) tile8(kind, std::integral_constant<int, 1>{}, pre_decoded, step, lut);
+              else tile8(kind, std::integral_constant<int, 0>{}, pre_decoded, step, lut);
             };
             using No = std::false_type;
             using Step2 = std::integral_constant<int, 2>;
             using Step4 = std::integral_constant<int, 4>;
             using Narrow = std::integral_constant<Tile8, Tile8::Narrow>;
+            using Lut = std::bool_constant<LUT>;
             if constexpr (kWidened) {
               using Widened = std::integral_constant<Tile8, Tile8::Widened>;
-              if constexpr (LUT) {  // a codebook as narrow codes
-                if (book_step == 1) return with_bpg(Narrow{}, No{}, std::integral_constant<int, 1>{});
-                if (book_step == 2) return with_bpg(Narrow{}, No{}, Step2{});
-                if (book_step == 4) return with_bpg(Narrow{}, No{}, Step4{});
+              if constexpr (LUT) {  // a codebook as narrow codes: unpacked to 8 bits, or looked up in the tile
+                auto book = [&](auto lut) {
+                  if (book_step == 1) return with_bpg(Narrow{}, No{}, std::integral_constant<int, 1>{}, lut);
+                  if (book_step == 2) return with_bpg(Narrow{}, No{}, Step2{}, lut);
+                  with_bpg(Narrow{}, No{}, Step4{}, lut);
+                };
+                if (book_step) return book_expand ? book(No{}) : book(std::true_type{});
               }
               // the remainder tile decodes its own (one PRE instance per kind)
               if constexpr (nt() == 8) {
-                if (decoded) return with_bpg(Widened{}, std::true_type{}, Step2{});
+                if (decoded) return with_bpg(Widened{}, std::true_type{}, Step2{}, Lut{});
               }
-              with_bpg(Widened{}, No{}, Step2{});
+              with_bpg(Widened{}, No{}, Step2{}, Lut{});
             } else if constexpr (FOUR) {
-              with_bpg(std::integral_constant<Tile8, Tile8::Four>{}, No{}, Step2{});
+              with_bpg(std::integral_constant<Tile8, Tile8::Four>{}, No{}, Step2{}, Lut{});
             } else {  // codes within 31 of the base: sums of four
-              if (w.narrow_five) return with_bpg(Narrow{}, No{}, Step4{});
-              with_bpg(Narrow{}, No{}, Step2{});
+              if (w.narrow_five) return with_bpg(Narrow{}, No{}, Step4{}, Lut{});
+              with_bpg(Narrow{}, No{}, Step2{}, Lut{});
             }
           });
         } else {

@@ -387,7 +387,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       }
       if (expand)
         for (int i = 0; i < (two ? 2 : 1); ++i)
-          rowlane_six_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
+          rowlane_unpack_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
                                [](const uint8_t* src, uint8_t* dst) {
                                  for (int p = 0; p < 2; ++p) {
                                    __m512i q[4];
