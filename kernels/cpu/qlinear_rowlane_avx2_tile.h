@@ -525,7 +525,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
           rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [&](const uint8_t* src, uint8_t* dst) {
             for (int h = 0; h < 2; ++h)
               for (int q = 0; q < 8; ++q)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h), book_quad(src + 32 * h, q, book_n));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h),
+                                    book_quad(src + 32 * h, q, book_n));
           });
       }
       for (int h = 0; h < 2; ++h) {  // one half at a time (what the 16 registers hold)

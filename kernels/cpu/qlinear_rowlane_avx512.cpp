@@ -388,13 +388,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if (expand)
         for (int i = 0; i < (two ? 2 : 1); ++i)
           rowlane_unpack_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
-                               [](const uint8_t* src, uint8_t* dst) {
-                                 for (int p = 0; p < 2; ++p) {
-                                   __m512i q[4];
-                                   six_bit_quad(src, p, q);
-                                   for (int v = 0; v < 4; ++v) _mm512_storeu_si512(dst + 64 * (4 * p + v), q[v]);
-                                 }
-                               });
+                                  [](const uint8_t* src, uint8_t* dst) {
+                                    for (int p = 0; p < 2; ++p) {
+                                      __m512i q[4];
+                                      six_bit_quad(src, p, q);
+                                      for (int v = 0; v < 4; ++v) _mm512_storeu_si512(dst + 64 * (4 * p + v), q[v]);
+                                    }
+                                  });
       auto tile = [&](auto nt, int64_t tc) {
         const int64_t t = c0 + tc;
         const int z = w.implied_zero;
