@@ -359,17 +359,20 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // Q4_0 and Q8_0 models measured 20-25% slower with pairs, prefetching or not. Groups of 16 (twice
   // the integer chains) run one row block at a time.
   const bool pairs = x.t >= 4 && SG == 1;
-  // 6 bits, more than one token tile: each row block (pair) unpacked once into the 8-bit layout, its
-  // tiles then the 8-bit narrow ones (the same integers; T = 64 measured 1.2x slower unpacking per tile)
-  const bool expand = SIX && x.t > 4;
-  const RowLaneGeometry geo8 = SIX ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
+  // More than one token tile: each row block (pair) unpacked once into the 8-bit layout, its tiles then
+  // the 8-bit ones (the same integers): 6 bits as narrow codes (T = 64 measured 1.2x slower unpacking
+  // per tile), a codebook's values + 128 as wide codes (its positions looked up once, not per tile)
+  const bool expand = (SIX || LUT) && x.t > 4;
+  const RowLaneGeometry geo8 = SIX || LUT ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(2 * geo8.row_block_bytes));
   // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
   const bool prefill = x.t >= 4 && (!SIX || expand);
   TokenTiles& tt = thread_token_tiles();
+  // the tiles over a codebook's unpacked codes take factored scales as the 8-bit ones do
+  const bool factored_buffer = (uses_factored_buffer<ST, LUT>() || (LUT && ST == ScaleType::Factored && expand));
   thread_local std::vector<float> pre;  // expand_factored's: a row block pair's
-  if (uses_factored_buffer<ST, LUT>() && prefill) pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
+  if (factored_buffer && prefill) pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
     if (prefill) interleave_tokens(x, c0, c1, S.data(), geo.groups * SG, asum, tt);
@@ -379,13 +382,27 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       const bool two = pairs && nb + 16 < n1;
       // factored scales multiplied out once for the chunk's token tiles (q8_prefill_tile takes them so)
       const float* fpre = nullptr;
-      if constexpr (uses_factored_buffer<ST, LUT>()) {
-        if (prefill) {
+      if constexpr (ST == ScaleType::Factored) {
+        if (factored_buffer && prefill) {
           expand_factored<SG>(geo, rb, two ? 2 : 1, pre.data());
           fpre = pre.data();
         }
       }
-      if (expand)
+      if (LUT && expand)
+        for (int i = 0; i < (two ? 2 : 1); ++i)
+          rowlane_unpack_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
+                                  [&](const uint8_t* src, uint8_t* dst) {
+                                    const __m512i nib = _mm512_set1_epi8(0x0F);
+                                    for (int v = 0; v < 4; ++v) {
+                                      const __m512i W = _mm512_loadu_si512(src + 64 * v);
+                                      _mm512_storeu_si512(dst + 64 * v,
+                                                          _mm512_shuffle_epi8(book, _mm512_and_si512(W, nib)));
+                                      _mm512_storeu_si512(
+                                          dst + 64 * (4 + v),
+                                          _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi16(W, 4), nib)));
+                                    }
+                                  });
+      if (SIX && expand)
         for (int i = 0; i < (two ? 2 : 1); ++i)
           rowlane_unpack_to_eight(geo, geo8, rb + i * geo.row_block_bytes, wide.data() + i * geo8.row_block_bytes,
                                   [](const uint8_t* src, uint8_t* dst) {
@@ -401,6 +418,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         const uint8_t* codes = expand ? wide.data() : rb;
         const RowLaneGeometry& cg = expand ? geo8 : geo;
         auto prefill_tile = [&](auto rbs, auto bpg) {
+          if constexpr (LUT) {  // unpacked: values + 128 as wide 8-bit codes
+            if (expand)
+              return q8_prefill_tile<rbs(), nt(), false, false, false, kBased, ST, SG, bpg()>(
+                  cg, z, codes, base, book, tt, tc / 4, bias, nb, m, out + t * ldo, ldo, fpre);
+          }
           q8_prefill_tile<rbs(), nt(), FOUR, TWO, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,
                                                                         nb, m, out + t * ldo, ldo, fpre);
         };

@@ -53,8 +53,8 @@ void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, 
 // tiles `tile` and tile + 1; its first token's outputs at out); m[i]: row block i's lanes to store.
 // The other arguments are q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF
 // type's groups; measured faster, the loops over groups and their blocks then one), else 0 (geo's).
-// TWO (with FOUR): 2-bit codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and offsets as
-// expand_factored wrote them, loaded instead of multiplied out again in every token tile.
+// TWO (with FOUR): 2-bit codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and
+// offsets as expand_factored wrote them, loaded instead of multiplied out again in every token tile.
 template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
                                                __m512i book, const TokenTiles& tt, int64_t tile, const float* bias,
