@@ -7,6 +7,9 @@
 # written to GGUF f16 by llama.cpp's convert_hf_to_gguf.py and quantized by llama-quantize.
 # Rounds alternate llmctl `generate --json` and `llama-bench -r 1` file by file (a VM's speed drifts);
 # each line: round, type, program, prefill and decode tok/s (llmctl also its decode bytes a token).
+# REPS > 1: each program's medians of REPS runs instead (llmctl `bench latency --input-len 128
+# --output-len 64`, llama-bench -r REPS's samples), no bytes a token: a single prompt of ~0.05 s swings
+# by a third on a noisy VM.
 # Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
 # Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; made by make-gguf-type.sh,
 # with an importance matrix for IQ1_*, IQ2_*, IQ3_*), OUT (default
@@ -44,7 +47,14 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
 echo "llama.cpp: $(cat "$HOME_DIR/llama.cpp/VERSION"), binaries from $LLAMA; llmctl --cpu-isa ${ISA:-auto}"
 PROMPT=$(head -c 20000 "$ROOT/../shared/data/wikitext2-valid.txt" | tr -s ' \n' ' ' | cut -c1-512)
+REPS=${REPS:-1}
 run_llmctl() {  # binary label round type
+  if [ "$REPS" -gt 1 ]; then
+    "$1" bench latency --model "$OUT/$4.gguf" -t "$THREADS" --input-len 128 --output-len 64 --repetitions "$REPS" \
+      --cpu-isa "${ISA:-auto}" --json - 2>/dev/null | python3 -c "import json,sys; r=json.load(sys.stdin)['rows'][0]; \
+print(f\"round $3 $4 $2 {r['pp_tok_s_median']:.1f} {r['tg_tok_s_median']:.1f} -\")"
+    return
+  fi
   "$1" generate --model "$OUT/$4.gguf" -t "$THREADS" --temperature 0 --ignore-eos -n 64 --json \
     --cpu-isa "${ISA:-auto}" "$PROMPT" 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); \
 print(f\"round $3 $4 $2 {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_per_second']:.1f} \
@@ -61,11 +71,11 @@ for r in $(seq 1 "$ROUNDS"); do
       run_llmctl "$LLMCTL" llmctl "$r" "$t"
       [ -z "${BASELINE_BIN:-}" ] || run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
     fi
-    "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r 1 -o csv 2>/dev/null | python3 -c "
-import csv, sys
-rows = list(csv.DictReader(sys.stdin))
-pp = [r['avg_ts'] for r in rows if r['n_prompt'] != '0']
-tg = [r['avg_ts'] for r in rows if r['n_gen'] != '0']
-print(f'round $r $t llama.cpp {float(pp[0]):.1f} {float(tg[0]):.1f}')"
+    "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r "$REPS" -o json 2>/dev/null | python3 -c "
+import json, statistics, sys
+rows = json.load(sys.stdin)
+pp = [statistics.median(r['samples_ts']) for r in rows if r['n_prompt'] != 0]
+tg = [statistics.median(r['samples_ts']) for r in rows if r['n_gen'] != 0]
+print(f'round $r $t llama.cpp {pp[0]:.1f} {tg[0]:.1f}')"
   done
 done
