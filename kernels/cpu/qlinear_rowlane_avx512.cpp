@@ -370,7 +370,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const bool prefill = x.t >= 4 && (!SIX || expand);
   TokenTiles& tt = thread_token_tiles();
   // the tiles over a codebook's unpacked codes take factored scales as the 8-bit ones do
-  const bool factored_buffer = (uses_factored_buffer<ST, LUT>() || (LUT && ST == ScaleType::Factored && expand));
+  constexpr bool kUnpackedBuffer = uses_factored_buffer<ST, LUT, true, SG>();
+  const bool factored_buffer = uses_factored_buffer<ST, LUT>() || (LUT && kUnpackedBuffer && expand);
   thread_local std::vector<float> pre;  // expand_factored's: a row block pair's
   if (factored_buffer && prefill) pre.resize(size_t(2 * geo.groups * 2 * SG * 16));
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
@@ -420,7 +421,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         auto prefill_tile = [&](auto rbs, auto bpg) {
           if constexpr (LUT) {  // unpacked: values + 128 as wide 8-bit codes
             if (expand)
-              return q8_prefill_tile<rbs(), nt(), false, false, false, kBased, ST, SG, bpg()>(
+              return q8_prefill_tile<rbs(), nt(), false, false, false, kBased, ST, SG, bpg(), kUnpackedBuffer>(
                   cg, z, codes, base, book, tt, tc / 4, bias, nb, m, out + t * ldo, ldo, fpre);
           }
           q8_prefill_tile<rbs(), nt(), FOUR, TWO, LUT, kBased, ST, SG, bpg()>(cg, z, codes, base, book, tt, tc / 4, bias,

@@ -25,10 +25,12 @@ inline int64_t factored_slot(int64_t G, int SG, int i, int64_t g, int which, int
 
 // Whether the prefill tile loads factored scales from expand_factored's buffer rather than multiplying
 // them out itself: for plain and narrow codes (K-quants: Q4_K_M prompts 0.90-0.95x the time, 4 pairs),
-// not for codebooks (IQ2_XXS, IQ3_S: 1.04-1.15x the time with it, on a Zen 5; why was not found).
-template <ScaleType ST, bool LUT>
+// not for codebooks (IQ2_XXS, IQ3_S: 1.04-1.15x the time with it, on a Zen 5; why was not found). A
+// codebook unpacked to 8-bit codes (UNPACKED) takes it in groups of 16 only: IQ2_XS prompts 0.96-0.99x
+// the time with it, IQ3_S's groups of 32 1.02-1.12x (3 pairs each, 128 tokens).
+template <ScaleType ST, bool LUT, bool UNPACKED = false, int SG = 1>
 constexpr bool uses_factored_buffer() {
-  return ST == ScaleType::Factored && !LUT;
+  return ST == ScaleType::Factored && (UNPACKED ? SG == 2 : !LUT);
 }
 
 // The factored scales and offsets of row blocks rb .. rb + blocks - 1 as f32 (load_params16's D x m,
@@ -53,9 +55,10 @@ void expand_factored(const RowLaneGeometry& geo, const uint8_t* rb, int blocks, 
 // tiles `tile` and tile + 1; its first token's outputs at out); m[i]: row block i's lanes to store.
 // The other arguments are q8_tile's; asum is tt's. BPG: blocks per group if fixed (1: every GGUF
 // type's groups; measured faster, the loops over groups and their blocks then one), else 0 (geo's).
-// TWO (with FOUR): 2-bit codes (nibble_vector). pre (uses_factored_buffer): the row blocks' scales and
-// offsets as expand_factored wrote them, loaded instead of multiplied out again in every token tile.
-template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG>
+// TWO (with FOUR): 2-bit codes (nibble_vector). pre (BUF, uses_factored_buffer): the row blocks' scales
+// and offsets as expand_factored wrote them, loaded instead of multiplied out again in every token tile.
+template <int RB, int NT, bool FOUR, bool TWO, bool LUT, bool BASED, ScaleType ST, int SG, int BPG,
+          bool BUF = uses_factored_buffer<ST, LUT>()>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int base,
                                                __m512i book, const TokenTiles& tt, int64_t tile, const float* bias,
                                                int64_t nb, const __mmask16* m, float* out, int64_t ldo,
@@ -82,7 +85,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
       hdr[i] = rowlane_header(geo, rb + i * geo.row_block_bytes, g);
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
-        if constexpr (uses_factored_buffer<ST, LUT>())
+        if constexpr (BUF)
           s[i][sg] = _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 0, sg));
         else
           s[i][sg] = load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 0, sg);
@@ -139,7 +142,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
     for (int i = 0; i < RB; ++i)
 #pragma GCC unroll 2
       for (int sg = 0; sg < SG; ++sg) {
-        constexpr bool kBuffer = uses_factored_buffer<ST, LUT>();
+        constexpr bool kBuffer = BUF;
         const __m512 o = !geo.offsets ? _mm512_mul_ps(s[i][sg], _mm512_set1_ps(float(-zero)))
                          : kBuffer    ? _mm512_loadu_ps(pre + factored_slot(G, SG, i, g, 1, sg))
                                       : load_params16<ST>(geo, gp[i] + bpg * geo.code_bytes, hdr[i], 1, sg);
