@@ -369,7 +369,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // From 4 tokens the prefill tile (6 bits: once unpacked, T > 4), over the tokens interleaved
   const bool prefill = x.t >= 4 && (!SIX || expand);
   TokenTiles& tt = thread_token_tiles();
-  // the tiles over a codebook's unpacked codes take factored scales as the 8-bit ones do
+  // the tiles over a codebook's unpacked codes take factored scales from the buffer in groups of 16 only
   constexpr bool kUnpackedBuffer = uses_factored_buffer<ST, LUT, true, SG>();
   const bool factored_buffer = uses_factored_buffer<ST, LUT>() || (LUT && kUnpackedBuffer && expand);
   thread_local std::vector<float> pre;  // expand_factored's: a row block pair's
