@@ -466,12 +466,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // a codebook whose values span up to 128: narrow codes (value - its least) summed book_step vpmaddubsw at
   // a time, not widened
   const int book_step = kWidened && LUT ? codebook_narrow_step(w.codebook) : 0;
+  const int book_base = book_step ? codebook_least(w.codebook) : 0;
   const bool widen = kWidened && book_step == 0;
   // the codebook's values as bytes the unpacked tiles take: - the least (narrow), + 128 (VNNI: wide codes)
   __m256i book_n = _mm256_setzero_si256();
   if (book_step || (VNNI && LUT && SG == 2))
     book_n = _mm256_sub_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))),
-                             _mm256_set1_epi8(char(VNNI ? -128 : w.codebook[0])));
+                             _mm256_set1_epi8(char(VNNI ? -128 : book_base)));
   thread_local std::vector<Vector32> widened;  // widened, prefill past 8 tokens: widen_half's
   if (widen && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
   __m256i* eo = reinterpret_cast<__m256i*>(widened.data());
@@ -546,7 +547,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
               if constexpr (kEight)
                 q8_tile8<kind(), lut(), nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
                     cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
-                    book_step ? int(w.codebook[0]) : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
+                    book_step ? book_base : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
                     eo);
             };
             auto with_bpg = [&](auto kind, auto pre_decoded, auto step, auto lut) {

@@ -333,6 +333,11 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow sums at t
   CHECK(step(-64, 64) == 1);
   CHECK(step(-64, 65) == 0);
   CHECK(step(-127, 113) == 0);
+  int8_t mixed[16] = {5, 70, -58, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // any order: least and greatest inside
+  CHECK(kernels::detail::codebook_least(mixed) == -58);
+  CHECK(kernels::detail::codebook_narrow_step(mixed) == 1);
+  mixed[9] = -59;
+  CHECK(kernels::detail::codebook_narrow_step(mixed) == 0);
   // each step's widest book; rows whose codes all take its greatest value against activations all +-127
   // (every vpmaddubsw pair 2 x span x 127, STEP of them summed in 16 bits: a step too large for the span
   // wraps), the other rows random; group 16 (two groups a block) and 32, prefill tiles of 8 and a rest
