@@ -9,7 +9,8 @@
 // Q6_K also with one code out of its range (wide codes, not narrow); Q3_K-like int8 group-16 weights
 // (codes -4..3: narrow 4-bit codes) and the same with one far code (a codebook).
 // GGUF IQ4_NL-like int8 weights (codes from its 16 levels) as 4-bit codebook positions and, a 17th
-// value put in, as 8-bit codes.
+// value put in, as 8-bit codes; IQ2-like ones (its grid values with their signs, spanning 86) in groups
+// of 32 with f16 scales and of 16 with factored ones (IQ2_XXS / IQ2_XS).
 // Q6_K-like weights also through the kernels directly (1 thread, int8 activations): the row-lane
 // layout's 6-bit narrow codes (what the backend packs) beside the 8-bit narrow ones of before.
 // Reports the median time, GB/s of weight bytes read (packed codes + scales + offsets, or the dense
