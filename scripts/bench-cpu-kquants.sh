@@ -71,7 +71,8 @@ for r in $(seq 1 "$ROUNDS"); do
       run_llmctl "$LLMCTL" llmctl "$r" "$t"
       [ -z "${BASELINE_BIN:-}" ] || run_llmctl "$BASELINE_BIN" baseline "$r" "$t"
     fi
-    "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r "$REPS" -o json 2>/dev/null | python3 -c "
+    "$LLAMA/build/bin/llama-bench" -m "$OUT/$t.gguf" -t "$THREADS" -p 128 -n 64 -r "$REPS" -o json 2>/dev/null |
+      python3 -c "
 import json, statistics, sys
 rows = json.load(sys.stdin)
 pp = [statistics.median(r['samples_ts']) for r in rows if r['n_prompt'] != 0]
