@@ -102,10 +102,11 @@ LinearWeight kquant(int bits, int64_t N, int64_t K, bool factored, std::mt19937&
 const std::vector<int8_t> kIQ4NL = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 const std::vector<int8_t> kIQ2 = {-43, -25, -8, 8, 25, 43};
 
-// A GGUF IQ4_NL-like weight: int8 group 32, codes from its 16 levels (or those of `levels`), f16 scales,
+// A GGUF codebook weight, IQ4_NL-like: int8 group 32, codes from `levels` (IQ4_NL's 16), f16 scales,
 // no offsets; the CPU backend packs it as 4-bit positions in a codebook where its kernels take one
 // (qlinear.h); codebook = false puts a 17th value into the last row, so that it keeps the 8-bit codes.
-LinearWeight iq4nl(int64_t N, int64_t K, bool codebook, std::mt19937& rng, const std::vector<int8_t>& levels = kIQ4NL) {
+LinearWeight book_weight(int64_t N, int64_t K, bool codebook, std::mt19937& rng,
+                         const std::vector<int8_t>& levels = kIQ4NL) {
   LinearWeight w;
   w.format = WeightFormat::Int8Group;
   w.n = N, w.k = K, w.group_size = 32;
@@ -223,13 +224,13 @@ int main(int argc, char** argv) {
             report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
           for (bool codebook : {false, true}) {
-            const LinearWeight w = be->upload_quantized(iq4nl(s.N, s.K, codebook, rng));
+            const LinearWeight w = be->upload_quantized(book_weight(s.N, s.K, codebook, rng));
             const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
             const std::string what = std::string(codebook ? "iq4nl book" : "iq4nl i8") + " act " + act_quant_name(aq);
             report(what.c_str(), bytes, time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));
           }
           {  // an IQ2-like codebook (values spanning 86: narrow codes on AVX2 without VNNI), groups of 32
-            const LinearWeight w = be->upload_quantized(iq4nl(s.N, s.K, true, rng, kIQ2));
+            const LinearWeight w = be->upload_quantized(book_weight(s.N, s.K, true, rng, kIQ2));
             const double bytes = double(w.data.nbytes() + w.scales.nbytes() + w.zeros.nbytes());
             report((std::string("iq2 book g32 act ") + act_quant_name(aq)).c_str(), bytes,
                    time_calls([&] { be->linear(x, w, nullptr, out); }, min_ms, th));

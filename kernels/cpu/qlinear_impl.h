@@ -48,20 +48,14 @@ void qact_write_tiles(const QActivations& x, int64_t t0, int64_t t1, int rows, i
                       int32_t* half_sum, int16_t* q16 = nullptr, int32_t* wc = nullptr);
 
 // How the AVX2 prefill tiles without VNNI take a codebook (16 values) whose values span at most 128
-// (GGUF IQ1 / IQ2 / IQ3's grids, MXFP4's): as narrow 8-bit codes, value - the least (the base,
-// codebook_least), vpmaddubsw against the signed activations (|a| <= 127) summed in 16 bits STEP at a
-// time: 1 (span <= 128: 2 x 128 x 127), 2 (<= 63) or 4 (<= 31), then + base x the activations' sums.
-// 0: a wider codebook (IQ4_NL's levels), whose signed values the tiles widen to 16 bits instead. Any
-// order of the table (qweight_codebook's is ascending; these do not rely on it).
-inline int codebook_least(const int8_t* table) {
-  int lo = table[0];
-  for (int i = 1; i < 16; ++i) lo = table[i] < lo ? table[i] : lo;
-  return lo;
-}
+// (GGUF IQ1 / IQ2 / IQ3's grids, MXFP4's): as narrow 8-bit codes, value - the least (the base: the
+// table's qweight_code_range(16, table).lo, in any order), vpmaddubsw against the signed activations
+// (|a| <= 127) summed in 16 bits STEP at a time: 1 (span <= 128: 2 x 128 x 127), 2 (<= 63) or 4 (<= 31),
+// then + base x the activations' sums. 0: a wider codebook (IQ4_NL's levels), whose signed values the
+// tiles widen to 16 bits instead.
 inline int codebook_narrow_step(const int8_t* table) {
-  int hi = table[0];
-  for (int i = 1; i < 16; ++i) hi = table[i] > hi ? table[i] : hi;
-  const int span = hi - codebook_least(table);
+  const CodeRange r = qweight_code_range(16, reinterpret_cast<const uint8_t*>(table));
+  const int span = r.hi - r.lo;
   return span <= 31 ? 4 : span <= 63 ? 2 : span <= 128 ? 1 : 0;
 }
 

@@ -466,7 +466,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // a codebook whose values span up to 128: narrow codes (value - its least) summed book_step vpmaddubsw at
   // a time, not widened
   const int book_step = kWidened && LUT ? codebook_narrow_step(w.codebook) : 0;
-  const int book_base = book_step ? codebook_least(w.codebook) : 0;
+  const int book_base = book_step ? qweight_code_range(16, reinterpret_cast<const uint8_t*>(w.codebook)).lo : 0;
   const bool widen = kWidened && book_step == 0;
   // the codebook's values as bytes the unpacked tiles take: - the least (narrow), + 128 (VNNI: wide codes)
   __m256i book_n = _mm256_setzero_si256();
