@@ -18,6 +18,9 @@
 # GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
 # LLMCTL_BIN in every round, first in even rounds, and labelled "baseline": a change measured against
 # what it replaces).
+# At the end, per type: the median over rounds of each round's llmctl / llama.cpp ratio (prefill,
+# decode) with its range, and of llmctl / baseline: on a VM whose speed swings between rounds (a core
+# shared with another guest's), ratios of runs taken side by side, not of medians taken apart.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}
@@ -60,6 +63,8 @@ print(f\"round $3 $4 $2 {r['pp_tok_s_median']:.1f} {r['tg_tok_s_median']:.1f} -\
 print(f\"round $3 $4 $2 {j['prefill_tokens_per_second']:.1f} {j['decode_tokens_per_second']:.1f} \
 {j['decode_weight_bytes_per_step'] / 1e6:.1f}MB\")"
 }
+RUNLOG=$(mktemp)
+trap 'rm -f "$RUNLOG"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
   for t in $TYPES; do
     # with a baseline, the two llmctl binaries swap places every other round (the first run after
@@ -79,4 +84,24 @@ pp = [statistics.median(r['samples_ts']) for r in rows if r['n_prompt'] != 0]
 tg = [statistics.median(r['samples_ts']) for r in rows if r['n_gen'] != 0]
 print(f'round $r $t llama.cpp {pp[0]:.1f} {tg[0]:.1f}')"
   done
-done
+done | tee "$RUNLOG"
+python3 - "$RUNLOG" <<'PY'
+import statistics, sys
+runs = {}  # type -> round -> program -> (prefill, decode)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 6 and f[0] == "round":
+        runs.setdefault(f[2], {}).setdefault(f[1], {})[f[3]] = (float(f[4]), float(f[5]))
+def ratios(rounds, a, b, i):
+    return [r[a][i] / r[b][i] for r in rounds.values() if a in r and b in r and r[b][i] > 0]
+def show(x):
+    return f"{statistics.median(x):.2f} [{min(x):.2f}-{max(x):.2f}]" if x else "-"
+print("summary: type, then medians over rounds [range] of the per-round ratios, prefill and decode")
+for t, rounds in runs.items():
+    line = f"summary {t} llmctl/llama.cpp {show(ratios(rounds, 'llmctl', 'llama.cpp', 0))} " \
+           f"{show(ratios(rounds, 'llmctl', 'llama.cpp', 1))}"
+    if any("baseline" in r for r in rounds.values()):
+        line += f" llmctl/baseline {show(ratios(rounds, 'llmctl', 'baseline', 0))} " \
+                f"{show(ratios(rounds, 'llmctl', 'baseline', 1))}"
+    print(line + f" rounds {len(rounds)}")
+PY
