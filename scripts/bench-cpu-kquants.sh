@@ -19,8 +19,8 @@
 # LLMCTL_BIN in every round, first in even rounds, and labelled "baseline": a change measured against
 # what it replaces).
 # At the end, per type: the median over rounds of each round's llmctl / llama.cpp ratio (prefill,
-# decode) with its range, and of llmctl / baseline: on a VM whose speed swings between rounds (a core
-# shared with another guest's), ratios of runs taken side by side, not of medians taken apart.
+# decode) with its range, and of llmctl / baseline: on a VM whose speed swings between rounds, ratios
+# of runs taken side by side, not of medians taken apart.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 THREADS=${1:-$(nproc)}

@@ -73,11 +73,12 @@ def main():
         if not m:
             print(f"{cpu}: llvm-mca failed: {out.stderr.strip()[:300]}")
             continue
-        # the resource names ([0] SKLPort0 ...) and their pressure an iteration
-        names = dict(re.findall(r"^\[(\d+)\]\s+-\s+(\S+)", out.stdout, re.M))
+        # the resources ([0] - SKLPort0, [12.0] - ... for units of a group), in the pressure table's column order
+        names = [n for _, n in re.findall(r"^\[([\d.]+)\]\s+-\s+(\S+)", out.stdout, re.M)]
         table = out.stdout.split("Resource pressure per iteration:")[1].split("\n")
         values = table[2].split()
-        ports = sorted(((float(v), names.get(str(k), str(k))) for k, v in enumerate(values) if v != "-"), reverse=True)
+        ports = sorted(((float(v), names[k] if k < len(names) else str(k)) for k, v in enumerate(values) if v != "-"),
+                       reverse=True)
         top = ", ".join(f"{n} {v:.1f}" for v, n in ports[:4])
         print(f"{cpu}: {int(m.group(1)) / args.iterations:.1f} cycles an iteration; busiest: {top}")
 
