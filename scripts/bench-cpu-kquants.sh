@@ -10,6 +10,9 @@
 # REPS > 1: each program's medians of REPS runs instead (llmctl `bench latency --input-len 128
 # --output-len 64`, llama-bench -r REPS's samples), no bytes a token: a single prompt of ~0.05 s swings
 # by a third on a noisy VM.
+# MODEL=default: the default model itself instead (the issue table's files: its own Q4_1 and the types
+# llama-quantize makes from it, as bench-cpu.sh makes them; default TYPES then Q4_1 Q4_0 Q8_0 Q4_K_M
+# Q5_K_M Q6_K Q3_K_M IQ4_XS; OUT default /tmp/llmctl-bench-cpu, bench-cpu.sh's).
 # Usage: scripts/bench-cpu-kquants.sh [THREADS] [ROUNDS]   (defaults: nproc 2)
 # Environment: TYPES (default Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS; made by make-gguf-type.sh,
 # with an importance matrix for IQ1_*, IQ2_*, IQ3_*), OUT (default
@@ -30,21 +33,32 @@ BASE="$HOME_DIR/models/SmolLM2-135M-Instruct/hf"
 LLMCTL=${LLMCTL_BIN:-$ROOT/build/llmctl}
 LLAMA=${LLAMA_CPP_DIR:-$HOME_DIR/llama.cpp}
 PYTHON=${PYTHON:-python3}
-OUT=${OUT:-/tmp/llmctl-bench-kquants}
-TYPES=${TYPES:-Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
+[ -z "${MODEL:-}" ] || [ "$MODEL" = default ] || { echo "MODEL: 'default' or unset, not '$MODEL'" >&2; exit 2; }
+if [ "${MODEL:-}" = default ]; then
+  OUT=${OUT:-/tmp/llmctl-bench-cpu}
+  TYPES=${TYPES:-Q4_1 Q4_0 Q8_0 Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS}
+else
+  OUT=${OUT:-/tmp/llmctl-bench-kquants}
+  TYPES=${TYPES:-Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS}
+fi
 
 "$ROOT/scripts/fetch-model.sh" --dense
 LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/build-llama-cpp.sh" llama-bench llama-quantize llama-imatrix
 mkdir -p "$OUT"
-if [ ! -f "$OUT/hf/config.json" ]; then
+SOURCE=()
+if [ "${MODEL:-}" = default ]; then
+  SOURCE=("$HOME_DIR/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+  ln -sf "${SOURCE[0]}" "$OUT/Q4_1.gguf"  # the model's own file, as it is
+elif [ ! -f "$OUT/hf/config.json" ]; then
   "$(dirname "$LLMCTL")/llmctl_random_model" "$BASE" "$OUT/hf" --hidden 1024 --heads 16 --kv-heads 4 --layers 12 \
     --intermediate 2816 --seed 11 --stddev 0.02 --set 'tie_word_embeddings=false'
 fi
-if [ ! -f "$OUT/f16.gguf" ]; then
+if [ -z "${MODEL:-}" ] && [ ! -f "$OUT/f16.gguf" ]; then
   "$PYTHON" "$HOME_DIR/llama.cpp/src/convert_hf_to_gguf.py" "$OUT/hf" --outtype f16 --outfile "$OUT/f16.gguf" >/dev/null 2>&1
 fi
+[ -n "${MODEL:-}" ] || SOURCE=("$OUT/f16.gguf")
 for t in $TYPES; do
-  LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/make-gguf-type.sh" "$t" "$OUT" "$THREADS" "$OUT/f16.gguf"
+  LLAMA_CPP_DIR="$HOME_DIR/llama.cpp" "$ROOT/scripts/make-gguf-type.sh" "$t" "$OUT" "$THREADS" "${SOURCE[0]}"
 done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $THREADS"
