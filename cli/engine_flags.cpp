@@ -81,6 +81,12 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "rows (the row-major layout)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "rows"}));
+  s->add_option("--cpu-weight-prefetch", f.cpu_weight_prefetch,
+                "CPU quantized weights, AVX2 decode, for measurements: which codes are prefetched ahead of the "
+                "stream: auto (all on AMD Zen 1 / Zen 2, where it measured faster; else wide), all, or wide "
+                "(wide 8-bit codes only). The output is the same either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "all", "wide"}));
   s->add_option("--quantized-weights", f.quantized_weights,
                 "quantized linears (int4/int8 groups, GGUF blocks): keep (run by the quantized kernels: least "
                 "memory), dequantize (to the compute dtype at load) or auto (keep on the CPU; on CUDA dequantize "
@@ -163,7 +169,7 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
-  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows"};
+  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows", f.cpu_weight_prefetch};
   ro.simulate_threads = f.simulate_threads;
   const auto qw = parse_quantized_weights(f.quantized_weights);
   LLM_REQUIRE(qw) << "--quantized-weights " << f.quantized_weights << ": expected auto, keep or dequantize";

@@ -68,7 +68,20 @@ Isa best_isa() {
   if (cpu_has_avx2()) return Isa::Avx2;  // with fma and f16c
   return Isa::Scalar;
 }
+// Whether the AVX2 decode tiles prefetch every kind of code (qlinear.h select_cpu_kernels' prefetch):
+// AMD family 17h (Zen 1 / Zen 2), whose hardware prefetchers fall short of the memory's bandwidth on
+// one stream a core (a Zen 2 EPYC VM: decode 1.14-1.27x with them, 4-bit, 6-bit and codebook files);
+// elsewhere wide 8-bit codes only (a Zen 4 EPYC VM, compute-bound there: 6-bit decode 1.12x without).
+bool prefers_prefetch_all() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amdfam17h");
+#else
+  return false;
+#endif
+}
 Isa g_isa = best_isa();
+bool g_prefetch_all = prefers_prefetch_all();
 bool g_amx = g_isa == Isa::Avx512 && has_amx_int8();  // the int8 row-lane prefill on AMX tiles
 bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 }  // namespace
@@ -101,6 +114,7 @@ void check_rowlane_kind(const QWeightView& w) {
 bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
 bool cpu_has_amx_int8() { return has_amx_int8(); }
 bool amx_selected() { return g_amx; }
+bool prefetch_all_codes() { return g_prefetch_all; }
 bool cpu_has_avx_vnni() { return has_avx_vnni(); }
 
 void qact_half_sums(const QActivations& x, int32_t* H) {
@@ -417,7 +431,9 @@ void qweight_dequantize_row(const QWeightView& w, int64_t row, float* out) {
   detail::dequantize_row_rows(w, row, out);
 }
 
-void select_cpu_kernels(std::string_view isa, bool rows_layout) {
+void select_cpu_kernels(std::string_view isa, bool rows_layout, std::string_view prefetch) {
+  if (prefetch != "auto" && prefetch != "all" && prefetch != "wide")
+    KERNEL_FAIL() << "unknown CPU weight prefetch '" << std::string(prefetch) << "' (auto, all or wide)";
   using detail::Isa;
   Isa want = detail::best_isa();
   bool amx = want == Isa::Avx512 && detail::has_amx_int8();
@@ -444,6 +460,7 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout) {
   detail::g_isa = want;
   detail::g_amx = amx;
   detail::g_rows_layout = rows_layout;
+  detail::g_prefetch_all = prefetch == "auto" ? detail::prefers_prefetch_all() : prefetch == "all";
 }
 
 bool qlinear_widens_activations(const QWeightView& w) {
@@ -465,6 +482,7 @@ const char* qlinear_isa() {
 }
 
 bool qlinear_amx() { return detail::g_amx; }
+const char* qlinear_prefetch() { return detail::g_prefetch_all ? "all" : "wide"; }
 
 bool qlinear_read_bound() { return detail::g_isa == detail::Isa::Avx512; }
 

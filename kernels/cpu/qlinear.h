@@ -243,11 +243,17 @@ bool qlinear_amx();
 // Q6_K's row blocks 1.38x Q4_K's time, 1.44x their bytes). On AVX2 unpacking narrow codes costs about
 // as much as reading them (Q5_0's 6-bit row blocks took 1.25x the time of Q8_0's 8-bit ones).
 bool qlinear_read_bound();
-// For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout): isa "auto" (the best the
-// CPU has), "amx" (avx512-vnni with AMX prompts), "avx512-vnni" (without), "avx-vnni", "avx2" or
-// "scalar" (throws KernelError for one the CPU lacks or an unknown name); rows_layout keeps quantized
-// weights in the Rows layout (qweight_preferred_layout). One choice per process, made before any
-// weight is packed (the CPU backend's construction).
-void select_cpu_kernels(std::string_view isa, bool rows_layout);
+// Which codes the AVX2 / AVX-VNNI decode tiles prefetch ahead of the stream (8 KB, as the AVX-512 ones
+// prefetch every kind): "all", or "wide" (wide 8-bit codes only, the hardware's prefetchers left the
+// rest). The outputs are the same bits either way; only the speed differs, by machine.
+const char* qlinear_prefetch();
+// For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout, --cpu-weight-prefetch): isa
+// "auto" (the best the CPU has), "amx" (avx512-vnni with AMX prompts), "avx512-vnni" (without),
+// "avx-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown name);
+// rows_layout keeps quantized weights in the Rows layout (qweight_preferred_layout); prefetch "auto"
+// ("all" on AMD family 17h, Zen 1 / 2, where it measured faster; else "wide"), "all" or "wide"
+// (qlinear_prefetch). One choice per process, made before any weight is packed (the CPU backend's
+// construction).
+void select_cpu_kernels(std::string_view isa, bool rows_layout, std::string_view prefetch = "auto");
 
 }  // namespace llmctl::kernels

@@ -80,6 +80,7 @@ LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 // mode's whole tiles of 16 tokens (qlinear_rowlane_amx.h; the last T % 16 tokens run AVX-512's).
 bool cpu_has_amx_int8();  // the CPU and OS can run it (CPUID, XCR0, Linux's permission; checked once)
 bool amx_selected();      // select_cpu_kernels picked it (auto where cpu_has_amx_int8, or "amx")
+bool prefetch_all_codes();  // the AVX2 decode tiles prefetch every kind of code (select_cpu_kernels)
 void qlinear_rows_q8_rowlane_amx(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                  int64_t n1, float* out, int64_t ldo);
 // AVX-VNNI: the row-lane int8 mode only (qlinear_rowlane_avxvnni.cpp); everything else runs AVX2's.

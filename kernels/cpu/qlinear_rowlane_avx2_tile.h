@@ -125,9 +125,11 @@ inline __m256i code_mask() {
   return _mm256_set1_epi8(TWO ? 0x03 : 0x0F);
 }
 
-// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do), for wide
-// 8-bit codes only: the hardware's prefetchers keep up with 4-bit, 6-bit and narrow 8-bit blocks,
-// whose decode the four to eight prefetches a block slowed (measured on an AVX2 EPYC: a 1024 -> 49152
+// Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do). kPrefetchCodes:
+// the kinds it prefetches everywhere, wide 8-bit codes; the rest only where prefetch_all_codes() (AMD
+// family 17h: there they gained 1.14-1.27x decode, a Zen 2 EPYC VM whose one core reads 14 GB/s).
+// Elsewhere the hardware's prefetchers keep up with 4-bit, 6-bit and narrow 8-bit blocks,
+// whose decode the four to eight prefetches a block slowed (measured on a Zen 4 EPYC: a 1024 -> 49152
 // decode on 1 thread, 4 bits 1297 -> 1222 us without them, Q6_K-like 1558 -> 1414; generate, ABBA
 // pairs: Q6_K x1.12, Q5_K_M x1.07); wide 8-bit codes were as fast or faster with them (576 -> 49152:
 // 945 against 1080 us).
@@ -188,7 +190,8 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 }
 
 // Halves h0 .. h0 + H - 1 of the row block at rb (first row nb) x NT tokens from t, int8
-// activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode).
+// activations; m[i]: the lanes of half h0 + i to store. prefetch: stream the codes ahead (decode;
+// the caller's stream_prefetch).
 // pre: factored scales already expanded by expand_half (H = 1), or null. SG: groups a unit (2: group
 // 16, whose two halves of a block get their own integer dot products, scales and offsets).
 // LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
@@ -239,7 +242,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
     for (int64_t jb = 0; jb < bpg; ++jb) {
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * code_bytes;
-      if (kPrefetchCodes<FOUR, SIX, NARROW> && prefetch)
+      if (prefetch)
         for (int64_t l = 0; l < code_bytes; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cp + kPrefetchAhead + l), _MM_HINT_T0);
       __m256i dot[H][NT][SG];
@@ -488,6 +491,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes));
   const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
+  const bool stream_prefetch = kPrefetchCodes<FOUR, SIX, NARROW> || prefetch_all_codes();  // q8_tile's
   TokenTiles& tt = thread_token_tiles();
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
   for (int64_t c0 = 0, c1 = std::min(x.t, kTokenChunk); c0 < x.t; c0 = c1, c1 = std::min(x.t, c1 + kTokenChunk)) {
@@ -501,7 +505,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         auto both_halves = [&](auto nt) {
           auto tile = [&](auto one) {
             q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG, one()>(
-                geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, true, w.codebook, w.narrow_base, asum);
+                geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, stream_prefetch, w.codebook, w.narrow_base,
+                asum);
           };
           if constexpr (SG == 2) tile(std::true_type{});
           else if (geo.blocks_per_group == 1) tile(std::true_type{});
@@ -604,9 +609,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 return;
               }
             }
-            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, z, rb, h, x, S.data(), t, bias, nb,
-                                                                        m + h, out, ldo, h == 0 && t == 0, w.codebook,
-                                                                        w.narrow_base, asum, fpre);
+            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(
+                geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, stream_prefetch && h == 0 && t == 0,
+                w.codebook, w.narrow_base, asum, fpre);
           });
         }
       }

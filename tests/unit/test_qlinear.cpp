@@ -247,6 +247,45 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
   CHECK_THROWS(kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), 1, rows.view(), nullptr, 0, 16, o.data(), 16));
 }
 
+TEST_CASE("weight prefetch (select_cpu_kernels): 'all' and 'wide' give the scalar reference's bits in decode; "
+          "an unknown name is refused") {
+  if (!kernels::cpu_has_avx2()) LLMCTL_SKIP("this CPU has no AVX2/FMA/F16C: no tile takes the prefetch choice");
+  // the run's own choice of kernels, kept: the AVX2 tiles read the prefetch choice whichever runs
+  const std::string isa = kernels::qlinear_amx() ? "amx" : kernels::qlinear_isa();
+  const bool rows_layout = kernels::detail::rows_layout_selected();
+  struct Restore {  // the run's own choice back, whatever a check does
+    std::string isa;
+    bool rows;
+    ~Restore() { kernels::select_cpu_kernels(isa, rows, "auto"); }
+  } restore{isa, rows_layout};
+  CHECK_THROWS_AS(kernels::select_cpu_kernels(isa, rows_layout, "some"), KernelError);
+  for (const char* mode : {"all", "wide"}) {
+    kernels::select_cpu_kernels(isa, rows_layout, mode);
+    CHECK(std::string(kernels::qlinear_prefetch()) == mode);
+    std::vector<decltype(&kernels::detail::qlinear_rows_q8_rowlane_avx2)> tiles = {
+        kernels::detail::qlinear_rows_q8_rowlane_avx2};
+    if (kernels::detail::cpu_has_avx_vnni()) tiles.push_back(kernels::detail::qlinear_rows_q8_rowlane_avxvnni);
+    for (int bits : {2, 4, 8})  // 2 and 4 bits prefetched by 'all' only, wide 8 bits by both
+      for (int group : {16, 32}) {
+        // past the 8 KB prefetched ahead: row blocks of 17 KB (8 bits) to 4 KB (2 bits)
+        const int64_t N = 16 * 5 + 3, K = 1024;
+        const QW q = make_qw(bits, group, N, K, ScaleType::F16, uint32_t(40 + bits + group))
+                         .as(kernels::QLayout::RowLane16);
+        for (int64_t T : {1, 2, 3}) {
+          const auto x = randn(size_t(T * K), uint32_t(50 + T));
+          const ActBuf a(x.data(), T, K);
+          std::vector<float> ref(size_t(T * N), NAN), out(size_t(T * N), NAN);
+          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, q.view(), nullptr, 0, N, ref.data(), N);
+          for (size_t i = 0; i < tiles.size(); ++i) {
+            tiles[i](a.q, q.view(), nullptr, 0, N, out.data(), N);
+            INFO(mode << (i ? " avx-vnni" : " avx2") << " bits " << bits << " group " << group << " T " << T);
+            CHECK(same_bits(ref, out));
+          }
+        }
+      }
+  }
+}
+
 TEST_CASE("row-lane implied zero points (Q4_0: offset -8 x scale, Q8_0: 0): same bits, offsets not stored") {
   for (int bits : {4, 8})
     for (ScaleType st : {ScaleType::F16, ScaleType::F32})

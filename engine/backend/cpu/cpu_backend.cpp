@@ -808,7 +808,7 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quan
                                           const std::optional<CpuKernelOptions>& kernels, bool simulate_threads) {
   if (kernels) {
     try {
-      kernels::select_cpu_kernels(kernels->isa, kernels->rows_layout);
+      kernels::select_cpu_kernels(kernels->isa, kernels->rows_layout, kernels->prefetch);
     } catch (const KernelError& e) {  // an ISA this CPU lacks: the user's choice, not a fault
       throw InputError(e.what());
     }
