@@ -62,10 +62,13 @@ class CpuBackend final : public Backend {
     return pool_.account();
   }
   std::string name() const override {
+    const std::string isa = kernels::qlinear_isa();  // the AVX2 decode tiles' prefetch choice beside theirs
+    const bool avx2_tiles = isa == "avx2" || isa == "avx-vnni";
     return "cpu (" + std::to_string(pool_.size()) + (pool_.simulated() ? " modelled" : "") + " threads, " +
-           (kernels::cpu_has_avx2() ? "avx2" : "scalar") +
-           ", quantized " + kernels::qlinear_isa() + (kernels::qlinear_amx() ? " + amx" : "") + ", act-quant " +
-           act_quant_name(act_quant_) + ")";
+           (kernels::cpu_has_avx2() ? "avx2" : "scalar") + ", quantized " + isa +
+           (kernels::qlinear_amx() ? " + amx" : "") +
+           (avx2_tiles ? std::string(" (prefetch ") + kernels::qlinear_prefetch() + ")" : std::string()) +
+           ", act-quant " + act_quant_name(act_quant_) + ")";
   }
   DType activation_dtype() const override { return DType::F32; }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SampleJob>& jobs) override {
