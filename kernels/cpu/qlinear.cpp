@@ -70,7 +70,7 @@ Isa best_isa() {
 }
 // Whether the AVX2 decode tiles prefetch every kind of code (qlinear.h select_cpu_kernels' prefetch):
 // AMD family 17h (Zen 1 / Zen 2), whose hardware prefetchers fall short of the memory's bandwidth on
-// one stream a core (a Zen 2 EPYC VM: decode 1.14-1.27x with them, 4-bit, 6-bit and codebook files);
+// one stream a core (a Zen 2 EPYC VM: decode 1.1-1.5x with them, GGUF files of 4-bit, 6-bit, codebook codes);
 // elsewhere wide 8-bit codes only (a Zen 4 EPYC VM, compute-bound there: 6-bit decode 1.12x without).
 bool prefers_prefetch_all() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -127,7 +127,7 @@ inline __m256i code_mask() {
 
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do). kPrefetchCodes:
 // the kinds it prefetches everywhere, wide 8-bit codes; the rest only where prefetch_all_codes() (AMD
-// family 17h: there they gained 1.14-1.27x decode, a Zen 2 EPYC VM whose one core reads 14 GB/s).
+// family 17h: there they gained 1.1-1.5x decode, a Zen 2 EPYC VM whose one core reads 14 GB/s).
 // Elsewhere the hardware's prefetchers keep up with 4-bit, 6-bit and narrow 8-bit blocks,
 // whose decode the four to eight prefetches a block slowed (measured on a Zen 4 EPYC: a 1024 -> 49152
 // decode on 1 thread, 4 bits 1297 -> 1222 us without them, Q6_K-like 1558 -> 1414; generate, ABBA

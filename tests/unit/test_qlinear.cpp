@@ -267,7 +267,7 @@ TEST_CASE("weight prefetch (select_cpu_kernels): 'all' and 'wide' give the scala
     if (kernels::detail::cpu_has_avx_vnni()) tiles.push_back(kernels::detail::qlinear_rows_q8_rowlane_avxvnni);
     for (int bits : {2, 4, 8})  // 2 and 4 bits prefetched by 'all' only, wide 8 bits by both
       for (int group : {16, 32}) {
-        // past the 8 KB prefetched ahead: row blocks of 17 KB (8 bits) to 4 KB (2 bits)
+        // 5 row blocks and a partial one of 6-20 KB each: the prefetches 8 KB ahead run past the weight's end
         const int64_t N = 16 * 5 + 3, K = 1024;
         const QW q = make_qw(bits, group, N, K, ScaleType::F16, uint32_t(40 + bits + group))
                          .as(kernels::QLayout::RowLane16);
