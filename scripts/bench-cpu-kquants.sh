@@ -20,7 +20,8 @@
 # ISA (llmctl's --cpu-isa) with LLAMA_CPP_DIR (a llama.cpp built for that ISA: GGML_NATIVE=OFF
 # GGML_AVX512=OFF ...) for a step-down comparison, BASELINE_BIN (another llmctl binary, run beside
 # LLMCTL_BIN in every round, first in even rounds, and labelled "baseline": a change measured against
-# what it replaces).
+# what it replaces; or a wrapper script that runs the same binary with a flag added, e.g.
+# `exec build/llmctl "$@" --cpu-weight-prefetch wide`: a switch measured against its default).
 # At the end, per type: the median over rounds of each round's llmctl / llama.cpp ratio (prefill,
 # decode) with its range, and of llmctl / baseline: on a VM whose speed swings between rounds, ratios
 # of runs taken side by side, not of medians taken apart.
