@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
                 {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152},
                 {"up1024", 1024, 5632},  {"down2816", 2816, 1024}};
   std::printf("qlinear isa %s%s, weight prefetch %s, dense avx2 %s\n", kernels::qlinear_isa(),
-              kernels::qlinear_amx() ? " + amx" : "", kernels::qlinear_prefetch(), kernels::cpu_has_avx2() ? "yes" : "no");
+              kernels::qlinear_amx() ? " + amx" : "", kernels::qlinear_prefetch(),
+              kernels::cpu_has_avx2() ? "yes" : "no");
   // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
   // call / threads (on a shared machine, what the kernel costs when it has the cores).
   std::printf("%-8s %11s %4s %3s %-21s %10s %9s %9s %9s %9s\n", "shape", "K->N", "T", "thr", "weights", "median_us",
