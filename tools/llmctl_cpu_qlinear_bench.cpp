@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <random>
 #include <sstream>
 #include <string>
@@ -189,7 +190,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  kernels::select_cpu_kernels(isa, false, prefetch);
+  try {
+    kernels::select_cpu_kernels(isa, false, prefetch);
+  } catch (const std::exception& e) {  // an ISA this CPU lacks, an unknown name
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+    return 2;
+  }
   struct Shape {
     const char* name;
     int64_t K, N;
