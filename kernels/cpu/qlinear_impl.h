@@ -2,6 +2,7 @@
 // tests call each variant directly). Each variant fixes its own per-element reduction order, the
 // same for every T and every [n0, n1) split; variants differ from each other in that order only.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -57,6 +58,19 @@ inline int codebook_narrow_step(const int8_t* table) {
   const CodeRange r = qweight_code_range(16, reinterpret_cast<const uint8_t*>(table));
   const int span = r.hi - r.lo;
   return span <= 31 ? 4 : span <= 63 ? 2 : span <= 128 ? 1 : 0;
+}
+
+// How the AVX2 prefill tiles without VNNI take a codebook of step 1 (above) instead, where its values'
+// magnitudes allow: as |value| against the activations given the values' signs (vpsignb), M
+// vpmaddubsw summed in 16 bits (2 x M x max |value| x 127 < 32768), one vpmaddwd after them where
+// narrow codes took one after each: M 3 for IQ2's grid (+-{8, 25, 43}), 2 for IQ3_XXS's (up to +-62);
+// 0 for any other codebook (a span within 63 already sums 2 at a time; over +-64 only 1 would fit).
+inline int codebook_magnitude_step(const int8_t* table) {
+  if (codebook_narrow_step(table) != 1) return 0;
+  int most = 0;
+  for (int i = 0; i < 16; ++i) most = std::max(most, table[i] < 0 ? -int(table[i]) : int(table[i]));
+  const int m = most == 0 ? 0 : 32767 / (2 * 127 * most);
+  return m >= 3 ? 3 : m == 2 ? 2 : 0;
 }
 
 // Scale/offset element i of a row as f32.

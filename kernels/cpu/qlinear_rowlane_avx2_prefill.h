@@ -347,6 +347,71 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
   }
 }
 
+// One block of a codebook's values as magnitudes and signs (codebook_magnitude_step: GGUF IQ2's grid,
+// +-{8, 25, 43}, IQ3_XXS's, up to +-62) x NT <= 8 tokens: |value| at cp, the values themselves at cp +
+// sign_off (both unpacked from the positions once per row block), and each product |value| x (the
+// activation with the value's sign), vpsignb then vpmaddubsw, summed in 16 bits M quads at a time (3 x 2
+// x 43 x 127, 2 x 2 x 62 x 127 < 32768) before the one vpmaddwd. Narrow codes (value - the least, a span
+// over 63) took a vpmaddwd after every vpmaddubsw: 2 multiplies a quad and token against 1 + 1 / M here,
+// the bound of both on Zen 2 (one multiply every 0.67 cycles, a vpsignb beside it for free). The
+// integers are the signed dot products themselves (no base correction) and the f32 steps narrow_block's:
+// the same bits. a8, xs, next, s, acc: as in narrow_block.
+// magnitude_block's quads [v0, v0 + N) against NT tokens: d[j] (32-bit sums) += token j's products,
+// summed in 16 bits (first: d[j] = them).
+template <int NT, int N>
+__attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, int64_t sign_off, const int8_t* a0,
+                                                          const int8_t* a1, int v0, bool first, __m256i ones,
+                                                          __m256i* d) {
+  __m256i W[N];  // |value|
+#pragma GCC unroll 3
+  for (int i = 0; i < N; ++i) W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
+  const uint8_t* vp = cp + sign_off + 64 * v0;  // the values
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v0;
+    __m256i p;
+#pragma GCC unroll 3
+    for (int i = 0; i < N; ++i) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vp + 64 * i));
+      const __m256i pi = _mm256_maddubs_epi16(W[i], _mm256_sign_epi8(bcast4(a + 4 * i), v));
+      p = i == 0 ? pi : _mm256_add_epi16(p, pi);
+    }
+    const __m256i p32 = _mm256_madd_epi16(p, ones);
+    d[j] = first ? p32 : _mm256_add_epi32(d[j], p32);
+    asm("" : "+x"(d[j]));  // as in widened_block
+  }
+}
+
+template <int NT, int SG, int M>
+__attribute__((always_inline)) inline void magnitude_block(const uint8_t* cp, int64_t sign_off, const int8_t* a8,
+                                                          const float* xs, int64_t next, const float* const* s,
+                                                          float (*acc)[8]) {
+  static_assert(NT >= 1 && NT <= 8 && (M == 2 || M == 3));
+  constexpr int V = 8 / SG;  // quads a group, M at a time (V = 4, M = 3: 3 then 1)
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* a0 = a8;
+  const int8_t* a1 = a8 + next;
+  asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
+#pragma GCC unroll 2
+  for (int sg = 0; sg < SG; ++sg) {
+    __m256i d[NT];
+#pragma GCC unroll 4
+    for (int c = 0; c < (V + M - 1) / M; ++c) {
+      const int v0 = sg * V + M * c;
+      if constexpr (V % M != 0) {
+        if (c == V / M) {
+          magnitude_quads<NT, V % M>(cp, sign_off, a0, a1, v0, false, ones, d);
+          continue;
+        }
+      }
+      magnitude_quads<NT, M>(cp, sign_off, a0, a1, v0, c == 0, ones, d);
+    }
+    const __m256 sv = _mm256_loadu_ps(s[sg]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) accumulate_token(acc[j], d[j], sv, xs[(j / 4) * (next / 32) + j % 4]);
+  }
+}
+
 // The scales of unit g's SG groups for half h (8 rows each): sp[sg], factored ones expanded in pre
 // (expand_half), others loaded into sv[sg].
 template <ScaleType ST, int SG>
@@ -377,24 +442,27 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
 // codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
 // (narrow 8-bit codes summed STEP vpmaddubsw at a time; LUT: a codebook's values - base, as
-// codebook_narrow_step takes them). Half h of the row block at rb (first row nb) x NT <= 8 tokens from token
-// tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's outputs at out; m: the
-// half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
+// codebook_narrow_step takes them), magnitude_block (a codebook's values unpacked as magnitudes and,
+// sign_off bytes further, as themselves; STEP: its M). Half h of the row block at rb (first row nb) x
+// NT <= 8 tokens from token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's
+// outputs at out; m: the half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
 // the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024
 // -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
 // q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
 // pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
 // one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (STEP 4,
 // group 32), 47.0 -> 42.8 (0..63, group 16: Q6_K's). The other arguments are q8_prefill_tile's.
-enum class Tile8 { Widened, Four, Narrow };
+enum class Tile8 { Widened, Four, Narrow, Magnitude };
 template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, int STEP, bool TWO = false,
           bool NARROW4 = false>
 __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                         const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb, __m256i m,
                                         float* out, int64_t ldo, const int8_t* codebook, int base, const float* pre,
-                                        const __m256i* eo) {
+                                        const __m256i* eo, int64_t sign_off = 0) {
   constexpr bool kWidened = KIND == Tile8::Widened;
-  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || STEP == 2) && (KIND != Tile8::Four || !LUT) &&
+  constexpr bool kMagnitude = KIND == Tile8::Magnitude;
+  static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || kMagnitude || STEP == 2) &&
+                (KIND != Tile8::Four || !LUT) && (!kMagnitude || !LUT) &&
                 (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128 (widened), or - base (narrow)
@@ -424,6 +492,8 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
       else if constexpr (KIND == Tile8::Four)
         four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
                                          sp, acc);
+      else if constexpr (kMagnitude)
+        magnitude_block<NT, SG, STEP>(cp, sign_off, aq + b * 128, axs + b * 4, next, sp, acc);
       else
         narrow_block<NT, SG, STEP, LUT>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, lut_u, sp, acc);
     }

@@ -472,10 +472,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   const int book_base = book_step ? qweight_code_range(16, reinterpret_cast<const uint8_t*>(w.codebook)).lo : 0;
   const bool widen = kWidened && book_step == 0;
   // the codebook's values as bytes the unpacked tiles take: - the least (narrow), + 128 (VNNI: wide codes)
-  __m256i book_n = _mm256_setzero_si256();
+  __m256i book_n = _mm256_setzero_si256(), book_v = _mm256_setzero_si256();
+  if constexpr (LUT)
+    book_v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook)));
   if (book_step || (VNNI && LUT && SG == 2))
-    book_n = _mm256_sub_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codebook))),
-                             _mm256_set1_epi8(char(VNNI ? -128 : book_base)));
+    book_n = _mm256_sub_epi8(book_v, _mm256_set1_epi8(char(VNNI ? -128 : book_base)));
   thread_local std::vector<Vector32> widened;  // widened, prefill past 8 tokens: widen_half's
   if (widen && x.t > 8) widened.resize(size_t(16 * geo.groups * geo.blocks_per_group));
   __m256i* eo = reinterpret_cast<__m256i*>(widened.data());
@@ -486,10 +487,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // wide; the same integers). VNNI's groups of 32 gained nothing so (0.91-1.06x the time, 1 thread, 128
   // tokens, 1024 -> 5632 and 2816 -> 1024; groups of 16 0.76-0.88x).
   const bool book_expand = (book_step > 0 && x.t > 8) || (VNNI && LUT && SG == 2 && x.t > 4);
+  // such a codebook whose magnitudes allow (IQ2's grid, IQ3_XXS's): unpacked twice, |value| then the values
+  // (magnitude_block; 1 thread, 128 tokens, 1024 -> 5632 and 2816 -> 1024 on Zen 2: IQ2-like groups of 16
+  // 1.21-1.24x, of 32 1.25-1.28x)
+  const int book_mag = book_step && book_expand ? codebook_magnitude_step(w.codebook) : 0;
   const bool expand = (SIX && x.t > 4) || book_expand;
   const RowLaneGeometry geo8 = SIX || LUT ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
+  const int64_t sign_off = book_mag ? geo8.row_block_bytes : 0;  // the values' copy after the magnitudes'
   thread_local std::vector<uint8_t> wide;
-  if (expand) wide.resize(size_t(geo8.row_block_bytes));
+  if (expand) wide.resize(size_t(geo8.row_block_bytes + sign_off));
   const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
   const bool stream_prefetch = kPrefetchCodes<FOUR, SIX, NARROW> || prefetch_all_codes();  // q8_tile's
   TokenTiles& tt = thread_token_tiles();
@@ -532,10 +538,14 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if constexpr (LUT) {
         if (book_expand)
           rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [&](const uint8_t* src, uint8_t* dst) {
+            const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n;
             for (int h = 0; h < 2; ++h)
-              for (int q = 0; q < 8; ++q)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h),
-                                    book_quad(src + 32 * h, q, book_n));
+              for (int q = 0; q < 8; ++q) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h), book_quad(src + 32 * h, q, lut));
+                if (book_mag)
+                  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + sign_off + 64 * q + 32 * h),
+                                      book_quad(src + 32 * h, q, book_v));
+              }
           });
       }
       for (int h = 0; h < 2; ++h) {  // one half at a time (what the 16 registers hold)
@@ -553,7 +563,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 q8_tile8<kind(), lut(), nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
                     cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
                     book_step ? book_base : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
-                    eo);
+                    eo, sign_off);
             };
             auto with_bpg = [&](auto kind, auto pre_decoded, auto step, auto lut) {
               if (cg.blocks_per_group == 1) tile8(kind, std::integral_constant<int, 1>{}, pre_decoded, step, lut);
@@ -568,6 +578,9 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
               using Widened = std::integral_constant<Tile8, Tile8::Widened>;
               if constexpr (LUT) {  // a codebook as narrow codes: unpacked to 8 bits, or looked up in the tile
                 auto book = [&](auto lut) {
+                  using Magnitude = std::integral_constant<Tile8, Tile8::Magnitude>;
+                  if (book_mag == 3) return with_bpg(Magnitude{}, No{}, std::integral_constant<int, 3>{}, No{});
+                  if (book_mag == 2) return with_bpg(Magnitude{}, No{}, Step2{}, No{});
                   if (book_step == 1) return with_bpg(Narrow{}, No{}, std::integral_constant<int, 1>{}, lut);
                   if (book_step == 2) return with_bpg(Narrow{}, No{}, Step2{}, lut);
                   with_bpg(Narrow{}, No{}, Step4{}, lut);

@@ -317,7 +317,8 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
   CHECK(cases == 72);
 }
 
-TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow sums at their 16-bit bounds, 8-bit bits") {
+TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magnitude sums at their 16-bit bounds, "
+          "8-bit bits") {
   // codebook_narrow_step at its boundaries: a table from lo to hi (ascending)
   auto step = [](int lo, int hi) {
     int8_t t[16];
@@ -338,22 +339,47 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow sums at t
   CHECK(kernels::detail::codebook_narrow_step(mixed) == 1);
   mixed[9] = -59;
   CHECK(kernels::detail::codebook_narrow_step(mixed) == 0);
-  // each step's widest book; rows whose codes all take its greatest value against activations all +-127
-  // (every vpmaddubsw pair 2 x span x 127, STEP of them summed in 16 bits: a step too large for the span
-  // wraps), the other rows random; group 16 (two groups a block) and 32, prefill tiles of 8 and a rest
-  const std::vector<std::vector<int>> books = {{-64, -40, -8, 0, 25, 64}, {-31, -5, 0, 7, 32}, {-16, -1, 0, 3, 15}};
+  // codebook_magnitude_step: of step-1 books only, M x 2 x max |value| x 127 within 32767
+  auto magnitude = [](std::vector<int> values) {
+    int8_t t[16];
+    for (int j = 0; j < 16; ++j) t[j] = int8_t(values[size_t(j) % values.size()]);
+    return kernels::detail::codebook_magnitude_step(t);
+  };
+  CHECK(magnitude({-43, -25, -8, 8, 25, 43}) == 3);  // IQ2's grid: 3 x 2 x 43 x 127 = 32766
+  CHECK(magnitude({-44, -25, -8, 8, 25, 43}) == 2);
+  CHECK(magnitude({-62, -4, 4, 20, 62}) == 2);  // IQ3_XXS's
+  CHECK(magnitude({-64, 0, 64}) == 2);
+  CHECK(magnitude({-20, 65}) == 0);  // one product pair at most in 16 bits: narrow codes' step 1
+  CHECK(magnitude({-31, 32}) == 0);   // span 63: narrow codes sum 2 already
+  CHECK(magnitude({-127, 113}) == 0);  // widened
+  // each step's widest book, and the magnitudes' widest for M 3 (IQ2's grid) and 2; rows whose codes all
+  // take the book's last value against activations all +-127 (every vpmaddubsw pair 2 x span x 127, or 2
+  // x |value| x 127, STEP or M of them summed in 16 bits: one too many wraps), the other rows random;
+  // group 16 (two groups a block: M 3 as 3 quads and 1) and 32, prefill tiles of 8 and a rest; 13 and
+  // 35 tokens the unpacked tiles (magnitudes past 8 tokens)
+  struct Bound {
+    std::vector<int> book;
+    int step, magnitude;
+  };
+  const std::vector<Bound> bounds = {{{-64, -40, -8, 0, 25, 64}, 1, 2},
+                                     {{-8, 43, -25, 25, 8, -43}, 1, 3},
+                                     {{-4, -62, 20, 4, 62}, 1, 2},
+                                     {{-31, -5, 0, 7, 32}, 2, 0},
+                                     {{-16, -1, 0, 3, 15}, 4, 0}};
   int cases = 0;
-  for (const auto& book : books)
+  for (const Bound& bound : bounds)
     for (int group : {16, 32}) {
+      const std::vector<int>& book = bound.book;
       const int64_t N = 16 * 2 + 3, K = 256;
       QW q = make_qw(8, group, N, K, ScaleType::F16, uint32_t(300 + cases));
       draw_codes(q, book, uint32_t(310 + cases));
       for (int64_t n = 0; n < 16; ++n)
         for (int64_t k = 0; k < K; ++k) q.codes[size_t(n * K + k)] = uint8_t(int8_t(book.back()));
       const Pair p = make_pair(q, -1, false);
-      REQUIRE(kernels::detail::codebook_narrow_step(p.table) == (cases < 2 ? 1 : cases < 4 ? 2 : 4));
+      REQUIRE(kernels::detail::codebook_narrow_step(p.table) == bound.step);
+      REQUIRE(kernels::detail::codebook_magnitude_step(p.table) == bound.magnitude);
       for (float sign : {1.0f, -1.0f})
-        for (int64_t T : {8, 13}) {
+        for (int64_t T : {8, 13, 35}) {
           std::vector<float> x(size_t(T * K), 0.5f * sign);
           for (int64_t t = 1; t < T; t += 2)  // odd tokens random
             for (int64_t k = 0; k < K; ++k) x[size_t(t * K + k)] = randn(1, uint32_t(t * K + k))[0];
@@ -368,7 +394,7 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow sums at t
         }
       ++cases;
     }
-  CHECK(cases == 6);
+  CHECK(cases == 10);
 }
 
 TEST_CASE("codebook: refused by the kernels that do not take one, and for 8-bit codes") {
