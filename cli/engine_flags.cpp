@@ -87,6 +87,13 @@ void add_runtime_flags(CLI::App* s, EngineFlags& f) {
                 "(wide 8-bit codes only). The output is the same either way")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "all", "wide"}));
+  s->add_option("--cpu-codebook-prefill", f.cpu_codebook_prefill,
+                "CPU quantized weights, AVX2 prompts without VNNI, for measurements: how IQ2 / IQ3_XXS grid values "
+                "are multiplied: auto (magnitude on AMD CPUs, where it measured faster; else narrow), magnitude "
+                "(|value| against sign-flipped activations) or narrow (value - the least). The output is the same "
+                "either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "magnitude", "narrow"}));
   s->add_option("--quantized-weights", f.quantized_weights,
                 "quantized linears (int4/int8 groups, GGUF blocks): keep (run by the quantized kernels: least "
                 "memory), dequantize (to the compute dtype at load) or auto (keep on the CPU; on CUDA dequantize "
@@ -169,7 +176,8 @@ RuntimeOptions runtime_options(const EngineFlags& f) {
   const auto aq = parse_act_quant(f.act_quant);
   LLM_REQUIRE(aq) << "--act-quant " << f.act_quant << ": expected int8 or none";
   ro.act_quant = *aq;
-  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows", f.cpu_weight_prefetch};
+  ro.cpu_kernels = CpuKernelOptions{f.cpu_isa, f.cpu_qweight_layout == "rows", f.cpu_weight_prefetch,
+                                    f.cpu_codebook_prefill};
   ro.simulate_threads = f.simulate_threads;
   const auto qw = parse_quantized_weights(f.quantized_weights);
   LLM_REQUIRE(qw) << "--quantized-weights " << f.quantized_weights << ": expected auto, keep or dequantize";

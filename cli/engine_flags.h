@@ -14,6 +14,7 @@ namespace llmctl::cli {
 
 struct EngineFlags {
   std::string cpu_isa = "auto", cpu_qweight_layout = "auto", cpu_weight_prefetch = "auto";
+  std::string cpu_codebook_prefill = "auto";
   std::string model, dtype, device = "auto", kv_cache_dtype = "auto", act_quant = "int8",
               quantized_weights = "auto";
   int threads = 0;

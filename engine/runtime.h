@@ -35,7 +35,7 @@ struct RuntimeOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype (engine/kv/kv_cache_spec.h)
   bool kv_fp8_exact_open_block = true;               // --kv-fp8-exact-open-block
   ActQuantMode act_quant = ActQuantMode::Int8;       // CPU quantized linears (engine/backend/act_quant.h)
-  CpuKernelOptions cpu_kernels;                      // --cpu-isa, --cpu-qweight-layout (make_cpu_backend)
+  CpuKernelOptions cpu_kernels;                      // --cpu-isa, --cpu-qweight-layout, ... (make_cpu_backend)
   bool simulate_threads = false;  // bench latency --simulate-threads: the CPU's threads modelled (make_cpu_backend)
   QuantizedWeights quantized_weights = QuantizedWeights::Auto;  // --quantized-weights
   // -tp: ranks the model is split over (Megatron tensor parallelism), one process each, started by

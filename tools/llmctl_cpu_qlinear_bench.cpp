@@ -18,6 +18,7 @@
 // Shapes up1024 (1024 -> 5632) and down2816 (2816 -> 1024) are bench-cpu-kquants.sh's model's MLP.
 // Options: --threads 1,2  --tokens 1,128  --min-ms 300 (time spent per measurement)  --cpu-isa ISA
 // --cpu-weight-prefetch auto|all|wide (qlinear.h qlinear_prefetch)
+// --codebook-prefill auto|magnitude|narrow (qlinear.h qlinear_codebook_prefill)
 // --shapes h1024,up1024 (those only)  --act int8|none (that activation mode only).
 #include <algorithm>
 #include <chrono>
@@ -172,26 +173,29 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2}, tokens = {1, 128};
   double min_ms = 300;
   std::string only_shapes, only_act;  // empty: all
-  std::string isa = "auto", prefetch = "auto";
+  std::string isa = "auto", prefetch = "auto", codebook_prefill = "auto";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--tokens")) tokens = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--min-ms")) min_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--cpu-isa")) isa = argv[i + 1];
     else if (!std::strcmp(argv[i], "--cpu-weight-prefetch")) prefetch = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--codebook-prefill")) codebook_prefill = argv[i + 1];
     else if (!std::strcmp(argv[i], "--shapes")) only_shapes = "," + std::string(argv[i + 1]) + ",";
     else if (!std::strcmp(argv[i], "--act")) only_act = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads 1,2] [--tokens 1,128] [--min-ms 300]"
                    " [--cpu-isa auto|amx|avx512-vnni|avx-vnni|avx2|scalar] [--shapes qkv,h1024,...]"
-                   " [--act int8|none] [--cpu-weight-prefetch auto|all|wide]\n",
+                   " [--act int8|none] [--cpu-weight-prefetch auto|all|wide]"
+                   " [--codebook-prefill auto|magnitude|narrow]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
     kernels::select_cpu_kernels(isa, false, prefetch);
+    kernels::select_codebook_prefill(codebook_prefill);
   } catch (const std::exception& e) {  // an ISA this CPU lacks, an unknown name
     std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
     return 2;
@@ -202,8 +206,8 @@ int main(int argc, char** argv) {
   } shapes[] = {{"qkv", 576, 960},     {"gate_up", 576, 3072},    {"down", 1536, 576},
                 {"lm_head", 576, 49152}, {"h1024", 1024, 1024}, {"lm1024", 1024, 49152},
                 {"up1024", 1024, 5632},  {"down2816", 2816, 1024}};
-  std::printf("qlinear isa %s%s, weight prefetch %s, dense avx2 %s\n", kernels::qlinear_isa(),
-              kernels::qlinear_amx() ? " + amx" : "", kernels::qlinear_prefetch(),
+  std::printf("qlinear isa %s%s, weight prefetch %s, codebook prefill %s, dense avx2 %s\n", kernels::qlinear_isa(),
+              kernels::qlinear_amx() ? " + amx" : "", kernels::qlinear_prefetch(), kernels::qlinear_codebook_prefill(),
               kernels::cpu_has_avx2() ? "yes" : "no");
   // GB/s and GFLOP/s from the median wall time; best_us the fastest call; cpu_us the process CPU time a
   // call / threads (on a shared machine, what the kernel costs when it has the cores).

@@ -273,6 +273,7 @@ struct CpuKernelOptions {
   std::string isa = "auto";  // auto | amx | avx512-vnni | avx-vnni | avx2 | scalar
   bool rows_layout = false;  // quantized weights in the Rows layout, not RowLane16
   std::string prefetch = "auto";  // auto | all | wide: which codes AVX2 decode prefetches (qlinear_prefetch)
+  std::string codebook_prefill = "auto";  // auto | magnitude | narrow (qlinear_codebook_prefill)
 };
 // simulate_threads: the loops run on the calling thread alone and num_threads are modelled
 // (ThreadPool::Model::Simulated; Backend::thread_model_account), for measuring the engine's scaling

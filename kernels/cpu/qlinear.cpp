@@ -80,8 +80,20 @@ bool prefers_prefetch_all() {
   return false;
 #endif
 }
+// Whether the AVX2 prompt tiles take IQ2 / IQ3_XXS-like codebooks as magnitudes (qlinear.h
+// select_codebook_prefill): AMD CPUs, where vpsignb does not take a multiplier's pipe (Zen 2: a
+// vpmaddubsw every 0.67 cycles, with or without a vpsignb beside it).
+bool prefers_codebook_magnitudes() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
 Isa g_isa = best_isa();
 bool g_prefetch_all = prefers_prefetch_all();
+bool g_codebook_magnitudes = prefers_codebook_magnitudes();
 bool g_amx = g_isa == Isa::Avx512 && has_amx_int8();  // the int8 row-lane prefill on AMX tiles
 bool g_rows_layout = false;  // select_cpu_kernels(..., rows_layout)
 }  // namespace
@@ -115,6 +127,7 @@ bool cpu_has_avx512_vnni() { return g_isa == Isa::Avx512; }
 bool cpu_has_amx_int8() { return has_amx_int8(); }
 bool amx_selected() { return g_amx; }
 bool prefetch_all_codes() { return g_prefetch_all; }
+bool codebook_magnitudes() { return g_codebook_magnitudes; }
 bool cpu_has_avx_vnni() { return has_avx_vnni(); }
 
 void qact_half_sums(const QActivations& x, int32_t* H) {
@@ -463,6 +476,12 @@ void select_cpu_kernels(std::string_view isa, bool rows_layout, std::string_view
   detail::g_prefetch_all = prefetch == "auto" ? detail::prefers_prefetch_all() : prefetch == "all";
 }
 
+void select_codebook_prefill(std::string_view choice) {
+  if (choice != "auto" && choice != "magnitude" && choice != "narrow")
+    KERNEL_FAIL() << "unknown codebook prefill '" << std::string(choice) << "' (auto, magnitude or narrow)";
+  detail::g_codebook_magnitudes = choice == "auto" ? detail::prefers_codebook_magnitudes() : choice == "magnitude";
+}
+
 bool qlinear_widens_activations(const QWeightView& w) {
   // qlinear_rowlane_avx2_tile.h's widened_tile: no VNNI, a unit a group, a codebook (one too wide to be
   // taken as narrow codes: detail::codebook_narrow_step) or wide 8-bit codes
@@ -483,6 +502,7 @@ const char* qlinear_isa() {
 
 bool qlinear_amx() { return detail::g_amx; }
 const char* qlinear_prefetch() { return detail::g_prefetch_all ? "all" : "wide"; }
+const char* qlinear_codebook_prefill() { return detail::g_codebook_magnitudes ? "magnitude" : "narrow"; }
 
 bool qlinear_read_bound() { return detail::g_isa == detail::Isa::Avx512; }
 

@@ -247,6 +247,16 @@ bool qlinear_read_bound();
 // prefetch every kind): "all", or "wide" (wide 8-bit codes only, the hardware's prefetchers left the
 // rest). The outputs are the same bits either way; only the speed differs, by machine.
 const char* qlinear_prefetch();
+// How the AVX2 prompt tiles without VNNI take a codebook whose values span over 63 and whose magnitudes
+// allow it (GGUF IQ2's grid, IQ3_XXS's), past 8 tokens: "magnitude" (|value| against the activations
+// given the values' signs: vpsignb, then 3 or 2 vpmaddubsw a vpmaddwd) or "narrow" (value - the least:
+// a vpmaddwd after each vpmaddubsw). The same bits either way.
+const char* qlinear_codebook_prefill();
+// For A/B runs and tests (llmctl_cpu_qlinear_bench --codebook-prefill): "auto" (magnitude on AMD CPUs,
+// whose vpsignb runs beside the multiplies: a Zen 2's kernel 1.21-1.28x; narrow elsewhere, where
+// Intel's runs on the multiplies' two ports and would add to them), "magnitude" or "narrow" (throws
+// KernelError for another name).
+void select_codebook_prefill(std::string_view choice);
 // For measurements and A/B runs (llmctl --cpu-isa, --cpu-qweight-layout, --cpu-weight-prefetch): isa
 // "auto" (the best the CPU has), "amx" (avx512-vnni with AMX prompts), "avx512-vnni" (without),
 // "avx-vnni", "avx2" or "scalar" (throws KernelError for one the CPU lacks or an unknown name);

@@ -95,6 +95,7 @@ LLMCTL_QLINEAR_VARIANT(rowlane_avx512)
 bool cpu_has_amx_int8();  // the CPU and OS can run it (CPUID, XCR0, Linux's permission; checked once)
 bool amx_selected();      // select_cpu_kernels picked it (auto where cpu_has_amx_int8, or "amx")
 bool prefetch_all_codes();  // the AVX2 decode tiles prefetch every kind of code (select_cpu_kernels)
+bool codebook_magnitudes();  // the AVX2 prompt tiles take codebooks as magnitudes (select_codebook_prefill)
 void qlinear_rows_q8_rowlane_amx(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0,
                                  int64_t n1, float* out, int64_t ldo);
 // AVX-VNNI: the row-lane int8 mode only (qlinear_rowlane_avxvnni.cpp); everything else runs AVX2's.

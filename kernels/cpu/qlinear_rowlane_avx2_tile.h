@@ -487,10 +487,10 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // wide; the same integers). VNNI's groups of 32 gained nothing so (0.91-1.06x the time, 1 thread, 128
   // tokens, 1024 -> 5632 and 2816 -> 1024; groups of 16 0.76-0.88x).
   const bool book_expand = (book_step > 0 && x.t > 8) || (VNNI && LUT && SG == 2 && x.t > 4);
-  // such a codebook whose magnitudes allow (IQ2's grid, IQ3_XXS's): unpacked twice, |value| then the values
-  // (magnitude_block; 1 thread, 128 tokens, 1024 -> 5632 and 2816 -> 1024 on Zen 2: IQ2-like groups of 16
-  // 1.21-1.24x, of 32 1.25-1.28x)
-  const int book_mag = book_step && book_expand ? codebook_magnitude_step(w.codebook) : 0;
+  // such a codebook whose magnitudes allow (IQ2's grid, IQ3_XXS's), where chosen (select_codebook_prefill:
+  // AMD's): unpacked twice, |value| then the values (magnitude_block; 1 thread, 128 tokens, 1024 -> 5632
+  // and 2816 -> 1024 on Zen 2: IQ2-like groups of 16 1.21-1.24x, of 32 1.25-1.28x)
+  const int book_mag = book_step && book_expand && codebook_magnitudes() ? codebook_magnitude_step(w.codebook) : 0;
   const bool expand = (SIX && x.t > 4) || book_expand;
   const RowLaneGeometry geo8 = SIX || LUT ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
   const int64_t sign_off = book_mag ? geo8.row_block_bytes : 0;  // the values' copy after the magnitudes'

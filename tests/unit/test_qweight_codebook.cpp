@@ -38,6 +38,13 @@ const std::vector<std::vector<int>> kBooks = {
     {-43, -25, -8, 8, 25, 43},
 };
 
+// The codebook prefill choice (qlinear.h select_codebook_prefill) for a scope, the run's own restored.
+struct CodebookPrefill {
+  std::string was = kernels::qlinear_codebook_prefill();
+  explicit CodebookPrefill(const char* choice) { kernels::select_codebook_prefill(choice); }
+  ~CodebookPrefill() { kernels::select_codebook_prefill(was); }
+};
+
 // q's 8-bit codes redrawn from book.
 void draw_codes(QW& q, const std::vector<int>& book, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -295,20 +302,25 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
               kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
               CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
             }
-            for (const RowLaneKernels& kv : codebook_kernels()) {
-              for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
-                INFO(kv.name << " T " << T << " rows " << n0 << ".." << n1);
-                std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN), w2(size_t(T * N), NAN),
-                    r2(size_t(T * N), NAN);
-                kv.q8(a.q, p.v4(), bias.data(), n0, n1, o.data(), N);
-                if (f32) kv.f32(x.data(), T, p.v4(), bias.data(), n0, n1, f.data(), N);
-                for (int64_t t = 0; t < T; ++t)
-                  for (int64_t n = n0; n < n1; ++n) {
-                    w2[size_t(t * N + n)] = want[size_t(t * N + n)];
-                    r2[size_t(t * N + n)] = f32 ? ref4[size_t(t * N + n)] : NAN;
-                  }
-                CHECK(same_bits(o, w2));
-                if (f32) CHECK(same_bits(f, r2));
+            // IQ2's values (book 3) both ways the AVX2 prompt tiles take them
+            for (const char* choice : {"magnitude", "narrow"}) {
+              if (bi != 3 && choice[0] == 'n') continue;
+              const CodebookPrefill chosen(choice);
+              for (const RowLaneKernels& kv : codebook_kernels()) {
+                for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
+                  INFO(kv.name << " " << choice << " T " << T << " rows " << n0 << ".." << n1);
+                  std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN), w2(size_t(T * N), NAN),
+                      r2(size_t(T * N), NAN);
+                  kv.q8(a.q, p.v4(), bias.data(), n0, n1, o.data(), N);
+                  if (f32) kv.f32(x.data(), T, p.v4(), bias.data(), n0, n1, f.data(), N);
+                  for (int64_t t = 0; t < T; ++t)
+                    for (int64_t n = n0; n < n1; ++n) {
+                      w2[size_t(t * N + n)] = want[size_t(t * N + n)];
+                      r2[size_t(t * N + n)] = f32 ? ref4[size_t(t * N + n)] : NAN;
+                    }
+                  CHECK(same_bits(o, w2));
+                  if (f32) CHECK(same_bits(f, r2));
+                }
               }
             }
           }
@@ -352,6 +364,9 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magni
   CHECK(magnitude({-20, 65}) == 0);  // one product pair at most in 16 bits: narrow codes' step 1
   CHECK(magnitude({-31, 32}) == 0);   // span 63: narrow codes sum 2 already
   CHECK(magnitude({-127, 113}) == 0);  // widened
+  CHECK_THROWS_AS(kernels::select_codebook_prefill("fastest"), KernelError);
+  CHECK((std::string(kernels::qlinear_codebook_prefill()) == "magnitude" ||
+         std::string(kernels::qlinear_codebook_prefill()) == "narrow"));
   // each step's widest book, and the magnitudes' widest for M 3 (IQ2's grid) and 2; rows whose codes all
   // take the book's last value against activations all +-127 (every vpmaddubsw pair 2 x span x 127, or 2
   // x |value| x 127, STEP or M of them summed in 16 bits: one too many wraps), the other rows random;
@@ -386,11 +401,14 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magni
           const ActBuf a(x.data(), T, K);
           std::vector<float> want(size_t(T * N)), o(size_t(T * N), NAN);
           kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), nullptr, 0, N, want.data(), N);
-          for (const RowLaneKernels& kv : codebook_kernels()) {
-            INFO(kv.name << " book " << cases / 2 << " group " << group << " T " << T << " sign " << sign);
-            kv.q8(a.q, p.v4(), nullptr, 0, N, o.data(), N);
-            CHECK(same_bits(o, want));
-          }
+          for (const char* choice : {"magnitude", "narrow"})
+            for (const RowLaneKernels& kv : codebook_kernels()) {
+              const CodebookPrefill chosen(choice);
+              INFO(kv.name << " " << choice << " book " << cases / 2 << " group " << group << " T " << T << " sign "
+                           << sign);
+              kv.q8(a.q, p.v4(), nullptr, 0, N, o.data(), N);
+              CHECK(same_bits(o, want));
+            }
         }
       ++cases;
     }

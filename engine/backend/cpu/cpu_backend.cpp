@@ -812,6 +812,7 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, ActQuantMode act_quan
   if (kernels) {
     try {
       kernels::select_cpu_kernels(kernels->isa, kernels->rows_layout, kernels->prefetch);
+      kernels::select_codebook_prefill(kernels->codebook_prefill);
     } catch (const KernelError& e) {  // an ISA this CPU lacks: the user's choice, not a fault
       throw InputError(e.what());
     }
