@@ -248,7 +248,7 @@ bool qlinear_read_bound();
 // rest). The outputs are the same bits either way; only the speed differs, by machine.
 const char* qlinear_prefetch();
 // How the AVX2 prompt tiles without VNNI take a codebook whose values span over 63 and whose magnitudes
-// allow it (GGUF IQ2's grid, IQ3_XXS's), past 8 tokens: "magnitude" (|value| against the activations
+// allow it (GGUF IQ2's grid, IQ3_XXS's), from 4 tokens: "magnitude" (|value| against the activations
 // given the values' signs: vpsignb, then 3 or 2 vpmaddubsw a vpmaddwd) or "narrow" (value - the least:
 // a vpmaddwd after each vpmaddubsw). The same bits either way.
 const char* qlinear_codebook_prefill();

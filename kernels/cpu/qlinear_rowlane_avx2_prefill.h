@@ -347,33 +347,29 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
   }
 }
 
-// One block of a codebook's values as magnitudes and signs (codebook_magnitude_step: GGUF IQ2's grid,
-// +-{8, 25, 43}, IQ3_XXS's, up to +-62) x NT <= 8 tokens: |value| at cp, the values themselves at cp +
-// sign_off (both unpacked from the positions once per row block), and each product |value| x (the
-// activation with the value's sign), vpsignb then vpmaddubsw, summed in 16 bits M quads at a time (3 x 2
-// x 43 x 127, 2 x 2 x 62 x 127 < 32768) before the one vpmaddwd. Narrow codes (value - the least, a span
-// over 63) took a vpmaddwd after every vpmaddubsw: 2 multiplies a quad and token against 1 + 1 / M here,
-// the bound of both on Zen 2 (one multiply every 0.67 cycles, a vpsignb beside it for free). The
-// integers are the signed dot products themselves (no base correction) and the f32 steps narrow_block's:
-// the same bits. a8, xs, next, s, acc: as in narrow_block.
 // magnitude_block's quads [v0, v0 + N) against NT tokens: d[j] (32-bit sums) += token j's products,
 // summed in 16 bits (first: d[j] = them).
-template <int NT, int N>
+template <int NT, int N, bool BOOK>
 __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, int64_t sign_off, const int8_t* a0,
                                                           const int8_t* a1, int v0, bool first, __m256i ones,
-                                                          __m256i* d) {
-  __m256i W[N];  // |value|
+                                                          __m256i lut_abs, __m256i lut_v, __m256i* d) {
+  __m256i W[N], V[N];  // |value|, the values (BOOK: looked up from the positions at cp, once per tile)
 #pragma GCC unroll 3
-  for (int i = 0; i < N; ++i) W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
-  const uint8_t* vp = cp + sign_off + 64 * v0;  // the values
+  for (int i = 0; i < N; ++i) {
+    if constexpr (BOOK) {
+      W[i] = book_quad(cp, v0 + i, lut_abs), V[i] = book_quad(cp, v0 + i, lut_v);
+    } else {
+      W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
+      V[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + sign_off + 64 * (v0 + i)));
+    }
+  }
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) {
     const int8_t* a = (j < 4 ? a0 : a1) + 32 * (j % 4) + 4 * v0;
     __m256i p;
 #pragma GCC unroll 3
     for (int i = 0; i < N; ++i) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vp + 64 * i));
-      const __m256i pi = _mm256_maddubs_epi16(W[i], _mm256_sign_epi8(bcast4(a + 4 * i), v));
+      const __m256i pi = _mm256_maddubs_epi16(W[i], _mm256_sign_epi8(bcast4(a + 4 * i), V[i]));
       p = i == 0 ? pi : _mm256_add_epi16(p, pi);
     }
     const __m256i p32 = _mm256_madd_epi16(p, ones);
@@ -382,10 +378,20 @@ __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, in
   }
 }
 
-template <int NT, int SG, int M>
+// One block of a codebook's values as magnitudes and signs (codebook_magnitude_step: GGUF IQ2's grid,
+// +-{8, 25, 43}, IQ3_XXS's, up to +-62) x NT <= 8 tokens: |value| at cp and the values themselves at cp +
+// sign_off (both unpacked from the positions once per row block, past 8 tokens), or BOOK: cp the 4-bit
+// positions, looked up in lut_abs (|value|) and lut_v (the values) once per tile. Each product is |value|
+// x (the activation with the value's sign), vpsignb then vpmaddubsw, summed in 16 bits M quads at a time
+// (3 x 2 x 43 x 127, 2 x 2 x 62 x 127 < 32768) before the one vpmaddwd. Narrow codes (value - the least,
+// a span over 63) took a vpmaddwd after every vpmaddubsw: 2 multiplies a quad and token against 1 + 1 / M
+// here, the bound of both on Zen 2 (one multiply every 0.67 cycles, a vpsignb beside it for free). The
+// integers are the signed dot products themselves (no base correction) and the f32 steps narrow_block's:
+// the same bits. a8, xs, next, s, acc: as in narrow_block.
+template <int NT, int SG, int M, bool BOOK>
 __attribute__((always_inline)) inline void magnitude_block(const uint8_t* cp, int64_t sign_off, const int8_t* a8,
-                                                          const float* xs, int64_t next, const float* const* s,
-                                                          float (*acc)[8]) {
+                                                          const float* xs, int64_t next, __m256i lut_abs,
+                                                          __m256i lut_v, const float* const* s, float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8 && (M == 2 || M == 3));
   constexpr int V = 8 / SG;  // quads a group, M at a time (V = 4, M = 3: 3 then 1)
   const __m256i ones = _mm256_set1_epi16(1);
@@ -400,11 +406,11 @@ __attribute__((always_inline)) inline void magnitude_block(const uint8_t* cp, in
       const int v0 = sg * V + M * c;
       if constexpr (V % M != 0) {
         if (c == V / M) {
-          magnitude_quads<NT, V % M>(cp, sign_off, a0, a1, v0, false, ones, d);
+          magnitude_quads<NT, V % M, BOOK>(cp, sign_off, a0, a1, v0, false, ones, lut_abs, lut_v, d);
           continue;
         }
       }
-      magnitude_quads<NT, M>(cp, sign_off, a0, a1, v0, c == 0, ones, d);
+      magnitude_quads<NT, M, BOOK>(cp, sign_off, a0, a1, v0, c == 0, ones, lut_abs, lut_v, d);
     }
     const __m256 sv = _mm256_loadu_ps(s[sg]);
 #pragma GCC unroll 8
@@ -442,11 +448,12 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
 // codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
 // (narrow 8-bit codes summed STEP vpmaddubsw at a time; LUT: a codebook's values - base, as
-// codebook_narrow_step takes them), magnitude_block (a codebook's values unpacked as magnitudes and,
-// sign_off bytes further, as themselves; STEP: its M). Half h of the row block at rb (first row nb) x
-// NT <= 8 tokens from token tile `tile` of tt (NT > 4: tiles `tile` and tile + 1), its first token's
-// outputs at out; m: the half's lanes to store; PRE: the half's quads from widen_half at eo. Its sums live in memory (acc),
-// the 16 registers holding 8 tokens' integer sums and a block's vectors. Measured at 128 tokens x 1024
+// codebook_narrow_step takes them), magnitude_block (a codebook's values as magnitudes and signs,
+// unpacked with the values sign_off bytes further, or LUT: looked up; STEP: its M). Half h of the row
+// block at rb (first row nb) x NT <= 8 tokens from token tile `tile` of tt (NT > 4: tiles `tile` and
+// tile + 1), its first token's outputs at out; m: the half's lanes to store; PRE: the half's quads from
+// widen_half at eo. Its sums live in memory (acc), the 16 registers holding 8 tokens' integer sums and a
+// block's vectors. Measured at 128 tokens x 1024
 // -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
 // q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
 // pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
@@ -462,13 +469,16 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
   constexpr bool kWidened = KIND == Tile8::Widened;
   constexpr bool kMagnitude = KIND == Tile8::Magnitude;
   static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || kMagnitude || STEP == 2) &&
-                (KIND != Tile8::Four || !LUT) && (!kMagnitude || !LUT) &&
+                (KIND != Tile8::Four || !LUT) &&
                 (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128 (widened), or - base (narrow)
-  if constexpr (LUT)
-    lut_u = _mm256_sub_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook))),
-                            _mm256_set1_epi8(char(kWidened ? -128 : base)));
+  __m256i lut_v = _mm256_setzero_si256();  // magnitudes: the values (and lut_u their magnitudes)
+  if constexpr (LUT) {
+    lut_v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
+    lut_u = kMagnitude ? _mm256_abs_epi8(lut_v)
+                       : _mm256_sub_epi8(lut_v, _mm256_set1_epi8(char(kWidened ? -128 : base)));
+  }
   const int8_t* aq = kWidened ? nullptr : tt.tile_q(tile);
   const int16_t* aq16 = kWidened ? tt.tile_q16(tile) : nullptr;
   const int32_t* awc = kWidened ? tt.tile_wc(tile) : nullptr;
@@ -493,7 +503,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
         four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
                                          sp, acc);
       else if constexpr (kMagnitude)
-        magnitude_block<NT, SG, STEP>(cp, sign_off, aq + b * 128, axs + b * 4, next, sp, acc);
+        magnitude_block<NT, SG, STEP, LUT>(cp, sign_off, aq + b * 128, axs + b * 4, next, lut_u, lut_v, sp, acc);
       else
         narrow_block<NT, SG, STEP, LUT>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, lut_u, sp, acc);
     }

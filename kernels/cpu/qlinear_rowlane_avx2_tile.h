@@ -488,12 +488,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   // tokens, 1024 -> 5632 and 2816 -> 1024; groups of 16 0.76-0.88x).
   const bool book_expand = (book_step > 0 && x.t > 8) || (VNNI && LUT && SG == 2 && x.t > 4);
   // such a codebook whose magnitudes allow (IQ2's grid, IQ3_XXS's), where chosen (select_codebook_prefill:
-  // AMD's): unpacked twice, |value| then the values (magnitude_block; 1 thread, 128 tokens, 1024 -> 5632
-  // and 2816 -> 1024 on Zen 2: IQ2-like groups of 16 1.21-1.24x, of 32 1.25-1.28x)
-  const int book_mag = book_step && book_expand && codebook_magnitudes() ? codebook_magnitude_step(w.codebook) : 0;
+  // AMD's), from 4 tokens: magnitude_block, past 8 tokens on the row block unpacked twice, |value| then the
+  // values, else looking both up in the tile (1 thread, 1024 -> 5632 and 2816 -> 1024 on Zen 2, IQ2-like
+  // groups of 16 / 32: 128 tokens 1.21-1.24x / 1.25-1.28x, 4-8 tokens 1.05-1.19x / 1.10-1.25x)
+  const int book_mag = book_step && x.t > 3 && codebook_magnitudes() ? codebook_magnitude_step(w.codebook) : 0;
   const bool expand = (SIX && x.t > 4) || book_expand;
   const RowLaneGeometry geo8 = SIX || LUT ? rowlane_geometry(8, w.k, w.group, w.scale_type, w.implied_zero) : geo;
-  const int64_t sign_off = book_mag ? geo8.row_block_bytes : 0;  // the values' copy after the magnitudes'
+  const int64_t sign_off = book_mag && book_expand ? geo8.row_block_bytes : 0;  // the values after the magnitudes
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes + sign_off));
   const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
@@ -579,8 +580,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
               if constexpr (LUT) {  // a codebook as narrow codes: unpacked to 8 bits, or looked up in the tile
                 auto book = [&](auto lut) {
                   using Magnitude = std::integral_constant<Tile8, Tile8::Magnitude>;
-                  if (book_mag == 3) return with_bpg(Magnitude{}, No{}, std::integral_constant<int, 3>{}, No{});
-                  if (book_mag == 2) return with_bpg(Magnitude{}, No{}, Step2{}, No{});
+                  if (book_mag == 3) return with_bpg(Magnitude{}, No{}, std::integral_constant<int, 3>{}, lut);
+                  if (book_mag == 2) return with_bpg(Magnitude{}, No{}, Step2{}, lut);
                   if (book_step == 1) return with_bpg(Narrow{}, No{}, std::integral_constant<int, 1>{}, lut);
                   if (book_step == 2) return with_bpg(Narrow{}, No{}, Step2{}, lut);
                   with_bpg(Narrow{}, No{}, Step4{}, lut);
