@@ -453,12 +453,12 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 // block at rb (first row nb) x NT <= 8 tokens from token tile `tile` of tt (NT > 4: tiles `tile` and
 // tile + 1), its first token's outputs at out; m: the half's lanes to store; PRE: the half's quads from
 // widen_half at eo. Its sums live in memory (acc), the 16 registers holding 8 tokens' integer sums and a
-// block's vectors. Measured at 128 tokens x 1024
-// -> 960, 1 thread, an AVX2-only EPYC, cycles a block of 4 tokens: IQ4_NL codes 66.8 for
-// q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from TokenTiles and stepped group
-// pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x, 8 tokens 0.96x: not for
-// one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes 39.8 -> 35.4 (STEP 4,
-// group 32), 47.0 -> 42.8 (0..63, group 16: Q6_K's). The other arguments are q8_prefill_tile's.
+// block's vectors. Measured at 128 tokens x 1024 -> 960, 1 thread, an AVX2-only EPYC, cycles a block of
+// 4 tokens: IQ4_NL codes 66.8 for q8_prefill_tile's 4 tokens, 57 with 8 (with the corrections from
+// TokenTiles and stepped group pointers), 50 with the quads decoded once per half (PRE; 16 tokens 1.04x,
+// 8 tokens 0.96x: not for one tile); plain 4-bit codes 36.3 -> 29.2 (8 and 16 tokens alike); narrow codes
+// 39.8 -> 35.4 (STEP 4, group 32), 47.0 -> 42.8 (0..63, group 16: Q6_K's). The other arguments are
+// q8_prefill_tile's.
 enum class Tile8 { Widened, Four, Narrow, Magnitude };
 template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, int STEP, bool TWO = false,
           bool NARROW4 = false>
@@ -472,7 +472,8 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
                 (KIND != Tile8::Four || !LUT) &&
                 (KIND == Tile8::Four || (!TWO && !NARROW4)));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
-  __m256i lut_u = _mm256_setzero_si256();  // LUT: the codebook's values + 128 (widened), or - base (narrow)
+  // LUT: the codebook's values + 128 (widened), - base (narrow) or their magnitudes
+  __m256i lut_u = _mm256_setzero_si256();
   __m256i lut_v = _mm256_setzero_si256();  // magnitudes: the values (and lut_u their magnitudes)
   if constexpr (LUT) {
     lut_v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
