@@ -68,29 +68,25 @@ Isa best_isa() {
   if (cpu_has_avx2()) return Isa::Avx2;  // with fma and f16c
   return Isa::Scalar;
 }
+// An AMD CPU (family_17h: Zen 1 / Zen 2 only), by CPUID.
+bool amd_cpu(bool family_17h) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return family_17h ? __builtin_cpu_is("amdfam17h") : __builtin_cpu_is("amd");
+#else
+  (void)family_17h;
+  return false;
+#endif
+}
 // Whether the AVX2 decode tiles prefetch every kind of code (qlinear.h select_cpu_kernels' prefetch):
 // AMD family 17h (Zen 1 / Zen 2), whose hardware prefetchers fall short of the memory's bandwidth on
 // one stream a core (a Zen 2 EPYC VM: decode 1.1-1.5x with them, GGUF files of 4-bit, 6-bit, codebook codes);
 // elsewhere wide 8-bit codes only (a Zen 4 EPYC VM, compute-bound there: 6-bit decode 1.12x without).
-bool prefers_prefetch_all() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amdfam17h");
-#else
-  return false;
-#endif
-}
+bool prefers_prefetch_all() { return amd_cpu(true); }
 // Whether the AVX2 prompt tiles take IQ2 / IQ3_XXS-like codebooks as magnitudes (qlinear.h
 // select_codebook_prefill): AMD CPUs, where vpsignb does not take a multiplier's pipe (Zen 2: a
 // vpmaddubsw every 0.67 cycles, with or without a vpsignb beside it).
-bool prefers_codebook_magnitudes() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
-}
+bool prefers_codebook_magnitudes() { return amd_cpu(false); }
 Isa g_isa = best_isa();
 bool g_prefetch_all = prefers_prefetch_all();
 bool g_codebook_magnitudes = prefers_codebook_magnitudes();
