@@ -100,20 +100,22 @@ void check_scale_layout(const QWeightView& w) {
   KERNEL_CHECK(w.scale_type != ScaleType::Factored || w.layout == QLayout::RowLane16 ||
                (w.scale_d && (!w.offset || w.offset_d)))
       << "Rows layout, factored scales: the f16 multipliers are missing";
-  KERNEL_CHECK(!w.codebook || (w.layout == QLayout::RowLane16 && w.bits == 4))
-      << "a codebook is taken by the row-lane kernels of 4-bit codes only";
+  KERNEL_CHECK(!w.codebook || (w.layout == QLayout::RowLane16 && (w.bits == 4 || w.bits == 3)))
+      << "a codebook is taken by the row-lane kernels of 4-bit (or 3-bit) codes only";
   KERNEL_CHECK(w.narrow_base == kWideCodes || (w.layout == QLayout::RowLane16 && !w.codebook))
       << "narrow codes are taken by the row-lane kernels only, without a codebook";
   KERNEL_CHECK(w.bits != 6 || (w.layout == QLayout::RowLane16 && w.narrow_base != kWideCodes))
       << "6-bit codes are taken by the row-lane kernels only, as narrow codes";
   KERNEL_CHECK(w.bits != 2 || (w.layout == QLayout::RowLane16 && w.narrow_base == kWideCodes && !w.codebook))
       << "2-bit codes are taken by the row-lane kernels only, as codes 0..3";
+  KERNEL_CHECK(w.bits != 3 || w.layout == QLayout::RowLane16) << "3-bit codes are taken by the row-lane kernels only";
   KERNEL_CHECK(w.out_shift == 0 || (w.layout == QLayout::RowLane16 && w.out_shift > 0 && w.out_shift <= 64))
       << "scales stored times 2^" << w.out_shift << ": the row-lane layout's, a shift of 1..64";
 }
 
 void check_rowlane_kind(const QWeightView& w) {
-  KERNEL_CHECK(w.layout == QLayout::RowLane16 && (!w.codebook || (w.bits == 4 && w.narrow_base == kWideCodes)) &&
+  KERNEL_CHECK(w.layout == QLayout::RowLane16 &&
+               (!w.codebook || ((w.bits == 4 || w.bits == 3) && w.narrow_base == kWideCodes)) &&
                (w.bits != 6 || w.narrow_base != kWideCodes) && (w.bits != 2 || w.narrow_base == kWideCodes))
       << "row-lane kernel given another layout, a codebook for 8-bit or narrow codes, 6-bit codes that are not "
          "narrow or 2-bit ones that are";
@@ -495,6 +497,8 @@ const char* qlinear_isa() {
   }
   return "scalar";
 }
+
+bool qweight_three_bit_ok() { return detail::g_isa == detail::Isa::Avx2 || detail::g_isa == detail::Isa::AvxVnni; }
 
 bool qlinear_amx() { return detail::g_amx; }
 const char* qlinear_prefetch() { return detail::g_prefetch_all ? "all" : "wide"; }

@@ -27,6 +27,12 @@
 //           4-bit layout's bytes. Vector u's byte holds the 4-bit layout's vectors 2u and 2u + 1's same
 //           byte, each nibble's 2 low bits: bits 2s..2s+1 and 4+2s..5+2s are vector 2u + s's low and
 //           high nibble. So the 4-bit layout's vector v is (vector v / 2 >> 2 (v % 2)) & 0x33.
+//   3 bits (codes 0..7, plain or a codebook's positions, or narrow: stored = code - b in 0..7:
+//           GGUF Q3_K's -4..3, the IQ2 / IQ1 grids' at most 8 values): 3 vectors of 64 bytes. The
+//           first 2 are the 2-bit layout of each stored value's low 2 bits; the third is a plane of
+//           their third bits: its byte 4r + j has bit v set by the 4-bit layout's vector v's low
+//           nibble there (bit 2 of input 4v + j of row r), bit 4 + v by its high nibble (16 + 4v +
+//           j). So that vector is ((vector v / 2 >> 2 (v % 2)) & 0x33) | ((plane >> v) & 0x11) << 2.
 //   6 bits (narrow codes only, stored = code - b in 0..63: GGUF Q6_K's and Q5_K's, in three quarters
 //           of the 8-bit bytes): 6 vectors of 64 bytes, two quads of 3. Quad p holds the 8-bit
 //           layout's vectors 4p..4p+3 (inputs 16p..16p + 15): its vectors V0, V1, V2 hold vectors
@@ -77,7 +83,7 @@ enum class QLayout { Rows, RowLane16 };  // the two packed layouts above
 constexpr int kWideCodes = -1000;  // QWeightView::narrow_base of 8-bit codes stored code ^ 0x80
 
 struct QWeightView {
-  int bits = 4;         // 4 or 8; 6 (RowLane16, narrow codes only); 2 (RowLane16, codes 0..3)
+  int bits = 4;         // 4 or 8; 6 (RowLane16, narrow codes only); 2 (RowLane16, codes 0..3); 3 (RowLane16)
   int64_t n = 0, k = 0;
   int group = 32;
   QLayout layout = QLayout::Rows;
@@ -142,6 +148,9 @@ bool qweight_codebook_positions(int64_t count, const uint8_t* codes, const int8_
 // Whether this CPU's kernels take a codebook, and narrow codes, in `layout` (RowLane16: every ISA's
 // row-lane kernels do).
 bool qweight_compact_codes_ok(QLayout layout);
+// Whether the selected kernels take 3-bit row-lane codes (the AVX2 and AVX-VNNI ones; the AVX-512 and
+// AMX kernels refuse them, so the packer keeps 4 bits there).
+bool qweight_three_bit_ok();
 // The least and greatest of 8-bit codes [count] (int8, as uint8; count > 0), in one pass.
 struct CodeRange {
   int lo = 0, hi = 0;

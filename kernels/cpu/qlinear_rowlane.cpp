@@ -7,12 +7,12 @@
 //              the same fma for the dot product of inputs 0..15 under group 2b's scale, then of
 //              16..31 under 2b + 1's, then the two offsets' terms in that order.
 //   f32 mode:  four accumulators a[j], j = input % 4; per block, in the order the layout stores the
-//              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j; 8-bit vector v: 4v + j; 6 bits
-//              as 8),
+//              inputs (4-bit vector v: inputs 4v + j then 16 + 4v + j, 2 and 3 bits as 4; 8-bit vector
+//              v: 4v + j; 6 bits as 8),
 //              w = fma(code, scale, offset) (the scale and offset of the input's group),
 //              a[j] = fma(x, w, a[j]); at the end
 //              (a[0] + a[1]) + (a[2] + a[3]) + bias.
-// A codebook (4 bits) puts codebook[code] where the code was, in both modes; narrow codes are the
+// A codebook (4 or 3 bits) puts codebook[code] where the code was, in both modes; narrow codes are the
 // same codes (only their bytes differ), 6-bit ones too: the 8-bit narrow weight's results.
 // The AVX-512 and AVX2 kernels (qlinear_rowlane_avx512.cpp, qlinear_rowlane_avx2.cpp) do the same
 // operations in the same order, so their results equal these bit for bit; none depends on T or on the
@@ -31,10 +31,10 @@ namespace llmctl::kernels {
 namespace detail {
 
 RowLaneGeometry rowlane_geometry(int bits, int64_t k, int group, ScaleType st, int implied_zero) {
-  KERNEL_CHECK((bits == 2 || bits == 4 || bits == 6 || bits == 8) && (group == 16 || (group > 0 && group % 32 == 0)) &&
-               k % 32 == 0 && k % group == 0)
+  KERNEL_CHECK((bits == 2 || bits == 3 || bits == 4 || bits == 6 || bits == 8) &&
+               (group == 16 || (group > 0 && group % 32 == 0)) && k % 32 == 0 && k % group == 0)
       << "row-lane layout: bits " << bits << ", K " << k << ", group " << group
-      << " (2, 4, 6 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
+      << " (2, 3, 4, 6 or 8 bits, a group of 16 or a multiple of 32 dividing K, K a multiple of 32)";
   const bool factored = st == ScaleType::Factored;
   KERNEL_CHECK(!factored || (k / group) % kFactoredGroups == 0)
       << "row-lane layout, factored scales: K " << k << " is not whole super-blocks of " << kFactoredGroups
@@ -77,6 +77,14 @@ inline int64_t two_bit_byte(int r, int i, int* shift) {
   return (v / 2) * 64 + 4 * r + j % 4;
 }
 
+// 3 bits: the byte of the bit plane (after the 2-bit layout's 128 bytes) holding row r's input i's
+// third bit, and the bit: v for the 4-bit layout's vector v's low nibble, 4 + v for its high one.
+inline int64_t three_bit_plane_byte(int r, int i, int* bit) {
+  const int j = i % 16, v = j / 4;
+  *bit = v + (i >= 16 ? 4 : 0);
+  return 128 + 4 * r + j % 4;
+}
+
 // Byte offset of row r, input i (0..31) in the 6-bit layout's quad for the input, and the vector
 // (0..3) of the quad the 8-bit layout would hold it in (3: spread over the quad's top bits).
 inline int64_t six_bit_byte(int r, int i, int* q) {
@@ -97,6 +105,12 @@ inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) 
     int shift = 0;
     const int64_t at = two_bit_byte(r, i, &shift);  // before `shift` is read
     return (blk[at] >> shift) & 3;
+  }
+  if (bits == 3) {  // the low 2 bits as 2 bits stores them, the third from the plane; narrow or plain
+    int shift = 0, bit = 0;
+    const int64_t at = two_bit_byte(r, i, &shift), pat = three_bit_plane_byte(r, i, &bit);
+    const int stored = ((blk[at] >> shift) & 3) | ((blk[pat] >> bit) & 1) << 2;
+    return stored + (narrow_base != kWideCodes ? narrow_base : 0);
   }
   bool high = false;
   const uint8_t b = blk[code_byte(bits, r, i, &high)];
@@ -279,6 +293,23 @@ void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
         o[64 * u + 4 * r + j] = uint8_t(c[0] | c[4] << 2 | c[16] << 4 | c[20] << 6);
       }
 }
+// The 3-bit layout's bytes of the same block (qlinear.h), stored values 0..7 (narrow: code - base):
+// their low 2 bits as the 2-bit layout lays them out, then the plane of their third bits.
+void pack_three_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_base, uint8_t* o) {
+  uint8_t low[16][32], plane[64] = {};
+  const uint8_t* low_rows[16];
+  for (int r = 0; r < 16; ++r) {
+    for (int i = 0; i < 32; ++i) {
+      const int stored = narrow_base != kWideCodes ? int(int8_t(rows[r][c0 + i])) - narrow_base : rows[r][c0 + i];
+      low[r][i] = uint8_t(stored & 3);
+      int bit = 0;
+      plane[detail::three_bit_plane_byte(r, i, &bit) - 128] |= uint8_t(((stored >> 2) & 1) << bit);
+    }
+    low_rows[r] = low[r];
+  }
+  pack_two_bit_block(low_rows, 0, o);
+  std::memcpy(o + 128, plane, 64);
+}
 }  // namespace
 
 void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType st, const uint8_t* codes,
@@ -287,14 +318,16 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
   const bool narrow = narrow_base != kWideCodes;
   KERNEL_CHECK(bits != 6 || narrow) << "row-lane layout: 6-bit codes are narrow codes (a base is needed)";
   KERNEL_CHECK(bits != 2 || !narrow) << "row-lane layout: 2-bit codes are codes 0..3 (not narrow)";
-  const int span = bits == 4 ? 15 : 63;  // narrow: code - base in 0..span
-  if (bits == 2 || narrow) {  // the codes' range in one pass, then the first misfit named
+  const int span = bits == 3 ? 7 : bits == 4 ? 15 : 63;  // narrow: code - base in 0..span
+  const bool plain_small = bits <= 3 && !narrow;         // codes 0..3 (2 bits), 0..7 (3 bits)
+  if (plain_small || narrow) {  // the codes' range in one pass, then the first misfit named
     const CodeRange r = qweight_code_range(n * k, codes);
-    const bool fits = bits == 2 ? r.lo >= 0 && r.hi <= 3 : r.lo - narrow_base >= 0 && r.hi - narrow_base <= span;
+    const int top = (1 << bits) - 1;
+    const bool fits = plain_small ? r.lo >= 0 && r.hi <= top : r.lo - narrow_base >= 0 && r.hi - narrow_base <= span;
     for (int64_t i = 0; !fits && i < n * k; ++i) {
-      KERNEL_CHECK(bits != 2 || codes[i] <= 3)
-          << "row-lane layout: code " << int(codes[i]) << " at " << i << " does not fit 2 bits";
-      KERNEL_CHECK(bits == 2 || (int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span))
+      KERNEL_CHECK(!plain_small || codes[i] <= top)
+          << "row-lane layout: code " << int(codes[i]) << " at " << i << " does not fit " << bits << " bits";
+      KERNEL_CHECK(plain_small || (int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span))
           << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0.." << span << " of the narrow base "
           << narrow_base;
     }
@@ -328,6 +361,10 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
         }
         if (bits == 2) {
           pack_two_bit_block(rows, c0, o);
+          continue;
+        }
+        if (bits == 3) {
+          pack_three_bit_block(rows, c0, narrow_base, o);
           continue;
         }
         // input i's stored value: narrow, code - base; else 8 bits code ^ 0x80, 4 bits the code

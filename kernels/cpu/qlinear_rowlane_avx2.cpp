@@ -9,12 +9,12 @@ namespace llmctl::kernels::detail {
 namespace {
 
 // The f32 mode for half h of the row block at rb x NT tokens (NT <= 2: 4 accumulators a token).
-// SIX: 6-bit narrow codes, unpacked by six_bit_quad; TWO (with FOUR): 2-bit codes (nibble_vector).
-template <int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+// SIX: 6-bit narrow codes, unpacked by six_bit_quad; CB (with FOUR): the codes' bits (nibble_vector).
+template <int NT, bool FOUR, int CB, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, const float* x, int64_t K, int64_t t,
               const float* bias, int64_t nb, __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base) {
   const int64_t G = geo.groups, bpg = geo.blocks_per_group;
-  const __m256i mask = _mm256_set1_epi32(TWO ? 0x03 : FOUR ? 0x0F : 0xFF), seven = _mm256_set1_epi32(7);
+  const __m256i mask = _mm256_set1_epi32(CB == 2 ? 0x03 : FOUR ? 0x0F : 0xFF), seven = _mm256_set1_epi32(7);
   const __m256i stored_minus = _mm256_set1_epi32(NARROW ? -base : 128);  // code = stored value - this
   // LUT: the codebook's entries 0..7 and 8..15 as int32 (vpermd takes an index's low 3 bits)
   __m256i book_lo = _mm256_setzero_si256(), book_hi = _mm256_setzero_si256();
@@ -54,7 +54,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
       };
       if constexpr (FOUR) {
         for (int v = 0; v < 4; ++v) {
-          const __m256i W = nibble_vector<TWO>(cp, v);
+          const __m256i W = nibble_vector<CB>(cp, v);
           for (int i = 0; i < 4; ++i) step(W, 8 * i, 4 * v + i);
           for (int i = 0; i < 4; ++i) step(W, 8 * i + 4, 16 + 4 * v + i);
         }
@@ -83,7 +83,7 @@ void f32_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h, co
   }
 }
 
-template <bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool FOUR, int CB, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
               int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -94,7 +94,7 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
       if (!any_lane(nb + 8 * h, n0, n1)) continue;
       const __m256i m = lane_mask8(nb + 8 * h, n0, n1);
       for_token_tiles<2>(T, [&](auto nt, int64_t t) {
-        f32_tile<nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo,
+        f32_tile<nt(), FOUR, CB, SIX, LUT, NARROW, ST, SG>(geo, w.implied_zero, rb, h, x, w.k, t, bias, nb, m, out, ldo,
                                                   w.codebook, w.narrow_base);
       });
     }
@@ -113,8 +113,8 @@ void qlinear_rows_f32_rowlane_avx2(const float* x, int64_t T, const QWeightView&
                                    int64_t n1, float* out, int64_t ldo) {
   check_rowlane_kind(w);
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto sg) {
-      f32_rows<four(), two(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto cb, auto six, auto lut, auto narrow, auto sg) {
+      f32_rows<four(), cb(), six(), lut(), narrow(), st(), sg()>(x, T, w, bias, n0, n1, out, ldo);
     });
   });
 }

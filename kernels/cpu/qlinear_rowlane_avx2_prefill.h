@@ -64,13 +64,15 @@ __attribute__((always_inline)) inline void accumulate_token(float* acc, __m256i 
 }
 
 // quad(u, q) for each quad q of a block's codes at cp (inputs 4q..4q+3 of the half's 8 rows), u their
-// values + 128 as bytes: a codebook's looked up (lut_u: its values + 128), wide 8-bit codes as stored.
-template <bool FOUR, class Quad>
+// values + 128 as bytes: a codebook's looked up (lut_u: its values + 128; CB: its positions' bits),
+// wide 8-bit codes as stored.
+template <bool FOUR, int CB, class Quad>
 __attribute__((always_inline)) inline void for_block_quads(const uint8_t* cp, __m256i lut_u, Quad&& quad) {
   const __m256i nib = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 8
   for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-    const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+    const __m256i W =
+        FOUR ? nibble_vector<CB>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
     if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
       quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(W, nib)), v);
       quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib)), 4 + v);
@@ -87,7 +89,7 @@ inline __m256i odd_bytes16(__m256i u) { return _mm256_srli_epi16(u, 8); }
 
 // Half h of the row block at rb, its blocks' quads as widened_block takes them, once for all its
 // token tiles: block b's quad q at eo[16 b + 2 q] (even_bytes16) and eo[16 b + 2 q + 1] (odd).
-template <bool FOUR>
+template <bool FOUR, int CB>
 void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8_t* codebook, __m256i* eo) {
   __m256i lut_u = _mm256_setzero_si256();
   if constexpr (FOUR)
@@ -97,7 +99,7 @@ void widen_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, const int8
   for (int64_t g = 0; g < geo.groups; ++g, cur.next())
     for (int64_t jb = 0; jb < geo.blocks_per_group; ++jb) {
       __m256i* out = eo + 16 * (g * geo.blocks_per_group + jb);
-      for_block_quads<FOUR>(cur.group() + jb * geo.code_bytes + 32 * h, lut_u, [&](__m256i u, int q) {
+      for_block_quads<FOUR, CB>(cur.group() + jb * geo.code_bytes + 32 * h, lut_u, [&](__m256i u, int q) {
         _mm256_store_si256(out + 2 * q, even_bytes16(u));
         _mm256_store_si256(out + 2 * q + 1, odd_bytes16(u));
       });
@@ -129,7 +131,7 @@ __attribute__((always_inline)) inline void base_corrections(const int32_t* hs, i
 // widened_block's groups of 16: group sg's four quads (4 sg .. 4 sg + 3) against every token, from
 // -128 x the token's half-block sum sg, then its scales s[sg]; the integers and the f32 steps per
 // (row, token) in q8_prefill_tile's order (group 0, then group 1, block by block).
-template <bool FOUR, int NT, bool PRE>
+template <bool FOUR, int CB, int NT, bool PRE>
 __attribute__((always_inline)) inline void widened_halves(const void* src, const int16_t* a16, const int32_t* hs,
                                                          const float* xs, int64_t next, __m256i lut_u,
                                                          const float* const* s, float (*acc)[8]) {
@@ -160,7 +162,7 @@ __attribute__((always_inline)) inline void widened_halves(const void* src, const
         const __m256i* eo = static_cast<const __m256i*>(src);
         quad(_mm256_load_si256(eo + 2 * q), _mm256_load_si256(eo + 2 * q + 1), q);
       } else if constexpr (FOUR) {  // vector v's low nibbles are quad v, its high ones quad 4 + v
-        const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+        const __m256i W = nibble_vector<CB>(cp, v);
         const __m256i c = _mm256_and_si256(sg ? _mm256_srli_epi16(W, 4) : W, _mm256_set1_epi8(0x0F));
         const __m256i u = _mm256_shuffle_epi8(lut_u, c);
         quad(even_bytes16(u), odd_bytes16(u), q);
@@ -195,13 +197,13 @@ __attribute__((always_inline)) inline void widened_halves(const void* src, const
 // activation scales (4 each); s[sg]: the 8 rows' scales of group sg; acc[j]: token j's outputs.
 // SG 2 (groups of 16: IQ2_XS / IQ2_S / IQ1_M codebooks): the block's quads 0..3 (inputs 0..15) and
 // 4..7 (16..31) in two passes, each from -128 x its half-block sums (hs, as narrow_block's) instead of wc.
-template <bool FOUR, int NT, bool PRE, int SG = 1>
+template <bool FOUR, int CB, int NT, bool PRE, int SG = 1>
 __attribute__((always_inline)) inline void widened_block(const void* src, const int16_t* a16, const int32_t* wc,
                                                         const int32_t* hs, const float* xs, int64_t next,
                                                         __m256i lut_u, const float* const* s, float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8);
   if constexpr (SG == 2) {
-    widened_halves<FOUR, NT, PRE>(src, a16, hs, xs, next, lut_u, s, acc);
+    widened_halves<FOUR, CB, NT, PRE>(src, a16, hs, xs, next, lut_u, s, acc);
     return;
   }
   // the two tiles' activations through two base registers (their addresses per token and quad spilled
@@ -230,7 +232,7 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) quad(_mm256_load_si256(eo + 2 * q), _mm256_load_si256(eo + 2 * q + 1), q);
   } else {
-    for_block_quads<FOUR>(static_cast<const uint8_t*>(src), lut_u,
+    for_block_quads<FOUR, CB>(static_cast<const uint8_t*>(src), lut_u,
                           [&](__m256i u, int q) { quad(even_bytes16(u), odd_bytes16(u), q); });
   }
   const __m256 sv = _mm256_loadu_ps(s[0]);
@@ -240,19 +242,19 @@ __attribute__((always_inline)) inline void widened_block(const void* src, const 
   }
 }
 
-// One block of 4-bit codes without a codebook (plain; NARROW: code - base; TWO: 2-bit codes, taken as
-// 4-bit ones are) x NT <= 8 tokens, q8_prefill_tile's integers (vpmaddubsw of codes and activations,
+// One block of 4-bit codes without a codebook (plain; NARROW: code - base; CB 2 or 3: 2- or 3-bit codes,
+// taken as 4-bit ones are) x NT <= 8 tokens, q8_prefill_tile's integers (vpmaddubsw of codes and activations,
 // at most 8 summed in 16 bits; + base x the activations' sums if NARROW), the block's vectors decoded
 // one at a time against every token (each token's 16-bit sums in a register) instead of all 8 at
 // once against one token's. SG 2: the block is two groups, the low nibbles (inputs 0..15) and the high
 // ones (16..31), taken in two passes (their sums would not fit the registers together), each with
 // its scales s[sg]. a8, hs (NARROW), xs, next: as in narrow_block.
-template <int NT, int SG, bool TWO, bool NARROW>
+template <int NT, int SG, int CB, bool NARROW>
 __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
                                                      const float* xs, int64_t next, int base, const float* const* s,
                                                      float (*acc)[8]) {
   static_assert(NT >= 1 && NT <= 8);
-  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
+  const __m256i nib = code_mask<CB>(), ones = _mm256_set1_epi16(1);
   const int8_t* a0 = a8;
   const int8_t* a1 = a8 + next;
   asm("" : "+r"(a0), "+r"(a1));  // as in widened_block
@@ -263,7 +265,7 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
     __m256i d[NT];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      const __m256i W = nibble_vector<TWO>(cp, v);
+      const __m256i W = nibble_vector<CB>(cp, v);
       const __m256i lo = _mm256_and_si256(W, nib);  // inputs 4v + i
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + i
 #pragma GCC unroll 8
@@ -286,10 +288,11 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
   }
 }
 
-// Quad q of a block's 4-bit codebook positions at cp (vector q % 4: its low nibbles are quads 0..3,
-// its high ones 4..7), looked up in lut (16 bytes, broadcast to both lanes).
+// Quad q of a block's codebook positions at cp (CB bits; the 4-bit layout's vector q % 4: its low
+// nibbles are quads 0..3, its high ones 4..7), looked up in lut (16 bytes, broadcast to both lanes).
+template <int CB>
 __attribute__((always_inline)) inline __m256i book_quad(const uint8_t* cp, int q, __m256i lut) {
-  const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (q % 4)));
+  const __m256i W = nibble_vector<CB>(cp, q % 4);
   return _mm256_shuffle_epi8(lut, _mm256_and_si256(q < 4 ? W : _mm256_srli_epi16(W, 4), _mm256_set1_epi8(0x0F)));
 }
 
@@ -303,7 +306,7 @@ __attribute__((always_inline)) inline __m256i book_quad(const uint8_t* cp, int q
 // each its own sums and scales s[sg]. a8: tile 0's int8 activations of the block (4 x 32); hs: its
 // half-block sums (hs[j], hs[4 + j]: token j's); xs: its activation scales; the second tile's next
 // (tt.blocks x 128) bytes of activations, next / 16 sums and next / 32 scales further.
-template <int NT, int SG, int STEP, bool BOOK = false>
+template <int NT, int SG, int STEP, bool BOOK = false, int CB = 4>
 __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const int8_t* a8, const int32_t* hs,
                                                        const float* xs, int64_t next, int base, __m256i lut,
                                                        const float* const* s, float (*acc)[8]) {
@@ -323,7 +326,7 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
       __m256i W[STEP];
 #pragma GCC unroll 4
       for (int i = 0; i < STEP; ++i)
-        W[i] = BOOK ? book_quad(cp, v0 + i, lut)
+        W[i] = BOOK ? book_quad<CB>(cp, v0 + i, lut)
                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
@@ -349,7 +352,7 @@ __attribute__((always_inline)) inline void narrow_block(const uint8_t* cp, const
 
 // magnitude_block's quads [v0, v0 + N) against NT tokens: d[j] (32-bit sums) += token j's products,
 // summed in 16 bits (first: d[j] = them).
-template <int NT, int N, bool BOOK>
+template <int NT, int N, bool BOOK, int CB>
 __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, int64_t sign_off, const int8_t* a0,
                                                           const int8_t* a1, int v0, bool first, __m256i ones,
                                                           __m256i lut_abs, __m256i lut_v, __m256i* d) {
@@ -357,7 +360,7 @@ __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, in
 #pragma GCC unroll 3
   for (int i = 0; i < N; ++i) {
     if constexpr (BOOK) {
-      W[i] = book_quad(cp, v0 + i, lut_abs), V[i] = book_quad(cp, v0 + i, lut_v);
+      W[i] = book_quad<CB>(cp, v0 + i, lut_abs), V[i] = book_quad<CB>(cp, v0 + i, lut_v);
     } else {
       W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
       V[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + sign_off + 64 * (v0 + i)));
@@ -388,7 +391,7 @@ __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, in
 // here, the bound of both on Zen 2 (one multiply every 0.67 cycles, a vpsignb beside it for free). The
 // integers are the signed dot products themselves (no base correction) and the f32 steps narrow_block's:
 // the same bits. a8, xs, next, s, acc: as in narrow_block.
-template <int NT, int SG, int M, bool BOOK>
+template <int NT, int SG, int M, bool BOOK, int CB>
 __attribute__((always_inline)) inline void magnitude_block(const uint8_t* cp, int64_t sign_off, const int8_t* a8,
                                                           const float* xs, int64_t next, __m256i lut_abs,
                                                           __m256i lut_v, const float* const* s, float (*acc)[8]) {
@@ -406,11 +409,11 @@ __attribute__((always_inline)) inline void magnitude_block(const uint8_t* cp, in
       const int v0 = sg * V + M * c;
       if constexpr (V % M != 0) {
         if (c == V / M) {
-          magnitude_quads<NT, V % M, BOOK>(cp, sign_off, a0, a1, v0, false, ones, lut_abs, lut_v, d);
+          magnitude_quads<NT, V % M, BOOK, CB>(cp, sign_off, a0, a1, v0, false, ones, lut_abs, lut_v, d);
           continue;
         }
       }
-      magnitude_quads<NT, M, BOOK>(cp, sign_off, a0, a1, v0, c == 0, ones, lut_abs, lut_v, d);
+      magnitude_quads<NT, M, BOOK, CB>(cp, sign_off, a0, a1, v0, c == 0, ones, lut_abs, lut_v, d);
     }
     const __m256 sv = _mm256_loadu_ps(s[sg]);
 #pragma GCC unroll 8
@@ -446,7 +449,7 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 }
 
 // The prefill tiles of 8 tokens (eight_token_tile) by KIND: widened_block (signed values; LUT: a
-// codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, TWO, NARROW4), narrow_block
+// codebook's, else wide 8-bit codes), four_block (4-bit codes: plain, CB 2 or 3, NARROW4), narrow_block
 // (narrow 8-bit codes summed STEP vpmaddubsw at a time; LUT: a codebook's values - base, as
 // codebook_narrow_step takes them), magnitude_block (a codebook's values as magnitudes and signs,
 // unpacked with the values sign_off bytes further, or LUT: looked up; STEP: its M). Half h of the row
@@ -460,7 +463,7 @@ __attribute__((always_inline)) inline __m256 unit_offsets(const RowLaneGeometry&
 // 39.8 -> 35.4 (STEP 4, group 32), 47.0 -> 42.8 (0..63, group 16: Q6_K's). The other arguments are
 // q8_prefill_tile's.
 enum class Tile8 { Widened, Four, Narrow, Magnitude };
-template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, int STEP, bool TWO = false,
+template <Tile8 KIND, bool LUT, int NT, ScaleType ST, int SG, int BPG, bool PRE, int STEP, int CB = 4,
           bool NARROW4 = false>
 __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                         const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb, __m256i m,
@@ -470,7 +473,7 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
   constexpr bool kMagnitude = KIND == Tile8::Magnitude;
   static_assert((kWidened || !PRE) && (KIND == Tile8::Narrow || kMagnitude || STEP == 2) &&
                 (KIND != Tile8::Four || !LUT) &&
-                (KIND == Tile8::Four || (!TWO && !NARROW4)));
+                (KIND == Tile8::Four || !NARROW4));
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group, next = tt.blocks * 128;
   // LUT: the codebook's values + 128 (widened), - base (narrow) or their magnitudes
   __m256i lut_u = _mm256_setzero_si256();
@@ -498,15 +501,15 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
       if constexpr (kWidened)
-        widened_block<LUT, NT, PRE, SG>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
+        widened_block<LUT, CB, NT, PRE, SG>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
                                         SG == 2 ? ahs + b * 8 : nullptr, axs + b * 4, next, lut_u, sp, acc);
       else if constexpr (KIND == Tile8::Four)
-        four_block<NT, SG, TWO, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
+        four_block<NT, SG, CB, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,
                                          sp, acc);
       else if constexpr (kMagnitude)
-        magnitude_block<NT, SG, STEP, LUT>(cp, sign_off, aq + b * 128, axs + b * 4, next, lut_u, lut_v, sp, acc);
+        magnitude_block<NT, SG, STEP, LUT, CB>(cp, sign_off, aq + b * 128, axs + b * 4, next, lut_u, lut_v, sp, acc);
       else
-        narrow_block<NT, SG, STEP, LUT>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, lut_u, sp, acc);
+        narrow_block<NT, SG, STEP, LUT, CB>(cp, aq + b * 128, ahs + b * 8, axs + b * 4, next, base, lut_u, sp, acc);
     }
     if (zero == 0) continue;  // implied zero 0: no offset term
     for (int sg = 0; sg < SG; ++sg) {
@@ -530,14 +533,14 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
 // first token's outputs at out); m: the half's lanes to store. pre: factored scales expanded by
 // expand_half (needed for ScaleType::Factored). The other arguments are q8_tile's. BPG: blocks per
 // group if fixed (1: groups of 32 or 16, every GGUF type's: the loops over groups and their blocks
-// then one, measured 1.05-1.2x by type), else 0 (geo's). TWO (with FOUR): 2-bit codes (nibble_vector).
-template <bool VNNI, int NT, bool FOUR, bool TWO, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
+// then one, measured 1.05-1.2x by type), else 0 (geo's). CB (with FOUR): the codes' bits (nibble_vector).
+template <bool VNNI, int NT, bool FOUR, int CB, bool LUT, bool NARROW, ScaleType ST, int SG, int BPG>
 __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h,
                                                const TokenTiles& tt, int64_t tile, const float* bias, int64_t nb,
                                                __m256i m, float* out, int64_t ldo, const int8_t* codebook, int base,
                                                const float* pre) {
   const int64_t G = geo.groups, bpg = BPG ? BPG : geo.blocks_per_group;
-  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1);
+  const __m256i nib = code_mask<CB>(), ones = _mm256_set1_epi16(1);
   constexpr bool kCorrect = uses_base<VNNI, FOUR, LUT, NARROW>();
   if constexpr (kCorrect && !NARROW) base = -128;  // VNNI's unsigned 8-bit codes and codebook values
   constexpr bool kWide = !FOUR && !NARROW;      // 8-bit codes stored code ^ 0x80
@@ -567,7 +570,7 @@ __attribute__((noinline)) void q8_prefill_tile(const RowLaneGeometry& geo, int z
 #pragma GCC unroll 8
       for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
         const __m256i W =
-            FOUR ? nibble_vector<TWO>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+            FOUR ? nibble_vector<CB>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
         if constexpr (FOUR) {
           w[v] = _mm256_and_si256(W, nib);                              // inputs 4v + j
           w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j

@@ -21,7 +21,8 @@
 //              Narrow 8-bit codes (code - base, 0..63) go to vpmaddubsw as they are, no signs
 //              moved, two vectors' products summed in 16 bits before vpmaddwd; narrow 4-bit ones
 //              (0..15) take the 4-bit path; base x the block's integer activation sum then makes
-//              the signed codes' dot product, the same integer. 6-bit codes (narrow): each quad of 3
+//              the signed codes' dot product, the same integer. 2- and 3-bit codes (plain, narrow, a
+//              codebook's positions) are made 4-bit vectors (nibble_vector) and go the 4-bit way. 6-bit codes (narrow): each quad of 3
 //              vectors unpacked into the 8-bit layout's 4 (six_bit_quad), then as narrow 8-bit ones.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
@@ -108,21 +109,33 @@ inline void six_bit_quad(const uint8_t* cp, int p, __m256i q[4]) {
   q[3] = _mm256_or_si256(t, _mm256_and_si256(_mm256_srli_epi16(v0, 6), _mm256_set1_epi8(0x03)));
 }
 
-// The 4-bit layout's vector v of a block's codes at cp (+ 32 x the half): as stored, or for 2-bit
-// codes (TWO, qlinear.h) vector v / 2 shifted right by 2 (v % 2). Its codes are the bits code_mask
-// keeps of it (the low nibbles) and of it >> 4 (the high ones).
-template <bool TWO>
+// The 4-bit layout's vector v of a block's codes at cp (+ 32 x the half), for codes of CB bits
+// (qlinear.h): 4, as stored; 2, vector v / 2 shifted right by 2 (v % 2); 3, that masked to its
+// nibbles' low 2 bits, and their third bits from the plane 128 bytes on (bits v and 4 + v of each
+// byte, moved to bits 2 and 6). Its codes are the bits code_mask keeps of it (the low nibbles) and of
+// it >> 4 (the high ones).
+template <int CB>
 inline __m256i nibble_vector(const uint8_t* cp, int v) {
-  if constexpr (TWO) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v / 2)));
-    return v % 2 ? _mm256_srli_epi16(b, 2) : b;
-  } else {
+  static_assert(CB == 2 || CB == 3 || CB == 4);
+  if constexpr (CB == 4) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+  } else {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v / 2)));
+    const __m256i low = v % 2 ? _mm256_srli_epi16(b, 2) : b;
+    if constexpr (CB == 2) return low;
+    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 128));
+    // bits v, 4 + v to 2, 6 (16-bit shifts: what crosses a byte lands outside 0x44)
+    const __m256i third = v == 0 ? _mm256_slli_epi16(plane, 2)
+                          : v == 1 ? _mm256_slli_epi16(plane, 1)
+                          : v == 2 ? plane
+                                   : _mm256_srli_epi16(plane, 1);
+    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x33)),
+                           _mm256_and_si256(third, _mm256_set1_epi8(0x44)));
   }
 }
-template <bool TWO>
+template <int CB>
 inline __m256i code_mask() {
-  return _mm256_set1_epi8(TWO ? 0x03 : 0x0F);
+  return _mm256_set1_epi8(CB == 2 ? 0x03 : 0x0F);
 }
 
 // Bytes ahead of the codes in use that decode prefetches (as the AVX-512 kernels do). kPrefetchCodes:
@@ -166,7 +179,7 @@ constexpr bool widened_tile() {
 // Whether the prefill takes 8 tokens at a time (q8_tile8), without VNNI: widened codes, 4-bit codes
 // without a codebook (plain, narrow, 2-bit), narrow 8-bit codes (and 6-bit ones unpacked): every
 // kind (q8_prefill_tile is left to VNNI's tiles).
-template <bool VNNI, bool FOUR, bool TWO, bool LUT, bool NARROW, int SG>
+template <bool VNNI, bool FOUR, int CB, bool LUT, bool NARROW, int SG>
 constexpr bool eight_token_tile() {
   return widened_tile<VNNI, FOUR, LUT, NARROW, SG>() || (!VNNI && FOUR && !LUT) || (!VNNI && !FOUR && NARROW);
 }
@@ -197,12 +210,12 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // LUT: 4-bit codes stand for codebook[code] (qlinear.h), looked up with vpshufb. NARROW: codes
 // stored code - base (8 bits 0..63, 4 bits 0..15; SIX: 6-bit narrow codes); asum: the activations'
 // integer sums per half block [T, K / 16]. VNNI: vpdpbusd of unsigned codes (see the top), compiled
-// only with -mavxvnni. TWO (with FOUR): 2-bit codes, each 4-bit vector from half a 2-bit one.
+// only with -mavxvnni. CB (with FOUR): the codes' bits, 4, 3 or 2 (nibble_vector).
 // ONE: a unit is one block (group 32, and group 16 always), known at compile time: the block loop's
 // counting and addressing otherwise cost a decode tile 15% (an AVX2 EPYC, 4-bit codes).
 // Out of line: inlined into q8_rows beside the prefill tiles its decode code came out slower (Q8_0
 // decode 158 -> 127 tok/s on an AVX2-only EPYC), and its own function it is the faster one for every kind.
-template <bool VNNI, int H, int NT, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG,
+template <bool VNNI, int H, int NT, bool FOUR, int CB, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG,
           bool ONE = SG == 2>
 __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0,
                                        const QActivations& x, const float* S, int64_t t, const float* bias, int64_t nb,
@@ -212,7 +225,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
   static_assert(SG == 1 || ONE, "a group of 16 is one block");
   const int64_t K = x.k, blocks = K / 32, G = geo.groups, GS = G * SG;  // GS: groups
   const int64_t bpg = ONE ? 1 : geo.blocks_per_group;
-  const __m256i nib = code_mask<TWO>(), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
+  const __m256i nib = code_mask<CB>(), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
   const int8_t* xq = x.q + t * K;
   __m256i lut = LUT ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)))
                     : _mm256_setzero_si256();
@@ -274,7 +287,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
             const int par = 2 * (v % P), half = FOUR ? 0 : v / 4;  // 8 bits: vectors 4..7 are inputs 16..31
             __m256i lo[H], hi[H];
             for (int i = 0; i < H; ++i) {
-              const __m256i W = FOUR ? nibble_vector<TWO>(cp + 32 * (h0 + i), v)
+              const __m256i W = FOUR ? nibble_vector<CB>(cp + 32 * (h0 + i), v)
                                      : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
               if constexpr (FOUR) {
                 lo[i] = _mm256_and_si256(W, nib), hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
@@ -305,7 +318,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
-            const __m256i W = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v + 32 * (h0 + i)));
+            const __m256i W = nibble_vector<CB>(cp + 32 * (h0 + i), v);
             lo[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(W, nib));                         // inputs 4v + j
             hi[i] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib));  // 16 + 4v + j
           }
@@ -324,7 +337,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
-            const __m256i W = nibble_vector<TWO>(cp + 32 * (h0 + i), v);
+            const __m256i W = nibble_vector<CB>(cp + 32 * (h0 + i), v);
             lo[i] = _mm256_and_si256(W, nib);                         // inputs 4v + j
             hi[i] = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);  // inputs 16 + 4v + j
           }
@@ -447,7 +460,7 @@ void for_token_tiles(int64_t T, Tile&& tile) {
   }(std::make_integer_sequence<int, NMAX - 1>{});
 }
 
-template <bool VNNI, bool FOUR, bool TWO, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
+template <bool VNNI, bool FOUR, int CB, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG>
 void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int64_t n0, int64_t n1, float* out,
              int64_t ldo) {
   const RowLaneGeometry geo = rowlane_geometry(w.bits, w.k, w.group, w.scale_type, w.implied_zero);
@@ -456,7 +469,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   S.resize(static_cast<size_t>(x.t * geo.groups * SG));
   qact_group_sums(x, w.group, S.data());
   constexpr bool kWidened = widened_tile<VNNI, FOUR, LUT, NARROW, SG>();
-  constexpr bool kEight = eight_token_tile<VNNI, FOUR, TWO, LUT, NARROW, SG>();
+  constexpr bool kEight = eight_token_tile<VNNI, FOUR, CB, LUT, NARROW, SG>();
   constexpr bool kSums = uses_base<VNNI, FOUR, LUT, NARROW>() || kWidened;
   // narrow, VNNI or widened codes: the activations' integer sums per half block
   thread_local std::vector<int32_t> own_sums;
@@ -511,7 +524,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                        // read once); 2 and 3 tokens measured 6-13% faster so than half by half
         auto both_halves = [&](auto nt) {
           auto tile = [&](auto one) {
-            q8_tile<VNNI, 2, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG, one()>(
+            q8_tile<VNNI, 2, nt(), FOUR, CB, SIX, LUT, NARROW, ST, SG, one()>(
                 geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, stream_prefetch, w.codebook, w.narrow_base,
                 asum);
           };
@@ -542,10 +555,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
             const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n;
             for (int h = 0; h < 2; ++h)
               for (int q = 0; q < 8; ++q) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h), book_quad(src + 32 * h, q, lut));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h),
+                                    book_quad<CB>(src + 32 * h, q, lut));
                 if (book_mag)
                   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + sign_off + 64 * q + 32 * h),
-                                      book_quad(src + 32 * h, q, book_v));
+                                      book_quad<CB>(src + 32 * h, q, book_v));
               }
           });
       }
@@ -555,13 +569,13 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
         if (kEight && prefill) {  // up to 8 tokens
           // widened, more than one tile: the half's quads decoded once
           const bool decoded = widen && c1 - c0 > 8;
-          if (decoded) widen_half<FOUR>(geo, rb, h, w.codebook, eo);
+          if (decoded) widen_half<FOUR, CB>(geo, rb, h, w.codebook, eo);
           const RowLaneGeometry& cg = expand ? geo8 : geo;
           const uint8_t* crb = expand ? wide.data() : rb;
           for_token_tiles<8>(c1 - c0, [&](auto nt, int64_t tc) {
             auto tile8 = [&](auto kind, auto bpg, auto pre_decoded, auto step, auto lut) {
               if constexpr (kEight)
-                q8_tile8<kind(), lut(), nt(), ST, SG, bpg(), pre_decoded(), step(), TWO, FOUR && NARROW>(
+                q8_tile8<kind(), lut(), nt(), ST, SG, bpg(), pre_decoded(), step(), CB, FOUR && NARROW>(
                     cg, z, crb, h, tt, tc / 4, bias, nb, m[h], out + (c0 + tc) * ldo, ldo, w.codebook,
                     book_step ? book_base : w.narrow_base, ST == ScaleType::Factored ? pre.data() : nullptr,
                     eo, sign_off);
@@ -610,11 +624,11 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 auto prefill_tile = [&](auto bpg) {
                   if constexpr (LUT) {  // unpacked: values + 128 as wide 8-bit codes
                     if (book_expand)
-                      return q8_prefill_tile<VNNI, nt(), false, false, false, false, ST, SG, bpg()>(
+                      return q8_prefill_tile<VNNI, nt(), false, 4, false, false, ST, SG, bpg()>(
                           cg, z, wide.data(), h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, nullptr,
                           w.narrow_base, fpre);
                   }
-                  q8_prefill_tile<VNNI, nt(), FOUR, TWO, LUT, NARROW, ST, SG, bpg()>(
+                  q8_prefill_tile<VNNI, nt(), FOUR, CB, LUT, NARROW, ST, SG, bpg()>(
                       cg, z, expand ? wide.data() : rb, h, tt, tc / 4, bias, nb, m[h], out + t * ldo, ldo, w.codebook,
                       w.narrow_base, fpre);
                 };
@@ -623,7 +637,7 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                 return;
               }
             }
-            q8_tile<VNNI, 1, nt(), FOUR, TWO, SIX, LUT, NARROW, ST, SG>(
+            q8_tile<VNNI, 1, nt(), FOUR, CB, SIX, LUT, NARROW, ST, SG>(
                 geo, z, rb, h, x, S.data(), t, bias, nb, m + h, out, ldo, stream_prefetch && h == 0 && t == 0,
                 w.codebook, w.narrow_base, asum, fpre);
           });
@@ -633,23 +647,29 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   }
 }
 
-// f(four, two, six, lut, narrow, sg) as integral constants for w's codes (4 bits: plain, with a
-// codebook or narrow; 2 bits: plain, taken as 4; 6 bits: narrow; 8 bits: wide or narrow) and groups a
-// unit (2: groups of 16).
+// f(four, cb, six, lut, narrow, sg) as integral constants for w's codes (4 and 3 bits: plain, with a
+// codebook or narrow, cb their bits; 2 bits: plain, taken as 4; 6 bits: narrow; 8 bits: wide or
+// narrow) and groups a unit (2: groups of 16).
 template <class F>
 void with_group_kind(const QWeightView& w, F&& f) {
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
-  auto per_sg = [&](auto four, auto two, auto six, auto lut, auto narrow) {
-    w.group == 16 ? f(four, two, six, lut, narrow, std::integral_constant<int, 2>{})
-                  : f(four, two, six, lut, narrow, std::integral_constant<int, 1>{});
+  using C2 = std::integral_constant<int, 2>;
+  using C4 = std::integral_constant<int, 4>;
+  auto per_sg = [&](auto four, auto cb, auto six, auto lut, auto narrow) {
+    w.group == 16 ? f(four, cb, six, lut, narrow, std::integral_constant<int, 2>{})
+                  : f(four, cb, six, lut, narrow, std::integral_constant<int, 1>{});
   };
   const bool narrow = w.narrow_base != kWideCodes;
-  if (w.bits == 2) return per_sg(B{}, B{}, NB{}, NB{}, NB{});  // plain (check_rowlane_kind)
-  if (w.bits == 6) return per_sg(NB{}, NB{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
-  if (w.bits == 8) return narrow ? per_sg(NB{}, NB{}, NB{}, NB{}, B{}) : per_sg(NB{}, NB{}, NB{}, NB{}, NB{});
-  if (w.codebook) return per_sg(B{}, NB{}, NB{}, B{}, NB{});
-  narrow ? per_sg(B{}, NB{}, NB{}, NB{}, B{}) : per_sg(B{}, NB{}, NB{}, NB{}, NB{});
+  if (w.bits == 2) return per_sg(B{}, C2{}, NB{}, NB{}, NB{});  // plain (check_rowlane_kind)
+  if (w.bits == 6) return per_sg(NB{}, C4{}, B{}, NB{}, B{});  // narrow (check_rowlane_kind)
+  if (w.bits == 8) return narrow ? per_sg(NB{}, C4{}, NB{}, NB{}, B{}) : per_sg(NB{}, C4{}, NB{}, NB{}, NB{});
+  auto nibbles = [&](auto cb) {  // 4 or 3 bits
+    if (w.codebook) return per_sg(B{}, cb, NB{}, B{}, NB{});
+    narrow ? per_sg(B{}, cb, NB{}, NB{}, B{}) : per_sg(B{}, cb, NB{}, NB{}, NB{});
+  };
+  if (w.bits == 3) return nibbles(std::integral_constant<int, 3>{});
+  nibbles(C4{});
 }
 
 // The int8 mode's entry point: w's scale type and kind of codes as template arguments.
@@ -658,8 +678,8 @@ void q8_rowlane(const QActivations& x, const QWeightView& w, const float* bias, 
                 int64_t ldo) {
   check_rowlane_kind(w);
   with_scale_type(w.scale_type, [&](auto st) {
-    with_group_kind(w, [&](auto four, auto two, auto six, auto lut, auto narrow, auto sg) {
-      q8_rows<VNNI, four(), two(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
+    with_group_kind(w, [&](auto four, auto cb, auto six, auto lut, auto narrow, auto sg) {
+      q8_rows<VNNI, four(), cb(), six(), lut(), narrow(), st(), sg()>(x, w, bias, n0, n1, out, ldo);
     });
   });
 }

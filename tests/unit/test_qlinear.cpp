@@ -135,6 +135,45 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
     CHECK_THROWS(kernels::qweight_pack_rowlane(2, n, k, group, ScaleType::F16, q.codes.data(), q.scales(),
                                                q.offsets(), out.data(), -1, 0));
   }
+  // 3 bits: per block of 32 inputs the 2-bit layout of the codes' low 2 bits (2 vectors of 64 bytes),
+  // then the plane of their third bits: the 4-bit layout's vector v is ((vector v / 2 >> 2 (v % 2)) &
+  // 0x33) | ((plane >> v) & 0x11) << 2 (qlinear.h). Plain codes 0..7, and narrow ones (code - base).
+  for (int group : {16, 64})
+    for (int base : {kernels::kWideCodes, -4, 9}) {
+      const int64_t n = 19, k = 128;
+      QW q = make_qw(3, group, n, k, ScaleType::F16, uint32_t(51 + group));
+      if (base != kernels::kWideCodes)
+        for (auto& c : q.codes) c = uint8_t(int8_t(int(c) + base));
+      std::vector<uint8_t> packed(size_t(2 * kernels::qweight_rowlane_block_bytes(3, k, group, ScaleType::F16)), 0xEE);
+      kernels::qweight_pack_rowlane(3, n, k, group, ScaleType::F16, q.codes.data(), q.scales(), q.offsets(),
+                                    packed.data(), -1, base);
+      const int64_t ub = 192 * (group == 16 ? 1 : 2) + (group == 16 ? 2 : 1) * 2 * 32;  // codes, scales, offsets
+      REQUIRE(kernels::qweight_rowlane_block_bytes(3, k, group, ScaleType::F16) == k / std::max(group, 32) * ub);
+      int bad = 0;
+      for (int64_t row = 0; row < 32; ++row)
+        for (int64_t c = 0; c < k; ++c) {
+          const int r = int(row % 16), i = int(c % 32), v = (i % 16) / 4;
+          const int64_t unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
+          const uint8_t* blk = packed.data() + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * 192;
+          const int four_bit_byte = ((blk[v / 2 * 64 + 4 * r + i % 4] >> (2 * (v % 2))) & 0x33) |
+                                    ((blk[128 + 4 * r + i % 4] >> v) & 0x11) << 2;
+          const int got = (four_bit_byte >> (i < 16 ? 0 : 4)) & 0xF;
+          const int code = int(int8_t(q.codes[size_t(std::min<int64_t>(row, n - 1) * k + c)]));
+          const int want = row < n ? code - (base == kernels::kWideCodes ? 0 : base) : 0;
+          if (got != want) ++bad;
+        }
+      INFO("group " << group << " base " << base);
+      CHECK(bad == 0);
+      std::vector<uint8_t> back(size_t(n * k), 0xAA);
+      kernels::qweight_unpack_rowlane(3, n, k, group, ScaleType::F16, packed.data(), back.data(), -1, base);
+      CHECK(back == q.codes);
+      // a code past 3 bits (of its base) is refused
+      std::vector<uint8_t> wide = q.codes;
+      wide[7] = uint8_t(int8_t((base == kernels::kWideCodes ? 0 : base) + 8));
+      CHECK_THROWS_AS(kernels::qweight_pack_rowlane(3, n, k, group, ScaleType::F16, wide.data(), q.scales(),
+                                                    q.offsets(), packed.data(), -1, base),
+                      KernelError);
+    }
 }
 
 TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bit for bit; T = 1..9, 16, 35 "
@@ -165,11 +204,14 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
   if (simds.empty()) LLMCTL_SKIP("no SIMD row-lane kernel runs on this CPU (the scalar reference is checked in the table test)");
   for (const RowLaneSimd& sv : simds) {
     int cases = 0;
-    for (int bits : {2, 4, 8})
+    // 3-bit codes: the AVX2 / AVX-VNNI kernels' alone (qweight_three_bit_ok)
+    const bool three = sv.q8 != kernels::detail::qlinear_rows_q8_rowlane_avx512 &&
+                       sv.q8 != kernels::detail::qlinear_rows_q8_rowlane_amx;
+    for (int bits : {2, 3, 4, 8})
       for (ScaleType st : {ScaleType::F16, ScaleType::F32})
         for (int64_t K : {96, 160, 576})
           for (int group : {16, 32, 96, 160}) {
-            if (K % group) continue;
+            if (K % group || (bits == 3 && !three)) continue;
             const int64_t N = 16 * (2 + cases % 3) + 7 + 2 * (cases % 4);  // odd, a partial last row block
             const QW q = make_qw(bits, group, N, K, st, uint32_t(500 + cases)).as(kernels::QLayout::RowLane16);
             // every token count a tile sees (AMX: one tile of 16, two and a rest); a prefill longer than
@@ -234,7 +276,7 @@ TEST_CASE("row-lane kernels: AMX, AVX-512 and AVX2 equal the scalar reference bi
             }
             ++cases;
           }
-    CHECK(cases == 54);
+    CHECK(cases == (three ? 72 : 54));
     // a Rows view given to a row-lane kernel is refused, not misread
     const QW rows = make_qw(4, 32, 16, 64, ScaleType::F32, 9);
     const auto x = randn(64, 10);
@@ -265,7 +307,7 @@ TEST_CASE("weight prefetch (select_cpu_kernels): 'all' and 'wide' give the scala
     std::vector<decltype(&kernels::detail::qlinear_rows_q8_rowlane_avx2)> tiles = {
         kernels::detail::qlinear_rows_q8_rowlane_avx2};
     if (kernels::detail::cpu_has_avx_vnni()) tiles.push_back(kernels::detail::qlinear_rows_q8_rowlane_avxvnni);
-    for (int bits : {2, 4, 8})  // 2 and 4 bits prefetched by 'all' only, wide 8 bits by both
+    for (int bits : {2, 3, 4, 8})  // 2, 3 and 4 bits prefetched by 'all' only, wide 8 bits by both
       for (int group : {16, 32}) {
         // 5 row blocks and a partial one of 6-20 KB each: the prefetches 8 KB ahead run past the weight's end
         const int64_t N = 16 * 5 + 3, K = 1024;

@@ -29,13 +29,15 @@ using kernels::ScaleType;
 
 namespace {
 
-// GGUF IQ4_NL's levels, Q3_K's codes, 16 values with both int8 extremes, and IQ2's grid values with
-// their signs (spanning 86: the AVX2 tiles without VNNI take them as narrow codes, one vpmaddubsw at a time).
+// GGUF IQ4_NL's levels, Q3_K's codes, 16 values with both int8 extremes, IQ2's grid values with their
+// signs (spanning 86: the AVX2 tiles without VNNI take them as narrow codes, one vpmaddubsw at a time),
+// and 6 values spanning 255.
 const std::vector<std::vector<int>> kBooks = {
     {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
     {-4, -3, -2, -1, 0, 1, 2, 3},
     {-128, -100, -77, -50, -9, -3, -1, 0, 2, 5, 31, 64, 90, 101, 126, 127},
     {-43, -25, -8, 8, 25, 43},
+    {-128, -90, -1, 2, 64, 127},  // few values, spanning past 128: widened, in 3-bit positions too
 };
 
 // The codebook prefill choice (qlinear.h select_codebook_prefill) for a scope, the run's own restored.
@@ -64,11 +66,12 @@ struct Pair {
   }
 };
 
-Pair make_pair(const QW& q, int zero, bool factored) {
+// bits: the positions' (4, or 3 for a codebook of at most 8 values).
+Pair make_pair(const QW& q, int zero, bool factored, int bits = 4) {
   Pair p{q, q, {}, {}, {}};
   std::vector<uint8_t> index(q.codes.size());
   REQUIRE(kernels::qweight_codebook(int64_t(q.codes.size()), q.codes.data(), p.table, index.data()));
-  p.four.bits = 4, p.four.codes = index;
+  p.four.bits = bits, p.four.codes = index;
   if (!factored) {
     p.eight = q.as(QLayout::RowLane16, zero), p.four = p.four.as(QLayout::RowLane16, zero);
     return p;
@@ -111,6 +114,12 @@ std::vector<RowLaneKernels> codebook_kernels() {
     MESSAGE("this CPU (or its OS) has no AMX-INT8: the AMX row-lane prefill is not tested here");
   return k;
 }
+// Whether kv takes 3-bit codes (the AVX2 and AVX-VNNI kernels, and the scalar reference; not AVX-512's
+// or AMX's: qweight_three_bit_ok).
+bool takes_three_bits(const RowLaneKernels& kv) {
+  return kv.q8 != kernels::detail::qlinear_rows_q8_rowlane_avx512 &&
+         kv.q8 != kernels::detail::qlinear_rows_q8_rowlane_amx;
+}
 
 // The worst |out - reference| / (sum of |terms|) over [T, N] outputs of x [T, K] against q's double
 // reference (with bias).
@@ -140,7 +149,7 @@ struct NarrowPair {
 };
 void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int zero, int64_t N, int64_t K,
                  uint32_t seed, int span = -1) {
-  if (span < 0) span = bits == 4 ? 15 : 63;
+  if (span < 0) span = bits == 3 ? 7 : bits == 4 ? 15 : 63;
   p.q = make_qw(8, group, N, K, st == ScaleType::Factored ? ScaleType::F32 : st, seed);
   QW& q = p.q;
   std::mt19937 rng(seed + 1);
@@ -183,7 +192,7 @@ void make_narrow(NarrowPair& p, int bits, int base, int group, ScaleType st, int
 // Every kernel that takes narrow codes against the scalar reference on p, T tokens, rows split at cut:
 // the int8 mode gives the wide weight's bits; the f32 mode (unless int8_only: token counts that only
 // the int8 mode treats apart, AMX's tiles of 16 and the prefill's token chunks) the wide weight's
-// bits for 8 and 6 bits, the scalar reference's on the narrow weight for 4 bits (another order of
+// bits for 8 and 6 bits, the scalar reference's on the narrow weight for 4 and 3 bits (another order of
 // inputs: that one within 1e-5 of the double reference).
 void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t seed, bool int8_only = false) {
   const int64_t N = p.q.n, K = p.q.k;
@@ -192,10 +201,11 @@ void check_narrow_kernels(const NarrowPair& p, int64_t T, int64_t cut, uint32_t 
   std::vector<float> want8(size_t(T * N), NAN), want32(size_t(T * N), NAN);
   kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.vw, bias.data(), 0, N, want8.data(), N);
   if (!int8_only)
-    kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn.bits == 4 ? p.vn : p.vw, bias.data(), 0, N,
+    kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.vn.bits <= 4 ? p.vn : p.vw, bias.data(), 0, N,
                                                      want32.data(), N);
-  if (p.vn.bits == 4 && !int8_only) CHECK(worst_vs_reference(p.q, x, bias, want32, T) < 1e-5);
+  if (p.vn.bits <= 4 && !int8_only) CHECK(worst_vs_reference(p.q, x, bias, want32, T) < 1e-5);
   for (const RowLaneKernels& kv : codebook_kernels()) {
+    if (p.vn.bits == 3 && !takes_three_bits(kv)) continue;
     INFO(kv.name << " T " << T);
     std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN);
     kv.q8(a.q, p.vn, bias.data(), 0, cut, o.data(), N), kv.q8(a.q, p.vn, bias.data(), cut, N, o.data(), N);
@@ -274,59 +284,65 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
               q.offset_f32[i] = -0.0f;
               if (st == ScaleType::F16) q.offset_f16[i] = 0x8000;
             }
-          const Pair p = make_pair(q, zero, st == ScaleType::Factored);
-          INFO("book " << bi << " group " << group << " scale type " << int(st) << " zero " << zero);
-          CHECK(p.four.packed.size() < p.eight.packed.size());
-          std::vector<uint8_t> back(q.codes.size());
-          kernels::qweight_unpack_rowlane(4, N, K, group, p.four.st, p.four.packed.data(), back.data(), zero);
-          CHECK(back == p.four.codes);
-          std::vector<float> r8(static_cast<size_t>(K)), r4(static_cast<size_t>(K));
-          for (int64_t r : {int64_t(0), int64_t(21), N - 1}) {
-            kernels::detail::dequantize_row_rowlane(p.v8(), r, r8.data());
-            kernels::detail::dequantize_row_rowlane(p.v4(), r, r4.data());
-            CHECK(same_bits(r8, r4));
-          }
-          // decode (1..3) and every prefill tile of the widened kernel (4..8 tokens, 9 and 13: a tile of 8
-          // and a remainder)
-          std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 35};  // 35: AMX's tiles of 16 and a rest
-          if (bi == 0 && zero == -1) counts.push_back(kernels::detail::kTokenChunk + 7);  // past one token chunk
-          for (int64_t T : counts) {
-            // the f32 mode up to 13 tokens: 35 (AMX's tiles of 16 and a rest) and the token chunks are
-            // the int8 mode's alone
-            const bool f32 = T <= 13;
-            const auto x = randn(size_t(T * K), uint32_t(200 + T)), bias = randn(size_t(N), 201);
-            const ActBuf a(x.data(), T, K);
-            std::vector<float> want(size_t(T * N)), ref4(size_t(T * N));
-            kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), bias.data(), 0, N, want.data(), N);
-            if (f32) {
-              kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
-              CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
+          // 4-bit positions, and for a book of at most 8 values 3-bit ones
+          for (int pbits : {4, 3}) {
+            if (pbits == 3 && kBooks[bi].size() > 8) continue;
+            const Pair p = make_pair(q, zero, st == ScaleType::Factored, pbits);
+            INFO("book " << bi << " group " << group << " scale type " << int(st) << " zero " << zero << " bits "
+                         << pbits);
+            CHECK(p.four.packed.size() < p.eight.packed.size());
+            std::vector<uint8_t> back(q.codes.size());
+            kernels::qweight_unpack_rowlane(pbits, N, K, group, p.four.st, p.four.packed.data(), back.data(), zero);
+            CHECK(back == p.four.codes);
+            std::vector<float> r8(static_cast<size_t>(K)), r4(static_cast<size_t>(K));
+            for (int64_t r : {int64_t(0), int64_t(21), N - 1}) {
+              kernels::detail::dequantize_row_rowlane(p.v8(), r, r8.data());
+              kernels::detail::dequantize_row_rowlane(p.v4(), r, r4.data());
+              CHECK(same_bits(r8, r4));
             }
-            // IQ2's values (book 3) both ways the AVX2 prompt tiles take them
-            for (const char* choice : {"magnitude", "narrow"}) {
-              if (bi != 3 && choice[0] == 'n') continue;
-              const CodebookPrefill chosen(choice);
-              for (const RowLaneKernels& kv : codebook_kernels()) {
-                for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
-                  INFO(kv.name << " " << choice << " T " << T << " rows " << n0 << ".." << n1);
-                  std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN), w2(size_t(T * N), NAN),
-                      r2(size_t(T * N), NAN);
-                  kv.q8(a.q, p.v4(), bias.data(), n0, n1, o.data(), N);
-                  if (f32) kv.f32(x.data(), T, p.v4(), bias.data(), n0, n1, f.data(), N);
-                  for (int64_t t = 0; t < T; ++t)
-                    for (int64_t n = n0; n < n1; ++n) {
-                      w2[size_t(t * N + n)] = want[size_t(t * N + n)];
-                      r2[size_t(t * N + n)] = f32 ? ref4[size_t(t * N + n)] : NAN;
-                    }
-                  CHECK(same_bits(o, w2));
-                  if (f32) CHECK(same_bits(f, r2));
+            // decode (1..3) and every prefill tile of the widened kernel (4..8 tokens, 9 and 13: a tile of 8
+            // and a remainder)
+            std::vector<int64_t> counts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 35};  // 35: AMX's tiles of 16 and a rest
+            if (bi == 0 && zero == -1) counts.push_back(kernels::detail::kTokenChunk + 7);  // past one token chunk
+            for (int64_t T : counts) {
+              // the f32 mode up to 13 tokens: 35 (AMX's tiles of 16 and a rest) and the token chunks are
+              // the int8 mode's alone
+              const bool f32 = T <= 13;
+              const auto x = randn(size_t(T * K), uint32_t(200 + T)), bias = randn(size_t(N), 201);
+              const ActBuf a(x.data(), T, K);
+              std::vector<float> want(size_t(T * N)), ref4(size_t(T * N));
+              kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), bias.data(), 0, N, want.data(), N);
+              if (f32) {
+                kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
+                CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
+              }
+              // IQ2's values (book 3) both ways the AVX2 prompt tiles take them
+              for (const char* choice : {"magnitude", "narrow"}) {
+                if (bi != 3 && choice[0] == 'n') continue;
+                const CodebookPrefill chosen(choice);
+                for (const RowLaneKernels& kv : codebook_kernels()) {
+                  if (pbits == 3 && !takes_three_bits(kv)) continue;
+                  for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {3, 37}}) {
+                    INFO(kv.name << " " << choice << " T " << T << " rows " << n0 << ".." << n1);
+                    std::vector<float> o(size_t(T * N), NAN), f(size_t(T * N), NAN), w2(size_t(T * N), NAN),
+                        r2(size_t(T * N), NAN);
+                    kv.q8(a.q, p.v4(), bias.data(), n0, n1, o.data(), N);
+                    if (f32) kv.f32(x.data(), T, p.v4(), bias.data(), n0, n1, f.data(), N);
+                    for (int64_t t = 0; t < T; ++t)
+                      for (int64_t n = n0; n < n1; ++n) {
+                        w2[size_t(t * N + n)] = want[size_t(t * N + n)];
+                        r2[size_t(t * N + n)] = f32 ? ref4[size_t(t * N + n)] : NAN;
+                      }
+                    CHECK(same_bits(o, w2));
+                    if (f32) CHECK(same_bits(f, r2));
+                  }
                 }
               }
             }
           }
           ++cases;
         }
-  CHECK(cases == 72);
+  CHECK(cases == 90);
 }
 
 TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magnitude sums at their 16-bit bounds, "
@@ -477,6 +493,38 @@ TEST_CASE("CpuBackend packing: 8-bit codes of at most 16 values are kept as 4-bi
     }
 }
 
+TEST_CASE("CpuBackend packing: a codebook of at most 8 values (IQ2's grid) becomes 3-bit positions where the "
+          "kernels take them, the 4-bit positions' bits") {
+  for (int group : {16, 32}) {
+    const int64_t N = 40, K = 256;
+    QW q = make_qw(8, group, N, K, ScaleType::F32, uint32_t(160 + group));
+    draw_codes(q, kBooks[3], uint32_t(161 + group));
+    kquant_params(q, 0, uint32_t(162 + group));
+    const LinearWeight c = canonical_weight(q, DType::I8);
+    LinearWeight nine = c;  // 3 more values in the last row, 9: 4-bit positions
+    nine.data = Tensor::empty_host(DType::I8, {N, K});
+    std::memcpy(nine.data.data, q.codes.data(), q.codes.size());
+    for (int i = 1; i <= 3; ++i) nine.data.ptr<int8_t>()[N * K - i] = int8_t(59 + i);
+    const LinearWeight p3 = pack_cpu_quantized(c), p4 = pack_cpu_quantized(nine);
+    const kernels::QWeightView v3 = cpu_qweight_view(p3), v4 = cpu_qweight_view(p4);
+    INFO("group " << group << " layout " << int(v3.layout));
+    if (!kernels::qweight_compact_codes_ok(v3.layout)) continue;
+    const bool three = kernels::qweight_three_bit_ok();
+    REQUIRE(v3.codebook != nullptr);
+    REQUIRE(v4.codebook != nullptr);
+    CHECK(v3.bits == (three ? 3 : 4));
+    CHECK(v4.bits == 4);
+    CHECK(v3.narrow_base == kernels::kWideCodes);
+    for (int j = 0; j < 16; ++j) CHECK(int(v3.codebook[j]) == kBooks[3][size_t(std::min(j, 5))]);
+    CHECK(p4.data.nbytes() - p3.data.nbytes() == (three ? size_t(((N + 15) / 16 + 1) * (K / 32) * 64) : 0));
+    for (int64_t T : {1, 3, 6, 11}) {
+      const OutputsButLast o = outputs_but_last_row(v3, v4, T, uint32_t(163 + T));
+      CHECK(same_bits(o.q8_a, o.q8_b));
+      CHECK(same_bits(o.f32_a, o.f32_b));
+    }
+  }
+}
+
 TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide codes' bits, every kernel that takes them") {
   std::vector<uint8_t> probe = {uint8_t(int8_t(-32)), 31, 0};
   CHECK(kernels::qweight_narrow_base(3, probe.data()) == -32);
@@ -579,20 +627,36 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept as 6-bit narro
   CHECK(same_bits(o.f32_a, o.f32_b));
 }
 
-TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the base, the 8-bit weight's int8 bits") {
+TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the base, the 8-bit weight's int8 bits") {
   int cases = 0;
-  for (int base : {-4, -8, 0, 100})
-    for (int group : {16, 32, 64})
-      for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
-        const int zero = cases % 2 ? 0 : -1;
-        const int64_t N = 16 * 2 + 1 + cases % 5, K = 512;
-        INFO("base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
-        NarrowPair p;
-        make_narrow(p, 4, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
-        for (int64_t T : {1, 2, 3, 5, 9, 13}) check_narrow_kernels(p, T, 3 + T, uint32_t(1900 + T));
-        ++cases;
-      }
-  CHECK(cases == 36);
+  for (int bits : {4, 3})
+    for (int base : {-4, -8, 0, 100})
+      for (int group : {16, 32, 64})
+        for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
+          const int zero = cases % 2 ? 0 : -1;
+          const int64_t N = 16 * 2 + 1 + cases % 5, K = 512;
+          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+          NarrowPair p;
+          make_narrow(p, bits, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
+          if (bits == 3)  // 192 code bytes a block of 32 inputs x 16 rows against 4 bits' 256
+            CHECK(kernels::qweight_rowlane_block_bytes(4, K, group, st, zero) -
+                      kernels::qweight_rowlane_block_bytes(3, K, group, st, zero) ==
+                  K / 32 * 64);
+          for (int64_t T : {1, 2, 3, 5, 9, 13}) check_narrow_kernels(p, T, 3 + T, uint32_t(1900 + T));
+          if (cases % 8 == 0) check_narrow_kernels(p, 35, 8, 1935, true);  // AMX's tiles of 16 and a rest
+          ++cases;
+        }
+  CHECK(cases == 72);
+  if (kernels::detail::cpu_has_avx512_vnni()) {  // 3-bit codes: refused by the AVX-512 row-lane kernels
+    NarrowPair p;
+    make_narrow(p, 3, -4, 32, ScaleType::F16, -1, 16, 64, 1999);
+    const auto x = randn(64, 3);
+    const ActBuf a(x.data(), 1, 64);
+    std::vector<float> o(16);
+    CHECK_THROWS_AS(kernels::detail::qlinear_rows_q8_rowlane_avx512(a.q, p.vn, nullptr, 0, 16, o.data(), 16), KernelError);
+    CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, p.vn, nullptr, 0, 16, o.data(), 16),
+                    KernelError);
+  }
   std::vector<uint8_t> codes(size_t(16 * 64), 0), out(size_t(1 << 16));
   codes[9] = 16;  // 16 past the base 0: not 4-bit narrow
   std::vector<float> sc(size_t(16 * 2), 1.0f), of(size_t(16 * 2), 0.0f);
@@ -601,7 +665,7 @@ TEST_CASE("narrow 4-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the b
                   KernelError);
 }
 
-TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 4-bit codes where the kernels take them") {
+TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 3-bit codes where the kernels take them (else 4)") {
   const int64_t N = 40, K = 256;
   QW q = make_qw(8, 16, N, K, ScaleType::F32, 87);
   draw_codes(q, kBooks[1], 88);
@@ -618,13 +682,16 @@ TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 4-bit codes
     CHECK(vn.codebook == nullptr);
     return;
   }
-  CHECK(vn.bits == 4);
+  const bool three = kernels::qweight_three_bit_ok();
+  CHECK(vn.bits == (three ? 3 : 4));
   CHECK(vn.narrow_base == -4);
   CHECK(vn.codebook == nullptr);
-  CHECK(vb.codebook != nullptr);
+  CHECK(vb.codebook != nullptr);  // 9 values: 4-bit positions
+  CHECK(vb.bits == 4);
   CHECK(vb.narrow_base == kernels::kWideCodes);
-  CHECK(pn.data.nbytes() == pb.data.nbytes());
-  // both 4-bit, the same values in the same order: the same bits in both modes on the other rows
+  // 3 bits: 64 code bytes fewer a block of 32 inputs, in each row block and in the descriptor row
+  CHECK(pb.data.nbytes() - pn.data.nbytes() == (three ? size_t(((N + 15) / 16 + 1) * (K / 32) * 64) : 0));
+  // the same values in the same order: the same bits in both modes on the other rows
   const OutputsButLast o = outputs_but_last_row(vn, vb, 5, 90);
   CHECK(same_bits(o.q8_a, o.q8_b));
   CHECK(same_bits(o.f32_a, o.f32_b));

@@ -34,8 +34,8 @@ void check_group_params(const LinearWeight& w, bool zeros_optional = false) {
 }
 // The row-lane layout's descriptor row, after the row blocks: this tag, the implied zero point
 // (int32, -1: offsets stored), the scale type (int32: 0 f32, 1 f16, 2 factored), whether the codes
-// are 4-bit positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
-// stored in when not the format's (int32 0: the format's; 2, 4 or 6) and, for codes stored from a
+// are positions in a codebook (int32 0 or 1), the codebook (16 int8), the bits the codes are
+// stored in when not the format's (int32 0: the format's; 2, 3, 4 or 6) and, for codes stored from a
 // base (narrow), the base (int32; kWideCodes: not narrow), and whether narrow 8- or 6-bit codes are
 // all within 31 of it (int32 0 or 1: QWeightView::narrow_five), and the power of two factored scales
 // are stored times (int32 s: 2^s, QWeightView::out_shift). Zero bytes after the scale type: neither.
@@ -256,7 +256,12 @@ LinearWeight pack_whole(const LinearWeight& canonical, ThreadPool* pool, HostAre
     const bool narrow6 = !narrow4 && narrow != kernels::kWideCodes;
     // codes 0..3 (GGUF Q2_K's): 2-bit codes, half the 4-bit bytes (decode streams them)
     const bool two = (bits == 4 && worst <= 3) || (compact && range.lo >= 0 && range.hi <= 3);
-    const int pbits = two ? 2 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
+    // within 7 of their least (Q3_K's -4..3), or a codebook of at most 8 values (the IQ2 / IQ1 grids'):
+    // 3-bit codes, three quarters of the 4-bit bytes, where the kernels take them
+    const bool three = !two && compact && kernels::qweight_three_bit_ok() &&
+                       ((narrow4 && range.hi - range.lo <= 7) || (codebook && book[7] == book[15]));
+    if (three && !codebook) narrow = range.lo >= 0 && range.hi <= 7 ? kernels::kWideCodes : range.lo;
+    const int pbits = two ? 2 : three ? 3 : codebook || narrow4 ? 4 : narrow6 ? 6 : bits;
     const int64_t blocks = (N + 15) / 16, bb = kernels::qweight_rowlane_block_bytes(pbits, K, group, st, zero);
     LLM_CHECK(bb >= kDescriptorBytes) << "row-lane block of " << bb << " bytes";  // K >= 32: 256 or more
     out.data = packed_host(arena, {blocks + 1, bb});
@@ -507,11 +512,11 @@ kernels::QWeightView cpu_qweight_view(const LinearWeight& w) {
     const bool narrow = v.narrow_base != kernels::kWideCodes;
     v.narrow_five = five == 1;
     v.scale_type = code == 2 ? kernels::ScaleType::Factored : code == 1 ? kernels::ScaleType::F16 : kernels::ScaleType::F32;
-    // stored bits: 2 (plain, from 4 or 8), 4 (from 8: plain, narrow or a codebook), 6 (narrow, from 8)
+    // stored bits: 2 (plain, from 4 or 8), 3 and 4 (from 8: plain, narrow or a codebook), 6 (narrow, from 8)
     const bool kind_ok = stored == 0 ? codebook == 0
                          : stored == 2 ? !narrow && codebook == 0
-                         : stored == 4 ? format_bits == 8 && (codebook == 0 || !narrow)
-                                       : stored == 6 && format_bits == 8 && narrow && codebook == 0;
+                         : stored == 3 || stored == 4 ? format_bits == 8 && (codebook == 0 || !narrow)
+                                                      : stored == 6 && format_bits == 8 && narrow && codebook == 0;
     LLM_CHECK(tagged && zero >= -1 && code >= 0 && code <= 2 && (codebook == 0 || codebook == 1) && kind_ok &&
               (five == 0 || (five == 1 && narrow && v.bits >= 6)) &&
               (!narrow || (base >= -128 && base <= 127)) && (shift == 0 || (code == 2 && shift > 0 && shift <= 64)) &&
