@@ -28,11 +28,11 @@
 //           byte, each nibble's 2 low bits: bits 2s..2s+1 and 4+2s..5+2s are vector 2u + s's low and
 //           high nibble. So the 4-bit layout's vector v is (vector v / 2 >> 2 (v % 2)) & 0x33.
 //   3 bits (codes 0..7, plain or a codebook's positions, or narrow: stored = code - b in 0..7:
-//           GGUF Q3_K's -4..3, the IQ2 / IQ1 grids' at most 8 values): 3 vectors of 64 bytes. The
-//           first 2 are the 2-bit layout of each stored value's low 2 bits; the third is a plane of
-//           their third bits: its byte 4r + j has bit v set by the 4-bit layout's vector v's low
-//           nibble there (bit 2 of input 4v + j of row r), bit 4 + v by its high nibble (16 + 4v +
-//           j). So that vector is ((vector v / 2 >> 2 (v % 2)) & 0x33) | ((plane >> v) & 0x11) << 2.
+//           GGUF Q3_K's -4..3, the IQ2 / IQ1 grids' at most 8 values): 3 vectors of 64 bytes, the
+//           4-bit layout's vectors 0..2 in their nibbles' low 3 bits, and vector 3's nibbles spread
+//           over their top bits (bits 3 and 7): vector q's carry bit q of the same byte's. So vector
+//           v < 3 is vector v & 0x77, and vector 3 is ((V0 >> 3) & 0x11) | ((V1 >> 2) & 0x22) |
+//           ((V2 >> 1) & 0x44), as 6 bits spread a fourth vector over three.
 //   6 bits (narrow codes only, stored = code - b in 0..63: GGUF Q6_K's and Q5_K's, in three quarters
 //           of the 8-bit bytes): 6 vectors of 64 bytes, two quads of 3. Quad p holds the 8-bit
 //           layout's vectors 4p..4p+3 (inputs 16p..16p + 15): its vectors V0, V1, V2 hold vectors

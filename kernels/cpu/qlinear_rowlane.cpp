@@ -77,12 +77,11 @@ inline int64_t two_bit_byte(int r, int i, int* shift) {
   return (v / 2) * 64 + 4 * r + j % 4;
 }
 
-// 3 bits: the byte of the bit plane (after the 2-bit layout's 128 bytes) holding row r's input i's
-// third bit, and the bit: v for the 4-bit layout's vector v's low nibble, 4 + v for its high one.
-inline int64_t three_bit_plane_byte(int r, int i, int* bit) {
-  const int j = i % 16, v = j / 4;
-  *bit = v + (i >= 16 ? 4 : 0);
-  return 128 + 4 * r + j % 4;
+// 3 bits: row r's input i (0..31) as the 4-bit layout's vector v = (i % 16) / 4, byte 4r + i % 4, low
+// nibble for i < 16 (high: *high); vectors 0..2 are stored so, vector 3's bits spread over theirs.
+inline int64_t three_bit_byte(int r, int i, int* v, bool* high) {
+  *v = (i % 16) / 4, *high = i >= 16;
+  return 4 * r + i % 4;
 }
 
 // Byte offset of row r, input i (0..31) in the 6-bit layout's quad for the input, and the vector
@@ -106,10 +105,16 @@ inline int code_of(int bits, const uint8_t* blk, int r, int i, int narrow_base) 
     const int64_t at = two_bit_byte(r, i, &shift);  // before `shift` is read
     return (blk[at] >> shift) & 3;
   }
-  if (bits == 3) {  // the low 2 bits as 2 bits stores them, the third from the plane; narrow or plain
-    int shift = 0, bit = 0;
-    const int64_t at = two_bit_byte(r, i, &shift), pat = three_bit_plane_byte(r, i, &bit);
-    const int stored = ((blk[at] >> shift) & 3) | ((blk[pat] >> bit) & 1) << 2;
+  if (bits == 3) {  // vectors 0..2 in each nibble's 3 low bits, vector 3's bit q in vector q's nibble's top bit
+    int v = 0;
+    bool high = false;
+    const int64_t at = three_bit_byte(r, i, &v, &high);
+    int stored = 0;
+    if (v < 3) {
+      stored = (blk[64 * v + at] >> (high ? 4 : 0)) & 7;
+    } else {
+      for (int q = 0; q < 3; ++q) stored |= ((blk[64 * q + at] >> (high ? 7 : 3)) & 1) << q;
+    }
     return stored + (narrow_base != kWideCodes ? narrow_base : 0);
   }
   bool high = false;
@@ -294,21 +299,18 @@ void pack_two_bit_block(const uint8_t* const rows[16], int64_t c0, uint8_t* o) {
       }
 }
 // The 3-bit layout's bytes of the same block (qlinear.h), stored values 0..7 (narrow: code - base):
-// their low 2 bits as the 2-bit layout lays them out, then the plane of their third bits.
+// the 4-bit layout's vectors 0..2 in their nibbles' 3 low bits, vector 3's bit q in vector q's top bits.
 void pack_three_bit_block(const uint8_t* const rows[16], int64_t c0, int narrow_base, uint8_t* o) {
-  uint8_t low[16][32], plane[64] = {};
-  const uint8_t* low_rows[16];
-  for (int r = 0; r < 16; ++r) {
-    for (int i = 0; i < 32; ++i) {
-      const int stored = narrow_base != kWideCodes ? int(int8_t(rows[r][c0 + i])) - narrow_base : rows[r][c0 + i];
-      low[r][i] = uint8_t(stored & 3);
-      int bit = 0;
-      plane[detail::three_bit_plane_byte(r, i, &bit) - 128] |= uint8_t(((stored >> 2) & 1) << bit);
-    }
-    low_rows[r] = low[r];
-  }
-  pack_two_bit_block(low_rows, 0, o);
-  std::memcpy(o + 128, plane, 64);
+  uint8_t st[16][32];
+  for (int r = 0; r < 16; ++r)
+    for (int i = 0; i < 32; ++i)
+      st[r][i] = uint8_t(narrow_base != kWideCodes ? int(int8_t(rows[r][c0 + i])) - narrow_base : rows[r][c0 + i]);
+  for (int q = 0; q < 3; ++q)
+    for (int r = 0; r < 16; ++r)
+      for (int j = 0; j < 4; ++j) {
+        const int top = ((st[r][12 + j] >> q) & 1) << 3 | ((st[r][28 + j] >> q) & 1) << 7;
+        o[64 * q + 4 * r + j] = uint8_t(st[r][4 * q + j] | st[r][16 + 4 * q + j] << 4 | top);
+      }
 }
 }  // namespace
 

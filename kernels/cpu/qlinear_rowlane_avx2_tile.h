@@ -110,27 +110,24 @@ inline void six_bit_quad(const uint8_t* cp, int p, __m256i q[4]) {
 }
 
 // The 4-bit layout's vector v of a block's codes at cp (+ 32 x the half), for codes of CB bits
-// (qlinear.h): 4, as stored; 2, vector v / 2 shifted right by 2 (v % 2); 3, that masked to its
-// nibbles' low 2 bits, and their third bits from the plane 128 bytes on (bits v and 4 + v of each
-// byte, moved to bits 2 and 6). Its codes are the bits code_mask keeps of it (the low nibbles) and of
+// (qlinear.h): 4, as stored; 2, vector v / 2 shifted right by 2 (v % 2); 3, vectors 0..2 as stored
+// less their nibbles' top bits, vector 3 gathered from those (vector q's: its bit q; 16-bit shifts,
+// each field kept by its mask). Its codes are the bits code_mask keeps of it (the low nibbles) and of
 // it >> 4 (the high ones).
 template <int CB>
 inline __m256i nibble_vector(const uint8_t* cp, int v) {
   static_assert(CB == 2 || CB == 3 || CB == 4);
+  auto load = [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * i)); };
   if constexpr (CB == 4) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
+    return load(v);
+  } else if constexpr (CB == 2) {
+    return v % 2 ? _mm256_srli_epi16(load(v / 2), 2) : load(v / 2);
   } else {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v / 2)));
-    const __m256i low = v % 2 ? _mm256_srli_epi16(b, 2) : b;
-    if constexpr (CB == 2) return low;
-    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 128));
-    // bits v, 4 + v to 2, 6 (16-bit shifts: what crosses a byte lands outside 0x44)
-    const __m256i third = v == 0 ? _mm256_slli_epi16(plane, 2)
-                          : v == 1 ? _mm256_slli_epi16(plane, 1)
-                          : v == 2 ? plane
-                                   : _mm256_srli_epi16(plane, 1);
-    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x33)),
-                           _mm256_and_si256(third, _mm256_set1_epi8(0x44)));
+    if (v < 3) return _mm256_and_si256(load(v), _mm256_set1_epi8(0x77));
+    const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(load(0), 3), _mm256_set1_epi8(0x11));
+    const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(load(1), 2), _mm256_set1_epi8(0x22));
+    const __m256i b2 = _mm256_and_si256(_mm256_srli_epi16(load(2), 1), _mm256_set1_epi8(0x44));
+    return _mm256_or_si256(_mm256_or_si256(b0, b1), b2);
   }
 }
 template <int CB>

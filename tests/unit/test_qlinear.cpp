@@ -135,9 +135,9 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
     CHECK_THROWS(kernels::qweight_pack_rowlane(2, n, k, group, ScaleType::F16, q.codes.data(), q.scales(),
                                                q.offsets(), out.data(), -1, 0));
   }
-  // 3 bits: per block of 32 inputs the 2-bit layout of the codes' low 2 bits (2 vectors of 64 bytes),
-  // then the plane of their third bits: the 4-bit layout's vector v is ((vector v / 2 >> 2 (v % 2)) &
-  // 0x33) | ((plane >> v) & 0x11) << 2 (qlinear.h). Plain codes 0..7, and narrow ones (code - base).
+  // 3 bits: per block of 32 inputs 3 vectors of 64 bytes: the 4-bit layout's vector v < 3 is vector v &
+  // 0x77, its vector 3 gathers bit v of each nibble's top bit (qlinear.h). Plain codes 0..7, and narrow
+  // ones (code - base).
   for (int group : {16, 64})
     for (int base : {kernels::kWideCodes, -4, 9}) {
       const int64_t n = 19, k = 128;
@@ -155,8 +155,9 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
           const int r = int(row % 16), i = int(c % 32), v = (i % 16) / 4;
           const int64_t unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
           const uint8_t* blk = packed.data() + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * 192;
-          const int four_bit_byte = ((blk[v / 2 * 64 + 4 * r + i % 4] >> (2 * (v % 2))) & 0x33) |
-                                    ((blk[128 + 4 * r + i % 4] >> v) & 0x11) << 2;
+          auto at = [&](int q) { return int(blk[64 * q + 4 * r + i % 4]); };
+          const int four_bit_byte = v < 3 ? at(v) & 0x77
+                                          : ((at(0) >> 3) & 0x11) | ((at(1) >> 2) & 0x22) | ((at(2) >> 1) & 0x44);
           const int got = (four_bit_byte >> (i < 16 ? 0 : 4)) & 0xF;
           const int code = int(int8_t(q.codes[size_t(std::min<int64_t>(row, n - 1) * k + c)]));
           const int want = row < n ? code - (base == kernels::kWideCodes ? 0 : base) : 0;
