@@ -329,7 +329,8 @@ void qweight_pack_rowlane(int bits, int64_t n, int64_t k, int group, ScaleType s
     for (int64_t i = 0; !fits && i < n * k; ++i) {
       KERNEL_CHECK(!plain_small || codes[i] <= top)
           << "row-lane layout: code " << int(codes[i]) << " at " << i << " does not fit " << bits << " bits";
-      KERNEL_CHECK(plain_small || (int(int8_t(codes[i])) - narrow_base >= 0 && int(int8_t(codes[i])) - narrow_base <= span))
+      const int stored = int(int8_t(codes[i])) - narrow_base;
+      KERNEL_CHECK(plain_small || (stored >= 0 && stored <= span))
           << "row-lane layout: code " << int(int8_t(codes[i])) << " is not within 0.." << span << " of the narrow base "
           << narrow_base;
     }

@@ -501,7 +501,8 @@ __attribute__((noinline)) void q8_tile8(const RowLaneGeometry& geo, int zero, co
       const int64_t b = g * bpg + jb;
       const uint8_t* cp = gp + jb * geo.code_bytes + 32 * h;
       if constexpr (kWidened)
-        widened_block<LUT, CB, NT, PRE, SG>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128, awc + b * 4,
+        widened_block<LUT, CB, NT, PRE, SG>(PRE ? static_cast<const void*>(eo + 16 * b) : cp, aq16 + b * 128,
+                                            awc + b * 4,
                                         SG == 2 ? ahs + b * 8 : nullptr, axs + b * 4, next, lut_u, sp, acc);
       else if constexpr (KIND == Tile8::Four)
         four_block<NT, SG, CB, NARROW4>(cp, aq + b * 128, NARROW4 ? ahs + b * 8 : nullptr, axs + b * 4, next, base,

@@ -22,8 +22,9 @@
 //              moved, two vectors' products summed in 16 bits before vpmaddwd; narrow 4-bit ones
 //              (0..15) take the 4-bit path; base x the block's integer activation sum then makes
 //              the signed codes' dot product, the same integer. 2- and 3-bit codes (plain, narrow, a
-//              codebook's positions) are made 4-bit vectors (nibble_vector) and go the 4-bit way. 6-bit codes (narrow): each quad of 3
-//              vectors unpacked into the 8-bit layout's 4 (six_bit_quad), then as narrow 8-bit ones.
+//              codebook's positions) are made 4-bit vectors (nibble_vector) and go the 4-bit way.
+//              6-bit codes (narrow): each quad of 3 vectors unpacked into the 8-bit layout's 4
+//              (six_bit_quad), then as narrow 8-bit ones.
 //   f32 mode:  codes -> f32 -> fma(code, scale, offset) per input, then one FMA per token into
 //              accumulator input % 4.
 //   AVX-VNNI (VNNI = true, vpdpbusd: unsigned x signed bytes summed in 32 bits, no saturation): every
@@ -549,14 +550,17 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if constexpr (LUT) {
         if (book_expand)
           rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [&](const uint8_t* src, uint8_t* dst) {
-            const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n;
+            const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n, nib = _mm256_set1_epi8(0x0F);
+            auto store = [&](int64_t at, __m256i table, __m256i positions) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), _mm256_shuffle_epi8(table, positions));
+            };
             for (int h = 0; h < 2; ++h)
-              for (int q = 0; q < 8; ++q) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * q + 32 * h),
-                                    book_quad<CB>(src + 32 * h, q, lut));
+              for (int v = 0; v < 4; ++v) {  // each 4-bit vector once: its low nibbles quad v, its high v + 4
+                const __m256i W = nibble_vector<CB>(src + 32 * h, v);
+                const __m256i lo = _mm256_and_si256(W, nib), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
+                store(64 * v + 32 * h, lut, lo), store(64 * (v + 4) + 32 * h, lut, hi);
                 if (book_mag)
-                  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + sign_off + 64 * q + 32 * h),
-                                      book_quad<CB>(src + 32 * h, q, book_v));
+                  store(sign_off + 64 * v + 32 * h, book_v, lo), store(sign_off + 64 * (v + 4) + 32 * h, book_v, hi);
               }
           });
       }

@@ -474,7 +474,8 @@ void f32_rows(const float* x, int64_t T, const QWeightView& w, const float* bias
 template <class F>
 void with_weight_kind(const QWeightView& w, F&& f) {
   check_rowlane_kind(w);
-  KERNEL_CHECK(w.bits != 3) << "the AVX-512 row-lane kernels take no 3-bit codes (qweight_three_bit_ok: packed for AVX2)";
+  KERNEL_CHECK(w.bits != 3) << "the AVX-512 row-lane kernels take no 3-bit codes (qweight_three_bit_ok: packed for "
+                               "AVX2)";
   using B = std::bool_constant<true>;
   using NB = std::bool_constant<false>;
   const bool narrow = w.narrow_base != kWideCodes;

@@ -86,7 +86,10 @@ inline QW make_qw(int bits, int group, int64_t n, int64_t k, ScaleType st, uint3
   q.codes.resize(size_t(n * k));
   std::uniform_int_distribution<int> c2(0, 3), c3(0, 7), c4(0, 15), c8(-128, 127);
   for (auto& c : q.codes)
-    c = bits == 2 ? uint8_t(c2(rng)) : bits == 3 ? uint8_t(c3(rng)) : bits == 4 ? uint8_t(c4(rng)) : uint8_t(int8_t(c8(rng)));
+    c = bits == 2   ? uint8_t(c2(rng))
+        : bits == 3 ? uint8_t(c3(rng))
+        : bits == 4 ? uint8_t(c4(rng))
+                    : uint8_t(int8_t(c8(rng)));
   if (bits != 2 && bits != 3) {  // 2- and 3-bit codes: the row-lane layout only (as(RowLane16))
     q.packed.resize(size_t(n * kernels::qweight_row_bytes(bits, k)));
     kernels::qweight_pack(bits, n, k, q.codes.data(), q.packed.data());

@@ -313,7 +313,8 @@ TEST_CASE("codebook kernels: the int8 mode gives the 8-bit weight's bits; f32 ne
               std::vector<float> want(size_t(T * N)), ref4(size_t(T * N));
               kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), bias.data(), 0, N, want.data(), N);
               if (f32) {
-                kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(), N);
+                kernels::detail::qlinear_rows_f32_rowlane_scalar(x.data(), T, p.v4(), bias.data(), 0, N, ref4.data(),
+                                                                 N);
                 CHECK(worst_vs_reference(q, x, bias, ref4, T) < 1e-5);
               }
               // IQ2's values (book 3) both ways the AVX2 prompt tiles take them
@@ -537,7 +538,8 @@ TEST_CASE("narrow 8- and 6-bit codes (Q6_K's -32..31, Q5_K's 0..31): the wide co
         for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
           const int zero = cases % 2 ? 0 : -1;
           const int64_t N = 16 * 2 + 3 + cases % 7, K = 512;  // factored: whole runs of 8 groups of 64
-          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero "
+                       << zero);
           NarrowPair p;
           make_narrow(p, bits, base, group, st, zero, N, K, uint32_t(700 + 10 * cases));
           CHECK(p.wide != p.narrow);
@@ -627,7 +629,8 @@ TEST_CASE("CpuBackend packing: Q6_K-like codes (-32..31) are kept as 6-bit narro
   CHECK(same_bits(o.f32_a, o.f32_b));
 }
 
-TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the base, the 8-bit weight's int8 bits") {
+TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plus the base, the 8-bit weight's "
+          "int8 bits") {
   int cases = 0;
   for (int bits : {4, 3})
     for (int base : {-4, -8, 0, 100})
@@ -635,7 +638,8 @@ TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plu
         for (ScaleType st : {ScaleType::F16, ScaleType::F32, ScaleType::Factored}) {
           const int zero = cases % 2 ? 0 : -1;
           const int64_t N = 16 * 2 + 1 + cases % 5, K = 512;
-          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero " << zero);
+          INFO("bits " << bits << " base " << base << " group " << group << " scale type " << int(st) << " zero "
+                       << zero);
           NarrowPair p;
           make_narrow(p, bits, base, group, st, zero, N, K, uint32_t(1700 + 10 * cases));
           if (bits == 3)  // 192 code bytes a block of 32 inputs x 16 rows against 4 bits' 256
@@ -653,7 +657,8 @@ TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plu
     const auto x = randn(64, 3);
     const ActBuf a(x.data(), 1, 64);
     std::vector<float> o(16);
-    CHECK_THROWS_AS(kernels::detail::qlinear_rows_q8_rowlane_avx512(a.q, p.vn, nullptr, 0, 16, o.data(), 16), KernelError);
+    CHECK_THROWS_AS(kernels::detail::qlinear_rows_q8_rowlane_avx512(a.q, p.vn, nullptr, 0, 16, o.data(), 16),
+                    KernelError);
     CHECK_THROWS_AS(kernels::detail::qlinear_rows_f32_rowlane_avx512(x.data(), 1, p.vn, nullptr, 0, 16, o.data(), 16),
                     KernelError);
   }
@@ -665,7 +670,8 @@ TEST_CASE("narrow 4- and 3-bit codes (Q3_K's -4..3): the plain 4-bit kernels plu
                   KernelError);
 }
 
-TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 3-bit codes where the kernels take them (else 4)") {
+TEST_CASE("CpuBackend packing: Q3_K-like codes (-4..3) become narrow 3-bit codes where the kernels take them "
+          "(else 4)") {
   const int64_t N = 40, K = 256;
   QW q = make_qw(8, 16, N, K, ScaleType::F32, 87);
   draw_codes(q, kBooks[1], 88);
