@@ -10,11 +10,14 @@
 //                         the scale type (int32: 0 f32, 1 f16, 2 factored: f32 scales and offsets
 //                         that are an f16 x an int8, as GGUF K-quants', kept as the two factors),
 //                         whether 8-bit codes are kept as 4-bit positions in a codebook (int32 0/1:
-//                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS), the codebook,
+//                         at most 16 distinct codes, as GGUF IQ4_NL / IQ4_XS; 3-bit ones for at most
+//                         8 where qweight_three_bit_ok, as the IQ1 / IQ2 grids), the codebook,
 //                         the bits 8-bit codes are stored in when narrow (int32 0: not narrow; 6:
 //                         within 63 of their least, as GGUF Q6_K / Q5_K, stored code - base; 4:
-//                         within 15, as Q3_K) and the base (int32); whether narrow codes are all
-//                         within 31 of it (int32 0/1, as Q5_K); the power of two factored scales
+//                         within 15; 3: within 7, as Q3_K, where qweight_three_bit_ok) and the base
+//                         (int32; kWideCodes for plain 4- or 3-bit codes and 2-bit codes 0..3);
+//                         whether narrow codes are all within 31 of it (int32 0/1, as Q5_K); the
+//                         power of two factored scales
 //                         are stored times (int32 s: 2^s, for D that would be f16 subnormals,
 //                         as GGUF IQ2_XXS's; 0 none);
 //                         scales and zeros left empty (the kernels read the copies in data)
