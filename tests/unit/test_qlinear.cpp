@@ -105,6 +105,12 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
     CHECK(back == q.codes);
   }
   CHECK_THROWS(kernels::qweight_rowlane_block_bytes(4, 96, 48, ScaleType::F32));  // neither 16 nor a multiple of 32
+  // The codes of the block of 32 inputs holding column c of `row` in a row-lane weight of K = 128 (two
+  // row blocks), units of ub bytes, blocks of cb code bytes.
+  auto block_at = [](const uint8_t* packed, int64_t row, int64_t c, int group, int64_t ub, int64_t cb) {
+    const int64_t k = 128, unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
+    return packed + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * cb;
+  };
   // 2 bits: per block of 32 inputs 2 vectors of 64 bytes; the 4-bit layout's vector v is vector
   // v / 2's bytes >> 2 (v % 2), masked 0x33 (qlinear.h), its nibbles the codes as 4 bits stores them.
   for (int group : {16, 64}) {
@@ -116,8 +122,7 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
     for (int64_t row = 0; row < 32; ++row)
       for (int64_t c = 0; c < k; ++c) {
         const int r = int(row % 16), i = int(c % 32), v = (i % 16) / 4;
-        const int64_t unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
-        const uint8_t* blk = q.packed.data() + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * 128;
+        const uint8_t* blk = block_at(q.packed.data(), row, c, group, ub, 128);
         const int four_bit_byte = (blk[v / 2 * 64 + 4 * r + i % 4] >> (2 * (v % 2))) & 0x33;
         const int got = (four_bit_byte >> (i < 16 ? 0 : 4)) & 0xF;
         const int want = row < n ? int(q.codes[size_t(row * k + c)]) : 0;
@@ -153,8 +158,7 @@ TEST_CASE("qweight_pack_rowlane: documented layout and round trip") {
       for (int64_t row = 0; row < 32; ++row)
         for (int64_t c = 0; c < k; ++c) {
           const int r = int(row % 16), i = int(c % 32), v = (i % 16) / 4;
-          const int64_t unit = group == 16 ? c / 32 : c / group, b = group == 16 ? 0 : c % group / 32;
-          const uint8_t* blk = packed.data() + (row / 16) * (k / std::max(group, 32)) * ub + unit * ub + b * 192;
+          const uint8_t* blk = block_at(packed.data(), row, c, group, ub, 192);
           auto at = [&](int q) { return int(blk[64 * q + 4 * r + i % 4]); };
           const int four_bit_byte = v < 3 ? at(v) & 0x77
                                           : ((at(0) >> 3) & 0x11) | ((at(1) >> 2) & 0x22) | ((at(2) >> 1) & 0x44);
