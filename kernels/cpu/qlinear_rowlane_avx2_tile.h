@@ -214,7 +214,7 @@ void expand_half(const RowLaneGeometry& geo, const uint8_t* rb, int h, float* pr
 // Out of line: inlined into q8_rows beside the prefill tiles its decode code came out slower (Q8_0
 // decode 158 -> 127 tok/s on an AVX2-only EPYC), and its own function it is the faster one for every kind.
 template <bool VNNI, int H, int NT, bool FOUR, int CB, bool SIX, bool LUT, bool NARROW, ScaleType ST, int SG,
-          bool ONE = SG == 2>
+          bool ONE = SG == 2, bool PAIR = false>
 __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, const uint8_t* rb, int h0,
                                        const QActivations& x, const float* S, int64_t t, const float* bias, int64_t nb,
                                        const __m256i* m, float* out, int64_t ldo, bool prefetch, const int8_t* codebook,
@@ -313,6 +313,10 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
               dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], e[i][j][q]);
             }
       } else if constexpr (FOUR && LUT) {  // signed values: |value| x (activation with the value's sign), as 8 bits
+        // PAIR (every |value| within 64, codebook_magnitude_step >= 2: IQ2's and IQ3_XXS's grids): two
+        // vpmaddubsw's pairs (each at most 2 x 64 x 127) summed in 16 bits before one vpmaddwd
+        [[maybe_unused]] __m256i held[H][NT][2];
+#pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
           __m256i lo[H], hi[H];
           for (int i = 0; i < H; ++i) {
@@ -326,8 +330,20 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
             for (int i = 0; i < H; ++i) {
               const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(lo[i]), _mm256_sign_epi8(alo, lo[i]));
               const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(hi[i]), _mm256_sign_epi8(ahi, hi[i]));
-              dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(plo, ones));
-              dot[i][j][SG - 1] = _mm256_add_epi32(dot[i][j][SG - 1], _mm256_madd_epi16(phi, ones));
+              if constexpr (PAIR && SG == 1) {  // |values| within 64: two vpmaddubsw summed in 16 bits
+                dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones));
+              } else if constexpr (PAIR) {  // groups of 16: vectors v and v + 1 of each group
+                if (v % 2 == 0) {
+                  held[i][j][0] = plo, held[i][j][1] = phi;
+                } else {
+                  const __m256i p0 = _mm256_add_epi16(held[i][j][0], plo), p1 = _mm256_add_epi16(held[i][j][1], phi);
+                  dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(p0, ones));
+                  dot[i][j][1] = _mm256_add_epi32(dot[i][j][1], _mm256_madd_epi16(p1, ones));
+                }
+              } else {
+                dot[i][j][0] = _mm256_add_epi32(dot[i][j][0], _mm256_madd_epi16(plo, ones));
+                dot[i][j][SG - 1] = _mm256_add_epi32(dot[i][j][SG - 1], _mm256_madd_epi16(phi, ones));
+              }
             }
           }
         }
@@ -509,6 +525,8 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
   thread_local std::vector<uint8_t> wide;
   if (expand) wide.resize(size_t(geo8.row_block_bytes + sign_off));
   const bool prefill = x.t > 3 && (!SIX || expand);  // q8_prefill_tile's tokens
+  // decode of a codebook whose |values| are within 64: two products' pairs summed in 16 bits (q8_tile's PAIR)
+  const bool decode_pairs = LUT && !VNNI && codebook_magnitude_step(w.codebook) >= 2;
   const bool stream_prefetch = kPrefetchCodes<FOUR, SIX, NARROW> || prefetch_all_codes();  // q8_tile's
   TokenTiles& tt = thread_token_tiles();
   // tokens [c0, c1) at a time (one chunk but in long prefills: TokenTiles' memory)
@@ -522,9 +540,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
                        // read once); 2 and 3 tokens measured 6-13% faster so than half by half
         auto both_halves = [&](auto nt) {
           auto tile = [&](auto one) {
-            q8_tile<VNNI, 2, nt(), FOUR, CB, SIX, LUT, NARROW, ST, SG, one()>(
-                geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, stream_prefetch, w.codebook, w.narrow_base,
-                asum);
+            auto run = [&](auto pair) {
+              q8_tile<VNNI, 2, nt(), FOUR, CB, SIX, LUT, NARROW, ST, SG, one(), pair()>(
+                  geo, z, rb, 0, x, S.data(), 0, bias, nb, m, out, ldo, stream_prefetch, w.codebook, w.narrow_base,
+                  asum);
+            };
+            if constexpr (LUT && !VNNI) {
+              if (decode_pairs) return run(std::true_type{});
+            }
+            run(std::false_type{});
           };
           if constexpr (SG == 2) tile(std::true_type{});
           else if (geo.blocks_per_group == 1) tile(std::true_type{});

@@ -387,7 +387,8 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magni
   // each step's widest book, and the magnitudes' widest for M 3 (IQ2's grid) and 2; rows whose codes all
   // take the book's last value against activations all +-127 (every vpmaddubsw pair 2 x span x 127, or 2
   // x |value| x 127, STEP or M of them summed in 16 bits: one too many wraps), the other rows random;
-  // group 16 (two groups a block: M 3 as 3 quads and 1) and 32, prefill tiles of 8 and a rest; 13 and
+  // group 16 (two groups a block: M 3 as 3 quads and 1) and 32, decode (1-3 tokens: vpmaddubsw pairs within
+  // 64 summed two at a time), prefill tiles of 8 and a rest; 13 and
   // 35 tokens the unpacked tiles (magnitudes past 8 tokens)
   struct Bound {
     std::vector<int> book;
@@ -407,26 +408,29 @@ TEST_CASE("codebooks spanning up to 128 (IQ grids): AVX2 tiles' narrow and magni
       draw_codes(q, book, uint32_t(310 + cases));
       for (int64_t n = 0; n < 16; ++n)
         for (int64_t k = 0; k < K; ++k) q.codes[size_t(n * K + k)] = uint8_t(int8_t(book.back()));
-      const Pair p = make_pair(q, -1, false);
-      REQUIRE(kernels::detail::codebook_narrow_step(p.table) == bound.step);
-      REQUIRE(kernels::detail::codebook_magnitude_step(p.table) == bound.magnitude);
-      for (float sign : {1.0f, -1.0f})
-        for (int64_t T : {8, 13, 35}) {
-          std::vector<float> x(size_t(T * K), 0.5f * sign);
-          for (int64_t t = 1; t < T; t += 2)  // odd tokens random
-            for (int64_t k = 0; k < K; ++k) x[size_t(t * K + k)] = randn(1, uint32_t(t * K + k))[0];
-          const ActBuf a(x.data(), T, K);
-          std::vector<float> want(size_t(T * N)), o(size_t(T * N), NAN);
-          kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), nullptr, 0, N, want.data(), N);
-          for (const char* choice : {"magnitude", "narrow"})
-            for (const RowLaneKernels& kv : codebook_kernels()) {
-              const CodebookPrefill chosen(choice);
-              INFO(kv.name << " " << choice << " book " << cases / 2 << " group " << group << " T " << T << " sign "
-                           << sign);
-              kv.q8(a.q, p.v4(), nullptr, 0, N, o.data(), N);
-              CHECK(same_bits(o, want));
-            }
-        }
+      for (int pbits : {4, 3}) {
+        const Pair p = make_pair(q, -1, false, pbits);
+        REQUIRE(kernels::detail::codebook_narrow_step(p.table) == bound.step);
+        REQUIRE(kernels::detail::codebook_magnitude_step(p.table) == bound.magnitude);
+        for (float sign : {1.0f, -1.0f})
+          for (int64_t T : {1, 2, 3, 8, 13, 35}) {  // decode (q8_tile's pairs within 64) and the prefill tiles
+            std::vector<float> x(size_t(T * K), 0.5f * sign);
+            for (int64_t t = 1; t < T; t += 2)  // odd tokens random
+              for (int64_t k = 0; k < K; ++k) x[size_t(t * K + k)] = randn(1, uint32_t(t * K + k))[0];
+            const ActBuf a(x.data(), T, K);
+            std::vector<float> want(size_t(T * N)), o(size_t(T * N), NAN);
+            kernels::detail::qlinear_rows_q8_rowlane_scalar(a.q, p.v8(), nullptr, 0, N, want.data(), N);
+            for (const char* choice : {"magnitude", "narrow"})
+              for (const RowLaneKernels& kv : codebook_kernels()) {
+                if (pbits == 3 && !takes_three_bits(kv)) continue;
+                const CodebookPrefill chosen(choice);
+                INFO(kv.name << " " << choice << " book " << cases / 2 << " group " << group << " T " << T
+                             << " sign " << sign << " bits " << pbits);
+                kv.q8(a.q, p.v4(), nullptr, 0, N, o.data(), N);
+                CHECK(same_bits(o, want));
+              }
+          }
+      }
       ++cases;
     }
   CHECK(cases == 10);
