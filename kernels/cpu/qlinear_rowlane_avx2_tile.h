@@ -313,7 +313,7 @@ __attribute__((noinline)) void q8_tile(const RowLaneGeometry& geo, int zero, con
               dot[i][j][sg] = _mm256_add_epi32(dot[i][j][sg], e[i][j][q]);
             }
       } else if constexpr (FOUR && LUT) {  // signed values: |value| x (activation with the value's sign), as 8 bits
-        // PAIR (every |value| within 64, codebook_magnitude_step >= 2: IQ2's and IQ3_XXS's grids): two
+        // PAIR (every |value| within 64, codebook_magnitude_step >= 2: IQ1's, IQ2's, IQ3_XXS's grids): two
         // vpmaddubsw's pairs (each at most 2 x 64 x 127) summed in 16 bits before one vpmaddwd
         [[maybe_unused]] __m256i held[H][NT][2];
 #pragma GCC unroll 4
