@@ -63,22 +63,30 @@ __attribute__((always_inline)) inline void accumulate_token(float* acc, __m256i 
                                        _mm256_load_ps(acc)));
 }
 
+// positions(p, q) for each quad q of a block's CB-bit codes at cp (inputs 4q..4q+3 of the half's 8
+// rows), p their codes as bytes: each 4-bit vector v unpacked once, its low nibbles quad v (inputs
+// 4v + j), its high ones quad 4 + v (16 + 4v + j).
+template <int CB, class Positions>
+__attribute__((always_inline)) inline void for_block_positions(const uint8_t* cp, Positions&& positions) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    const __m256i W = nibble_vector<CB>(cp, v);
+    positions(_mm256_and_si256(W, nib), v);
+    positions(_mm256_and_si256(_mm256_srli_epi16(W, 4), nib), 4 + v);
+  }
+}
+
 // quad(u, q) for each quad q of a block's codes at cp (inputs 4q..4q+3 of the half's 8 rows), u their
 // values + 128 as bytes: a codebook's looked up (lut_u: its values + 128; CB: its positions' bits),
 // wide 8-bit codes as stored.
 template <bool FOUR, int CB, class Quad>
 __attribute__((always_inline)) inline void for_block_quads(const uint8_t* cp, __m256i lut_u, Quad&& quad) {
-  const __m256i nib = _mm256_set1_epi8(0x0F);
+  if constexpr (FOUR) {
+    for_block_positions<CB>(cp, [&](__m256i p, int q) { quad(_mm256_shuffle_epi8(lut_u, p), q); });
+  } else {
 #pragma GCC unroll 8
-  for (int v = 0; v < (FOUR ? 4 : 8); ++v) {
-    const __m256i W =
-        FOUR ? nibble_vector<CB>(cp, v) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v));
-    if constexpr (FOUR) {  // low nibbles are inputs 4v + j, high 16 + 4v + j
-      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(W, nib)), v);
-      quad(_mm256_shuffle_epi8(lut_u, _mm256_and_si256(_mm256_srli_epi16(W, 4), nib)), 4 + v);
-    } else {
-      quad(W, v);
-    }
+    for (int v = 0; v < 8; ++v) quad(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * v)), v);
   }
 }
 
@@ -289,11 +297,16 @@ __attribute__((always_inline)) inline void four_block(const uint8_t* cp, const i
 }
 
 // Quad q of a block's codebook positions at cp (CB bits; the 4-bit layout's vector q % 4: its low
-// nibbles are quads 0..3, its high ones 4..7), looked up in lut (16 bytes, broadcast to both lanes).
+// nibbles are quads 0..3, its high ones 4..7), as bytes; book_quad: looked up in lut (16 bytes,
+// broadcast to both lanes).
+template <int CB>
+__attribute__((always_inline)) inline __m256i book_positions(const uint8_t* cp, int q) {
+  const __m256i W = nibble_vector<CB>(cp, q % 4);
+  return _mm256_and_si256(q < 4 ? W : _mm256_srli_epi16(W, 4), _mm256_set1_epi8(0x0F));
+}
 template <int CB>
 __attribute__((always_inline)) inline __m256i book_quad(const uint8_t* cp, int q, __m256i lut) {
-  const __m256i W = nibble_vector<CB>(cp, q % 4);
-  return _mm256_shuffle_epi8(lut, _mm256_and_si256(q < 4 ? W : _mm256_srli_epi16(W, 4), _mm256_set1_epi8(0x0F)));
+  return _mm256_shuffle_epi8(lut, book_positions<CB>(cp, q));
 }
 
 // One block of narrow 8-bit codes (code - base: 0..63 with STEP 2, 0..31 with STEP 4; the 6-bit ones
@@ -360,7 +373,8 @@ __attribute__((always_inline)) inline void magnitude_quads(const uint8_t* cp, in
 #pragma GCC unroll 3
   for (int i = 0; i < N; ++i) {
     if constexpr (BOOK) {
-      W[i] = book_quad<CB>(cp, v0 + i, lut_abs), V[i] = book_quad<CB>(cp, v0 + i, lut_v);
+      const __m256i p = book_positions<CB>(cp, v0 + i);  // unpacked once for both tables
+      W[i] = _mm256_shuffle_epi8(lut_abs, p), V[i] = _mm256_shuffle_epi8(lut_v, p);
     } else {
       W[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + 64 * (v0 + i)));
       V[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + sign_off + 64 * (v0 + i)));

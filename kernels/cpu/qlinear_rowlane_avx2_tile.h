@@ -574,18 +574,15 @@ void q8_rows(const QActivations& x, const QWeightView& w, const float* bias, int
       if constexpr (LUT) {
         if (book_expand)
           rowlane_unpack_to_eight(geo, geo8, rb, wide.data(), [&](const uint8_t* src, uint8_t* dst) {
-            const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n, nib = _mm256_set1_epi8(0x0F);
+            const __m256i lut = book_mag ? _mm256_abs_epi8(book_v) : book_n;
             auto store = [&](int64_t at, __m256i table, __m256i positions) {
               _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), _mm256_shuffle_epi8(table, positions));
             };
             for (int h = 0; h < 2; ++h)
-              for (int v = 0; v < 4; ++v) {  // each 4-bit vector once: its low nibbles quad v, its high v + 4
-                const __m256i W = nibble_vector<CB>(src + 32 * h, v);
-                const __m256i lo = _mm256_and_si256(W, nib), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), nib);
-                store(64 * v + 32 * h, lut, lo), store(64 * (v + 4) + 32 * h, lut, hi);
-                if (book_mag)
-                  store(sign_off + 64 * v + 32 * h, book_v, lo), store(sign_off + 64 * (v + 4) + 32 * h, book_v, hi);
-              }
+              for_block_positions<CB>(src + 32 * h, [&](__m256i p, int q) {
+                store(64 * q + 32 * h, lut, p);
+                if (book_mag) store(sign_off + 64 * q + 32 * h, book_v, p);
+              });
           });
       }
       for (int h = 0; h < 2; ++h) {  // one half at a time (what the 16 registers hold)
